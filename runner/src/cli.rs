@@ -1,0 +1,621 @@
+//! The `marktoflow` command: a thin layer over the engine. All printing
+//! happens here: data on stdout, progress and diagnostics on stderr.
+
+use crate::diag::Diagnostic;
+use crate::engine::{Engine, RunConfig, RunEvent, RunResult, RunStatus, StepStatus};
+use crate::inputs::{self, Supplied};
+use crate::model::{self, Workflow};
+use clap::{Args, Parser, Subcommand};
+use marktoflow_steps::action::{Cancel, Capabilities, LogLevel};
+use marktoflow_steps::agent::{AgentHub, AgentOverrides};
+use marktoflow_steps::script::ScriptHost;
+use marktoflow_steps::{Registry, Sandbox};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Exit codes.
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_RUN_FAILED: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+
+#[derive(Parser, Debug)]
+#[command(name = "marktoflow", version, about = "Run workflows written as Markdown", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a workflow file.
+    Run(RunArgs),
+    /// Parse and check workflow files without running them.
+    Validate {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The workflow file (.md).
+    pub file: PathBuf,
+    /// An input, `name=value` (repeatable). Values are converted to the input's declared type.
+    #[arg(short = 'i', long = "input", value_name = "NAME=VALUE")]
+    pub input: Vec<String>,
+    /// A JSON file with an object of inputs (`--input` wins on the same name).
+    #[arg(long, value_name = "FILE")]
+    pub inputs_file: Option<PathBuf>,
+    /// Print one JSON object with the outputs, status and every step.
+    #[arg(long)]
+    pub json: bool,
+    /// Show step outputs and debug logs on stderr.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Show no progress on stderr (errors still show).
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Render every step and show what would be called, calling nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Use this LLM provider for every agent tool: anthropic, openai, ollama (or any sdk name).
+    #[arg(short, long, env = "MARKTOFLOW_AGENT")]
+    pub agent: Option<String>,
+    /// The model for agent steps that name none (and for every step when --agent switches provider).
+    #[arg(short, long, env = "MARKTOFLOW_MODEL")]
+    pub model: Option<String>,
+    /// Let scripts and file actions read below DIR (repeatable).
+    #[arg(long, value_name = "DIR")]
+    pub allow_read: Vec<PathBuf>,
+    /// Let scripts and file actions write below DIR (repeatable; also readable).
+    #[arg(long, value_name = "DIR")]
+    pub allow_write: Vec<PathBuf>,
+}
+
+/// Entry point of the binary; returns the exit code.
+pub fn main() -> i32 {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).map(|a| a == "__script-worker").unwrap_or(false) {
+        return marktoflow_steps::script::worker_main();
+    }
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match cli.command {
+        Command::Run(a) => run(a),
+        Command::Validate { files, json } => validate(&files, json),
+    }
+}
+
+struct Style {
+    color: bool,
+}
+
+impl Style {
+    fn stderr() -> Self {
+        Style {
+            color: std::io::stderr().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        }
+    }
+    fn paint(&self, code: &str, s: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+}
+
+fn print_diagnostics(diags: &[Diagnostic]) {
+    let style = Style::stderr();
+    let mut err = std::io::stderr().lock();
+    for d in diags {
+        let text = d.render();
+        let text = match d.severity {
+            crate::diag::Severity::Error => text.replacen(
+                ": error:",
+                &format!(": {}:", style.paint("1;31", "error")),
+                1,
+            ),
+            crate::diag::Severity::Warning => text.replacen(
+                ": warning:",
+                &format!(": {}:", style.paint("1;33", "warning")),
+                1,
+            ),
+        };
+        let _ = writeln!(err, "{text}");
+    }
+}
+
+/// Sub-workflows come from files, checked like the top-level one.
+struct FileLoader(Registry);
+
+impl crate::engine::WorkflowLoader for FileLoader {
+    fn load(&self, path: &Path) -> Result<Workflow, Vec<Diagnostic>> {
+        model::load_file(path, &self.0).map(|l| l.workflow)
+    }
+}
+
+fn load(file: &Path, registry: &Registry) -> Result<Workflow, i32> {
+    match model::load_file(file, registry) {
+        Ok(l) => {
+            print_diagnostics(&l.warnings);
+            Ok(l.workflow)
+        }
+        Err(diags) => {
+            print_diagnostics(&diags);
+            let n = diags.len();
+            eprintln!("marktoflow: {n} error{} in `{}`", plural(n), file.display());
+            Err(EXIT_USAGE)
+        }
+    }
+}
+
+fn validate(files: &[PathBuf], as_json: bool) -> i32 {
+    let registry = Registry::standard();
+    let mut report = Vec::new();
+    let mut failed = false;
+    for f in files {
+        match model::load_file(f, &registry) {
+            Ok(l) => {
+                if !as_json {
+                    print_diagnostics(&l.warnings);
+                    let n = l.workflow.walk().len();
+                    println!(
+                        "{}: ok ({} step{}, {} warning{})",
+                        f.display(),
+                        n,
+                        plural(n),
+                        l.warnings.len(),
+                        plural(l.warnings.len())
+                    );
+                }
+                report.push(json!({"file": f, "ok": true, "steps": l.workflow.walk().len(), "diagnostics": l.warnings}));
+            }
+            Err(d) => {
+                failed = true;
+                if !as_json {
+                    print_diagnostics(&d);
+                    println!("{}: {} error{}", f.display(), d.len(), plural(d.len()));
+                }
+                report.push(json!({"file": f, "ok": false, "diagnostics": d}));
+            }
+        }
+    }
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
+    }
+    if failed {
+        EXIT_USAGE
+    } else {
+        EXIT_OK
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// The process environment, with `.env` files (cwd, then the workflow's
+/// folder) filling in what is not set.
+fn environment(workflow_dir: &Path) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = std::env::vars().collect();
+    for dir in [PathBuf::from("."), workflow_dir.to_path_buf()] {
+        if let Ok(text) = std::fs::read_to_string(dir.join(".env")) {
+            for (k, v) in parse_dotenv(&text) {
+                env.entry(k).or_insert(v);
+            }
+        }
+    }
+    env
+}
+
+/// `KEY=value` lines; `#` comments, `export ` prefixes and quotes allowed.
+pub fn parse_dotenv(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            if l.is_empty() || l.starts_with('#') {
+                return None;
+            }
+            let l = l.strip_prefix("export ").unwrap_or(l);
+            let (k, v) = l.split_once('=')?;
+            let v = v.trim();
+            let v = if v.len() >= 2
+                && ((v.starts_with('"') && v.ends_with('"'))
+                    || (v.starts_with('\'') && v.ends_with('\'')))
+            {
+                &v[1..v.len() - 1]
+            } else {
+                v
+            };
+            Some((k.trim().to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+fn supplied_inputs(a: &RunArgs) -> Result<Vec<(String, Supplied)>, String> {
+    let mut out: Vec<(String, Supplied)> = Vec::new();
+    if let Some(f) = &a.inputs_file {
+        let text = std::fs::read_to_string(f).map_err(|e| {
+            format!(
+                "cannot read inputs file `{}`: {}",
+                f.display(),
+                model::io_reason(&e)
+            )
+        })?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{}:{}:{}: inputs file is not valid JSON: {e}",
+                f.display(),
+                e.line(),
+                e.column()
+            )
+        })?;
+        let Value::Object(m) = v else {
+            return Err(format!(
+                "{}: the inputs file must hold a JSON object of input names to values",
+                f.display()
+            ));
+        };
+        out.extend(m.into_iter().map(|(k, v)| (k, Supplied::Json(v))));
+    }
+    for raw in &a.input {
+        let (k, v) = match raw.split_once('=') {
+            Some((k, v)) => (k.trim().to_string(), Supplied::Text(v.to_string())),
+            // A bare `--input flag` sets it to true.
+            None => (raw.trim().to_string(), Supplied::Json(Value::Bool(true))),
+        };
+        if k.is_empty() {
+            return Err(format!("invalid `--input {raw}`: expected NAME=VALUE"));
+        }
+        out.retain(|(n, _)| *n != k);
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+fn run(a: RunArgs) -> i32 {
+    let registry = Registry::standard();
+    let wf = match load(&a.file, &registry) {
+        Ok(w) => w,
+        Err(code) => return code,
+    };
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let wf_dir = a
+        .file
+        .parent()
+        .map(Path::to_path_buf)
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| PathBuf::from("."));
+    let env = environment(&wf_dir);
+    let supplied = match supplied_inputs(&a) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    // Paths named on the command line are readable (`--input knowledge_base=DIR`).
+    let mut read_roots = vec![cwd.clone(), wf_dir.clone()];
+    for (_, v) in &supplied {
+        if let Supplied::Text(s) = v {
+            let p = cwd.join(s);
+            if !s.is_empty() && s.len() < 4096 && p.exists() {
+                read_roots.push(p);
+            }
+        }
+    }
+    read_roots.extend(a.allow_read.iter().cloned());
+    let inputs = match inputs::resolve(&wf, supplied, &env) {
+        Ok(i) => i,
+        Err(errs) => {
+            let diags: Vec<Diagnostic> = errs.iter().map(|e| e.diagnostic(&wf)).collect();
+            print_diagnostics(&diags);
+            return EXIT_USAGE;
+        }
+    };
+    let sandbox = Sandbox::new(cwd, read_roots, a.allow_write.clone());
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
+    let caps = Capabilities {
+        sandbox: Arc::new(sandbox),
+        log: Arc::new(|_| {}),
+        cancel: Cancel::default(),
+        scripts: Arc::new(ScriptHost::new(exe)),
+        agents: Arc::new(AgentHub::new(AgentOverrides {
+            agent: a.agent.clone(),
+            model: a.model.clone(),
+        })),
+        env: Arc::new(env),
+    };
+    let engine = Engine::new();
+    if a.dry_run {
+        let plan = crate::plan::dry_run(&engine, &wf, &inputs, &caps);
+        print_plan(&wf, &plan, a.json);
+        return EXIT_OK;
+    }
+    if let Err(diags) = crate::plan::preflight(&wf, &caps) {
+        print_diagnostics(&diags);
+        eprintln!("marktoflow: nothing was run: agent steps have no LLM provider they can reach");
+        return EXIT_USAGE;
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_RUN_FAILED;
+        }
+    };
+    let printer = Arc::new(Progress::new(&a));
+    let sink = printer.clone();
+    let cfg = RunConfig {
+        run_id: uuid::Uuid::new_v4().to_string(),
+        caps: caps.clone(),
+        events: Arc::new(move |e: &RunEvent| sink.event(e)),
+        loader: Some(Arc::new(FileLoader(registry))),
+        callers: Vec::new(),
+    };
+    let cancel = caps.cancel.clone();
+    let result = rt.block_on(async {
+        let interrupt = async {
+            let _ = tokio::signal::ctrl_c().await;
+            cancel.cancel();
+            // A second Ctrl-C is not waited for: the run is asked to stop.
+            std::future::pending::<()>().await
+        };
+        tokio::select! {
+            r = engine.run(&wf, inputs, cfg) => r,
+            _ = interrupt => unreachable!("the interrupt future never completes"),
+        }
+    });
+    print_result(&wf, &result, a.json);
+    match result.status {
+        RunStatus::Completed => EXIT_OK,
+        _ => EXIT_RUN_FAILED,
+    }
+}
+
+fn print_plan(wf: &Workflow, plan: &[crate::plan::PlannedStep], as_json: bool) {
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({"workflow": wf.meta.id, "dry_run": true, "steps": plan})
+            )
+            .unwrap_or_default()
+        );
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "Dry run of `{}` ({}): nothing is called.\n",
+        wf.meta.id, wf.source.name
+    );
+    for p in plan {
+        let pad = "  ".repeat(p.depth);
+        let what = match (&p.action, &p.target, &p.condition) {
+            (Some(a), Some(t), _) => format!("{a} → {t}"),
+            (Some(a), None, _) => a.clone(),
+            (None, _, Some(c)) => format!("{} {c}", p.kind),
+            _ => p.kind.to_string(),
+        };
+        let _ = writeln!(out, "{pad}• {} [{what}]", p.name);
+        if let Value::Object(m) = &p.inputs {
+            for (k, v) in m {
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    other => serde_json::to_string_pretty(other).unwrap_or_default(),
+                };
+                let mut lines = text.lines();
+                let first = lines.next().unwrap_or("");
+                let _ = writeln!(out, "{pad}    {k}: {first}");
+                for l in lines {
+                    let _ = writeln!(out, "{pad}      {l}");
+                }
+            }
+        }
+        if let Some(v) = &p.output_variable {
+            let _ = writeln!(out, "{pad}    → {v}");
+        }
+    }
+}
+
+fn print_result(wf: &Workflow, r: &RunResult, as_json: bool) {
+    if let Some(f) = &r.error {
+        print_diagnostics(&[f.diagnostic(wf)]);
+    }
+    if as_json {
+        let steps: Vec<Value> = r
+            .steps
+            .iter()
+            .map(|s| json!({"id": s.id, "name": s.name, "status": s.status, "output": s.output, "error": s.error, "duration_ms": s.duration_ms, "retries": s.retries}))
+            .collect();
+        let error = r.error.as_ref().map(|f| {
+            json!({"message": f.message, "step": f.step_id, "file": f.file, "line": f.pos.map(|p| p.line), "column": f.pos.map(|p| p.col)})
+        });
+        let doc = json!({
+            "run_id": r.run_id,
+            "workflow": r.workflow,
+            "status": r.status,
+            "outputs": r.outputs,
+            "steps": steps,
+            "error": error,
+            "duration_ms": r.duration_ms,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        return;
+    }
+    if r.status == RunStatus::Completed {
+        print!("{}", human_outputs(&r.outputs));
+    }
+}
+
+/// Outputs as readable YAML (strings stay multi-line).
+fn human_outputs(v: &Value) -> String {
+    match v {
+        Value::Object(m) if m.is_empty() => String::new(),
+        _ => serde_yaml::to_string(v).unwrap_or_else(|_| format!("{v}\n")),
+    }
+}
+
+/// Step progress on stderr.
+struct Progress {
+    style: Style,
+    quiet: bool,
+    verbose: bool,
+    total: std::sync::atomic::AtomicUsize,
+}
+
+impl Progress {
+    fn new(a: &RunArgs) -> Self {
+        Progress {
+            style: Style::stderr(),
+            quiet: a.quiet,
+            verbose: a.verbose,
+            total: Default::default(),
+        }
+    }
+
+    fn event(&self, e: &RunEvent) {
+        if self.quiet {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        let s = &self.style;
+        match e {
+            RunEvent::RunStarted {
+                workflow,
+                total_steps,
+                ..
+            } => {
+                self.total
+                    .store(*total_steps, std::sync::atomic::Ordering::Relaxed);
+                let _ = writeln!(err, "{} {workflow}", s.paint("1", "▶ running"));
+            }
+            RunEvent::StepStarted {
+                name,
+                depth,
+                index,
+                detail,
+                ..
+            } => {
+                if self.verbose {
+                    let pad = "  ".repeat(*depth + 1);
+                    let d = detail
+                        .as_deref()
+                        .map(|d| format!(" ({d})"))
+                        .unwrap_or_default();
+                    let counter = if *index > 0 {
+                        format!(
+                            "[{index}/{}] ",
+                            self.total.load(std::sync::atomic::Ordering::Relaxed)
+                        )
+                    } else {
+                        String::new()
+                    };
+                    let _ = writeln!(err, "{pad}{} {counter}{name}{d}", s.paint("2", "…"));
+                }
+            }
+            RunEvent::Log { level, message, .. } => {
+                if *level == LogLevel::Debug && !self.verbose {
+                    return;
+                }
+                let tag = match level {
+                    LogLevel::Warn => s.paint("33", "warn"),
+                    LogLevel::Error => s.paint("31", "error"),
+                    LogLevel::Debug => s.paint("2", "debug"),
+                    LogLevel::Info => s.paint("2", "log"),
+                };
+                for line in message.lines() {
+                    let _ = writeln!(err, "    │ {tag} {line}");
+                }
+            }
+            RunEvent::StepRetry {
+                id,
+                attempt,
+                error,
+                delay_ms,
+            } => {
+                let _ = writeln!(
+                    err,
+                    "    {} `{id}` failed ({error}); retry {attempt} in {delay_ms} ms",
+                    s.paint("33", "↻")
+                );
+            }
+            RunEvent::StepFinished {
+                name,
+                depth,
+                status,
+                duration_ms,
+                output,
+                error,
+                ..
+            } => {
+                let pad = "  ".repeat(*depth + 1);
+                let (mark, color) = match status {
+                    StepStatus::Completed => ("✓", "32"),
+                    StepStatus::Failed => ("✗", "31"),
+                    StepStatus::Skipped => ("-", "2"),
+                };
+                let tail = match status {
+                    StepStatus::Skipped => "skipped".to_string(),
+                    _ => format!("{duration_ms} ms"),
+                };
+                let _ = writeln!(
+                    err,
+                    "{pad}{} {name} {}",
+                    s.paint(color, mark),
+                    s.paint("2", &format!("({tail})"))
+                );
+                if self.verbose {
+                    if let Some(e) = error {
+                        let _ = writeln!(err, "{pad}  {e}");
+                    } else if !output.is_null() {
+                        let text = output.to_string();
+                        let shown: String = text.chars().take(300).collect();
+                        let more = if text.chars().count() > 300 {
+                            " …"
+                        } else {
+                            ""
+                        };
+                        let _ = writeln!(err, "{pad}  {} {shown}{more}", s.paint("2", "→"));
+                    }
+                }
+            }
+            RunEvent::RunFinished {
+                status,
+                duration_ms,
+            } => {
+                let text = match status {
+                    RunStatus::Completed => s.paint("1;32", "✔ completed"),
+                    RunStatus::Failed => s.paint("1;31", "✖ failed"),
+                    RunStatus::Cancelled => s.paint("1;33", "✖ cancelled"),
+                };
+                let _ = writeln!(err, "{text} in {duration_ms} ms");
+            }
+        }
+    }
+}

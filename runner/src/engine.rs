@@ -1,0 +1,1103 @@
+//! Runs a workflow: steps, control flow, variables, outputs, and run events.
+//!
+//! The engine never prints, reads the clock for output, or touches the disk:
+//! everything it does goes out as [`RunEvent`]s and the returned [`RunResult`].
+
+use crate::diag::{Diagnostic, Pos};
+use crate::inputs::substitute_env;
+use crate::model::{Backoff, OnError, Step, StepKind, Workflow};
+use crate::template::{TemplateError, Templates};
+use marktoflow_steps::action::{ActionError, Call, Capabilities, LogLevel, LogLine};
+use marktoflow_steps::registry::ActionKind;
+use marktoflow_steps::ToolConfig;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use futures_util::stream::{self, StreamExt};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepStatus {
+    Completed,
+    Failed,
+    Skipped,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+/// What happens during a run, in order. Printers, servers and stores all
+/// consume the same stream.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RunEvent {
+    RunStarted {
+        run_id: String,
+        workflow: String,
+        total_steps: usize,
+    },
+    StepStarted {
+        id: String,
+        name: String,
+        depth: usize,
+        /// 1-based index among top-level steps (0 for nested steps).
+        index: usize,
+        kind: &'static str,
+        detail: Option<String>,
+    },
+    Log {
+        step: String,
+        level: LogLevel,
+        message: String,
+    },
+    StepRetry {
+        id: String,
+        attempt: u32,
+        error: String,
+        delay_ms: u64,
+    },
+    StepFinished {
+        id: String,
+        name: String,
+        depth: usize,
+        status: StepStatus,
+        duration_ms: u64,
+        output: Value,
+        error: Option<String>,
+    },
+    RunFinished {
+        status: RunStatus,
+        duration_ms: u64,
+    },
+}
+
+pub type EventSink = Arc<dyn Fn(&RunEvent) + Send + Sync>;
+
+/// One executed (or skipped) step.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepRecord {
+    pub id: String,
+    pub name: String,
+    pub status: StepStatus,
+    pub output: Value,
+    pub error: Option<String>,
+    pub duration_ms: u64,
+    pub retries: u32,
+    #[serde(skip)]
+    pub depth: usize,
+}
+
+/// Why a run failed, and where the failing step is.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunFailure {
+    pub message: String,
+    pub step_id: Option<String>,
+    pub step_name: Option<String>,
+    pub file: String,
+    pub pos: Option<Pos>,
+}
+
+impl RunFailure {
+    pub fn diagnostic(&self, wf: &Workflow) -> Diagnostic {
+        let msg = match &self.step_name {
+            Some(n) => format!("step `{n}` failed: {}", self.message),
+            None => self.message.clone(),
+        };
+        Diagnostic::error(&wf.source, self.pos, msg)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    pub run_id: String,
+    pub workflow: String,
+    pub status: RunStatus,
+    pub outputs: Value,
+    pub steps: Vec<StepRecord>,
+    pub error: Option<RunFailure>,
+    pub duration_ms: u64,
+}
+
+/// Loads sub-workflows (`workflow: path.md` steps): the engine itself never
+/// reads files.
+pub trait WorkflowLoader: Send + Sync {
+    fn load(&self, path: &Path) -> Result<Workflow, Vec<Diagnostic>>;
+}
+
+/// How deep sub-workflows may nest.
+pub const MAX_WORKFLOW_DEPTH: usize = 16;
+
+/// How a run is set up.
+pub struct RunConfig {
+    pub run_id: String,
+    pub caps: Capabilities,
+    pub events: EventSink,
+    /// None: `workflow:` steps fail with a clear message.
+    pub loader: Option<Arc<dyn WorkflowLoader>>,
+    /// The workflows that called this one (outermost first), to find cycles.
+    pub callers: Vec<PathBuf>,
+}
+
+pub struct Engine {
+    templates: Arc<Templates>,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::new()
+    }
+}
+
+struct Failure {
+    message: String,
+    step_id: String,
+    step_name: String,
+    pos: Pos,
+    /// An action error that was reported as a timeout or cancellation.
+    cancelled: bool,
+}
+
+#[derive(Clone)]
+struct RunState {
+    inputs: Value,
+    variables: Map<String, Value>,
+    /// `steps.<id>` as templates and conditions see it.
+    meta: Map<String, Value>,
+    set_outputs: Option<Value>,
+    records: Vec<StepRecord>,
+    last_top_output: Option<Value>,
+    env: Value,
+}
+
+impl Engine {
+    pub fn new() -> Self {
+        Engine {
+            templates: Arc::new(Templates::new()),
+        }
+    }
+
+    pub fn templates(&self) -> &Templates {
+        &self.templates
+    }
+
+    /// Runs `wf` with already-resolved inputs.
+    pub async fn run(
+        &self,
+        wf: &Workflow,
+        inputs: Map<String, Value>,
+        cfg: RunConfig,
+    ) -> RunResult {
+        let started = Instant::now();
+        let emit = |e: RunEvent| (cfg.events)(&e);
+        emit(RunEvent::RunStarted {
+            run_id: cfg.run_id.clone(),
+            workflow: wf.meta.id.clone(),
+            total_steps: wf.steps.len(),
+        });
+        let env: Map<String, Value> = cfg
+            .caps
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        let mut st = RunState {
+            inputs: Value::Object(inputs),
+            variables: Map::new(),
+            meta: Map::new(),
+            set_outputs: None,
+            records: Vec::new(),
+            last_top_output: None,
+            env: Value::Object(env),
+        };
+        let body = self.exec_list(wf, &wf.steps, &mut st, &cfg, 0, true);
+        let outcome = match wf.timeout {
+            Some(t) => tokio::select! {
+                r = body => r,
+                _ = tokio::time::sleep(t) => {
+                    cfg.caps.cancel.cancel();
+                    Err(Failure {
+                        message: format!("workflow timed out after {}", human_duration(t)),
+                        step_id: String::new(),
+                        step_name: String::new(),
+                        pos: Pos { line: 1, col: 1 },
+                        cancelled: true,
+                    })
+                }
+            },
+            None => body.await,
+        };
+        let (status, error) = match outcome {
+            Ok(_) => (RunStatus::Completed, None),
+            Err(f) => (
+                if f.cancelled && cfg.caps.cancel.is_cancelled() {
+                    RunStatus::Cancelled
+                } else {
+                    RunStatus::Failed
+                },
+                Some(RunFailure {
+                    message: f.message,
+                    step_id: (!f.step_id.is_empty()).then_some(f.step_id),
+                    step_name: (!f.step_name.is_empty()).then_some(f.step_name),
+                    file: wf.source.name.clone(),
+                    pos: Some(f.pos),
+                }),
+            ),
+        };
+        let outputs = workflow_outputs(wf, &st);
+        let duration_ms = started.elapsed().as_millis() as u64;
+        emit(RunEvent::RunFinished {
+            status,
+            duration_ms,
+        });
+        RunResult {
+            run_id: cfg.run_id.clone(),
+            workflow: wf.meta.id.clone(),
+            status,
+            outputs,
+            steps: st.records,
+            error,
+            duration_ms,
+        }
+    }
+
+    fn exec_list<'a>(
+        &'a self,
+        wf: &'a Workflow,
+        steps: &'a [Step],
+        st: &'a mut RunState,
+        cfg: &'a RunConfig,
+        depth: usize,
+        top: bool,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<Value>, Failure>> + Send + 'a>> {
+        Box::pin(async move {
+            let mut outputs = Vec::new();
+            for (i, step) in steps.iter().enumerate() {
+                if cfg.caps.cancel.is_cancelled() {
+                    return Err(Failure {
+                        message: "run cancelled".into(),
+                        step_id: step.id.clone(),
+                        step_name: step.display_name().to_string(),
+                        pos: step.pos,
+                        cancelled: true,
+                    });
+                }
+                let index = if top { i + 1 } else { 0 };
+                let out = self.exec_step(wf, step, st, cfg, depth, index).await?;
+                if let Some(v) = out {
+                    if top {
+                        st.last_top_output = Some(v.clone());
+                    }
+                    if step.output_variable.is_some() {
+                        outputs.push(v);
+                    }
+                }
+            }
+            Ok(outputs)
+        })
+    }
+
+    /// Runs one step; `Ok(None)` when it was skipped or failed with `continue`.
+    async fn exec_step(
+        &self,
+        wf: &Workflow,
+        step: &Step,
+        st: &mut RunState,
+        cfg: &RunConfig,
+        depth: usize,
+        index: usize,
+    ) -> Result<Option<Value>, Failure> {
+        let started = Instant::now();
+        let emit = |e: RunEvent| (cfg.events)(&e);
+        let detail = match &step.kind {
+            StepKind::Action { action, .. } => Some(action.clone()),
+            _ => None,
+        };
+        emit(RunEvent::StepStarted {
+            id: step.id.clone(),
+            name: step.display_name().to_string(),
+            depth,
+            index,
+            kind: step.kind.label(),
+            detail,
+        });
+        let finish = |st: &mut RunState,
+                      status: StepStatus,
+                      output: Value,
+                      error: Option<String>,
+                      retries: u32| {
+            let duration_ms = started.elapsed().as_millis() as u64;
+            st.meta.insert(
+                step.id.clone(),
+                json!({"status": status, "output": output, "error": error, "retries": retries, "duration_ms": duration_ms}),
+            );
+            emit(RunEvent::StepFinished {
+                id: step.id.clone(),
+                name: step.display_name().to_string(),
+                depth,
+                status,
+                duration_ms,
+                output: output.clone(),
+                error: error.clone(),
+            });
+            st.records.push(StepRecord {
+                id: step.id.clone(),
+                name: step.display_name().to_string(),
+                status,
+                output,
+                error,
+                duration_ms,
+                retries,
+                depth,
+            });
+        };
+
+        // `conditions:` all must hold, else the step is skipped.
+        for (i, cond) in step.conditions.iter().enumerate() {
+            let ok = self.condition(step, &["conditions".into(), i.to_string()], cond, st);
+            match ok {
+                Ok(true) => {}
+                Ok(false) => {
+                    finish(st, StepStatus::Skipped, Value::Null, None, 0);
+                    return Ok(None);
+                }
+                Err(f) => {
+                    finish(
+                        st,
+                        StepStatus::Failed,
+                        Value::Null,
+                        Some(f.message.clone()),
+                        0,
+                    );
+                    return Err(f);
+                }
+            }
+        }
+
+        let (result, retries) = self.exec_kind(wf, step, st, cfg, depth).await;
+        match result {
+            Ok(output) => {
+                if let Some(var) = &step.output_variable {
+                    st.variables.insert(var.clone(), output.clone());
+                }
+                finish(st, StepStatus::Completed, output.clone(), None, retries);
+                Ok(Some(output))
+            }
+            Err(f) => {
+                finish(
+                    st,
+                    StepStatus::Failed,
+                    Value::Null,
+                    Some(f.message.clone()),
+                    retries,
+                );
+                if step.on_error.action == OnError::Continue && !f.cancelled {
+                    Ok(None)
+                } else {
+                    Err(f)
+                }
+            }
+        }
+    }
+
+    fn fail(&self, step: &Step, pos: Pos, message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            step_id: step.id.clone(),
+            step_name: step.display_name().to_string(),
+            pos,
+            cancelled: false,
+        }
+    }
+
+    fn context(&self, st: &RunState) -> minijinja::Value {
+        Templates::context(
+            &st.inputs,
+            &st.variables,
+            &Value::Object(st.meta.clone()),
+            &st.env,
+        )
+    }
+
+    fn template_failure(&self, step: &Step, base: &[String], e: TemplateError) -> Failure {
+        let mut path = base.to_vec();
+        path.extend(e.path.iter().cloned());
+        let pos = match e.line {
+            Some(line) => step.string_pos(&path, line, e.col.unwrap_or(1)),
+            None => step.spans.pos(&{
+                let mut p = step.path.clone();
+                p.extend(path.iter().cloned());
+                p
+            }),
+        };
+        self.fail(step, pos, format!("template error: {}", e.message))
+    }
+
+    fn condition(
+        &self,
+        step: &Step,
+        path: &[String],
+        cond: &str,
+        st: &RunState,
+    ) -> Result<bool, Failure> {
+        let ctx = self.context(st);
+        self.templates
+            .eval_condition(cond, &ctx)
+            .map_err(|e| self.template_failure(step, path, e))
+    }
+
+    fn render(
+        &self,
+        step: &Step,
+        path: &[&str],
+        v: &Value,
+        st: &RunState,
+    ) -> Result<Value, Failure> {
+        let ctx = self.context(st);
+        let base: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+        self.templates
+            .render_value(v, &ctx)
+            .map_err(|e| self.template_failure(step, &base, e))
+    }
+
+    fn exec_kind<'a>(
+        &'a self,
+        wf: &'a Workflow,
+        step: &'a Step,
+        st: &'a mut RunState,
+        cfg: &'a RunConfig,
+        depth: usize,
+    ) -> KindFuture<'a> {
+        Box::pin(async move {
+            match &step.kind {
+                StepKind::Action { .. } => self.exec_action(step, st, cfg).await,
+                StepKind::If {
+                    condition,
+                    then,
+                    otherwise,
+                } => {
+                    let r = async {
+                        let take = self.condition(step, &["condition".into()], condition, st)?;
+                        let branch = if take { then } else { otherwise };
+                        let outs = self
+                            .exec_list(wf, branch, st, cfg, depth + 1, false)
+                            .await?;
+                        Ok(json!({"branch": if take { "then" } else { "else" }, "outputs": outs}))
+                    }
+                    .await;
+                    (r, 0)
+                }
+                StepKind::Switch {
+                    expression,
+                    cases,
+                    default,
+                } => {
+                    let r = async {
+                        let v = self.render(
+                            step,
+                            &["expression"],
+                            &Value::String(expression.clone()),
+                            st,
+                        )?;
+                        let key = match &v {
+                            Value::String(s) => s.clone(),
+                            Value::Null => String::new(),
+                            other => other.to_string(),
+                        };
+                        let branch = cases
+                            .iter()
+                            .find(|(k, _)| *k == key)
+                            .map(|(_, s)| s)
+                            .unwrap_or(default);
+                        let outs = self
+                            .exec_list(wf, branch, st, cfg, depth + 1, false)
+                            .await?;
+                        Ok(json!({"case": key, "outputs": outs}))
+                    }
+                    .await;
+                    (r, 0)
+                }
+                StepKind::ForEach {
+                    items,
+                    item_variable,
+                    index_variable,
+                    steps,
+                } => {
+                    let r = async {
+                        let items = self.render(step, &["items"], items, st)?;
+                        let Value::Array(items) = items else {
+                            return Err(self.fail(
+                                step,
+                                step.field_pos(&["items"]),
+                                format!("`items` must be a list, got {}", marktoflow_steps::action::type_name(&items)),
+                            ));
+                        };
+                        let n = items.len();
+                        let saved: Vec<(String, Option<Value>)> = [Some(item_variable.clone()), index_variable.clone(), Some("loop".into())]
+                            .into_iter()
+                            .flatten()
+                            .map(|k| (k.clone(), st.variables.get(&k).cloned()))
+                            .collect();
+                        let mut results = Vec::with_capacity(n);
+                        for (i, item) in items.into_iter().enumerate() {
+                            st.variables.insert(item_variable.clone(), item);
+                            if let Some(iv) = index_variable {
+                                st.variables.insert(iv.clone(), json!(i));
+                            }
+                            st.variables.insert(
+                                "loop".into(),
+                                json!({"index": i, "index1": i + 1, "first": i == 0, "last": i + 1 == n, "length": n}),
+                            );
+                            let outs = self.exec_list(wf, steps, st, cfg, depth + 1, false).await;
+                            match outs {
+                                Ok(o) => results.push(Value::Array(o)),
+                                Err(f) => {
+                                    restore(st, saved);
+                                    return Err(f);
+                                }
+                            }
+                        }
+                        restore(st, saved);
+                        Ok(Value::Array(results))
+                    }
+                    .await;
+                    (r, 0)
+                }
+                StepKind::While {
+                    condition,
+                    max_iterations,
+                    steps,
+                } => {
+                    let r = async {
+                        let mut n = 0u64;
+                        while self.condition(step, &["condition".into()], condition, st)? {
+                            if n >= *max_iterations {
+                                return Err(self.fail(
+                                    step,
+                                    step.field_pos(&["condition"]),
+                                    format!("the loop was still running after `max_iterations` ({max_iterations}) passes"),
+                                ));
+                            }
+                            self.exec_list(wf, steps, st, cfg, depth + 1, false).await?;
+                            n += 1;
+                        }
+                        Ok(json!({"iterations": n}))
+                    }
+                    .await;
+                    (r, 0)
+                }
+                StepKind::Try {
+                    body,
+                    catch,
+                    finally,
+                } => {
+                    let r = async {
+                        let res = self.exec_list(wf, body, st, cfg, depth + 1, false).await;
+                        let mut outcome = match res {
+                            Ok(o) => Ok(json!({"outputs": o})),
+                            Err(f) if f.cancelled => Err(f),
+                            Err(f) if !catch.is_empty() => {
+                                let saved = st.variables.get("error").cloned();
+                                st.variables.insert(
+                                    "error".into(),
+                                    json!({"message": f.message, "step": f.step_id}),
+                                );
+                                let c = self.exec_list(wf, catch, st, cfg, depth + 1, false).await;
+                                restore(st, vec![("error".into(), saved)]);
+                                c.map(|o| json!({"caught": f.message, "outputs": o}))
+                            }
+                            Err(f) => Err(f),
+                        };
+                        if !finally.is_empty() {
+                            if let Err(f) =
+                                self.exec_list(wf, finally, st, cfg, depth + 1, false).await
+                            {
+                                outcome = Err(f);
+                            }
+                        }
+                        outcome
+                    }
+                    .await;
+                    (r, 0)
+                }
+                StepKind::Wait { duration } => {
+                    let r = async {
+                        let d = self.render(step, &["duration"], duration, st)?;
+                        let d = marktoflow_steps::builtin::parse_duration(&d)
+                            .map_err(|e| self.fail(step, step.field_pos(&["duration"]), e))?;
+                        tokio::select! {
+                            _ = tokio::time::sleep(d) => Ok(json!({"waited_ms": d.as_millis() as u64})),
+                            _ = cfg.caps.cancel.cancelled() => Err(Failure { cancelled: true, ..self.fail(step, step.pos, "cancelled") }),
+                        }
+                    }
+                    .await;
+                    (r, 0)
+                }
+                StepKind::Map {
+                    items,
+                    item_variable,
+                    expression,
+                } => {
+                    let r = async {
+                        let items = self.items(step, items, st)?;
+                        let base = self.context(st);
+                        let mut out = Vec::with_capacity(items.len());
+                        for (i, item) in items.into_iter().enumerate() {
+                            let ctx = Templates::with_locals(&base, &locals(&[(item_variable, item), ("index", json!(i))]));
+                            let v = self
+                                .templates
+                                .render_value(expression, &ctx)
+                                .map_err(|e| self.template_failure(step, &["expression".into()], e))?;
+                            out.push(v);
+                        }
+                        Ok(Value::Array(out))
+                    }
+                    .await;
+                    (r, 0)
+                }
+                StepKind::Filter {
+                    items,
+                    item_variable,
+                    condition,
+                } => {
+                    let r = async {
+                        let items = self.items(step, items, st)?;
+                        let base = self.context(st);
+                        let mut out = Vec::new();
+                        for (i, item) in items.into_iter().enumerate() {
+                            let ctx = Templates::with_locals(&base, &locals(&[(item_variable, item.clone()), ("index", json!(i))]));
+                            let keep = self
+                                .templates
+                                .eval_condition(condition, &ctx)
+                                .map_err(|e| self.template_failure(step, &["condition".into()], e))?;
+                            if keep {
+                                out.push(item);
+                            }
+                        }
+                        Ok(Value::Array(out))
+                    }
+                    .await;
+                    (r, 0)
+                }
+                StepKind::Reduce {
+                    items,
+                    item_variable,
+                    accumulator_variable,
+                    initial_value,
+                    expression,
+                } => {
+                    let r = async {
+                        let items = self.items(step, items, st)?;
+                        let mut acc = self.render(step, &["initial_value"], initial_value, st)?;
+                        let base = self.context(st);
+                        for (i, item) in items.into_iter().enumerate() {
+                            let ctx = Templates::with_locals(
+                                &base,
+                                &locals(&[(item_variable, item), (accumulator_variable, acc), ("index", json!(i))]),
+                            );
+                            acc = self
+                                .templates
+                                .render_value(expression, &ctx)
+                                .map_err(|e| self.template_failure(step, &["expression".into()], e))?;
+                        }
+                        Ok(acc)
+                    }
+                    .await;
+                    (r, 0)
+                }
+                StepKind::Parallel {
+                    branches,
+                    max_concurrent,
+                } => (self.exec_parallel(wf, step, branches, *max_concurrent, st, cfg, depth).await, 0),
+                StepKind::SubWorkflow { path, inputs } => (self.exec_subworkflow(wf, step, path, inputs, st, cfg, depth).await, 0),
+            }
+        })
+    }
+
+    fn exec_action<'a>(
+        &'a self,
+        step: &'a Step,
+        st: &'a mut RunState,
+        cfg: &'a RunConfig,
+    ) -> KindFuture<'a> {
+        Box::pin(async move {
+            let StepKind::Action {
+                action,
+                resolved,
+                inputs,
+            } = &step.kind
+            else {
+                unreachable!("exec_action is only called for action steps")
+            };
+            let policy = &step.on_error;
+            let max_retries = policy.max_retries.unwrap_or(0);
+            let mut attempt = 0u32;
+            loop {
+                // Inputs are rendered per attempt: a retry sees current state.
+                let mut rendered = match self.render(step, &["inputs"], inputs, st) {
+                    Ok(v) => v,
+                    Err(f) => return (Err(f), attempt),
+                };
+                if resolved.kind == ActionKind::Script {
+                    if let Value::Object(m) = &mut rendered {
+                        if !m.contains_key("context") {
+                            let mut ctx = st.variables.clone();
+                            ctx.insert("inputs".into(), st.inputs.clone());
+                            m.insert("context".into(), Value::Object(ctx));
+                        }
+                    }
+                }
+                let tool: Option<ToolConfig> = resolved.tool.as_ref().map(|t| ToolConfig {
+                    name: t.name.clone(),
+                    sdk: t.sdk.clone(),
+                    auth: as_map(substitute_env(
+                        &Value::Object(t.auth.clone()),
+                        &cfg.caps.env,
+                    )),
+                    options: as_map(substitute_env(
+                        &Value::Object(t.options.clone()),
+                        &cfg.caps.env,
+                    )),
+                });
+                let mut caps = cfg.caps.clone();
+                let events = cfg.events.clone();
+                let step_id = step.id.clone();
+                caps.log = Arc::new(move |l: LogLine| {
+                    events(&RunEvent::Log {
+                        step: step_id.clone(),
+                        level: l.level,
+                        message: l.message,
+                    })
+                });
+                let call = Call {
+                    action,
+                    method: &resolved.method,
+                    tool: tool.as_ref(),
+                    model: step.model.as_deref(),
+                    timeout: step.timeout,
+                    caps: &caps,
+                };
+                let fut = resolved.action.call(&call, rendered);
+                let result = match step.timeout {
+                    Some(t) => match tokio::time::timeout(t, fut).await {
+                        Ok(r) => r,
+                        Err(_) => Err(ActionError::Timeout(t)),
+                    },
+                    None => fut.await,
+                };
+                match result {
+                    Ok(out) => {
+                        if action == "workflow.set_outputs" {
+                            st.set_outputs = Some(out.clone());
+                        }
+                        return (Ok(out), attempt);
+                    }
+                    Err(e) => {
+                        let cancelled = matches!(e, ActionError::Cancelled);
+                        let message = match &e {
+                            ActionError::Timeout(d) => {
+                                format!("timed out after {}", human_duration(*d))
+                            }
+                            other => other.to_string(),
+                        };
+                        let retry_ok = !cancelled && !matches!(e, ActionError::Input(_));
+                        if retry_ok && attempt < max_retries {
+                            let delay = retry_delay(
+                                policy.backoff,
+                                policy.retry_delay,
+                                policy.max_delay,
+                                attempt,
+                            );
+                            (cfg.events)(&RunEvent::StepRetry {
+                                id: step.id.clone(),
+                                attempt: attempt + 1,
+                                error: message.clone(),
+                                delay_ms: delay.as_millis() as u64,
+                            });
+                            tokio::select! {
+                                _ = tokio::time::sleep(delay) => {}
+                                _ = cfg.caps.cancel.cancelled() => {}
+                            }
+                            attempt += 1;
+                            continue;
+                        }
+                        let pos = step.field_pos(&["action"]);
+                        let mut f = self.fail(step, pos, message);
+                        f.cancelled = cancelled;
+                        return (Err(f), attempt);
+                    }
+                }
+            }
+        })
+    }
+}
+
+impl Engine {
+    /// `items` rendered, which must give a list.
+    fn items(&self, step: &Step, items: &Value, st: &RunState) -> Result<Vec<Value>, Failure> {
+        match self.render(step, &["items"], items, st)? {
+            Value::Array(a) => Ok(a),
+            Value::Null => Ok(Vec::new()),
+            other => Err(self.fail(
+                step,
+                step.field_pos(&["items"]),
+                format!("`items` must be a list, got {}", marktoflow_steps::action::type_name(&other)),
+            )),
+        }
+    }
+
+    /// Runs the branches concurrently (at most `max` at a time), each on its
+    /// own copy of the variables. Afterwards `<branch id>` holds the variables
+    /// that branch set, so `{{ left.value }}` reaches them.
+    #[allow(clippy::too_many_arguments)]
+    async fn exec_parallel(
+        &self,
+        wf: &Workflow,
+        step: &Step,
+        branches: &[crate::model::Branch],
+        max: usize,
+        st: &mut RunState,
+        cfg: &RunConfig,
+        depth: usize,
+    ) -> Result<Value, Failure> {
+        let before = st.variables.clone();
+        let mut fork = st.clone();
+        fork.records = Vec::new();
+        // Collected first: a lazy `map` here trips the compiler's Send check.
+        let mut tasks = Vec::with_capacity(branches.len());
+        for b in branches {
+            let mut bst = fork.clone();
+            tasks.push(async move {
+                let r = self.exec_list(wf, &b.steps, &mut bst, cfg, depth + 1, false).await;
+                (b, r, bst)
+            });
+        }
+        let results: Vec<_> = stream::iter(tasks).buffered(max.max(1)).collect().await;
+        let mut out = Map::new();
+        let mut first_failure: Option<(String, Failure)> = None;
+        for (b, r, bst) in results {
+            st.records.extend(bst.records);
+            for (k, v) in bst.meta {
+                st.meta.insert(k, v);
+            }
+            if bst.set_outputs.is_some() {
+                st.set_outputs = bst.set_outputs;
+            }
+            match r {
+                Ok(_) => {
+                    let set: Map<String, Value> = bst
+                        .variables
+                        .into_iter()
+                        .filter(|(k, v)| before.get(k) != Some(v))
+                        .collect();
+                    st.variables.insert(b.id.clone(), Value::Object(set.clone()));
+                    out.insert(b.id.clone(), json!({"status": "completed", "variables": set}));
+                }
+                Err(f) => {
+                    out.insert(b.id.clone(), json!({"status": "failed", "error": f.message}));
+                    if first_failure.is_none() {
+                        first_failure = Some((b.id.clone(), f));
+                    }
+                }
+            }
+        }
+        match first_failure {
+            // With `on_error: continue` the step succeeds with what the
+            // successful branches produced.
+            Some((id, f)) if step.on_error.action != OnError::Continue || f.cancelled => Err(Failure {
+                message: format!("branch `{id}` failed: {}", f.message),
+                ..f
+            }),
+            _ => Ok(Value::Object(out)),
+        }
+    }
+
+    /// Runs another workflow file with its inputs checked and defaulted like
+    /// a top-level run; its outputs are this step's output.
+    #[allow(clippy::too_many_arguments)]
+    async fn exec_subworkflow(
+        &self,
+        wf: &Workflow,
+        step: &Step,
+        path: &str,
+        inputs: &Value,
+        st: &mut RunState,
+        cfg: &RunConfig,
+        depth: usize,
+    ) -> Result<Value, Failure> {
+        let at = step.field_pos(&["workflow"]);
+        let Some(loader) = cfg.loader.clone() else {
+            return Err(self.fail(step, at, "sub-workflows cannot be loaded here"));
+        };
+        let rendered = self.render(step, &["inputs"], inputs, st)?;
+        let here = marktoflow_steps::sandbox::normalize(&cfg.caps.sandbox.cwd.join(&wf.source.path));
+        let target = marktoflow_steps::sandbox::normalize(&here.parent().unwrap_or(Path::new("/")).join(path));
+        let mut chain = cfg.callers.clone();
+        chain.push(here);
+        if chain.contains(&target) {
+            let names: Vec<String> = chain
+                .iter()
+                .skip_while(|p| **p != target)
+                .chain(std::iter::once(&target))
+                .map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+                .collect();
+            return Err(self.fail(step, at, format!("sub-workflow cycle: {}", names.join(" → "))));
+        }
+        if chain.len() >= MAX_WORKFLOW_DEPTH {
+            return Err(self.fail(step, at, format!("sub-workflows nest deeper than {MAX_WORKFLOW_DEPTH} levels")));
+        }
+        // Loaded by the path as the user sees it (relative to the caller's file).
+        let shown = marktoflow_steps::sandbox::normalize(&wf.source.path.parent().unwrap_or(Path::new("")).join(path));
+        let child = loader.load(&shown).map_err(|diags| {
+            let first = diags.first().map(|d| d.render()).unwrap_or_default();
+            self.fail(step, at, format!("cannot load sub-workflow `{path}`:\n{first}"))
+        })?;
+        let supplied = match rendered {
+            Value::Object(m) => m.into_iter().map(|(k, v)| (k, crate::inputs::Supplied::Json(v))).collect(),
+            _ => Vec::new(),
+        };
+        let child_inputs = crate::inputs::resolve(&child, supplied, &cfg.caps.env).map_err(|errs| {
+            let list: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+            self.fail(step, step.field_pos(&["inputs"]), format!("sub-workflow `{path}`: {}", list.join("; ")))
+        })?;
+        let events = cfg.events.clone();
+        let shift = depth + 1;
+        // The child's steps show nested under this step; its run start and
+        // end are this step's.
+        let child_events: EventSink = Arc::new(move |e: &RunEvent| match e {
+            RunEvent::RunStarted { .. } | RunEvent::RunFinished { .. } => {}
+            RunEvent::StepStarted { .. } | RunEvent::StepFinished { .. } => {
+                let mut e = e.clone();
+                if let RunEvent::StepStarted { depth, index, .. } = &mut e {
+                    *depth += shift;
+                    *index = 0;
+                }
+                if let RunEvent::StepFinished { depth, .. } = &mut e {
+                    *depth += shift;
+                }
+                events(&e)
+            }
+            other => events(other),
+        });
+        let child_cfg = RunConfig {
+            run_id: format!("{}/{}", cfg.run_id, step.id),
+            caps: cfg.caps.clone(),
+            events: child_events,
+            loader: Some(loader),
+            callers: chain,
+        };
+        let result = Box::pin(self.run(&child, child_inputs, child_cfg)).await;
+        match result.status {
+            RunStatus::Completed => Ok(result.outputs),
+            status => {
+                let why = result.error.map(|f| {
+                    let at = f.pos.map(|p| format!(" ({}:{}:{})", f.file, p.line, p.col)).unwrap_or_default();
+                    match f.step_name {
+                        Some(n) => format!("step `{n}` failed: {}{at}", f.message),
+                        None => format!("{}{at}", f.message),
+                    }
+                });
+                Err(Failure {
+                    cancelled: status == RunStatus::Cancelled,
+                    ..self.fail(step, at, format!("sub-workflow `{path}` failed: {}", why.unwrap_or_default()))
+                })
+            }
+        }
+    }
+}
+
+fn locals(pairs: &[(&str, Value)]) -> Map<String, Value> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+}
+
+/// A step's result and how many retries it took.
+type KindFuture<'a> = Pin<Box<dyn Future<Output = (Result<Value, Failure>, u32)> + Send + 'a>>;
+
+fn as_map(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+fn restore(st: &mut RunState, saved: Vec<(String, Option<Value>)>) {
+    for (k, v) in saved {
+        match v {
+            Some(v) => st.variables.insert(k, v),
+            None => st.variables.remove(&k),
+        };
+    }
+}
+
+/// Delay before retry number `attempt + 1`: `base · 2^attempt` (or `base`),
+/// capped, with ±10 % jitter.
+fn retry_delay(
+    backoff: Backoff,
+    base: Option<Duration>,
+    cap: Option<Duration>,
+    attempt: u32,
+) -> Duration {
+    let base = base.unwrap_or(Duration::from_secs(1));
+    let cap = cap.unwrap_or(Duration::from_secs(30));
+    let d = match backoff {
+        Backoff::Fixed => base,
+        Backoff::Exponential => base.saturating_mul(2u32.saturating_pow(attempt.min(20))),
+    }
+    .min(cap);
+    let jitter = 0.9 + fastrand_f64() * 0.2;
+    d.mul_f64(jitter)
+}
+
+fn fastrand_f64() -> f64 {
+    // Jitter only; the quality of the randomness does not matter.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    (nanos % 1000) as f64 / 1000.0
+}
+
+pub fn human_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// The workflow's outputs:
+/// 1. the last `workflow.set_outputs` call, wherever it ran;
+/// 2. else each frontmatter `outputs:` name, from the variable of that name,
+///    or from that field of the last top-level step's object output;
+/// 3. else all variables.
+fn workflow_outputs(wf: &Workflow, st: &RunState) -> Value {
+    if let Some(o) = &st.set_outputs {
+        return o.clone();
+    }
+    if !wf.outputs.is_empty() {
+        let last = st.last_top_output.as_ref().and_then(Value::as_object);
+        let mut out = Map::new();
+        for o in &wf.outputs {
+            if let Some(v) = st.variables.get(&o.name) {
+                out.insert(o.name.clone(), v.clone());
+            } else if let Some(v) = last.and_then(|m| m.get(&o.name)) {
+                out.insert(o.name.clone(), v.clone());
+            }
+        }
+        if !out.is_empty() {
+            return Value::Object(out);
+        }
+    }
+    Value::Object(st.variables.clone())
+}

@@ -1,0 +1,356 @@
+//! Input values: coercion to the declared type, defaults, and checks.
+//!
+//! The same rules apply to every way a run starts (CLI, inputs file, webhook).
+
+use crate::diag::did_you_mean;
+use crate::model::{InputDef, InputType, Workflow};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// An input value as supplied.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Supplied {
+    /// Text from `--input k=v` or a query string: coerced to the declared type.
+    Text(String),
+    /// A JSON value (inputs file, request body): must already have the type
+    /// (a number-looking string is accepted for a number, as from a form).
+    Json(Value),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("input `{name}`: {message}")]
+pub struct InputError {
+    pub name: String,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl InputError {
+    /// As a diagnostic pointing at the input's definition in the workflow.
+    pub fn diagnostic(&self, wf: &Workflow) -> crate::diag::Diagnostic {
+        let pos = wf.input(&self.name).map(|d| d.pos);
+        let mut d = crate::diag::Diagnostic::error(&wf.source, pos, self.to_string());
+        if let Some(h) = &self.hint {
+            d.hints.push(h.clone());
+        }
+        d
+    }
+}
+
+fn err(name: &str, message: impl Into<String>) -> InputError {
+    InputError {
+        name: name.to_string(),
+        message: message.into(),
+        hint: None,
+    }
+}
+
+/// Resolves the run's inputs: every supplied value coerced and checked,
+/// defaults applied (after `${VAR}` substitution), required ones enforced.
+pub fn resolve(
+    wf: &Workflow,
+    supplied: Vec<(String, Supplied)>,
+    env: &BTreeMap<String, String>,
+) -> Result<Map<String, Value>, Vec<InputError>> {
+    let mut out = Map::new();
+    let mut errors = Vec::new();
+    let names: Vec<&str> = wf.inputs.iter().map(|i| i.name.as_str()).collect();
+    for (name, value) in supplied {
+        match wf.input(&name) {
+            Some(def) => match coerce(def, value) {
+                Ok(v) => {
+                    out.insert(name, v);
+                }
+                Err(e) => errors.push(e),
+            },
+            // A workflow that declares no inputs takes any (the peer's way).
+            None if wf.inputs.is_empty() => {
+                let v = match value {
+                    Supplied::Text(s) => Value::String(s),
+                    Supplied::Json(v) => v,
+                };
+                out.insert(name, v);
+            }
+            None => {
+                let mut e = err(&name, "this workflow has no such input");
+                e.hint = Some(match did_you_mean(&name, &names) {
+                    Some(c) => format!("did you mean `{c}`?"),
+                    None => format!("its inputs are: {}", names.join(", ")),
+                });
+                errors.push(e);
+            }
+        }
+    }
+    for def in &wf.inputs {
+        if out.contains_key(&def.name) {
+            continue;
+        }
+        match &def.default {
+            Some(d) if !d.is_null() => {
+                let d = substitute_env(d, env);
+                let supplied = match d {
+                    Value::String(s) => Supplied::Text(s),
+                    other => Supplied::Json(other),
+                };
+                match coerce(def, supplied) {
+                    Ok(v) => {
+                        out.insert(def.name.clone(), v);
+                    }
+                    Err(mut e) => {
+                        e.message = format!("the default does not fit: {}", e.message);
+                        errors.push(e);
+                    }
+                }
+            }
+            _ if def.required => {
+                let mut e = err(&def.name, "a value is required");
+                let desc = def
+                    .description
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default();
+                e.hint = Some(format!(
+                    "pass it with `--input {}=<{}>`{desc}",
+                    def.name,
+                    def.ty.name()
+                ));
+                errors.push(e);
+            }
+            _ => {}
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+fn coerce(def: &InputDef, value: Supplied) -> Result<Value, InputError> {
+    let name = &def.name;
+    let ty = def.ty.name();
+    let v = match (def.ty, value) {
+        (InputType::String, Supplied::Text(s)) => Value::String(s),
+        (InputType::String, Supplied::Json(v)) => match v {
+            Value::String(_) => v,
+            Value::Number(_) | Value::Bool(_) => Value::String(v.to_string()),
+            other => {
+                return Err(err(
+                    name,
+                    format!("expected a string, got {}", type_of(&other)),
+                ))
+            }
+        },
+        (InputType::Number | InputType::Integer, Supplied::Text(s)) => parse_number(def, s.trim())?,
+        (InputType::Number | InputType::Integer, Supplied::Json(v)) => match v {
+            Value::Number(_) => check_integer(def, v)?,
+            Value::String(s) => parse_number(def, s.trim())?,
+            other => {
+                return Err(err(
+                    name,
+                    format!("expected a {ty}, got {}", type_of(&other)),
+                ))
+            }
+        },
+        (InputType::Boolean, Supplied::Text(s)) => parse_bool(name, &s)?,
+        (InputType::Boolean, Supplied::Json(v)) => match v {
+            Value::Bool(_) => v,
+            Value::String(s) => parse_bool(name, &s)?,
+            other => {
+                return Err(err(
+                    name,
+                    format!("expected a boolean, got {}", type_of(&other)),
+                ))
+            }
+        },
+        (InputType::Array, Supplied::Text(s)) => match serde_json::from_str::<Value>(&s) {
+            Ok(v @ Value::Array(_)) => v,
+            // `a,b,c` is a list of strings too.
+            _ if !s.trim_start().starts_with('[') => Value::Array(
+                s.split(',')
+                    .map(|p| p.trim())
+                    .filter(|p| !p.is_empty())
+                    .map(|p| Value::String(p.to_string()))
+                    .collect(),
+            ),
+            _ => return Err(err(name, format!("expected a JSON array, got `{s}`"))),
+        },
+        (InputType::Object, Supplied::Text(s)) => match serde_json::from_str::<Value>(&s) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => return Err(err(name, format!("expected a JSON object, got `{s}`"))),
+        },
+        (InputType::Array, Supplied::Json(v)) => match v {
+            Value::Array(_) => v,
+            other => {
+                return Err(err(
+                    name,
+                    format!("expected an array, got {}", type_of(&other)),
+                ))
+            }
+        },
+        (InputType::Object, Supplied::Json(v)) => match v {
+            Value::Object(_) => v,
+            other => {
+                return Err(err(
+                    name,
+                    format!("expected an object, got {}", type_of(&other)),
+                ))
+            }
+        },
+    };
+    check_constraints(def, &v)?;
+    Ok(v)
+}
+
+fn parse_number(def: &InputDef, s: &str) -> Result<Value, InputError> {
+    let bad = || {
+        err(
+            &def.name,
+            format!("expected a {}, got `{s}`", def.ty.name()),
+        )
+    };
+    if let Ok(i) = s.parse::<i64>() {
+        return Ok(Value::from(i));
+    }
+    if def.ty == InputType::Integer {
+        return Err(bad());
+    }
+    let f: f64 = s.parse().map_err(|_| bad())?;
+    if !f.is_finite() {
+        return Err(bad());
+    }
+    Ok(if f.fract() == 0.0 && f.abs() < 9.0e15 {
+        Value::from(f as i64)
+    } else {
+        Value::from(f)
+    })
+}
+
+fn check_integer(def: &InputDef, v: Value) -> Result<Value, InputError> {
+    if def.ty == InputType::Integer && !(v.is_i64() || v.is_u64()) {
+        match v.as_f64() {
+            Some(f) if f.fract() == 0.0 => return Ok(Value::from(f as i64)),
+            _ => return Err(err(&def.name, format!("expected an integer, got {v}"))),
+        }
+    }
+    Ok(v)
+}
+
+fn parse_bool(name: &str, s: &str) -> Result<Value, InputError> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "y" | "1" | "on" => Ok(Value::Bool(true)),
+        "false" | "no" | "n" | "0" | "off" => Ok(Value::Bool(false)),
+        _ => Err(err(name, format!("expected true or false, got `{s}`"))),
+    }
+}
+
+fn check_constraints(def: &InputDef, v: &Value) -> Result<(), InputError> {
+    if let Some(allowed) = &def.allowed {
+        let matches = allowed
+            .iter()
+            .any(|a| a == v || (a.as_f64().is_some() && a.as_f64() == v.as_f64()));
+        if !matches {
+            let list: Vec<String> = allowed.iter().map(|a| a.to_string()).collect();
+            return Err(err(
+                &def.name,
+                format!("{v} is not one of {}", list.join(", ")),
+            ));
+        }
+    }
+    if let (Some(p), Value::String(s)) = (&def.pattern, v) {
+        if !p.is_match(s) {
+            let shown = p.as_str().trim_start_matches("^(?:").trim_end_matches(")$");
+            return Err(err(
+                &def.name,
+                format!("`{s}` does not match the pattern `{shown}`"),
+            ));
+        }
+    }
+    // min/max bound numbers, and the length of strings and lists.
+    let measure = match v {
+        Value::Number(n) => n.as_f64().map(|f| (f, "")),
+        Value::String(s) => Some((s.chars().count() as f64, " characters long")),
+        Value::Array(a) => Some((a.len() as f64, " items long")),
+        _ => None,
+    };
+    if let Some((x, unit)) = measure {
+        if let Some(min) = def.min {
+            if x < min {
+                return Err(err(
+                    &def.name,
+                    format!("must be at least {min}{unit} (got {x})"),
+                ));
+            }
+        }
+        if let Some(max) = def.max {
+            if x > max {
+                return Err(err(
+                    &def.name,
+                    format!("must be at most {max}{unit} (got {x})"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn type_of(v: &Value) -> &'static str {
+    marktoflow_steps::action::type_name(v)
+}
+
+/// The peer's `${VAR}` substitution (plus `${VAR:-default}`), in strings
+/// anywhere inside `v`. Unset variables become empty.
+pub fn substitute_env(v: &Value, env: &BTreeMap<String, String>) -> Value {
+    match v {
+        Value::String(s) if s.contains("${") => Value::String(substitute_str(s, env)),
+        Value::Array(a) => Value::Array(a.iter().map(|x| substitute_env(x, env)).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| (k.clone(), substitute_env(x, env)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn substitute_str(s: &str, env: &BTreeMap<String, String>) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        match after.find('}') {
+            Some(j) => {
+                let inner = &after[..j];
+                let (name, default) = match inner.split_once(":-") {
+                    Some((n, d)) => (n, Some(d)),
+                    None => (inner, None),
+                };
+                match env.get(name).filter(|v| !v.is_empty()) {
+                    Some(v) => out.push_str(v),
+                    None => out.push_str(default.unwrap_or("")),
+                }
+                rest = &after[j + 1..];
+            }
+            None => {
+                out.push_str(&rest[i..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_substitution() {
+        let mut env = BTreeMap::new();
+        env.insert("A".to_string(), "x".to_string());
+        assert_eq!(substitute_str("${A}/${B:-d}/${C}", &env), "x/d/");
+        assert_eq!(substitute_str("no vars ${", &env), "no vars ${");
+    }
+}

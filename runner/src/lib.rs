@@ -1,0 +1,14 @@
+//! marktoflow: run workflows written as Markdown.
+//!
+//! Data flows one way: file → [`document`] → [`model`] → [`engine`] → actions
+//! (in `marktoflow-steps`) → run events → (terminal printer | JSON | store).
+
+pub mod cli;
+pub mod diag;
+pub mod document;
+pub mod engine;
+pub mod inputs;
+pub mod model;
+pub mod plan;
+pub mod template;
+pub mod yamlpos;

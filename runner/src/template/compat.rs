@@ -1,0 +1,251 @@
+//! Nunjucks syntax the peer's workflows use that minijinja lacks, rewritten
+//! before compiling (error positions are mapped back):
+//!
+//! - `{% elseif c %}` is `{% elif c %}`;
+//! - `{% for k, v in obj %}` over a map iterates its `[key, value]` pairs
+//!   (minijinja, like Jinja, would need `obj | items`); over a list it is
+//!   unchanged.
+//!
+//! Nothing inside `{% raw %}…{% endraw %}` is touched.
+
+use minijinja::value::ValueKind;
+use minijinja::{Error, Value};
+
+use super::conditions::{tokenize, Kind, Translated};
+use super::values::list;
+
+/// Name of the global function wrapped around `for k, v in …` iterables.
+pub(crate) const PAIRS_FN: &str = "__nunjucks_pairs";
+
+/// `__nunjucks_pairs(x)`: the `[key, value]` pairs of a map; anything else unchanged.
+pub(crate) fn pairs(v: Value) -> Result<Value, Error> {
+    if v.kind() != ValueKind::Map {
+        return Ok(v);
+    }
+    let mut out = Vec::with_capacity(v.len().unwrap_or(0));
+    for k in v.try_iter()? {
+        let item = v.get_item(&k)?;
+        out.push(list(vec![k, item]));
+    }
+    Ok(list(out))
+}
+
+/// Where a `{% … %}` tag's keyword and content are.
+struct Tag {
+    /// Offset of the keyword (`for`, `elseif`, …).
+    kw_start: usize,
+    kw: String,
+    /// Content after the keyword, up to the closing `%}` (and its `-`/`+`).
+    content: std::ops::Range<usize>,
+    /// Offset just past the closing `%}`.
+    end: usize,
+}
+
+fn parse_tag(src: &str, open: usize) -> Option<Tag> {
+    let b = src.as_bytes();
+    let mut i = open + 2;
+    if matches!(b.get(i), Some(b'-' | b'+')) {
+        i += 1;
+    }
+    while i < b.len() && b[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    let kw_start = i;
+    while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+        i += 1;
+    }
+    let kw = src[kw_start..i].to_string();
+    let content_start = i;
+    while i + 1 < b.len() {
+        match b[i] {
+            q @ (b'\'' | b'"') => {
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'%' if b[i + 1] == b'}' => {
+                let content_end = if i > content_start && matches!(b[i - 1], b'-' | b'+') {
+                    i - 1
+                } else {
+                    i
+                };
+                return Some(Tag {
+                    kw_start,
+                    kw,
+                    content: content_start..content_end,
+                    end: i + 2,
+                });
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// For `for a, b in EXPR [if …] [recursive]`: the byte range of `EXPR`
+/// when there are two or more loop variables.
+fn pairs_target(src: &str, content: std::ops::Range<usize>) -> Option<std::ops::Range<usize>> {
+    let base = content.start;
+    let toks = tokenize(&src[content]);
+    let mut depth = 0usize;
+    let mut in_at = None;
+    let mut commas = 0;
+    for (j, t) in toks.iter().enumerate() {
+        match t.kind {
+            Kind::Open => depth += 1,
+            Kind::Close => depth = depth.saturating_sub(1),
+            Kind::Comma if depth == 0 => commas += 1,
+            Kind::Ident if depth == 0 && t.text == "in" => {
+                in_at = Some(j);
+                break;
+            }
+            _ => {}
+        }
+    }
+    let in_at = in_at?;
+    if commas == 0 {
+        return None;
+    }
+    let mut first = None;
+    let mut last = None;
+    depth = 0;
+    for t in &toks[in_at + 1..] {
+        match t.kind {
+            Kind::Space => continue,
+            Kind::Open => depth += 1,
+            Kind::Close => depth = depth.saturating_sub(1),
+            Kind::Ident if depth == 0 && (t.text == "if" || t.text == "recursive") => break,
+            _ => {}
+        }
+        first.get_or_insert(t.start);
+        last = Some(t.start + t.text.len());
+    }
+    Some(base + first?..base + last?)
+}
+
+/// Rewrites Nunjucks-only syntax (see the module docs); `None` if there is
+/// nothing to rewrite.
+pub(crate) fn nunjucks_compat(src: &str) -> Option<Translated> {
+    if !src.contains("elseif") && !src.contains("for") {
+        return None;
+    }
+    // (offset, bytes removed, text inserted)
+    let mut edits: Vec<(usize, usize, &'static str)> = Vec::new();
+    let mut i = 0;
+    let mut in_raw = false;
+    while let Some(p) = src[i..].find("{%") {
+        let open = i + p;
+        let Some(tag) = parse_tag(src, open) else {
+            break;
+        };
+        i = tag.end;
+        match tag.kw.as_str() {
+            "raw" => in_raw = true,
+            "endraw" => in_raw = false,
+            _ if in_raw => {}
+            "elseif" => edits.push((tag.kw_start, 6, "elif")),
+            "for" => {
+                if let Some(target) = pairs_target(src, tag.content) {
+                    edits.push((target.start, 0, "__nunjucks_pairs("));
+                    edits.push((target.end, 0, ")"));
+                }
+            }
+            _ => {}
+        }
+    }
+    if edits.is_empty() {
+        return None;
+    }
+    let mut text = String::with_capacity(src.len() + 32 * edits.len());
+    let mut origin = Vec::with_capacity(src.len() + 32 * edits.len());
+    let mut at = 0;
+    for (pos, removed, inserted) in edits {
+        text.push_str(&src[at..pos]);
+        origin.extend(at..pos);
+        text.push_str(inserted);
+        origin.extend(std::iter::repeat_n(pos, inserted.len()));
+        at = pos + removed;
+    }
+    text.push_str(&src[at..]);
+    origin.extend(at..src.len());
+    origin.push(src.len());
+    Some(Translated { text, origin })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Templates;
+    use super::*;
+    use serde_json::json;
+
+    fn render(src: &str) -> String {
+        let vars = json!({"obj": {"b": 2, "a": 1}, "pairs": [["x", 1], ["y", 2]], "n": 2});
+        let ctx = Templates::context(
+            &json!({}),
+            vars.as_object().unwrap(),
+            &json!({}),
+            &json!({}),
+        );
+        Templates::new()
+            .render_str(src, &ctx)
+            .unwrap_or_else(|e| panic!("{src}: {e:?}"))
+    }
+
+    #[test]
+    fn rewrites() {
+        let t = |s: &str| nunjucks_compat(s).map(|t| t.text);
+        assert_eq!(
+            t("{% if a %}1{%- elseif b -%}2{% endif %}").unwrap(),
+            "{% if a %}1{%- elif b -%}2{% endif %}"
+        );
+        assert_eq!(
+            t("{% for k, v in data.map if v %}").unwrap(),
+            "{% for k, v in __nunjucks_pairs(data.map) if v %}"
+        );
+        assert_eq!(
+            t("{%- for k, v in obj | dictsort -%}").unwrap(),
+            "{%- for k, v in __nunjucks_pairs(obj | dictsort) -%}"
+        );
+        assert_eq!(t("{% for x in items %}"), None);
+        assert_eq!(t("{% raw %}{% elseif %}{% endraw %}"), None);
+        assert_eq!(t("for fun"), None);
+        assert_eq!(
+            t("{% set s = '%}' %}{% elseif x %}").unwrap(),
+            "{% set s = '%}' %}{% elif x %}"
+        );
+    }
+
+    #[test]
+    fn renders_like_nunjucks() {
+        assert_eq!(
+            render("{% if n == 1 %}one{% elseif n == 2 %}two{% else %}many{% endif %}"),
+            "two"
+        );
+        assert_eq!(
+            render("{% for k, v in obj %}{{ k }}={{ v }};{% endfor %}"),
+            "b=2;a=1;"
+        );
+        assert_eq!(
+            render("{% for k, v in pairs %}{{ k }}={{ v }};{% endfor %}"),
+            "x=1;y=2;"
+        );
+        assert_eq!(render("{% for k in obj %}{{ k }}{% endfor %}"), "ba");
+        assert_eq!(render("{% raw %}{% elseif %}{% endraw %}"), "{% elseif %}");
+    }
+
+    #[test]
+    fn positions_after_a_rewrite_point_into_the_source() {
+        let vars = json!({"obj": {"a": 1}});
+        let ctx = Templates::context(
+            &json!({}),
+            vars.as_object().unwrap(),
+            &json!({}),
+            &json!({}),
+        );
+        let src = "{% for k, v in obj %}{{ v | nope }}{% endfor %}";
+        let e = Templates::new().render_str(src, &ctx).unwrap_err();
+        assert_eq!((e.line, e.col), (Some(1), Some(29)), "{e:?}");
+    }
+}

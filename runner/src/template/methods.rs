@@ -1,0 +1,450 @@
+//! Methods on values, for templates written for Nunjucks (where JavaScript
+//! methods work: `name.toUpperCase()`, `items.join(', ')`) or for Jinja
+//! (`name.upper()`, `obj.items()`). minijinja has none of these built in.
+//!
+//! - text: `toUpperCase`/`upper`, `toLowerCase`/`lower`, `trim`/`strip`,
+//!   `trimStart`/`lstrip`, `trimEnd`/`rstrip`, `split(sep?, limit?)` (no
+//!   separator: split on whitespace), `includes`, `startsWith`/`startswith`,
+//!   `endsWith`/`endswith`, `indexOf`, `lastIndexOf`, `slice(a, b?)`,
+//!   `substring(a, b?)`, `replace(a, b)` (first occurrence, as in
+//!   JavaScript), `replaceAll(a, b)`, `padStart(n, fill?)`, `padEnd`,
+//!   `repeat(n)`, `charAt(i)`, `concat(…)`, `toString()`;
+//! - numbers: `toFixed(digits=0)`, `toString()`;
+//! - lists: `join(sep=',')`, `includes`, `indexOf`, `slice(a, b?)`,
+//!   `concat(…)`, `at(i)`, `reverse()` (a reversed copy), `toString()`;
+//! - maps: `items()`, `keys()`, `values()`, `get(key, default?)`,
+//!   `hasOwnProperty(key)`.
+//!
+//! Indexes count characters; negative indexes count from the end where
+//! JavaScript allows it (`slice`, `at`).
+
+use minijinja::value::ValueKind;
+use minijinja::{Error, ErrorKind, State, Value};
+
+use super::filters::js_round;
+use super::values::{list, text, to_num};
+
+fn unknown(value: &Value, name: &str) -> Error {
+    Error::new(
+        ErrorKind::UnknownMethod,
+        format!("{} has no method named {}", value.kind(), name),
+    )
+}
+
+fn arity(name: &str, args: &[Value], max: usize) -> Result<(), Error> {
+    if args.len() > max {
+        return Err(Error::new(
+            ErrorKind::TooManyArguments,
+            format!("{name}() takes at most {max} argument(s)"),
+        ));
+    }
+    Ok(())
+}
+
+fn arg_text(args: &[Value], i: usize, name: &str) -> Result<String, Error> {
+    match args.get(i) {
+        Some(v) if !v.is_undefined() => Ok(text(v)),
+        _ => Err(Error::new(
+            ErrorKind::MissingArgument,
+            format!("{name}() needs argument {}", i + 1),
+        )),
+    }
+}
+
+fn arg_int(args: &[Value], i: usize, name: &str) -> Result<Option<i64>, Error> {
+    match args.get(i) {
+        Some(v) if !v.is_undefined() && !v.is_none() => {
+            let f = to_num(v, name)?.as_f64();
+            Ok(Some(if f.is_nan() { 0 } else { f.trunc() as i64 }))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// JavaScript's `slice` bounds: negative counts from the end, clamped.
+fn slice_bounds(len: usize, a: Option<i64>, b: Option<i64>) -> (usize, usize) {
+    let len_i = len as i64;
+    let fix = |x: i64| {
+        if x < 0 {
+            (len_i + x).max(0) as usize
+        } else {
+            x.min(len_i) as usize
+        }
+    };
+    let start = fix(a.unwrap_or(0));
+    let end = fix(b.unwrap_or(len_i));
+    (start, end.max(start))
+}
+
+/// JavaScript's `substring` bounds: clamped, swapped if reversed.
+fn substring_bounds(len: usize, a: Option<i64>, b: Option<i64>) -> (usize, usize) {
+    let clamp = |x: i64| x.clamp(0, len as i64) as usize;
+    let (s, e) = (clamp(a.unwrap_or(0)), clamp(b.unwrap_or(len as i64)));
+    (s.min(e), s.max(e))
+}
+
+fn char_index(hay: &str, byte: usize) -> i64 {
+    hay[..byte].chars().count() as i64
+}
+
+fn pad(s: &str, n: Option<i64>, fill: Option<String>, start: bool) -> String {
+    let width = n.unwrap_or(0).max(0) as usize;
+    let len = s.chars().count();
+    let fill = fill.unwrap_or_else(|| " ".into());
+    if len >= width || fill.is_empty() {
+        return s.to_string();
+    }
+    let padding: String = fill.chars().cycle().take(width - len).collect();
+    if start {
+        padding + s
+    } else {
+        s.to_string() + &padding
+    }
+}
+
+fn string_method(s: &str, value: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
+    let chars = || s.chars().collect::<Vec<char>>();
+    let one = |v: String| Ok(Value::from(v));
+    match name {
+        "toUpperCase" | "upper" => arity(name, args, 0).and_then(|_| one(s.to_uppercase())),
+        "toLowerCase" | "lower" => arity(name, args, 0).and_then(|_| one(s.to_lowercase())),
+        "trim" | "strip" | "trimStart" | "lstrip" | "trimEnd" | "rstrip" => {
+            arity(name, args, 1)?;
+            let set: Option<Vec<char>> = match args.first() {
+                Some(v) if !v.is_none() && !v.is_undefined() => Some(text(v).chars().collect()),
+                _ => None,
+            };
+            let is_trim = |c: char| {
+                set.as_ref()
+                    .map_or(c.is_whitespace(), |set| set.contains(&c))
+            };
+            one(match name {
+                "trim" | "strip" => s.trim_matches(is_trim),
+                "trimStart" | "lstrip" => s.trim_start_matches(is_trim),
+                _ => s.trim_end_matches(is_trim),
+            }
+            .to_string())
+        }
+        "split" => {
+            arity(name, args, 2)?;
+            let limit = arg_int(args, 1, name)?.map(|l| l.max(0) as usize);
+            let parts: Vec<Value> = match args.first().filter(|v| !v.is_none() && !v.is_undefined())
+            {
+                None => s.split_whitespace().map(Value::from).collect(),
+                Some(sep) => {
+                    let sep = text(sep);
+                    if sep.is_empty() {
+                        s.chars().map(Value::from).collect()
+                    } else {
+                        s.split(sep.as_str()).map(Value::from).collect()
+                    }
+                }
+            };
+            Ok(list(match limit {
+                Some(l) => parts.into_iter().take(l).collect(),
+                None => parts,
+            }))
+        }
+        "includes" => Ok(Value::from(s.contains(arg_text(args, 0, name)?.as_str()))),
+        "startsWith" | "startswith" => Ok(Value::from(
+            s.starts_with(arg_text(args, 0, name)?.as_str()),
+        )),
+        "endsWith" | "endswith" => Ok(Value::from(s.ends_with(arg_text(args, 0, name)?.as_str()))),
+        "indexOf" => Ok(Value::from(
+            s.find(arg_text(args, 0, name)?.as_str())
+                .map_or(-1, |b| char_index(s, b)),
+        )),
+        "lastIndexOf" => Ok(Value::from(
+            s.rfind(arg_text(args, 0, name)?.as_str())
+                .map_or(-1, |b| char_index(s, b)),
+        )),
+        "slice" | "substring" => {
+            arity(name, args, 2)?;
+            let c = chars();
+            let (a, b) = (arg_int(args, 0, name)?, arg_int(args, 1, name)?);
+            let (start, end) = if name == "slice" {
+                slice_bounds(c.len(), a, b)
+            } else {
+                substring_bounds(c.len(), a, b)
+            };
+            one(c[start..end].iter().collect())
+        }
+        "replace" | "replaceAll" => {
+            arity(name, args, 2)?;
+            let from = arg_text(args, 0, name)?;
+            let to = arg_text(args, 1, name)?;
+            one(if name == "replace" {
+                s.replacen(from.as_str(), &to, 1)
+            } else {
+                s.replace(from.as_str(), &to)
+            })
+        }
+        "padStart" | "padEnd" => {
+            arity(name, args, 2)?;
+            let fill = args.get(1).map(text);
+            one(pad(s, arg_int(args, 0, name)?, fill, name == "padStart"))
+        }
+        "repeat" => {
+            let n = arg_int(args, 0, name)?.unwrap_or(0);
+            if !(0..=100_000).contains(&n) || s.len().saturating_mul(n as usize) > 10_000_000 {
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    "repeat(): count out of range",
+                ));
+            }
+            one(s.repeat(n as usize))
+        }
+        "charAt" => {
+            let i = arg_int(args, 0, name)?.unwrap_or(0);
+            one(usize::try_from(i)
+                .ok()
+                .and_then(|i| s.chars().nth(i))
+                .map(String::from)
+                .unwrap_or_default())
+        }
+        "concat" => one(std::iter::once(s.to_string())
+            .chain(args.iter().map(text))
+            .collect()),
+        "toString" => arity(name, args, 0).map(|_| value.clone()),
+        _ => Err(unknown(value, name)),
+    }
+}
+
+fn list_method(value: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
+    let items = || value.try_iter().map(|i| i.collect::<Vec<Value>>());
+    match name {
+        "join" => {
+            arity(name, args, 1)?;
+            let sep = match args.first() {
+                Some(v) if !v.is_undefined() && !v.is_none() => text(v),
+                _ => ",".to_string(),
+            };
+            Ok(Value::from(
+                items()?.iter().map(text).collect::<Vec<_>>().join(&sep),
+            ))
+        }
+        "includes" => {
+            arity(name, args, 1)?;
+            let x = args.first().cloned().unwrap_or(Value::UNDEFINED);
+            Ok(Value::from(items()?.contains(&x)))
+        }
+        "indexOf" => {
+            arity(name, args, 1)?;
+            let x = args.first().cloned().unwrap_or(Value::UNDEFINED);
+            Ok(Value::from(
+                items()?
+                    .iter()
+                    .position(|i| *i == x)
+                    .map_or(-1, |p| p as i64),
+            ))
+        }
+        "slice" => {
+            arity(name, args, 2)?;
+            let all = items()?;
+            let (a, b) = slice_bounds(all.len(), arg_int(args, 0, name)?, arg_int(args, 1, name)?);
+            Ok(list(all[a..b].to_vec()))
+        }
+        "concat" => {
+            let mut all = items()?;
+            for a in args {
+                if matches!(a.kind(), ValueKind::Seq | ValueKind::Iterable) {
+                    all.extend(a.try_iter()?);
+                } else {
+                    all.push(a.clone());
+                }
+            }
+            Ok(list(all))
+        }
+        "at" => {
+            arity(name, args, 1)?;
+            let i = arg_int(args, 0, name)?.unwrap_or(0);
+            value.get_item(&Value::from(i))
+        }
+        "reverse" => {
+            arity(name, args, 0)?;
+            let mut all = items()?;
+            all.reverse();
+            Ok(list(all))
+        }
+        "toString" => {
+            arity(name, args, 0)?;
+            Ok(Value::from(
+                items()?.iter().map(text).collect::<Vec<_>>().join(","),
+            ))
+        }
+        _ => Err(unknown(value, name)),
+    }
+}
+
+fn map_method(value: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
+    let pairs = || -> Result<Vec<(Value, Value)>, Error> {
+        let mut out = Vec::new();
+        for k in value.try_iter()? {
+            let v = value.get_item(&k)?;
+            out.push((k, v));
+        }
+        Ok(out)
+    };
+    match name {
+        "items" => {
+            arity(name, args, 0)?;
+            Ok(list(
+                pairs()?
+                    .into_iter()
+                    .map(|(k, v)| list(vec![k, v]))
+                    .collect(),
+            ))
+        }
+        "keys" => {
+            arity(name, args, 0)?;
+            Ok(list(pairs()?.into_iter().map(|(k, _)| k).collect()))
+        }
+        "values" => {
+            arity(name, args, 0)?;
+            Ok(list(pairs()?.into_iter().map(|(_, v)| v).collect()))
+        }
+        "get" => {
+            arity(name, args, 2)?;
+            let key = args.first().cloned().unwrap_or(Value::UNDEFINED);
+            let v = value.get_item(&key)?;
+            Ok(if v.is_undefined() {
+                args.get(1).cloned().unwrap_or(Value::from(()))
+            } else {
+                v
+            })
+        }
+        "hasOwnProperty" => {
+            arity(name, args, 1)?;
+            let key = args.first().cloned().unwrap_or(Value::UNDEFINED);
+            Ok(Value::from(!value.get_item(&key)?.is_undefined()))
+        }
+        _ => Err(unknown(value, name)),
+    }
+}
+
+fn number_method(value: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
+    match name {
+        "toFixed" => {
+            arity(name, args, 1)?;
+            let d = arg_int(args, 0, name)?.unwrap_or(0);
+            if !(0..=100).contains(&d) {
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    "toFixed(): digits must be between 0 and 100",
+                ));
+            }
+            let x = to_num(value, name)?.as_f64();
+            let m = 10f64.powi(d as i32);
+            let r = if m.is_finite() && (x * m).is_finite() {
+                js_round(x * m) / m
+            } else {
+                x
+            };
+            Ok(Value::from(format!("{:.*}", d as usize, r)))
+        }
+        "toString" => {
+            arity(name, args, 0)?;
+            Ok(Value::from(text(value)))
+        }
+        _ => Err(unknown(value, name)),
+    }
+}
+
+/// The environment's unknown-method callback.
+pub(crate) fn call_method(
+    _state: &mut State,
+    value: &Value,
+    name: &str,
+    args: &[Value],
+) -> Result<Value, Error> {
+    match value.kind() {
+        ValueKind::String => string_method(value.as_str().unwrap_or_default(), value, name, args),
+        ValueKind::Seq | ValueKind::Iterable => list_method(value, name, args),
+        ValueKind::Map => map_method(value, name, args),
+        ValueKind::Number => number_method(value, name, args),
+        _ => Err(unknown(value, name)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Templates;
+    use serde_json::{json, Value as Json};
+
+    fn ev(expr: &str) -> Json {
+        let vars = json!({"s": "  Hello World  ", "l": [1, 2, 3], "o": {"a": 1}, "x": 2.5});
+        let ctx = Templates::context(
+            &json!({}),
+            vars.as_object().unwrap(),
+            &json!({}),
+            &json!({}),
+        );
+        Templates::new()
+            .eval_expr(expr, &ctx)
+            .unwrap_or_else(|e| panic!("{expr}: {e:?}"))
+    }
+
+    #[test]
+    fn string_methods() {
+        assert_eq!(ev("s.trim().toUpperCase()"), json!("HELLO WORLD"));
+        assert_eq!(ev("s.strip().lower()"), json!("hello world"));
+        assert_eq!(ev("s.trimStart()"), json!("Hello World  "));
+        assert_eq!(ev("s.rstrip()"), json!("  Hello World"));
+        assert_eq!(ev("'xxaxx'.strip('x')"), json!("a"));
+        assert_eq!(ev("'a,b,c'.split(',')"), json!(["a", "b", "c"]));
+        assert_eq!(ev("'a,b,c'.split(',', 2)"), json!(["a", "b"]));
+        assert_eq!(ev("s.split()"), json!(["Hello", "World"]));
+        assert_eq!(ev("s.includes('World')"), json!(true));
+        assert_eq!(
+            ev("'abc'.startsWith('ab') and 'abc'.endswith('c')"),
+            json!(true)
+        );
+        assert_eq!(ev("'héllo'.indexOf('l')"), json!(2));
+        assert_eq!(ev("'hello'.lastIndexOf('l')"), json!(3));
+        assert_eq!(ev("'hello'.indexOf('z')"), json!(-1));
+        assert_eq!(ev("'hello'.slice(-3)"), json!("llo"));
+        assert_eq!(ev("'hello'.slice(1, -1)"), json!("ell"));
+        assert_eq!(ev("'hello'.substring(3, 1)"), json!("el"));
+        assert_eq!(ev("'a-a'.replace('a', 'b')"), json!("b-a"));
+        assert_eq!(ev("'a-a'.replaceAll('a', 'b')"), json!("b-b"));
+        assert_eq!(ev("'7'.padStart(3, '0')"), json!("007"));
+        assert_eq!(ev("'7'.padEnd(2)"), json!("7 "));
+        assert_eq!(ev("'ab'.repeat(2)"), json!("abab"));
+        assert_eq!(ev("'abc'.charAt(1)"), json!("b"));
+        assert_eq!(ev("'a'.concat('b', 1)"), json!("ab1"));
+        assert_eq!(ev("'a'.toString()"), json!("a"));
+    }
+
+    #[test]
+    fn other_methods() {
+        assert_eq!(ev("l.join(', ')"), json!("1, 2, 3"));
+        assert_eq!(ev("l.join()"), json!("1,2,3"));
+        assert_eq!(ev("l.includes(2)"), json!(true));
+        assert_eq!(ev("l.indexOf(3)"), json!(2));
+        assert_eq!(ev("l.slice(1)"), json!([2, 3]));
+        assert_eq!(ev("l.concat([4], 5)"), json!([1, 2, 3, 4, 5]));
+        assert_eq!(ev("l.at(-1)"), json!(3));
+        assert_eq!(ev("l.reverse()"), json!([3, 2, 1]));
+        assert_eq!(ev("l.toString()"), json!("1,2,3"));
+        assert_eq!(ev("o.items()"), json!([["a", 1]]));
+        assert_eq!(ev("o.keys()"), json!(["a"]));
+        assert_eq!(ev("o.values()"), json!([1]));
+        assert_eq!(ev("o.get('a')"), json!(1));
+        assert_eq!(ev("o.get('b', 'd')"), json!("d"));
+        assert_eq!(ev("o.hasOwnProperty('a')"), json!(true));
+        assert_eq!(ev("x.toFixed(2)"), json!("2.50"));
+        assert_eq!(ev("x.toFixed()"), json!("3"));
+        assert_eq!(ev("(3).toString()"), json!("3"));
+    }
+
+    #[test]
+    fn unknown_methods_are_errors() {
+        let e = Templates::new()
+            .eval_expr("'x'.frobnicate()", &minijinja::Value::from(()))
+            .unwrap_err();
+        assert!(
+            e.message.contains("string has no method named frobnicate"),
+            "{e:?}"
+        );
+    }
+}

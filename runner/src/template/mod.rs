@@ -1,0 +1,485 @@
+//! Templates: `{{ … }}` / `{% … %}` in step inputs and conditions, on
+//! minijinja, following the peer's Nunjucks setup (`trimBlocks`,
+//! `lstripBlocks`, no autoescape, lenient undefined) but failing loudly:
+//! syntax errors, unknown filters and runtime errors are errors with the
+//! line and column inside the failing string (the caller adds the string's
+//! position in the `.md` file).
+//!
+//! Pure: no I/O, no printing; the only clock is `now()`, replaceable with
+//! [`Templates::with_clock`].
+//!
+//! - [`Templates::render_value`]: renders every string inside a JSON value;
+//!   a string that is exactly one `{{ expr }}` keeps the expression's type.
+//! - [`Templates::eval_condition`]: conditions (see [`conditions`]).
+//! - Filters: minijinja's builtins plus the peer's (see [`filters`],
+//!   [`dates`]); JavaScript and Python methods on values (see [`methods`]);
+//!   Nunjucks' `elseif` and `for k, v in map` (see [`compat`]).
+//!
+//! Rendered text: none and undefined print as nothing, integral floats
+//! without `.0` (`{{ 10 / 4 * 2 }}` is `5`), lists and maps as compact JSON.
+//! Lists from the context also answer `.length` (the peer's JavaScript
+//! habit) besides `|length`.
+
+pub mod compat;
+pub mod conditions;
+pub mod dates;
+pub mod filters;
+pub mod methods;
+mod values;
+
+use std::ops::Range;
+
+use minijinja::syntax::SyntaxConfig;
+use minijinja::value::merge_maps;
+use minijinja::{AutoEscape, Environment, ErrorKind, UndefinedBehavior, Value};
+use serde_json::Value as Json;
+
+pub use values::is_truthy_text;
+
+/// A template, expression or condition that failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct TemplateError {
+    /// What went wrong, e.g. ``unknown filter: filter uper is unknown (did you mean `upper`?)``.
+    pub message: String,
+    /// Key path inside the rendered value, e.g. `["prompt"]` or
+    /// `["messages", "0", "content"]`; empty for a plain string.
+    pub path: Vec<String>,
+    /// 1-based line within the failing string.
+    pub line: Option<usize>,
+    /// 1-based column (in characters) within that line.
+    pub col: Option<usize>,
+}
+
+impl TemplateError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        TemplateError {
+            message: message.into(),
+            path: Vec::new(),
+            line: None,
+            col: None,
+        }
+    }
+
+    /// Converts a minijinja error. `compiled` is the text minijinja saw,
+    /// `src` the string the user wrote, `map` turns an offset in `compiled`
+    /// into one in `src`.
+    pub(crate) fn from_mj(
+        e: &minijinja::Error,
+        compiled: &str,
+        src: &str,
+        map: impl Fn(usize) -> usize,
+    ) -> Self {
+        let mut err = TemplateError::new(error_message(e));
+        let offset = match (e.range(), e.line()) {
+            (Some(r), _) => Some((map(r.start), true)),
+            (None, Some(line)) => Some((map(line_start(compiled, line)), false)),
+            _ => None,
+        };
+        if let Some((offset, exact)) = offset {
+            let (line, col) = line_col(src, offset);
+            err.line = Some(line);
+            err.col = exact.then_some(col);
+        }
+        err
+    }
+
+    fn at(mut self, path: &[String]) -> Self {
+        self.path = path.to_vec();
+        self
+    }
+}
+
+fn error_message(e: &minijinja::Error) -> String {
+    let mut msg = match e.detail() {
+        Some(d) => format!("{}: {}", e.kind(), d),
+        None => e.kind().to_string(),
+    };
+    if e.kind() == ErrorKind::UnknownFilter {
+        let name = e
+            .detail()
+            .and_then(|d| d.strip_prefix("filter "))
+            .and_then(|d| d.strip_suffix(" is unknown"));
+        if let Some(hint) = name.and_then(suggest_filter) {
+            msg.push_str(&format!(" (did you mean `{hint}`?)"));
+        }
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        match s.downcast_ref::<minijinja::Error>() {
+            Some(inner) => msg.push_str(&format!(": {}", error_message(inner))),
+            None => msg.push_str(&format!(": {s}")),
+        }
+        source = s.source();
+    }
+    msg
+}
+
+/// Names people reach for from other template languages.
+const FILTER_ALIASES: &[(&str, &str)] = &[
+    ("upcase", "upper"),
+    ("uppercase", "upper"),
+    ("touppercase", "upper"),
+    ("downcase", "lower"),
+    ("lowercase", "lower"),
+    ("tolowercase", "lower"),
+    ("json", "to_json"),
+    ("stringify", "to_json"),
+    ("dump", "to_json"),
+    ("parsejson", "parse_json"),
+    ("fromjson", "parse_json"),
+    ("size", "length"),
+    ("len", "length"),
+    ("strip", "trim"),
+    ("regex", "match"),
+    ("date", "format_date"),
+];
+
+fn suggest_filter(name: &str) -> Option<&'static str> {
+    let name = name.to_lowercase();
+    if let Some((_, to)) = FILTER_ALIASES.iter().find(|(from, _)| *from == name) {
+        return Some(to);
+    }
+    filters::CUSTOM_FILTERS
+        .iter()
+        .chain(filters::BUILTIN_FILTERS)
+        .map(|c| (edit_distance(&name, &c.to_lowercase()), *c))
+        .filter(|(d, c)| *d <= (c.len() / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance (in characters).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Byte offset where 1-based `line` starts in `s`.
+fn line_start(s: &str, line: usize) -> usize {
+    if line <= 1 {
+        return 0;
+    }
+    s.match_indices('\n')
+        .nth(line - 2)
+        .map_or(s.len(), |(i, _)| i + 1)
+}
+
+/// 1-based line and column (in characters) of a byte offset in `s`.
+pub(crate) fn line_col(s: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(s.len());
+    while !s.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &s[..offset];
+    let line = before.matches('\n').count() + 1;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, s[start..offset].chars().count() + 1)
+}
+
+/// Whether a string contains template tags (`{{`, `{%` or `{#`).
+pub fn has_tags(s: &str) -> bool {
+    let b = s.as_bytes();
+    memchr_brace(b)
+}
+
+fn memchr_brace(b: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(p) = b[i..].iter().position(|&c| c == b'{') {
+        let at = i + p;
+        if matches!(b.get(at + 1), Some(b'{' | b'%' | b'#')) {
+            return true;
+        }
+        i = at + 1;
+    }
+    false
+}
+
+/// If `src`, once trimmed, is exactly one `{{ expr }}` (whitespace control
+/// `{{-`/`-}}` allowed; braces inside the expression must balance, as in
+/// `{{ {'a': {'b': 1}} }}`), the byte range of `expr` within `src`.
+pub(crate) fn single_expression(src: &str) -> Option<Range<usize>> {
+    let lead = src.len() - src.trim_start().len();
+    let end = src.trim_end().len();
+    let t = &src[lead..end];
+    if t.len() < 4 || !t.starts_with("{{") || !t.ends_with("}}") {
+        return None;
+    }
+    let b = src.as_bytes();
+    let mut i = lead + 2;
+    if matches!(b.get(i), Some(b'-' | b'+')) {
+        i += 1;
+    }
+    let start = i;
+    let mut depth = 0usize;
+    while i < end {
+        match b[i] {
+            q @ (b'\'' | b'"') => {
+                i += 1;
+                while i < end && b[i] != q {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+                continue;
+            }
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' => depth = depth.saturating_sub(1),
+            b'}' if depth == 0 && b.get(i + 1) == Some(&b'}') => {
+                return (i + 2 == end).then_some(start..i);
+            }
+            b'-' | b'+' if depth == 0 && src[i + 1..].starts_with("}}") => {
+                return (i + 3 == end).then_some(start..i);
+            }
+            b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+fn system_clock() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The template environment. Cheap to create (no template is compiled until
+/// used; strings without tags are never compiled).
+#[derive(Debug, Clone)]
+pub struct Templates {
+    env: Environment<'static>,
+}
+
+impl Default for Templates {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Templates {
+    pub fn new() -> Self {
+        let mut env = Environment::new();
+        env.set_syntax(
+            SyntaxConfig::builder()
+                .trim_blocks(true)
+                .lstrip_blocks(true)
+                .keep_trailing_newline(true)
+                .build()
+                .expect("default delimiters are valid"),
+        );
+        env.set_auto_escape_callback(|_| AutoEscape::None);
+        env.set_undefined_behavior(UndefinedBehavior::Lenient);
+        env.set_formatter(values::formatter);
+        // Debug mode names the undefined value in errors ("`a.b` is undefined").
+        env.set_debug(true);
+        filters::register(&mut env);
+        // `x == null` in conditions becomes `(x) is nullish` (see conditions).
+        env.add_test("nullish", |v: &Value| v.is_none() || v.is_undefined());
+        env.set_unknown_method_callback(methods::call_method);
+        env.add_function(compat::PAIRS_FN, compat::pairs);
+        env.add_function("now", system_clock);
+        Templates { env }
+    }
+
+    /// Same, with a fuel limit (templates rendered from untrusted requests):
+    /// each render or evaluation may spend at most `fuel` units (about one
+    /// per instruction; see minijinja's `set_fuel`).
+    pub fn with_fuel(fuel: u64) -> Self {
+        let mut t = Self::new();
+        t.env.set_fuel(Some(fuel));
+        t
+    }
+
+    /// Replaces the clock behind `now()` (epoch milliseconds).
+    pub fn with_clock(mut self, clock: fn() -> i64) -> Self {
+        self.env.add_function("now", clock);
+        self
+    }
+
+    /// Context for rendering: `{...inputs, ...variables, inputs: inputs,
+    /// steps: steps, env: env}` — variables win over bare input names.
+    pub fn context(
+        inputs: &Json,
+        variables: &serde_json::Map<String, Json>,
+        steps: &Json,
+        env: &Json,
+    ) -> Value {
+        let inputs_v = values::from_json(inputs);
+        let mut pairs: Vec<(Value, Value)> = Vec::with_capacity(variables.len() + 8);
+        if inputs_v.kind() == minijinja::value::ValueKind::Map {
+            if let Ok(keys) = inputs_v.try_iter() {
+                for k in keys {
+                    let v = inputs_v.get_item(&k).unwrap_or_default();
+                    pairs.push((k, v));
+                }
+            }
+        }
+        for (k, v) in variables {
+            pairs.push((Value::from(k.as_str()), values::from_json(v)));
+        }
+        pairs.push((Value::from("inputs"), inputs_v));
+        pairs.push((Value::from("steps"), values::from_json(steps)));
+        pairs.push((Value::from("env"), values::from_json(env)));
+        Value::from_pairs(pairs)
+    }
+
+    /// A context with extra names on top (loop variables such as `item`,
+    /// `index`); they win over the context's names. Cheap: nothing is copied.
+    pub fn with_locals(ctx: &Value, locals: &serde_json::Map<String, Json>) -> Value {
+        let locals = Value::from_pairs(
+            locals
+                .iter()
+                .map(|(k, v)| (Value::from(k.as_str()), values::from_json(v))),
+        );
+        merge_maps([ctx.clone(), locals])
+    }
+
+    /// Converts JSON into a template value (ints stay ints, maps keep order).
+    pub fn to_value(v: &Json) -> Value {
+        values::from_json(v)
+    }
+
+    /// Converts a template value into JSON (undefined becomes `null`).
+    pub fn to_json(v: &Value) -> Result<Json, TemplateError> {
+        values::to_json(v).map_err(|e| TemplateError::new(error_message(&e)))
+    }
+
+    /// Renders a template string to text. Strings without tags are returned
+    /// as they are, without compiling.
+    pub fn render_str(&self, src: &str, ctx: &Value) -> Result<String, TemplateError> {
+        if !has_tags(src) {
+            return Ok(src.to_string());
+        }
+        let compat = compat::nunjucks_compat(src);
+        let text = compat.as_ref().map_or(src, |t| t.text.as_str());
+        let map = |o: usize| compat.as_ref().map_or(o, |t| t.source_offset(o));
+        let map_err = |e: minijinja::Error| TemplateError::from_mj(&e, text, src, map);
+        let tmpl = self.env.template_from_str(text).map_err(map_err)?;
+        tmpl.render(ctx.clone()).map_err(map_err)
+    }
+
+    /// Renders every string inside `v` recursively (object keys are not
+    /// rendered). A string that is exactly one `{{ expr }}` (after trimming;
+    /// no other `{{`/`}}` inside) keeps the expression's type (number, bool,
+    /// list, object, null; undefined gives null); otherwise the result is a
+    /// string. Errors carry the key path of the failing string.
+    pub fn render_value(&self, v: &Json, ctx: &Value) -> Result<Json, TemplateError> {
+        let mut path = Vec::new();
+        self.render_value_at(v, ctx, &mut path)
+    }
+
+    fn render_value_at(
+        &self,
+        v: &Json,
+        ctx: &Value,
+        path: &mut Vec<String>,
+    ) -> Result<Json, TemplateError> {
+        Ok(match v {
+            Json::String(s) => self.render_typed(s, ctx).map_err(|e| e.at(path))?,
+            Json::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    path.push(i.to_string());
+                    out.push(self.render_value_at(item, ctx, path)?);
+                    path.pop();
+                }
+                Json::Array(out)
+            }
+            Json::Object(map) => {
+                let mut out = serde_json::Map::with_capacity(map.len());
+                for (k, item) in map {
+                    path.push(k.clone());
+                    out.insert(k.clone(), self.render_value_at(item, ctx, path)?);
+                    path.pop();
+                }
+                Json::Object(out)
+            }
+            other => other.clone(),
+        })
+    }
+
+    /// One string: as is without tags; typed for a single `{{ expr }}`;
+    /// rendered text otherwise.
+    fn render_typed(&self, s: &str, ctx: &Value) -> Result<Json, TemplateError> {
+        if !has_tags(s) {
+            return Ok(Json::String(s.to_string()));
+        }
+        if let Some(r) = single_expression(s) {
+            let v = self.eval_value(s, r.start, r.end, ctx)?;
+            return values::to_json(&v)
+                .map_err(|e| TemplateError::from_mj(&e, s, s, |o| o + r.start));
+        }
+        self.render_str(s, ctx).map(Json::String)
+    }
+
+    /// Evaluates the expression `src[start..end]`; error positions point into `src`.
+    pub(crate) fn eval_value(
+        &self,
+        src: &str,
+        start: usize,
+        end: usize,
+        ctx: &Value,
+    ) -> Result<Value, TemplateError> {
+        let expr = &src[start..end];
+        let map_err = |e: minijinja::Error| TemplateError::from_mj(&e, expr, src, |o| o + start);
+        let compiled = self.env.compile_expression(expr).map_err(map_err)?;
+        compiled.eval(ctx.clone()).map_err(map_err)
+    }
+
+    /// Evaluates an expression to JSON. Accepts a bare expression
+    /// (`items | length`), one `{{ expr }}` (same result), or a template
+    /// mixing text and tags (rendered to a string).
+    pub fn eval_expr(&self, expr: &str, ctx: &Value) -> Result<Json, TemplateError> {
+        if has_tags(expr) {
+            return self.render_typed(expr, ctx);
+        }
+        let start = expr.len() - expr.trim_start().len();
+        let end = expr.trim_end().len().max(start);
+        let v = self.eval_value(expr, start, end, ctx)?;
+        values::to_json(&v).map_err(|e| TemplateError::from_mj(&e, expr, expr, |o| o + start))
+    }
+
+    /// Names of top-level variables a template, expression or condition
+    /// reads (for `validate`), sorted; best effort: empty if it does not parse.
+    /// Global functions (`now`, `range`, …) are left out.
+    pub fn referenced_names(&self, src: &str) -> Vec<String> {
+        let found = if has_tags(src) {
+            let compat = compat::nunjucks_compat(src);
+            let text = compat.as_ref().map_or(src, |t| t.text.as_str());
+            match self.env.template_from_str(text) {
+                Ok(t) => t.undeclared_variables(false),
+                Err(_) => return Vec::new(),
+            }
+        } else {
+            let text = match conditions::translate_js(src) {
+                Some(t) => t.text,
+                None => src.to_string(),
+            };
+            match self.env.compile_expression_owned(text) {
+                Ok(e) => e.undeclared_variables(false),
+                Err(_) => return Vec::new(),
+            }
+        };
+        let globals: Vec<&str> = self.env.globals().map(|(name, _)| name).collect();
+        let mut names: Vec<String> = found
+            .into_iter()
+            .filter(|n| !globals.contains(&n.as_str()))
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+#[cfg(test)]
+mod tests;

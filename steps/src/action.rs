@@ -1,0 +1,171 @@
+//! The `Action` trait: what every step action implements, and what it is given.
+
+use crate::sandbox::Sandbox;
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A log line produced by an action (`console.log`, `core.log`, provider retries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    pub level: LogLevel,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+impl LogLevel {
+    pub fn parse(s: &str) -> Option<LogLevel> {
+        match s.to_ascii_lowercase().as_str() {
+            "debug" | "trace" => Some(LogLevel::Debug),
+            "info" | "log" => Some(LogLevel::Info),
+            "warn" | "warning" => Some(LogLevel::Warn),
+            "error" => Some(LogLevel::Error),
+            _ => None,
+        }
+    }
+}
+
+/// Where actions send their log lines; the engine turns them into run events.
+pub type LogSink = Arc<dyn Fn(LogLine) + Send + Sync>;
+
+/// Set once to ask running actions to stop (Ctrl-C, workflow timeout).
+#[derive(Clone, Default)]
+pub struct Cancel(Arc<(AtomicBool, tokio::sync::Notify)>);
+
+impl Cancel {
+    pub fn cancel(&self) {
+        self.0 .0.store(true, Ordering::SeqCst);
+        self.0 .1.notify_waiters();
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0 .0.load(Ordering::SeqCst)
+    }
+    /// Resolves when cancelled.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.0 .1.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// A tool declared in the workflow's frontmatter (`tools.<name>`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolConfig {
+    /// The name the workflow gave it (`agent` in `agent.run`).
+    pub name: String,
+    pub sdk: String,
+    pub auth: Map<String, Value>,
+    pub options: Map<String, Value>,
+}
+
+/// Everything an action may use besides its inputs. Built once per run.
+#[derive(Clone)]
+pub struct Capabilities {
+    pub sandbox: Arc<Sandbox>,
+    pub log: LogSink,
+    pub cancel: Cancel,
+    pub scripts: Arc<crate::script::ScriptHost>,
+    pub agents: Arc<crate::agent::AgentHub>,
+    /// Environment variables visible to the run (a snapshot: actions never read
+    /// the process environment directly, so tests and servers can set it).
+    pub env: Arc<std::collections::BTreeMap<String, String>>,
+}
+
+/// One call of an action by one step.
+pub struct Call<'a> {
+    /// Full action name as written, e.g. `agent.run`.
+    pub action: &'a str,
+    /// The method part after the tool name, e.g. `run`.
+    pub method: &'a str,
+    /// The tool the action belongs to, when declared in the frontmatter.
+    pub tool: Option<&'a ToolConfig>,
+    /// The step's `model:` field.
+    pub model: Option<&'a str>,
+    /// Step timeout, when one applies.
+    pub timeout: Option<Duration>,
+    pub caps: &'a Capabilities,
+}
+
+impl Call<'_> {
+    pub fn log(&self, level: LogLevel, message: impl Into<String>) {
+        (self.caps.log)(LogLine {
+            level,
+            message: message.into(),
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum ActionError {
+    /// The inputs do not fit the action (missing field, wrong type).
+    #[error("{0}")]
+    Input(String),
+    /// The action ran and failed; `retryable` tells the engine a retry may help.
+    #[error("{message}")]
+    Failed { message: String, retryable: bool },
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl ActionError {
+    pub fn failed(message: impl Into<String>) -> Self {
+        ActionError::Failed {
+            message: message.into(),
+            retryable: false,
+        }
+    }
+    pub fn retryable(message: impl Into<String>) -> Self {
+        ActionError::Failed {
+            message: message.into(),
+            retryable: true,
+        }
+    }
+}
+
+#[async_trait]
+pub trait Action: Send + Sync {
+    /// Methods this action answers to (for validation and "did you mean").
+    fn methods(&self) -> &'static [&'static str];
+    /// Runs the method with already-rendered inputs and returns its output.
+    async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError>;
+}
+
+/// Reads a required string field of an inputs object.
+pub fn required_str<'v>(inputs: &'v Value, field: &str) -> Result<&'v str, ActionError> {
+    match inputs.get(field) {
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(ActionError::Input(format!(
+            "input `{field}` must be a string, got {}",
+            type_name(other)
+        ))),
+        None => Err(ActionError::Input(format!("missing input `{field}`"))),
+    }
+}
+
+/// The JSON type name of a value, as used in messages.
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}

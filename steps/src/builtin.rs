@@ -1,0 +1,181 @@
+//! Built-in `core.*` and `workflow.*` actions: pure, in-process.
+
+use crate::action::{type_name, Action, ActionError, Call, LogLevel};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+pub struct CoreAction;
+
+#[async_trait]
+impl Action for CoreAction {
+    fn methods(&self) -> &'static [&'static str] {
+        &["set", "log"]
+    }
+
+    async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
+        match call.method {
+            // Inputs arrive rendered once; they are returned as they are
+            // (the peer renders them a second time).
+            "set" => Ok(inputs),
+            "log" => log(call, &inputs),
+            m => Err(ActionError::Input(format!("unknown method `core.{m}`"))),
+        }
+    }
+}
+
+pub struct WorkflowAction;
+
+#[async_trait]
+impl Action for WorkflowAction {
+    fn methods(&self) -> &'static [&'static str] {
+        &["set_outputs", "log", "fail", "sleep", "timestamp", "noop"]
+    }
+
+    async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
+        match call.method {
+            // The engine records these as the workflow's outputs.
+            "set_outputs" => match inputs {
+                Value::Object(_) => Ok(inputs),
+                Value::Null => Ok(json!({})),
+                other => Err(ActionError::Input(format!(
+                    "`workflow.set_outputs` takes a mapping of output names to values, got {}",
+                    type_name(&other)
+                ))),
+            },
+            "log" => log(call, &inputs),
+            "fail" => {
+                let message = inputs
+                    .get("message")
+                    .map(display)
+                    .unwrap_or_else(|| "workflow failed".to_string());
+                let message = match inputs.get("code") {
+                    Some(code) => format!("{message} (code {})", display(code)),
+                    None => message,
+                };
+                Err(ActionError::failed(message))
+            }
+            "sleep" => {
+                let d = match inputs.get("duration") {
+                    Some(v) => parse_duration(v).map_err(ActionError::Input)?,
+                    None => return Err(ActionError::Input("missing input `duration`".into())),
+                };
+                tokio::select! {
+                    _ = tokio::time::sleep(d) => Ok(json!({"slept_ms": d.as_millis() as u64})),
+                    _ = call.caps.cancel.cancelled() => Err(ActionError::Cancelled),
+                }
+            }
+            "timestamp" => {
+                let now = chrono::Utc::now();
+                let format = inputs
+                    .get("format")
+                    .and_then(Value::as_str)
+                    .unwrap_or("iso");
+                let ts = match format {
+                    "iso" => json!(now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+                    "unix" => json!(now.timestamp()),
+                    "ms" => json!(now.timestamp_millis()),
+                    other => {
+                        return Err(ActionError::Input(format!(
+                            "unknown timestamp format `{other}`: use iso, unix or ms"
+                        )))
+                    }
+                };
+                Ok(json!({ "timestamp": ts }))
+            }
+            "noop" => Ok(Value::Null),
+            m => Err(ActionError::Input(format!("unknown method `workflow.{m}`"))),
+        }
+    }
+}
+
+fn log(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionError> {
+    let message = match inputs.get("message") {
+        Some(m) => display(m),
+        None => return Err(ActionError::Input("missing input `message`".into())),
+    };
+    let level = match inputs.get("level").and_then(Value::as_str) {
+        Some(l) => LogLevel::parse(l).ok_or_else(|| {
+            ActionError::Input(format!(
+                "unknown log level `{l}`: use debug, info, warn or error"
+            ))
+        })?,
+        None => LogLevel::Info,
+    };
+    call.log(level, message.clone());
+    Ok(json!({ "message": message }))
+}
+
+/// Strings as they are; anything else as JSON.
+pub fn display(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `500` (ms), `"500ms"`, `"5s"`, `"2m"`, `"1h"`, `"1.5s"`.
+pub fn parse_duration(v: &Value) -> Result<Duration, String> {
+    let bad = || {
+        format!(
+            "invalid duration `{}`: use milliseconds or a string like `500ms`, `5s`, `2m`, `1h`",
+            display(v)
+        )
+    };
+    match v {
+        Value::Number(n) => n
+            .as_f64()
+            .filter(|f| *f >= 0.0 && f.is_finite())
+            .map(|f| Duration::from_secs_f64(f / 1000.0))
+            .ok_or_else(bad),
+        Value::String(s) => {
+            let s = s.trim();
+            let split = s
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .unwrap_or(s.len());
+            let (num, unit) = s.split_at(split);
+            let n: f64 = num.parse().map_err(|_| bad())?;
+            let secs = match unit.trim() {
+                "" | "ms" => n / 1000.0,
+                "s" | "sec" | "secs" => n,
+                "m" | "min" | "mins" => n * 60.0,
+                "h" | "hr" | "hours" => n * 3600.0,
+                "d" | "days" => n * 86400.0,
+                _ => return Err(bad()),
+            };
+            if secs.is_finite() && secs >= 0.0 {
+                Ok(Duration::from_secs_f64(secs))
+            } else {
+                Err(bad())
+            }
+        }
+        _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            parse_duration(&json!(250)).unwrap(),
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            parse_duration(&json!("5s")).unwrap(),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            parse_duration(&json!("1.5s")).unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            parse_duration(&json!("2m")).unwrap(),
+            Duration::from_secs(120)
+        );
+        assert!(parse_duration(&json!("soon")).is_err());
+        assert!(parse_duration(&json!(-1)).is_err());
+    }
+}

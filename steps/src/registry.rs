@@ -1,0 +1,201 @@
+//! Which action answers `tool.method`, decided when the workflow is loaded.
+
+use crate::action::{Action, ToolConfig};
+use crate::agent::AgentAction;
+use crate::builtin::{CoreAction, WorkflowAction};
+use crate::script::ScriptAction;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What kind of work an action does (decides default retries and preflight).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionKind {
+    /// Calls an LLM provider.
+    Agent,
+    /// Runs JavaScript.
+    Script,
+    /// Pure, in-process.
+    Builtin,
+}
+
+/// SDK names that select the LLM providers.
+pub const AGENT_SDKS: &[&str] = &[
+    "claude-agent",
+    "claude",
+    "claude-code",
+    "anthropic",
+    "openai",
+    "openai-compatible",
+    "vllm",
+    "ollama",
+];
+
+/// Tools every workflow has without declaring them.
+pub const IMPLICIT_TOOLS: &[&str] = &["core", "workflow", "script"];
+
+#[derive(Clone)]
+pub struct Resolved {
+    pub tool_name: String,
+    pub method: String,
+    pub kind: ActionKind,
+    pub action: Arc<dyn Action>,
+    /// The declared tool, when there is one.
+    pub tool: Option<ToolConfig>,
+}
+
+impl std::fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolved")
+            .field("tool_name", &self.tool_name)
+            .field("method", &self.method)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+/// Why an action name does not resolve; `hint` is a "did you mean" or advice.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ResolveError {
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+pub struct Registry {
+    by_sdk: BTreeMap<&'static str, (ActionKind, Arc<dyn Action>)>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::standard()
+    }
+}
+
+impl Registry {
+    /// Every action marktoflow ships.
+    pub fn standard() -> Self {
+        let mut by_sdk: BTreeMap<&'static str, (ActionKind, Arc<dyn Action>)> = BTreeMap::new();
+        by_sdk.insert("core", (ActionKind::Builtin, Arc::new(CoreAction)));
+        by_sdk.insert("workflow", (ActionKind::Builtin, Arc::new(WorkflowAction)));
+        by_sdk.insert("script", (ActionKind::Script, Arc::new(ScriptAction)));
+        let agent: Arc<dyn Action> = Arc::new(AgentAction);
+        for sdk in AGENT_SDKS {
+            by_sdk.insert(sdk, (ActionKind::Agent, agent.clone()));
+        }
+        Registry { by_sdk }
+    }
+
+    pub fn knows_sdk(&self, sdk: &str) -> bool {
+        self.by_sdk.contains_key(sdk)
+    }
+
+    pub fn sdks(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.by_sdk.keys().copied()
+    }
+
+    /// Resolves `tool.method` against the declared tools.
+    pub fn resolve(&self, action: &str, tools: &[ToolConfig]) -> Result<Resolved, ResolveError> {
+        let Some((tool_name, method)) = action.split_once('.') else {
+            return Err(ResolveError {
+                message: format!(
+                    "invalid action `{action}`: expected `tool.method`, e.g. `core.set`"
+                ),
+                hint: None,
+            });
+        };
+        let declared = tools.iter().find(|t| t.name == tool_name);
+        let sdk = match declared {
+            Some(t) => t.sdk.as_str(),
+            None if IMPLICIT_TOOLS.contains(&tool_name) => tool_name,
+            None => {
+                let names: Vec<&str> = tools
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .chain(IMPLICIT_TOOLS.iter().copied())
+                    .collect();
+                return Err(ResolveError {
+                    message: format!("unknown tool `{tool_name}` in action `{action}`"),
+                    hint: Some(match closest(tool_name, &names) {
+                        Some(c) => format!("did you mean `{c}.{method}`?"),
+                        None => format!(
+                            "declare it in the frontmatter: `tools: {{ {tool_name}: {{ sdk: ... }} }}`"
+                        ),
+                    }),
+                });
+            }
+        };
+        let Some((kind, act)) = self.by_sdk.get(sdk) else {
+            let known: Vec<&str> = self.by_sdk.keys().copied().collect();
+            return Err(ResolveError {
+                message: format!(
+                    "tool `{tool_name}` uses sdk `{sdk}`, which marktoflow does not provide"
+                ),
+                hint: Some(match closest(sdk, &known) {
+                    Some(c) => format!("did you mean sdk `{c}`?"),
+                    None => format!("supported sdks: {}", known.join(", ")),
+                }),
+            });
+        };
+        let methods = act.methods();
+        if !methods.contains(&method) {
+            return Err(ResolveError {
+                message: format!(
+                    "unknown action `{action}`: tool `{tool_name}` has no method `{method}`"
+                ),
+                hint: Some(match closest(method, methods) {
+                    Some(c) => format!("did you mean `{tool_name}.{c}`?"),
+                    None => format!("`{tool_name}` methods: {}", methods.join(", ")),
+                }),
+            });
+        }
+        Ok(Resolved {
+            tool_name: tool_name.to_string(),
+            method: method.to_string(),
+            kind: *kind,
+            action: act.clone(),
+            tool: declared.cloned(),
+        })
+    }
+}
+
+/// The candidate most like `name`, for "did you mean" hints.
+pub fn closest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (strsim::jaro_winkler(name, c), *c))
+        .filter(|(s, _)| *s > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent_tool() -> Vec<ToolConfig> {
+        vec![ToolConfig {
+            name: "agent".into(),
+            sdk: "claude-agent".into(),
+            ..Default::default()
+        }]
+    }
+
+    #[test]
+    fn resolves_and_suggests() {
+        let r = Registry::standard();
+        let tools = agent_tool();
+        assert_eq!(
+            r.resolve("agent.run", &tools).unwrap().kind,
+            ActionKind::Agent
+        );
+        assert_eq!(
+            r.resolve("script.execute", &tools).unwrap().kind,
+            ActionKind::Script
+        );
+        let e = r.resolve("core.sett", &tools).unwrap_err();
+        assert_eq!(e.hint.as_deref(), Some("did you mean `core.set`?"));
+        let e = r.resolve("agnt.run", &tools).unwrap_err();
+        assert_eq!(e.hint.as_deref(), Some("did you mean `agent.run`?"));
+        assert!(r.resolve("sleep", &tools).is_err());
+    }
+}

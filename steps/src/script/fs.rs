@@ -1,0 +1,806 @@
+//! `require('fs')`: the synchronous subset of Node's `fs` that workflow
+//! scripts use, implemented natively and confined to the run's [`Sandbox`].
+//!
+//! Differences from Node, on purpose:
+//! - there is no `Buffer`: `readFileSync` always returns a string (UTF-8 when
+//!   no encoding is given; `latin1`/`binary`, `ascii`, `base64` and `hex` are
+//!   also understood);
+//! - `readdirSync` returns names sorted by byte value (like `ls` in the C
+//!   locale), so scripts are deterministic;
+//! - `fs.promises` / `require('fs/promises')` are the same functions returning
+//!   already-settled promises; callback-style `fs.readFile(p, cb)` is absent.
+//!
+//! Every path goes through [`Sandbox::check_read`] / [`Sandbox::check_write`];
+//! a refusal throws an `Error` with `.code = 'EACCES'` and the sandbox's
+//! message. I/O failures throw Node-shaped errors (`ENOENT: no such file or
+//! directory, open 'x'` with `errno`, `code`, `syscall`, `path`).
+
+use super::js::{arg_error, error_with, fn_obj, jstr, state};
+use crate::sandbox::{Sandbox, SandboxError};
+use boa_engine::gc::{empty_trace, Finalize, Trace};
+use boa_engine::object::builtins::{JsArray, JsPromise};
+use boa_engine::object::ObjectInitializer;
+use boa_engine::property::{Attribute, PropertyDescriptor};
+use boa_engine::{
+    js_string, Context, JsData, JsError, JsObject, JsResult, JsString, JsValue, NativeFunction,
+};
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+// ---- errors ----
+
+fn errno_info(code: i32) -> (&'static str, &'static str) {
+    match code {
+        libc::ENOENT => ("ENOENT", "no such file or directory"),
+        libc::EACCES => ("EACCES", "permission denied"),
+        libc::EEXIST => ("EEXIST", "file already exists"),
+        libc::ENOTDIR => ("ENOTDIR", "not a directory"),
+        libc::EISDIR => ("EISDIR", "illegal operation on a directory"),
+        libc::ENOTEMPTY => ("ENOTEMPTY", "directory not empty"),
+        libc::EPERM => ("EPERM", "operation not permitted"),
+        libc::ELOOP => ("ELOOP", "too many symbolic links encountered"),
+        libc::ENAMETOOLONG => ("ENAMETOOLONG", "name too long"),
+        libc::EINVAL => ("EINVAL", "invalid argument"),
+        libc::EMFILE => ("EMFILE", "too many open files"),
+        libc::EXDEV => ("EXDEV", "cross-device link not permitted"),
+        libc::ENOSPC => ("ENOSPC", "no space left on device"),
+        libc::EROFS => ("EROFS", "read-only file system"),
+        libc::EBUSY => ("EBUSY", "resource busy or locked"),
+        libc::EFBIG => ("EFBIG", "file too large"),
+        libc::ENOMEM => ("ENOMEM", "not enough memory"),
+        _ => ("EIO", "i/o error"),
+    }
+}
+
+/// Node's error for a failed system call: `CODE: text, syscall 'path'`.
+fn io_error(ctx: &mut Context, e: &io::Error, syscall: &str, path: Option<&str>) -> JsError {
+    let errno = e.raw_os_error().unwrap_or(match e.kind() {
+        io::ErrorKind::NotFound => libc::ENOENT,
+        io::ErrorKind::PermissionDenied => libc::EACCES,
+        io::ErrorKind::AlreadyExists => libc::EEXIST,
+        io::ErrorKind::OutOfMemory => libc::ENOMEM,
+        _ => libc::EIO,
+    });
+    let (code, text) = errno_info(errno);
+    let message = match path {
+        Some(p) => format!("{code}: {text}, {syscall} '{p}'"),
+        None => format!("{code}: {text}, {syscall}"),
+    };
+    let mut props = vec![
+        ("errno", JsValue::from(-errno)),
+        ("code", jstr(code)),
+        ("syscall", jstr(syscall)),
+    ];
+    if let Some(p) = path {
+        props.push(("path", jstr(p)));
+    }
+    error_with(ctx, message, &props)
+}
+
+fn denied(ctx: &mut Context, e: &SandboxError, syscall: &str, path: &str) -> JsError {
+    error_with(
+        ctx,
+        format!("EACCES: {e}"),
+        &[
+            ("errno", JsValue::from(-libc::EACCES)),
+            ("code", jstr("EACCES")),
+            ("syscall", jstr(syscall)),
+            ("path", jstr(path)),
+        ],
+    )
+}
+
+fn sandbox(ctx: &Context) -> &Sandbox {
+    &state(ctx).sandbox
+}
+
+fn read_ok(ctx: &mut Context, p: &str, syscall: &str) -> JsResult<PathBuf> {
+    let r = sandbox(ctx).check_read(p);
+    r.map_err(|e| denied(ctx, &e, syscall, p))
+}
+
+fn write_ok(ctx: &mut Context, p: &str, syscall: &str) -> JsResult<PathBuf> {
+    let r = sandbox(ctx).check_write(p);
+    r.map_err(|e| denied(ctx, &e, syscall, p))
+}
+
+// ---- arguments ----
+
+fn path_arg(args: &[JsValue], i: usize, name: &str) -> JsResult<String> {
+    let v = args.get(i).cloned().unwrap_or_default();
+    if let Some(s) = v.as_string() {
+        return Ok(s.to_std_string_lossy());
+    }
+    Err(arg_error(name, "string or an instance of Buffer or URL", &v))
+}
+
+/// The `encoding` of an options argument (a string or `{ encoding }`).
+fn encoding_arg(v: Option<&JsValue>, ctx: &mut Context) -> JsResult<Option<String>> {
+    let Some(v) = v else { return Ok(None) };
+    if let Some(s) = v.as_string() {
+        return Ok(Some(s.to_std_string_lossy().to_ascii_lowercase()));
+    }
+    if let Some(o) = v.as_object() {
+        let e = o.get(js_string!("encoding"), ctx)?;
+        if let Some(s) = e.as_string() {
+            return Ok(Some(s.to_std_string_lossy().to_ascii_lowercase()));
+        }
+    }
+    Ok(None)
+}
+
+fn bool_opt(v: Option<&JsValue>, key: &str, ctx: &mut Context) -> JsResult<bool> {
+    match v.and_then(JsValue::as_object) {
+        Some(o) => Ok(o.get(JsString::from(key), ctx)?.to_boolean()),
+        None => Ok(false),
+    }
+}
+
+fn string_opt(v: Option<&JsValue>, key: &str, ctx: &mut Context) -> JsResult<Option<String>> {
+    match v.and_then(JsValue::as_object) {
+        Some(o) => {
+            let x = o.get(JsString::from(key), ctx)?;
+            Ok(x.as_string().map(|s| s.to_std_string_lossy()))
+        }
+        None => Ok(None),
+    }
+}
+
+fn unknown_encoding(enc: &str) -> JsError {
+    boa_engine::JsNativeError::typ()
+        .with_message(format!("Unknown encoding: {enc}"))
+        .into()
+}
+
+// ---- encodings ----
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+fn base64_encode(data: &[u8]) -> String {
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (k, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            if k <= chunk.len() {
+                out.push(B64[((n >> shift) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in s.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            b'=' => break,
+            _ => continue,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    out
+}
+
+fn decode(bytes: Vec<u8>, enc: Option<&str>) -> JsResult<JsValue> {
+    let s = match enc.unwrap_or("utf8") {
+        "utf8" | "utf-8" => match String::from_utf8(bytes) {
+            Ok(s) => s,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        },
+        "latin1" | "binary" => bytes.iter().map(|&b| b as char).collect(),
+        "ascii" => bytes.iter().map(|&b| (b & 0x7f) as char).collect(),
+        "base64" => base64_encode(&bytes),
+        "hex" => bytes.iter().map(|b| format!("{b:02x}")).collect(),
+        other => return Err(unknown_encoding(other)),
+    };
+    Ok(JsString::from(s.as_str()).into())
+}
+
+fn encode(s: &str, enc: Option<&str>) -> JsResult<Vec<u8>> {
+    Ok(match enc.unwrap_or("utf8") {
+        "utf8" | "utf-8" => s.as_bytes().to_vec(),
+        "latin1" | "binary" | "ascii" => s.chars().map(|c| c as u32 as u8).collect(),
+        "base64" => base64_decode(s),
+        "hex" => s
+            .as_bytes()
+            .chunks(2)
+            .map_while(|p| std::str::from_utf8(p).ok().and_then(|h| u8::from_str_radix(h, 16).ok()))
+            .collect(),
+        other => return Err(unknown_encoding(other)),
+    })
+}
+
+/// The data argument of write/append: strings as is, anything else `String(x)`.
+fn data_arg(v: &JsValue, ctx: &mut Context) -> JsResult<String> {
+    match v.as_string() {
+        Some(s) => Ok(s.to_std_string_lossy()),
+        None => Ok(v.to_string(ctx)?.to_std_string_lossy()),
+    }
+}
+
+// ---- functions ----
+
+fn read_file_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, 0, "path")?;
+    let enc = encoding_arg(args.get(1), ctx)?;
+    let real = read_ok(ctx, &p, "open")?;
+    let mut f = fs::File::open(&real).map_err(|e| io_error(ctx, &e, "open", Some(&p)))?;
+    let mut buf = Vec::with_capacity(f.metadata().map(|m| m.len() as usize + 1).unwrap_or(0));
+    f.read_to_end(&mut buf)
+        .map_err(|e| io_error(ctx, &e, "read", None))?;
+    decode(buf, enc.as_deref())
+}
+
+fn write_common(args: &[JsValue], ctx: &mut Context, append: bool) -> JsResult<JsValue> {
+    let p = path_arg(args, 0, "file")?;
+    let data = data_arg(args.get(1).unwrap_or(&JsValue::undefined()), ctx)?;
+    let enc = encoding_arg(args.get(2), ctx)?;
+    let flag = string_opt(args.get(2), "flag", ctx)?;
+    let append = append || flag.is_some_and(|f| f.starts_with('a'));
+    let bytes = encode(&data, enc.as_deref())?;
+    let real = write_ok(ctx, &p, "open")?;
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .append(append)
+        .truncate(!append)
+        .open(&real)
+        .map_err(|e| io_error(ctx, &e, "open", Some(&p)))?;
+    f.write_all(&bytes)
+        .map_err(|e| io_error(ctx, &e, "write", None))?;
+    Ok(JsValue::undefined())
+}
+
+fn write_file_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    write_common(args, ctx, false)
+}
+
+fn append_file_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    write_common(args, ctx, true)
+}
+
+fn exists_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let Some(p) = args.first().and_then(JsValue::as_string) else {
+        return Ok(false.into());
+    };
+    let p = p.to_std_string_lossy();
+    Ok(match sandbox(ctx).check_read(&p) {
+        Ok(real) => fs::metadata(real).is_ok(),
+        Err(_) => false,
+    }
+    .into())
+}
+
+fn access_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, 0, "path")?;
+    let mode = match args.get(1) {
+        Some(m) if !m.is_undefined() => m.to_u32(ctx)?,
+        _ => 0,
+    };
+    let real = if mode & 2 != 0 {
+        write_ok(ctx, &p, "access")?
+    } else {
+        read_ok(ctx, &p, "access")?
+    };
+    fs::metadata(&real).map_err(|e| io_error(ctx, &e, "access", Some(&p)))?;
+    Ok(JsValue::undefined())
+}
+
+/// Hidden native data of `Stats` / `Dirent` objects: the file type bits.
+#[derive(Debug, Clone, Copy, JsData)]
+struct FileKind {
+    mode: u32,
+}
+
+impl Finalize for FileKind {}
+
+// SAFETY: holds no garbage-collected values.
+unsafe impl Trace for FileKind {
+    empty_trace!();
+}
+
+fn kind_of(this: &JsValue) -> u32 {
+    this.as_object()
+        .and_then(|o| o.downcast_ref::<FileKind>().map(|k| k.mode))
+        .unwrap_or(0)
+        & libc::S_IFMT
+}
+
+macro_rules! kind_fn {
+    ($name:ident, $flag:expr) => {
+        fn $name(this: &JsValue, _: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
+            Ok((kind_of(this) == $flag).into())
+        }
+    };
+}
+kind_fn!(is_file, libc::S_IFREG);
+kind_fn!(is_directory, libc::S_IFDIR);
+kind_fn!(is_symlink, libc::S_IFLNK);
+kind_fn!(is_fifo, libc::S_IFIFO);
+kind_fn!(is_socket, libc::S_IFSOCK);
+kind_fn!(is_block, libc::S_IFBLK);
+kind_fn!(is_char, libc::S_IFCHR);
+
+fn date_getter(ms_key: &'static str) -> NativeFunction {
+    NativeFunction::from_copy_closure(move |this, _, ctx| {
+        let ms = match this.as_object() {
+            Some(o) => o.get(JsString::from(ms_key), ctx)?,
+            None => JsValue::undefined(),
+        };
+        let date = ctx.intrinsics().constructors().date().constructor();
+        Ok(date.construct(&[ms], None, ctx)?.into())
+    })
+}
+
+/// Prototype with `isFile()` & co. (and, for Stats, the Date getters).
+fn proto(ctx: &mut Context, name: &'static str) -> JsObject {
+    if let Some(p) = state(ctx).protos.borrow().get(name) {
+        return p.clone();
+    }
+    let p = JsObject::with_object_proto(ctx.intrinsics());
+    let methods: [(&str, fn(&JsValue, &[JsValue], &mut Context) -> JsResult<JsValue>); 7] = [
+        ("isFile", is_file),
+        ("isDirectory", is_directory),
+        ("isSymbolicLink", is_symlink),
+        ("isFIFO", is_fifo),
+        ("isSocket", is_socket),
+        ("isBlockDevice", is_block),
+        ("isCharacterDevice", is_char),
+    ];
+    for (m, f) in methods {
+        let func = fn_obj(ctx, m, NativeFunction::from_fn_ptr(f), 0);
+        p.define_property_or_throw(
+            JsString::from(m),
+            PropertyDescriptor::builder()
+                .value(func)
+                .writable(true)
+                .enumerable(false)
+                .configurable(true),
+            ctx,
+        )
+        .expect("fresh object");
+    }
+    if name == "Stats" {
+        for (key, ms_key) in [
+            ("atime", "atimeMs"),
+            ("mtime", "mtimeMs"),
+            ("ctime", "ctimeMs"),
+            ("birthtime", "birthtimeMs"),
+        ] {
+            let getter = fn_obj(ctx, key, date_getter(ms_key), 0);
+            p.define_property_or_throw(
+                JsString::from(key),
+                PropertyDescriptor::builder()
+                    .get(getter)
+                    .enumerable(false)
+                    .configurable(true),
+                ctx,
+            )
+            .expect("fresh object");
+        }
+    }
+    let ctor = fn_obj(
+        ctx,
+        name,
+        NativeFunction::from_fn_ptr(|_, _, _| Ok(JsValue::undefined())),
+        0,
+    );
+    let _ = p.set(js_string!("constructor"), ctor, false, ctx);
+    state(ctx).protos.borrow_mut().insert(name, p.clone());
+    p
+}
+
+fn ms(t: io::Result<std::time::SystemTime>) -> f64 {
+    match t {
+        Ok(t) => match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => d.as_secs_f64() * 1000.0,
+            Err(e) => -(e.duration().as_secs_f64() * 1000.0),
+        },
+        Err(_) => 0.0,
+    }
+}
+
+fn stats_object(ctx: &mut Context, m: &fs::Metadata) -> JsValue {
+    let proto = proto(ctx, "Stats");
+    let ctime = m.ctime() as f64 * 1000.0 + (m.ctime_nsec() as f64 / 1e6);
+    let birth = m.created().map(|_| ms(m.created())).unwrap_or(ctime);
+    let num = |x: u64| JsValue::from(x as f64);
+    ObjectInitializer::with_native_data_and_proto(FileKind { mode: m.mode() }, proto, ctx)
+        .property(js_string!("dev"), num(m.dev()), Attribute::all())
+        .property(js_string!("mode"), m.mode(), Attribute::all())
+        .property(js_string!("nlink"), num(m.nlink()), Attribute::all())
+        .property(js_string!("uid"), m.uid(), Attribute::all())
+        .property(js_string!("gid"), m.gid(), Attribute::all())
+        .property(js_string!("rdev"), num(m.rdev()), Attribute::all())
+        .property(js_string!("blksize"), num(m.blksize()), Attribute::all())
+        .property(js_string!("ino"), num(m.ino()), Attribute::all())
+        .property(js_string!("size"), num(m.size()), Attribute::all())
+        .property(js_string!("blocks"), num(m.blocks()), Attribute::all())
+        .property(js_string!("atimeMs"), ms(m.accessed()), Attribute::all())
+        .property(js_string!("mtimeMs"), ms(m.modified()), Attribute::all())
+        .property(js_string!("ctimeMs"), ctime, Attribute::all())
+        .property(js_string!("birthtimeMs"), birth, Attribute::all())
+        .build()
+        .into()
+}
+
+/// `{ throwIfNoEntry: false }` turns ENOENT into `undefined`.
+fn stat_result(
+    ctx: &mut Context,
+    r: io::Result<fs::Metadata>,
+    syscall: &str,
+    p: &str,
+    opts: Option<&JsValue>,
+) -> JsResult<JsValue> {
+    match r {
+        Ok(m) => Ok(stats_object(ctx, &m)),
+        Err(e) => {
+            if e.kind() == io::ErrorKind::NotFound {
+                if let Some(o) = opts.and_then(JsValue::as_object) {
+                    let t = o.get(js_string!("throwIfNoEntry"), ctx)?;
+                    if !t.is_undefined() && !t.to_boolean() {
+                        return Ok(JsValue::undefined());
+                    }
+                }
+            }
+            Err(io_error(ctx, &e, syscall, Some(p)))
+        }
+    }
+}
+
+fn stat_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, 0, "path")?;
+    let real = read_ok(ctx, &p, "stat")?;
+    let r = fs::metadata(&real);
+    stat_result(ctx, r, "stat", &p, args.get(1))
+}
+
+/// The path `lstat` should look at: the link itself, inside a readable parent.
+fn lstat_target(ctx: &mut Context, p: &str) -> JsResult<PathBuf> {
+    let sb = sandbox(ctx);
+    let abs = sb.absolute(p);
+    let first = sb.check_read(p);
+    let (parent, name) = (abs.parent().map(Path::to_path_buf), abs.file_name().map(|n| n.to_owned()));
+    if let (Some(parent), Some(name)) = (parent, name) {
+        if sb.check_read(&parent.to_string_lossy()).is_ok() {
+            return Ok(crate::sandbox::real_path(&parent).join(name));
+        }
+    }
+    first.map_err(|e| denied(ctx, &e, "lstat", p))
+}
+
+fn lstat_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, 0, "path")?;
+    let target = lstat_target(ctx, &p)?;
+    let r = fs::symlink_metadata(&target);
+    stat_result(ctx, r, "lstat", &p, args.get(1))
+}
+
+fn dirent(ctx: &mut Context, name: &str, parent: &str, mode: u32) -> JsValue {
+    let proto = proto(ctx, "Dirent");
+    ObjectInitializer::with_native_data_and_proto(FileKind { mode }, proto, ctx)
+        .property(js_string!("name"), JsString::from(name), Attribute::all())
+        .property(js_string!("parentPath"), JsString::from(parent), Attribute::all())
+        .property(js_string!("path"), JsString::from(parent), Attribute::all())
+        .build()
+        .into()
+}
+
+fn file_type_mode(t: fs::FileType) -> u32 {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_symlink() {
+        libc::S_IFLNK
+    } else if t.is_dir() {
+        libc::S_IFDIR
+    } else if t.is_file() {
+        libc::S_IFREG
+    } else if t.is_fifo() {
+        libc::S_IFIFO
+    } else if t.is_socket() {
+        libc::S_IFSOCK
+    } else if t.is_block_device() {
+        libc::S_IFBLK
+    } else if t.is_char_device() {
+        libc::S_IFCHR
+    } else {
+        0
+    }
+}
+
+/// Sorted entries of a directory: (name, mode bits of the entry's type).
+fn list_dir(real: &Path) -> io::Result<Vec<(String, u32)>> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(real)? {
+        let e = e?;
+        let mode = e.file_type().map(file_type_mode).unwrap_or(0);
+        out.push((e.file_name().to_string_lossy().into_owned(), mode));
+    }
+    out.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    Ok(out)
+}
+
+fn readdir_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, 0, "path")?;
+    let with_types = bool_opt(args.get(1), "withFileTypes", ctx)?;
+    let recursive = bool_opt(args.get(1), "recursive", ctx)?;
+    let real = read_ok(ctx, &p, "scandir")?;
+    let entries = list_dir(&real).map_err(|e| io_error(ctx, &e, "scandir", Some(&p)))?;
+    let mut items: Vec<JsValue> = Vec::with_capacity(entries.len());
+    // (relative name, parent as the script sees it, mode); subdirectories are
+    // visited breadth first, after the entries of their parent, like Node.
+    let mut queue: std::collections::VecDeque<(String, PathBuf, String)> = Default::default();
+    let push = |ctx: &mut Context,
+                    items: &mut Vec<JsValue>,
+                    rel_prefix: &str,
+                    parent_shown: &str,
+                    real_dir: &Path,
+                    entries: Vec<(String, u32)>,
+                    queue: &mut std::collections::VecDeque<(String, PathBuf, String)>| {
+        for (name, mode) in entries {
+            let rel = if rel_prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel_prefix}/{name}")
+            };
+            if with_types {
+                items.push(dirent(ctx, &name, parent_shown, mode));
+            } else {
+                items.push(JsString::from(rel.as_str()).into());
+            }
+            if recursive && mode == libc::S_IFDIR {
+                let shown = super::path::join(&[parent_shown, name.as_str()]);
+                queue.push_back((rel, real_dir.join(&name), shown));
+            }
+        }
+    };
+    push(ctx, &mut items, "", &p, &real, entries, &mut queue);
+    while let Some((rel, dir, shown)) = queue.pop_front() {
+        // Subdirectories are re-checked: a symlinked directory may lead out.
+        if sandbox(ctx).check_read(&dir.to_string_lossy()).is_err() {
+            continue;
+        }
+        if let Ok(entries) = list_dir(&dir) {
+            push(ctx, &mut items, &rel, &shown, &dir, entries, &mut queue);
+        }
+    }
+    Ok(JsArray::from_iter(items, ctx).into())
+}
+
+fn mkdir_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, 0, "path")?;
+    let recursive = bool_opt(args.get(1), "recursive", ctx)?;
+    let real = write_ok(ctx, &p, "mkdir")?;
+    if recursive {
+        // Node returns the first directory it created (or undefined).
+        let mut first: Option<PathBuf> = None;
+        let mut cur = real.as_path();
+        while !cur.exists() {
+            first = Some(cur.to_path_buf());
+            match cur.parent() {
+                Some(parent) => cur = parent,
+                None => break,
+            }
+        }
+        fs::create_dir_all(&real).map_err(|e| io_error(ctx, &e, "mkdir", Some(&p)))?;
+        Ok(match first {
+            Some(f) => JsString::from(f.to_string_lossy().as_ref()).into(),
+            None => JsValue::undefined(),
+        })
+    } else {
+        fs::create_dir(&real).map_err(|e| io_error(ctx, &e, "mkdir", Some(&p)))?;
+        Ok(JsValue::undefined())
+    }
+}
+
+fn unlink_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, 0, "path")?;
+    let target = write_target_nofollow(ctx, &p, "unlink")?;
+    fs::remove_file(&target).map_err(|e| io_error(ctx, &e, "unlink", Some(&p)))?;
+    Ok(JsValue::undefined())
+}
+
+/// For operations on a name (unlink, rm, rename): the parent must be writable;
+/// the last component is not followed (removing a symlink removes the link).
+fn write_target_nofollow(ctx: &mut Context, p: &str, syscall: &str) -> JsResult<PathBuf> {
+    let sb = sandbox(ctx);
+    let abs = sb.absolute(p);
+    if let (Some(parent), Some(name)) = (abs.parent(), abs.file_name()) {
+        let parent_s = parent.to_string_lossy().into_owned();
+        return match sb.check_write(&parent_s) {
+            Ok(real_parent) => Ok(real_parent.join(name)),
+            Err(_) => {
+                let e = sb.check_write(p).err().unwrap_or(SandboxError::WriteDenied {
+                    path: p.to_string(),
+                    roots: String::new(),
+                });
+                Err(denied(ctx, &e, syscall, p))
+            }
+        };
+    }
+    write_ok(ctx, p, syscall)
+}
+
+fn rm_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, 0, "path")?;
+    let recursive = bool_opt(args.get(1), "recursive", ctx)?;
+    let force = bool_opt(args.get(1), "force", ctx)?;
+    let target = write_target_nofollow(ctx, &p, "rm")?;
+    let meta = match fs::symlink_metadata(&target) {
+        Ok(m) => m,
+        Err(e) if force && e.kind() == io::ErrorKind::NotFound => return Ok(JsValue::undefined()),
+        Err(e) => return Err(io_error(ctx, &e, "lstat", Some(&p))),
+    };
+    let r = if meta.is_dir() {
+        if !recursive {
+            return Err(error_with(
+                ctx,
+                format!("Path is a directory: rm returned EISDIR (is a directory) {p}"),
+                &[("code", jstr("ERR_FS_EISDIR"))],
+            ));
+        }
+        fs::remove_dir_all(&target)
+    } else {
+        fs::remove_file(&target)
+    };
+    r.map_err(|e| io_error(ctx, &e, "rm", Some(&p)))?;
+    Ok(JsValue::undefined())
+}
+
+fn rmdir_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, 0, "path")?;
+    let target = write_target_nofollow(ctx, &p, "rmdir")?;
+    fs::remove_dir(&target).map_err(|e| io_error(ctx, &e, "rmdir", Some(&p)))?;
+    Ok(JsValue::undefined())
+}
+
+fn rename_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let from = path_arg(args, 0, "oldPath")?;
+    let to = path_arg(args, 1, "newPath")?;
+    let a = write_target_nofollow(ctx, &from, "rename")?;
+    let b = write_target_nofollow(ctx, &to, "rename")?;
+    fs::rename(&a, &b).map_err(|e| {
+        let msg_path = format!("{from}' -> '{to}");
+        io_error(ctx, &e, "rename", Some(&msg_path))
+    })?;
+    Ok(JsValue::undefined())
+}
+
+fn copy_file_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let from = path_arg(args, 0, "src")?;
+    let to = path_arg(args, 1, "dest")?;
+    let a = read_ok(ctx, &from, "copyfile")?;
+    let b = write_ok(ctx, &to, "copyfile")?;
+    fs::copy(&a, &b).map_err(|e| {
+        let msg_path = format!("{from}' -> '{to}");
+        io_error(ctx, &e, "copyfile", Some(&msg_path))
+    })?;
+    Ok(JsValue::undefined())
+}
+
+fn realpath_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, 0, "path")?;
+    let real = read_ok(ctx, &p, "realpath")?;
+    let canon = fs::canonicalize(&real).map_err(|e| io_error(ctx, &e, "realpath", Some(&p)))?;
+    Ok(JsString::from(canon.to_string_lossy().as_ref()).into())
+}
+
+fn chmod_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let p = path_arg(args, 0, "path")?;
+    let mode = args.get(1).cloned().unwrap_or_default();
+    let mode = match mode.as_string() {
+        Some(s) => u32::from_str_radix(&s.to_std_string_lossy(), 8).unwrap_or(0),
+        None => mode.to_u32(ctx)?,
+    };
+    let real = write_ok(ctx, &p, "chmod")?;
+    fs::set_permissions(&real, fs::Permissions::from_mode(mode))
+        .map_err(|e| io_error(ctx, &e, "chmod", Some(&p)))?;
+    Ok(JsValue::undefined())
+}
+
+type Native = fn(&JsValue, &[JsValue], &mut Context) -> JsResult<JsValue>;
+
+const SYNC: [(&str, &str, Native, usize); 16] = [
+    ("readFileSync", "readFile", read_file_sync, 2),
+    ("writeFileSync", "writeFile", write_file_sync, 3),
+    ("appendFileSync", "appendFile", append_file_sync, 3),
+    ("existsSync", "", exists_sync, 1),
+    ("accessSync", "access", access_sync, 2),
+    ("readdirSync", "readdir", readdir_sync, 2),
+    ("statSync", "stat", stat_sync, 2),
+    ("lstatSync", "lstat", lstat_sync, 2),
+    ("mkdirSync", "mkdir", mkdir_sync, 2),
+    ("unlinkSync", "unlink", unlink_sync, 1),
+    ("rmSync", "rm", rm_sync, 2),
+    ("rmdirSync", "rmdir", rmdir_sync, 2),
+    ("renameSync", "rename", rename_sync, 2),
+    ("copyFileSync", "copyFile", copy_file_sync, 3),
+    ("realpathSync", "realpath", realpath_sync, 2),
+    ("chmodSync", "chmod", chmod_sync, 2),
+];
+
+/// Wraps a sync function as `(...args) => Promise` settled with its outcome.
+fn promised(f: Native) -> NativeFunction {
+    NativeFunction::from_copy_closure(move |this, args, ctx| {
+        let p = match f(this, args, ctx) {
+            Ok(v) => JsPromise::resolve(v, ctx)?,
+            Err(e) => JsPromise::reject(e, ctx)?,
+        };
+        Ok(p.into())
+    })
+}
+
+/// `fs.promises` / `require('fs/promises')`.
+pub(crate) fn promises_module(ctx: &mut Context) -> JsObject {
+    let obj = JsObject::with_object_proto(ctx.intrinsics());
+    for (_, name, f, len) in SYNC {
+        if name.is_empty() {
+            continue;
+        }
+        let func = fn_obj(ctx, name, promised(f), len);
+        let _ = obj.set(JsString::from(name), func, false, ctx);
+    }
+    let c = constants(ctx);
+    let _ = obj.set(js_string!("constants"), c, false, ctx);
+    obj
+}
+
+fn constants(ctx: &mut Context) -> JsObject {
+    let obj = JsObject::with_object_proto(ctx.intrinsics());
+    for (k, v) in [("F_OK", 0), ("R_OK", 4), ("W_OK", 2), ("X_OK", 1)] {
+        let _ = obj.set(JsString::from(k), v, false, ctx);
+    }
+    obj
+}
+
+/// The `fs` module object.
+pub(crate) fn module(ctx: &mut Context) -> JsObject {
+    let obj = JsObject::with_object_proto(ctx.intrinsics());
+    for (name, _, f, len) in SYNC {
+        if name.is_empty() {
+            continue;
+        }
+        let func = fn_obj(ctx, name, NativeFunction::from_fn_ptr(f), len);
+        let _ = obj.set(JsString::from(name), func, false, ctx);
+    }
+    let c = constants(ctx);
+    for (k, v) in [("F_OK", 0), ("R_OK", 4), ("W_OK", 2), ("X_OK", 1)] {
+        let _ = obj.set(JsString::from(k), v, false, ctx);
+    }
+    let _ = obj.set(js_string!("constants"), c, false, ctx);
+    let promises = promises_module(ctx);
+    let _ = obj.set(js_string!("promises"), promises, false, ctx);
+    obj
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_roundtrip() {
+        for s in ["", "f", "fo", "foo", "foob", "fooba", "foobar"] {
+            let e = base64_encode(s.as_bytes());
+            assert_eq!(base64_decode(&e), s.as_bytes());
+        }
+        assert_eq!(base64_encode(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64_encode(b"fo"), "Zm8=");
+    }
+}

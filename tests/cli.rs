@@ -1,0 +1,326 @@
+//! The command line: inputs, outputs, exit codes, `--json`, `validate`.
+
+use crate::support::{cmd, run, tempdir};
+use serde_json::json;
+use std::fs;
+use std::path::Path;
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    fs::write(&p, text).unwrap();
+    p
+}
+
+const TYPED: &str = r#"---
+workflow:
+  id: typed
+inputs:
+  n:
+    type: number
+    required: true
+  flag:
+    type: boolean
+    default: false
+  tags:
+    type: array
+    default: []
+  level:
+    type: integer
+    default: 2
+    min: 1
+    max: 5
+outputs:
+  next:
+    type: number
+  kinds:
+    type: object
+---
+
+```yaml
+action: core.set
+inputs:
+  value: '{{ inputs.n + 1 }}'
+output_variable: next_raw
+```
+
+```yaml
+action: script.execute
+inputs:
+  code: |
+    return {
+      next: context.next_raw.value,
+      kinds: {
+        n: typeof context.inputs.n,
+        flag: typeof context.inputs.flag,
+        tags: Array.isArray(context.inputs.tags),
+        level: context.inputs.level,
+      },
+    };
+output_variable: result
+```
+"#;
+
+#[test]
+fn inputs_are_coerced_to_their_declared_types() {
+    let d = tempdir();
+    let wf = write(d.path(), "typed.md", TYPED);
+    let r = run(cmd(d.path())
+        .args([
+            "run", "typed.md", "--json", "--input", "n=3", "--input", "flag=yes", "--input",
+            "tags=a,b",
+        ])
+        .arg("--quiet"));
+    assert_eq!(r.code, 0, "{r:?}");
+    let j = r.json();
+    assert_eq!(j["outputs"]["next"], json!(4));
+    assert_eq!(
+        j["outputs"]["kinds"],
+        json!({"n": "number", "flag": "boolean", "tags": true, "level": 2})
+    );
+    assert_eq!(j["status"], "completed");
+    assert_eq!(j["workflow"], "typed");
+    let steps = j["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    for key in ["id", "name", "status", "output", "error", "duration_ms"] {
+        assert!(
+            steps[0].get(key).is_some(),
+            "step lacks {key}: {}",
+            steps[0]
+        );
+    }
+    assert!(j["run_id"].as_str().unwrap().len() >= 32);
+    drop(wf);
+}
+
+#[test]
+fn inputs_file_and_range_checks() {
+    let d = tempdir();
+    write(d.path(), "typed.md", TYPED);
+    write(d.path(), "in.json", r#"{"n": 10, "level": 5}"#);
+    let r = run(cmd(d.path()).args([
+        "run",
+        "typed.md",
+        "--json",
+        "--quiet",
+        "--inputs-file",
+        "in.json",
+    ]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["outputs"]["next"], json!(11));
+
+    let r = run(cmd(d.path()).args(["run", "typed.md", "--input", "n=1", "--input", "level=9"]));
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("input `level`: must be at most 5"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("typed.md:"), "{}", r.stderr);
+
+    write(d.path(), "bad.json", "{\"n\": ");
+    let r = run(cmd(d.path()).args(["run", "typed.md", "--inputs-file", "bad.json"]));
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("bad.json:1:"), "{}", r.stderr);
+}
+
+#[test]
+fn human_output_is_readable_yaml_on_stdout() {
+    let d = tempdir();
+    write(d.path(), "typed.md", TYPED);
+    let r = run(cmd(d.path()).args(["run", "typed.md", "--input", "n=1"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.starts_with("next: 2\n"), "{}", r.stdout);
+    // Progress goes to stderr, never to stdout.
+    assert!(r.stderr.contains("completed"), "{}", r.stderr);
+    assert!(!r.stdout.contains("completed"));
+}
+
+#[test]
+fn outputs_come_from_set_outputs_anywhere_last_call_wins() {
+    let d = tempdir();
+    write(
+        d.path(),
+        "o.md",
+        r#"---
+workflow: {id: outs}
+outputs:
+  ignored: {type: string}
+---
+
+```yaml
+action: workflow.set_outputs
+inputs: {answer: first}
+```
+
+```yaml
+type: if
+condition: 'inputs.deep or true'
+then:
+  - action: workflow.set_outputs
+    inputs:
+      answer: from inside the if
+      n: 2
+```
+"#,
+    );
+    let r = run(cmd(d.path()).args(["run", "o.md", "--json", "--quiet"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json()["outputs"],
+        json!({"answer": "from inside the if", "n": 2})
+    );
+}
+
+#[test]
+fn without_set_outputs_all_variables_are_the_outputs() {
+    let d = tempdir();
+    write(
+        d.path(),
+        "v.md",
+        "---\nworkflow: {id: vars}\n---\n\n```yaml\naction: core.set\ninputs: {a: 1}\noutput_variable: x\n```\n\n```yaml\naction: core.set\ninputs: {b: true}\noutput_variable: y\n```\n",
+    );
+    let r = run(cmd(d.path()).args(["run", "v.md", "--json", "--quiet"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json()["outputs"],
+        json!({"x": {"a": 1}, "y": {"b": true}})
+    );
+}
+
+#[test]
+fn a_failed_run_exits_1_and_names_the_step_and_its_place() {
+    let d = tempdir();
+    write(
+        d.path(),
+        "f.md",
+        "---\nworkflow: {id: fails}\n---\n\n## Give up\n\n```yaml\naction: workflow.fail\ninputs:\n  message: 'nothing to do for {{ inputs.who }}'\n```\n\n## Never\n\n```yaml\naction: core.set\ninputs: {a: 1}\n```\n",
+    );
+    let r = run(cmd(d.path()).args(["run", "f.md", "--input", "who=bob", "--json"]));
+    assert_eq!(r.code, 1, "{r:?}");
+    let j = r.json();
+    assert_eq!(j["status"], "failed");
+    assert_eq!(j["error"]["message"], "nothing to do for bob");
+    assert_eq!(j["error"]["step"], "give_up");
+    assert_eq!(j["error"]["line"], 8);
+    assert_eq!(
+        j["steps"].as_array().unwrap().len(),
+        1,
+        "the step after the failure never ran"
+    );
+    assert!(
+        r.stderr
+            .contains("f.md:8:9: error: step `Give up` failed: nothing to do for bob"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn on_error_continue_keeps_going_and_step_status_is_visible() {
+    let d = tempdir();
+    write(
+        d.path(),
+        "c.md",
+        r#"---
+workflow: {id: cont}
+---
+
+```yaml
+id: flaky
+action: workflow.fail
+inputs: {message: boom}
+on_error: continue
+```
+
+```yaml
+action: core.set
+inputs:
+  saw: '{{ steps.flaky.status }}'
+  why: '{{ steps.flaky.error }}'
+output_variable: report
+```
+"#,
+    );
+    let r = run(cmd(d.path()).args(["run", "c.md", "--json", "--quiet"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json()["outputs"]["report"],
+        json!({"saw": "failed", "why": "boom"})
+    );
+}
+
+#[test]
+fn validate_checks_several_files() {
+    let d = tempdir();
+    write(d.path(), "good.md", TYPED);
+    write(
+        d.path(),
+        "bad.md",
+        "---\nworkflow: {id: b}\n---\n\n```yaml\naction: core.nope\n```\n",
+    );
+    let r = run(cmd(d.path()).args(["validate", "good.md", "bad.md"]));
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stdout.contains("good.md: ok (2 steps"), "{}", r.stdout);
+    assert!(
+        r.stderr
+            .contains("bad.md:6:9: error: unknown action `core.nope`"),
+        "{}",
+        r.stderr
+    );
+    let r = run(cmd(d.path()).args(["validate", "good.md"]));
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let d = tempdir();
+    let r = run(cmd(d.path()).args(["run"]));
+    assert_eq!(r.code, 2);
+    let r = run(cmd(d.path()).args(["run", "missing.md"]));
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr
+            .contains("missing.md: error: cannot read workflow file: no such file"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn steps_may_live_in_the_frontmatter_and_conditions_skip() {
+    let d = tempdir();
+    write(
+        d.path(),
+        "fm.md",
+        r#"---
+workflow: {id: fm}
+inputs:
+  mode: {type: string, default: quick}
+steps:
+  - id: always
+    action: core.set
+    inputs: {a: 1}
+    output_variable: a
+  - id: only_slow
+    action: core.set
+    conditions: ["inputs.mode == 'slow'"]
+    inputs: {b: 2}
+    output_variable: b
+---
+
+The body is documentation when the frontmatter has `steps:`:
+
+```yaml
+action: workflow.fail
+inputs: {message: never runs}
+```
+"#,
+    );
+    let r = run(cmd(d.path()).args(["run", "fm.md", "--json", "--quiet"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    let j = r.json();
+    assert_eq!(j["outputs"], json!({"a": {"a": 1}}));
+    assert_eq!(j["steps"][1]["status"], "skipped");
+    let r = run(cmd(d.path()).args(["run", "fm.md", "--json", "--quiet", "--input", "mode=slow"]));
+    assert_eq!(r.json()["outputs"], json!({"a": {"a": 1}, "b": {"b": 2}}));
+}

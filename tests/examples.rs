@@ -1,0 +1,69 @@
+//! Every example under `examples/` runs, and gives the outputs its text promises.
+
+use crate::fake_llm::FakeLlm;
+use crate::support::{cmd, repo, run};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// Outputs each example must produce (a subset of the outputs).
+fn expected(name: &str) -> Option<Value> {
+    Some(match name {
+        "hello.md" => json!({"greeting": "Hello, World!"}),
+        "inputs.md" => {
+            json!({"summary": {"doubled": 4, "label": "2 kg for ABC-1", "first_tag": "a"}})
+        }
+        "branching.md" => json!({"verdict": "pass", "band": "B", "took_then_branch": true}),
+        "script.md" => json!({"stats": {"longest": "quick", "joined": "docs/a.md"}}),
+        "loops.md" => json!({
+            "seen": ["1/3 apple", "2/3 banana", "3/3 cherry"],
+            "counter": 3,
+            "recovery": "the service is down",
+            "optional_status": "failed"
+        }),
+        "agent.md" => json!({"summary": "Apollo ships mid-December."}),
+        _ => return None,
+    })
+}
+
+/// `expected` must be contained in `actual` (objects by key, the rest equal).
+fn contains(actual: &Value, expected: &Value) -> bool {
+    match (actual, expected) {
+        (Value::Object(a), Value::Object(e)) => e
+            .iter()
+            .all(|(k, v)| a.get(k).is_some_and(|x| contains(x, v))),
+        _ => actual == expected,
+    }
+}
+
+#[test]
+fn every_example_runs() {
+    let dir = repo().join("examples");
+    let llm = FakeLlm::start(Arc::new(|_| {
+        (200, "Apollo ships mid-December.".to_string())
+    }));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 6, "{names:?}");
+    for name in &names {
+        let r = run(cmd(&repo())
+            .args(["run", &format!("examples/{name}"), "--json", "--quiet"])
+            .env("ANTHROPIC_BASE_URL", &llm.base)
+            .env("ANTHROPIC_API_KEY", "test-key"));
+        assert_eq!(r.code, 0, "{name}: {r:?}");
+        let want = expected(name).unwrap_or_else(|| {
+            panic!("add the expected outputs of examples/{name} to tests/examples.rs")
+        });
+        let got = &r.json()["outputs"];
+        assert!(
+            contains(got, &want),
+            "{name}: outputs {got:#} do not contain {want:#}"
+        );
+    }
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 1, "only agent.md calls the LLM");
+    assert_eq!(reqs[0].model(), "claude-haiku-4-5-20251001");
+}

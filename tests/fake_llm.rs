@@ -1,0 +1,165 @@
+//! A fake LLM HTTP server on 127.0.0.1 that answers in the Anthropic, OpenAI
+//! and Ollama formats and records what it was asked. It stands in for the
+//! paid providers only.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn model(&self) -> &str {
+        self.body["model"].as_str().unwrap_or("")
+    }
+    /// The text of the last user message.
+    pub fn prompt(&self) -> String {
+        let msgs = self.body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let last = msgs.last().cloned().unwrap_or(Value::Null);
+        match &last["content"] {
+            Value::String(s) => s.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join(""),
+            _ => String::new(),
+        }
+    }
+}
+
+pub type Reply = Arc<dyn Fn(&Request) -> (u16, String) + Send + Sync>;
+
+pub struct FakeLlm {
+    pub base: String,
+    pub requests: Arc<Mutex<Vec<Request>>>,
+}
+
+impl FakeLlm {
+    /// Starts a server whose replies come from `reply(request) → (status, text)`.
+    pub fn start(reply: Reply) -> FakeLlm {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let requests: Arc<Mutex<Vec<Request>>> = Arc::default();
+        let rec = requests.clone();
+        thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let rec = rec.clone();
+                let reply = reply.clone();
+                thread::spawn(move || {
+                    let _ = serve(stream, &rec, &reply);
+                });
+            }
+        });
+        FakeLlm { base, requests }
+    }
+
+    pub fn requests(&self) -> Vec<Request> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn serve(mut stream: TcpStream, rec: &Mutex<Vec<Request>>, reply: &Reply) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+        let mut headers = Vec::new();
+        let mut len = 0usize;
+        loop {
+            let mut h = String::new();
+            reader.read_line(&mut h)?;
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+                headers.push((k.trim().to_string(), v.trim().to_string()));
+            }
+        }
+        let mut body = vec![0; len];
+        reader.read_exact(&mut body)?;
+        let req = Request {
+            path: path.clone(),
+            headers,
+            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        };
+        rec.lock().unwrap().push(req.clone());
+        let (status, text) = reply(&req);
+        let payload = if status != 200 {
+            json!({"error": {"type": "fake_error", "message": text}})
+        } else if path.ends_with("/messages") {
+            json!({"id": "msg_fake", "type": "message", "role": "assistant", "model": req.model(),
+                   "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                   "usage": {"input_tokens": 1, "output_tokens": 1}})
+        } else if path.ends_with("/chat/completions") {
+            json!({"id": "cmpl_fake", "object": "chat.completion", "model": req.model(),
+                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
+        } else if path.ends_with("/api/chat") {
+            json!({"model": req.model(), "message": {"role": "assistant", "content": text}, "done": true})
+        } else {
+            json!({"error": "unknown path"})
+        };
+        let body = payload.to_string();
+        let reason = if status == 200 { "OK" } else { "Error" };
+        write!(
+            stream,
+            "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )?;
+        stream.flush()?;
+    }
+}
+
+/// Replies that make the LifeOS flagship work: a JSON analysis for step 1
+/// (or plain prose when `json_analysis` is false) and a formatted answer.
+pub fn lifeos_reply(json_analysis: bool, answer: &'static str) -> Reply {
+    Arc::new(move |req: &Request| {
+        let p = req.prompt();
+        if p.contains("Analyze this query") {
+            if json_analysis {
+                let analysis = if p.contains("Apollo") {
+                    json!({"search_terms": ["api key", "apollo"], "entities": ["Apollo"], "time_context": null,
+                           "query_type": "factual", "expected_location": "Work/Projects/Apollo"})
+                } else {
+                    json!({"search_terms": ["zzqx-nothing-matches"], "entities": [], "time_context": null,
+                           "query_type": "factual", "expected_location": null})
+                };
+                (
+                    200,
+                    format!("Here is the analysis:\n```json\n{analysis:#}\n```\n"),
+                )
+            } else {
+                (
+                    200,
+                    "I think the user wants to know about the Apollo project key.".to_string(),
+                )
+            }
+        } else {
+            (200, answer.to_string())
+        }
+    })
+}

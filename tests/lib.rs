@@ -1,0 +1,12 @@
+//! End-to-end tests: the real `marktoflow` binary, real scripts in boa, a
+//! fake LLM server on 127.0.0.1 standing in for the paid providers.
+
+mod fake_llm;
+mod support;
+
+mod cli;
+mod errors;
+mod examples;
+mod flagship;
+mod sandbox;
+mod workflows;

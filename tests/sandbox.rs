@@ -1,0 +1,228 @@
+//! Scripts cannot read or write outside their roots, and runaway scripts are
+//! stopped at their limit while the run goes on.
+
+use crate::support::{output, run, tempdir, Run};
+use std::fs;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+fn script_wf(code: &str, extra: &str) -> String {
+    let indented: String = code.lines().map(|l| format!("    {l}\n")).collect();
+    format!(
+        "---\nworkflow: {{id: sbx}}\n---\n\n## Try it\n\n```yaml\naction: script.execute\n{extra}inputs:\n  code: |\n{indented}output_variable: result\n```\n\n## After\n\n```yaml\naction: core.set\ninputs: {{ran: true}}\noutput_variable: after\n```\n"
+    )
+}
+
+/// Runs the binary, killing it if it outlives `limit` (then the test fails).
+fn run_bounded(cwd: &Path, args: &[&str], limit: Duration) -> Run {
+    let mut c = crate::support::cmd(cwd);
+    c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return output(child.wait_with_output().unwrap());
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("marktoflow {args:?} still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn run_script(dir: &Path, code: &str, args: &[&str]) -> Run {
+    fs::write(dir.join("wf.md"), script_wf(code, "")).unwrap();
+    let mut all = vec!["run", "wf.md", "--json", "--quiet"];
+    all.extend_from_slice(args);
+    run_bounded(dir, &all, Duration::from_secs(60))
+}
+
+#[test]
+fn reading_outside_the_roots_is_refused() {
+    let d = tempdir();
+    let root = d.path().join("root");
+    fs::create_dir_all(&root).unwrap();
+    fs::write(d.path().join("secret.txt"), "top secret").unwrap();
+    std::os::unix::fs::symlink(d.path().join("secret.txt"), root.join("link.txt")).unwrap();
+    fs::write(root.join("ok.txt"), "fine").unwrap();
+
+    let r = run_script(
+        &root,
+        "return require('fs').readFileSync('ok.txt', 'utf8');",
+        &[],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["outputs"]["result"], "fine");
+
+    for path in [
+        "/etc/passwd",
+        "../secret.txt",
+        "link.txt",
+        "./sub/../../secret.txt",
+    ] {
+        let code = format!("return require('fs').readFileSync('{path}', 'utf8');");
+        let r = run_script(&root, &code, &[]);
+        assert_eq!(r.code, 1, "{path}: {r:?}");
+        let err = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(err.contains("access denied"), "{path}: {err}");
+        assert!(
+            !r.stdout.contains("top secret") && !r.stdout.contains("root:x:0"),
+            "{path} leaked"
+        );
+    }
+    // A caught denial is an ordinary JS error with a code.
+    let r = run_script(
+        &root,
+        "try { require('fs').readFileSync('/etc/passwd'); } catch (e) { return [e.code, require('fs').existsSync('/etc/passwd')]; }",
+        &[],
+    );
+    assert_eq!(
+        r.json()["outputs"]["result"],
+        serde_json::json!(["EACCES", false]),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn allow_read_and_allow_write_widen_the_roots() {
+    let d = tempdir();
+    let root = d.path().join("root");
+    let data = d.path().join("data");
+    let out = d.path().join("out");
+    fs::create_dir_all(&root).unwrap();
+    fs::create_dir_all(&data).unwrap();
+    fs::create_dir_all(&out).unwrap();
+    fs::write(data.join("n.md"), "# Note").unwrap();
+    let code = format!(
+        "const fs = require('fs');\nconst t = fs.readFileSync('{}/n.md', 'utf8');\nfs.writeFileSync('{}/copy.md', t);\nreturn t;",
+        data.display(),
+        out.display()
+    );
+    let r = run_script(&root, &code, &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let r = run_script(&root, &code, &["--allow-read", data.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "write must still be refused: {r:?}");
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("allow-write"),
+        "{r:?}"
+    );
+    let r = run_script(
+        &root,
+        &code,
+        &[
+            "--allow-read",
+            data.to_str().unwrap(),
+            "--allow-write",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(fs::read_to_string(out.join("copy.md")).unwrap(), "# Note");
+    // Writing into the working directory needs --allow-write too.
+    let r = run_script(
+        &root,
+        "require('fs').writeFileSync('x.txt', 'x'); return 1;",
+        &[],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(!root.join("x.txt").exists());
+}
+
+#[test]
+fn a_path_given_as_an_input_is_readable() {
+    let d = tempdir();
+    let root = d.path().join("root");
+    let kb = d.path().join("kb");
+    fs::create_dir_all(&root).unwrap();
+    fs::create_dir_all(&kb).unwrap();
+    fs::write(kb.join("a.md"), "hello").unwrap();
+    let wf = "---\nworkflow: {id: kb}\ninputs:\n  knowledge_base: {type: string}\n---\n\n```yaml\naction: script.execute\ninputs:\n  code: |\n    return require('fs').readdirSync(context.inputs.knowledge_base);\noutput_variable: files\n```\n";
+    fs::write(root.join("wf.md"), wf).unwrap();
+    let r = run(crate::support::cmd(&root)
+        .args(["run", "wf.md", "--json", "--quiet", "--input"])
+        .arg(format!("knowledge_base={}", kb.display())));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["outputs"]["files"], serde_json::json!(["a.md"]));
+}
+
+#[test]
+fn an_endless_loop_is_stopped_at_its_timeout_and_the_run_goes_on() {
+    let d = tempdir();
+    let wf = script_wf("while (true) {}", "timeout: 1s\non_error: continue\n");
+    fs::write(d.path().join("wf.md"), wf).unwrap();
+    let r = run_bounded(
+        d.path(),
+        &["run", "wf.md", "--json", "--quiet"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let j = r.json();
+    assert_eq!(j["steps"][0]["status"], "failed");
+    assert!(
+        j["steps"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("timed out"),
+        "{j}"
+    );
+    assert_eq!(j["outputs"]["after"], serde_json::json!({"ran": true}));
+}
+
+#[test]
+fn deep_recursion_and_huge_allocations_fail_cleanly() {
+    let d = tempdir();
+    let r = run_script(
+        d.path(),
+        "function f(n) { return f(n + 1) + 1; }\nreturn f(0);",
+        &[],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let msg = r.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_lowercase();
+    assert!(msg.contains("recursion") || msg.contains("stack"), "{msg}");
+
+    let r = run_script(d.path(), "let s = 'x'; while (true) { s = s + s; }", &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let msg = r.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_lowercase();
+    assert!(
+        msg.contains("memory")
+            || msg.contains("too long")
+            || msg.contains("invalid string length")
+            || msg.contains("range"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn scripts_cannot_reach_the_host_process() {
+    let d = tempdir();
+    let r = run_script(
+        d.path(),
+        "const out = [];\nfor (const name of ['child_process', 'http', 'net']) { try { require(name); out.push('loaded ' + name); } catch (e) { out.push(String(e.message)); } }\nout.push(typeof process, typeof Buffer);\ntry { out.push(String(context.constructor.constructor('return typeof process')())); } catch (e) { out.push('blocked'); }\nreturn out;",
+        &[],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = r.json()["outputs"]["result"].clone();
+    let items: Vec<String> = out
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(items.iter().all(|s| !s.starts_with("loaded")), "{items:?}");
+    assert_eq!(&items[3..5], ["undefined", "undefined"], "{items:?}");
+    assert!(
+        items[5] == "undefined" || items[5] == "blocked",
+        "{items:?}"
+    );
+}

@@ -1,0 +1,89 @@
+//! Running the real `marktoflow` binary in tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_marktoflow"))
+}
+
+/// The repository root (where README.md and workflows/ live).
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// `../shared` beside the repository, when present.
+pub fn shared() -> Option<PathBuf> {
+    let p = repo().parent()?.join("shared");
+    p.is_dir().then_some(p)
+}
+
+/// A command for the binary with a clean provider environment.
+pub fn cmd(cwd: &Path) -> Command {
+    let mut c = Command::new(bin());
+    c.current_dir(cwd);
+    for v in [
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_MODEL",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OPENAI_MODEL",
+        "OLLAMA_HOST",
+        "OLLAMA_MODEL",
+        "MARKTOFLOW_AGENT",
+        "MARKTOFLOW_MODEL",
+    ] {
+        c.env_remove(v);
+    }
+    c.env("NO_COLOR", "1");
+    c.env("MARKTOFLOW_RETRY_BASE_MS", "10");
+    c
+}
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+pub fn output(o: Output) -> Run {
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+pub fn run(c: &mut Command) -> Run {
+    output(c.output().expect("run marktoflow"))
+}
+
+/// A fresh temporary directory.
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}

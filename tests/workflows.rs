@@ -1,0 +1,75 @@
+//! A folder of workflows, each run with its expected outputs or error:
+//! `tests/workflows/NAME.md` and `NAME.expected.json` (`{"status",
+//! "outputs"}` or `{"status": "failed", "error"}`). Files without an
+//! expectation (sub-workflows they call) are not run on their own.
+//! `MARKTOFLOW_BLESS=1` rewrites the expectations.
+
+use crate::support::{cmd, repo, run};
+use serde_json::{json, Value};
+use std::fs;
+
+#[test]
+fn workflows_give_their_expected_results() {
+    let dir = repo().join("tests/workflows");
+    let bless = std::env::var_os("MARKTOFLOW_BLESS").is_some();
+    let mut cases: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .filter(|p| p.with_extension("expected.json").exists())
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 10, "{cases:?}");
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case.file_name().unwrap().to_str().unwrap();
+        let r = run(cmd(&dir).args(["run", name, "--json", "--quiet"]));
+        let j = r.json();
+        let actual = if j["status"] == "completed" {
+            json!({"status": "completed", "outputs": j["outputs"]})
+        } else {
+            json!({"status": j["status"], "error": j["error"]["message"]})
+        };
+        let path = case.with_extension("expected.json");
+        if bless {
+            fs::write(&path, serde_json::to_string(&actual).unwrap() + "\n").unwrap();
+            continue;
+        }
+        let expected: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        let code_ok = (r.code == 0) == (expected["status"] == "completed");
+        if expected != actual || !code_ok {
+            failures.push(format!("{name}: exit {}\n  expected {expected}\n  actual   {actual}\n{}", r.code, r.stderr));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn parallel_waits(max_concurrent: usize, branches: usize, wait_ms: u64) -> u64 {
+    let d = crate::support::tempdir();
+    let lanes: String = (0..branches)
+        .map(|i| format!("  - id: b{i}\n    steps:\n      - type: wait\n        duration: {wait_ms}\n"))
+        .collect();
+    let wf = format!("---\nworkflow: {{id: p}}\n---\n\n```yaml\nid: fan\ntype: parallel\nmax_concurrent: {max_concurrent}\nbranches:\n{lanes}```\n");
+    fs::write(d.path().join("p.md"), wf).unwrap();
+    let r = run(cmd(d.path()).args(["run", "p.md", "--json", "--quiet"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    let j = r.json();
+    let fan = j["steps"].as_array().unwrap().iter().find(|s| s["id"] == "fan").unwrap().clone();
+    fan["duration_ms"].as_u64().unwrap()
+}
+
+#[test]
+fn parallel_branches_overlap() {
+    // Two branches of 200 ms each: well under the 400 ms they take in turn.
+    let ms = parallel_waits(2, 2, 200);
+    assert!(ms < 350, "took {ms} ms");
+}
+
+#[test]
+fn parallel_max_concurrent_bounds_the_work_in_flight() {
+    // Four 100 ms branches, two at a time: at least two rounds.
+    let ms = parallel_waits(2, 4, 100);
+    assert!(ms >= 200, "took {ms} ms: more than two ran at once");
+    let ms = parallel_waits(1, 3, 100);
+    assert!(ms >= 300, "took {ms} ms: more than one ran at once");
+}
