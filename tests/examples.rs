@@ -67,3 +67,19 @@ fn every_example_runs() {
     assert_eq!(reqs.len(), 1, "only agent.md calls the LLM");
     assert_eq!(reqs[0].model(), "claude-haiku-4-5-20251001");
 }
+
+#[test]
+fn examples_and_shipped_workflows_validate_without_warnings() {
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    for dir in ["examples", "workflows/lifeos"] {
+        for e in std::fs::read_dir(repo().join(dir)).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "md") {
+                files.push(p);
+            }
+        }
+    }
+    let r = run(cmd(&repo()).arg("validate").arg("--strict").args(&files));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+}

@@ -4,6 +4,7 @@
 mod fake_llm;
 mod support;
 
+mod agent;
 mod cli;
 mod errors;
 mod examples;

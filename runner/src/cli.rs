@@ -39,6 +39,18 @@ pub enum Command {
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
+        /// Treat warnings (unknown variables, unused inputs, …) as errors.
+        #[arg(long)]
+        strict: bool,
+    },
+    /// Print the JSON Schema of the workflow format (for editors).
+    Schema,
+    /// Print a workflow as a flowchart.
+    Graph {
+        file: PathBuf,
+        /// mermaid (for Markdown and GitHub), dot (Graphviz), or svg (a picture).
+        #[arg(long, default_value = "mermaid", value_parser = ["mermaid", "dot", "svg"])]
+        format: String,
     },
 }
 
@@ -94,7 +106,25 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Run(a) => run(a),
-        Command::Validate { files, json } => validate(&files, json),
+        Command::Validate { files, json, strict } => validate(&files, json, strict),
+        Command::Schema => {
+            print!("{}", crate::schema::schema_text());
+            EXIT_OK
+        }
+        Command::Graph { file, format } => {
+            let wf = match load(&file, &Registry::standard()) {
+                Ok(w) => w,
+                Err(code) => return code,
+            };
+            let g = crate::graph::Graph::of(&wf);
+            let text = match format.as_str() {
+                "dot" => g.dot(),
+                "svg" => g.svg(),
+                _ => g.mermaid(),
+            };
+            print!("{text}");
+            EXIT_OK
+        }
     }
 }
 
@@ -163,13 +193,16 @@ fn load(file: &Path, registry: &Registry) -> Result<Workflow, i32> {
     }
 }
 
-fn validate(files: &[PathBuf], as_json: bool) -> i32 {
+fn validate(files: &[PathBuf], as_json: bool, strict: bool) -> i32 {
     let registry = Registry::standard();
+    let templates = crate::template::Templates::new();
     let mut report = Vec::new();
     let mut failed = false;
     for f in files {
         match model::load_file(f, &registry) {
-            Ok(l) => {
+            Ok(mut l) => {
+                l.warnings.extend(crate::lint::lint(&l.workflow, &templates));
+                failed |= strict && !l.warnings.is_empty();
                 if !as_json {
                     print_diagnostics(&l.warnings);
                     let n = l.workflow.walk().len();
@@ -346,6 +379,7 @@ fn run(a: RunArgs) -> i32 {
             model: a.model.clone(),
         })),
         env: Arc::new(env),
+        allowed_hosts: None,
     };
     let engine = Engine::new();
     if a.dry_run {

@@ -415,7 +415,7 @@ pub fn yaml_to_json(v: serde_yaml::Value) -> Value {
     }
 }
 
-const TOP_KEYS: &[&str] = &[
+pub const TOP_KEYS: &[&str] = &[
     "workflow",
     "tools",
     "triggers",
@@ -430,8 +430,8 @@ const TOP_KEYS: &[&str] = &[
     "secrets",
     "timeout",
 ];
-const META_KEYS: &[&str] = &["id", "name", "version", "description", "author", "tags"];
-const INPUT_KEYS: &[&str] = &[
+pub const META_KEYS: &[&str] = &["id", "name", "version", "description", "author", "tags"];
+pub const INPUT_KEYS: &[&str] = &[
     "type",
     "required",
     "default",
@@ -442,8 +442,8 @@ const INPUT_KEYS: &[&str] = &[
     "max",
     "validation",
 ];
-const TOOL_KEYS: &[&str] = &["sdk", "auth", "options", "description"];
-const COMMON_KEYS: &[&str] = &[
+pub const TOOL_KEYS: &[&str] = &["sdk", "auth", "options", "description"];
+pub const COMMON_KEYS: &[&str] = &[
     "id",
     "name",
     "type",
@@ -460,7 +460,7 @@ const COMMON_KEYS: &[&str] = &[
 ];
 
 /// Step types and their own keys.
-const KINDS: &[(&str, &[&str])] = &[
+pub const KINDS: &[(&str, &[&str])] = &[
     ("action", &["action", "inputs", "prompt", "prompt_inputs", "permissions"]),
     ("script", &["inputs", "code"]),
     ("if", &["condition", "then", "else", "steps"]),

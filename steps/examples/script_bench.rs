@@ -25,9 +25,15 @@ const RARE: &[&str] = &["Apollo", "Priya"];
 fn seed_search_code(seed: &Path) -> String {
     let text = std::fs::read_to_string(seed)
         .unwrap_or_else(|e| panic!("cannot read the seed {}: {e}", seed.display()));
-    let block = text.split("## Step 3: Search Knowledge Base").nth(1).expect("step 3");
+    let block = text
+        .split("## Step 3: Search Knowledge Base")
+        .nth(1)
+        .expect("step 3");
     let body = block.split("```yaml\n").nth(1).expect("yaml block");
-    let body = body.split("\noutput_variable: search_results").next().unwrap();
+    let body = body
+        .split("\noutput_variable: search_results")
+        .next()
+        .unwrap();
     let code = body.split("  code: |\n").nth(1).expect("code");
     code.split('\n')
         .map(|l| l.strip_prefix("    ").unwrap_or(l.trim()))
@@ -42,9 +48,18 @@ fn generate(dir: &Path, notes: usize) {
     let _ = std::fs::remove_dir_all(dir);
     let mut rng = fastrand::Rng::with_seed(1);
     let folders = [
-        "Work/Projects/Apollo", "Work/Projects/Hermes", "Work/Meetings", "Work/Clients",
-        "Personal/Journal", "Personal/Health", "Personal/Books", "Inbox", "Archive/2023",
-        "Archive/2024", "Areas/Finance", "Areas/Home",
+        "Work/Projects/Apollo",
+        "Work/Projects/Hermes",
+        "Work/Meetings",
+        "Work/Clients",
+        "Personal/Journal",
+        "Personal/Health",
+        "Personal/Books",
+        "Inbox",
+        "Archive/2023",
+        "Archive/2024",
+        "Areas/Finance",
+        "Areas/Home",
     ];
     for i in 0..notes {
         let folder = folders[i % folders.len()];
@@ -83,9 +98,12 @@ fn main() {
     }
     let notes: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(2000);
     let runs: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(15);
-    let seed = std::env::var_os("MTF_SEED").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/seeds/000_fd4e5c8ba954ba6b.txt")
-    });
+    let seed = std::env::var_os("MTF_SEED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../shared/seeds/000_fd4e5c8ba954ba6b.txt")
+        });
     let code = seed_search_code(&seed);
     let work = std::env::temp_dir().join(format!("mtf-script-bench-{}", std::process::id()));
     let kb = work.join("kb");
@@ -93,8 +111,16 @@ fn main() {
     // Two queries: the bench's terms (the walk stops once 10 notes matched),
     // and terms found nowhere (every note is read and scanned).
     for (label, terms, entities) in [
-        ("typical query", json!(["deadline", "budget", "review"]), json!(["Apollo", "Priya"])),
-        ("no match: full walk", json!(["zebra", "quokka"]), json!(["Nobody"])),
+        (
+            "typical query",
+            json!(["deadline", "budget", "review"]),
+            json!(["Apollo", "Priya"]),
+        ),
+        (
+            "no match: full walk",
+            json!(["zebra", "quokka"]),
+            json!(["Nobody"]),
+        ),
     ] {
         let context = json!({
             "inputs": {"knowledge_base": kb.to_string_lossy(), "search_scope": "all", "max_results": 5},
@@ -111,7 +137,10 @@ fn compare(code: &str, context: &serde_json::Value, work: &Path, kb: &Path, runs
     let code = code.to_string();
 
     // boa, through the worker pool.
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let host = ScriptHost::new(std::env::current_exe().unwrap());
     let sandbox = Sandbox::new(work.to_path_buf(), vec![kb.to_path_buf()], vec![]);
     let run_once = || {

@@ -83,6 +83,9 @@ pub struct Capabilities {
     /// Environment variables visible to the run (a snapshot: actions never read
     /// the process environment directly, so tests and servers can set it).
     pub env: Arc<std::collections::BTreeMap<String, String>>,
+    /// Hosts `http.*` actions may call (`example.com`, `*.example.com`,
+    /// `127.0.0.1:8080`); None allows any host.
+    pub allowed_hosts: Option<Arc<Vec<String>>>,
 }
 
 /// One call of an action by one step.

@@ -454,11 +454,21 @@ impl Templates {
     /// reads (for `validate`), sorted; best effort: empty if it does not parse.
     /// Global functions (`now`, `range`, …) are left out.
     pub fn referenced_names(&self, src: &str) -> Vec<String> {
+        self.referenced(src, false)
+    }
+
+    /// Like [`Templates::referenced_names`], with attribute paths
+    /// (`inputs.query`, `search_results.found`).
+    pub fn referenced_paths(&self, src: &str) -> Vec<String> {
+        self.referenced(src, true)
+    }
+
+    fn referenced(&self, src: &str, nested: bool) -> Vec<String> {
         let found = if has_tags(src) {
             let compat = compat::nunjucks_compat(src);
             let text = compat.as_ref().map_or(src, |t| t.text.as_str());
             match self.env.template_from_str(text) {
-                Ok(t) => t.undeclared_variables(false),
+                Ok(t) => t.undeclared_variables(nested),
                 Err(_) => return Vec::new(),
             }
         } else {
@@ -467,14 +477,14 @@ impl Templates {
                 None => src.to_string(),
             };
             match self.env.compile_expression_owned(text) {
-                Ok(e) => e.undeclared_variables(false),
+                Ok(e) => e.undeclared_variables(nested),
                 Err(_) => return Vec::new(),
             }
         };
         let globals: Vec<&str> = self.env.globals().map(|(name, _)| name).collect();
         let mut names: Vec<String> = found
             .into_iter()
-            .filter(|n| !globals.contains(&n.as_str()))
+            .filter(|n| !globals.contains(&n.split('.').next().unwrap_or(n)))
             .collect();
         names.sort();
         names

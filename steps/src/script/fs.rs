@@ -114,7 +114,11 @@ fn path_arg(args: &[JsValue], i: usize, name: &str) -> JsResult<String> {
     if let Some(s) = v.as_string() {
         return Ok(s.to_std_string_lossy());
     }
-    Err(arg_error(name, "string or an instance of Buffer or URL", &v))
+    Err(arg_error(
+        name,
+        "string or an instance of Buffer or URL",
+        &v,
+    ))
 }
 
 /// The `encoding` of an options argument (a string or `{ encoding }`).
@@ -162,7 +166,11 @@ const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 fn base64_encode(data: &[u8]) -> String {
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for (k, shift) in [18, 12, 6, 0].into_iter().enumerate() {
             if k <= chunk.len() {
@@ -222,7 +230,11 @@ fn encode(s: &str, enc: Option<&str>) -> JsResult<Vec<u8>> {
         "hex" => s
             .as_bytes()
             .chunks(2)
-            .map_while(|p| std::str::from_utf8(p).ok().and_then(|h| u8::from_str_radix(h, 16).ok()))
+            .map_while(|p| {
+                std::str::from_utf8(p)
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+            })
             .collect(),
         other => return Err(unknown_encoding(other)),
     })
@@ -356,7 +368,7 @@ fn proto(ctx: &mut Context, name: &'static str) -> JsObject {
         return p.clone();
     }
     let p = JsObject::with_object_proto(ctx.intrinsics());
-    let methods: [(&str, fn(&JsValue, &[JsValue], &mut Context) -> JsResult<JsValue>); 7] = [
+    let methods: [(&str, Native); 7] = [
         ("isFile", is_file),
         ("isDirectory", is_directory),
         ("isSymbolicLink", is_symlink),
@@ -421,7 +433,11 @@ fn ms(t: io::Result<std::time::SystemTime>) -> f64 {
 fn stats_object(ctx: &mut Context, m: &fs::Metadata) -> JsValue {
     let proto = proto(ctx, "Stats");
     let ctime = m.ctime() as f64 * 1000.0 + (m.ctime_nsec() as f64 / 1e6);
-    let birth = m.created().map(|_| ms(m.created())).unwrap_or(ctime);
+    let birth = if m.created().is_ok() {
+        ms(m.created())
+    } else {
+        ctime
+    };
     let num = |x: u64| JsValue::from(x as f64);
     ObjectInitializer::with_native_data_and_proto(FileKind { mode: m.mode() }, proto, ctx)
         .property(js_string!("dev"), num(m.dev()), Attribute::all())
@@ -478,7 +494,10 @@ fn lstat_target(ctx: &mut Context, p: &str) -> JsResult<PathBuf> {
     let sb = sandbox(ctx);
     let abs = sb.absolute(p);
     let first = sb.check_read(p);
-    let (parent, name) = (abs.parent().map(Path::to_path_buf), abs.file_name().map(|n| n.to_owned()));
+    let (parent, name) = (
+        abs.parent().map(Path::to_path_buf),
+        abs.file_name().map(|n| n.to_owned()),
+    );
     if let (Some(parent), Some(name)) = (parent, name) {
         if sb.check_read(&parent.to_string_lossy()).is_ok() {
             return Ok(crate::sandbox::real_path(&parent).join(name));
@@ -498,7 +517,11 @@ fn dirent(ctx: &mut Context, name: &str, parent: &str, mode: u32) -> JsValue {
     let proto = proto(ctx, "Dirent");
     ObjectInitializer::with_native_data_and_proto(FileKind { mode }, proto, ctx)
         .property(js_string!("name"), JsString::from(name), Attribute::all())
-        .property(js_string!("parentPath"), JsString::from(parent), Attribute::all())
+        .property(
+            js_string!("parentPath"),
+            JsString::from(parent),
+            Attribute::all(),
+        )
         .property(js_string!("path"), JsString::from(parent), Attribute::all())
         .build()
         .into()
@@ -548,12 +571,12 @@ fn readdir_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<Js
     // visited breadth first, after the entries of their parent, like Node.
     let mut queue: std::collections::VecDeque<(String, PathBuf, String)> = Default::default();
     let push = |ctx: &mut Context,
-                    items: &mut Vec<JsValue>,
-                    rel_prefix: &str,
-                    parent_shown: &str,
-                    real_dir: &Path,
-                    entries: Vec<(String, u32)>,
-                    queue: &mut std::collections::VecDeque<(String, PathBuf, String)>| {
+                items: &mut Vec<JsValue>,
+                rel_prefix: &str,
+                parent_shown: &str,
+                real_dir: &Path,
+                entries: Vec<(String, u32)>,
+                queue: &mut std::collections::VecDeque<(String, PathBuf, String)>| {
         for (name, mode) in entries {
             let rel = if rel_prefix.is_empty() {
                 name.clone()
@@ -627,10 +650,13 @@ fn write_target_nofollow(ctx: &mut Context, p: &str, syscall: &str) -> JsResult<
         return match sb.check_write(&parent_s) {
             Ok(real_parent) => Ok(real_parent.join(name)),
             Err(_) => {
-                let e = sb.check_write(p).err().unwrap_or(SandboxError::WriteDenied {
-                    path: p.to_string(),
-                    roots: String::new(),
-                });
+                let e = sb
+                    .check_write(p)
+                    .err()
+                    .unwrap_or(SandboxError::WriteDenied {
+                        path: p.to_string(),
+                        roots: String::new(),
+                    });
                 Err(denied(ctx, &e, syscall, p))
             }
         };

@@ -253,7 +253,10 @@ fn inspect_at(v: &JsValue, depth: usize, seen: &mut Vec<JsObject>, ctx: &mut Con
                 format!("Promise {{ {} }}", inspect_at(&x, depth + 1, seen, ctx))
             }
             PromiseState::Rejected(x) => {
-                format!("Promise {{ <rejected> {} }}", inspect_at(&x, depth + 1, seen, ctx))
+                format!(
+                    "Promise {{ <rejected> {} }}",
+                    inspect_at(&x, depth + 1, seen, ctx)
+                )
             }
         };
     }

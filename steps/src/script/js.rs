@@ -64,8 +64,8 @@ pub(crate) fn describe(v: &JsValue) -> String {
     format!("type {} ({shown})", v.type_of())
 }
 
-/// `TypeError: The "<name>" argument must be of type <ty>. Received ...` with
-/// `.code = 'ERR_INVALID_ARG_TYPE'` (set by [`with_props`] callers when needed).
+/// `TypeError: The "<name>" argument must be of type <ty>. Received ...`, as
+/// Node's ERR_INVALID_ARG_TYPE reads.
 pub(crate) fn arg_error(name: &str, ty: &str, got: &JsValue) -> JsError {
     JsNativeError::typ()
         .with_message(format!(
@@ -84,12 +84,10 @@ pub(crate) fn str_of(v: &JsValue, name: &str) -> JsResult<String> {
 }
 
 /// Builds an `Error` object with `message` and extra properties, as a throwable.
-pub(crate) fn error_with(
-    ctx: &mut Context,
-    message: String,
-    props: &[(&str, JsValue)],
-) -> JsError {
-    let obj = JsNativeError::error().with_message(message).into_opaque(ctx);
+pub(crate) fn error_with(ctx: &mut Context, message: String, props: &[(&str, JsValue)]) -> JsError {
+    let obj = JsNativeError::error()
+        .with_message(message)
+        .into_opaque(ctx);
     for (k, v) in props {
         let _ = obj.set(js_string!(*k), v.clone(), false, ctx);
     }

@@ -19,6 +19,7 @@
 //! all confined to the run's [`Sandbox`]. There is no `process`, no network
 //! and no child processes. `fs` has no `Buffer`: reads return strings.
 
+mod fast;
 mod fs;
 mod inspect;
 mod js;
@@ -129,8 +130,8 @@ fn position(line: Option<u32>, column: Option<u32>) -> String {
 
 fn human(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 {
-        format!("{}s", ms / 1000)
+    if d.subsec_millis() == 0 && ms > 0 {
+        format!("{}s", d.as_secs())
     } else if ms >= 1000 {
         format!("{:.1}s", d.as_secs_f64())
     } else {
@@ -470,7 +471,8 @@ pub struct ScriptAction;
 
 /// `inputs.timeout` in milliseconds (a number or a numeric string).
 fn timeout_input(inputs: &Value) -> Result<Option<Duration>, ActionError> {
-    let bad = || ActionError::Input("input `timeout` must be a positive number of milliseconds".into());
+    let bad =
+        || ActionError::Input("input `timeout` must be a positive number of milliseconds".into());
     let ms = match inputs.get("timeout") {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Number(n)) => n.as_f64().ok_or_else(bad)?,

@@ -7,7 +7,6 @@ use super::js::{arg_error, fn_obj, str_of};
 use boa_engine::object::ObjectInitializer;
 use boa_engine::property::Attribute;
 use boa_engine::{js_string, Context, JsArgs, JsObject, JsResult, JsValue, NativeFunction};
-use std::path::Path;
 
 const SLASH: u8 = b'/';
 const DOT: u8 = b'.';
@@ -126,7 +125,11 @@ pub fn is_absolute(path: &str) -> bool {
 }
 
 pub fn join<S: AsRef<str>>(parts: &[S]) -> String {
-    let kept: Vec<&str> = parts.iter().map(|s| s.as_ref()).filter(|s| !s.is_empty()).collect();
+    let kept: Vec<&str> = parts
+        .iter()
+        .map(|s| s.as_ref())
+        .filter(|s| !s.is_empty())
+        .collect();
     if kept.is_empty() {
         return ".".into();
     }
@@ -139,7 +142,11 @@ pub fn resolve<S: AsRef<str>>(cwd: &str, parts: &[S]) -> String {
     let mut absolute = false;
     let mut i = parts.len() as isize - 1;
     while i >= -1 && !absolute {
-        let p = if i >= 0 { parts[i as usize].as_ref() } else { cwd };
+        let p = if i >= 0 {
+            parts[i as usize].as_ref()
+        } else {
+            cwd
+        };
         i -= 1;
         if p.is_empty() {
             continue;
@@ -385,7 +392,11 @@ pub fn parse(path: &str) -> Parsed {
     };
     let (start_dot, start_part, end, pre) = scan_ext(b, stop);
     if end != -1 {
-        let start = if start_part == 0 && is_abs { 1 } else { start_part };
+        let start = if start_part == 0 && is_abs {
+            1
+        } else {
+            start_part
+        };
         if start_dot == -1
             || pre == 0
             || (pre == 1 && start_dot == end - 1 && start_dot == start_part as isize + 1)
@@ -446,7 +457,11 @@ fn all_strings(args: &[JsValue], name: &str) -> JsResult<Vec<String>> {
 }
 
 fn cwd(ctx: &Context) -> String {
-    super::js::state(ctx).sandbox.cwd.to_string_lossy().into_owned()
+    super::js::state(ctx)
+        .sandbox
+        .cwd
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn s(v: String) -> JsResult<JsValue> {
@@ -491,11 +506,31 @@ fn js_identity(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsVal
 fn js_parse(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let p = parse(&str_of(args.get_or_undefined(0), "path")?);
     let o = ObjectInitializer::new(ctx)
-        .property(js_string!("root"), js_string!(p.root.as_str()), Attribute::all())
-        .property(js_string!("dir"), js_string!(p.dir.as_str()), Attribute::all())
-        .property(js_string!("base"), js_string!(p.base.as_str()), Attribute::all())
-        .property(js_string!("ext"), js_string!(p.ext.as_str()), Attribute::all())
-        .property(js_string!("name"), js_string!(p.name.as_str()), Attribute::all())
+        .property(
+            js_string!("root"),
+            js_string!(p.root.as_str()),
+            Attribute::all(),
+        )
+        .property(
+            js_string!("dir"),
+            js_string!(p.dir.as_str()),
+            Attribute::all(),
+        )
+        .property(
+            js_string!("base"),
+            js_string!(p.base.as_str()),
+            Attribute::all(),
+        )
+        .property(
+            js_string!("ext"),
+            js_string!(p.ext.as_str()),
+            Attribute::all(),
+        )
+        .property(
+            js_string!("name"),
+            js_string!(p.name.as_str()),
+            Attribute::all(),
+        )
         .build();
     Ok(o.into())
 }
@@ -534,24 +569,25 @@ pub(crate) fn module(ctx: &mut Context) -> JsObject {
         ("isAbsolute", NativeFunction::from_fn_ptr(js_is_absolute), 1),
         ("parse", NativeFunction::from_fn_ptr(js_parse), 1),
         ("format", NativeFunction::from_fn_ptr(js_format), 1),
-        ("toNamespacedPath", NativeFunction::from_fn_ptr(js_identity), 1),
+        (
+            "toNamespacedPath",
+            NativeFunction::from_fn_ptr(js_identity),
+            1,
+        ),
     ];
     let obj = JsObject::with_object_proto(ctx.intrinsics());
     for (name, f, len) in funcs {
         let func = fn_obj(ctx, name, f, len);
-        obj.set(js_string!(name), func, false, ctx).expect("plain object");
+        obj.set(js_string!(name), func, false, ctx)
+            .expect("plain object");
     }
     for (k, v) in [("sep", "/"), ("delimiter", ":")] {
-        obj.set(js_string!(k), js_string!(v), false, ctx).expect("plain object");
+        obj.set(js_string!(k), js_string!(v), false, ctx)
+            .expect("plain object");
     }
-    obj.set(js_string!("posix"), obj.clone(), false, ctx).expect("plain object");
+    obj.set(js_string!("posix"), obj.clone(), false, ctx)
+        .expect("plain object");
     obj
-}
-
-/// Lexical absolute form of `p` against `cwd` (used by fs for messages).
-#[allow(dead_code)]
-pub(crate) fn absolute(cwd: &Path, p: &str) -> String {
-    resolve(&cwd.to_string_lossy(), &[p])
 }
 
 #[cfg(test)]
@@ -574,7 +610,10 @@ mod tests {
         assert_eq!(normalize("../../a/./b/"), "../../a/b/");
         assert_eq!(normalize("//a"), "/a");
         assert_eq!(relative("/", "/a/b", "/a/b/c/d.md"), "c/d.md");
-        assert_eq!(relative("/", "/data/orandea/test/aaa", "/data/orandea/impl/bbb"), "../../impl/bbb");
+        assert_eq!(
+            relative("/", "/data/orandea/test/aaa", "/data/orandea/impl/bbb"),
+            "../../impl/bbb"
+        );
         assert_eq!(relative("/", "/a/b", "/a"), "..");
         assert_eq!(relative("/", "/a", "/a"), "");
         assert_eq!(relative("/", "/", "/a/b"), "a/b");
@@ -617,7 +656,10 @@ mod tests {
                 name: "file".into()
             }
         );
-        assert_eq!(format("/home/user/dir", "", "file.txt", "", ""), "/home/user/dir/file.txt");
+        assert_eq!(
+            format("/home/user/dir", "", "file.txt", "", ""),
+            "/home/user/dir/file.txt"
+        );
         assert_eq!(format("", "/", "", "file", "txt"), "/file.txt");
     }
 }

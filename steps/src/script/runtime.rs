@@ -17,8 +17,8 @@ use boa_engine::object::builtins::JsPromise;
 use boa_engine::object::ObjectInitializer;
 use boa_engine::property::Attribute;
 use boa_engine::{
-    js_string, Context, EngineError, JsArgs, JsError, JsNativeError, JsObject, JsResult,
-    JsString, JsValue, NativeFunction, RuntimeLimitError, Script, Source,
+    js_string, Context, EngineError, JsArgs, JsError, JsNativeError, JsObject, JsResult, JsString,
+    JsValue, NativeFunction, RuntimeLimitError, Script, Source,
 };
 use serde_json::Value;
 use std::cell::{Cell, RefCell};
@@ -90,7 +90,9 @@ impl EventLoop {
             args,
             repeat: repeat.then_some(delay.max(Duration::from_millis(1))),
         };
-        self.timers.borrow_mut().insert((Instant::now() + delay, id), t);
+        self.timers
+            .borrow_mut()
+            .insert((Instant::now() + delay, id), t);
         id
     }
 
@@ -121,7 +123,8 @@ fn timer_fn(repeat: bool) -> NativeFunction {
         let ms = args.get_or_undefined(1).to_number(ctx)?;
         let ms = if ms.is_finite() && ms > 0.0 { ms } else { 0.0 };
         let rest = args.get(2..).unwrap_or(&[]).to_vec();
-        let id = event_loop(ctx).add_timer(Duration::from_secs_f64(ms / 1000.0), (cb, rest, repeat));
+        let id =
+            event_loop(ctx).add_timer(Duration::from_secs_f64(ms / 1000.0), (cb, rest, repeat));
         Ok(JsValue::from(id as f64))
     })
 }
@@ -221,15 +224,31 @@ fn install_globals(ctx: &mut Context, context_value: &Value) -> JsResult<()> {
         ("require", NativeFunction::from_fn_ptr(require), 1),
         ("setTimeout", timer_fn(false), 2),
         ("setInterval", timer_fn(true), 2),
-        ("setImmediate", NativeFunction::from_fn_ptr(set_immediate), 1),
+        (
+            "setImmediate",
+            NativeFunction::from_fn_ptr(set_immediate),
+            1,
+        ),
         ("clearTimeout", NativeFunction::from_fn_ptr(clear_timer), 1),
         ("clearInterval", NativeFunction::from_fn_ptr(clear_timer), 1),
-        ("clearImmediate", NativeFunction::from_fn_ptr(clear_timer), 1),
-        ("queueMicrotask", NativeFunction::from_fn_ptr(queue_microtask), 1),
+        (
+            "clearImmediate",
+            NativeFunction::from_fn_ptr(clear_timer),
+            1,
+        ),
+        (
+            "queueMicrotask",
+            NativeFunction::from_fn_ptr(queue_microtask),
+            1,
+        ),
     ];
     for (name, f, len) in natives {
         let func = fn_obj(ctx, name, f, len);
-        ctx.register_global_property(JsString::from(name), func, Attribute::WRITABLE | Attribute::CONFIGURABLE)?;
+        ctx.register_global_property(
+            JsString::from(name),
+            func,
+            Attribute::WRITABLE | Attribute::CONFIGURABLE,
+        )?;
     }
     Ok(())
 }
@@ -281,7 +300,9 @@ fn to_json(v: &JsValue, ctx: &mut Context) -> Result<Value, String> {
         .json()
         .get(js_string!("stringify"), ctx)
         .map_err(|e| thrown_message(e, ctx))?;
-    let stringify = stringify.as_callable().ok_or("JSON.stringify is not callable")?;
+    let stringify = stringify
+        .as_callable()
+        .ok_or("JSON.stringify is not callable")?;
     let text = stringify
         .call(&JsValue::undefined(), std::slice::from_ref(v), ctx)
         .map_err(|e| {
@@ -360,8 +381,10 @@ pub(crate) fn run(job: Job<'_>, console: ConsoleSink) -> Result<Value, Failure> 
         .job_executor(Rc::new(EventLoop::default()))
         .build()
         .map_err(|e| thrown(format!("cannot start the JavaScript engine: {e}")))?;
-    ctx.runtime_limits_mut().set_recursion_limit(job.limits.recursion);
-    ctx.runtime_limits_mut().set_stack_size_limit(job.limits.stack_size);
+    ctx.runtime_limits_mut()
+        .set_recursion_limit(job.limits.recursion);
+    ctx.runtime_limits_mut()
+        .set_stack_size_limit(job.limits.stack_size);
     ctx.insert_data(JobState {
         sandbox: job.sandbox,
         console,
@@ -369,8 +392,11 @@ pub(crate) fn run(job: Job<'_>, console: ConsoleSink) -> Result<Value, Failure> 
         protos: RefCell::new(HashMap::new()),
     });
     let ctx = &mut ctx;
-    if let Err(e) = install_globals(ctx, job.context) {
-        return Err(thrown(format!("cannot set up the script's globals: {}", thrown_message(e, ctx))));
+    if let Err(e) = super::fast::install(ctx).and_then(|()| install_globals(ctx, job.context)) {
+        return Err(thrown(format!(
+            "cannot set up the script's globals: {}",
+            thrown_message(e, ctx)
+        )));
     }
 
     let wrapped = format!("{PREFIX}{}{SUFFIX}", job.code);
@@ -391,11 +417,15 @@ pub(crate) fn run(job: Job<'_>, console: ConsoleSink) -> Result<Value, Failure> 
         };
         return Err(compile_failure(&msg, job.code));
     }
-    let value = script.evaluate(ctx).map_err(|e| thrown(thrown_message(e, ctx)))?;
+    let value = script
+        .evaluate(ctx)
+        .map_err(|e| thrown(thrown_message(e, ctx)))?;
     let promise = value
         .as_object()
         .and_then(|o| JsPromise::from_object(o.clone()).ok())
-        .ok_or_else(|| thrown("internal error: the script wrapper did not return a promise".into()))?;
+        .ok_or_else(|| {
+            thrown("internal error: the script wrapper did not return a promise".into())
+        })?;
 
     let lp = event_loop(ctx);
     loop {
@@ -403,20 +433,22 @@ pub(crate) fn run(job: Job<'_>, console: ConsoleSink) -> Result<Value, Failure> 
         if !matches!(promise.state(), PromiseState::Pending) {
             break;
         }
-        let Some((due, timer)) = lp.pop_timer() else { break };
+        let Some((due, timer)) = lp.pop_timer() else {
+            break;
+        };
         let now = Instant::now();
         if due > now {
             std::thread::sleep(due - now);
         }
         if let Some(every) = timer.repeat {
-            let args = (timer.callback.clone(), timer.args.clone(), true);
-            // Re-arm under the same id so clearInterval keeps working.
+            // Re-arm under the same id (before the call, so that the callback
+            // can clearInterval it).
             lp.timers.borrow_mut().insert(
                 (Instant::now() + every, timer.id),
                 Timer {
                     id: timer.id,
-                    callback: args.0,
-                    args: args.1,
+                    callback: timer.callback.clone(),
+                    args: timer.args.clone(),
                     repeat: Some(every),
                 },
             );

@@ -23,7 +23,11 @@ fn send(reply: &Reply) {
     });
     line.push('\n');
     let mut out = std::io::stdout().lock();
-    if out.write_all(line.as_bytes()).and_then(|_| out.flush()).is_err() {
+    if out
+        .write_all(line.as_bytes())
+        .and_then(|_| out.flush())
+        .is_err()
+    {
         // The host is gone: nothing left to do.
         std::process::exit(0);
     }

@@ -1,0 +1,247 @@
+//! Authoring checks for `marktoflow validate`: things that load fine but are
+//! probably mistakes. All are warnings.
+
+use crate::diag::{did_you_mean, Diagnostic, Pos};
+use crate::model::{Step, StepKind, Workflow};
+use crate::template::{has_tags, Templates};
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// Names every template can use without a step defining them.
+const ALWAYS: &[&str] = &["inputs", "steps", "env", "true", "false", "none", "null", "undefined", "loop"];
+
+pub fn lint(wf: &Workflow, t: &Templates) -> Vec<Diagnostic> {
+    let mut cx = Lint {
+        wf,
+        t,
+        out: Vec::new(),
+        defined_anywhere: BTreeSet::new(),
+        used_text: String::new(),
+    };
+    for s in wf.walk() {
+        if let Some(v) = &s.output_variable {
+            cx.defined_anywhere.insert(v.clone());
+        }
+        if let StepKind::Parallel { branches, .. } = &s.kind {
+            for b in branches {
+                cx.defined_anywhere.insert(b.id.clone());
+            }
+        }
+    }
+    let mut scope: BTreeSet<String> = ALWAYS.iter().map(|s| s.to_string()).collect();
+    scope.extend(wf.inputs.iter().map(|i| i.name.clone()));
+    cx.steps(&wf.steps, &mut scope, false);
+    cx.unused_inputs();
+    cx.out
+}
+
+struct Lint<'a> {
+    wf: &'a Workflow,
+    t: &'a Templates,
+    out: Vec<Diagnostic>,
+    defined_anywhere: BTreeSet<String>,
+    /// Every template and script text, to find input uses.
+    used_text: String,
+}
+
+impl Lint<'_> {
+    fn warn(&mut self, pos: Pos, msg: String, hint: Option<String>) {
+        let mut d = Diagnostic::warning(&self.wf.source, Some(pos), msg);
+        if let Some(h) = hint {
+            d.hints.push(h);
+        }
+        if !self.out.contains(&d) {
+            self.out.push(d);
+        }
+    }
+
+    fn steps(&mut self, steps: &[Step], scope: &mut BTreeSet<String>, in_loop: bool) {
+        for s in steps {
+            self.step(s, scope, in_loop);
+            if let Some(v) = &s.output_variable {
+                scope.insert(v.clone());
+            }
+        }
+    }
+
+    /// Checks the names a template (or an expression, when `expr`) reads.
+    fn names(&mut self, step: &Step, field: &[&str], src: &str, expr: bool, scope: &BTreeSet<String>, in_loop: bool) {
+        self.used_text.push_str(src);
+        self.used_text.push('\n');
+        if !expr && !has_tags(src) {
+            return;
+        }
+        for name in self.t.referenced_names(src) {
+            if scope.contains(&name) || self.wf.steps.is_empty() {
+                continue;
+            }
+            let pos = step.field_pos(field);
+            if self.defined_anywhere.contains(&name) {
+                if !in_loop {
+                    self.warn(pos, format!("`{name}` is only set by a later step"), None);
+                }
+                continue;
+            }
+            let known: Vec<&str> = scope.iter().map(String::as_str).chain(self.defined_anywhere.iter().map(String::as_str)).collect();
+            let hint = did_you_mean(&name, &known).map(|c| format!("did you mean `{c}`?"));
+            self.warn(pos, format!("`{name}` is not defined by any step or input"), hint);
+        }
+    }
+
+    fn value(&mut self, step: &Step, field: &[&str], v: &Value, scope: &BTreeSet<String>, in_loop: bool) {
+        match v {
+            Value::String(s) => {
+                // Script bodies are JavaScript: only their `{{ }}` parts are templates.
+                self.names(step, field, s, false, scope, in_loop)
+            }
+            Value::Array(a) => a.iter().for_each(|x| self.value(step, field, x, scope, in_loop)),
+            Value::Object(m) => m.values().for_each(|x| self.value(step, field, x, scope, in_loop)),
+            _ => {}
+        }
+    }
+
+    fn constant(&self, cond: &str) -> Option<bool> {
+        let c = cond.trim().trim_start_matches("{{").trim_end_matches("}}").trim().to_ascii_lowercase();
+        match c.as_str() {
+            "true" | "1" | "yes" => Some(true),
+            "false" | "0" | "no" | "none" | "null" => Some(false),
+            _ => None,
+        }
+    }
+
+    fn step(&mut self, s: &Step, scope: &mut BTreeSet<String>, in_loop: bool) {
+        for c in &s.conditions {
+            self.names(s, &["conditions"], c, true, scope, in_loop);
+        }
+        match &s.kind {
+            StepKind::Action { inputs, .. } => self.value(s, &["inputs"], inputs, scope, in_loop),
+            StepKind::SubWorkflow { inputs, .. } => self.value(s, &["inputs"], inputs, scope, in_loop),
+            StepKind::Wait { duration } => self.value(s, &["duration"], duration, scope, in_loop),
+            StepKind::If { condition, then, otherwise } => {
+                self.names(s, &["condition"], condition, true, scope, in_loop);
+                match self.constant(condition) {
+                    Some(true) if !otherwise.is_empty() => {
+                        self.warn(s.field_pos(&["condition"]), "the condition is always true: the `else` steps never run".into(), None)
+                    }
+                    Some(false) if !then.is_empty() => {
+                        self.warn(s.field_pos(&["condition"]), "the condition is always false: the `then` steps never run".into(), None)
+                    }
+                    _ => {}
+                }
+                self.steps(then, &mut scope.clone(), in_loop);
+                self.steps(otherwise, &mut scope.clone(), in_loop);
+            }
+            StepKind::Switch { expression, cases, default } => {
+                self.names(s, &["expression"], expression, false, scope, in_loop);
+                for (_, steps) in cases {
+                    self.steps(steps, &mut scope.clone(), in_loop);
+                }
+                self.steps(default, &mut scope.clone(), in_loop);
+            }
+            StepKind::ForEach { items, item_variable, index_variable, steps } => {
+                self.value(s, &["items"], items, scope, in_loop);
+                let mut inner = scope.clone();
+                inner.insert(item_variable.clone());
+                inner.extend(index_variable.clone());
+                self.steps(steps, &mut inner, true);
+            }
+            StepKind::While { condition, steps, .. } => {
+                self.names(s, &["condition"], condition, true, scope, true);
+                self.steps(steps, &mut scope.clone(), true);
+            }
+            StepKind::Try { body, catch, finally } => {
+                self.steps(body, &mut scope.clone(), in_loop);
+                let mut c = scope.clone();
+                c.insert("error".into());
+                self.steps(catch, &mut c, in_loop);
+                self.steps(finally, &mut scope.clone(), in_loop);
+            }
+            StepKind::Map { items, item_variable, expression } => {
+                self.value(s, &["items"], items, scope, in_loop);
+                let mut inner = scope.clone();
+                inner.extend([item_variable.clone(), "index".into()]);
+                self.value(s, &["expression"], expression, &inner, in_loop);
+            }
+            StepKind::Filter { items, item_variable, condition } => {
+                self.value(s, &["items"], items, scope, in_loop);
+                let mut inner = scope.clone();
+                inner.extend([item_variable.clone(), "index".into()]);
+                self.names(s, &["condition"], condition, true, &inner, in_loop);
+            }
+            StepKind::Reduce { items, item_variable, accumulator_variable, initial_value, expression } => {
+                self.value(s, &["items"], items, scope, in_loop);
+                self.value(s, &["initial_value"], initial_value, scope, in_loop);
+                let mut inner = scope.clone();
+                inner.extend([item_variable.clone(), accumulator_variable.clone(), "index".into()]);
+                self.value(s, &["expression"], expression, &inner, in_loop);
+            }
+            StepKind::Parallel { branches, .. } => {
+                for b in branches {
+                    self.steps(&b.steps, &mut scope.clone(), in_loop);
+                }
+                scope.extend(branches.iter().map(|b| b.id.clone()));
+            }
+        }
+        // Variables set inside containers are visible after them.
+        for list in s.kind.children() {
+            for inner in list {
+                collect_outputs(inner, scope);
+            }
+        }
+    }
+
+    fn unused_inputs(&mut self) {
+        for input in &self.wf.inputs {
+            let n = regex::escape(&input.name);
+            let re = regex::Regex::new(&format!(r#"\binputs\s*(\.\s*{n}\b|\[\s*['"]{n}['"]\s*\])|\b{n}\b"#)).expect("valid regex");
+            if !re.is_match(&self.used_text) {
+                self.warn(input.pos, format!("input `{}` is never used", input.name), None);
+            }
+        }
+    }
+}
+
+fn collect_outputs(s: &Step, scope: &mut BTreeSet<String>) {
+    if let Some(v) = &s.output_variable {
+        scope.insert(v.clone());
+    }
+    for list in s.kind.children() {
+        for inner in list {
+            collect_outputs(inner, scope);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use marktoflow_steps::Registry;
+    use std::path::Path;
+
+    fn lint_str(text: &str) -> Vec<String> {
+        let l = crate::model::load_str(Path::new("t.md"), text, &Registry::standard()).unwrap_or_else(|e| panic!("{e:?}"));
+        lint(&l.workflow, &Templates::new()).into_iter().map(|d| d.render()).collect()
+    }
+
+    #[test]
+    fn finds_typos_unused_inputs_and_constant_conditions() {
+        let w = lint_str(
+            "---\nworkflow: {id: x}\ninputs:\n  query: {type: string}\n  unused: {type: string}\n---\n\n```yaml\naction: core.set\ninputs: {q: '{{ inputs.query }}'}\noutput_variable: search_results\n```\n\n```yaml\ntype: if\ncondition: 'true'\nthen:\n  - action: core.set\n    inputs: {a: '{{ serch_results.found }}'}\nelse:\n  - action: core.log\n    inputs: {message: x}\n```\n",
+        );
+        let all = w.join("\n");
+        assert!(all.contains("`serch_results` is not defined by any step or input"), "{all}");
+        assert!(all.contains("did you mean `search_results`?"), "{all}");
+        assert!(all.contains("input `unused` is never used"), "{all}");
+        assert!(!all.contains("input `query` is never used"), "{all}");
+        assert!(all.contains("the `else` steps never run"), "{all}");
+        assert_eq!(w.len(), 3, "{all}");
+    }
+
+    #[test]
+    fn the_seed_is_clean() {
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/seeds/000_fd4e5c8ba954ba6b.txt"));
+        let text = std::fs::read_to_string(path).expect("../shared beside the repository");
+        let w = lint_str(&text);
+        assert!(w.is_empty(), "{w:?}");
+    }
+}
