@@ -33,8 +33,16 @@ fn an_auth_error_fails_at_once_with_a_hint() {
     let r = run_agent_example(&llm);
     assert_eq!(r.code, 1, "{r:?}");
     let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
-    assert!(msg.contains("HTTP 401") && msg.contains("invalid x-api-key") && msg.contains("ANTHROPIC_API_KEY"), "{msg}");
-    assert!(!msg.contains("test-key"), "the key never appears in messages");
+    assert!(
+        msg.contains("HTTP 401")
+            && msg.contains("invalid x-api-key")
+            && msg.contains("ANTHROPIC_API_KEY"),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("test-key"),
+        "the key never appears in messages"
+    );
     assert_eq!(llm.requests().len(), 1);
 }
 
@@ -46,5 +54,10 @@ fn retries_give_up_after_the_limit() {
     let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(msg.contains("after 4 attempts"), "{msg}");
     assert_eq!(llm.requests().len(), 4, "1 attempt + 3 retries");
-    assert!(r.stderr.contains("examples/agent.md:24:9: error: step `Summarise` failed"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("examples/agent.md:24:9: error: step `Summarise` failed"),
+        "{}",
+        r.stderr
+    );
 }

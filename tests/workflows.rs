@@ -38,7 +38,10 @@ fn workflows_give_their_expected_results() {
         let expected: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
         let code_ok = (r.code == 0) == (expected["status"] == "completed");
         if expected != actual || !code_ok {
-            failures.push(format!("{name}: exit {}\n  expected {expected}\n  actual   {actual}\n{}", r.code, r.stderr));
+            failures.push(format!(
+                "{name}: exit {}\n  expected {expected}\n  actual   {actual}\n{}",
+                r.code, r.stderr
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -47,14 +50,22 @@ fn workflows_give_their_expected_results() {
 fn parallel_waits(max_concurrent: usize, branches: usize, wait_ms: u64) -> u64 {
     let d = crate::support::tempdir();
     let lanes: String = (0..branches)
-        .map(|i| format!("  - id: b{i}\n    steps:\n      - type: wait\n        duration: {wait_ms}\n"))
+        .map(|i| {
+            format!("  - id: b{i}\n    steps:\n      - type: wait\n        duration: {wait_ms}\n")
+        })
         .collect();
     let wf = format!("---\nworkflow: {{id: p}}\n---\n\n```yaml\nid: fan\ntype: parallel\nmax_concurrent: {max_concurrent}\nbranches:\n{lanes}```\n");
     fs::write(d.path().join("p.md"), wf).unwrap();
     let r = run(cmd(d.path()).args(["run", "p.md", "--json", "--quiet"]));
     assert_eq!(r.code, 0, "{r:?}");
     let j = r.json();
-    let fan = j["steps"].as_array().unwrap().iter().find(|s| s["id"] == "fan").unwrap().clone();
+    let fan = j["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "fan")
+        .unwrap()
+        .clone();
     fan["duration_ms"].as_u64().unwrap()
 }
 

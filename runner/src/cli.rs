@@ -106,7 +106,11 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Run(a) => run(a),
-        Command::Validate { files, json, strict } => validate(&files, json, strict),
+        Command::Validate {
+            files,
+            json,
+            strict,
+        } => validate(&files, json, strict),
         Command::Schema => {
             print!("{}", crate::schema::schema_text());
             EXIT_OK
@@ -201,7 +205,8 @@ fn validate(files: &[PathBuf], as_json: bool, strict: bool) -> i32 {
     for f in files {
         match model::load_file(f, &registry) {
             Ok(mut l) => {
-                l.warnings.extend(crate::lint::lint(&l.workflow, &templates));
+                l.warnings
+                    .extend(crate::lint::lint(&l.workflow, &templates));
                 failed |= strict && !l.warnings.is_empty();
                 if !as_json {
                     print_diagnostics(&l.warnings);

@@ -7,12 +7,12 @@ use crate::diag::{Diagnostic, Pos};
 use crate::inputs::substitute_env;
 use crate::model::{Backoff, OnError, Step, StepKind, Workflow};
 use crate::template::{TemplateError, Templates};
+use futures_util::stream::{self, StreamExt};
 use marktoflow_steps::action::{ActionError, Call, Capabilities, LogLevel, LogLine};
 use marktoflow_steps::registry::ActionKind;
 use marktoflow_steps::ToolConfig;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
-use futures_util::stream::{self, StreamExt};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -651,11 +651,13 @@ impl Engine {
                         let base = self.context(st);
                         let mut out = Vec::with_capacity(items.len());
                         for (i, item) in items.into_iter().enumerate() {
-                            let ctx = Templates::with_locals(&base, &locals(&[(item_variable, item), ("index", json!(i))]));
-                            let v = self
-                                .templates
-                                .render_value(expression, &ctx)
-                                .map_err(|e| self.template_failure(step, &["expression".into()], e))?;
+                            let ctx = Templates::with_locals(
+                                &base,
+                                &locals(&[(item_variable, item), ("index", json!(i))]),
+                            );
+                            let v = self.templates.render_value(expression, &ctx).map_err(|e| {
+                                self.template_failure(step, &["expression".into()], e)
+                            })?;
                             out.push(v);
                         }
                         Ok(Value::Array(out))
@@ -668,23 +670,26 @@ impl Engine {
                     item_variable,
                     condition,
                 } => {
-                    let r = async {
-                        let items = self.items(step, items, st)?;
-                        let base = self.context(st);
-                        let mut out = Vec::new();
-                        for (i, item) in items.into_iter().enumerate() {
-                            let ctx = Templates::with_locals(&base, &locals(&[(item_variable, item.clone()), ("index", json!(i))]));
-                            let keep = self
-                                .templates
-                                .eval_condition(condition, &ctx)
-                                .map_err(|e| self.template_failure(step, &["condition".into()], e))?;
-                            if keep {
-                                out.push(item);
+                    let r =
+                        async {
+                            let items = self.items(step, items, st)?;
+                            let base = self.context(st);
+                            let mut out = Vec::new();
+                            for (i, item) in items.into_iter().enumerate() {
+                                let ctx = Templates::with_locals(
+                                    &base,
+                                    &locals(&[(item_variable, item.clone()), ("index", json!(i))]),
+                                );
+                                let keep = self.templates.eval_condition(condition, &ctx).map_err(
+                                    |e| self.template_failure(step, &["condition".into()], e),
+                                )?;
+                                if keep {
+                                    out.push(item);
+                                }
                             }
+                            Ok(Value::Array(out))
                         }
-                        Ok(Value::Array(out))
-                    }
-                    .await;
+                        .await;
                     (r, 0)
                 }
                 StepKind::Reduce {
@@ -701,12 +706,15 @@ impl Engine {
                         for (i, item) in items.into_iter().enumerate() {
                             let ctx = Templates::with_locals(
                                 &base,
-                                &locals(&[(item_variable, item), (accumulator_variable, acc), ("index", json!(i))]),
+                                &locals(&[
+                                    (item_variable, item),
+                                    (accumulator_variable, acc),
+                                    ("index", json!(i)),
+                                ]),
                             );
-                            acc = self
-                                .templates
-                                .render_value(expression, &ctx)
-                                .map_err(|e| self.template_failure(step, &["expression".into()], e))?;
+                            acc = self.templates.render_value(expression, &ctx).map_err(|e| {
+                                self.template_failure(step, &["expression".into()], e)
+                            })?;
                         }
                         Ok(acc)
                     }
@@ -716,8 +724,16 @@ impl Engine {
                 StepKind::Parallel {
                     branches,
                     max_concurrent,
-                } => (self.exec_parallel(wf, step, branches, *max_concurrent, st, cfg, depth).await, 0),
-                StepKind::SubWorkflow { path, inputs } => (self.exec_subworkflow(wf, step, path, inputs, st, cfg, depth).await, 0),
+                } => (
+                    self.exec_parallel(wf, step, branches, *max_concurrent, st, cfg, depth)
+                        .await,
+                    0,
+                ),
+                StepKind::SubWorkflow { path, inputs } => (
+                    self.exec_subworkflow(wf, step, path, inputs, st, cfg, depth)
+                        .await,
+                    0,
+                ),
             }
         })
     }
@@ -829,7 +845,16 @@ impl Engine {
                             attempt += 1;
                             continue;
                         }
-                        let pos = step.field_pos(&["action"]);
+                        let pos = match script_error_at(&message) {
+                            // A script's own line/column, placed inside `inputs.code`.
+                            Some((l, c))
+                                if resolved.kind == ActionKind::Script
+                                    && inputs.get("code").is_some() =>
+                            {
+                                step.string_pos(&["inputs".into(), "code".into()], l, c)
+                            }
+                            _ => step.field_pos(&["action"]),
+                        };
                         let mut f = self.fail(step, pos, message);
                         f.cancelled = cancelled;
                         return (Err(f), attempt);
@@ -849,7 +874,10 @@ impl Engine {
             other => Err(self.fail(
                 step,
                 step.field_pos(&["items"]),
-                format!("`items` must be a list, got {}", marktoflow_steps::action::type_name(&other)),
+                format!(
+                    "`items` must be a list, got {}",
+                    marktoflow_steps::action::type_name(&other)
+                ),
             )),
         }
     }
@@ -876,7 +904,9 @@ impl Engine {
         for b in branches {
             let mut bst = fork.clone();
             tasks.push(async move {
-                let r = self.exec_list(wf, &b.steps, &mut bst, cfg, depth + 1, false).await;
+                let r = self
+                    .exec_list(wf, &b.steps, &mut bst, cfg, depth + 1, false)
+                    .await;
                 (b, r, bst)
             });
         }
@@ -898,11 +928,18 @@ impl Engine {
                         .into_iter()
                         .filter(|(k, v)| before.get(k) != Some(v))
                         .collect();
-                    st.variables.insert(b.id.clone(), Value::Object(set.clone()));
-                    out.insert(b.id.clone(), json!({"status": "completed", "variables": set}));
+                    st.variables
+                        .insert(b.id.clone(), Value::Object(set.clone()));
+                    out.insert(
+                        b.id.clone(),
+                        json!({"status": "completed", "variables": set}),
+                    );
                 }
                 Err(f) => {
-                    out.insert(b.id.clone(), json!({"status": "failed", "error": f.message}));
+                    out.insert(
+                        b.id.clone(),
+                        json!({"status": "failed", "error": f.message}),
+                    );
                     if first_failure.is_none() {
                         first_failure = Some((b.id.clone(), f));
                     }
@@ -912,10 +949,12 @@ impl Engine {
         match first_failure {
             // With `on_error: continue` the step succeeds with what the
             // successful branches produced.
-            Some((id, f)) if step.on_error.action != OnError::Continue || f.cancelled => Err(Failure {
-                message: format!("branch `{id}` failed: {}", f.message),
-                ..f
-            }),
+            Some((id, f)) if step.on_error.action != OnError::Continue || f.cancelled => {
+                Err(Failure {
+                    message: format!("branch `{id}` failed: {}", f.message),
+                    ..f
+                })
+            }
             _ => Ok(Value::Object(out)),
         }
     }
@@ -938,8 +977,11 @@ impl Engine {
             return Err(self.fail(step, at, "sub-workflows cannot be loaded here"));
         };
         let rendered = self.render(step, &["inputs"], inputs, st)?;
-        let here = marktoflow_steps::sandbox::normalize(&cfg.caps.sandbox.cwd.join(&wf.source.path));
-        let target = marktoflow_steps::sandbox::normalize(&here.parent().unwrap_or(Path::new("/")).join(path));
+        let here =
+            marktoflow_steps::sandbox::normalize(&cfg.caps.sandbox.cwd.join(&wf.source.path));
+        let target = marktoflow_steps::sandbox::normalize(
+            &here.parent().unwrap_or(Path::new("/")).join(path),
+        );
         let mut chain = cfg.callers.clone();
         chain.push(here);
         if chain.contains(&target) {
@@ -947,27 +989,53 @@ impl Engine {
                 .iter()
                 .skip_while(|p| **p != target)
                 .chain(std::iter::once(&target))
-                .map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+                .map(|p| {
+                    p.file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                })
                 .collect();
-            return Err(self.fail(step, at, format!("sub-workflow cycle: {}", names.join(" → "))));
+            return Err(self.fail(
+                step,
+                at,
+                format!("sub-workflow cycle: {}", names.join(" → ")),
+            ));
         }
         if chain.len() >= MAX_WORKFLOW_DEPTH {
-            return Err(self.fail(step, at, format!("sub-workflows nest deeper than {MAX_WORKFLOW_DEPTH} levels")));
+            return Err(self.fail(
+                step,
+                at,
+                format!("sub-workflows nest deeper than {MAX_WORKFLOW_DEPTH} levels"),
+            ));
         }
         // Loaded by the path as the user sees it (relative to the caller's file).
-        let shown = marktoflow_steps::sandbox::normalize(&wf.source.path.parent().unwrap_or(Path::new("")).join(path));
+        let shown = marktoflow_steps::sandbox::normalize(
+            &wf.source.path.parent().unwrap_or(Path::new("")).join(path),
+        );
         let child = loader.load(&shown).map_err(|diags| {
             let first = diags.first().map(|d| d.render()).unwrap_or_default();
-            self.fail(step, at, format!("cannot load sub-workflow `{path}`:\n{first}"))
+            self.fail(
+                step,
+                at,
+                format!("cannot load sub-workflow `{path}`:\n{first}"),
+            )
         })?;
         let supplied = match rendered {
-            Value::Object(m) => m.into_iter().map(|(k, v)| (k, crate::inputs::Supplied::Json(v))).collect(),
+            Value::Object(m) => m
+                .into_iter()
+                .map(|(k, v)| (k, crate::inputs::Supplied::Json(v)))
+                .collect(),
             _ => Vec::new(),
         };
-        let child_inputs = crate::inputs::resolve(&child, supplied, &cfg.caps.env).map_err(|errs| {
-            let list: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-            self.fail(step, step.field_pos(&["inputs"]), format!("sub-workflow `{path}`: {}", list.join("; ")))
-        })?;
+        let child_inputs =
+            crate::inputs::resolve(&child, supplied, &cfg.caps.env).map_err(|errs| {
+                let list: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+                self.fail(
+                    step,
+                    step.field_pos(&["inputs"]),
+                    format!("sub-workflow `{path}`: {}", list.join("; ")),
+                )
+            })?;
         let events = cfg.events.clone();
         let shift = depth + 1;
         // The child's steps show nested under this step; its run start and
@@ -999,7 +1067,10 @@ impl Engine {
             RunStatus::Completed => Ok(result.outputs),
             status => {
                 let why = result.error.map(|f| {
-                    let at = f.pos.map(|p| format!(" ({}:{}:{})", f.file, p.line, p.col)).unwrap_or_default();
+                    let at = f
+                        .pos
+                        .map(|p| format!(" ({}:{}:{})", f.file, p.line, p.col))
+                        .unwrap_or_default();
                     match f.step_name {
                         Some(n) => format!("step `{n}` failed: {}{at}", f.message),
                         None => format!("{}{at}", f.message),
@@ -1007,7 +1078,11 @@ impl Engine {
                 });
                 Err(Failure {
                     cancelled: status == RunStatus::Cancelled,
-                    ..self.fail(step, at, format!("sub-workflow `{path}` failed: {}", why.unwrap_or_default()))
+                    ..self.fail(
+                        step,
+                        at,
+                        format!("sub-workflow `{path}` failed: {}", why.unwrap_or_default()),
+                    )
                 })
             }
         }
@@ -1015,11 +1090,22 @@ impl Engine {
 }
 
 fn locals(pairs: &[(&str, Value)]) -> Map<String, Value> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
 }
 
 /// A step's result and how many retries it took.
 type KindFuture<'a> = Pin<Box<dyn Future<Output = (Result<Value, Failure>, u32)> + Send + 'a>>;
+
+/// `(line L, column C of the script)` in a script error.
+fn script_error_at(message: &str) -> Option<(usize, usize)> {
+    let i = message.rfind("(line ")?;
+    let rest = message[i + 6..].strip_suffix(" of the script)")?;
+    let (l, c) = rest.split_once(", column ")?;
+    Some((l.trim().parse().ok()?, c.trim().parse().ok()?))
+}
 
 fn as_map(v: Value) -> Map<String, Value> {
     match v {

@@ -93,21 +93,29 @@ impl Graph {
         let (shape, detail) = match &s.kind {
             StepKind::Action { action, .. } => (Shape::Box, Some(action.clone())),
             StepKind::If { condition, .. } => (Shape::Decision, Some(format!("if {condition}"))),
-            StepKind::Switch { expression, .. } => (Shape::Decision, Some(format!("switch {expression}"))),
-            StepKind::ForEach { item_variable, .. } => (Shape::Loop, Some(format!("for each {item_variable}"))),
+            StepKind::Switch { expression, .. } => {
+                (Shape::Decision, Some(format!("switch {expression}")))
+            }
+            StepKind::ForEach { item_variable, .. } => {
+                (Shape::Loop, Some(format!("for each {item_variable}")))
+            }
             StepKind::While { condition, .. } => (Shape::Loop, Some(format!("while {condition}"))),
             StepKind::Try { .. } => (Shape::Box, Some("try".into())),
             StepKind::Wait { .. } => (Shape::Box, Some("wait".into())),
             StepKind::Map { .. } => (Shape::Box, Some("map".into())),
             StepKind::Filter { .. } => (Shape::Box, Some("filter".into())),
             StepKind::Reduce { .. } => (Shape::Box, Some("reduce".into())),
-            StepKind::Parallel { max_concurrent, .. } => (Shape::Fork, Some(format!("parallel ×{max_concurrent}"))),
+            StepKind::Parallel { max_concurrent, .. } => {
+                (Shape::Fork, Some(format!("parallel ×{max_concurrent}")))
+            }
             StepKind::SubWorkflow { path, .. } => (Shape::Call, Some(path.clone())),
         };
         self.node(&id, &name, detail, shape);
         self.link(entry, &id);
         match &s.kind {
-            StepKind::If { then, otherwise, .. } => {
+            StepKind::If {
+                then, otherwise, ..
+            } => {
                 let mut out = self.seq(then, vec![(id.clone(), Some("then".into()))]);
                 out.extend(self.seq(otherwise, vec![(id.clone(), Some("else".into()))]));
                 out
@@ -145,7 +153,11 @@ impl Graph {
                 self.link(exits, &join);
                 vec![(join, None)]
             }
-            StepKind::Try { body, catch, finally } => {
+            StepKind::Try {
+                body,
+                catch,
+                finally,
+            } => {
                 let mut out = self.seq(body, vec![(id.clone(), None)]);
                 if !catch.is_empty() {
                     let first = self.edges.len();
@@ -182,7 +194,13 @@ impl Graph {
             let arrow = if e.dashed { "-.->" } else { "-->" };
             match &e.label {
                 Some(l) => {
-                    let _ = writeln!(out, "    {} {arrow}|\"{}\"| {}", e.from, escape_mermaid(l), e.to);
+                    let _ = writeln!(
+                        out,
+                        "    {} {arrow}|\"{}\"| {}",
+                        e.from,
+                        escape_mermaid(l),
+                        e.to
+                    );
                 }
                 None => {
                     let _ = writeln!(out, "    {} {arrow} {}", e.from, e.to);
@@ -204,7 +222,11 @@ impl Graph {
                 Shape::Call => "box3d",
             };
             let label = match &n.detail {
-                Some(d) => format!("{}\\n{}", escape_dot(&n.label), escape_dot(&truncate(d, 60))),
+                Some(d) => format!(
+                    "{}\\n{}",
+                    escape_dot(&n.label),
+                    escape_dot(&truncate(d, 60))
+                ),
                 None => escape_dot(&n.label),
             };
             let _ = writeln!(out, "    {} [label=\"{label}\", shape={shape}];", n.id);
@@ -233,13 +255,21 @@ impl Graph {
         const H: f64 = 46.0;
         const GX: f64 = 40.0;
         const GY: f64 = 44.0;
-        let index: HashMap<&str, usize> = self.nodes.iter().enumerate().map(|(i, n)| (n.id.as_str(), i)).collect();
+        let index: HashMap<&str, usize> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.id.as_str(), i))
+            .collect();
         let mut layer = vec![0usize; self.nodes.len()];
         // Edges are emitted in step order, so relaxing them repeatedly settles quickly.
         for _ in 0..self.nodes.len() {
             let mut changed = false;
             for e in self.edges.iter().filter(|e| !e.back) {
-                let (Some(&a), Some(&b)) = (index.get(e.from.as_str()), index.get(e.to.as_str())) else { continue };
+                let (Some(&a), Some(&b)) = (index.get(e.from.as_str()), index.get(e.to.as_str()))
+                else {
+                    continue;
+                };
                 if layer[b] < layer[a] + 1 {
                     layer[b] = layer[a] + 1;
                     changed = true;
@@ -269,10 +299,17 @@ impl Graph {
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {width:.0} {height:.0}\" font-family=\"Helvetica, Arial, sans-serif\">\n<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#555\"/></marker></defs>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
         );
         for e in &self.edges {
-            let (Some(&a), Some(&b)) = (index.get(e.from.as_str()), index.get(e.to.as_str())) else { continue };
+            let (Some(&a), Some(&b)) = (index.get(e.from.as_str()), index.get(e.to.as_str()))
+            else {
+                continue;
+            };
             let (ax, ay) = (pos[a].0 + W / 2.0, pos[a].1 + H);
             let (bx, by) = (pos[b].0 + W / 2.0, pos[b].1);
-            let dash = if e.dashed { " stroke-dasharray=\"5,4\"" } else { "" };
+            let dash = if e.dashed {
+                " stroke-dasharray=\"5,4\""
+            } else {
+                ""
+            };
             if e.back {
                 // Loop-back edges go around the right side.
                 let (sx, sy) = (pos[a].0 + W, pos[a].1 + H / 2.0);
@@ -284,8 +321,16 @@ impl Graph {
                 let _ = writeln!(out, "<path d=\"M{ax:.1},{ay:.1} C{ax:.1},{my:.1} {bx:.1},{my:.1} {bx:.1},{by:.1}\" fill=\"none\" stroke=\"#555\"{dash} marker-end=\"url(#arrow)\"/>");
             }
             if let Some(l) = &e.label {
-                let (lx, ly) = if e.back { (pos[a].0 + W + 6.0, pos[a].1 + H / 2.0 - 6.0) } else { ((ax + bx) / 2.0 + 4.0, (ay + by) / 2.0 - 3.0) };
-                let _ = writeln!(out, "<text x=\"{lx:.1}\" y=\"{ly:.1}\" font-size=\"11\" fill=\"#555\">{}</text>", xml(&truncate(l, 28)));
+                let (lx, ly) = if e.back {
+                    (pos[a].0 + W + 6.0, pos[a].1 + H / 2.0 - 6.0)
+                } else {
+                    ((ax + bx) / 2.0 + 4.0, (ay + by) / 2.0 - 3.0)
+                };
+                let _ = writeln!(
+                    out,
+                    "<text x=\"{lx:.1}\" y=\"{ly:.1}\" font-size=\"11\" fill=\"#555\">{}</text>",
+                    xml(&truncate(l, 28))
+                );
             }
         }
         for (i, n) in self.nodes.iter().enumerate() {
@@ -321,7 +366,15 @@ impl Graph {
 }
 
 fn sanitize(id: &str) -> String {
-    id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect()
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 fn truncate(s: &str, n: usize) -> String {
@@ -335,12 +388,20 @@ fn truncate(s: &str, n: usize) -> String {
 }
 
 fn escape_mermaid(s: &str) -> String {
-    s.replace('"', "#quot;").replace('<', "#lt;").replace('>', "#gt;").replace('{', "#123;").replace('}', "#125;")
+    s.replace('"', "#quot;")
+        .replace('<', "#lt;")
+        .replace('>', "#gt;")
+        .replace('{', "#123;")
+        .replace('}', "#125;")
 }
 
 fn mermaid_text(n: &Node) -> String {
     match &n.detail {
-        Some(d) => format!("{}<br/><small>{}</small>", escape_mermaid(&n.label), escape_mermaid(&truncate(d, 60))),
+        Some(d) => format!(
+            "{}<br/><small>{}</small>",
+            escape_mermaid(&n.label),
+            escape_mermaid(&truncate(d, 60))
+        ),
         None => escape_mermaid(&n.label),
     }
 }
@@ -350,7 +411,10 @@ fn escape_dot(s: &str) -> String {
 }
 
 fn xml(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 #[cfg(test)]
@@ -361,14 +425,26 @@ mod tests {
 
     #[test]
     fn seed_graph_has_branches() {
-        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/seeds/000_fd4e5c8ba954ba6b.txt"));
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/seeds/000_fd4e5c8ba954ba6b.txt"
+        ));
         let text = std::fs::read_to_string(path).expect("../shared beside the repository");
-        let wf = crate::model::load_str(path, &text, &Registry::standard()).ok().unwrap().workflow;
+        let wf = crate::model::load_str(path, &text, &Registry::standard())
+            .ok()
+            .unwrap()
+            .workflow;
         let g = Graph::of(&wf);
         let m = g.mermaid();
         assert!(m.starts_with("flowchart TD\n"));
-        assert!(m.contains("s_has_results -->|\"then\"| s_has_results_then_1"), "{m}");
-        assert!(m.contains("s_has_results -->|\"else\"| s_has_results_else_1"), "{m}");
+        assert!(
+            m.contains("s_has_results -->|\"then\"| s_has_results_then_1"),
+            "{m}"
+        );
+        assert!(
+            m.contains("s_has_results -->|\"else\"| s_has_results_else_1"),
+            "{m}"
+        );
         assert!(m.contains("s_has_results_then_2 --> s_set_outputs"), "{m}");
         assert!(m.contains("s_set_outputs --> end"), "{m}");
         let d = g.dot();

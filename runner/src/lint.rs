@@ -8,7 +8,17 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// Names every template can use without a step defining them.
-const ALWAYS: &[&str] = &["inputs", "steps", "env", "true", "false", "none", "null", "undefined", "loop"];
+const ALWAYS: &[&str] = &[
+    "inputs",
+    "steps",
+    "env",
+    "true",
+    "false",
+    "none",
+    "null",
+    "undefined",
+    "loop",
+];
 
 pub fn lint(wf: &Workflow, t: &Templates) -> Vec<Diagnostic> {
     let mut cx = Lint {
@@ -65,7 +75,15 @@ impl Lint<'_> {
     }
 
     /// Checks the names a template (or an expression, when `expr`) reads.
-    fn names(&mut self, step: &Step, field: &[&str], src: &str, expr: bool, scope: &BTreeSet<String>, in_loop: bool) {
+    fn names(
+        &mut self,
+        step: &Step,
+        field: &[&str],
+        src: &str,
+        expr: bool,
+        scope: &BTreeSet<String>,
+        in_loop: bool,
+    ) {
         self.used_text.push_str(src);
         self.used_text.push('\n');
         if !expr && !has_tags(src) {
@@ -82,26 +100,50 @@ impl Lint<'_> {
                 }
                 continue;
             }
-            let known: Vec<&str> = scope.iter().map(String::as_str).chain(self.defined_anywhere.iter().map(String::as_str)).collect();
+            let known: Vec<&str> = scope
+                .iter()
+                .map(String::as_str)
+                .chain(self.defined_anywhere.iter().map(String::as_str))
+                .collect();
             let hint = did_you_mean(&name, &known).map(|c| format!("did you mean `{c}`?"));
-            self.warn(pos, format!("`{name}` is not defined by any step or input"), hint);
+            self.warn(
+                pos,
+                format!("`{name}` is not defined by any step or input"),
+                hint,
+            );
         }
     }
 
-    fn value(&mut self, step: &Step, field: &[&str], v: &Value, scope: &BTreeSet<String>, in_loop: bool) {
+    fn value(
+        &mut self,
+        step: &Step,
+        field: &[&str],
+        v: &Value,
+        scope: &BTreeSet<String>,
+        in_loop: bool,
+    ) {
         match v {
             Value::String(s) => {
                 // Script bodies are JavaScript: only their `{{ }}` parts are templates.
                 self.names(step, field, s, false, scope, in_loop)
             }
-            Value::Array(a) => a.iter().for_each(|x| self.value(step, field, x, scope, in_loop)),
-            Value::Object(m) => m.values().for_each(|x| self.value(step, field, x, scope, in_loop)),
+            Value::Array(a) => a
+                .iter()
+                .for_each(|x| self.value(step, field, x, scope, in_loop)),
+            Value::Object(m) => m
+                .values()
+                .for_each(|x| self.value(step, field, x, scope, in_loop)),
             _ => {}
         }
     }
 
     fn constant(&self, cond: &str) -> Option<bool> {
-        let c = cond.trim().trim_start_matches("{{").trim_end_matches("}}").trim().to_ascii_lowercase();
+        let c = cond
+            .trim()
+            .trim_start_matches("{{")
+            .trim_end_matches("}}")
+            .trim()
+            .to_ascii_lowercase();
         match c.as_str() {
             "true" | "1" | "yes" => Some(true),
             "false" | "0" | "no" | "none" | "null" => Some(false),
@@ -115,64 +157,107 @@ impl Lint<'_> {
         }
         match &s.kind {
             StepKind::Action { inputs, .. } => self.value(s, &["inputs"], inputs, scope, in_loop),
-            StepKind::SubWorkflow { inputs, .. } => self.value(s, &["inputs"], inputs, scope, in_loop),
+            StepKind::SubWorkflow { inputs, .. } => {
+                self.value(s, &["inputs"], inputs, scope, in_loop)
+            }
             StepKind::Wait { duration } => self.value(s, &["duration"], duration, scope, in_loop),
-            StepKind::If { condition, then, otherwise } => {
+            StepKind::If {
+                condition,
+                then,
+                otherwise,
+            } => {
                 self.names(s, &["condition"], condition, true, scope, in_loop);
                 match self.constant(condition) {
-                    Some(true) if !otherwise.is_empty() => {
-                        self.warn(s.field_pos(&["condition"]), "the condition is always true: the `else` steps never run".into(), None)
-                    }
-                    Some(false) if !then.is_empty() => {
-                        self.warn(s.field_pos(&["condition"]), "the condition is always false: the `then` steps never run".into(), None)
-                    }
+                    Some(true) if !otherwise.is_empty() => self.warn(
+                        s.field_pos(&["condition"]),
+                        "the condition is always true: the `else` steps never run".into(),
+                        None,
+                    ),
+                    Some(false) if !then.is_empty() => self.warn(
+                        s.field_pos(&["condition"]),
+                        "the condition is always false: the `then` steps never run".into(),
+                        None,
+                    ),
                     _ => {}
                 }
                 self.steps(then, &mut scope.clone(), in_loop);
                 self.steps(otherwise, &mut scope.clone(), in_loop);
             }
-            StepKind::Switch { expression, cases, default } => {
+            StepKind::Switch {
+                expression,
+                cases,
+                default,
+            } => {
                 self.names(s, &["expression"], expression, false, scope, in_loop);
                 for (_, steps) in cases {
                     self.steps(steps, &mut scope.clone(), in_loop);
                 }
                 self.steps(default, &mut scope.clone(), in_loop);
             }
-            StepKind::ForEach { items, item_variable, index_variable, steps } => {
+            StepKind::ForEach {
+                items,
+                item_variable,
+                index_variable,
+                steps,
+            } => {
                 self.value(s, &["items"], items, scope, in_loop);
                 let mut inner = scope.clone();
                 inner.insert(item_variable.clone());
                 inner.extend(index_variable.clone());
                 self.steps(steps, &mut inner, true);
             }
-            StepKind::While { condition, steps, .. } => {
+            StepKind::While {
+                condition, steps, ..
+            } => {
                 self.names(s, &["condition"], condition, true, scope, true);
                 self.steps(steps, &mut scope.clone(), true);
             }
-            StepKind::Try { body, catch, finally } => {
+            StepKind::Try {
+                body,
+                catch,
+                finally,
+            } => {
                 self.steps(body, &mut scope.clone(), in_loop);
                 let mut c = scope.clone();
                 c.insert("error".into());
                 self.steps(catch, &mut c, in_loop);
                 self.steps(finally, &mut scope.clone(), in_loop);
             }
-            StepKind::Map { items, item_variable, expression } => {
+            StepKind::Map {
+                items,
+                item_variable,
+                expression,
+            } => {
                 self.value(s, &["items"], items, scope, in_loop);
                 let mut inner = scope.clone();
                 inner.extend([item_variable.clone(), "index".into()]);
                 self.value(s, &["expression"], expression, &inner, in_loop);
             }
-            StepKind::Filter { items, item_variable, condition } => {
+            StepKind::Filter {
+                items,
+                item_variable,
+                condition,
+            } => {
                 self.value(s, &["items"], items, scope, in_loop);
                 let mut inner = scope.clone();
                 inner.extend([item_variable.clone(), "index".into()]);
                 self.names(s, &["condition"], condition, true, &inner, in_loop);
             }
-            StepKind::Reduce { items, item_variable, accumulator_variable, initial_value, expression } => {
+            StepKind::Reduce {
+                items,
+                item_variable,
+                accumulator_variable,
+                initial_value,
+                expression,
+            } => {
                 self.value(s, &["items"], items, scope, in_loop);
                 self.value(s, &["initial_value"], initial_value, scope, in_loop);
                 let mut inner = scope.clone();
-                inner.extend([item_variable.clone(), accumulator_variable.clone(), "index".into()]);
+                inner.extend([
+                    item_variable.clone(),
+                    accumulator_variable.clone(),
+                    "index".into(),
+                ]);
                 self.value(s, &["expression"], expression, &inner, in_loop);
             }
             StepKind::Parallel { branches, .. } => {
@@ -193,9 +278,16 @@ impl Lint<'_> {
     fn unused_inputs(&mut self) {
         for input in &self.wf.inputs {
             let n = regex::escape(&input.name);
-            let re = regex::Regex::new(&format!(r#"\binputs\s*(\.\s*{n}\b|\[\s*['"]{n}['"]\s*\])|\b{n}\b"#)).expect("valid regex");
+            let re = regex::Regex::new(&format!(
+                r#"\binputs\s*(\.\s*{n}\b|\[\s*['"]{n}['"]\s*\])|\b{n}\b"#
+            ))
+            .expect("valid regex");
             if !re.is_match(&self.used_text) {
-                self.warn(input.pos, format!("input `{}` is never used", input.name), None);
+                self.warn(
+                    input.pos,
+                    format!("input `{}` is never used", input.name),
+                    None,
+                );
             }
         }
     }
@@ -219,8 +311,12 @@ mod tests {
     use std::path::Path;
 
     fn lint_str(text: &str) -> Vec<String> {
-        let l = crate::model::load_str(Path::new("t.md"), text, &Registry::standard()).unwrap_or_else(|e| panic!("{e:?}"));
-        lint(&l.workflow, &Templates::new()).into_iter().map(|d| d.render()).collect()
+        let l = crate::model::load_str(Path::new("t.md"), text, &Registry::standard())
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        lint(&l.workflow, &Templates::new())
+            .into_iter()
+            .map(|d| d.render())
+            .collect()
     }
 
     #[test]
@@ -229,7 +325,10 @@ mod tests {
             "---\nworkflow: {id: x}\ninputs:\n  query: {type: string}\n  unused: {type: string}\n---\n\n```yaml\naction: core.set\ninputs: {q: '{{ inputs.query }}'}\noutput_variable: search_results\n```\n\n```yaml\ntype: if\ncondition: 'true'\nthen:\n  - action: core.set\n    inputs: {a: '{{ serch_results.found }}'}\nelse:\n  - action: core.log\n    inputs: {message: x}\n```\n",
         );
         let all = w.join("\n");
-        assert!(all.contains("`serch_results` is not defined by any step or input"), "{all}");
+        assert!(
+            all.contains("`serch_results` is not defined by any step or input"),
+            "{all}"
+        );
         assert!(all.contains("did you mean `search_results`?"), "{all}");
         assert!(all.contains("input `unused` is never used"), "{all}");
         assert!(!all.contains("input `query` is never used"), "{all}");
@@ -239,7 +338,10 @@ mod tests {
 
     #[test]
     fn the_seed_is_clean() {
-        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/seeds/000_fd4e5c8ba954ba6b.txt"));
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/seeds/000_fd4e5c8ba954ba6b.txt"
+        ));
         let text = std::fs::read_to_string(path).expect("../shared beside the repository");
         let w = lint_str(&text);
         assert!(w.is_empty(), "{w:?}");

@@ -32,7 +32,8 @@ pub enum InputType {
 }
 
 impl InputType {
-    pub const NAMES: &'static [&'static str] = &["string", "number", "integer", "boolean", "array", "object"];
+    pub const NAMES: &'static [&'static str] =
+        &["string", "number", "integer", "boolean", "array", "object"];
     fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "string" => InputType::String,
@@ -281,15 +282,23 @@ impl StepKind {
             | StepKind::Filter { .. }
             | StepKind::Reduce { .. }
             | StepKind::SubWorkflow { .. } => vec![],
-            StepKind::Parallel { branches, .. } => branches.iter().map(|b| b.steps.as_slice()).collect(),
-            StepKind::If { then, otherwise, .. } => vec![then, otherwise],
+            StepKind::Parallel { branches, .. } => {
+                branches.iter().map(|b| b.steps.as_slice()).collect()
+            }
+            StepKind::If {
+                then, otherwise, ..
+            } => vec![then, otherwise],
             StepKind::Switch { cases, default, .. } => {
                 let mut v: Vec<&[Step]> = cases.iter().map(|(_, s)| s.as_slice()).collect();
                 v.push(default);
                 v
             }
             StepKind::ForEach { steps, .. } | StepKind::While { steps, .. } => vec![steps],
-            StepKind::Try { body, catch, finally } => vec![body, catch, finally],
+            StepKind::Try {
+                body,
+                catch,
+                finally,
+            } => vec![body, catch, finally],
         }
     }
 }
@@ -343,7 +352,10 @@ pub fn load_file(path: &Path, registry: &Registry) -> Result<Loaded, Vec<Diagnos
     let text = String::from_utf8(text).map_err(|e| {
         vec![Diagnostic::file_error(
             &path.display().to_string(),
-            format!("workflow file is not UTF-8 (invalid byte at offset {})", e.utf8_error().valid_up_to()),
+            format!(
+                "workflow file is not UTF-8 (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
         )]
     })?;
     load_str(path, &text, registry)
@@ -461,19 +473,43 @@ pub const COMMON_KEYS: &[&str] = &[
 
 /// Step types and their own keys.
 pub const KINDS: &[(&str, &[&str])] = &[
-    ("action", &["action", "inputs", "prompt", "prompt_inputs", "permissions"]),
+    (
+        "action",
+        &["action", "inputs", "prompt", "prompt_inputs", "permissions"],
+    ),
     ("script", &["inputs", "code"]),
     ("if", &["condition", "then", "else", "steps"]),
     ("switch", &["expression", "cases", "default"]),
-    ("for_each", &["items", "item_variable", "index_variable", "steps", "max_concurrent"]),
+    (
+        "for_each",
+        &[
+            "items",
+            "item_variable",
+            "index_variable",
+            "steps",
+            "max_concurrent",
+        ],
+    ),
     ("while", &["condition", "max_iterations", "steps"]),
     ("try", &["try", "catch", "finally"]),
     ("wait", &["duration", "mode"]),
     ("map", &["items", "item_variable", "expression"]),
     ("filter", &["items", "item_variable", "condition"]),
-    ("reduce", &["items", "item_variable", "accumulator_variable", "initial_value", "expression"]),
+    (
+        "reduce",
+        &[
+            "items",
+            "item_variable",
+            "accumulator_variable",
+            "initial_value",
+            "expression",
+        ],
+    ),
     ("parallel", &["branches", "max_concurrent"]),
-    ("workflow", &["workflow", "inputs", "use_subagent", "subagent_config"]),
+    (
+        "workflow",
+        &["workflow", "inputs", "use_subagent", "subagent_config"],
+    ),
 ];
 
 /// Step types of the peer's format that this version does not run yet.
@@ -496,19 +532,23 @@ struct Parsed {
 
 impl Cx<'_> {
     fn err(&mut self, pos: Pos, msg: impl Into<String>) -> &mut Diagnostic {
-        self.errors.push(Diagnostic::error(&self.src, Some(pos), msg));
+        self.errors
+            .push(Diagnostic::error(&self.src, Some(pos), msg));
         self.errors.last_mut().unwrap()
     }
 
     fn warn(&mut self, pos: Pos, msg: impl Into<String>) {
-        self.warnings.push(Diagnostic::warning(&self.src, Some(pos), msg));
+        self.warnings
+            .push(Diagnostic::warning(&self.src, Some(pos), msg));
     }
 
     fn parse_yaml(&mut self, yaml: &YamlText) -> Option<Parsed> {
         match serde_yaml::from_str::<serde_yaml::Value>(&yaml.text) {
             Ok(v) => {
-                let node = positions(&yaml.text)
-                    .unwrap_or(PosNode::Scalar(YPos { line: 1, col: 1 }, ScalarStyle::Plain));
+                let node = positions(&yaml.text).unwrap_or(PosNode::Scalar(
+                    YPos { line: 1, col: 1 },
+                    ScalarStyle::Plain,
+                ));
                 Some(Parsed {
                     value: yaml_to_json(v),
                     spans: Arc::new(Spans {
@@ -518,7 +558,10 @@ impl Cx<'_> {
                 })
             }
             Err(e) => {
-                let (line, col) = e.location().map(|l| (l.line(), l.column())).unwrap_or((1, 1));
+                let (line, col) = e
+                    .location()
+                    .map(|l| (l.line(), l.column()))
+                    .unwrap_or((1, 1));
                 let pos = yaml.file_pos(line, col);
                 // serde_yaml says "... at line L column C[, while ... at line L2 column C2]"
                 // within the block: drop the first (shown in the header), map the rest.
@@ -540,7 +583,14 @@ impl Cx<'_> {
         }
     }
 
-    fn check_keys(&mut self, obj: &Map<String, Value>, allowed: &[&str], spans: &Spans, path: &[String], what: &str) {
+    fn check_keys(
+        &mut self,
+        obj: &Map<String, Value>,
+        allowed: &[&str],
+        spans: &Spans,
+        path: &[String],
+        what: &str,
+    ) {
         for k in obj.keys() {
             if !allowed.contains(&k.as_str()) {
                 let mut p = path.to_vec();
@@ -550,7 +600,9 @@ impl Cx<'_> {
                 let pos = spans.yaml.file_pos(kp.line, kp.col);
                 let hint = did_you_mean(k, allowed).map(|c| format!("did you mean `{c}`?"));
                 let d = self.err(pos, format!("unknown key `{k}` in {what}"));
-                d.hints.push(hint.unwrap_or_else(|| format!("expected one of: {}", allowed.join(", "))));
+                d.hints.push(
+                    hint.unwrap_or_else(|| format!("expected one of: {}", allowed.join(", "))),
+                );
             }
         }
     }
@@ -591,8 +643,13 @@ impl Cx<'_> {
             for k in top.keys() {
                 if !TOP_KEYS.contains(&k.as_str()) {
                     let pos = spans.key_pos(k);
-                    let hint = did_you_mean(k, TOP_KEYS).map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default();
-                    self.warn(pos, format!("unknown frontmatter key `{k}` is ignored{hint}"));
+                    let hint = did_you_mean(k, TOP_KEYS)
+                        .map(|c| format!(" (did you mean `{c}`?)"))
+                        .unwrap_or_default();
+                    self.warn(
+                        pos,
+                        format!("unknown frontmatter key `{k}` is ignored{hint}"),
+                    );
                 }
             }
             self.meta(&top, &spans, &mut wf.meta);
@@ -623,14 +680,20 @@ impl Cx<'_> {
             wf.steps = self.body_steps(&doc.blocks);
         }
         if wf.steps.is_empty() && self.errors.is_empty() {
-            self.warn(Pos { line: 1, col: 1 }, "the workflow has no steps (no ```yaml step blocks and no frontmatter `steps:`)");
+            self.warn(
+                Pos { line: 1, col: 1 },
+                "the workflow has no steps (no ```yaml step blocks and no frontmatter `steps:`)",
+            );
         }
         wf
     }
 
     fn meta(&mut self, top: &Map<String, Value>, spans: &Arc<Spans>, meta: &mut Meta) {
         let Some(w) = top.get("workflow") else {
-            self.warn(spans.pos(&[]), "the frontmatter has no `workflow:` section (id, name, version)");
+            self.warn(
+                spans.pos(&[]),
+                "the frontmatter has no `workflow:` section (id, name, version)",
+            );
             return;
         };
         let Value::Object(w) = w else {
@@ -657,10 +720,15 @@ impl Cx<'_> {
     }
 
     fn tools(&mut self, top: &Map<String, Value>, spans: &Arc<Spans>) {
-        let Some(tools) = top.get("tools") else { return };
+        let Some(tools) = top.get("tools") else {
+            return;
+        };
         let Value::Object(tools) = tools else {
             let pos = spans.pos(&["tools".into()]);
-            self.err(pos, "`tools` must be a mapping of tool names to `{sdk, auth, options}`");
+            self.err(
+                pos,
+                "`tools` must be a mapping of tool names to `{sdk, auth, options}`",
+            );
             return;
         };
         for (name, t) in tools {
@@ -681,7 +749,9 @@ impl Cx<'_> {
             };
             if !self.registry.knows_sdk(&sdk) {
                 let known: Vec<&str> = self.registry.sdks().collect();
-                let hint = did_you_mean(&sdk, &known).map(|c| format!("; did you mean `{c}`?")).unwrap_or_default();
+                let hint = did_you_mean(&sdk, &known)
+                    .map(|c| format!("; did you mean `{c}`?"))
+                    .unwrap_or_default();
                 let mut p = path.clone();
                 p.push("sdk".into());
                 let pos = spans.pos(&p);
@@ -702,10 +772,15 @@ impl Cx<'_> {
 
     fn inputs(&mut self, top: &Map<String, Value>, spans: &Arc<Spans>) -> Vec<InputDef> {
         let mut out = Vec::new();
-        let Some(inputs) = top.get("inputs") else { return out };
+        let Some(inputs) = top.get("inputs") else {
+            return out;
+        };
         let Value::Object(inputs) = inputs else {
             let pos = spans.pos(&["inputs".into()]);
-            self.err(pos, "`inputs` must be a mapping of input names to definitions");
+            self.err(
+                pos,
+                "`inputs` must be a mapping of input names to definitions",
+            );
             return out;
         };
         for (name, def) in inputs {
@@ -725,7 +800,10 @@ impl Cx<'_> {
                 }
                 Value::Null => Map::new(),
                 _ => {
-                    self.err(pos, format!("input `{name}` must be a mapping with `type:`"));
+                    self.err(
+                        pos,
+                        format!("input `{name}` must be a mapping with `type:`"),
+                    );
                     continue;
                 }
             };
@@ -741,7 +819,8 @@ impl Cx<'_> {
                     Some(ty) => ty,
                     None => {
                         let hint = did_you_mean(t, InputType::NAMES);
-                        let d = self.err(field("type"), format!("input `{name}`: unknown type `{t}`"));
+                        let d =
+                            self.err(field("type"), format!("input `{name}`: unknown type `{t}`"));
                         d.hints.push(match hint {
                             Some(c) => format!("did you mean `{c}`?"),
                             None => format!("expected one of: {}", InputType::NAMES.join(", ")),
@@ -750,7 +829,10 @@ impl Cx<'_> {
                     }
                 },
                 Some(_) => {
-                    self.err(field("type"), format!("input `{name}`: `type` must be a string"));
+                    self.err(
+                        field("type"),
+                        format!("input `{name}`: `type` must be a string"),
+                    );
                     continue;
                 }
             };
@@ -763,7 +845,10 @@ impl Cx<'_> {
                 None | Some(Value::Null) => false,
                 Some(Value::Bool(b)) => *b,
                 Some(_) => {
-                    self.err(field("required"), format!("input `{name}`: `required` must be true or false"));
+                    self.err(
+                        field("required"),
+                        format!("input `{name}`: `required` must be true or false"),
+                    );
                     false
                 }
             };
@@ -771,7 +856,10 @@ impl Cx<'_> {
                 Some(Value::String(p)) => match regex::Regex::new(&format!("^(?:{p})$")) {
                     Ok(r) => Some(r),
                     Err(e) => {
-                        self.err(field("pattern"), format!("input `{name}`: invalid pattern: {e}"));
+                        self.err(
+                            field("pattern"),
+                            format!("input `{name}`: invalid pattern: {e}"),
+                        );
                         None
                     }
                 },
@@ -780,7 +868,10 @@ impl Cx<'_> {
             let allowed = match get("enum") {
                 Some(Value::Array(a)) => Some(a.clone()),
                 Some(_) => {
-                    self.err(field("enum"), format!("input `{name}`: `enum` must be a list"));
+                    self.err(
+                        field("enum"),
+                        format!("input `{name}`: `enum` must be a list"),
+                    );
                     None
                 }
                 None => None,
@@ -823,7 +914,10 @@ impl Cx<'_> {
                 .collect(),
             Some(_) => {
                 let pos = spans.pos(&["outputs".into()]);
-                self.err(pos, "`outputs` must be a mapping of output names to `{type, description}`");
+                self.err(
+                    pos,
+                    "`outputs` must be a mapping of output names to `{type, description}`",
+                );
                 Vec::new()
             }
         }
@@ -832,7 +926,9 @@ impl Cx<'_> {
     fn triggers(&mut self, top: &Map<String, Value>, spans: &Arc<Spans>) -> Vec<Trigger> {
         const KINDS: &[&str] = &["manual", "webhook", "schedule", "event", "file_watch"];
         let mut out = Vec::new();
-        let Some(t) = top.get("triggers") else { return out };
+        let Some(t) = top.get("triggers") else {
+            return out;
+        };
         let Value::Array(items) = t else {
             let pos = spans.pos(&["triggers".into()]);
             self.err(pos, "`triggers` must be a list like `- type: webhook`");
@@ -882,7 +978,9 @@ impl Cx<'_> {
     fn body_steps(&mut self, blocks: &[Block]) -> Vec<Step> {
         let mut steps = Vec::new();
         for b in blocks {
-            let Some(Parsed { value, spans }) = self.parse_yaml(&b.yaml) else { continue };
+            let Some(Parsed { value, spans }) = self.parse_yaml(&b.yaml) else {
+                continue;
+            };
             let name = b.heading.as_ref().map(|h| {
                 if b.index_under_heading > 0 {
                     format!("{h} ({})", b.index_under_heading + 1)
@@ -897,7 +995,8 @@ impl Cx<'_> {
                     if list.len() > 1 {
                         for (k, s) in list.iter_mut().enumerate() {
                             if s.name.as_deref() == name.as_deref() && name.is_some() {
-                                s.name = Some(format!("{} ({})", name.as_deref().unwrap_or(""), k + 1));
+                                s.name =
+                                    Some(format!("{} ({})", name.as_deref().unwrap_or(""), k + 1));
                             }
                         }
                     }
@@ -906,7 +1005,13 @@ impl Cx<'_> {
                 }
                 Value::Object(m) if is_step(m) => {
                     let n = steps.len() + 1;
-                    if let Some(s) = self.step(&value, &spans, Vec::new(), &format!("step_{n}"), name.as_deref()) {
+                    if let Some(s) = self.step(
+                        &value,
+                        &spans,
+                        Vec::new(),
+                        &format!("step_{n}"),
+                        name.as_deref(),
+                    ) {
                         steps.push(s);
                     }
                 }
@@ -921,7 +1026,14 @@ impl Cx<'_> {
         steps
     }
 
-    fn step_list(&mut self, items: &[Value], spans: &Arc<Spans>, path: &[String], prefix: &str, heading: Option<&str>) -> Vec<Step> {
+    fn step_list(
+        &mut self,
+        items: &[Value],
+        spans: &Arc<Spans>,
+        path: &[String],
+        prefix: &str,
+        heading: Option<&str>,
+    ) -> Vec<Step> {
         let mut out = Vec::new();
         for (i, item) in items.iter().enumerate() {
             let mut p = path.to_vec();
@@ -938,7 +1050,14 @@ impl Cx<'_> {
         out
     }
 
-    fn step(&mut self, v: &Value, spans: &Arc<Spans>, path: Vec<String>, default_id: &str, heading: Option<&str>) -> Option<Step> {
+    fn step(
+        &mut self,
+        v: &Value,
+        spans: &Arc<Spans>,
+        path: Vec<String>,
+        default_id: &str,
+        heading: Option<&str>,
+    ) -> Option<Step> {
         let pos = spans.pos(&path);
         let Value::Object(m) = v else {
             self.err(pos, "a step must be a mapping with `action:` or `type:`");
@@ -955,23 +1074,35 @@ impl Cx<'_> {
                 self.err(field("type"), "`type` must be a string");
                 return None;
             }
-            None => match infer_kind(m) {
-                Some(k) => k.to_string(),
-                None => {
-                    self.err(pos, "cannot tell what this step does: it has no `action`, `workflow` or `type`");
-                    return None;
+            None => {
+                match infer_kind(m) {
+                    Some(k) => k.to_string(),
+                    None => {
+                        self.err(pos, "cannot tell what this step does: it has no `action`, `workflow` or `type`");
+                        return None;
+                    }
                 }
-            },
+            }
         };
         if NOT_YET.contains(&kind_name.as_str()) {
             self.err(
-                if m.contains_key("type") { field("type") } else { pos },
-                format!("step type `{kind_name}` is not supported by this version of marktoflow yet"),
+                if m.contains_key("type") {
+                    field("type")
+                } else {
+                    pos
+                },
+                format!(
+                    "step type `{kind_name}` is not supported by this version of marktoflow yet"
+                ),
             );
             return None;
         }
         let Some((_, own_keys)) = KINDS.iter().find(|(k, _)| *k == kind_name) else {
-            let names: Vec<&str> = KINDS.iter().map(|(k, _)| *k).chain(NOT_YET.iter().copied()).collect();
+            let names: Vec<&str> = KINDS
+                .iter()
+                .map(|(k, _)| *k)
+                .chain(NOT_YET.iter().copied())
+                .collect();
             let hint = did_you_mean(&kind_name, &names);
             let d = self.err(field("type"), format!("unknown step type `{kind_name}`"));
             d.hints.push(match hint {
@@ -982,14 +1113,27 @@ impl Cx<'_> {
         };
         let allowed: Vec<&str> = COMMON_KEYS.iter().chain(own_keys.iter()).copied().collect();
         let n_errors = self.errors.len();
-        let article = if kind_name.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
-        self.check_keys(m, &allowed, spans, &path, &format!("{article} `{kind_name}` step"));
+        let article = if kind_name.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "an"
+        } else {
+            "a"
+        };
+        self.check_keys(
+            m,
+            &allowed,
+            spans,
+            &path,
+            &format!("{article} `{kind_name}` step"),
+        );
 
         let id = match m.get("id") {
             Some(Value::String(s)) => s.clone(),
             Some(other) => scalar_string(other),
             None => {
-                let base = heading.map(slug).filter(|s| !s.is_empty()).unwrap_or_else(|| default_id.to_string());
+                let base = heading
+                    .map(slug)
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| default_id.to_string());
                 let mut id = base.clone();
                 let mut n = 2;
                 while self.ids.iter().any(|(i, _)| *i == id) {
@@ -1002,7 +1146,8 @@ impl Cx<'_> {
         if let Some((_, prev)) = self.ids.iter().find(|(i, _)| *i == id) {
             let prev = *prev;
             let d = self.err(field("id"), format!("duplicate step id `{id}`"));
-            d.hints.push(format!("the same id is used at line {}", prev.line));
+            d.hints
+                .push(format!("the same id is used at line {}", prev.line));
         }
         self.ids.push((id.clone(), pos));
 
@@ -1017,15 +1162,22 @@ impl Cx<'_> {
                 }
             }
         };
-        let output_variable = str_field(self, "output_variable").or_else(|| str_field(self, "outputVariable"));
+        let output_variable =
+            str_field(self, "output_variable").or_else(|| str_field(self, "outputVariable"));
         let model = str_field(self, "model");
-        let name = m.get("name").map(scalar_string).or_else(|| heading.map(str::to_string));
+        let name = m
+            .get("name")
+            .map(scalar_string)
+            .or_else(|| heading.map(str::to_string));
         let conditions = match m.get("conditions") {
             None => Vec::new(),
             Some(Value::Array(c)) => c.iter().map(scalar_string).collect(),
             Some(Value::String(s)) => vec![s.clone()],
             Some(_) => {
-                self.err(field("conditions"), "`conditions` must be a list of expressions");
+                self.err(
+                    field("conditions"),
+                    "`conditions` must be a list of expressions",
+                );
                 Vec::new()
             }
         };
@@ -1093,8 +1245,15 @@ impl Cx<'_> {
                         if resolved.kind == ActionKind::Script
                             && !matches!(inputs.get("code"), Some(Value::String(_)))
                         {
-                            let p = if m.contains_key("inputs") { field("inputs") } else { pos };
-                            self.err(p, "a script step needs `inputs.code` (a string of JavaScript)");
+                            let p = if m.contains_key("inputs") {
+                                field("inputs")
+                            } else {
+                                pos
+                            };
+                            self.err(
+                                p,
+                                "a script step needs `inputs.code` (a string of JavaScript)",
+                            );
                         }
                         StepKind::Action {
                             action,
@@ -1103,7 +1262,11 @@ impl Cx<'_> {
                         }
                     }
                     Err(e) => {
-                        let p = if m.contains_key("action") { field("action") } else { pos };
+                        let p = if m.contains_key("action") {
+                            field("action")
+                        } else {
+                            pos
+                        };
                         let d = self.err(p, e.message);
                         if let Some(h) = e.hint {
                             d.hints.push(h);
@@ -1136,7 +1299,13 @@ impl Cx<'_> {
                             p.push(k.clone());
                             match v {
                                 Value::Array(items) => {
-                                    let steps = self.step_list(items, spans, &p, &format!("{id}_{}", slug(k)), None);
+                                    let steps = self.step_list(
+                                        items,
+                                        spans,
+                                        &p,
+                                        &format!("{id}_{}", slug(k)),
+                                        None,
+                                    );
                                     cases.push((k.clone(), steps));
                                 }
                                 _ => {
@@ -1147,7 +1316,10 @@ impl Cx<'_> {
                         }
                     }
                     _ => {
-                        self.err(field("cases"), "`cases` must be a mapping of values to lists of steps");
+                        self.err(
+                            field("cases"),
+                            "`cases` must be a mapping of values to lists of steps",
+                        );
                     }
                 }
                 let default = child(self, "default", &format!("{id}_default"));
@@ -1167,7 +1339,8 @@ impl Cx<'_> {
                 };
                 StepKind::ForEach {
                     items,
-                    item_variable: str_field(self, "item_variable").unwrap_or_else(|| "item".into()),
+                    item_variable: str_field(self, "item_variable")
+                        .unwrap_or_else(|| "item".into()),
                     index_variable: str_field(self, "index_variable"),
                     steps: child(self, "steps", &format!("{id}_step")),
                 }
@@ -1179,7 +1352,10 @@ impl Cx<'_> {
                     Some(v) => match v.as_u64() {
                         Some(n) if n > 0 => n,
                         _ => {
-                            self.err(field("max_iterations"), "`max_iterations` must be a positive whole number");
+                            self.err(
+                                field("max_iterations"),
+                                "`max_iterations` must be a positive whole number",
+                            );
                             100
                         }
                     },
@@ -1203,7 +1379,8 @@ impl Cx<'_> {
                     self.err(pos, format!("a `{kind_name}` step needs `items`"));
                     return None;
                 };
-                let item_variable = str_field(self, "item_variable").unwrap_or_else(|| "item".into());
+                let item_variable =
+                    str_field(self, "item_variable").unwrap_or_else(|| "item".into());
                 match kind_name.as_str() {
                     "filter" => StepKind::Filter {
                         items,
@@ -1228,7 +1405,10 @@ impl Cx<'_> {
                                 accumulator_variable: str_field(self, "accumulator_variable")
                                     .unwrap_or_else(|| "accumulator".into()),
                                 // `0`, `''` and `false` are kept (the peer loses them).
-                                initial_value: m.get("initial_value").cloned().unwrap_or(Value::Null),
+                                initial_value: m
+                                    .get("initial_value")
+                                    .cloned()
+                                    .unwrap_or(Value::Null),
                                 expression,
                             }
                         }
@@ -1238,7 +1418,11 @@ impl Cx<'_> {
             "parallel" => {
                 let Some(Value::Array(list)) = m.get("branches") else {
                     self.err(
-                        if m.contains_key("branches") { field("branches") } else { pos },
+                        if m.contains_key("branches") {
+                            field("branches")
+                        } else {
+                            pos
+                        },
                         "a `parallel` step needs `branches`: a list of `{id, steps}`",
                     );
                     return None;
@@ -1254,7 +1438,10 @@ impl Cx<'_> {
                         continue;
                     };
                     self.check_keys(bm, &["id", "name", "steps"], spans, &p, "a branch");
-                    let bid = bm.get("id").map(scalar_string).unwrap_or_else(|| format!("branch_{}", i + 1));
+                    let bid = bm
+                        .get("id")
+                        .map(scalar_string)
+                        .unwrap_or_else(|| format!("branch_{}", i + 1));
                     if branches.iter().any(|x| x.id == bid) {
                         self.err(bpos, format!("duplicate branch id `{bid}`"));
                     }
@@ -1265,7 +1452,10 @@ impl Cx<'_> {
                             self.step_list(items, spans, &sp, &format!("{id}_{}", slug(&bid)), None)
                         }
                         _ => {
-                            self.err(bpos, format!("branch `{bid}` needs `steps`: a list of steps"));
+                            self.err(
+                                bpos,
+                                format!("branch `{bid}` needs `steps`: a list of steps"),
+                            );
                             Vec::new()
                         }
                     };
@@ -1276,7 +1466,10 @@ impl Cx<'_> {
                     Some(v) => match v.as_u64() {
                         Some(n) if n > 0 => n as usize,
                         _ => {
-                            self.err(field("max_concurrent"), "`max_concurrent` must be a positive whole number");
+                            self.err(
+                                field("max_concurrent"),
+                                "`max_concurrent` must be a positive whole number",
+                            );
                             1
                         }
                     },
@@ -1287,8 +1480,14 @@ impl Cx<'_> {
                 }
             }
             "workflow" => {
-                if m.get("use_subagent").and_then(Value::as_bool).unwrap_or(false) {
-                    self.err(field("use_subagent"), "`use_subagent` is not supported: the sub-workflow runs in this engine");
+                if m.get("use_subagent")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+                {
+                    self.err(
+                        field("use_subagent"),
+                        "`use_subagent` is not supported: the sub-workflow runs in this engine",
+                    );
                 }
                 let path_str = required_str(self, "workflow")?;
                 let inputs = match m.get("inputs") {
@@ -1326,7 +1525,9 @@ impl Cx<'_> {
 
     fn error_policy(&mut self, m: &Map<String, Value>, field: &dyn Fn(&str) -> Pos) -> ErrorPolicy {
         let mut pol = ErrorPolicy::default();
-        let key = ["error_handling", "errorHandling", "on_error"].into_iter().find(|k| m.contains_key(*k));
+        let key = ["error_handling", "errorHandling", "on_error"]
+            .into_iter()
+            .find(|k| m.contains_key(*k));
         let Some(key) = key else { return pol };
         let parse_action = |cx: &mut Self, s: &str| match s {
             "stop" | "fail" => Some(OnError::Stop),
@@ -1348,12 +1549,23 @@ impl Cx<'_> {
                 }
             }
             Value::Object(o) => {
-                const EH_KEYS: &[&str] = &["action", "max_retries", "retry_delay_seconds", "backoff", "max_delay_seconds", "fallback_action"];
+                const EH_KEYS: &[&str] = &[
+                    "action",
+                    "max_retries",
+                    "retry_delay_seconds",
+                    "backoff",
+                    "max_delay_seconds",
+                    "fallback_action",
+                ];
                 for k in o.keys() {
                     if !EH_KEYS.contains(&k.as_str()) {
                         let hint = did_you_mean(k, EH_KEYS).map(|c| format!("did you mean `{c}`?"));
                         let d = self.err(field(key), format!("unknown key `{k}` in `{key}`"));
-                        d.hints.push(hint.unwrap_or_else(|| format!("expected one of: {}", EH_KEYS.join(", "))));
+                        d.hints.push(
+                            hint.unwrap_or_else(|| {
+                                format!("expected one of: {}", EH_KEYS.join(", "))
+                            }),
+                        );
                     }
                 }
                 if let Some(Value::String(a)) = o.get("action") {
@@ -1369,7 +1581,11 @@ impl Cx<'_> {
                         }
                     }
                 }
-                let secs = |v: Option<&Value>| v.and_then(Value::as_f64).filter(|f| *f >= 0.0).map(Duration::from_secs_f64);
+                let secs = |v: Option<&Value>| {
+                    v.and_then(Value::as_f64)
+                        .filter(|f| *f >= 0.0)
+                        .map(Duration::from_secs_f64)
+                };
                 pol.retry_delay = secs(o.get("retry_delay_seconds"));
                 pol.max_delay = secs(o.get("max_delay_seconds"));
                 if let Some(Value::String(b)) = o.get("backoff") {
@@ -1380,7 +1596,10 @@ impl Cx<'_> {
                 }
             }
             _ => {
-                self.err(field(key), format!("`{key}` must be `stop`, `continue` or a mapping"));
+                self.err(
+                    field(key),
+                    format!("`{key}` must be `stop`, `continue` or a mapping"),
+                );
             }
         }
         pol
@@ -1398,7 +1617,10 @@ fn infer_kind(m: &Map<String, Value>) -> Option<&'static str> {
         "action"
     } else if has("workflow") {
         "workflow"
-    } else if has("condition") && (has("then") || has("else") || has("steps")) && !has("max_iterations") {
+    } else if has("condition")
+        && (has("then") || has("else") || has("steps"))
+        && !has("max_iterations")
+    {
         "if"
     } else if has("expression") && has("cases") {
         "switch"
@@ -1467,7 +1689,10 @@ mod tests {
 
     #[test]
     fn slugs() {
-        assert_eq!(slug("Step 3: Search Knowledge Base"), "search_knowledge_base");
+        assert_eq!(
+            slug("Step 3: Search Knowledge Base"),
+            "search_knowledge_base"
+        );
         assert_eq!(slug("2. Parse it!"), "parse_it");
         assert_eq!(slug("Stepping stones"), "stepping_stones");
     }
@@ -1479,22 +1704,57 @@ mod seed_tests {
 
     #[test]
     fn seed_parses_whole() {
-        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/seeds/000_fd4e5c8ba954ba6b.txt"));
-        let Ok(text) = std::fs::read_to_string(path) else { return };
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/seeds/000_fd4e5c8ba954ba6b.txt"
+        ));
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return;
+        };
         let loaded = load_str(path, &text, &Registry::standard()).unwrap_or_else(|e| {
-            panic!("{}", e.iter().map(|d| d.render()).collect::<Vec<_>>().join("\n"))
+            panic!(
+                "{}",
+                e.iter().map(|d| d.render()).collect::<Vec<_>>().join("\n")
+            )
         });
         let wf = loaded.workflow;
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
         assert_eq!(wf.meta.id, "lifeos-retrieval");
         let ids: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();
-        assert_eq!(ids, ["analyze_query_intent", "parse_query_analysis", "search_knowledge_base", "has_results", "set_outputs"]);
+        assert_eq!(
+            ids,
+            [
+                "analyze_query_intent",
+                "parse_query_analysis",
+                "search_knowledge_base",
+                "has_results",
+                "set_outputs"
+            ]
+        );
         assert_eq!(wf.steps[0].model.as_deref(), Some("haiku"));
-        assert_eq!(wf.steps[0].output_variable.as_deref(), Some("query_analysis_raw"));
-        assert_eq!(wf.steps[1].output_variable.as_deref(), Some("query_analysis"));
-        let StepKind::Action { inputs, .. } = &wf.steps[1].kind else { panic!() };
-        assert!(inputs["code"].as_str().unwrap().contains("return analysis;"));
-        let StepKind::If { condition, then, otherwise } = &wf.steps[3].kind else { panic!() };
+        assert_eq!(
+            wf.steps[0].output_variable.as_deref(),
+            Some("query_analysis_raw")
+        );
+        assert_eq!(
+            wf.steps[1].output_variable.as_deref(),
+            Some("query_analysis")
+        );
+        let StepKind::Action { inputs, .. } = &wf.steps[1].kind else {
+            panic!()
+        };
+        assert!(inputs["code"]
+            .as_str()
+            .unwrap()
+            .contains("return analysis;"));
+        let StepKind::If {
+            condition,
+            then,
+            otherwise,
+        } = &wf.steps[3].kind
+        else {
+            panic!()
+        };
         assert_eq!(condition, "{{ search_results.found }}");
         assert_eq!((then.len(), otherwise.len()), (2, 1));
         assert_eq!(wf.steps[3].name.as_deref(), Some("Step 4: Generate Answer"));
@@ -1524,7 +1784,9 @@ mod robustness {
         texts.push("---\nworkflow: {id: x}\nsteps: 5\n---\n".into());
         texts.push("---\ninputs: {a: {type: 3, enum: 4, pattern: '('}}\n---\n```yaml\n- 1\n- [a]\n- {type: 7}\n```\n".into());
         texts.push("---\nworkflow: {id: x}\n---\n```yaml\n&a [*a]\n```\n```yaml\ntype: if\ncondition: {x: 1}\nthen: 3\n```\n".into());
-        texts.push("\u{feff}---\r\nworkflow: {id: x}\r\n---\r\n```yml\r\naction: core.set\r\n```".into());
+        texts.push(
+            "\u{feff}---\r\nworkflow: {id: x}\r\n---\r\n```yml\r\naction: core.set\r\n```".into(),
+        );
         texts.push("---\nworkflow: {id: x}\n---\n```yaml\ntype: parallel\nbranches: [{id: a}, 3, {steps: [{action: core.set}]}]\n```\n```yaml\ntype: reduce\nitems: []\n```\n".into());
         let reg = Registry::standard();
         for text in &texts {

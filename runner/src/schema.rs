@@ -9,16 +9,31 @@ use serde_json::{json, Map, Value};
 /// What each key holds, for editors' completion and hover text.
 fn field(key: &str) -> Value {
     let (schema, doc): (Value, &str) = match key {
-        "id" => (json!({"type": "string"}), "Step id, unique in the workflow; default: the heading's slug"),
-        "name" => (json!({"type": "string"}), "Display name; default: the heading above the block"),
+        "id" => (
+            json!({"type": "string"}),
+            "Step id, unique in the workflow; default: the heading's slug",
+        ),
+        "name" => (
+            json!({"type": "string"}),
+            "Display name; default: the heading above the block",
+        ),
         "type" => (
             json!({"enum": KINDS.iter().map(|(k, _)| *k).filter(|k| *k != "action" && *k != "workflow").collect::<Vec<_>>()}),
             "Step type (inferred from the keys when absent)",
         ),
         "description" => (json!({"type": "string"}), "Free text"),
-        "output_variable" | "outputVariable" => (json!({"type": "string"}), "Store the step's output under this variable"),
-        "conditions" => (json!({"type": "array", "items": {"type": "string"}}), "All must hold, else the step is skipped"),
-        "timeout" => (json!({"type": ["string", "number"]}), "`30s`, `2m`, or milliseconds"),
+        "output_variable" | "outputVariable" => (
+            json!({"type": "string"}),
+            "Store the step's output under this variable",
+        ),
+        "conditions" => (
+            json!({"type": "array", "items": {"type": "string"}}),
+            "All must hold, else the step is skipped",
+        ),
+        "timeout" => (
+            json!({"type": ["string", "number"]}),
+            "`30s`, `2m`, or milliseconds",
+        ),
         "error_handling" | "errorHandling" => (
             json!({"type": "object", "additionalProperties": false, "properties": {
                 "action": {"enum": ["stop", "continue"]},
@@ -30,23 +45,62 @@ fn field(key: &str) -> Value {
             }}),
             "What to do when the step fails",
         ),
-        "on_error" => (json!({"enum": ["stop", "continue"]}), "Short form of error_handling.action"),
-        "model" => (json!({"type": "string"}), "Model for agent steps (`haiku`, `sonnet`, `opus`, or a provider's id)"),
+        "on_error" => (
+            json!({"enum": ["stop", "continue"]}),
+            "Short form of error_handling.action",
+        ),
+        "model" => (
+            json!({"type": "string"}),
+            "Model for agent steps (`haiku`, `sonnet`, `opus`, or a provider's id)",
+        ),
         "agent" => (json!({"type": "string"}), "Reserved"),
-        "action" => (json!({"type": "string", "pattern": "^[A-Za-z0-9_-]+\\.[A-Za-z0-9_.]+$"}), "`tool.method`, e.g. `agent.run`, `script.execute`, `core.set`"),
-        "inputs" => (json!({"type": "object"}), "The action's inputs; strings are templates"),
+        "action" => (
+            json!({"type": "string", "pattern": "^[A-Za-z0-9_-]+\\.[A-Za-z0-9_.]+$"}),
+            "`tool.method`, e.g. `agent.run`, `script.execute`, `core.set`",
+        ),
+        "inputs" => (
+            json!({"type": "object"}),
+            "The action's inputs; strings are templates",
+        ),
         "prompt" | "prompt_inputs" | "permissions" => (json!({}), "Accepted for compatibility"),
-        "code" => (json!({"type": "string"}), "JavaScript: the body of an async function"),
-        "condition" => (json!({"type": ["string", "boolean"]}), "An expression: `x > 3 and not y`, `'{{ found }}'`"),
-        "then" | "else" | "steps" | "default" | "try" | "catch" | "finally" => (json!({"type": "array", "items": {"$ref": "#/$defs/step"}}), "A list of steps"),
+        "code" => (
+            json!({"type": "string"}),
+            "JavaScript: the body of an async function",
+        ),
+        "condition" => (
+            json!({"type": ["string", "boolean"]}),
+            "An expression: `x > 3 and not y`, `'{{ found }}'`",
+        ),
+        "then" | "else" | "steps" | "default" | "try" | "catch" | "finally" => (
+            json!({"type": "array", "items": {"$ref": "#/$defs/step"}}),
+            "A list of steps",
+        ),
         "expression" => (json!({}), "A template (map/reduce: the value per item)"),
-        "cases" => (json!({"type": "object", "additionalProperties": {"type": "array", "items": {"$ref": "#/$defs/step"}}}), "Value → steps"),
-        "items" => (json!({"type": ["string", "array"]}), "A template giving a list, or a YAML list"),
-        "item_variable" => (json!({"type": "string"}), "Name of the current item (default `item`)"),
+        "cases" => (
+            json!({"type": "object", "additionalProperties": {"type": "array", "items": {"$ref": "#/$defs/step"}}}),
+            "Value → steps",
+        ),
+        "items" => (
+            json!({"type": ["string", "array"]}),
+            "A template giving a list, or a YAML list",
+        ),
+        "item_variable" => (
+            json!({"type": "string"}),
+            "Name of the current item (default `item`)",
+        ),
         "index_variable" => (json!({"type": "string"}), "Name of the current index"),
-        "max_concurrent" => (json!({"type": "integer", "minimum": 1}), "How many run at once"),
-        "max_iterations" => (json!({"type": "integer", "minimum": 1}), "Bound on passes (default 100)"),
-        "accumulator_variable" => (json!({"type": "string"}), "Name of the accumulator (default `accumulator`)"),
+        "max_concurrent" => (
+            json!({"type": "integer", "minimum": 1}),
+            "How many run at once",
+        ),
+        "max_iterations" => (
+            json!({"type": "integer", "minimum": 1}),
+            "Bound on passes (default 100)",
+        ),
+        "accumulator_variable" => (
+            json!({"type": "string"}),
+            "Name of the accumulator (default `accumulator`)",
+        ),
         "initial_value" => (json!({}), "Starting accumulator"),
         "branches" => (
             json!({"type": "array", "items": {"type": "object", "additionalProperties": false,
@@ -54,9 +108,18 @@ fn field(key: &str) -> Value {
                 "required": ["steps"]}}),
             "Lanes that run at the same time",
         ),
-        "duration" => (json!({"type": ["string", "number"]}), "`5s`, `2m`, or milliseconds"),
-        "mode" => (json!({"enum": ["duration"]}), "Only `duration` waits are supported"),
-        "workflow" => (json!({"type": "string"}), "Path of a sub-workflow, relative to this file"),
+        "duration" => (
+            json!({"type": ["string", "number"]}),
+            "`5s`, `2m`, or milliseconds",
+        ),
+        "mode" => (
+            json!({"enum": ["duration"]}),
+            "Only `duration` waits are supported",
+        ),
+        "workflow" => (
+            json!({"type": "string"}),
+            "Path of a sub-workflow, relative to this file",
+        ),
         "use_subagent" | "subagent_config" => (json!({}), "Not supported"),
         _ => (json!({}), ""),
     };
@@ -86,8 +149,12 @@ pub fn schema() -> Value {
         "type" => json!({"enum": InputType::NAMES}),
         "required" => json!({"type": "boolean"}),
         "enum" => json!({"type": "array"}),
-        "pattern" => json!({"type": "string", "description": "A regular expression the whole value must match"}),
-        "min" | "max" => json!({"type": "number", "description": "Bounds numbers, string lengths and list lengths"}),
+        "pattern" => {
+            json!({"type": "string", "description": "A regular expression the whole value must match"})
+        }
+        "min" | "max" => {
+            json!({"type": "number", "description": "Bounds numbers, string lengths and list lengths"})
+        }
         "description" => json!({"type": "string"}),
         _ => json!({}),
     });
@@ -105,25 +172,35 @@ pub fn schema() -> Value {
         }),
         "tools" => json!({"type": "object", "additionalProperties": {"$ref": "#/$defs/tool"}}),
         "inputs" => json!({"type": "object", "additionalProperties": {"$ref": "#/$defs/input"}}),
-        "outputs" => json!({"type": "object", "additionalProperties": {"type": "object", "properties": {"type": {"type": "string"}, "description": {"type": "string"}}}}),
+        "outputs" => {
+            json!({"type": "object", "additionalProperties": {"type": "object", "properties": {"type": {"type": "string"}, "description": {"type": "string"}}}})
+        }
         "steps" => json!({"type": "array", "items": {"$ref": "#/$defs/step"}}),
-        "triggers" => json!({"type": "array", "items": {"type": "object", "required": ["type"], "properties": {
-            "type": {"enum": ["manual", "webhook", "schedule", "event", "file_watch"]},
-            "path": {"type": "string"}, "method": {"type": "string"}, "cron": {"type": "string"},
-            "inputs": {"type": "object"}, "config": {"type": "object"}, "enabled": {"type": "boolean"}
-        }}}),
+        "triggers" => {
+            json!({"type": "array", "items": {"type": "object", "required": ["type"], "properties": {
+                "type": {"enum": ["manual", "webhook", "schedule", "event", "file_watch"]},
+                "path": {"type": "string"}, "method": {"type": "string"}, "cron": {"type": "string"},
+                "inputs": {"type": "object"}, "config": {"type": "object"}, "enabled": {"type": "boolean"}
+            }}})
+        }
         "timeout" => json!({"type": ["string", "number"]}),
         _ => json!({}),
     });
     let mut root = top;
     if let Value::Object(m) = &mut root {
-        m.insert("$schema".into(), json!("https://json-schema.org/draft/2020-12/schema"));
+        m.insert(
+            "$schema".into(),
+            json!("https://json-schema.org/draft/2020-12/schema"),
+        );
         m.insert("title".into(), json!("marktoflow workflow frontmatter"));
         m.insert(
             "description".into(),
             json!("The YAML frontmatter of a marktoflow workflow. Each ```yaml step block in the body is one `#/$defs/step` or a list of them."),
         );
-        m.insert("$defs".into(), json!({"step": step, "input": input, "tool": tool}));
+        m.insert(
+            "$defs".into(),
+            json!({"step": step, "input": input, "tool": tool}),
+        );
         // Frontmatter keys we do not know are warnings, not errors.
         m.insert("additionalProperties".into(), json!(true));
     }

@@ -62,7 +62,8 @@ impl Provider {
     }
 }
 
-const SUPPORTED: &str = "claude-agent, claude, claude-code, anthropic, openai, openai-compatible, vllm, ollama";
+const SUPPORTED: &str =
+    "claude-agent, claude, claude-code, anthropic, openai, openai-compatible, vllm, ollama";
 
 /// Claude aliases → current model ids.
 pub fn claude_alias(name: &str) -> Option<&'static str> {
@@ -85,7 +86,12 @@ pub struct Target {
 
 impl Target {
     pub fn describe(&self) -> String {
-        format!("{} {} at {}", self.provider.name(), self.model, self.base_url)
+        format!(
+            "{} {} at {}",
+            self.provider.name(),
+            self.model,
+            self.base_url
+        )
     }
 }
 
@@ -99,7 +105,10 @@ fn non_empty(v: Option<&String>) -> Option<String> {
 }
 
 fn opt_str(m: &Map<String, Value>, k: &str) -> Option<String> {
-    m.get(k).and_then(Value::as_str).filter(|s| !s.trim().is_empty()).map(str::to_string)
+    m.get(k)
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+        .map(str::to_string)
 }
 
 impl AgentHub {
@@ -122,7 +131,12 @@ impl AgentHub {
 
     /// Which provider, endpoint, key and model a step would use, or what to
     /// set when that cannot be worked out.
-    pub fn resolve(&self, tool: &ToolConfig, step_model: Option<&str>, env: &BTreeMap<String, String>) -> Result<Target, String> {
+    pub fn resolve(
+        &self,
+        tool: &ToolConfig,
+        step_model: Option<&str>,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Target, String> {
         let file_provider = Provider::from_sdk(&tool.sdk);
         let (provider, switched) = match &self.overrides.agent {
             Some(a) => {
@@ -158,7 +172,9 @@ impl AgentHub {
         });
         let (base_url, api_key, model) = match provider {
             Provider::Anthropic => {
-                let base = auth_url.or_else(|| non_empty(env.get("ANTHROPIC_BASE_URL"))).unwrap_or_else(|| "https://api.anthropic.com".into());
+                let base = auth_url
+                    .or_else(|| non_empty(env.get("ANTHROPIC_BASE_URL")))
+                    .unwrap_or_else(|| "https://api.anthropic.com".into());
                 let key = auth_key.or_else(|| non_empty(env.get("ANTHROPIC_API_KEY")));
                 if key.is_none() {
                     return Err(format!(
@@ -166,7 +182,11 @@ impl AgentHub {
                         tool.name
                     ));
                 }
-                (base, key, model.unwrap_or_else(|| claude_alias("sonnet").unwrap_or_default().to_string()))
+                (
+                    base,
+                    key,
+                    model.unwrap_or_else(|| claude_alias("sonnet").unwrap_or_default().to_string()),
+                )
             }
             Provider::OpenAi => {
                 let custom = auth_url.or_else(|| non_empty(env.get("OPENAI_BASE_URL")));
@@ -180,11 +200,21 @@ impl AgentHub {
                 let model = model.ok_or_else(|| {
                     format!("no model for tool `{}` on the OpenAI-compatible API: pass `--model NAME` or set OPENAI_MODEL", tool.name)
                 })?;
-                (custom.unwrap_or_else(|| "https://api.openai.com/v1".into()), key, model)
+                (
+                    custom.unwrap_or_else(|| "https://api.openai.com/v1".into()),
+                    key,
+                    model,
+                )
             }
             Provider::Ollama => {
-                let host = auth_url.or_else(|| non_empty(env.get("OLLAMA_HOST"))).unwrap_or_else(|| "http://127.0.0.1:11434".into());
-                let host = if host.contains("://") { host } else { format!("http://{host}") };
+                let host = auth_url
+                    .or_else(|| non_empty(env.get("OLLAMA_HOST")))
+                    .unwrap_or_else(|| "http://127.0.0.1:11434".into());
+                let host = if host.contains("://") {
+                    host
+                } else {
+                    format!("http://{host}")
+                };
                 let model = model.ok_or_else(|| format!("no model for tool `{}` on Ollama: pass `--model NAME` (e.g. llama3.2) or set OLLAMA_MODEL", tool.name))?;
                 (host, None, model)
             }
@@ -198,8 +228,14 @@ impl AgentHub {
     }
 
     /// Checked before the run starts: a short description, or what to set.
-    pub fn preflight(&self, tool: &ToolConfig, step_model: Option<&str>, env: &BTreeMap<String, String>) -> Result<String, String> {
-        self.resolve(tool, step_model, env).map(|t| format!("{} {}", t.provider.name(), t.model))
+    pub fn preflight(
+        &self,
+        tool: &ToolConfig,
+        step_model: Option<&str>,
+        env: &BTreeMap<String, String>,
+    ) -> Result<String, String> {
+        self.resolve(tool, step_model, env)
+            .map(|t| format!("{} {}", t.provider.name(), t.model))
     }
 }
 
@@ -222,20 +258,29 @@ fn ask_from_inputs(inputs: &Value) -> Result<Ask, ActionError> {
             for (i, m) in list.iter().enumerate() {
                 let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
                 let Some(content) = m.get("content") else {
-                    return Err(ActionError::Input(format!("`messages[{i}]` has no `content`")));
+                    return Err(ActionError::Input(format!(
+                        "`messages[{i}]` has no `content`"
+                    )));
                 };
                 out.push(json!({"role": role, "content": text(content)}));
             }
             out
         }
-        Some(other) => return Err(ActionError::Input(format!("`messages` must be a list of {{role, content}}, got {}", type_name(other)))),
+        Some(other) => {
+            return Err(ActionError::Input(format!(
+                "`messages` must be a list of {{role, content}}, got {}",
+                type_name(other)
+            )))
+        }
         None => Vec::new(),
     };
     if let Some(p) = inputs.get("prompt").filter(|p| !p.is_null()) {
         messages.push(json!({"role": "user", "content": text(p)}));
     }
     if messages.is_empty() {
-        return Err(ActionError::Input("an agent step needs `inputs.prompt` (or `inputs.messages`)".into()));
+        return Err(ActionError::Input(
+            "an agent step needs `inputs.prompt` (or `inputs.messages`)".into(),
+        ));
     }
     // A system message in the list moves to the system field.
     let mut system = inputs.get("system").map(text);
@@ -254,7 +299,10 @@ fn ask_from_inputs(inputs: &Value) -> Result<Ask, ActionError> {
     Ok(Ask {
         system,
         messages,
-        max_tokens: inputs.get("max_tokens").and_then(Value::as_u64).unwrap_or(4096),
+        max_tokens: inputs
+            .get("max_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(4096),
         temperature: inputs.get("temperature").and_then(Value::as_f64),
     })
 }
@@ -262,7 +310,8 @@ fn ask_from_inputs(inputs: &Value) -> Result<Ask, ActionError> {
 fn request_body(t: &Target, ask: &Ask) -> (String, Value) {
     match t.provider {
         Provider::Anthropic => {
-            let mut b = json!({"model": t.model, "max_tokens": ask.max_tokens, "messages": ask.messages});
+            let mut b =
+                json!({"model": t.model, "max_tokens": ask.max_tokens, "messages": ask.messages});
             if let Some(s) = &ask.system {
                 b["system"] = json!(s);
             }
@@ -301,10 +350,22 @@ fn reply_text(p: Provider, body: &Value) -> Option<String> {
     match p {
         Provider::Anthropic => {
             let parts = body.get("content")?.as_array()?;
-            Some(parts.iter().filter_map(|c| c.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join(""))
+            Some(
+                parts
+                    .iter()
+                    .filter_map(|c| c.get("text").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join(""),
+            )
         }
-        Provider::OpenAi => body.pointer("/choices/0/message/content")?.as_str().map(str::to_string),
-        Provider::Ollama => body.pointer("/message/content")?.as_str().map(str::to_string),
+        Provider::OpenAi => body
+            .pointer("/choices/0/message/content")?
+            .as_str()
+            .map(str::to_string),
+        Provider::Ollama => body
+            .pointer("/message/content")?
+            .as_str()
+            .map(str::to_string),
     }
 }
 
@@ -358,7 +419,9 @@ impl Action for AgentAction {
             sdk: call.action.split('.').next().unwrap_or("").to_string(),
             ..Default::default()
         });
-        let target = hub.resolve(&tool, call.model, &call.caps.env).map_err(ActionError::failed)?;
+        let target = hub
+            .resolve(&tool, call.model, &call.caps.env)
+            .map_err(ActionError::failed)?;
         let ask = ask_from_inputs(&inputs)?;
         let (url, body) = request_body(&target, &ask);
         let timeout = inputs
@@ -368,8 +431,17 @@ impl Action for AgentAction {
             .map(Duration::from_secs_f64)
             .or(call.timeout)
             .unwrap_or(Duration::from_secs(120));
-        let max_retries = tool.options.get("max_retries").and_then(Value::as_u64).unwrap_or(3) as u32;
-        let base_ms: u64 = call.caps.env.get("MARKTOFLOW_RETRY_BASE_MS").and_then(|v| v.parse().ok()).unwrap_or(1000);
+        let max_retries = tool
+            .options
+            .get("max_retries")
+            .and_then(Value::as_u64)
+            .unwrap_or(3) as u32;
+        let base_ms: u64 = call
+            .caps
+            .env
+            .get("MARKTOFLOW_RETRY_BASE_MS")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1000);
         let mut attempt = 0u32;
         loop {
             let mut req = hub.client().post(&url).timeout(timeout).json(&body);
@@ -401,7 +473,10 @@ impl Action for AgentAction {
                     };
                     if status.is_success() {
                         let v: Value = serde_json::from_str(&text).map_err(|e| {
-                            ActionError::failed(format!("{} answered with something that is not JSON ({e})", target.provider.name()))
+                            ActionError::failed(format!(
+                                "{} answered with something that is not JSON ({e})",
+                                target.provider.name()
+                            ))
                         })?;
                         return match reply_text(target.provider, &v) {
                             Some(t) => Ok(Value::String(t)),
@@ -413,12 +488,19 @@ impl Action for AgentAction {
                         };
                     }
                     let code = status.as_u16();
-                    let mut msg = format!("{} returned HTTP {code}: {}", target.provider.name(), provider_message(&text));
+                    let mut msg = format!(
+                        "{} returned HTTP {code}: {}",
+                        target.provider.name(),
+                        provider_message(&text)
+                    );
                     if code == 401 || code == 403 {
                         msg.push_str(&format!(" (check {})", key_var(target.provider)));
                     }
                     if code == 404 {
-                        msg.push_str(&format!(" (is `{}` a model this server has, and {} the right endpoint?)", target.model, target.base_url));
+                        msg.push_str(&format!(
+                            " (is `{}` a model this server has, and {} the right endpoint?)",
+                            target.model, target.base_url
+                        ));
                     }
                     (RETRYABLE.contains(&code), msg, wait)
                 }
@@ -430,12 +512,24 @@ impl Action for AgentAction {
                     } else {
                         "request failed".to_string()
                     };
-                    (true, format!("{} at {}: {what}: {e}", target.provider.name(), target.base_url), None)
+                    (
+                        true,
+                        format!(
+                            "{} at {}: {what}: {e}",
+                            target.provider.name(),
+                            target.base_url
+                        ),
+                        None,
+                    )
                 }
             };
             let (retryable, message, wait) = failure;
             if !retryable || attempt >= max_retries {
-                let message = if attempt > 0 { format!("{message} (after {} attempts)", attempt + 1) } else { message };
+                let message = if attempt > 0 {
+                    format!("{message} (after {} attempts)", attempt + 1)
+                } else {
+                    message
+                };
                 return Err(ActionError::failed(message));
             }
             // Exponential backoff with full jitter; the server's Retry-After wins.
@@ -444,7 +538,12 @@ impl Action for AgentAction {
             let delay = wait.map(|w| w.min(MAX_RETRY_WAIT)).unwrap_or(backoff);
             call.log(
                 LogLevel::Warn,
-                format!("{message}; retrying in {} ms (attempt {} of {})", delay.as_millis(), attempt + 2, max_retries + 1),
+                format!(
+                    "{message}; retrying in {} ms (attempt {} of {})",
+                    delay.as_millis(),
+                    attempt + 2,
+                    max_retries + 1
+                ),
             );
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
@@ -473,7 +572,10 @@ mod tests {
     }
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -481,10 +583,30 @@ mod tests {
         let hub = AgentHub::new(AgentOverrides::default());
         let e = env(&[("ANTHROPIC_API_KEY", "k")]);
         let t = tool("claude-agent", Some("sonnet"));
-        assert_eq!(hub.resolve(&t, Some("haiku"), &e).unwrap().model, "claude-haiku-4-5-20251001");
-        assert_eq!(hub.resolve(&t, None, &e).unwrap().model, "claude-sonnet-4-5-20250929");
-        assert_eq!(hub.resolve(&tool("anthropic", None), None, &e).unwrap().model, "claude-sonnet-4-5-20250929");
-        assert_eq!(hub.resolve(&tool("anthropic", None), Some("claude-3-7-sonnet-latest"), &e).unwrap().model, "claude-3-7-sonnet-latest");
+        assert_eq!(
+            hub.resolve(&t, Some("haiku"), &e).unwrap().model,
+            "claude-haiku-4-5-20251001"
+        );
+        assert_eq!(
+            hub.resolve(&t, None, &e).unwrap().model,
+            "claude-sonnet-4-5-20250929"
+        );
+        assert_eq!(
+            hub.resolve(&tool("anthropic", None), None, &e)
+                .unwrap()
+                .model,
+            "claude-sonnet-4-5-20250929"
+        );
+        assert_eq!(
+            hub.resolve(
+                &tool("anthropic", None),
+                Some("claude-3-7-sonnet-latest"),
+                &e
+            )
+            .unwrap()
+            .model,
+            "claude-3-7-sonnet-latest"
+        );
 
         // --agent switches provider: the file's Claude models no longer apply.
         let hub = AgentHub::new(AgentOverrides {
@@ -492,34 +614,60 @@ mod tests {
             model: Some("llama3.2".into()),
         });
         let t2 = hub.resolve(&t, Some("haiku"), &env(&[])).unwrap();
-        assert_eq!((t2.provider, t2.model.as_str(), t2.base_url.as_str()), (Provider::Ollama, "llama3.2", "http://127.0.0.1:11434"));
+        assert_eq!(
+            (t2.provider, t2.model.as_str(), t2.base_url.as_str()),
+            (Provider::Ollama, "llama3.2", "http://127.0.0.1:11434")
+        );
 
         // OpenAI skips Claude aliases and needs a model.
         let hub = AgentHub::new(AgentOverrides::default());
         let e = env(&[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1/")]);
-        let err = hub.resolve(&tool("openai", Some("sonnet")), None, &e).unwrap_err();
+        let err = hub
+            .resolve(&tool("openai", Some("sonnet")), None, &e)
+            .unwrap_err();
         assert!(err.contains("--model"), "{err}");
-        let t3 = hub.resolve(&tool("openai", Some("gpt-4o-mini")), None, &e).unwrap();
+        let t3 = hub
+            .resolve(&tool("openai", Some("gpt-4o-mini")), None, &e)
+            .unwrap();
         assert_eq!(t3.base_url, "http://127.0.0.1:9/v1");
     }
 
     #[test]
     fn preflight_says_what_to_set() {
         let hub = AgentHub::new(AgentOverrides::default());
-        let err = hub.preflight(&tool("claude-agent", Some("sonnet")), None, &env(&[])).unwrap_err();
-        assert!(err.contains("ANTHROPIC_API_KEY is not set") && err.contains("--agent ollama"), "{err}");
-        let err = hub.preflight(&tool("openai", Some("gpt-4o")), None, &env(&[])).unwrap_err();
-        assert!(err.contains("OPENAI_API_KEY") && err.contains("OPENAI_BASE_URL"), "{err}");
-        let ok = hub.preflight(&tool("ollama", Some("llama3")), None, &env(&[])).unwrap();
+        let err = hub
+            .preflight(&tool("claude-agent", Some("sonnet")), None, &env(&[]))
+            .unwrap_err();
+        assert!(
+            err.contains("ANTHROPIC_API_KEY is not set") && err.contains("--agent ollama"),
+            "{err}"
+        );
+        let err = hub
+            .preflight(&tool("openai", Some("gpt-4o")), None, &env(&[]))
+            .unwrap_err();
+        assert!(
+            err.contains("OPENAI_API_KEY") && err.contains("OPENAI_BASE_URL"),
+            "{err}"
+        );
+        let ok = hub
+            .preflight(&tool("ollama", Some("llama3")), None, &env(&[]))
+            .unwrap();
         assert_eq!(ok, "ollama llama3");
-        let err = hub.preflight(&tool("slack", None), None, &env(&[])).unwrap_err();
+        let err = hub
+            .preflight(&tool("slack", None), None, &env(&[]))
+            .unwrap_err();
         assert!(err.contains("not an LLM provider"), "{err}");
     }
 
     #[test]
     fn inputs_become_messages() {
-        let a = ask_from_inputs(&json!({"prompt": {"q": 1}, "system": "be brief", "max_tokens": 10})).unwrap();
-        assert_eq!(a.messages, vec![json!({"role": "user", "content": "{\n  \"q\": 1\n}"})]);
+        let a =
+            ask_from_inputs(&json!({"prompt": {"q": 1}, "system": "be brief", "max_tokens": 10}))
+                .unwrap();
+        assert_eq!(
+            a.messages,
+            vec![json!({"role": "user", "content": "{\n  \"q\": 1\n}"})]
+        );
         assert_eq!((a.system.as_deref(), a.max_tokens), (Some("be brief"), 10));
         let a = ask_from_inputs(&json!({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]})).unwrap();
         assert_eq!(a.system.as_deref(), Some("s"));
@@ -529,9 +677,29 @@ mod tests {
 
     #[test]
     fn reply_text_per_format() {
-        assert_eq!(reply_text(Provider::Anthropic, &json!({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]})).as_deref(), Some("ab"));
-        assert_eq!(reply_text(Provider::OpenAi, &json!({"choices": [{"message": {"content": "x"}}]})).as_deref(), Some("x"));
-        assert_eq!(reply_text(Provider::Ollama, &json!({"message": {"content": "y"}})).as_deref(), Some("y"));
-        assert_eq!(provider_message(r#"{"error": {"message": "bad key"}}"#), "bad key");
+        assert_eq!(
+            reply_text(
+                Provider::Anthropic,
+                &json!({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]})
+            )
+            .as_deref(),
+            Some("ab")
+        );
+        assert_eq!(
+            reply_text(
+                Provider::OpenAi,
+                &json!({"choices": [{"message": {"content": "x"}}]})
+            )
+            .as_deref(),
+            Some("x")
+        );
+        assert_eq!(
+            reply_text(Provider::Ollama, &json!({"message": {"content": "y"}})).as_deref(),
+            Some("y")
+        );
+        assert_eq!(
+            provider_message(r#"{"error": {"message": "bad key"}}"#),
+            "bad key"
+        );
     }
 }
