@@ -61,3 +61,52 @@ fn retries_give_up_after_the_limit() {
         r.stderr
     );
 }
+
+/// The most requests the fake provider had in flight at once, for agent calls
+/// made by `for_each` and `parallel` with `max_concurrent: 2`.
+#[test]
+fn max_concurrent_bounds_calls_in_flight() {
+    let now = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (n2, p2) = (now.clone(), peak.clone());
+    let llm = FakeLlm::start(Arc::new(move |_| {
+        let cur = n2.fetch_add(1, Ordering::SeqCst) + 1;
+        p2.fetch_max(cur, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        n2.fetch_sub(1, Ordering::SeqCst);
+        (200, "ok".into())
+    }));
+    let d = crate::support::tempdir();
+    let wf = r#"---
+workflow: {id: fan-out}
+tools:
+  agent: {sdk: anthropic}
+---
+
+```yaml
+type: for_each
+items: [1, 2, 3, 4, 5]
+max_concurrent: 2
+steps:
+  - action: agent.run
+    inputs: {prompt: 'item {{ item }}'}
+```
+
+```yaml
+type: parallel
+max_concurrent: 2
+branches:
+  - {id: a, steps: [{action: agent.run, inputs: {prompt: a}}]}
+  - {id: b, steps: [{action: agent.run, inputs: {prompt: b}}]}
+  - {id: c, steps: [{action: agent.run, inputs: {prompt: c}}]}
+```
+"#;
+    std::fs::write(d.path().join("fan.md"), wf).unwrap();
+    let r = run(cmd(d.path())
+        .args(["run", "fan.md", "--json", "--quiet"])
+        .env("ANTHROPIC_BASE_URL", &llm.base)
+        .env("ANTHROPIC_API_KEY", "k"));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(llm.requests().len(), 8);
+    assert_eq!(peak.load(Ordering::SeqCst), 2, "exactly two calls were in flight at the peak");
+}

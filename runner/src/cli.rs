@@ -88,6 +88,10 @@ pub struct RunArgs {
     /// Let scripts and file actions write below DIR (repeatable; also readable).
     #[arg(long, value_name = "DIR")]
     pub allow_write: Vec<PathBuf>,
+    /// Let http actions call only these hosts (`api.example.com`, `*.example.com`,
+    /// `127.0.0.1:8080`; repeatable). Replaces the workflow's `permissions.hosts`.
+    #[arg(long, value_name = "HOST")]
+    pub allow_host: Vec<String>,
 }
 
 /// Entry point of the binary; returns the exit code.
@@ -384,7 +388,11 @@ fn run(a: RunArgs) -> i32 {
             model: a.model.clone(),
         })),
         env: Arc::new(env),
-        allowed_hosts: None,
+        allowed_hosts: if a.allow_host.is_empty() {
+            wf.allowed_hosts.clone().map(Arc::new)
+        } else {
+            Some(Arc::new(a.allow_host.clone()))
+        },
     };
     let engine = Engine::new();
     if a.dry_run {

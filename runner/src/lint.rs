@@ -199,6 +199,7 @@ impl Lint<'_> {
                 item_variable,
                 index_variable,
                 steps,
+                ..
             } => {
                 self.value(s, &["items"], items, scope, in_loop);
                 let mut inner = scope.clone();

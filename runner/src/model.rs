@@ -208,6 +208,8 @@ pub enum StepKind {
         item_variable: String,
         index_variable: Option<String>,
         steps: Vec<Step>,
+        /// Items in flight at once (1: one after another).
+        max_concurrent: usize,
     },
     While {
         condition: String,
@@ -313,6 +315,8 @@ pub struct Workflow {
     pub outputs: Vec<OutputDef>,
     pub steps: Vec<Step>,
     pub timeout: Option<Duration>,
+    /// `permissions.hosts`: the hosts `http.*` may call (None: any).
+    pub allowed_hosts: Option<Vec<String>>,
 }
 
 impl Workflow {
@@ -622,6 +626,7 @@ impl Cx<'_> {
             outputs: Vec::new(),
             steps: Vec::new(),
             timeout: None,
+            allowed_hosts: None,
         };
         let fm = match &doc.frontmatter {
             Some(fm) => self.parse_yaml(fm),
@@ -658,6 +663,24 @@ impl Cx<'_> {
             wf.inputs = self.inputs(&top, &spans);
             wf.outputs = self.outputs(&top, &spans);
             wf.triggers = self.triggers(&top, &spans);
+            match top.get("permissions") {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(p)) => {
+                    self.check_keys(p, &["hosts", "network"], &spans, &["permissions".into()], "`permissions`");
+                    match p.get("hosts").or_else(|| p.get("network")) {
+                        None => {}
+                        Some(Value::Array(h)) => wf.allowed_hosts = Some(h.iter().map(scalar_string).collect()),
+                        Some(_) => {
+                            let pos = spans.pos(&["permissions".into(), "hosts".into()]);
+                            self.err(pos, "`permissions.hosts` must be a list of host names");
+                        }
+                    }
+                }
+                Some(_) => {
+                    let pos = spans.pos(&["permissions".into()]);
+                    self.err(pos, "`permissions` must be a mapping like `{hosts: [api.example.com]}`");
+                }
+            }
             if let Some(t) = top.get("timeout") {
                 wf.timeout = self.duration(t, spans.pos(&["timeout".into()]), "timeout");
             }
@@ -1343,6 +1366,16 @@ impl Cx<'_> {
                         .unwrap_or_else(|| "item".into()),
                     index_variable: str_field(self, "index_variable"),
                     steps: child(self, "steps", &format!("{id}_step")),
+                    max_concurrent: match m.get("max_concurrent") {
+                        None => 1,
+                        Some(v) => match v.as_u64() {
+                            Some(n) if n > 0 => n as usize,
+                            _ => {
+                                self.err(field("max_concurrent"), "`max_concurrent` must be a positive whole number");
+                                1
+                            }
+                        },
+                    },
                 }
             }
             "while" => {

@@ -184,6 +184,10 @@ pub fn schema() -> Value {
             }}})
         }
         "timeout" => json!({"type": ["string", "number"]}),
+        "permissions" => json!({"type": "object", "additionalProperties": false, "properties": {
+            "hosts": {"type": "array", "items": {"type": "string"}, "description": "Hosts http actions may call; `*.example.com` for subdomains"},
+            "network": {"type": "array", "items": {"type": "string"}, "description": "Same as hosts"}
+        }}),
         _ => json!({}),
     });
     let mut root = top;
