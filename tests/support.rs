@@ -40,6 +40,7 @@ pub fn cmd(cwd: &Path) -> Command {
         c.env_remove(v);
     }
     c.env("NO_COLOR", "1");
+    c.env("MTF_TEST_GREETING", "bonjour");
     c.env("MARKTOFLOW_RETRY_BASE_MS", "10");
     c
 }

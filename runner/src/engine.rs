@@ -229,7 +229,8 @@ impl Engine {
                         step_id: String::new(),
                         step_name: String::new(),
                         pos: Pos { line: 1, col: 1 },
-                        cancelled: true,
+                        // A timeout is a failure, not an interruption.
+                        cancelled: false,
                     })
                 }
             },
@@ -382,7 +383,20 @@ impl Engine {
             }
         }
 
-        let (result, retries) = self.exec_kind(wf, step, st, cfg, depth).await;
+        // Actions enforce their own timeout (it reaches scripts and providers);
+        // every other kind is bounded here.
+        let (result, retries) = match (step.timeout, &step.kind) {
+            (Some(t), kind) if !matches!(kind, StepKind::Action { .. }) => {
+                match tokio::time::timeout(t, self.exec_kind(wf, step, st, cfg, depth)).await {
+                    Ok(r) => r,
+                    Err(_) => (
+                        Err(self.fail(step, step.field_pos(&["timeout"]), format!("timed out after {}", human_duration(t)))),
+                        0,
+                    ),
+                }
+            }
+            _ => self.exec_kind(wf, step, st, cfg, depth).await,
+        };
         match result {
             Ok(output) => {
                 if let Some(var) = &step.output_variable {
@@ -811,6 +825,33 @@ impl Engine {
                             }
                             attempt += 1;
                             continue;
+                        }
+                        if let (Some((name, fb)), false) = (&policy.fallback, cancelled) {
+                            // Same inputs, the fallback's action.
+                            let rendered = match self.render(step, &["inputs"], inputs, st) {
+                                Ok(v) => v,
+                                Err(f) => return (Err(f), attempt),
+                            };
+                            (cfg.events)(&RunEvent::Log {
+                                step: step.id.clone(),
+                                level: LogLevel::Warn,
+                                message: format!("{message}; calling fallback `{name}`"),
+                            });
+                            let fcall = Call {
+                                action: name,
+                                method: &fb.method,
+                                tool: fb.tool.as_ref(),
+                                model: step.model.as_deref(),
+                                timeout: step.timeout,
+                                caps: &caps,
+                            };
+                            match fb.action.call(&fcall, rendered).await {
+                                Ok(out) => return (Ok(out), attempt),
+                                Err(e2) => {
+                                    let pos = step.field_pos(&["action"]);
+                                    return (Err(self.fail(step, pos, format!("{message}; fallback `{name}` failed too: {e2}"))), attempt);
+                                }
+                            }
                         }
                         let pos = match script_error_at(&message) {
                             // A script's own line/column, placed inside `inputs.code`.

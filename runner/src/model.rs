@@ -87,9 +87,12 @@ pub struct Trigger {
 }
 
 /// What to do when a step fails.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct ErrorPolicy {
     pub action: OnError,
+    /// `action: fallback` + `fallback_action: tool.method`: called with the
+    /// same inputs when the step still fails after its retries.
+    pub fallback: Option<(String, Box<Resolved>)>,
     /// None: the action kind's default (agents retry inside the provider layer).
     pub max_retries: Option<u32>,
     pub retry_delay: Option<Duration>,
@@ -1563,14 +1566,14 @@ impl Cx<'_> {
             .find(|k| m.contains_key(*k));
         let Some(key) = key else { return pol };
         let parse_action = |cx: &mut Self, s: &str| match s {
-            "stop" | "fail" => Some(OnError::Stop),
+            "stop" | "fail" | "fallback" => Some(OnError::Stop),
             "continue" | "skip" | "ignore" => Some(OnError::Continue),
             other => {
-                let hint = did_you_mean(other, &["stop", "continue"]);
+                let hint = did_you_mean(other, &["stop", "continue", "fallback"]);
                 let d = cx.err(field(key), format!("unknown error action `{other}`"));
                 d.hints.push(match hint {
                     Some(c) => format!("did you mean `{c}`?"),
-                    None => "expected `stop` or `continue`".into(),
+                    None => "expected `stop`, `continue` or `fallback`".into(),
                 });
                 None
             }
@@ -1605,6 +1608,23 @@ impl Cx<'_> {
                     if let Some(a) = parse_action(self, a) {
                         pol.action = a;
                     }
+                }
+                let wants_fallback = o.get("action").and_then(Value::as_str) == Some("fallback");
+                match o.get("fallback_action") {
+                    Some(Value::String(fa)) => match self.registry.resolve(fa, &self.tools) {
+                        Ok(r) => pol.fallback = Some((fa.clone(), Box::new(r))),
+                        Err(e) => {
+                            let d = self.err(field(key), format!("`fallback_action`: {}", e.message));
+                            d.hints.extend(e.hint);
+                        }
+                    },
+                    Some(_) => {
+                        self.err(field(key), "`fallback_action` must be an action name like `core.set`");
+                    }
+                    None if wants_fallback => {
+                        self.err(field(key), "`action: fallback` needs `fallback_action: tool.method`");
+                    }
+                    None => {}
                 }
                 if let Some(v) = o.get("max_retries") {
                     match v.as_u64() {
