@@ -21,6 +21,9 @@ fn expected(name: &str) -> Option<Value> {
             "optional_status": "failed"
         }),
         "agent.md" => json!({"summary": "Apollo ships mid-December."}),
+        "collections.md" => json!({"billed": ["tea", "scone"], "grand_total": 13.0}),
+        "parallel.md" => json!({"facts": "Facts about tides", "questions": ["Why? (tides)", "When? (tides)"]}),
+        "subworkflow.md" => json!({"greetings": ["Hello, Ada.", "Hello, Grace!"]}),
         _ => return None,
     })
 }
@@ -71,7 +74,7 @@ fn every_example_runs() {
 #[test]
 fn examples_and_shipped_workflows_validate_without_warnings() {
     let mut files: Vec<std::path::PathBuf> = Vec::new();
-    for dir in ["examples", "workflows/lifeos"] {
+    for dir in ["examples", "examples/lib", "workflows/lifeos"] {
         for e in std::fs::read_dir(repo().join(dir)).unwrap() {
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "md") {
