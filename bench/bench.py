@@ -83,41 +83,49 @@ def main():
         subprocess.run([sys.executable, os.path.join(REPO, "bench", "gen_kb.py"), kb, "--notes", str(a.notes), "--seed", "1"],
                        check=True, stdout=subprocess.DEVNULL)
         code = seed_search_code()
-        analysis = {"search_terms": ["deadline", "budget", "review"], "entities": ["Apollo", "Priya"],
-                    "query_type": "factual", "expected_location": None}
-        inputs = {"knowledge_base": kb, "search_scope": "all", "max_results": 5}
-        ctx = dict(inputs=inputs, query_analysis=analysis)
+        scenarios = [
+            ("typical query (the walk stops after 10 matches)",
+             {"search_terms": ["deadline", "budget", "review"], "entities": ["Apollo", "Priya"],
+              "query_type": "factual", "expected_location": None}),
+            ("no match (every note is read)",
+             {"search_terms": ["zzqx-nothing"], "entities": [], "query_type": "factual", "expected_location": None}),
+        ]
         indented = "\n".join("    " + l for l in code.split("\n"))
-        with open(os.path.join(work, "search.md"), "w") as f:
-            f.write("---\nworkflow: {id: seed-search}\n---\n\n```yaml\naction: script.execute\ninputs:\n"
-                    f"  context: {json.dumps(ctx)}\n  code: |\n{indented}\noutput_variable: search_results\n```\n")
-        with open(os.path.join(work, "search.js"), "w") as f:
-            f.write("const { performance } = require('perf_hooks');\n"
-                    f"const context = {json.dumps(ctx)};\n"
-                    "const t0 = performance.now();\n"
-                    f"(async function() {{\n{code}\n}})().then(r => {{\n"
-                    "  const ms = performance.now() - t0;\n"
-                    "  console.log(JSON.stringify({ms, count: r.count}));\n});\n")
-        ours, ours_step, theirs, theirs_inproc = [], [], [], []
         runs = max(5, a.runs // 5)
-        for _ in range(runs):
-            w, _, out = measure([BIN, "run", "search.md", "--json", "--quiet", "--allow-read", kb], work, env)
-            doc = json.loads(out)
-            assert doc["outputs"]["search_results"]["count"] >= 0
-            ours.append(w * 1000)
-            ours_step.append(doc["steps"][0]["duration_ms"])
+        for label, analysis in scenarios:
+            inputs = {"knowledge_base": kb, "search_scope": "all", "max_results": 5}
+            ctx = dict(inputs=inputs, query_analysis=analysis)
+            with open(os.path.join(work, "search.md"), "w") as f:
+                f.write("---\nworkflow: {id: seed-search}\n---\n\n```yaml\naction: script.execute\ninputs:\n"
+                        f"  context: {json.dumps(ctx)}\n  code: |\n{indented}\noutput_variable: search_results\n```\n")
+            with open(os.path.join(work, "search.js"), "w") as f:
+                f.write("const { performance } = require('perf_hooks');\n"
+                        f"const context = {json.dumps(ctx)};\n"
+                        "const t0 = performance.now();\n"
+                        f"(async function() {{\n{code}\n}})().then(r => {{\n"
+                        "  const ms = performance.now() - t0;\n"
+                        "  console.log(JSON.stringify({ms, count: r.count}));\n});\n")
+            ours, ours_step, theirs, theirs_inproc = [], [], [], []
+            for _ in range(runs):
+                w, _, out = measure([BIN, "run", "search.md", "--json", "--quiet", "--allow-read", kb], work, env)
+                doc = json.loads(out)
+                count = doc["outputs"]["search_results"]["count"]
+                ours.append(w * 1000)
+                ours_step.append(doc["steps"][0]["duration_ms"])
+                if node:
+                    w, _, out = measure([node, "search.js"], work, env)
+                    theirs.append(w * 1000)
+                    r = json.loads(out)
+                    theirs_inproc.append(r["ms"])
+                    assert r["count"] == count, "marktoflow and node disagree on the result"
+            print(f"seed search step over {a.notes} notes, {label} ({runs} runs each, alternating; {count} results):")
+            print(f"  marktoflow run (whole process): median {statistics.median(ours):.1f} ms; step alone {statistics.median(ours_step):.1f} ms")
             if node:
-                w, _, out = measure([node, "search.js"], work, env)
-                theirs.append(w * 1000)
-                theirs_inproc.append(json.loads(out)["ms"])
-        print(f"seed search step over {a.notes} notes ({runs} runs each, alternating):")
-        print(f"  marktoflow run (whole process): median {statistics.median(ours):.1f} ms; step alone {statistics.median(ours_step):.1f} ms")
-        if node:
-            print(f"  node search.js (whole process): median {statistics.median(theirs):.1f} ms; script alone {statistics.median(theirs_inproc):.1f} ms")
-            print(f"  ratio marktoflow/node: whole process {statistics.median(ours) / statistics.median(theirs):.2f}x, "
-                  f"script alone {statistics.median(ours_step) / statistics.median(theirs_inproc):.2f}x")
-        else:
-            print("  node not found: no comparison")
+                print(f"  node search.js (whole process): median {statistics.median(theirs):.1f} ms; script alone {statistics.median(theirs_inproc):.1f} ms")
+                print(f"  ratio marktoflow/node: whole process {statistics.median(ours) / statistics.median(theirs):.2f}x, "
+                      f"script alone {statistics.median(ours_step) / statistics.median(theirs_inproc):.2f}x")
+            else:
+                print("  node not found: no comparison")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
