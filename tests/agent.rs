@@ -108,5 +108,9 @@ branches:
         .env("ANTHROPIC_API_KEY", "k"));
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(llm.requests().len(), 8);
-    assert_eq!(peak.load(Ordering::SeqCst), 2, "exactly two calls were in flight at the peak");
+    assert_eq!(
+        peak.load(Ordering::SeqCst),
+        2,
+        "exactly two calls were in flight at the peak"
+    );
 }

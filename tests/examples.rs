@@ -22,7 +22,9 @@ fn expected(name: &str) -> Option<Value> {
         }),
         "agent.md" => json!({"summary": "Apollo ships mid-December."}),
         "collections.md" => json!({"billed": ["tea", "scone"], "grand_total": 13.0}),
-        "parallel.md" => json!({"facts": "Facts about tides", "questions": ["Why? (tides)", "When? (tides)"]}),
+        "parallel.md" => {
+            json!({"facts": "Facts about tides", "questions": ["Why? (tides)", "When? (tides)"]})
+        }
         "subworkflow.md" => json!({"greetings": ["Hello, Ada.", "Hello, Grace!"]}),
         _ => return None,
     })

@@ -142,7 +142,11 @@ pub fn lifeos_reply(json_analysis: bool, answer: &'static str) -> Reply {
         if p.contains("Analyze this query") {
             if json_analysis {
                 // The prompt's own example JSON mentions Apollo: look at the query line.
-                let query = p.split("Query: \"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("");
+                let query = p
+                    .split("Query: \"")
+                    .nth(1)
+                    .and_then(|r| r.split('"').next())
+                    .unwrap_or("");
                 let analysis = if query.contains("Apollo") {
                     json!({"search_terms": ["api key", "apollo"], "entities": ["Apollo"], "time_context": null,
                            "query_type": "factual", "expected_location": "Work/Projects/Apollo"})

@@ -390,7 +390,11 @@ impl Engine {
                 match tokio::time::timeout(t, self.exec_kind(wf, step, st, cfg, depth)).await {
                     Ok(r) => r,
                     Err(_) => (
-                        Err(self.fail(step, step.field_pos(&["timeout"]), format!("timed out after {}", human_duration(t)))),
+                        Err(self.fail(
+                            step,
+                            step.field_pos(&["timeout"]),
+                            format!("timed out after {}", human_duration(t)),
+                        )),
                         0,
                     ),
                 }
@@ -492,7 +496,7 @@ impl Engine {
     ) -> KindFuture<'a> {
         Box::pin(async move {
             match &step.kind {
-                StepKind::Action { .. } => self.exec_action(step, st, cfg).await,
+                StepKind::Action { .. } => self.exec_action(wf, step, st, cfg).await,
                 StepKind::If {
                     condition,
                     then,
@@ -550,7 +554,21 @@ impl Engine {
                         item: item_variable,
                         index: index_variable.as_deref(),
                     };
-                    (self.exec_for_each(wf, step, items, names, steps, *max_concurrent, st, cfg, depth).await, 0)
+                    (
+                        self.exec_for_each(
+                            wf,
+                            step,
+                            items,
+                            names,
+                            steps,
+                            *max_concurrent,
+                            st,
+                            cfg,
+                            depth,
+                        )
+                        .await,
+                        0,
+                    )
                 }
                 StepKind::While {
                     condition,
@@ -721,6 +739,7 @@ impl Engine {
 
     fn exec_action<'a>(
         &'a self,
+        wf: &'a Workflow,
         step: &'a Step,
         st: &'a mut RunState,
         cfg: &'a RunConfig,
@@ -765,6 +784,18 @@ impl Engine {
                     )),
                 });
                 let mut caps = cfg.caps.clone();
+                if resolved.tool_name == "file" {
+                    // File actions resolve relative paths against the workflow's
+                    // folder (scripts keep Node's working directory).
+                    let dir = cfg
+                        .caps
+                        .sandbox
+                        .cwd
+                        .join(wf.source.path.parent().unwrap_or(Path::new("")));
+                    let mut sb = (*cfg.caps.sandbox).clone();
+                    sb.cwd = marktoflow_steps::sandbox::normalize(&dir);
+                    caps.sandbox = Arc::new(sb);
+                }
                 let events = cfg.events.clone();
                 let step_id = step.id.clone();
                 caps.log = Arc::new(move |l: LogLine| {
@@ -849,7 +880,16 @@ impl Engine {
                                 Ok(out) => return (Ok(out), attempt),
                                 Err(e2) => {
                                     let pos = step.field_pos(&["action"]);
-                                    return (Err(self.fail(step, pos, format!("{message}; fallback `{name}` failed too: {e2}"))), attempt);
+                                    return (
+                                        Err(self.fail(
+                                            step,
+                                            pos,
+                                            format!(
+                                                "{message}; fallback `{name}` failed too: {e2}"
+                                            ),
+                                        )),
+                                        attempt,
+                                    );
                                 }
                             }
                         }
@@ -1142,17 +1182,23 @@ impl Engine {
         let items = self.items(step, items, st)?;
         let n = items.len();
         let keep_going = step.on_error.action == OnError::Continue;
-        let saved: Vec<(String, Option<Value>)> = names.keys().into_iter().map(|k| {
-            let v = st.variables.get(&k).cloned();
-            (k, v)
-        }).collect();
+        let saved: Vec<(String, Option<Value>)> = names
+            .keys()
+            .into_iter()
+            .map(|k| {
+                let v = st.variables.get(&k).cloned();
+                (k, v)
+            })
+            .collect();
         let mut results = Vec::with_capacity(n);
         if max <= 1 {
             for (i, item) in items.into_iter().enumerate() {
                 names.set(st, item, i, n);
                 match self.exec_list(wf, steps, st, cfg, depth + 1, false).await {
                     Ok(o) => results.push(Value::Array(o)),
-                    Err(f) if keep_going && !f.cancelled => results.push(json!({"error": f.message})),
+                    Err(f) if keep_going && !f.cancelled => {
+                        results.push(json!({"error": f.message}))
+                    }
                     Err(f) => {
                         restore(st, saved);
                         return Err(f);
@@ -1170,7 +1216,9 @@ impl Engine {
             let mut ist = fork.clone();
             names.set(&mut ist, item, i, n);
             tasks.push(async move {
-                let r = self.exec_list(wf, steps, &mut ist, cfg, depth + 1, false).await;
+                let r = self
+                    .exec_list(wf, steps, &mut ist, cfg, depth + 1, false)
+                    .await;
                 (r, ist)
             });
         }

@@ -669,10 +669,18 @@ impl Cx<'_> {
             match top.get("permissions") {
                 None | Some(Value::Null) => {}
                 Some(Value::Object(p)) => {
-                    self.check_keys(p, &["hosts", "network"], &spans, &["permissions".into()], "`permissions`");
+                    self.check_keys(
+                        p,
+                        &["hosts", "network"],
+                        &spans,
+                        &["permissions".into()],
+                        "`permissions`",
+                    );
                     match p.get("hosts").or_else(|| p.get("network")) {
                         None => {}
-                        Some(Value::Array(h)) => wf.allowed_hosts = Some(h.iter().map(scalar_string).collect()),
+                        Some(Value::Array(h)) => {
+                            wf.allowed_hosts = Some(h.iter().map(scalar_string).collect())
+                        }
                         Some(_) => {
                             let pos = spans.pos(&["permissions".into(), "hosts".into()]);
                             self.err(pos, "`permissions.hosts` must be a list of host names");
@@ -681,7 +689,10 @@ impl Cx<'_> {
                 }
                 Some(_) => {
                     let pos = spans.pos(&["permissions".into()]);
-                    self.err(pos, "`permissions` must be a mapping like `{hosts: [api.example.com]}`");
+                    self.err(
+                        pos,
+                        "`permissions` must be a mapping like `{hosts: [api.example.com]}`",
+                    );
                 }
             }
             if let Some(t) = top.get("timeout") {
@@ -1374,7 +1385,10 @@ impl Cx<'_> {
                         Some(v) => match v.as_u64() {
                             Some(n) if n > 0 => n as usize,
                             _ => {
-                                self.err(field("max_concurrent"), "`max_concurrent` must be a positive whole number");
+                                self.err(
+                                    field("max_concurrent"),
+                                    "`max_concurrent` must be a positive whole number",
+                                );
                                 1
                             }
                         },
@@ -1614,15 +1628,22 @@ impl Cx<'_> {
                     Some(Value::String(fa)) => match self.registry.resolve(fa, &self.tools) {
                         Ok(r) => pol.fallback = Some((fa.clone(), Box::new(r))),
                         Err(e) => {
-                            let d = self.err(field(key), format!("`fallback_action`: {}", e.message));
+                            let d =
+                                self.err(field(key), format!("`fallback_action`: {}", e.message));
                             d.hints.extend(e.hint);
                         }
                     },
                     Some(_) => {
-                        self.err(field(key), "`fallback_action` must be an action name like `core.set`");
+                        self.err(
+                            field(key),
+                            "`fallback_action` must be an action name like `core.set`",
+                        );
                     }
                     None if wants_fallback => {
-                        self.err(field(key), "`action: fallback` needs `fallback_action: tool.method`");
+                        self.err(
+                            field(key),
+                            "`action: fallback` needs `fallback_action: tool.method`",
+                        );
                     }
                     None => {}
                 }
