@@ -9,5 +9,6 @@ mod cli;
 mod errors;
 mod examples;
 mod flagship;
+mod readme;
 mod sandbox;
 mod workflows;
