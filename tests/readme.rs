@@ -29,9 +29,21 @@ fn words(line: &str) -> Vec<String> {
 #[test]
 fn the_readme_run_command_works() {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let block = readme.split("```sh\n").nth(1).expect("a ```sh block").split("```").next().unwrap();
-    let line = block.lines().find(|l| l.contains("marktoflow run")).expect("the run command");
-    let cmdline = line.split("./target/release/marktoflow ").nth(1).expect("runs the release binary");
+    let block = readme
+        .split("```sh\n")
+        .nth(1)
+        .expect("a ```sh block")
+        .split("```")
+        .next()
+        .unwrap();
+    let line = block
+        .lines()
+        .find(|l| l.contains("marktoflow run"))
+        .expect("the run command");
+    let cmdline = line
+        .split("./target/release/marktoflow ")
+        .nth(1)
+        .expect("runs the release binary");
     let args = words(cmdline);
     assert_eq!(args[..2], ["run", "workflows/lifeos/retrieval.md"]);
     let llm = FakeLlm::start(lifeos_reply(true, "Answer: APOLLO-KEY-7f3a-EXAMPLE\nSources: [Work/Projects/Apollo/Overview.md]\nConfidence: high"));
@@ -43,10 +55,19 @@ fn the_readme_run_command_works() {
     assert_eq!(r.code, 0, "{r:?}");
     let out = &r.json()["outputs"];
     assert_eq!(out["answer"], "APOLLO-KEY-7f3a-EXAMPLE");
-    assert!(out["sources"][0].as_str().unwrap().starts_with("Work/Projects/Apollo/"), "{out}");
+    assert!(
+        out["sources"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("Work/Projects/Apollo/"),
+        "{out}"
+    );
     // The test command is the one CI runs.
     let test_block = readme.split("```sh\n").nth(2).unwrap();
     assert!(test_block.starts_with("cargo test --workspace"));
     let ci = std::fs::read_to_string(repo().join(".ci/run")).unwrap();
-    assert!(ci.contains("cargo test --workspace"), ".ci/run must run the README's test command");
+    assert!(
+        ci.contains("cargo test --workspace"),
+        ".ci/run must run the README's test command"
+    );
 }
