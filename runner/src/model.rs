@@ -1267,14 +1267,7 @@ impl Cx<'_> {
                     ("script.execute".to_string(), Value::Object(inputs))
                 } else {
                     let action = required_str(self, "action")?;
-                    let inputs = match m.get("inputs") {
-                        None | Some(Value::Null) => Value::Object(Map::new()),
-                        Some(i @ Value::Object(_)) => i.clone(),
-                        Some(_) => {
-                            self.err(field("inputs"), "`inputs` must be a mapping");
-                            return None;
-                        }
-                    };
+                    let inputs = self.inputs_mapping(m, field("inputs"))?;
                     (action, inputs)
                 };
                 match self.registry.resolve(&action, &self.tools) {
@@ -1540,14 +1533,7 @@ impl Cx<'_> {
                     );
                 }
                 let path_str = required_str(self, "workflow")?;
-                let inputs = match m.get("inputs") {
-                    None | Some(Value::Null) => Value::Object(Map::new()),
-                    Some(i @ Value::Object(_)) => i.clone(),
-                    Some(_) => {
-                        self.err(field("inputs"), "`inputs` must be a mapping");
-                        return None;
-                    }
-                };
+                let inputs = self.inputs_mapping(m, field("inputs"))?;
                 StepKind::SubWorkflow {
                     path: path_str,
                     inputs,
@@ -1571,6 +1557,18 @@ impl Cx<'_> {
             spans: spans.clone(),
             path,
         })
+    }
+
+    /// A step's `inputs:`: a mapping, or nothing (an empty one).
+    fn inputs_mapping(&mut self, m: &Map<String, Value>, at: Pos) -> Option<Value> {
+        match m.get("inputs") {
+            None | Some(Value::Null) => Some(Value::Object(Map::new())),
+            Some(i @ Value::Object(_)) => Some(i.clone()),
+            Some(_) => {
+                self.err(at, "`inputs` must be a mapping");
+                None
+            }
+        }
     }
 
     fn error_policy(&mut self, m: &Map<String, Value>, field: &dyn Fn(&str) -> Pos) -> ErrorPolicy {
