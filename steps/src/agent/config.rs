@@ -1,0 +1,636 @@
+//! Which provider, endpoint, key and model an agent step uses.
+//!
+//! Everything here is pure: it reads the tool declaration, the step's
+//! `model:`, the CLI overrides and an environment *snapshot*, never the
+//! process environment.
+
+use super::AgentOverrides;
+use crate::action::ToolConfig;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// Default per-request timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default number of retries after the first attempt.
+pub const DEFAULT_MAX_RETRIES: u32 = 3;
+/// Default `max_tokens` for Anthropic (where the API requires one).
+pub const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+/// The model used with Anthropic when nothing names one.
+pub const ANTHROPIC_DEFAULT_MODEL: &str = "claude-sonnet-4-5-20250929";
+
+const SUPPORTED_SDKS: &str =
+    "claude-agent, claude, claude-code, anthropic (Anthropic Messages API); \
+openai, openai-compatible, vllm (OpenAI chat completions); ollama (Ollama chat API)";
+
+const SUPPORTED_AGENTS: &str =
+    "anthropic (also claude, claude-agent, claude-code), openai (also openai-compatible, vllm), ollama";
+
+/// An LLM provider spoken over HTTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// `POST {base}/v1/messages`.
+    Anthropic,
+    /// `POST {base}/chat/completions`.
+    OpenAi,
+    /// `POST {host}/api/chat`.
+    Ollama,
+}
+
+impl Provider {
+    /// The provider for a tool `sdk` (or a `--agent` value), case-insensitive.
+    pub fn from_sdk(sdk: &str) -> Option<Provider> {
+        match sdk.trim().to_ascii_lowercase().as_str() {
+            "claude-agent" | "claude" | "claude-code" | "anthropic" => Some(Provider::Anthropic),
+            "openai" | "openai-compatible" | "vllm" => Some(Provider::OpenAi),
+            "ollama" => Some(Provider::Ollama),
+            _ => None,
+        }
+    }
+
+    /// Short lowercase id: `anthropic`, `openai`, `ollama`.
+    pub fn id(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "anthropic",
+            Provider::OpenAi => "openai",
+            Provider::Ollama => "ollama",
+        }
+    }
+
+    /// Display name: `Anthropic`, `OpenAI`, `Ollama`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "Anthropic",
+            Provider::OpenAi => "OpenAI",
+            Provider::Ollama => "Ollama",
+        }
+    }
+
+    /// The environment variable holding the API key.
+    pub fn key_var(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "ANTHROPIC_API_KEY",
+            Provider::OpenAi => "OPENAI_API_KEY",
+            Provider::Ollama => "OLLAMA_API_KEY",
+        }
+    }
+
+    /// The environment variable holding the endpoint.
+    pub fn base_var(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "ANTHROPIC_BASE_URL",
+            Provider::OpenAi => "OPENAI_BASE_URL",
+            Provider::Ollama => "OLLAMA_HOST",
+        }
+    }
+
+    /// The environment variable holding the default model.
+    pub fn model_var(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "ANTHROPIC_MODEL",
+            Provider::OpenAi => "OPENAI_MODEL",
+            Provider::Ollama => "OLLAMA_MODEL",
+        }
+    }
+
+    /// The endpoint used when neither the tool nor the environment names one.
+    pub fn default_base(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "https://api.anthropic.com",
+            Provider::OpenAi => "https://api.openai.com/v1",
+            Provider::Ollama => "http://127.0.0.1:11434",
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// Maps a Claude model alias to a full Anthropic model id; anything else
+/// (full ids, unknown names) passes through unchanged.
+///
+/// `sonnet` / `claude-sonnet` / `sonnet-4.5` → `claude-sonnet-4-5-20250929`,
+/// `haiku` / `claude-haiku` → `claude-haiku-4-5-20251001`,
+/// `opus` / `claude-opus` → `claude-opus-4-5-20251101`.
+pub fn claude_model_id(model: &str) -> String {
+    match claude_alias(model) {
+        Some(id) => id.to_string(),
+        None => model.to_string(),
+    }
+}
+
+/// The full id for a Claude alias, `None` when `model` is not an alias.
+pub fn claude_alias(model: &str) -> Option<&'static str> {
+    let m = model.trim().to_ascii_lowercase();
+    let m = m.strip_prefix("claude-").unwrap_or(&m);
+    let m = m.replace('.', "-");
+    match m.as_str() {
+        "sonnet" | "sonnet-4-5" | "sonnet-latest" => Some("claude-sonnet-4-5-20250929"),
+        "haiku" | "haiku-4-5" | "haiku-latest" => Some("claude-haiku-4-5-20251001"),
+        "opus" | "opus-4-5" | "opus-latest" => Some("claude-opus-4-5-20251101"),
+        _ => None,
+    }
+}
+
+/// How a request authenticates.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum Auth {
+    None,
+    /// Anthropic `x-api-key`.
+    XApiKey(String),
+    /// `Authorization: Bearer`.
+    Bearer(String),
+}
+
+impl Auth {
+    pub(crate) fn secret(&self) -> Option<&str> {
+        match self {
+            Auth::None => None,
+            Auth::XApiKey(k) | Auth::Bearer(k) => Some(k),
+        }
+    }
+}
+
+/// The outcome of resolution: everything needed to call the provider.
+///
+/// `Debug` never shows the key.
+#[derive(Clone)]
+pub struct Resolved {
+    pub provider: Provider,
+    /// The tool's name (`agent` in `agent.run`).
+    pub tool: String,
+    /// The model id sent to the provider (aliases already mapped).
+    pub model: String,
+    /// Where the model came from (`step model:`, `--model`, `ANTHROPIC_MODEL`, …).
+    pub model_source: String,
+    /// Base URL without a trailing slash.
+    pub base_url: String,
+    /// Per-request timeout (before a step `timeout` override).
+    pub timeout: Duration,
+    /// Retries after the first attempt on 429/5xx/connection errors.
+    pub max_retries: u32,
+    /// Tool `options.max_tokens`, used when the step gives none.
+    pub max_tokens: Option<u64>,
+    /// Tool `options.temperature`, used when the step gives none.
+    pub temperature: Option<f64>,
+    pub(crate) auth: Auth,
+    /// Where the key came from, for hints (`ANTHROPIC_API_KEY`, `tool `agent` auth.api_key`).
+    pub(crate) key_source: String,
+}
+
+impl fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Resolved")
+            .field("provider", &self.provider)
+            .field("tool", &self.tool)
+            .field("model", &self.model)
+            .field("model_source", &self.model_source)
+            .field("base_url", &display_url(&self.base_url))
+            .field("timeout", &self.timeout)
+            .field("max_retries", &self.max_retries)
+            .field("has_key", &(self.auth != Auth::None))
+            .finish()
+    }
+}
+
+impl Resolved {
+    /// Short description for the run header: `anthropic claude-haiku-4-5-20251001`.
+    pub fn describe(&self) -> String {
+        format!("{} {}", self.provider.id(), self.model)
+    }
+
+    /// The URL requests are posted to.
+    pub fn endpoint(&self) -> String {
+        let base = &self.base_url;
+        match self.provider {
+            Provider::Anthropic => {
+                if base.ends_with("/v1") {
+                    format!("{base}/messages")
+                } else {
+                    format!("{base}/v1/messages")
+                }
+            }
+            Provider::OpenAi => format!("{base}/chat/completions"),
+            Provider::Ollama => {
+                let base = base.strip_suffix("/api").unwrap_or(base);
+                format!("{base}/api/chat")
+            }
+        }
+    }
+
+    /// True when the base URL is the provider's public default.
+    pub fn is_default_base(&self) -> bool {
+        self.base_url == self.provider.default_base()
+    }
+}
+
+/// A URL with any `user:password@` part removed, for messages.
+pub fn display_url(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let end = rest.find('/').unwrap_or(rest.len());
+        if let Some(at) = rest[..end].rfind('@') {
+            return format!("{scheme}://{}", &rest[at + 1..]);
+        }
+    }
+    url.to_string()
+}
+
+fn env_get<'e>(env: &'e BTreeMap<String, String>, name: &str) -> Option<&'e str> {
+    env.get(name).map(|s| s.trim()).filter(|s| !s.is_empty())
+}
+
+/// Replaces `${NAME}` (and a whole-value `$NAME`) with the snapshot's value;
+/// an unset variable becomes empty.
+fn substitute(s: &str, env: &BTreeMap<String, String>) -> String {
+    let t = s.trim();
+    if let Some(name) = t.strip_prefix('$') {
+        if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return env_get(env, name).unwrap_or("").to_string();
+        }
+    }
+    let mut out = String::new();
+    let mut rest = t;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        match rest[start + 2..].find('}') {
+            Some(end) => {
+                let name = &rest[start + 2..start + 2 + end];
+                out.push_str(env_get(env, name).unwrap_or(""));
+                rest = &rest[start + 3 + end..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn value_str(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn value_f64(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// First non-empty string among `keys` in `maps`, after `${VAR}` substitution.
+fn setting(
+    maps: &[(&Map<String, Value>, &'static str)],
+    keys: &[&str],
+    env: &BTreeMap<String, String>,
+) -> Option<(String, String)> {
+    for (map, map_name) in maps {
+        for key in keys {
+            if let Some(v) = map.get(*key).and_then(value_str) {
+                let v = substitute(&v, env);
+                if !v.is_empty() {
+                    return Some((v, format!("{map_name}.{key}")));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Normalises a base URL: trims, drops trailing slashes, adds a scheme
+/// (`http://` for local hosts and Ollama, `https://` otherwise) and, for an
+/// Ollama host given without scheme or port, the default port 11434.
+fn normalize_base(provider: Provider, raw: &str) -> String {
+    let mut s = raw.trim().trim_end_matches('/').to_string();
+    if !s.contains("://") {
+        let host = s.split('/').next().unwrap_or("");
+        let local = host.starts_with("localhost")
+            || host.starts_with("127.")
+            || host.starts_with("0.0.0.0")
+            || host.starts_with('[');
+        let has_port = match host.rfind(':') {
+            Some(i) => host[i + 1..].chars().all(|c| c.is_ascii_digit()) && i + 1 < host.len(),
+            None => false,
+        };
+        if provider == Provider::Ollama {
+            if !has_port && !host.is_empty() {
+                s = format!("{host}:11434{}", &s[host.len()..]);
+            }
+            s = format!("http://{s}");
+        } else if local {
+            s = format!("http://{s}");
+        } else {
+            s = format!("https://{s}");
+        }
+    }
+    s
+}
+
+/// Resolves provider, endpoint, key and model for one agent step.
+/// See the module documentation for the rules.
+pub(crate) fn resolve(
+    overrides: &AgentOverrides,
+    tool: &ToolConfig,
+    step_model: Option<&str>,
+    env: &BTreeMap<String, String>,
+) -> Result<Resolved, String> {
+    let tool_name = if tool.name.trim().is_empty() {
+        "agent"
+    } else {
+        tool.name.trim()
+    };
+    let sdk = tool.sdk.trim();
+    let file_provider = Provider::from_sdk(sdk);
+    let agent = overrides
+        .agent
+        .as_deref()
+        .map(str::trim)
+        .filter(|a| !a.is_empty());
+
+    let provider = match agent {
+        Some(a) => Provider::from_sdk(a).ok_or_else(|| {
+            format!("unknown `--agent {a}`. Supported providers: {SUPPORTED_AGENTS}")
+        })?,
+        None => match file_provider {
+            Some(p) => p,
+            None if sdk.is_empty() => {
+                return Err(format!(
+                    "tool `{tool_name}` has no `sdk` (or is not declared under `tools:` in the frontmatter). \
+                     Declare it, e.g. `tools: {{{tool_name}: {{sdk: claude-agent}}}}`; supported sdks: {SUPPORTED_SDKS}. \
+                     Or pass `--agent anthropic|openai|ollama`"
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "tool `{tool_name}` uses sdk `{sdk}`, which is not a supported agent provider. \
+                     Supported sdks: {SUPPORTED_SDKS}. Or pass `--agent anthropic|openai|ollama` to use one of them for every AI tool"
+                ))
+            }
+        },
+    };
+    // The file's own settings (models, endpoint, key) only apply to the file's provider.
+    let keep_file = file_provider == Some(provider);
+    let who = match agent {
+        Some(a) => format!(
+            "`--agent {a}` selects {} for tool `{tool_name}`",
+            provider.label()
+        ),
+        None => format!("tool `{tool_name}` uses sdk `{sdk}` ({})", provider.label()),
+    };
+
+    let empty = Map::new();
+    let (auth_map, opt_map) = if keep_file {
+        (&tool.auth, &tool.options)
+    } else {
+        (&empty, &empty)
+    };
+    let file_maps = [(auth_map, "auth"), (opt_map, "options")];
+
+    // Endpoint.
+    let mut base_keys = vec!["base_url", "baseUrl", "baseURL"];
+    if provider == Provider::Ollama {
+        base_keys.push("host");
+    }
+    let tool_base = setting(&file_maps, &base_keys, env);
+    let env_base = env_get(env, provider.base_var())
+        .map(str::to_string)
+        .or_else(|| {
+            (provider == Provider::OpenAi)
+                .then(|| env_get(env, "OPENAI_API_BASE").map(str::to_string))
+                .flatten()
+        });
+    let (base_raw, base_source) = match (tool_base, env_base) {
+        (Some((v, src)), _) => (v, format!("tool `{tool_name}` {src}")),
+        (None, Some(v)) => (v, provider.base_var().to_string()),
+        (None, None) => (provider.default_base().to_string(), String::new()),
+    };
+    let base_url = normalize_base(provider, &base_raw);
+    let default_base = base_url == provider.default_base();
+
+    // Key.
+    let tool_key = setting(&file_maps, &["api_key", "apiKey"], env);
+    let (auth, key_source) = match provider {
+        Provider::Anthropic => {
+            if let Some((k, src)) = tool_key {
+                (Auth::XApiKey(k), format!("tool `{tool_name}` {src}"))
+            } else if let Some(k) = env_get(env, "ANTHROPIC_API_KEY") {
+                (
+                    Auth::XApiKey(k.to_string()),
+                    "ANTHROPIC_API_KEY".to_string(),
+                )
+            } else if let Some(k) = env_get(env, "ANTHROPIC_AUTH_TOKEN") {
+                (
+                    Auth::Bearer(k.to_string()),
+                    "ANTHROPIC_AUTH_TOKEN".to_string(),
+                )
+            } else {
+                let mut msg = format!("{who}, but ANTHROPIC_API_KEY is not set. ");
+                if default_base {
+                    msg.push_str(
+                        "Set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a proxy or a compatible server)",
+                    );
+                } else {
+                    msg.push_str(&format!(
+                        "The endpoint is {} (from {base_source}); set ANTHROPIC_API_KEY too (any value works if that server does not check keys)",
+                        display_url(&base_url)
+                    ));
+                }
+                msg.push_str(", or pick another provider: `--agent openai` with OPENAI_API_KEY or OPENAI_BASE_URL, `--agent ollama` with OLLAMA_HOST");
+                return Err(msg);
+            }
+        }
+        Provider::OpenAi => {
+            if let Some((k, src)) = tool_key {
+                (Auth::Bearer(k), format!("tool `{tool_name}` {src}"))
+            } else if let Some(k) = env_get(env, "OPENAI_API_KEY") {
+                (Auth::Bearer(k.to_string()), "OPENAI_API_KEY".to_string())
+            } else if !default_base {
+                (Auth::None, "OPENAI_API_KEY".to_string())
+            } else {
+                return Err(format!(
+                    "{who}, but neither OPENAI_API_KEY nor OPENAI_BASE_URL is set. \
+                     Set OPENAI_API_KEY for api.openai.com, or OPENAI_BASE_URL for a local or compatible server \
+                     (e.g. http://127.0.0.1:8000/v1; no key needed), \
+                     or pick another provider: `--agent anthropic` with ANTHROPIC_API_KEY, `--agent ollama` with OLLAMA_HOST"
+                ));
+            }
+        }
+        Provider::Ollama => {
+            if let Some((k, src)) = tool_key {
+                (Auth::Bearer(k), format!("tool `{tool_name}` {src}"))
+            } else if let Some(k) = env_get(env, "OLLAMA_API_KEY") {
+                (Auth::Bearer(k.to_string()), "OLLAMA_API_KEY".to_string())
+            } else {
+                (Auth::None, "OLLAMA_API_KEY".to_string())
+            }
+        }
+    };
+
+    // Model.
+    let mut candidates: Vec<(String, String)> = Vec::new();
+    if keep_file {
+        if let Some(m) = step_model {
+            candidates.push((m.to_string(), "step `model:`".to_string()));
+        }
+        if let Some(m) = opt_map.get("model").and_then(value_str) {
+            candidates.push((
+                substitute(&m, env),
+                format!("tool `{tool_name}` options.model"),
+            ));
+        }
+    }
+    if let Some(m) = &overrides.model {
+        candidates.push((m.clone(), "--model".to_string()));
+    }
+    if let Some(m) = env_get(env, provider.model_var()) {
+        candidates.push((m.to_string(), provider.model_var().to_string()));
+    }
+    let mut skipped: Vec<String> = Vec::new();
+    let mut chosen: Option<(String, String)> = None;
+    for (m, src) in candidates {
+        let m = m.trim();
+        if m.is_empty() || m.eq_ignore_ascii_case("auto") {
+            continue;
+        }
+        match provider {
+            Provider::Anthropic => {
+                chosen = Some((claude_model_id(m), src));
+                break;
+            }
+            Provider::OpenAi | Provider::Ollama => {
+                if claude_alias(m).is_some() {
+                    skipped.push(format!("`{m}` ({src})"));
+                    continue;
+                }
+                chosen = Some((m.to_string(), src));
+                break;
+            }
+        }
+    }
+    let (model, model_source) = match chosen {
+        Some(c) => c,
+        None if provider == Provider::Anthropic => {
+            (ANTHROPIC_DEFAULT_MODEL.to_string(), "default".to_string())
+        }
+        None => {
+            let mut msg = format!(
+                "{who}, but no model is set. Pass `--model <name>` or set {}",
+                provider.model_var()
+            );
+            if keep_file {
+                msg.push_str(&format!(" (or `options.model` on tool `{tool_name}`)"));
+            }
+            if !skipped.is_empty() {
+                msg.push_str(&format!(
+                    "; Claude aliases are not used with {}: skipped {}",
+                    provider.label(),
+                    skipped.join(", ")
+                ));
+            }
+            return Err(msg);
+        }
+    };
+
+    // Generic options (kept under --agent: they are not provider-specific).
+    let o = &tool.options;
+    let timeout = o
+        .get("timeout")
+        .and_then(value_f64)
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .map(Duration::from_secs_f64)
+        .unwrap_or(DEFAULT_TIMEOUT);
+    let max_retries = o
+        .get("max_retries")
+        .and_then(value_f64)
+        .filter(|n| n.is_finite() && *n >= 0.0)
+        .map(|n| n.min(10.0) as u32)
+        .unwrap_or(DEFAULT_MAX_RETRIES);
+    let max_tokens = o
+        .get("max_tokens")
+        .and_then(value_f64)
+        .filter(|n| n.is_finite() && *n >= 1.0)
+        .map(|n| n as u64);
+    let temperature = o
+        .get("temperature")
+        .and_then(value_f64)
+        .filter(|t| t.is_finite());
+
+    Ok(Resolved {
+        provider,
+        tool: tool_name.to_string(),
+        model,
+        model_source,
+        base_url,
+        timeout,
+        max_retries,
+        max_tokens,
+        temperature,
+        auth,
+        key_source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases() {
+        assert_eq!(claude_model_id("haiku"), "claude-haiku-4-5-20251001");
+        assert_eq!(
+            claude_model_id("Claude-Sonnet"),
+            "claude-sonnet-4-5-20250929"
+        );
+        assert_eq!(claude_model_id("opus"), "claude-opus-4-5-20251101");
+        assert_eq!(claude_model_id("sonnet-4.5"), "claude-sonnet-4-5-20250929");
+        assert_eq!(
+            claude_model_id("claude-3-5-haiku-latest"),
+            "claude-3-5-haiku-latest"
+        );
+        assert!(claude_alias("gpt-4o").is_none());
+    }
+
+    #[test]
+    fn bases() {
+        assert_eq!(
+            normalize_base(Provider::Ollama, "0.0.0.0"),
+            "http://0.0.0.0:11434"
+        );
+        assert_eq!(
+            normalize_base(Provider::Ollama, "gpu:1234/"),
+            "http://gpu:1234"
+        );
+        assert_eq!(
+            normalize_base(Provider::OpenAi, "localhost:8000/v1/"),
+            "http://localhost:8000/v1"
+        );
+        assert_eq!(
+            normalize_base(Provider::OpenAi, "proxy.example.com/v1"),
+            "https://proxy.example.com/v1"
+        );
+        assert_eq!(
+            display_url("https://u:p@h.example/v1"),
+            "https://h.example/v1"
+        );
+    }
+
+    #[test]
+    fn substitution() {
+        let env: BTreeMap<String, String> = [("K".to_string(), "v".to_string())].into();
+        assert_eq!(substitute("${K}", &env), "v");
+        assert_eq!(substitute("$K", &env), "v");
+        assert_eq!(substitute("a${K}b${NOPE}", &env), "avb");
+        assert_eq!(substitute("plain", &env), "plain");
+    }
+}

@@ -1,0 +1,422 @@
+//! Step inputs → provider request bodies, provider replies → text.
+
+use super::config::{Provider, Resolved, DEFAULT_MAX_TOKENS};
+use crate::action::{type_name, ActionError};
+use serde_json::{json, Map, Value};
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Msg {
+    pub role: String,
+    pub content: Value,
+}
+
+/// The step's request, provider-neutral.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Prompt {
+    pub messages: Vec<Msg>,
+    pub system: Option<String>,
+    pub max_tokens: Option<u64>,
+    pub temperature: Option<f64>,
+}
+
+fn text_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Reads `prompt` / `messages` / `system` / `max_tokens` / `temperature`.
+pub(crate) fn parse_inputs(inputs: &Value) -> Result<Prompt, ActionError> {
+    let empty = Map::new();
+    let (obj, bare_prompt) = match inputs {
+        Value::Object(o) => (o, None),
+        // `inputs: "text"` — the whole inputs are the prompt.
+        Value::String(s) => (&empty, Some(s.clone())),
+        Value::Null => (&empty, None),
+        other => {
+            return Err(ActionError::Input(format!(
+                "agent inputs must be an object with `prompt` or `messages`, got {}",
+                type_name(other)
+            )))
+        }
+    };
+
+    let mut messages = Vec::new();
+    match obj.get("messages") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                let Value::Object(m) = item else {
+                    return Err(ActionError::Input(format!(
+                        "input `messages[{i}]` must be an object `{{role, content}}`, got {}",
+                        type_name(item)
+                    )));
+                };
+                let role = match m.get("role") {
+                    Some(Value::String(r)) if !r.trim().is_empty() => r.trim().to_ascii_lowercase(),
+                    _ => {
+                        return Err(ActionError::Input(format!(
+                        "input `messages[{i}].role` must be a string (user, assistant or system)"
+                    )))
+                    }
+                };
+                let content = match m.get("content") {
+                    None | Some(Value::Null) => {
+                        return Err(ActionError::Input(format!(
+                            "input `messages[{i}].content` is missing"
+                        )))
+                    }
+                    Some(c) => c.clone(),
+                };
+                messages.push(Msg { role, content });
+            }
+        }
+        Some(other) => {
+            return Err(ActionError::Input(format!(
+                "input `messages` must be an array of `{{role, content}}`, got {}",
+                type_name(other)
+            )))
+        }
+    }
+
+    let prompt = match obj.get("prompt") {
+        None | Some(Value::Null) => bare_prompt,
+        Some(v) => Some(text_of(v)),
+    };
+    if let Some(p) = prompt {
+        if p.trim().is_empty() {
+            return Err(ActionError::Input("input `prompt` is empty".into()));
+        }
+        messages.push(Msg {
+            role: "user".into(),
+            content: Value::String(p),
+        });
+    }
+    if messages.is_empty() {
+        return Err(ActionError::Input(
+            "agent step needs input `prompt` (a string) or `messages` (a list of {role, content})"
+                .into(),
+        ));
+    }
+
+    let system = match obj.get("system") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(text_of(v)).filter(|s| !s.trim().is_empty()),
+    };
+    let max_tokens = match obj.get("max_tokens") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            let n = match v {
+                Value::Number(n) => n.as_f64(),
+                Value::String(s) => s.trim().parse::<f64>().ok(),
+                _ => None,
+            };
+            match n {
+                Some(n) if n.is_finite() && n >= 1.0 && n.fract() == 0.0 => Some(n as u64),
+                _ => {
+                    return Err(ActionError::Input(format!(
+                        "input `max_tokens` must be a positive integer, got {v}"
+                    )))
+                }
+            }
+        }
+    };
+    let temperature = match obj.get("temperature") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            let t = match v {
+                Value::Number(n) => n.as_f64(),
+                Value::String(s) => s.trim().parse::<f64>().ok(),
+                _ => None,
+            };
+            match t {
+                Some(t) if t.is_finite() && t >= 0.0 => Some(t),
+                _ => {
+                    return Err(ActionError::Input(format!(
+                        "input `temperature` must be a non-negative number, got {v}"
+                    )))
+                }
+            }
+        }
+    };
+    Ok(Prompt {
+        messages,
+        system,
+        max_tokens,
+        temperature,
+    })
+}
+
+/// The JSON body for the resolved provider.
+pub(crate) fn request_body(r: &Resolved, p: &Prompt) -> Value {
+    let max_tokens = p.max_tokens.or(r.max_tokens);
+    let temperature = p.temperature.or(r.temperature);
+    match r.provider {
+        Provider::Anthropic => {
+            // System messages are a top-level field in the Messages API.
+            let mut system: Vec<String> = p.system.iter().cloned().collect();
+            let mut messages = Vec::new();
+            for m in &p.messages {
+                if m.role == "system" {
+                    system.push(text_of(&m.content));
+                    continue;
+                }
+                let content = match &m.content {
+                    c @ (Value::String(_) | Value::Array(_)) => c.clone(),
+                    other => Value::String(other.to_string()),
+                };
+                messages.push(json!({"role": m.role, "content": content}));
+            }
+            let mut body = json!({
+                "model": r.model,
+                "max_tokens": max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+                "messages": messages,
+            });
+            if !system.is_empty() {
+                body["system"] = Value::String(system.join("\n\n"));
+            }
+            if let Some(t) = temperature {
+                body["temperature"] = json!(t);
+            }
+            body
+        }
+        Provider::OpenAi => {
+            let mut messages = Vec::new();
+            if let Some(s) = &p.system {
+                messages.push(json!({"role": "system", "content": s}));
+            }
+            for m in &p.messages {
+                let content = match &m.content {
+                    c @ (Value::String(_) | Value::Array(_)) => c.clone(),
+                    other => Value::String(other.to_string()),
+                };
+                messages.push(json!({"role": m.role, "content": content}));
+            }
+            let mut body = json!({"model": r.model, "messages": messages});
+            if let Some(n) = max_tokens {
+                // api.openai.com's newer models reject `max_tokens`; compatible
+                // servers (vLLM, llama.cpp, …) know `max_tokens`.
+                let field = if r.is_default_base() {
+                    "max_completion_tokens"
+                } else {
+                    "max_tokens"
+                };
+                body[field] = json!(n);
+            }
+            if let Some(t) = temperature {
+                body["temperature"] = json!(t);
+            }
+            body
+        }
+        Provider::Ollama => {
+            let mut messages = Vec::new();
+            if let Some(s) = &p.system {
+                messages.push(json!({"role": "system", "content": s}));
+            }
+            for m in &p.messages {
+                messages.push(json!({"role": m.role, "content": text_of(&m.content)}));
+            }
+            let mut body = json!({"model": r.model, "messages": messages, "stream": false});
+            let mut options = Map::new();
+            if let Some(n) = max_tokens {
+                options.insert("num_predict".into(), json!(n));
+            }
+            if let Some(t) = temperature {
+                options.insert("temperature".into(), json!(t));
+            }
+            if !options.is_empty() {
+                body["options"] = Value::Object(options);
+            }
+            body
+        }
+    }
+}
+
+/// A parsed reply: the text, plus a warning worth logging (truncation, empty reply).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Reply {
+    pub text: String,
+    pub warning: Option<String>,
+}
+
+/// Extracts the reply text; `Err` when the body has not the provider's shape.
+pub(crate) fn parse_reply(provider: Provider, body: &Value) -> Result<Reply, String> {
+    match provider {
+        Provider::Anthropic => {
+            let Some(blocks) = body.get("content").and_then(Value::as_array) else {
+                return Err(format!(
+                    "reply has no `content` array: {}",
+                    snippet(&body.to_string())
+                ));
+            };
+            let text: String = blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect();
+            let stop = body.get("stop_reason").and_then(Value::as_str);
+            let warning = if stop == Some("max_tokens") {
+                Some(
+                    "the reply was cut off at max_tokens; raise `max_tokens` for a complete answer"
+                        .into(),
+                )
+            } else if text.is_empty() {
+                Some(format!(
+                    "the reply has no text (stop_reason: {})",
+                    stop.unwrap_or("none")
+                ))
+            } else {
+                None
+            };
+            Ok(Reply { text, warning })
+        }
+        Provider::OpenAi => {
+            let Some(choice) = body.get("choices").and_then(|c| c.get(0)) else {
+                return Err(format!(
+                    "reply has no `choices`: {}",
+                    snippet(&body.to_string())
+                ));
+            };
+            let message = choice.get("message");
+            let text = match message.and_then(|m| m.get("content")) {
+                Some(Value::String(s)) => s.clone(),
+                // Some servers return content parts.
+                Some(Value::Array(parts)) => parts
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                    .collect(),
+                _ => String::new(),
+            };
+            let finish = choice.get("finish_reason").and_then(Value::as_str);
+            let refusal = message
+                .and_then(|m| m.get("refusal"))
+                .and_then(Value::as_str);
+            let warning = if finish == Some("length") {
+                Some("the reply was cut off at the token limit; raise `max_tokens` for a complete answer".into())
+            } else if let (true, Some(r)) = (text.is_empty(), refusal) {
+                Some(format!("the model refused: {r}"))
+            } else if text.is_empty() {
+                Some(format!(
+                    "the reply has no text (finish_reason: {})",
+                    finish.unwrap_or("none")
+                ))
+            } else {
+                None
+            };
+            Ok(Reply { text, warning })
+        }
+        Provider::Ollama => {
+            let Some(text) = body
+                .get("message")
+                .and_then(|m| m.get("content"))
+                .and_then(Value::as_str)
+            else {
+                return Err(format!(
+                    "reply has no `message.content`: {}",
+                    snippet(&body.to_string())
+                ));
+            };
+            let warning = if body.get("done_reason").and_then(Value::as_str) == Some("length") {
+                Some("the reply was cut off at the token limit; raise `max_tokens` for a complete answer".into())
+            } else if text.is_empty() {
+                Some("the reply has no text".into())
+            } else {
+                None
+            };
+            Ok(Reply {
+                text: text.to_string(),
+                warning,
+            })
+        }
+    }
+}
+
+/// The provider's error message from an error body, else a snippet of the body.
+pub(crate) fn error_message(body: &str) -> String {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        let found = v
+            .get("error")
+            .and_then(|e| match e {
+                Value::String(s) => Some(s.clone()),
+                Value::Object(o) => o.get("message").and_then(Value::as_str).map(str::to_string),
+                _ => None,
+            })
+            .or_else(|| v.get("message").and_then(Value::as_str).map(str::to_string))
+            .or_else(|| v.get("detail").and_then(Value::as_str).map(str::to_string));
+        if let Some(m) = found {
+            return snippet(&m);
+        }
+    }
+    snippet(body.trim())
+}
+
+/// At most 500 characters of `s`, on one line.
+pub(crate) fn snippet(s: &str) -> String {
+    let one_line: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let mut out: String = one_line.chars().take(500).collect();
+    if one_line.chars().count() > 500 {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs() {
+        let p = parse_inputs(&json!({"prompt": {"a": 1}})).unwrap();
+        assert_eq!(p.messages[0].content, json!("{\"a\":1}"));
+        assert!(matches!(
+            parse_inputs(&json!({})),
+            Err(ActionError::Input(_))
+        ));
+        assert!(matches!(
+            parse_inputs(&json!({"prompt": "x", "max_tokens": -1})),
+            Err(ActionError::Input(_))
+        ));
+        let p =
+            parse_inputs(&json!({"messages": [{"role": "user", "content": "hi"}], "system": "s"}))
+                .unwrap();
+        assert_eq!(p.messages.len(), 1);
+        assert_eq!(p.system.as_deref(), Some("s"));
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(
+            error_message(r#"{"type":"error","error":{"type":"x","message":"bad key"}}"#),
+            "bad key"
+        );
+        assert_eq!(
+            error_message(r#"{"error":"model not found"}"#),
+            "model not found"
+        );
+        assert_eq!(error_message("oops"), "oops");
+    }
+
+    #[test]
+    fn replies() {
+        let r = parse_reply(
+            Provider::Anthropic,
+            &json!({"content": [{"type": "text", "text": "a"}, {"type": "tool_use"}, {"type": "text", "text": "b"}], "stop_reason": "end_turn"}),
+        )
+        .unwrap();
+        assert_eq!(r.text, "ab");
+        assert!(r.warning.is_none());
+        let r = parse_reply(
+            Provider::OpenAi,
+            &json!({"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]}),
+        )
+        .unwrap();
+        assert_eq!(r.text, "x");
+        assert!(r.warning.is_some());
+        assert!(parse_reply(Provider::Ollama, &json!({"nope": 1})).is_err());
+    }
+}
