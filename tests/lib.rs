@@ -11,4 +11,5 @@ mod examples;
 mod flagship;
 mod readme;
 mod sandbox;
+mod server;
 mod workflows;

@@ -45,6 +45,8 @@ pub enum Command {
     },
     /// Print the JSON Schema of the workflow format (for editors).
     Schema,
+    /// Serve the workflows' webhook triggers over HTTP.
+    Serve(ServeArgs),
     /// Print a workflow as a flowchart.
     Graph {
         file: PathBuf,
@@ -52,6 +54,37 @@ pub enum Command {
         #[arg(long, default_value = "mermaid", value_parser = ["mermaid", "dot", "svg"])]
         format: String,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Workflow files or folders (every `.md` below a folder with webhook triggers).
+    #[arg(default_value = ".")]
+    pub paths: Vec<PathBuf>,
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// 0 picks a free port (the address is printed on stderr).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Let scripts and file actions read below DIR (fixed for the server's life).
+    #[arg(long, value_name = "DIR")]
+    pub allow_read: Vec<PathBuf>,
+    /// Let scripts and file actions write below DIR.
+    #[arg(long, value_name = "DIR")]
+    pub allow_write: Vec<PathBuf>,
+    /// Let http actions call only these hosts.
+    #[arg(long, value_name = "HOST")]
+    pub allow_host: Vec<String>,
+    /// Largest request body, in bytes.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    pub max_body: usize,
+    /// How long a synchronous request waits for its run (seconds) before answering 504.
+    #[arg(long, default_value_t = 300)]
+    pub request_timeout: u64,
+    #[arg(short, long, env = "MARKTOFLOW_AGENT")]
+    pub agent: Option<String>,
+    #[arg(short, long, env = "MARKTOFLOW_MODEL")]
+    pub model: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -115,6 +148,7 @@ pub fn main() -> i32 {
             json,
             strict,
         } => validate(&files, json, strict),
+        Command::Serve(a) => serve(a),
         Command::Schema => {
             print!("{}", crate::schema::schema_text());
             EXIT_OK
@@ -442,6 +476,158 @@ fn run(a: RunArgs) -> i32 {
         RunStatus::Completed => EXIT_OK,
         _ => EXIT_RUN_FAILED,
     }
+}
+
+fn serve(a: ServeArgs) -> i32 {
+    use crate::server::{router, routes_of, workflow_files, ServeConfig, ServerState};
+    let registry = Registry::standard();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let mut workflows = Vec::new();
+    let mut errors = Vec::new();
+    for f in workflow_files(&a.paths) {
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        // Folders hold READMEs and notes too: only files with frontmatter count.
+        if !text.contains("\n---") && !text.starts_with("---") {
+            continue;
+        }
+        match model::load_str(&f, &text, &registry) {
+            Ok(l) => {
+                print_diagnostics(&l.warnings);
+                workflows.push(Arc::new(l.workflow));
+            }
+            Err(d) if a.paths.contains(&f) => errors.extend(d),
+            // A non-workflow Markdown file inside a folder is not an error.
+            Err(d)
+                if d.iter()
+                    .any(|x| x.message.starts_with("no workflow frontmatter")) => {}
+            Err(d) => errors.extend(d),
+        }
+    }
+    let env = environment(&cwd);
+    let routes = match routes_of(&workflows, &env) {
+        Ok(r) if errors.is_empty() => r,
+        Ok(_) => {
+            print_diagnostics(&errors);
+            return EXIT_USAGE;
+        }
+        Err(d) => {
+            errors.extend(d);
+            print_diagnostics(&errors);
+            return EXIT_USAGE;
+        }
+    };
+    if routes.is_empty() {
+        eprintln!(
+            "error: no webhook triggers found under {}",
+            a.paths
+                .iter()
+                .map(|p| format!("`{}`", p.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        eprintln!("  = hint: add `triggers: [{{type: webhook, path: /my-hook, method: POST}}]` to a workflow's frontmatter");
+        return EXIT_USAGE;
+    }
+    // Roots are fixed now: nothing in a request can widen them.
+    let mut read_roots = vec![cwd.clone()];
+    for r in &routes {
+        if let Some(d) = r.workflow.source.path.parent() {
+            read_roots.push(cwd.join(d));
+        }
+    }
+    read_roots.extend(a.allow_read.iter().cloned());
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
+    let caps = Capabilities {
+        sandbox: Arc::new(Sandbox::new(cwd, read_roots, a.allow_write.clone())),
+        log: Arc::new(|_| {}),
+        cancel: Cancel::default(),
+        scripts: Arc::new(ScriptHost::new(exe)),
+        agents: Arc::new(AgentHub::new(AgentOverrides {
+            agent: a.agent.clone(),
+            model: a.model.clone(),
+        })),
+        env: Arc::new(env),
+        allowed_hosts: (!a.allow_host.is_empty()).then(|| Arc::new(a.allow_host.clone())),
+    };
+    let mut problems = Vec::new();
+    for w in &workflows {
+        if let Err(d) = crate::plan::preflight(w, &caps) {
+            problems.extend(d);
+        }
+    }
+    if !problems.is_empty() {
+        print_diagnostics(&problems);
+        eprintln!("marktoflow: not serving: agent steps have no LLM provider they can reach");
+        return EXIT_USAGE;
+    }
+    let config = ServeConfig {
+        max_body: a.max_body,
+        request_timeout: std::time::Duration::from_secs(a.request_timeout),
+    };
+    let n = routes.len();
+    let listing: Vec<String> = routes
+        .iter()
+        .map(|r| format!("  {} {} → {}", r.method, r.path, r.workflow.source.name))
+        .collect();
+    let state = Arc::new(ServerState::new(
+        routes,
+        caps,
+        Arc::new(FileLoader(registry)),
+        config,
+    ));
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_RUN_FAILED;
+        }
+    };
+    rt.block_on(async move {
+        let addr = format!("{}:{}", a.host, a.port);
+        let listener = match tokio::net::TcpListener::bind(&addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("error: cannot listen on {addr}: {e}");
+                return EXIT_USAGE;
+            }
+        };
+        let local = listener.local_addr().map(|a| a.to_string()).unwrap_or(addr);
+        eprintln!(
+            "marktoflow: serving {n} route{} on http://{local}",
+            plural(n)
+        );
+        for l in &listing {
+            eprintln!("{l}");
+        }
+        let shutdown = async {
+            let term = async {
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(mut s) => {
+                        s.recv().await;
+                    }
+                    Err(_) => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term => {}
+            }
+            eprintln!("marktoflow: shutting down (finishing requests in flight)");
+        };
+        match axum::serve(listener, router(state))
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
+            Ok(()) => EXIT_OK,
+            Err(e) => {
+                eprintln!("error: server failed: {e}");
+                EXIT_RUN_FAILED
+            }
+        }
+    })
 }
 
 fn print_plan(wf: &Workflow, plan: &[crate::plan::PlannedStep], as_json: bool) {

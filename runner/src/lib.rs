@@ -13,5 +13,6 @@ pub mod lint;
 pub mod model;
 pub mod plan;
 pub mod schema;
+pub mod server;
 pub mod template;
 pub mod yamlpos;

@@ -1,0 +1,639 @@
+//! `marktoflow serve`: webhook triggers over HTTP, a thin layer over the engine.
+//!
+//! Routes come from each workflow's `webhook` triggers. A request's JSON body
+//! (and query string) supply inputs by name, converted and checked exactly as
+//! on the command line. Runs are synchronous by default; `Prefer:
+//! respond-async`, `?async=true` or `response: async` on the trigger answer
+//! 202 at once. Request data never widens the sandbox: its roots are fixed
+//! when the server starts.
+
+use crate::diag::Diagnostic;
+use crate::engine::{Engine, EventSink, RunConfig, RunEvent, RunResult, RunStatus, WorkflowLoader};
+use crate::inputs::{self, Supplied};
+use crate::model::Workflow;
+use axum::body::{to_bytes, Body, Bytes};
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{header, HeaderMap, Method, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use hmac::{Hmac, Mac};
+use marktoflow_steps::action::{Cancel, Capabilities};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// One webhook route.
+#[derive(Clone)]
+pub struct Route {
+    pub path: String,
+    pub method: Method,
+    pub workflow: Arc<Workflow>,
+    /// HMAC-SHA256 secret (`X-Hub-Signature-256: sha256=<hex>`).
+    pub secret: Option<String>,
+    /// A bearer token the request must present (`Authorization: Bearer …`).
+    pub token: Option<String>,
+    /// `inputMapping`: input name → dotted path into the body.
+    pub input_mapping: Vec<(String, String)>,
+    pub respond_async: bool,
+}
+
+/// Server settings fixed at start.
+pub struct ServeConfig {
+    pub max_body: usize,
+    pub request_timeout: Duration,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            max_body: 1024 * 1024,
+            request_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// A run the server knows about.
+struct RunEntry {
+    workflow: String,
+    result: watch::Receiver<Option<Arc<RunResult>>>,
+    events: Arc<Mutex<Vec<RunEvent>>>,
+}
+
+pub struct ServerState {
+    pub engine: Engine,
+    pub routes: Vec<Route>,
+    pub caps: Capabilities,
+    pub loader: Arc<dyn WorkflowLoader>,
+    pub config: ServeConfig,
+    runs: Mutex<HashMap<String, RunEntry>>,
+}
+
+impl ServerState {
+    pub fn new(
+        routes: Vec<Route>,
+        caps: Capabilities,
+        loader: Arc<dyn WorkflowLoader>,
+        config: ServeConfig,
+    ) -> Self {
+        ServerState {
+            engine: Engine::new(),
+            routes,
+            caps,
+            loader,
+            config,
+            runs: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+/// The routes of every workflow's webhook triggers; duplicates are errors
+/// naming both files.
+pub fn routes_of(
+    workflows: &[Arc<Workflow>],
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<Route>, Vec<Diagnostic>> {
+    let mut routes: Vec<Route> = Vec::new();
+    let mut errors = Vec::new();
+    for wf in workflows {
+        for t in wf.triggers.iter().filter(|t| t.kind == "webhook") {
+            if t.fields.get("enabled") == Some(&Value::Bool(false)) {
+                continue;
+            }
+            let f = |k: &str| t.fields.get(k).and_then(Value::as_str).map(str::to_string);
+            let Some(path) = f("path") else {
+                errors.push(Diagnostic::error(
+                    &wf.source,
+                    Some(t.pos),
+                    "a webhook trigger needs `path:` (e.g. `/hooks/my-workflow`)",
+                ));
+                continue;
+            };
+            let path = if path.starts_with('/') {
+                path
+            } else {
+                format!("/{path}")
+            };
+            let method = match Method::from_bytes(
+                f("method")
+                    .unwrap_or_else(|| "POST".into())
+                    .to_ascii_uppercase()
+                    .as_bytes(),
+            ) {
+                Ok(m) => m,
+                Err(_) => {
+                    errors.push(Diagnostic::error(
+                        &wf.source,
+                        Some(t.pos),
+                        "invalid `method:` for the webhook trigger",
+                    ));
+                    continue;
+                }
+            };
+            if let Some(other) = routes.iter().find(|r| r.path == path && r.method == method) {
+                errors.push(
+                    Diagnostic::error(
+                        &wf.source,
+                        Some(t.pos),
+                        format!(
+                            "route `{method} {path}` is already served by `{}`",
+                            other.workflow.source.name
+                        ),
+                    )
+                    .with_hint("give one of the webhook triggers another `path:`"),
+                );
+                continue;
+            }
+            let sub = |v: Option<String>| {
+                v.map(|s| match inputs::substitute_env(&Value::String(s), env) {
+                    Value::String(s) => s,
+                    _ => String::new(),
+                })
+                .filter(|s| !s.is_empty())
+            };
+            let token = f("token_env")
+                .and_then(|var| env.get(&var).cloned())
+                .filter(|s| !s.is_empty());
+            let input_mapping = match t
+                .fields
+                .get("inputMapping")
+                .or_else(|| t.fields.get("input_mapping"))
+            {
+                Some(Value::Object(m)) => m
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            routes.push(Route {
+                path,
+                method,
+                workflow: wf.clone(),
+                secret: sub(f("secret")),
+                token,
+                input_mapping,
+                respond_async: f("response").as_deref() == Some("async"),
+            });
+        }
+    }
+    if errors.is_empty() {
+        Ok(routes)
+    } else {
+        Err(errors)
+    }
+}
+
+pub fn router(state: Arc<ServerState>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/workflows", get(list_workflows))
+        .route("/runs/{id}", get(get_run))
+        .route("/runs/{id}/events", get(get_events))
+        .fallback(webhook)
+        .with_state(state)
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({"error": message.into()}))).into_response()
+}
+
+async fn health(State(s): State<Arc<ServerState>>) -> Response {
+    let running = s
+        .runs
+        .lock()
+        .map(|r| r.values().filter(|e| e.result.borrow().is_none()).count())
+        .unwrap_or(0);
+    Json(json!({"status": "ok", "workflows": s.routes.len(), "running": running})).into_response()
+}
+
+async fn list_workflows(State(s): State<Arc<ServerState>>) -> Response {
+    let list: Vec<Value> = s
+        .routes
+        .iter()
+        .map(|r| {
+            let inputs: Vec<Value> = r
+                .workflow
+                .inputs
+                .iter()
+                .map(|i| json!({"name": i.name, "type": i.ty.name(), "required": i.required && i.default.is_none(), "default": i.default, "description": i.description}))
+                .collect();
+            json!({"workflow": r.workflow.meta.id, "name": r.workflow.meta.name, "method": r.method.as_str(), "path": r.path,
+                   "file": r.workflow.source.name, "inputs": inputs, "auth": r.secret.is_some() || r.token.is_some()})
+        })
+        .collect();
+    Json(json!({"workflows": list})).into_response()
+}
+
+fn run_json(id: &str, workflow: &str, result: Option<&RunResult>) -> Value {
+    match result {
+        None => json!({"run_id": id, "workflow": workflow, "status": "running"}),
+        Some(r) => {
+            let error = r.error.as_ref().map(|f| {
+                json!({"message": f.message, "step": f.step_id, "file": f.file, "line": f.pos.map(|p| p.line), "column": f.pos.map(|p| p.col)})
+            });
+            json!({"run_id": id, "workflow": workflow, "status": r.status, "outputs": r.outputs, "error": error,
+                   "duration_ms": r.duration_ms,
+                   "steps": r.steps.iter().map(|s| json!({"id": s.id, "name": s.name, "status": s.status, "error": s.error, "duration_ms": s.duration_ms})).collect::<Vec<_>>()})
+        }
+    }
+}
+
+async fn get_run(State(s): State<Arc<ServerState>>, UrlPath(id): UrlPath<String>) -> Response {
+    let runs = match s.runs.lock() {
+        Ok(r) => r,
+        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "run table unavailable"),
+    };
+    match runs.get(&id) {
+        Some(e) => Json(run_json(&id, &e.workflow, e.result.borrow().as_deref())).into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("no run `{id}`")),
+    }
+}
+
+/// The run's events so far, as Server-Sent Events (the stream ends with the run).
+async fn get_events(State(s): State<Arc<ServerState>>, UrlPath(id): UrlPath<String>) -> Response {
+    let (events, done) = {
+        let runs = match s.runs.lock() {
+            Ok(r) => r,
+            Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "run table unavailable"),
+        };
+        match runs.get(&id) {
+            Some(e) => (e.events.clone(), e.result.clone()),
+            None => return error(StatusCode::NOT_FOUND, format!("no run `{id}`")),
+        }
+    };
+    let stream = futures_util::stream::unfold((0usize, false), move |(sent, finished)| {
+        let events = events.clone();
+        let mut done = done.clone();
+        async move {
+            loop {
+                let batch: Vec<RunEvent> = events
+                    .lock()
+                    .map(|e| e[sent.min(e.len())..].to_vec())
+                    .unwrap_or_default();
+                if !batch.is_empty() {
+                    let text: String = batch
+                        .iter()
+                        .map(|e| {
+                            format!("data: {}\n\n", serde_json::to_string(e).unwrap_or_default())
+                        })
+                        .collect();
+                    return Some((
+                        Ok::<_, std::convert::Infallible>(Bytes::from(text)),
+                        (sent + batch.len(), finished),
+                    ));
+                }
+                if finished || done.borrow().is_some() {
+                    if finished {
+                        return None;
+                    }
+                    // One more pass picks up events written just before the end.
+                    return Some((Ok(Bytes::new()), (sent, true)));
+                }
+                let _ = tokio::time::timeout(Duration::from_millis(200), done.changed()).await;
+            }
+        }
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| error(StatusCode::INTERNAL_SERVER_ERROR, "cannot stream"))
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Checks `X-Hub-Signature-256: sha256=<hex>` (or `X-Signature: <hex>`) of the raw body.
+fn signature_ok(secret: &str, headers: &HeaderMap, body: &[u8]) -> bool {
+    let given = headers
+        .get("x-hub-signature-256")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("sha256="))
+        .or_else(|| headers.get("x-signature").and_then(|v| v.to_str().ok()));
+    let Some(given) = given else { return false };
+    let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()) else {
+        return false;
+    };
+    mac.update(body);
+    let expected = hex(&mac.finalize().into_bytes());
+    constant_time_eq(
+        expected.as_bytes(),
+        given.trim().to_ascii_lowercase().as_bytes(),
+    )
+}
+
+fn dotted<'v>(v: &'v Value, path: &str) -> Option<&'v Value> {
+    let path = path
+        .strip_prefix("payload.")
+        .or_else(|| path.strip_prefix("body."))
+        .unwrap_or(path);
+    path.split('.')
+        .filter(|s| !s.is_empty())
+        .try_fold(v, |cur, seg| match cur {
+            Value::Object(m) => m.get(seg),
+            Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
+            _ => None,
+        })
+}
+
+async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body>) -> Response {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    let same_path: Vec<&Route> = s.routes.iter().filter(|r| r.path == path).collect();
+    if same_path.is_empty() {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no workflow is served at `{path}`"),
+        );
+    }
+    let Some(route) = same_path.iter().find(|r| r.method == parts.method).copied() else {
+        let allow: Vec<&str> = same_path.iter().map(|r| r.method.as_str()).collect();
+        let mut resp = error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("`{path}` accepts {}", allow.join(", ")),
+        );
+        if let Ok(v) = allow.join(", ").parse() {
+            resp.headers_mut().insert(header::ALLOW, v);
+        }
+        return resp;
+    };
+    let body = match to_bytes(body, s.config.max_body).await {
+        Ok(b) => b,
+        Err(_) => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the body is larger than {} bytes", s.config.max_body),
+            )
+        }
+    };
+    if let Some(secret) = &route.secret {
+        if !signature_ok(secret, &parts.headers, &body) {
+            return error(
+                StatusCode::UNAUTHORIZED,
+                "missing or invalid signature (X-Hub-Signature-256: sha256=<hmac of the body>)",
+            );
+        }
+    }
+    if let Some(token) = &route.token {
+        let given = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
+            return error(StatusCode::UNAUTHORIZED, "missing or invalid bearer token");
+        }
+    }
+    let payload: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        Value::Object(Map::new())
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "the body must be a JSON object of input names to values",
+                )
+            }
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("the body is not valid JSON: {e}"),
+                )
+            }
+        }
+    };
+    let wf = route.workflow.clone();
+    let query: Vec<(String, String)> = parts.uri.query().map(url_pairs).unwrap_or_default();
+    let want_async = route.respond_async
+        || query
+            .iter()
+            .any(|(k, v)| k == "async" && (v == "true" || v == "1"))
+        || parts
+            .headers
+            .get("prefer")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("respond-async"));
+    // Inputs: query string, then body fields by name, then inputMapping.
+    let mut supplied: Vec<(String, Supplied)> = Vec::new();
+    let mut put = |name: &str, v: Supplied| {
+        supplied.retain(|(n, _)| n != name);
+        supplied.push((name.to_string(), v));
+    };
+    for def in &wf.inputs {
+        if let Some((_, v)) = query.iter().rev().find(|(k, _)| *k == def.name) {
+            put(&def.name, Supplied::Text(v.clone()));
+        }
+        if let Some(v) = payload.get(&def.name) {
+            put(&def.name, Supplied::Json(v.clone()));
+        }
+    }
+    for (name, path) in &route.input_mapping {
+        if let Some(v) = dotted(&payload, path) {
+            put(name, Supplied::Json(v.clone()));
+        }
+    }
+    if wf.inputs.is_empty() {
+        put("payload", Supplied::Json(payload.clone()));
+    }
+    let inputs = match inputs::resolve(&wf, supplied, &s.caps.env) {
+        Ok(i) => i,
+        Err(errs) => {
+            let fields: Vec<Value> = errs
+                .iter()
+                .map(|e| json!({"input": e.name, "message": e.message, "hint": e.hint}))
+                .collect();
+            let msg = errs
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; ");
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"error": msg, "fields": fields})),
+            )
+                .into_response();
+        }
+    };
+    let run_id = uuid::Uuid::new_v4().to_string();
+    let rx = start_run(&s, wf.clone(), inputs, run_id.clone());
+    if want_async {
+        return (StatusCode::ACCEPTED, Json(json!({"run_id": run_id, "status": "accepted", "location": format!("/runs/{run_id}")}))).into_response();
+    }
+    let mut rx = rx;
+    let waited = tokio::time::timeout(s.config.request_timeout, async {
+        loop {
+            if let Some(r) = rx.borrow().clone() {
+                return r;
+            }
+            if rx.changed().await.is_err() {
+                // The run task ended without a result: it panicked.
+                return Arc::new(RunResult {
+                    run_id: run_id.clone(),
+                    workflow: wf.meta.id.clone(),
+                    status: RunStatus::Failed,
+                    outputs: Value::Null,
+                    steps: Vec::new(),
+                    error: None,
+                    duration_ms: 0,
+                });
+            }
+        }
+    })
+    .await;
+    match waited {
+        Ok(r) => {
+            let status = if r.status == RunStatus::Completed { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR };
+            (status, Json(run_json(&run_id, &wf.meta.id, Some(&r)))).into_response()
+        }
+        Err(_) => (
+            StatusCode::GATEWAY_TIMEOUT,
+            Json(json!({"run_id": run_id, "status": "running", "error": format!("the run is still going after {}s; poll /runs/{run_id}", s.config.request_timeout.as_secs())})),
+        )
+            .into_response(),
+    }
+}
+
+fn url_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
+                {
+                    Ok(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Starts a run in the background; its result arrives on the receiver.
+fn start_run(
+    s: &Arc<ServerState>,
+    wf: Arc<Workflow>,
+    inputs: Map<String, Value>,
+    run_id: String,
+) -> watch::Receiver<Option<Arc<RunResult>>> {
+    let (tx, rx) = watch::channel(None);
+    let events: Arc<Mutex<Vec<RunEvent>>> = Arc::default();
+    if let Ok(mut runs) = s.runs.lock() {
+        runs.insert(
+            run_id.clone(),
+            RunEntry {
+                workflow: wf.meta.id.clone(),
+                result: rx.clone(),
+                events: events.clone(),
+            },
+        );
+    }
+    let mut caps = s.caps.clone();
+    caps.cancel = Cancel::default();
+    let sink_events = events.clone();
+    let sink: EventSink = Arc::new(move |e: &RunEvent| {
+        if let Ok(mut v) = sink_events.lock() {
+            v.push(e.clone());
+        }
+    });
+    let cfg = RunConfig {
+        run_id,
+        caps,
+        events: sink,
+        loader: Some(s.loader.clone()),
+        callers: Vec::new(),
+    };
+    let state = s.clone();
+    tokio::spawn(async move {
+        let result = state.engine.run(&wf, inputs, cfg).await;
+        let _ = tx.send(Some(Arc::new(result)));
+    });
+    rx
+}
+
+/// Every `.md` workflow under the given files and folders (files without
+/// frontmatter, like READMEs, are skipped).
+pub fn workflow_files(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_file() {
+            out.push(p.clone());
+            continue;
+        }
+        for e in walkdir::WalkDir::new(p)
+            .sort_by_file_name()
+            .into_iter()
+            .filter_map(Result::ok)
+        {
+            if e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "md") {
+                out.push(e.path().to_path_buf());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hmac_and_paths() {
+        let mut h = HeaderMap::new();
+        // echo -n '{"a":1}' | openssl dgst -sha256 -hmac s3cret
+        h.insert(
+            "x-hub-signature-256",
+            "sha256=d0b9e2ba0c1a9b5d7f5c7a1f2ed60b9a5e0c0d6b6f0a7b0e7d8b6cf0d3f5f6a9"
+                .parse()
+                .unwrap(),
+        );
+        assert!(
+            !signature_ok("s3cret", &h, b"{\"a\":1}"),
+            "a wrong signature is refused"
+        );
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(b"s3cret").unwrap();
+        mac.update(b"{\"a\":1}");
+        let good = format!("sha256={}", hex(&mac.finalize().into_bytes()));
+        h.insert("x-hub-signature-256", good.parse().unwrap());
+        assert!(signature_ok("s3cret", &h, b"{\"a\":1}"));
+        assert!(!signature_ok("s3cret", &h, b"{\"a\":2}"));
+        assert!(!signature_ok("s3cret", &HeaderMap::new(), b""));
+        let v = json!({"a": {"b": [1, {"c": "x"}]}});
+        assert_eq!(dotted(&v, "payload.a.b.1.c"), Some(&json!("x")));
+        assert_eq!(
+            url_pairs("q=a+b%20c&async=true"),
+            vec![
+                ("q".into(), "a b c".into()),
+                ("async".into(), "true".into())
+            ]
+        );
+    }
+}

@@ -1,0 +1,389 @@
+//! `marktoflow serve`: the real binary on 127.0.0.1, real HTTP requests.
+
+use crate::fake_llm::{lifeos_reply, FakeLlm};
+use crate::support::{bin, repo, shared, tempdir};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+    let mut c = Command::new(bin());
+    c.current_dir(cwd)
+        .arg("serve")
+        .args(args)
+        .args(["--port", "0"]);
+    for v in [
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OLLAMA_HOST",
+        "MARKTOFLOW_AGENT",
+        "MARKTOFLOW_MODEL",
+    ] {
+        c.env_remove(v);
+    }
+    c.envs(env.iter().copied())
+        .env("NO_COLOR", "1")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let start = Instant::now();
+    loop {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 || start.elapsed() > Duration::from_secs(30) {
+            panic!("server did not start: {line}");
+        }
+        if let Some(rest) = line.split("on http://").nth(1) {
+            let addr = rest.trim().to_string();
+            // Keep draining stderr so the server never blocks on it.
+            std::thread::spawn(move || {
+                let mut sink = String::new();
+                while err.read_line(&mut sink).unwrap_or(0) > 0 {
+                    sink.clear();
+                }
+            });
+            return Server { child, addr };
+        }
+    }
+}
+
+struct Resp {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Resp {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Resp {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+fn post(addr: &str, path: &str, body: Value) -> Resp {
+    http(
+        addr,
+        "POST",
+        path,
+        &[("Content-Type", "application/json")],
+        body.to_string().as_bytes(),
+    )
+}
+
+const ANSWER: &str = "Answer: The key is APOLLO-KEY-7f3a-EXAMPLE.\nSources: [Work/Projects/Apollo/Overview.md]\nConfidence: high";
+
+fn seed_server(llm: &FakeLlm, extra: &[&str]) -> Server {
+    let seed = shared()
+        .expect("../shared beside the repository")
+        .join("seeds/000_fd4e5c8ba954ba6b.txt");
+    let mut args = vec![seed.to_str().unwrap().to_string()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    serve(
+        &repo(),
+        &args,
+        &[
+            ("ANTHROPIC_BASE_URL", &llm.base),
+            ("ANTHROPIC_API_KEY", "test-key"),
+        ],
+    )
+}
+
+#[test]
+fn the_seed_trigger_answers_a_post_with_the_answer() {
+    let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
+    let s = seed_server(&llm, &[]);
+    let r = post(
+        &s.addr,
+        "/lifeos/query",
+        json!({"query": "What is the API key for Apollo?", "knowledge_base": "examples/lifeos", "max_results": "3"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let j = r.json();
+    assert_eq!(j["status"], "completed");
+    assert_eq!(
+        j["outputs"]["answer"],
+        "The key is APOLLO-KEY-7f3a-EXAMPLE."
+    );
+    assert_eq!(j["outputs"]["confidence"], json!(90));
+    let sources = j["outputs"]["sources"].as_array().unwrap();
+    assert!(
+        !sources.is_empty() && sources.len() <= 3,
+        "max_results \"3\" became the number 3: {sources:?}"
+    );
+    assert_eq!(llm.requests()[0].model(), "claude-haiku-4-5-20251001");
+
+    // The run is queryable afterwards.
+    let id = j["run_id"].as_str().unwrap();
+    let r = http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["status"], "completed");
+
+    let r = http(&s.addr, "GET", "/health", &[], b"");
+    assert_eq!(r.json()["status"], "ok");
+    let r = http(&s.addr, "GET", "/workflows", &[], b"");
+    let w = &r.json()["workflows"][0];
+    assert_eq!(
+        (w["method"].as_str(), w["path"].as_str()),
+        (Some("POST"), Some("/lifeos/query"))
+    );
+    assert_eq!(
+        w["inputs"][0],
+        json!({"name": "query", "type": "string", "required": true, "default": null, "description": "The question to answer"})
+    );
+}
+
+#[test]
+fn a_request_cannot_widen_the_sandbox() {
+    let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
+    let s = seed_server(&llm, &[]);
+    let r = post(
+        &s.addr,
+        "/lifeos/query",
+        json!({"query": "What is the API key for Apollo?", "knowledge_base": "/etc"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let j = r.json();
+    assert_eq!(
+        j["outputs"]["sources"],
+        json!([]),
+        "nothing under /etc was read"
+    );
+    assert_eq!(llm.requests().len(), 1, "no answer call: nothing was found");
+}
+
+#[test]
+fn status_codes_for_bad_requests() {
+    let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
+    let s = seed_server(&llm, &["--max-body", "2000"]);
+    let r = post(&s.addr, "/nope", json!({}));
+    assert_eq!(r.status, 404);
+    let r = http(&s.addr, "GET", "/lifeos/query", &[], b"");
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("allow"), Some("POST"));
+    let r = http(
+        &s.addr,
+        "POST",
+        "/lifeos/query",
+        &[("Content-Type", "application/json")],
+        b"{\"query\": ",
+    );
+    assert_eq!(r.status, 400);
+    assert!(r.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("not valid JSON"));
+    let r = post(&s.addr, "/lifeos/query", json!({"max_results": "many"}));
+    assert_eq!(r.status, 400, "{}", r.body);
+    let fields: Vec<String> = r.json()["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["input"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(fields, ["max_results", "query"], "{}", r.body);
+    let big = json!({"query": "x".repeat(5000)});
+    let r = post(&s.addr, "/lifeos/query", big);
+    assert_eq!(r.status, 413);
+    assert_eq!(llm.requests().len(), 0, "no bad request ran anything");
+}
+
+#[test]
+fn async_runs_answer_202_and_stream_their_events() {
+    let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
+    let s = seed_server(&llm, &[]);
+    let r = http(
+        &s.addr,
+        "POST",
+        "/lifeos/query",
+        &[
+            ("Content-Type", "application/json"),
+            ("Prefer", "respond-async"),
+        ],
+        json!({"query": "What is the API key for Apollo?", "knowledge_base": "examples/lifeos"})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    let start = Instant::now();
+    let done = loop {
+        let j = http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json();
+        if j["status"] != "running" {
+            break j;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "run never finished"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["outputs"]["confidence"], json!(90));
+    let r = http(&s.addr, "GET", &format!("/runs/{id}/events"), &[], b"");
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    let kinds: Vec<String> = r
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| {
+            serde_json::from_str::<Value>(d).unwrap()["event"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(kinds.first().map(String::as_str), Some("run_started"));
+    assert_eq!(kinds.last().map(String::as_str), Some("run_finished"));
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "step_started").count(),
+        kinds.iter().filter(|k| *k == "step_finished").count()
+    );
+    let r = http(&s.addr, "GET", "/runs/no-such-run", &[], b"");
+    assert_eq!(r.status, 404);
+}
+
+#[test]
+fn signed_triggers_need_a_valid_hmac() {
+    let d = tempdir();
+    let wf = "---\nworkflow: {id: signed}\ninputs:\n  n: {type: integer, default: 1}\ntriggers:\n  - type: webhook\n    config: {path: /signed, secret: '${HOOK_SECRET}'}\n---\n\n```yaml\naction: core.set\ninputs: {doubled: '{{ inputs.n * 2 }}'}\noutput_variable: out\n```\n";
+    std::fs::write(d.path().join("signed.md"), wf).unwrap();
+    let s = serve(d.path(), &["."], &[("HOOK_SECRET", "s3cret")]);
+    let body = br#"{"n": 21}"#;
+    let r = http(&s.addr, "POST", "/signed", &[], body);
+    assert_eq!(r.status, 401, "missing signature");
+    let r = http(
+        &s.addr,
+        "POST",
+        "/signed",
+        &[("X-Hub-Signature-256", "sha256=00")],
+        body,
+    );
+    assert_eq!(r.status, 401, "bad signature");
+    let sig = hmac_sha256_hex(b"s3cret", body);
+    let r = http(
+        &s.addr,
+        "POST",
+        "/signed",
+        &[("X-Hub-Signature-256", &format!("sha256={sig}"))],
+        body,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["outputs"]["out"], json!({"doubled": 42}));
+}
+
+#[test]
+fn duplicate_routes_are_a_startup_error_naming_both_files() {
+    let d = tempdir();
+    let wf = |id: &str| {
+        format!("---\nworkflow: {{id: {id}}}\ntriggers:\n  - {{type: webhook, path: /same}}\n---\n\n```yaml\naction: workflow.noop\n```\n")
+    };
+    std::fs::write(d.path().join("a.md"), wf("a")).unwrap();
+    std::fs::write(d.path().join("b.md"), wf("b")).unwrap();
+    let out = Command::new(bin())
+        .current_dir(d.path())
+        .args(["serve", ".", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("b.md:") && err.contains("route `POST /same` is already served by `./a.md`"),
+        "{err}"
+    );
+}
+
+/// HMAC-SHA256 by openssl, so the test does not trust the server's own code.
+fn hmac_sha256_hex(key: &[u8], msg: &[u8]) -> String {
+    let out = Command::new("openssl")
+        .args(["dgst", "-sha256", "-hmac"])
+        .arg(std::str::from_utf8(key).unwrap())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(msg)?;
+            c.wait_with_output()
+        })
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.trim().rsplit(' ').next().unwrap().to_string()
+}
