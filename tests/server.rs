@@ -49,6 +49,8 @@ fn serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
     loop {
         line.clear();
         if err.read_line(&mut line).unwrap() == 0 || start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
             panic!("server did not start: {line}");
         }
         if let Some(rest) = line.split("on http://").nth(1) {
