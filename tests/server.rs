@@ -21,6 +21,8 @@ impl Drop for Server {
     }
 }
 
+// The child is reaped by `Server`'s `Drop`, which clippy cannot follow.
+#[allow(clippy::zombie_processes)]
 fn serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
     let mut c = Command::new(bin());
     c.current_dir(cwd)
