@@ -541,7 +541,15 @@ fn serve(a: ServeArgs) -> i32 {
         sandbox: Arc::new(Sandbox::new(cwd, read_roots, a.allow_write.clone())),
         log: Arc::new(|_| {}),
         cancel: Cancel::default(),
-        scripts: Arc::new(ScriptHost::new(exe)),
+        // A server runs scripts concurrently: keep enough warm workers that
+        // requests do not pay for process starts.
+        scripts: Arc::new(ScriptHost::with_limits(
+            exe,
+            marktoflow_steps::script::ScriptLimits {
+                max_idle_workers: 16,
+                ..Default::default()
+            },
+        )),
         agents: Arc::new(AgentHub::new(AgentOverrides {
             agent: a.agent.clone(),
             model: a.model.clone(),

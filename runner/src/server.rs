@@ -70,7 +70,12 @@ pub struct ServerState {
     pub loader: Arc<dyn WorkflowLoader>,
     pub config: ServeConfig,
     runs: Mutex<HashMap<String, RunEntry>>,
+    /// Run ids oldest first, to forget finished runs past `MAX_RUNS_KEPT`.
+    order: Mutex<std::collections::VecDeque<String>>,
 }
+
+/// Finished runs kept in memory for `GET /runs/{id}`.
+const MAX_RUNS_KEPT: usize = 10_000;
 
 impl ServerState {
     pub fn new(
@@ -86,6 +91,7 @@ impl ServerState {
             loader,
             config,
             runs: Mutex::new(HashMap::new()),
+            order: Mutex::new(std::collections::VecDeque::new()),
         }
     }
 }
@@ -546,7 +552,7 @@ fn start_run(
 ) -> watch::Receiver<Option<Arc<RunResult>>> {
     let (tx, rx) = watch::channel(None);
     let events: Arc<Mutex<Vec<RunEvent>>> = Arc::default();
-    if let Ok(mut runs) = s.runs.lock() {
+    if let (Ok(mut runs), Ok(mut order)) = (s.runs.lock(), s.order.lock()) {
         runs.insert(
             run_id.clone(),
             RunEntry {
@@ -555,6 +561,18 @@ fn start_run(
                 events: events.clone(),
             },
         );
+        order.push_back(run_id.clone());
+        // Forget the oldest finished runs; running ones stay until they end.
+        let mut scanned = 0;
+        while runs.len() > MAX_RUNS_KEPT && scanned < order.len() {
+            let Some(old) = order.pop_front() else { break };
+            if runs.get(&old).is_some_and(|e| e.result.borrow().is_none()) {
+                order.push_back(old);
+                scanned += 1;
+            } else {
+                runs.remove(&old);
+            }
+        }
     }
     let mut caps = s.caps.clone();
     caps.cancel = Cancel::default();
