@@ -391,3 +391,33 @@ fn hmac_sha256_hex(key: &[u8], msg: &[u8]) -> String {
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     text.trim().rsplit(' ').next().unwrap().to_string()
 }
+
+#[test]
+fn an_idempotency_key_returns_the_same_run() {
+    let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
+    let s = seed_server(&llm, &[]);
+    let body =
+        json!({"query": "What is the API key for Apollo?", "knowledge_base": "examples/lifeos"})
+            .to_string();
+    let send = |key: &str| {
+        http(
+            &s.addr,
+            "POST",
+            "/lifeos/query",
+            &[
+                ("Content-Type", "application/json"),
+                ("Idempotency-Key", key),
+            ],
+            body.as_bytes(),
+        )
+        .json()
+    };
+    let a = send("order-42");
+    let b = send("order-42");
+    assert_eq!(a["run_id"], b["run_id"]);
+    assert_eq!(b["outputs"]["confidence"], json!(90));
+    assert_eq!(llm.requests().len(), 2, "the second request ran nothing");
+    let c = send("order-43");
+    assert_ne!(a["run_id"], c["run_id"]);
+    assert_eq!(llm.requests().len(), 4);
+}

@@ -72,6 +72,8 @@ pub struct ServerState {
     runs: Mutex<HashMap<String, RunEntry>>,
     /// Run ids oldest first, to forget finished runs past `MAX_RUNS_KEPT`.
     order: Mutex<std::collections::VecDeque<String>>,
+    /// `Idempotency-Key` (with the route) → the run it started.
+    idempotency: Mutex<HashMap<String, String>>,
 }
 
 /// Finished runs kept in memory for `GET /runs/{id}`.
@@ -92,6 +94,7 @@ impl ServerState {
             config,
             runs: Mutex::new(HashMap::new()),
             order: Mutex::new(std::collections::VecDeque::new()),
+            idempotency: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -470,8 +473,31 @@ async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body>) -> Respo
                 .into_response();
         }
     };
-    let run_id = uuid::Uuid::new_v4().to_string();
-    let rx = start_run(&s, wf.clone(), inputs, run_id.clone());
+    // A repeated request with the same Idempotency-Key gets the same run.
+    let key = parts
+        .headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(|k| format!("{} {} {k}", route.method, route.path));
+    let existing = key.as_ref().and_then(|k| {
+        let known = s.idempotency.lock().ok()?.get(k).cloned()?;
+        let runs = s.runs.lock().ok()?;
+        runs.get(&known).map(|e| (known.clone(), e.result.clone()))
+    });
+    let (run_id, rx) = match existing {
+        Some(found) => found,
+        None => {
+            let run_id = uuid::Uuid::new_v4().to_string();
+            let rx = start_run(&s, wf.clone(), inputs, run_id.clone());
+            if let (Some(k), Ok(mut map)) = (key, s.idempotency.lock()) {
+                if map.len() >= MAX_RUNS_KEPT {
+                    map.clear();
+                }
+                map.insert(k, run_id.clone());
+            }
+            (run_id, rx)
+        }
+    };
     if want_async {
         return (StatusCode::ACCEPTED, Json(json!({"run_id": run_id, "status": "accepted", "location": format!("/runs/{run_id}")}))).into_response();
     }
