@@ -421,3 +421,31 @@ fn an_idempotency_key_returns_the_same_run() {
     assert_ne!(a["run_id"], c["run_id"]);
     assert_eq!(llm.requests().len(), 4);
 }
+
+#[test]
+fn schedules_are_checked_at_start() {
+    let d = tempdir();
+    let wf = "---\nworkflow: {id: nightly}\ntriggers:\n  - type: schedule\n    cron: '0 3 * * *'\n    inputs: {mode: full}\ninputs:\n  mode: {type: string, enum: [full, quick]}\n---\n\n```yaml\naction: core.set\ninputs: {m: '{{ inputs.mode }}'}\n```\n";
+    std::fs::write(d.path().join("nightly.md"), wf).unwrap();
+    let s = serve(d.path(), &["."], &[]);
+    let r = http(&s.addr, "GET", "/health", &[], b"");
+    assert_eq!(
+        r.json()["status"],
+        "ok",
+        "a server with only schedule triggers runs"
+    );
+    drop(s);
+    std::fs::write(
+        d.path().join("nightly.md"),
+        wf.replace("0 3 * * *", "0 25 * * *"),
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .current_dir(d.path())
+        .args(["serve", ".", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nightly.md:4:5: error: invalid cron expression: `25` is out of range for the hour (0-23)"), "{err}");
+}

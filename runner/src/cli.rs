@@ -479,7 +479,9 @@ fn run(a: RunArgs) -> i32 {
 }
 
 fn serve(a: ServeArgs) -> i32 {
-    use crate::server::{router, routes_of, workflow_files, ServeConfig, ServerState};
+    use crate::server::{
+        router, routes_of, run_schedules, schedules_of, workflow_files, ServeConfig, ServerState,
+    };
     let registry = Registry::standard();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let mut workflows = Vec::new();
@@ -516,14 +518,22 @@ fn serve(a: ServeArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    if routes.is_empty() {
+    let schedules = match schedules_of(&workflows) {
+        Ok(s) => s,
+        Err(d) => {
+            print_diagnostics(&d);
+            return EXIT_USAGE;
+        }
+    };
+    if routes.is_empty() && schedules.is_empty() {
+        let paths: Vec<String> = a
+            .paths
+            .iter()
+            .map(|p| format!("`{}`", p.display()))
+            .collect();
         eprintln!(
-            "error: no webhook triggers found under {}",
-            a.paths
-                .iter()
-                .map(|p| format!("`{}`", p.display()))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "error: no webhook or schedule triggers found under {}",
+            paths.join(", ")
         );
         eprintln!("  = hint: add `triggers: [{{type: webhook, path: /my-hook, method: POST}}]` to a workflow's frontmatter");
         return EXIT_USAGE;
@@ -573,10 +583,15 @@ fn serve(a: ServeArgs) -> i32 {
         request_timeout: std::time::Duration::from_secs(a.request_timeout),
     };
     let n = routes.len();
-    let listing: Vec<String> = routes
+    let mut listing: Vec<String> = routes
         .iter()
         .map(|r| format!("  {} {} → {}", r.method, r.path, r.workflow.source.name))
         .collect();
+    listing.extend(
+        schedules
+            .iter()
+            .map(|s| format!("  schedule `{}` (UTC) → {}", s.expr, s.workflow.source.name)),
+    );
     let state = Arc::new(ServerState::new(
         routes,
         caps,
@@ -625,6 +640,7 @@ fn serve(a: ServeArgs) -> i32 {
             }
             eprintln!("marktoflow: shutting down (finishing requests in flight)");
         };
+        tokio::spawn(run_schedules(state.clone(), schedules));
         match axum::serve(listener, router(state))
             .with_graceful_shutdown(shutdown)
             .await

@@ -1,0 +1,177 @@
+//! Five-field cron expressions (`minute hour day-of-month month day-of-week`)
+//! for `schedule` triggers: `*`, lists, ranges, steps, and names of months
+//! and weekdays. Times are UTC.
+
+use chrono::{DateTime, Datelike, Duration, Timelike, Utc};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cron {
+    minutes: Vec<bool>,
+    hours: Vec<bool>,
+    days: Vec<bool>,
+    months: Vec<bool>,
+    weekdays: Vec<bool>,
+    /// Standard cron: when both day fields are restricted, either may match.
+    days_restricted: bool,
+    weekdays_restricted: bool,
+}
+
+fn field(
+    text: &str,
+    min: u32,
+    max: u32,
+    names: &[&str],
+    what: &str,
+) -> Result<(Vec<bool>, bool), String> {
+    let mut set = vec![false; (max + 1) as usize];
+    let value = |s: &str| -> Result<u32, String> {
+        if let Some(i) = names.iter().position(|n| n.eq_ignore_ascii_case(s)) {
+            return Ok(i as u32 + min);
+        }
+        s.parse::<u32>()
+            .map_err(|_| format!("`{s}` is not a valid {what}"))
+    };
+    for part in text.split(',') {
+        let (range, step) = match part.split_once('/') {
+            Some((r, s)) => (
+                r,
+                s.parse::<u32>()
+                    .ok()
+                    .filter(|s| *s > 0)
+                    .ok_or_else(|| format!("`{part}`: the step must be a positive number"))?,
+            ),
+            None => (part, 1),
+        };
+        let (lo, hi) = if range == "*" {
+            (min, max)
+        } else if let Some((a, b)) = range.split_once('-') {
+            (value(a)?, value(b)?)
+        } else {
+            let v = value(range)?;
+            (v, if part.contains('/') { max } else { v })
+        };
+        // Sunday may be written 7.
+        let (lo, hi) = if what == "day of the week" {
+            (lo.min(7), hi.min(7))
+        } else {
+            (lo, hi)
+        };
+        if lo < min || hi > max.max(if what == "day of the week" { 7 } else { max }) || lo > hi {
+            return Err(format!(
+                "`{part}` is out of range for the {what} ({min}-{max})"
+            ));
+        }
+        let mut v = lo;
+        while v <= hi {
+            set[(v % (max + 1)) as usize] = true;
+            v += step;
+        }
+    }
+    Ok((set, text != "*"))
+}
+
+impl Cron {
+    pub fn parse(expr: &str) -> Result<Cron, String> {
+        let parts: Vec<&str> = expr.split_whitespace().collect();
+        if parts.len() != 5 {
+            return Err(format!(
+                "`{expr}` has {} fields; a cron expression has 5: minute hour day month weekday",
+                parts.len()
+            ));
+        }
+        const MONTHS: &[&str] = &[
+            "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+        ];
+        const DAYS: &[&str] = &["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+        let (minutes, _) = field(parts[0], 0, 59, &[], "minute")?;
+        let (hours, _) = field(parts[1], 0, 23, &[], "hour")?;
+        let (days, days_restricted) = field(parts[2], 1, 31, &[], "day of the month")?;
+        let (months, _) = field(parts[3], 1, 12, MONTHS, "month")?;
+        let (weekdays, weekdays_restricted) = field(parts[4], 0, 6, DAYS, "day of the week")?;
+        Ok(Cron {
+            minutes,
+            hours,
+            days,
+            months,
+            weekdays,
+            days_restricted,
+            weekdays_restricted,
+        })
+    }
+
+    pub fn matches(&self, t: DateTime<Utc>) -> bool {
+        let dom = self.days[t.day() as usize];
+        let dow = self.weekdays[t.weekday().num_days_from_sunday() as usize];
+        let day = match (self.days_restricted, self.weekdays_restricted) {
+            (true, true) => dom || dow,
+            _ => dom && dow,
+        };
+        self.minutes[t.minute() as usize]
+            && self.hours[t.hour() as usize]
+            && self.months[t.month() as usize]
+            && day
+    }
+
+    /// The first whole minute after `after` that matches (within ~4 years).
+    pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let mut t = after.with_second(0)?.with_nanosecond(0)? + Duration::minutes(1);
+        for _ in 0..(4 * 366 * 24 * 60) {
+            if self.matches(t) {
+                return Some(t);
+            }
+            t += Duration::minutes(1);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(y, mo, d, h, mi, 0).unwrap()
+    }
+
+    #[test]
+    fn parses_and_finds_next_times() {
+        let c = Cron::parse("*/15 9-17 * * mon-fri").unwrap();
+        assert_eq!(
+            c.next_after(at(2026, 11, 20, 17, 50)),
+            Some(at(2026, 11, 23, 9, 0)),
+            "Friday evening → Monday 09:00"
+        );
+        assert_eq!(
+            c.next_after(at(2026, 11, 23, 9, 0)),
+            Some(at(2026, 11, 23, 9, 15))
+        );
+        let c = Cron::parse("0 0 1 jan *").unwrap();
+        assert_eq!(
+            c.next_after(at(2026, 11, 22, 0, 0)),
+            Some(at(2027, 1, 1, 0, 0))
+        );
+        let c = Cron::parse("30 6 * * 7").unwrap();
+        assert_eq!(
+            c.next_after(at(2026, 11, 22, 7, 0)),
+            Some(at(2026, 11, 29, 6, 30)),
+            "7 is Sunday"
+        );
+        // Both day fields restricted: either matches.
+        let c = Cron::parse("0 12 1 * fri").unwrap();
+        assert_eq!(
+            c.next_after(at(2026, 11, 22, 0, 0)),
+            Some(at(2026, 11, 27, 12, 0))
+        );
+        for bad in [
+            "* * * *",
+            "60 * * * *",
+            "* 24 * * *",
+            "*/0 * * * *",
+            "a * * * *",
+            "5-1 * * * *",
+        ] {
+            assert!(Cron::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
