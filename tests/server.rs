@@ -291,7 +291,7 @@ fn async_runs_answer_202_and_stream_their_events() {
     let start = Instant::now();
     let done = loop {
         let j = http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json();
-        if j["status"] != "running" {
+        if j["status"] != "running" && j["status"] != "queued" {
             break j;
         }
         assert!(
@@ -448,4 +448,112 @@ fn schedules_are_checked_at_start() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("nightly.md:4:5: error: invalid cron expression: `25` is out of range for the hour (0-23)"), "{err}");
+}
+
+/// A webhook workflow that sleeps `ms` milliseconds; `limit` runs at once.
+fn sleeper(dir: &Path, limit: u32) {
+    let wf = format!(
+        "---\nworkflow: {{id: slow}}\ntriggers:\n  - type: webhook\n    path: /slow\n    max_concurrent: {limit}\ninputs:\n  ms: {{type: number, default: 400}}\n---\n\n```yaml\naction: workflow.sleep\ninputs: {{duration: '{{{{ inputs.ms }}}}ms'}}\n```\n\n```yaml\naction: core.set\ninputs: {{done: true}}\n```\n"
+    );
+    std::fs::write(dir.join("slow.md"), wf).unwrap();
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn sigterm(s: &Server) {
+    let ok = Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+fn exit_code_within(s: &mut Server, limit: Duration) -> Option<i32> {
+    let start = Instant::now();
+    loop {
+        if let Some(st) = s.child.try_wait().unwrap() {
+            return st.code();
+        }
+        assert!(start.elapsed() < limit, "the server did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn runs_beyond_a_workflow_limit_wait_in_a_bounded_queue() {
+    let d = tempdir();
+    sleeper(d.path(), 1);
+    let s = serve(d.path(), &[".", "--max-queue", "2"], &[]);
+    let ids: Vec<String> = (0..3)
+        .map(|_| {
+            let r = post(&s.addr, "/slow?async=true", json!({"ms": 1500}));
+            assert_eq!(r.status, 202, "{}", r.body);
+            r.json()["run_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let status =
+        |id: &str| http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json()["status"].clone();
+    wait_for("the first run starts", || status(&ids[0]) == "running");
+    assert_eq!(status(&ids[1]), "queued");
+    assert_eq!(status(&ids[2]), "queued");
+    // The queue holds two: a fourth request is turned away, not dropped later.
+    let r = post(&s.addr, "/slow?async=true", json!({"ms": 1500}));
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    // Never more than one run of the workflow at a time, until all complete.
+    let mut seen_queued = Vec::new();
+    wait_for("every run completes", || {
+        let h = http(&s.addr, "GET", "/health", &[], b"").json();
+        assert!(h["running"].as_u64().unwrap() <= 1, "{h}");
+        seen_queued.push(h["queued"].as_u64().unwrap());
+        ids.iter().all(|id| status(id) == "completed")
+    });
+    assert!(
+        seen_queued.windows(2).all(|w| w[1] <= w[0]),
+        "{seen_queued:?}"
+    );
+}
+
+#[test]
+fn sigterm_lets_runs_in_flight_finish() {
+    let d = tempdir();
+    sleeper(d.path(), 4);
+    let mut s = serve(d.path(), &[".", "--grace-period", "20"], &[]);
+    let addr = s.addr.clone();
+    let pending = std::thread::spawn(move || post(&addr, "/slow", json!({"ms": 800})));
+    wait_for("the run starts", || {
+        http(&s.addr, "GET", "/health", &[], b"").json()["running"] == 1
+    });
+    sigterm(&s);
+    let r = pending.join().unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["status"], "completed", "{}", r.body);
+    assert_eq!(r.json()["steps"].as_array().unwrap().len(), 2);
+    assert_eq!(exit_code_within(&mut s, Duration::from_secs(20)), Some(0));
+}
+
+#[test]
+fn sigterm_cancels_runs_past_the_grace_period() {
+    let d = tempdir();
+    sleeper(d.path(), 4);
+    let mut s = serve(d.path(), &[".", "--grace-period", "1"], &[]);
+    let addr = s.addr.clone();
+    let pending = std::thread::spawn(move || post(&addr, "/slow", json!({"ms": 60000})));
+    wait_for("the run starts", || {
+        http(&s.addr, "GET", "/health", &[], b"").json()["running"] == 1
+    });
+    sigterm(&s);
+    let r = pending.join().unwrap();
+    assert_eq!(r.status, 500, "{}", r.body);
+    assert_eq!(r.json()["status"], "cancelled", "{}", r.body);
+    assert_eq!(exit_code_within(&mut s, Duration::from_secs(20)), Some(0));
 }

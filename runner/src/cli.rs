@@ -81,6 +81,18 @@ pub struct ServeArgs {
     /// How long a synchronous request waits for its run (seconds) before answering 504.
     #[arg(long, default_value_t = 300)]
     pub request_timeout: u64,
+    /// Runs executing at once over all workflows; more wait in the queue.
+    #[arg(long, default_value_t = 64)]
+    pub max_concurrent: usize,
+    /// Runs of one workflow executing at once (a trigger's `max_concurrent:` may lower it).
+    #[arg(long, default_value_t = 16)]
+    pub max_concurrent_per_workflow: usize,
+    /// Runs that may wait for a slot; beyond it requests are answered 503.
+    #[arg(long, default_value_t = 1000)]
+    pub max_queue: usize,
+    /// On SIGTERM or Ctrl-C: how long executing runs may take to finish (seconds) before they are cancelled.
+    #[arg(long, default_value_t = 30)]
+    pub grace_period: u64,
     #[arg(short, long, env = "MARKTOFLOW_AGENT")]
     pub agent: Option<String>,
     #[arg(short, long, env = "MARKTOFLOW_MODEL")]
@@ -581,7 +593,11 @@ fn serve(a: ServeArgs) -> i32 {
     let config = ServeConfig {
         max_body: a.max_body,
         request_timeout: std::time::Duration::from_secs(a.request_timeout),
+        max_concurrent: a.max_concurrent,
+        max_concurrent_per_workflow: a.max_concurrent_per_workflow,
+        max_queue: a.max_queue,
     };
+    let grace = std::time::Duration::from_secs(a.grace_period);
     let n = routes.len();
     let mut listing: Vec<String> = routes
         .iter()
@@ -625,7 +641,9 @@ fn serve(a: ServeArgs) -> i32 {
         for l in &listing {
             eprintln!("{l}");
         }
-        let shutdown = async {
+        let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
+        let draining = state.clone();
+        let shutdown = async move {
             let term = async {
                 match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
                     Ok(mut s) => {
@@ -638,14 +656,29 @@ fn serve(a: ServeArgs) -> i32 {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term => {}
             }
-            eprintln!("marktoflow: shutting down (finishing requests in flight)");
+            let (queued, running) = draining.load();
+            eprintln!(
+                "marktoflow: shutting down: {running} run{} executing (grace period {}s), {queued} queued",
+                plural(running),
+                grace.as_secs()
+            );
+            // Stop accepting now; runs drain in the background while the
+            // connections of synchronous requests wait for their results.
+            tokio::spawn(async move {
+                draining.drain(grace).await;
+                let _ = drained_tx.send(());
+            });
         };
         tokio::spawn(run_schedules(state.clone(), schedules));
-        match axum::serve(listener, router(state))
+        let served = axum::serve(listener, router(state))
             .with_graceful_shutdown(shutdown)
-            .await
-        {
-            Ok(()) => EXIT_OK,
+            .await;
+        let _ = drained_rx.await;
+        match served {
+            Ok(()) => {
+                eprintln!("marktoflow: stopped");
+                EXIT_OK
+            }
             Err(e) => {
                 eprintln!("error: server failed: {e}");
                 EXIT_RUN_FAILED

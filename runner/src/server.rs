@@ -22,9 +22,10 @@ use marktoflow_steps::action::{Cancel, Capabilities};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 
 /// One webhook route.
 #[derive(Clone)]
@@ -45,6 +46,12 @@ pub struct Route {
 pub struct ServeConfig {
     pub max_body: usize,
     pub request_timeout: Duration,
+    /// Runs executing at once, over all workflows.
+    pub max_concurrent: usize,
+    /// Runs of one workflow executing at once (a trigger's `max_concurrent:` may lower it).
+    pub max_concurrent_per_workflow: usize,
+    /// Runs waiting for a slot; beyond it requests get 503.
+    pub max_queue: usize,
 }
 
 impl Default for ServeConfig {
@@ -52,6 +59,9 @@ impl Default for ServeConfig {
         ServeConfig {
             max_body: 1024 * 1024,
             request_timeout: Duration::from_secs(300),
+            max_concurrent: 64,
+            max_concurrent_per_workflow: 16,
+            max_queue: 1000,
         }
     }
 }
@@ -61,6 +71,26 @@ struct RunEntry {
     workflow: String,
     result: watch::Receiver<Option<Arc<RunResult>>>,
     events: Arc<Mutex<Vec<RunEvent>>>,
+    /// False while the run waits for a concurrency slot.
+    started: Arc<AtomicBool>,
+    cancel: Cancel,
+}
+
+/// Counts run tasks so shutdown can wait for them.
+#[derive(Default)]
+struct Active {
+    count: AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+struct ActiveGuard(Arc<ServerState>);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        if self.0.active.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.active.idle.notify_waiters();
+        }
+    }
 }
 
 pub struct ServerState {
@@ -74,6 +104,15 @@ pub struct ServerState {
     order: Mutex<std::collections::VecDeque<String>>,
     /// `Idempotency-Key` (with the route) → the run it started.
     idempotency: Mutex<HashMap<String, String>>,
+    global_slots: Arc<Semaphore>,
+    /// Per workflow file: its slots.
+    workflow_slots: Mutex<HashMap<PathBuf, Arc<Semaphore>>>,
+    queued: AtomicUsize,
+    /// Runs holding their slots.
+    running: AtomicUsize,
+    active: Active,
+    /// Set when shutdown begins: no new runs, queued runs stay unstarted.
+    stopping: Cancel,
 }
 
 /// Finished runs kept in memory for `GET /runs/{id}`.
@@ -88,6 +127,7 @@ impl ServerState {
     ) -> Self {
         ServerState {
             engine: Engine::new(),
+            global_slots: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
             routes,
             caps,
             loader,
@@ -95,7 +135,75 @@ impl ServerState {
             runs: Mutex::new(HashMap::new()),
             order: Mutex::new(std::collections::VecDeque::new()),
             idempotency: Mutex::new(HashMap::new()),
+            workflow_slots: Mutex::new(HashMap::new()),
+            queued: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
+            active: Active::default(),
+            stopping: Cancel::default(),
         }
+    }
+
+    /// The slots of one workflow: the smallest `max_concurrent:` of its
+    /// triggers, else the server's per-workflow limit.
+    fn slots_for(&self, wf: &Workflow) -> Arc<Semaphore> {
+        let mut map = self
+            .workflow_slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        map.entry(wf.source.path.clone())
+            .or_insert_with(|| {
+                let limit = wf
+                    .triggers
+                    .iter()
+                    .filter_map(|t| t.fields.get("max_concurrent").and_then(Value::as_u64))
+                    .min()
+                    .map(|n| n as usize)
+                    .unwrap_or(self.config.max_concurrent_per_workflow);
+                Arc::new(Semaphore::new(limit.max(1)))
+            })
+            .clone()
+    }
+
+    /// Runs waiting for a slot, and runs executing.
+    pub fn load(&self) -> (usize, usize) {
+        (
+            self.queued.load(Ordering::SeqCst),
+            self.running.load(Ordering::SeqCst),
+        )
+    }
+
+    /// Begins shutdown: no new runs start, queued runs are left unstarted.
+    /// Waits up to `grace` for executing runs, then cancels the rest and
+    /// waits for them to record their end.
+    pub async fn drain(&self, grace: Duration) {
+        self.stopping.cancel();
+        if !self.wait_idle(grace).await {
+            if let Ok(runs) = self.runs.lock() {
+                for e in runs.values() {
+                    e.cancel.cancel();
+                }
+            }
+            self.wait_idle(Duration::from_secs(10)).await;
+        }
+    }
+
+    /// True when every run task ended within `limit`.
+    async fn wait_idle(&self, limit: Duration) -> bool {
+        tokio::time::timeout(limit, async {
+            loop {
+                let idle = self.active.idle.notified();
+                if self.active.count.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                idle.await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.is_cancelled()
     }
 }
 
@@ -210,12 +318,18 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 async fn health(State(s): State<Arc<ServerState>>) -> Response {
-    let running = s
-        .runs
-        .lock()
-        .map(|r| r.values().filter(|e| e.result.borrow().is_none()).count())
-        .unwrap_or(0);
-    Json(json!({"status": "ok", "workflows": s.routes.len(), "running": running})).into_response()
+    let (queued, running) = s.load();
+    let status = if s.is_stopping() { "stopping" } else { "ok" };
+    let code = if s.is_stopping() {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    (
+        code,
+        Json(json!({"status": status, "workflows": s.routes.len(), "running": running, "queued": queued})),
+    )
+        .into_response()
 }
 
 async fn list_workflows(State(s): State<Arc<ServerState>>) -> Response {
@@ -236,9 +350,11 @@ async fn list_workflows(State(s): State<Arc<ServerState>>) -> Response {
     Json(json!({"workflows": list})).into_response()
 }
 
-fn run_json(id: &str, workflow: &str, result: Option<&RunResult>) -> Value {
+fn run_json(id: &str, workflow: &str, started: bool, result: Option<&RunResult>) -> Value {
     match result {
-        None => json!({"run_id": id, "workflow": workflow, "status": "running"}),
+        None => {
+            json!({"run_id": id, "workflow": workflow, "status": if started { "running" } else { "queued" }})
+        }
         Some(r) => {
             let error = r.error.as_ref().map(|f| {
                 json!({"message": f.message, "step": f.step_id, "file": f.file, "line": f.pos.map(|p| p.line), "column": f.pos.map(|p| p.col)})
@@ -256,7 +372,13 @@ async fn get_run(State(s): State<Arc<ServerState>>, UrlPath(id): UrlPath<String>
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "run table unavailable"),
     };
     match runs.get(&id) {
-        Some(e) => Json(run_json(&id, &e.workflow, e.result.borrow().as_deref())).into_response(),
+        Some(e) => Json(run_json(
+            &id,
+            &e.workflow,
+            e.started.load(Ordering::SeqCst),
+            e.result.borrow().as_deref(),
+        ))
+        .into_response(),
         None => error(StatusCode::NOT_FOUND, format!("no run `{id}`")),
     }
 }
@@ -488,7 +610,10 @@ async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body>) -> Respo
         Some(found) => found,
         None => {
             let run_id = uuid::Uuid::new_v4().to_string();
-            let rx = start_run(&s, wf.clone(), inputs, run_id.clone());
+            let rx = match start_run(&s, wf.clone(), inputs, run_id.clone()) {
+                Ok(rx) => rx,
+                Err(why) => return why.response(s.config.max_queue),
+            };
             if let (Some(k), Ok(mut map)) = (key, s.idempotency.lock()) {
                 if map.len() >= MAX_RUNS_KEPT {
                     map.clear();
@@ -525,7 +650,7 @@ async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body>) -> Respo
     match waited {
         Ok(r) => {
             let status = if r.status == RunStatus::Completed { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR };
-            (status, Json(run_json(&run_id, &wf.meta.id, Some(&r)))).into_response()
+            (status, Json(run_json(&run_id, &wf.meta.id, true, Some(&r)))).into_response()
         }
         Err(_) => (
             StatusCode::GATEWAY_TIMEOUT,
@@ -569,15 +694,52 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Starts a run in the background; its result arrives on the receiver.
+/// Why the server would not take a run now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    #[error("the run queue is full")]
+    QueueFull,
+}
+
+impl Refused {
+    fn response(self, max_queue: usize) -> Response {
+        let msg = match self {
+            Refused::ShuttingDown => self.to_string(),
+            Refused::QueueFull => {
+                format!("{max_queue} runs are already waiting; try again shortly")
+            }
+        };
+        let mut resp = error(StatusCode::SERVICE_UNAVAILABLE, msg);
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        resp
+    }
+}
+
+/// Starts a run in the background; its result arrives on the receiver. The
+/// run waits for a slot of its workflow and a global slot (workflow first, so
+/// one busy workflow queues behind its own limit without holding global slots).
 fn start_run(
     s: &Arc<ServerState>,
     wf: Arc<Workflow>,
     inputs: Map<String, Value>,
     run_id: String,
-) -> watch::Receiver<Option<Arc<RunResult>>> {
+) -> Result<watch::Receiver<Option<Arc<RunResult>>>, Refused> {
+    if s.is_stopping() {
+        return Err(Refused::ShuttingDown);
+    }
+    // Reserve a queue place; the reservation ends when the run gets its slots.
+    if s.queued.fetch_add(1, Ordering::SeqCst) >= s.config.max_queue {
+        s.queued.fetch_sub(1, Ordering::SeqCst);
+        return Err(Refused::QueueFull);
+    }
+    s.active.count.fetch_add(1, Ordering::SeqCst);
     let (tx, rx) = watch::channel(None);
     let events: Arc<Mutex<Vec<RunEvent>>> = Arc::default();
+    let started = Arc::new(AtomicBool::new(false));
+    let cancel = Cancel::default();
     if let (Ok(mut runs), Ok(mut order)) = (s.runs.lock(), s.order.lock()) {
         runs.insert(
             run_id.clone(),
@@ -585,10 +747,12 @@ fn start_run(
                 workflow: wf.meta.id.clone(),
                 result: rx.clone(),
                 events: events.clone(),
+                started: started.clone(),
+                cancel: cancel.clone(),
             },
         );
         order.push_back(run_id.clone());
-        // Forget the oldest finished runs; running ones stay until they end.
+        // Forget the oldest finished runs; unfinished ones stay until they end.
         let mut scanned = 0;
         while runs.len() > MAX_RUNS_KEPT && scanned < order.len() {
             let Some(old) = order.pop_front() else { break };
@@ -601,7 +765,7 @@ fn start_run(
         }
     }
     let mut caps = s.caps.clone();
-    caps.cancel = Cancel::default();
+    caps.cancel = cancel;
     let sink_events = events.clone();
     let sink: EventSink = Arc::new(move |e: &RunEvent| {
         if let Ok(mut v) = sink_events.lock() {
@@ -609,18 +773,57 @@ fn start_run(
         }
     });
     let cfg = RunConfig {
-        run_id,
+        run_id: run_id.clone(),
         caps,
         events: sink,
         loader: Some(s.loader.clone()),
         callers: Vec::new(),
     };
     let state = s.clone();
+    let wf_slots = s.slots_for(&wf);
     tokio::spawn(async move {
+        let _active = ActiveGuard(state.clone());
+        let slots = async {
+            let a = wf_slots.acquire_owned().await.ok()?;
+            let b = state.global_slots.clone().acquire_owned().await.ok()?;
+            Some((a, b))
+        };
+        let permits = tokio::select! {
+            p = slots => p,
+            _ = state.stopping.cancelled() => None,
+        };
+        state.queued.fetch_sub(1, Ordering::SeqCst);
+        let Some(_permits) = permits else {
+            let _ = tx.send(Some(Arc::new(not_started(&run_id, &wf))));
+            return;
+        };
+        started.store(true, Ordering::SeqCst);
+        state.running.fetch_add(1, Ordering::SeqCst);
         let result = state.engine.run(&wf, inputs, cfg).await;
+        // Counted out before the slots are released to the next run.
+        state.running.fetch_sub(1, Ordering::SeqCst);
         let _ = tx.send(Some(Arc::new(result)));
     });
-    rx
+    Ok(rx)
+}
+
+/// The result of a queued run that shutdown kept from starting.
+fn not_started(run_id: &str, wf: &Workflow) -> RunResult {
+    RunResult {
+        run_id: run_id.to_string(),
+        workflow: wf.meta.id.clone(),
+        status: RunStatus::Cancelled,
+        outputs: Value::Null,
+        steps: Vec::new(),
+        error: Some(crate::engine::RunFailure {
+            message: "the server shut down before the run started".into(),
+            step_id: None,
+            step_name: None,
+            file: wf.source.name.clone(),
+            pos: None,
+        }),
+        duration_ms: 0,
+    }
 }
 
 /// A `schedule` trigger: when, and with which inputs.
@@ -704,11 +907,16 @@ pub async fn run_schedules(state: Arc<ServerState>, schedules: Vec<Schedule>) {
             match inputs::resolve(&s.workflow, supplied, &state.caps.env) {
                 Ok(inputs) => {
                     let run_id = uuid::Uuid::new_v4().to_string();
-                    eprintln!(
-                        "marktoflow: schedule `{}` started run {run_id} of {}",
-                        s.expr, s.workflow.source.name
-                    );
-                    start_run(&state, s.workflow.clone(), inputs, run_id);
+                    match start_run(&state, s.workflow.clone(), inputs, run_id.clone()) {
+                        Ok(_) => eprintln!(
+                            "marktoflow: schedule `{}` started run {run_id} of {}",
+                            s.expr, s.workflow.source.name
+                        ),
+                        Err(why) => eprintln!(
+                            "marktoflow: schedule `{}` of {}: not started: {why}",
+                            s.expr, s.workflow.source.name
+                        ),
+                    }
                 }
                 Err(errs) => {
                     let msg: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
