@@ -557,3 +557,64 @@ fn sigterm_cancels_runs_past_the_grace_period() {
     assert_eq!(r.json()["status"], "cancelled", "{}", r.body);
     assert_eq!(exit_code_within(&mut s, Duration::from_secs(20)), Some(0));
 }
+
+#[test]
+fn file_watch_runs_the_workflow_with_the_changed_paths() {
+    let d = tempdir();
+    std::fs::create_dir_all(d.path().join("notes/sub")).unwrap();
+    std::fs::create_dir_all(d.path().join("out")).unwrap();
+    let wf = "---\nworkflow: {id: on-change}\ntriggers:\n  - type: file_watch\n    path: notes/**/*.md\n    debounce: 300ms\ninputs:\n  changed_paths: {type: array}\n---\n\n```yaml\naction: script.execute\ninputs:\n  code: |\n    const fs = require('fs');\n    const n = fs.readdirSync('out').length;\n    fs.writeFileSync('out/run-' + n + '.json', JSON.stringify(context.inputs.changed_paths));\n    return n;\n```\n";
+    std::fs::write(d.path().join("watch.md"), wf).unwrap();
+    let out = d.path().join("out");
+    let _s = serve(
+        d.path(),
+        &["watch.md", "--allow-write", out.to_str().unwrap()],
+        &[],
+    );
+    // Give the watcher a moment to be in place before the first change.
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(d.path().join("notes/a.md"), "# A").unwrap();
+    std::fs::write(d.path().join("notes/sub/b.md"), "# B").unwrap();
+    std::fs::write(d.path().join("notes/c.txt"), "not markdown").unwrap();
+    let read = |n: usize| -> Option<Value> {
+        let text = std::fs::read_to_string(out.join(format!("run-{n}.json"))).ok()?;
+        serde_json::from_str(&text).ok()
+    };
+    wait_for("the first run", || read(0).is_some());
+    assert_eq!(
+        read(0).unwrap(),
+        json!(["notes/a.md", "notes/sub/b.md"]),
+        "one run for the burst of changes"
+    );
+    std::fs::write(d.path().join("notes/a.md"), "# A, again").unwrap();
+    wait_for("the second run", || read(1).is_some());
+    assert_eq!(read(1).unwrap(), json!(["notes/a.md"]));
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(read(2).is_none(), "no run without a change");
+}
+
+#[test]
+fn file_watch_triggers_are_checked_at_start() {
+    let d = tempdir();
+    let wf = "---\nworkflow: {id: w}\ntriggers:\n  - type: file_watch\n    path: missing/*.md\ninputs:\n  changed_paths: {type: string}\n---\n\n```yaml\naction: core.set\ninputs: {a: 1}\n```\n";
+    std::fs::write(d.path().join("w.md"), wf).unwrap();
+    let out = Command::new(bin())
+        .current_dir(d.path())
+        .args(["serve", "w.md", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("w.md:4:5: error: `missing/*.md`: the folder"),
+        "{err}"
+    );
+    std::fs::create_dir(d.path().join("missing")).unwrap();
+    let out = Command::new(bin())
+        .current_dir(d.path())
+        .args(["serve", "w.md", "--port", "0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("w.md:4:5: error: the input `changed_paths` receives the changed paths, so it must be `type: array`, not `string`"), "{err}");
+}

@@ -492,7 +492,8 @@ fn run(a: RunArgs) -> i32 {
 
 fn serve(a: ServeArgs) -> i32 {
     use crate::server::{
-        router, routes_of, run_schedules, schedules_of, workflow_files, ServeConfig, ServerState,
+        router, routes_of, run_file_watches, run_schedules, schedules_of, workflow_files,
+        ServeConfig, ServerState,
     };
     let registry = Registry::standard();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
@@ -537,14 +538,21 @@ fn serve(a: ServeArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    if routes.is_empty() && schedules.is_empty() {
+    let watches = match crate::watch::file_watches_of(&workflows, &cwd) {
+        Ok(w) => w,
+        Err(d) => {
+            print_diagnostics(&d);
+            return EXIT_USAGE;
+        }
+    };
+    if routes.is_empty() && schedules.is_empty() && watches.is_empty() {
         let paths: Vec<String> = a
             .paths
             .iter()
             .map(|p| format!("`{}`", p.display()))
             .collect();
         eprintln!(
-            "error: no webhook or schedule triggers found under {}",
+            "error: no webhook, schedule or file_watch triggers found under {}",
             paths.join(", ")
         );
         eprintln!("  = hint: add `triggers: [{{type: webhook, path: /my-hook, method: POST}}]` to a workflow's frontmatter");
@@ -552,8 +560,8 @@ fn serve(a: ServeArgs) -> i32 {
     }
     // Roots are fixed now: nothing in a request can widen them.
     let mut read_roots = vec![cwd.clone()];
-    for r in &routes {
-        if let Some(d) = r.workflow.source.path.parent() {
+    for w in &workflows {
+        if let Some(d) = w.source.path.parent() {
             read_roots.push(cwd.join(d));
         }
     }
@@ -608,6 +616,13 @@ fn serve(a: ServeArgs) -> i32 {
             .iter()
             .map(|s| format!("  schedule `{}` (UTC) → {}", s.expr, s.workflow.source.name)),
     );
+    listing.extend(watches.iter().map(|w| {
+        format!(
+            "  file_watch `{}` → {}",
+            w.patterns.join("`, `"),
+            w.workflow.source.name
+        )
+    }));
     let state = Arc::new(ServerState::new(
         routes,
         caps,
@@ -670,6 +685,7 @@ fn serve(a: ServeArgs) -> i32 {
             });
         };
         tokio::spawn(run_schedules(state.clone(), schedules));
+        tokio::spawn(run_file_watches(state.clone(), watches));
         let served = axum::serve(listener, router(state))
             .with_graceful_shutdown(shutdown)
             .await;

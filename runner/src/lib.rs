@@ -16,4 +16,5 @@ pub mod plan;
 pub mod schema;
 pub mod server;
 pub mod template;
+pub mod watch;
 pub mod yamlpos;

@@ -932,6 +932,49 @@ pub async fn run_schedules(state: Arc<ServerState>, schedules: Vec<Schedule>) {
     }
 }
 
+/// Runs the `file_watch` triggers until shutdown begins: each debounced
+/// batch of changed paths starts one run (inputs checked like any run's).
+pub async fn run_file_watches(state: Arc<ServerState>, watches: Vec<crate::watch::FileWatch>) {
+    let stop = state.stopping.clone();
+    let result = crate::watch::watch(watches, stop.cancelled(), |w, paths| {
+        let mut supplied: Vec<(String, Supplied)> = w
+            .inputs
+            .iter()
+            .map(|(k, v)| (k.clone(), Supplied::Json(v.clone())))
+            .collect();
+        let n = paths.len();
+        supplied.push((w.input.clone(), Supplied::Json(json!(paths))));
+        match inputs::resolve(&w.workflow, supplied, &state.caps.env) {
+            Ok(inputs) => {
+                let run_id = uuid::Uuid::new_v4().to_string();
+                match start_run(&state, w.workflow.clone(), inputs, run_id.clone()) {
+                    Ok(_) => eprintln!(
+                        "marktoflow: {n} changed file{} started run {run_id} of {}",
+                        if n == 1 { "" } else { "s" },
+                        w.workflow.source.name
+                    ),
+                    Err(why) => eprintln!(
+                        "marktoflow: file_watch of {}: not started: {why}",
+                        w.workflow.source.name
+                    ),
+                }
+            }
+            Err(errs) => {
+                let msg: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+                eprintln!(
+                    "marktoflow: file_watch of {}: not started: {}",
+                    w.workflow.source.name,
+                    msg.join("; ")
+                );
+            }
+        }
+    })
+    .await;
+    if let Err(e) = result {
+        eprintln!("marktoflow: cannot watch files: {e}");
+    }
+}
+
 /// Every `.md` workflow under the given files and folders (files without
 /// frontmatter, like READMEs, are skipped).
 pub fn workflow_files(paths: &[PathBuf]) -> Vec<PathBuf> {
