@@ -180,7 +180,15 @@ pub fn schema() -> Value {
             json!({"type": "array", "items": {"type": "object", "required": ["type"], "properties": {
                 "type": {"enum": ["manual", "webhook", "schedule", "event", "file_watch"]},
                 "path": {"type": "string"}, "method": {"type": "string"}, "cron": {"type": "string"},
-                "inputs": {"type": "object"}, "config": {"type": "object"}, "enabled": {"type": "boolean"}
+                "inputs": {"type": "object"}, "config": {"type": "object"}, "enabled": {"type": "boolean"},
+                "secret": {"type": "string", "description": "webhook: HMAC-SHA256 secret of the raw body"},
+                "token_env": {"type": "string", "description": "webhook: environment variable holding a bearer token"},
+                "response": {"enum": ["sync", "async"]},
+                "inputMapping": {"type": "object", "additionalProperties": {"type": "string"}},
+                "max_concurrent": {"type": "integer", "minimum": 1, "description": "runs of this workflow at once under `serve`"},
+                "paths": {"type": "array", "items": {"type": "string"}, "description": "file_watch: globs"},
+                "debounce": {"type": ["string", "number"], "description": "file_watch: quiet time before a run"},
+                "input": {"type": "string", "description": "file_watch: the array input that receives the changed paths"}
             }}})
         }
         "timeout" => json!({"type": ["string", "number"]}),
