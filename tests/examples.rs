@@ -26,6 +26,12 @@ fn expected(name: &str) -> Option<Value> {
             json!({"facts": "Facts about tides", "questions": ["Why? (tides)", "When? (tides)"]})
         }
         "subworkflow.md" => json!({"greetings": ["Hello, Ada.", "Hello, Grace!"]}),
+        "builtins.md" => json!({
+            "report": "Apollo (John Carter): on track, with one dependency at risk.\nDeadline 2026-12-15, 22 days after 2026-11-23.\nNotes: Apollo API Key and Access; Apollo Architecture; Apollo Milestones and Deadline; Apollo Overview; Apollo Risks and Decisions",
+            "deadline": "2026-12-15",
+            "days_left": 22,
+            "notes": 5
+        }),
         _ => return None,
     })
 }

@@ -5,6 +5,7 @@ mod fake_llm;
 mod support;
 
 mod agent;
+mod builtins;
 mod cli;
 mod errors;
 mod examples;

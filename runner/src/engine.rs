@@ -9,6 +9,7 @@ use crate::model::{Backoff, OnError, Step, StepKind, Workflow};
 use crate::template::{TemplateError, Templates};
 use futures_util::stream::{self, StreamExt};
 use marktoflow_steps::action::{ActionError, Call, Capabilities, LogLevel, LogLine};
+use marktoflow_steps::builtin::ENGINE_METHODS;
 use marktoflow_steps::registry::ActionKind;
 use marktoflow_steps::ToolConfig;
 use serde::Serialize;
@@ -133,6 +134,9 @@ pub trait WorkflowLoader: Send + Sync {
     fn load(&self, path: &Path) -> Result<Workflow, Vec<Diagnostic>>;
 }
 
+/// Fuel for one `core.template` render (about one unit per template instruction).
+const CORE_TEMPLATE_FUEL: u64 = 2_000_000;
+
 /// How deep sub-workflows may nest.
 pub const MAX_WORKFLOW_DEPTH: usize = 16;
 
@@ -149,6 +153,8 @@ pub struct RunConfig {
 
 pub struct Engine {
     templates: Arc<Templates>,
+    /// For `core.template`, whose template text may come from data.
+    fueled: std::sync::OnceLock<Templates>,
 }
 
 impl Default for Engine {
@@ -182,6 +188,7 @@ impl Engine {
     pub fn new() -> Self {
         Engine {
             templates: Arc::new(Templates::new()),
+            fueled: std::sync::OnceLock::new(),
         }
     }
 
@@ -737,6 +744,47 @@ impl Engine {
         })
     }
 
+    /// `core.transform` / `core.template`: template fields stay as written,
+    /// the rest is rendered, then [`crate::core_ops`] evaluates per item.
+    fn core_op(
+        &self,
+        step: &Step,
+        method: &str,
+        inputs: &Value,
+        st: &RunState,
+    ) -> Result<Value, Failure> {
+        let raw_names = crate::core_ops::raw_fields(method);
+        let empty = Map::new();
+        let all = inputs.as_object().unwrap_or(&empty);
+        let (raw, others): (Map<String, Value>, Map<String, Value>) = all
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .partition(|(k, _)| raw_names.contains(&k.as_str()));
+        let rendered = match self.render(step, &["inputs"], &Value::Object(others), st)? {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        let base = self.context(st);
+        let result = match method {
+            "transform" => crate::core_ops::transform(&self.templates, &base, &rendered, &raw),
+            _ => {
+                let fueled = self
+                    .fueled
+                    .get_or_init(|| Templates::with_fuel(CORE_TEMPLATE_FUEL));
+                crate::core_ops::template(&self.templates, fueled, &base, &rendered, &raw)
+            }
+        };
+        result.map_err(|e| match e {
+            crate::core_ops::OpError::Input { field, message } => {
+                let pos = step.field_pos(&["inputs", field]);
+                self.fail(step, pos, format!("`core.{method}`: {message}"))
+            }
+            crate::core_ops::OpError::Template { field, error } => {
+                self.template_failure(step, &["inputs".into(), field.into()], error)
+            }
+        })
+    }
+
     fn exec_action<'a>(
         &'a self,
         wf: &'a Workflow,
@@ -753,6 +801,9 @@ impl Engine {
             else {
                 unreachable!("exec_action is only called for action steps")
             };
+            if resolved.tool_name == "core" && ENGINE_METHODS.contains(&resolved.method.as_str()) {
+                return (self.core_op(step, &resolved.method, inputs, st), 0);
+            }
             let policy = &step.on_error;
             let max_retries = policy.max_retries.unwrap_or(0);
             let mut attempt = 0u32;

@@ -4,6 +4,7 @@
 use crate::diag::{did_you_mean, Diagnostic, Pos};
 use crate::model::{Step, StepKind, Workflow};
 use crate::template::{has_tags, Templates};
+use marktoflow_steps::builtin::ENGINE_METHODS;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -156,6 +157,35 @@ impl Lint<'_> {
             self.names(s, &["conditions"], c, true, scope, in_loop);
         }
         match &s.kind {
+            StepKind::Action {
+                inputs, resolved, ..
+            } if resolved.tool_name == "core"
+                && ENGINE_METHODS.contains(&resolved.method.as_str()) =>
+            {
+                // Template fields see per-item names (`core.transform`) or the
+                // `context` input's keys (`core.template`).
+                let raw = crate::core_ops::raw_fields(&resolved.method);
+                let mut inner = scope.clone();
+                inner.extend(["item", "index", "accumulator"].map(String::from));
+                if let Some(Value::Object(ctx)) = inputs.get("context") {
+                    inner.extend(ctx.keys().cloned());
+                }
+                if let Value::Object(m) = inputs {
+                    for (k, v) in m {
+                        if raw.contains(&k.as_str()) {
+                            if k == "condition" {
+                                if let Value::String(c) = v {
+                                    self.names(s, &["inputs", k], c, true, &inner, in_loop);
+                                }
+                            } else {
+                                self.value(s, &["inputs", k], v, &inner, in_loop);
+                            }
+                        } else {
+                            self.value(s, &["inputs", k], v, scope, in_loop);
+                        }
+                    }
+                }
+            }
             StepKind::Action { inputs, .. } => self.value(s, &["inputs"], inputs, scope, in_loop),
             StepKind::SubWorkflow { inputs, .. } => {
                 self.value(s, &["inputs"], inputs, scope, in_loop)

@@ -2,7 +2,7 @@
 
 use crate::action::{Action, ToolConfig};
 use crate::agent::AgentAction;
-use crate::builtin::{CoreAction, WorkflowAction};
+use crate::builtin::{CoreAction, FileAction, HttpAction, WorkflowAction};
 use crate::script::ScriptAction;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,6 +16,8 @@ pub enum ActionKind {
     Script,
     /// Pure, in-process.
     Builtin,
+    /// Reaches other machines (`http.*`): not called by `--dry-run`.
+    Network,
 }
 
 /// SDK names that select the LLM providers.
@@ -31,7 +33,7 @@ pub const AGENT_SDKS: &[&str] = &[
 ];
 
 /// Tools every workflow has without declaring them.
-pub const IMPLICIT_TOOLS: &[&str] = &["core", "workflow", "script"];
+pub const IMPLICIT_TOOLS: &[&str] = &["core", "workflow", "script", "file", "http"];
 
 #[derive(Clone)]
 pub struct Resolved {
@@ -78,6 +80,8 @@ impl Registry {
         by_sdk.insert("core", (ActionKind::Builtin, Arc::new(CoreAction)));
         by_sdk.insert("workflow", (ActionKind::Builtin, Arc::new(WorkflowAction)));
         by_sdk.insert("script", (ActionKind::Script, Arc::new(ScriptAction)));
+        by_sdk.insert("file", (ActionKind::Builtin, Arc::new(FileAction)));
+        by_sdk.insert("http", (ActionKind::Network, Arc::new(HttpAction)));
         let agent: Arc<dyn Action> = Arc::new(AgentAction);
         for sdk in AGENT_SDKS {
             by_sdk.insert(sdk, (ActionKind::Agent, agent.clone()));

@@ -72,7 +72,7 @@
 //! message and a hint. API keys never appear in messages.
 
 mod config;
-mod transport;
+pub(crate) mod transport;
 mod wire;
 
 pub use config::{

@@ -56,7 +56,7 @@ pub(crate) fn backoff(base_ms: u64, attempt: u32) -> Duration {
     Duration::from_millis(fastrand::u64(0..=ceiling))
 }
 
-fn fmt_duration(d: Duration) -> String {
+pub(crate) fn fmt_duration(d: Duration) -> String {
     if d < Duration::from_secs(1) {
         format!("{}ms", d.as_millis())
     } else {
@@ -65,7 +65,7 @@ fn fmt_duration(d: Duration) -> String {
 }
 
 /// `429 Too Many Requests`, `529 Overloaded`, `599`.
-fn status_text(s: StatusCode) -> String {
+pub(crate) fn status_text(s: StatusCode) -> String {
     match (s.as_u16(), s.canonical_reason()) {
         (_, Some(reason)) => format!("{} {reason}", s.as_u16()),
         (529, None) => "529 Overloaded".to_string(),
@@ -82,7 +82,7 @@ fn redact(msg: String, auth: &Auth) -> String {
 }
 
 /// A transport error with its causes, without the URL.
-fn describe_reqwest(e: reqwest::Error) -> String {
+pub(crate) fn describe_reqwest(e: reqwest::Error) -> String {
     let timeout = e.is_timeout();
     let e = e.without_url();
     let mut parts = vec![e.to_string()];
@@ -100,7 +100,7 @@ fn describe_reqwest(e: reqwest::Error) -> String {
     parts.join(": ")
 }
 
-async fn sleep_or_cancel(call: &Call<'_>, d: Duration) -> Result<(), ActionError> {
+pub(crate) async fn sleep_or_cancel(call: &Call<'_>, d: Duration) -> Result<(), ActionError> {
     tokio::select! {
         biased;
         _ = call.caps.cancel.cancelled() => Err(ActionError::Cancelled),
@@ -115,6 +115,15 @@ enum Outcome {
     Fatal(ActionError),
 }
 
+/// The backoff base for retries: `MARKTOFLOW_RETRY_BASE_MS` (tests shorten it) or 1 s.
+pub(crate) fn retry_base_ms(call: &Call<'_>) -> u64 {
+    call.caps
+        .env
+        .get("MARKTOFLOW_RETRY_BASE_MS")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(DEFAULT_BASE_MS)
+}
+
 /// Posts `body` to the resolved endpoint and returns the decoded JSON reply.
 pub(crate) async fn post_json(
     client: &reqwest::Client,
@@ -125,12 +134,7 @@ pub(crate) async fn post_json(
 ) -> Result<Value, ActionError> {
     let url = r.endpoint();
     let shown_url = display_url(&url);
-    let base_ms = call
-        .caps
-        .env
-        .get("MARKTOFLOW_RETRY_BASE_MS")
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(DEFAULT_BASE_MS);
+    let base_ms = retry_base_ms(call);
     let who = r.provider.id();
     let mut attempt: u32 = 0;
     loop {

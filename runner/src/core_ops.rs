@@ -1,0 +1,320 @@
+//! `core.transform` and `core.template`: the core actions that evaluate
+//! templates per item, so the engine runs them with its template environment.
+//!
+//! Their template fields (`expression`, `condition`, `template`) arrive as
+//! written, not rendered with the step's other inputs: `{{ item.name }}` is
+//! evaluated once per item with `item` (and `index`, `accumulator`) defined.
+
+use crate::template::{TemplateError, Templates};
+use marktoflow_steps::builtin::{display, lookup_path};
+use serde_json::{json, Map, Value};
+use std::cmp::Ordering;
+
+/// Fields of each method that keep their template text.
+pub fn raw_fields(method: &str) -> &'static [&'static str] {
+    match method {
+        "transform" => &["expression", "condition"],
+        "template" => &["template"],
+        _ => &[],
+    }
+}
+
+#[derive(Debug)]
+pub enum OpError {
+    /// Wrong or missing input: the message names it; `field` is where it is.
+    Input {
+        field: &'static str,
+        message: String,
+    },
+    /// A template failed; `field` is the input that holds it.
+    Template {
+        field: &'static str,
+        error: TemplateError,
+    },
+}
+
+fn input_err(field: &'static str, msg: impl Into<String>) -> OpError {
+    OpError::Input {
+        field,
+        message: msg.into(),
+    }
+}
+
+fn str_field<'a>(m: &'a Map<String, Value>, k: &'static str) -> Result<Option<&'a str>, OpError> {
+    match m.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(input_err(
+            k,
+            format!(
+                "input `{k}` must be a string, got {}",
+                marktoflow_steps::action::type_name(other)
+            ),
+        )),
+    }
+}
+
+fn locals(pairs: &[(&str, Value)]) -> Map<String, Value> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+/// `rendered` holds the step's inputs with the other fields rendered; `raw`
+/// the template fields as written.
+pub fn transform(
+    t: &Templates,
+    base: &minijinja::Value,
+    rendered: &Map<String, Value>,
+    raw: &Map<String, Value>,
+) -> Result<Value, OpError> {
+    const OPS: &[&str] = &[
+        "map", "filter", "reduce", "find", "group_by", "unique", "sort",
+    ];
+    let op = str_field(rendered, "operation")?.ok_or_else(|| {
+        input_err(
+            "operation",
+            format!("missing input `operation` ({})", OPS.join(", ")),
+        )
+    })?;
+    let items = match rendered.get("input").or_else(|| rendered.get("items")) {
+        Some(Value::Array(a)) => a.clone(),
+        Some(Value::Null) | None => {
+            return Err(input_err("input", "missing input `input` (a list)"))
+        }
+        Some(other) => {
+            return Err(input_err(
+                "input",
+                format!(
+                    "input `input` must be a list, got {}",
+                    marktoflow_steps::action::type_name(other)
+                ),
+            ))
+        }
+    };
+    let raw_str = |k: &'static str, default: &str| -> Result<(String, &'static str), OpError> {
+        Ok((str_field(raw, k)?.unwrap_or(default).to_string(), k))
+    };
+    let key = str_field(rendered, "key")?;
+    let item_ctx = |item: &Value, i: usize| {
+        Templates::with_locals(
+            base,
+            &locals(&[("item", item.clone()), ("index", json!(i))]),
+        )
+    };
+    let key_of = |item: &Value, i: usize| -> Result<Value, OpError> {
+        let Some(k) = key else {
+            return Ok(item.clone());
+        };
+        // `item.x` is an expression; a bare `x` is a path into the item.
+        if k == "item" || k.starts_with("item.") || k.starts_with("item[") {
+            let v = t
+                .render_value(&json!(format!("{{{{ {k} }}}}")), &item_ctx(item, i))
+                .map_err(|error| OpError::Template {
+                    field: "key",
+                    error,
+                })?;
+            Ok(v)
+        } else {
+            Ok(lookup_path(item, k).cloned().unwrap_or(Value::Null))
+        }
+    };
+    match op {
+        "map" => {
+            let (expr, field) = raw_str("expression", "{{ item }}")?;
+            let expr = Value::String(expr);
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    t.render_value(&expr, &item_ctx(item, i))
+                        .map_err(|error| OpError::Template { field, error })
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Value::Array)
+        }
+        "filter" | "find" => {
+            let (cond, field) = raw_str("condition", "item")?;
+            let mut kept = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let keep = t
+                    .eval_condition(&cond, &item_ctx(item, i))
+                    .map_err(|error| OpError::Template { field, error })?;
+                if keep {
+                    if op == "find" {
+                        return Ok(item.clone());
+                    }
+                    kept.push(item.clone());
+                }
+            }
+            Ok(if op == "find" {
+                Value::Null
+            } else {
+                Value::Array(kept)
+            })
+        }
+        "reduce" => {
+            let (expr, field) = raw_str("expression", "{{ accumulator }}")?;
+            let expr = Value::String(expr);
+            // `initial_value: 0` stays 0 (the peer turned falsy values into null).
+            let mut acc = rendered
+                .get("initialValue")
+                .or_else(|| rendered.get("initial_value"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            for (i, item) in items.iter().enumerate() {
+                let ctx = Templates::with_locals(
+                    base,
+                    &locals(&[
+                        ("item", item.clone()),
+                        ("index", json!(i)),
+                        ("accumulator", acc),
+                    ]),
+                );
+                acc = t
+                    .render_value(&expr, &ctx)
+                    .map_err(|error| OpError::Template { field, error })?;
+            }
+            Ok(acc)
+        }
+        "group_by" => {
+            if key.is_none() {
+                return Err(input_err(
+                    "operation",
+                    "`group_by` needs input `key` (a field path)",
+                ));
+            }
+            let mut groups: Map<String, Value> = Map::new();
+            for (i, item) in items.iter().enumerate() {
+                let k = display(&key_of(item, i)?);
+                match groups.entry(k).or_insert_with(|| json!([])) {
+                    Value::Array(a) => a.push(item.clone()),
+                    _ => unreachable!("groups hold lists"),
+                }
+            }
+            Ok(Value::Object(groups))
+        }
+        "unique" => {
+            let mut seen = std::collections::HashSet::new();
+            let mut out = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let k = key_of(item, i)?.to_string();
+                if seen.insert(k) {
+                    out.push(item.clone());
+                }
+            }
+            Ok(Value::Array(out))
+        }
+        "sort" => {
+            let reverse = match rendered.get("reverse") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(other) => {
+                    return Err(input_err(
+                        "reverse",
+                        format!(
+                            "input `reverse` must be true or false, got {}",
+                            display(other)
+                        ),
+                    ))
+                }
+            };
+            let mut keyed = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| Ok((key_of(item, i)?, item.clone())))
+                .collect::<Result<Vec<_>, OpError>>()?;
+            // Stable: equal keys keep their order.
+            keyed.sort_by(|a, b| compare(&a.0, &b.0));
+            if reverse {
+                keyed.reverse();
+            }
+            Ok(Value::Array(keyed.into_iter().map(|(_, v)| v).collect()))
+        }
+        other => Err(input_err(
+            "operation",
+            format!("unknown operation `{other}`: use {}", OPS.join(", ")),
+        )),
+    }
+}
+
+/// Numbers by value, strings case-insensitively (ties by exact text), nulls
+/// last, other mixes by their text.
+fn compare(a: &Value, b: &Value) -> Ordering {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x
+            .as_f64()
+            .partial_cmp(&y.as_f64())
+            .unwrap_or(Ordering::Equal),
+        (Value::Null, Value::Null) => Ordering::Equal,
+        (Value::Null, _) => Ordering::Greater,
+        (_, Value::Null) => Ordering::Less,
+        (Value::String(x), Value::String(y)) => x
+            .to_lowercase()
+            .cmp(&y.to_lowercase())
+            .then_with(|| x.cmp(y)),
+        _ => display(a).cmp(&display(b)),
+    }
+}
+
+/// `core.template`: `template` is the template source (when it is exactly
+/// one `{{ expr }}`, the expression's value is the source, e.g. a template
+/// read from a file); it is rendered with the run's variables plus the
+/// `context` input, under a fuel limit because its text may come from data.
+pub fn template(
+    t: &Templates,
+    fueled: &Templates,
+    base: &minijinja::Value,
+    rendered: &Map<String, Value>,
+    raw: &Map<String, Value>,
+) -> Result<Value, OpError> {
+    let field = "template";
+    let written =
+        str_field(raw, field)?.ok_or_else(|| input_err(field, "missing input `template`"))?;
+    let from_data = crate::template::single_expression(written).is_some();
+    let source = if from_data {
+        match t
+            .render_value(&json!(written), base)
+            .map_err(|error| OpError::Template { field, error })?
+        {
+            Value::String(s) => s,
+            other => {
+                return Err(input_err(
+                    field,
+                    format!(
+                        "input `template` must give a string, got {}",
+                        marktoflow_steps::action::type_name(&other)
+                    ),
+                ))
+            }
+        }
+    } else {
+        written.to_string()
+    };
+    let ctx = match rendered.get("context") {
+        None | Some(Value::Null) => base.clone(),
+        Some(Value::Object(m)) => Templates::with_locals(base, m),
+        Some(other) => {
+            return Err(input_err(
+                "context",
+                format!(
+                    "input `context` must be a mapping, got {}",
+                    marktoflow_steps::action::type_name(other)
+                ),
+            ))
+        }
+    };
+    fueled
+        .render_str(&source, &ctx)
+        .map(Value::String)
+        .map_err(|mut error| {
+            if from_data {
+                // The position is inside the data, not the workflow file.
+                error.line = None;
+                error.col = None;
+                error.message = format!("in the template from `{written}`: {}", error.message);
+            }
+            OpError::Template { field, error }
+        })
+}

@@ -1,0 +1,260 @@
+//! `file.read`, `file.write`, `file.list`, `file.exists`.
+//!
+//! Relative paths resolve against the workflow's folder (the engine sets the
+//! sandbox's working directory for these actions; the peer used the process
+//! cwd). Every path goes through the sandbox; writes are atomic.
+
+use super::{display, Args};
+use crate::action::{type_name, Action, ActionError, Call};
+use async_trait::async_trait;
+use base64::Engine as _;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub struct FileAction;
+
+/// Files larger than this are not read whole into a workflow variable.
+const DEFAULT_MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// `file.list` stops here rather than filling memory.
+const MAX_LISTED: usize = 100_000;
+
+#[async_trait]
+impl Action for FileAction {
+    fn methods(&self) -> &'static [&'static str] {
+        &["read", "write", "list", "exists"]
+    }
+
+    async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
+        let action = call.action.to_string();
+        let method = call.method.to_string();
+        let sandbox = call.caps.sandbox.clone();
+        // Disk work off the async threads.
+        tokio::task::spawn_blocking(move || {
+            let a = Args::new(&inputs, &action)?;
+            let sb = &sandbox;
+            match method.as_str() {
+                "read" => read(&a, sb),
+                "write" => write(&a, sb),
+                "list" => list(&a, sb),
+                "exists" => exists(&a, sb),
+                m => Err(ActionError::Input(format!("unknown method `file.{m}`"))),
+            }
+        })
+        .await
+        .map_err(|e| ActionError::failed(format!("file action stopped: {e}")))?
+    }
+}
+
+fn denied(e: crate::sandbox::SandboxError) -> ActionError {
+    ActionError::failed(e.to_string())
+}
+
+fn io_error(what: &str, path: &str, e: std::io::Error) -> ActionError {
+    let why = match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file or folder".to_string(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => e.to_string(),
+    };
+    ActionError::failed(format!("cannot {what} `{path}`: {why}"))
+}
+
+fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
+    let path = a.required_str("path")?;
+    let real = sb.check_read(path).map_err(denied)?;
+    let max = a
+        .f64("max_bytes")?
+        .map(|n| n as u64)
+        .unwrap_or(DEFAULT_MAX_BYTES);
+    let meta = std::fs::metadata(&real).map_err(|e| io_error("read", path, e))?;
+    if meta.is_dir() {
+        return Err(ActionError::failed(format!(
+            "cannot read `{path}`: it is a folder (use `file.list`)"
+        )));
+    }
+    if meta.len() > max {
+        return Err(ActionError::failed(format!(
+            "cannot read `{path}`: {} bytes is over the limit of {max} (set `max_bytes`)",
+            meta.len()
+        )));
+    }
+    let bytes = std::fs::read(&real).map_err(|e| io_error("read", path, e))?;
+    let encoding = a.choice("encoding", &["utf-8", "utf8", "base64"], Some("utf-8"))?;
+    let text = if encoding == "base64" {
+        base64::engine::general_purpose::STANDARD.encode(&bytes)
+    } else {
+        String::from_utf8(bytes).map_err(|_| {
+            ActionError::failed(format!(
+                "cannot read `{path}` as text: it is not UTF-8 (use `encoding: base64`)"
+            ))
+        })?
+    };
+    let format = a.choice("format", &["text", "json", "yaml"], Some("text"))?;
+    let content = match format {
+        "json" => serde_json::from_str(&text)
+            .map_err(|e| ActionError::failed(format!("`{path}` is not valid JSON: {e}")))?,
+        "yaml" => serde_yaml::from_str(&text)
+            .map_err(|e| ActionError::failed(format!("`{path}` is not valid YAML: {e}")))?,
+        _ => Value::String(text),
+    };
+    Ok(json!({"content": content, "path": real.to_string_lossy(), "size": meta.len()}))
+}
+
+fn write(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
+    let path = a.required_str("path")?;
+    let real = sb.check_write(path).map_err(denied)?;
+    let content = a
+        .get("content")
+        .or_else(|| a.get("data"))
+        .ok_or_else(|| a.missing("content"))?;
+    let mut bytes = match (content, a.str("encoding")?) {
+        (Value::String(s), Some("base64")) => base64::engine::general_purpose::STANDARD
+            .decode(s.trim())
+            .map_err(|e| a.invalid("content", format!("not base64: {e}")))?,
+        (Value::String(s), _) => s.clone().into_bytes(),
+        // Objects and lists are written as pretty JSON, as the peer does.
+        (v, _) => {
+            let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+            s.push('\n');
+            s.into_bytes()
+        }
+    };
+    let create_dirs = a.bool("create_dirs", false)? || a.bool("createDirectory", false)?;
+    let parent = real.parent().unwrap_or(Path::new("/")).to_path_buf();
+    if !parent.is_dir() {
+        if create_dirs {
+            std::fs::create_dir_all(&parent)
+                .map_err(|e| io_error("create the folder of", path, e))?;
+        } else {
+            return Err(ActionError::failed(format!(
+                "cannot write `{path}`: the folder `{}` does not exist (set `create_dirs: true`)",
+                parent.display()
+            )));
+        }
+    }
+    if a.bool("append", false)? {
+        match std::fs::read(&real) {
+            Ok(mut old) => {
+                old.append(&mut bytes);
+                bytes = old;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error("append to", path, e)),
+        }
+    }
+    atomic_write(&real, &bytes).map_err(|e| io_error("write", path, e))?;
+    Ok(json!({"path": real.to_string_lossy(), "bytes": bytes.len()}))
+}
+
+/// Writes to a temporary file beside `path`, flushes it to disk and renames
+/// it over `path`: readers see the old file or the new one, never half.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp: PathBuf = dir.join(format!(".{name}.tmp-{:08x}", fastrand::u32(..)));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        // Keep the permissions of the file being replaced.
+        if let Ok(meta) = std::fs::metadata(path) {
+            std::fs::set_permissions(&tmp, meta.permissions())?;
+        }
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn list(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
+    let dir = a.str("path")?.or(a.str("dir")?).unwrap_or(".");
+    let real = sb.check_read(dir).map_err(denied)?;
+    if !real.is_dir() {
+        return Err(ActionError::failed(format!(
+            "cannot list `{dir}`: not a folder"
+        )));
+    }
+    let pattern = a.str("pattern")?;
+    let recursive = a.bool(
+        "recursive",
+        pattern.is_some_and(|p| p.contains("**") || p.contains('/')),
+    )?;
+    let matcher = match pattern {
+        Some(p) => Some(
+            globset::GlobBuilder::new(p)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| a.invalid("pattern", e))?
+                .compile_matcher(),
+        ),
+        None => None,
+    };
+    let include_dirs = a.bool("include_dirs", false)?;
+    let hidden = a.bool("include_hidden", false)?;
+    let with_stat = a.bool("stat", false)?;
+    let mut files = Vec::new();
+    let walk = walkdir::WalkDir::new(&real)
+        .min_depth(1)
+        .max_depth(if recursive { usize::MAX } else { 1 })
+        .sort_by_file_name();
+    for e in walk
+        .into_iter()
+        .filter_entry(|e| hidden || !e.file_name().to_string_lossy().starts_with('.'))
+    {
+        let Ok(e) = e else { continue };
+        let is_dir = e.file_type().is_dir();
+        if is_dir && !include_dirs {
+            continue;
+        }
+        let rel = e.path().strip_prefix(&real).unwrap_or(e.path());
+        let rel_text = rel.to_string_lossy().replace('\\', "/");
+        if matcher.as_ref().is_some_and(|m| !m.is_match(rel)) {
+            continue;
+        }
+        // Symlinks out of the roots are not listed.
+        if sb.check_read(&e.path().to_string_lossy()).is_err() {
+            continue;
+        }
+        if files.len() >= MAX_LISTED {
+            return Err(ActionError::failed(format!(
+                "`{dir}` holds more than {MAX_LISTED} entries: narrow it with `pattern`"
+            )));
+        }
+        if with_stat {
+            let meta = e.metadata().ok();
+            let mtime = meta
+                .as_ref()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_millis() as u64);
+            files.push(json!({"path": rel_text, "is_dir": is_dir, "size": meta.map(|m| m.len()), "mtime_ms": mtime}));
+        } else {
+            files.push(json!(rel_text));
+        }
+    }
+    Ok(json!({"count": files.len(), "files": files}))
+}
+
+fn exists(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
+    let path = a.required("path")?;
+    let Value::String(path) = path else {
+        return Err(a.invalid(
+            "path",
+            format!("expected a string, got {}", type_name(path)),
+        ));
+    };
+    // Outside the roots is an error, not `false`: a workflow cannot probe the disk.
+    let real = sb.check_read(path).map_err(denied)?;
+    let meta = std::fs::metadata(&real).ok();
+    Ok(json!({
+        "exists": meta.is_some(),
+        "is_file": meta.as_ref().is_some_and(|m| m.is_file()),
+        "is_dir": meta.as_ref().is_some_and(|m| m.is_dir()),
+        "path": display(&json!(real.to_string_lossy())),
+    }))
+}

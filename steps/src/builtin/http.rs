@@ -1,0 +1,353 @@
+//! `http.request` and `http.get/post/put/patch/delete`.
+//!
+//! Retries (default 3, exponential backoff with jitter, `Retry-After`
+//! honoured) happen here, like the agent's: on connection errors, timeouts,
+//! 429 and 5xx. Hosts can be limited by the workflow's `permissions.hosts` or
+//! `--allow-host`.
+
+use super::{display, Args};
+use crate::action::{type_name, Action, ActionError, Call, LogLevel};
+use crate::agent::transport::{
+    backoff, describe_reqwest, fmt_duration, retry_after, retry_base_ms, retryable_status,
+    sleep_or_cancel, status_text,
+};
+use async_trait::async_trait;
+use reqwest::Method;
+use serde_json::{json, Map, Value};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+pub struct HttpAction;
+
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_RETRIES: u32 = 3;
+/// Bodies larger than this are refused rather than held in memory.
+const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
+
+fn client() -> &'static reqwest::Client {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    CLIENT.get_or_init(|| {
+        reqwest::Client::builder()
+            .user_agent(concat!("marktoflow/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_default()
+    })
+}
+
+#[async_trait]
+impl Action for HttpAction {
+    fn methods(&self) -> &'static [&'static str] {
+        &["request", "get", "post", "put", "patch", "delete", "head"]
+    }
+
+    async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
+        let a = Args::new(&inputs, call.action)?;
+        let method = match call.method {
+            "request" => a.str("method")?.unwrap_or("GET").to_ascii_uppercase(),
+            m => m.to_ascii_uppercase(),
+        };
+        let method = Method::from_bytes(method.as_bytes())
+            .map_err(|_| a.invalid("method", format!("`{method}` is not an HTTP method")))?;
+        let options = call.tool.map(|t| &t.options);
+        let url = build_url(&a, options)?;
+        check_host(&url, call)?;
+
+        let mut headers = reqwest::header::HeaderMap::new();
+        let tool_headers = options.and_then(|o| o.get("headers"));
+        for source in [tool_headers, a.get("headers")].into_iter().flatten() {
+            let Value::Object(m) = source else {
+                return Err(a.invalid("headers", "expected a mapping of header names to values"));
+            };
+            for (k, v) in m {
+                let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                    .map_err(|_| a.invalid("headers", format!("`{k}` is not a header name")))?;
+                let value = reqwest::header::HeaderValue::from_str(&display(v)).map_err(|_| {
+                    a.invalid(
+                        "headers",
+                        format!("the value of `{k}` is not valid in a header"),
+                    )
+                })?;
+                headers.insert(name, value);
+            }
+        }
+        // `json:` is always JSON; `body:`/`data:` is JSON unless it is a string.
+        let body: Option<(Vec<u8>, &str)> =
+            match (a.get("json"), a.get("body").or_else(|| a.get("data"))) {
+                (Some(j), _) => Some((j.to_string().into_bytes(), "application/json")),
+                (None, Some(Value::String(s))) => {
+                    Some((s.clone().into_bytes(), "text/plain; charset=utf-8"))
+                }
+                (None, Some(v)) => Some((v.to_string().into_bytes(), "application/json")),
+                (None, None) => None,
+            };
+        let timeout = match a
+            .get("timeout")
+            .or_else(|| options.and_then(|o| o.get("timeout")))
+        {
+            Some(v) => super::parse_duration(v).map_err(|e| a.invalid("timeout", e))?,
+            None => call.timeout.unwrap_or(DEFAULT_TIMEOUT),
+        };
+        let max_retries = match a.f64("retries")? {
+            Some(n) if (0.0..=10.0).contains(&n) => n as u32,
+            Some(_) => return Err(a.invalid("retries", "use 0 to 10")),
+            None => DEFAULT_RETRIES,
+        };
+        let fail_on_error = a.bool("fail_on_error", true)?;
+        let response_type = a.choice("response_type", &["auto", "json", "text"], Some("auto"))?;
+        let shown = shown_url(&url);
+        let base_ms = retry_base_ms(call);
+
+        let mut attempt = 0u32;
+        loop {
+            let mut req = client()
+                .request(method.clone(), url.clone())
+                .headers(headers.clone())
+                .timeout(timeout);
+            if let Some((bytes, ctype)) = &body {
+                if !headers.contains_key(reqwest::header::CONTENT_TYPE) {
+                    req = req.header(reqwest::header::CONTENT_TYPE, *ctype);
+                }
+                req = req.body(bytes.clone());
+            }
+            let exchange = async {
+                let resp = req.send().await?;
+                let status = resp.status();
+                let headers = resp.headers().clone();
+                let bytes = read_limited(resp).await?;
+                Ok::<_, reqwest::Error>((status, headers, bytes))
+            };
+            let result = tokio::select! {
+                biased;
+                _ = call.caps.cancel.cancelled() => return Err(ActionError::Cancelled),
+                r = exchange => r,
+            };
+            let (transient, wait) = match result {
+                Ok((status, resp_headers, bytes)) => {
+                    let Some(bytes) = bytes else {
+                        return Err(ActionError::failed(format!(
+                            "{method} {shown}: the response is larger than {} MiB",
+                            MAX_RESPONSE_BYTES / (1024 * 1024)
+                        )));
+                    };
+                    let out = response_value(status, &resp_headers, &bytes, response_type)
+                        .map_err(|e| ActionError::failed(format!("{method} {shown}: {e}")))?;
+                    if status.is_success() || !fail_on_error {
+                        return Ok(out);
+                    }
+                    let msg = format!(
+                        "{method} {shown} returned HTTP {}: {}",
+                        status_text(status),
+                        snippet(&out["body"])
+                    );
+                    if !retryable_status(status) {
+                        return Err(ActionError::failed(msg));
+                    }
+                    (msg, retry_after(&resp_headers))
+                }
+                Err(e) if e.is_builder() => {
+                    return Err(ActionError::failed(format!(
+                        "cannot build the request {method} {shown}: {}",
+                        describe_reqwest(e)
+                    )))
+                }
+                Err(e) => {
+                    let text = if e.is_timeout() {
+                        format!("no response within {}", fmt_duration(timeout))
+                    } else {
+                        describe_reqwest(e)
+                    };
+                    (format!("{method} {shown}: {text}"), None)
+                }
+            };
+            if attempt >= max_retries {
+                let n = attempt + 1;
+                return Err(ActionError::failed(format!(
+                    "{transient} (after {n} attempt{})",
+                    if n == 1 { "" } else { "s" }
+                )));
+            }
+            let delay = wait.unwrap_or_else(|| backoff(base_ms, attempt));
+            call.log(
+                LogLevel::Warn,
+                format!(
+                    "{transient}; retry {} of {max_retries} in {}",
+                    attempt + 1,
+                    fmt_duration(delay)
+                ),
+            );
+            sleep_or_cancel(call, delay).await?;
+            attempt += 1;
+        }
+    }
+}
+
+/// `url`, or the tool's `base_url` joined with `url`/`path`, plus `query`.
+fn build_url(a: &Args, options: Option<&Map<String, Value>>) -> Result<reqwest::Url, ActionError> {
+    let given = a.str("url")?.or(a.str("path")?);
+    let base = options
+        .and_then(|o| o.get("base_url").or_else(|| o.get("baseUrl")))
+        .and_then(Value::as_str);
+    let base = a.str("base_url")?.or(base);
+    let text = match (base, given) {
+        (Some(b), Some(p)) if !p.contains("://") => {
+            format!("{}/{}", b.trim_end_matches('/'), p.trim_start_matches('/'))
+        }
+        (_, Some(p)) => p.to_string(),
+        (Some(b), None) => b.to_string(),
+        (None, None) => return Err(a.missing("url")),
+    };
+    let mut url = reqwest::Url::parse(&text)
+        .map_err(|e| a.invalid("url", format!("`{text}` is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(a.invalid("url", format!("`{text}`: only http and https URLs")));
+    }
+    match a.get("query") {
+        None => {}
+        Some(Value::Object(q)) => {
+            let mut pairs = url.query_pairs_mut();
+            for (k, v) in q {
+                match v {
+                    Value::Array(items) => {
+                        for i in items {
+                            pairs.append_pair(k, &display(i));
+                        }
+                    }
+                    Value::Null => {}
+                    v => {
+                        pairs.append_pair(k, &display(v));
+                    }
+                }
+            }
+        }
+        Some(other) => {
+            return Err(a.invalid(
+                "query",
+                format!(
+                    "expected a mapping of names to values, got {}",
+                    type_name(other)
+                ),
+            ))
+        }
+    }
+    Ok(url)
+}
+
+/// `host` or `host:port`, matched against `example.com`, `*.example.com`
+/// (subdomains) and `host:port` entries.
+pub fn host_allowed(url: &reqwest::Url, allowed: &[String]) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    let port = url.port_or_known_default();
+    allowed.iter().any(|entry| {
+        let entry = entry.trim().to_ascii_lowercase();
+        let (h, p) = match entry.rsplit_once(':') {
+            Some((h, p)) if p.parse::<u16>().is_ok() && !h.is_empty() => {
+                (h.to_string(), p.parse().ok())
+            }
+            _ => (entry.clone(), None),
+        };
+        let host_ok = match h.strip_prefix("*.") {
+            Some(suffix) => host.ends_with(&format!(".{suffix}")),
+            None => host == h,
+        };
+        host_ok && p.is_none_or(|p| Some(p) == port)
+    })
+}
+
+fn check_host(url: &reqwest::Url, call: &Call<'_>) -> Result<(), ActionError> {
+    match &call.caps.allowed_hosts {
+        Some(allowed) if !host_allowed(url, allowed) => Err(ActionError::Input(format!(
+            "`{}`: the host `{}` is not allowed (allowed: {}); add it to `permissions.hosts` or pass `--allow-host`",
+            call.action,
+            url.host_str().unwrap_or(""),
+            allowed.join(", ")
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The URL without credentials, for messages.
+fn shown_url(url: &reqwest::Url) -> String {
+    let mut u = url.clone();
+    let _ = u.set_password(None);
+    let _ = u.set_username("");
+    u.to_string()
+}
+
+async fn read_limited(mut resp: reqwest::Response) -> Result<Option<Vec<u8>>, reqwest::Error> {
+    let mut out = Vec::new();
+    while let Some(chunk) = resp.chunk().await? {
+        if out.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Ok(None);
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(Some(out))
+}
+
+fn response_value(
+    status: reqwest::StatusCode,
+    headers: &reqwest::header::HeaderMap,
+    bytes: &[u8],
+    response_type: &str,
+) -> Result<Value, String> {
+    let mut h = Map::new();
+    for (k, v) in headers {
+        h.insert(
+            k.as_str().to_string(),
+            json!(String::from_utf8_lossy(v.as_bytes())),
+        );
+    }
+    let is_json = headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.contains("json"));
+    let text = String::from_utf8_lossy(bytes).into_owned();
+    let body = match response_type {
+        "text" => Value::String(text),
+        "json" => serde_json::from_str(&text).map_err(|e| format!("the body is not JSON: {e}"))?,
+        _ if is_json && !text.trim().is_empty() => {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        }
+        _ => Value::String(text),
+    };
+    Ok(json!({"status": status.as_u16(), "ok": status.is_success(), "headers": h, "body": body}))
+}
+
+fn snippet(body: &Value) -> String {
+    let text = display(body);
+    let text = text.trim();
+    match text.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts() {
+        let allow = |u: &str, list: &[&str]| {
+            let list: Vec<String> = list.iter().map(|s| s.to_string()).collect();
+            host_allowed(&reqwest::Url::parse(u).unwrap(), &list)
+        };
+        assert!(allow("https://api.example.com/x", &["api.example.com"]));
+        assert!(allow("https://a.b.example.com/", &["*.example.com"]));
+        assert!(!allow("https://example.com/", &["*.example.com"]));
+        assert!(!allow("https://evil-example.com/", &["*.example.com"]));
+        assert!(allow("http://127.0.0.1:8080/", &["127.0.0.1:8080"]));
+        assert!(!allow("http://127.0.0.1:9090/", &["127.0.0.1:8080"]));
+        assert!(allow("http://127.0.0.1:9090/", &["127.0.0.1"]));
+        assert!(!allow(
+            "https://api.example.com.evil.io/",
+            &["api.example.com"]
+        ));
+    }
+}

@@ -1,0 +1,332 @@
+//! `file.*` and `http.*` built-ins through the real binary: a temp folder
+//! for files, a small HTTP server on 127.0.0.1 for requests.
+
+use crate::support::{cmd, run, tempdir};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+const FILES: &str = r#"---
+workflow: {id: files}
+---
+
+```yaml
+action: file.write
+inputs: {path: out/notes.json, content: {a: 1, list: [x, y]}, create_dirs: true}
+output_variable: written
+```
+
+```yaml
+action: file.write
+inputs: {path: out/log.txt, content: "one\n"}
+```
+
+```yaml
+action: file.write
+inputs: {path: out/log.txt, content: "two\n", append: true}
+```
+
+```yaml
+action: file.read
+inputs: {path: out/notes.json, format: json}
+output_variable: notes
+```
+
+```yaml
+action: file.read
+inputs: {path: out/log.txt}
+output_variable: log
+```
+
+```yaml
+action: file.list
+inputs: {path: ., pattern: "**/*.txt"}
+output_variable: listed
+```
+
+```yaml
+action: file.exists
+inputs: {path: out/nope.md}
+output_variable: nope
+```
+
+```yaml
+action: workflow.set_outputs
+inputs:
+  a: '{{ notes.content.a }}'
+  log: '{{ log.content }}'
+  listed: '{{ listed.files }}'
+  nope: '{{ nope.exists }}'
+  bytes: '{{ written.bytes }}'
+```
+"#;
+
+#[test]
+fn file_actions_write_atomically_and_read_back_relative_to_the_workflow() {
+    let d = tempdir();
+    let wf_dir = d.path().join("flows");
+    std::fs::create_dir_all(wf_dir.join("data")).unwrap();
+    std::fs::write(wf_dir.join("data/keep.txt"), "k").unwrap();
+    std::fs::write(wf_dir.join("files.md"), FILES).unwrap();
+    // Run from the temp root: relative paths still land in the workflow's folder.
+    let r = run(cmd(d.path()).args([
+        "run",
+        "flows/files.md",
+        "--json",
+        "--quiet",
+        "--allow-write",
+        "flows/out",
+    ]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let o = &r.json()["outputs"];
+    assert_eq!(o["a"], 1);
+    assert_eq!(o["log"], "one\ntwo\n");
+    assert_eq!(o["listed"], json!(["data/keep.txt", "out/log.txt"]));
+    assert_eq!(o["nope"], false);
+    let written = std::fs::read_to_string(wf_dir.join("out/notes.json")).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&written).unwrap(),
+        json!({"a": 1, "list": ["x", "y"]})
+    );
+    assert_eq!(o["bytes"], written.len());
+    let leftovers: Vec<_> = std::fs::read_dir(wf_dir.join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+#[test]
+fn file_writes_outside_the_write_roots_are_refused() {
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("w.md"),
+        "---\nworkflow: {id: w}\n---\n\n```yaml\naction: file.write\ninputs: {path: ../escape.txt, content: x}\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(d.path()).args(["run", "w.md", "--allow-write", "."]));
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .contains("access denied: `../escape.txt` is outside the allowed write roots"),
+        "{}",
+        r.stderr
+    );
+    assert!(!d.path().parent().unwrap().join("escape.txt").exists());
+    // Without --allow-write nothing may be written, not even beside the workflow.
+    std::fs::write(
+        d.path().join("w.md"),
+        "---\nworkflow: {id: w}\n---\n\n```yaml\naction: file.write\ninputs: {path: here.txt, content: x}\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(d.path()).args(["run", "w.md"]));
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("allow it with `--allow-write DIR`"),
+        "{}",
+        r.stderr
+    );
+    assert!(!d.path().join("here.txt").exists());
+}
+
+/// A small HTTP server: `/echo` returns what it got as JSON, `/text` plain
+/// text, `/flaky` fails with 503 (Retry-After: 0) before succeeding, others 404.
+struct Server {
+    base: String,
+    flaky_hits: Arc<AtomicUsize>,
+}
+
+fn server() -> Server {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", l.local_addr().unwrap());
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let h = h.clone();
+            std::thread::spawn(move || {
+                let _ = handle(s, &h);
+            });
+        }
+    });
+    Server {
+        base,
+        flaky_hits: hits,
+    }
+}
+
+fn handle(mut s: TcpStream, hits: &AtomicUsize) -> std::io::Result<()> {
+    let mut r = BufReader::new(s.try_clone()?);
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let mut parts = line.split_whitespace();
+        let method = parts.next().unwrap_or("").to_string();
+        let target = parts.next().unwrap_or("/").to_string();
+        let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+        let mut headers = serde_json::Map::new();
+        let mut len = 0;
+        loop {
+            let mut h = String::new();
+            r.read_line(&mut h)?;
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                let k = k.trim().to_ascii_lowercase();
+                if k == "content-length" {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+                headers.insert(k, json!(v.trim()));
+            }
+        }
+        let mut body = vec![0; len];
+        r.read_exact(&mut body)?;
+        let (status, ctype, extra, text) = match path {
+            "/echo" => (
+                200,
+                "application/json",
+                "",
+                json!({"method": method, "query": query, "headers": headers, "body": String::from_utf8_lossy(&body)}).to_string(),
+            ),
+            "/text" => (200, "text/plain", "", "hello there".to_string()),
+            "/flaky" if hits.fetch_add(1, Ordering::SeqCst) < 2 => {
+                (503, "text/plain", "Retry-After: 0\r\n", "busy".to_string())
+            }
+            "/flaky" => (200, "application/json", "", r#"{"ok":true}"#.to_string()),
+            _ => (404, "text/plain", "", "no such thing".to_string()),
+        };
+        write!(
+            s,
+            "HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\n{extra}Content-Length: {}\r\n\r\n{text}",
+            text.len()
+        )?;
+    }
+}
+
+fn http_workflow(dir: &std::path::Path, steps: &str) {
+    std::fs::write(
+        dir.join("h.md"),
+        format!("---\nworkflow: {{id: h}}\ninputs:\n  base: {{type: string}}\n---\n\n{steps}"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn http_requests_send_json_query_and_headers_and_parse_json_replies() {
+    let srv = server();
+    let d = tempdir();
+    http_workflow(
+        d.path(),
+        "```yaml\naction: http.post\ninputs:\n  url: '{{ inputs.base }}/echo'\n  query: {q: a b, tag: [x, y]}\n  headers: {X-Trace: t-1}\n  body: {name: Ada}\noutput_variable: posted\n```\n\n```yaml\naction: http.request\ninputs: {method: get, url: '{{ inputs.base }}/text'}\noutput_variable: text\n```\n\n```yaml\naction: http.get\ninputs: {url: '{{ inputs.base }}/missing', fail_on_error: false}\noutput_variable: missing\n```\n",
+    );
+    let r = run(cmd(d.path()).args([
+        "run",
+        "h.md",
+        "--json",
+        "--quiet",
+        "--input",
+        &format!("base={}", srv.base),
+    ]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let o = &r.json()["outputs"];
+    let echo = &o["posted"]["body"];
+    assert_eq!(o["posted"]["status"], 200);
+    assert_eq!(echo["method"], "POST");
+    assert_eq!(echo["query"], "q=a+b&tag=x&tag=y");
+    assert_eq!(echo["headers"]["x-trace"], "t-1");
+    assert_eq!(echo["headers"]["content-type"], "application/json");
+    assert_eq!(
+        serde_json::from_str::<Value>(echo["body"].as_str().unwrap()).unwrap(),
+        json!({"name": "Ada"})
+    );
+    assert_eq!(o["text"]["body"], "hello there");
+    assert_eq!(o["text"]["headers"]["content-type"], "text/plain");
+    assert_eq!(o["missing"]["status"], 404);
+    assert_eq!(o["missing"]["ok"], false);
+}
+
+#[test]
+fn http_failures_retry_on_503_and_fail_clearly_on_404() {
+    let srv = server();
+    let d = tempdir();
+    http_workflow(
+        d.path(),
+        "```yaml\naction: http.get\ninputs: {url: '{{ inputs.base }}/flaky'}\noutput_variable: flaky\n```\n\n```yaml\naction: http.get\ninputs: {url: '{{ inputs.base }}/missing'}\n```\n",
+    );
+    let r = run(cmd(d.path()).args([
+        "run",
+        "h.md",
+        "--json",
+        "--input",
+        &format!("base={}", srv.base),
+    ]));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let j = r.json();
+    assert_eq!(j["steps"][0]["status"], "completed");
+    assert_eq!(j["steps"][0]["output"]["body"], json!({"ok": true}));
+    assert_eq!(
+        srv.flaky_hits.load(Ordering::SeqCst),
+        3,
+        "two 503s, then success"
+    );
+    assert!(
+        r.stderr.contains("returned HTTP 503"),
+        "retries are logged: {}",
+        r.stderr
+    );
+    let err = j["error"]["message"].as_str().unwrap();
+    assert!(
+        err.starts_with(&format!(
+            "GET {}/missing returned HTTP 404 Not Found: no such thing",
+            srv.base
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        (&j["error"]["line"], &j["error"]["column"]),
+        (&json!(14), &json!(9)),
+        "the failing step's position"
+    );
+}
+
+#[test]
+fn http_hosts_can_be_limited() {
+    let srv = server();
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("h.md"),
+        "---\nworkflow: {id: h}\npermissions:\n  hosts: [api.example.com]\ninputs:\n  base: {type: string}\n---\n\n```yaml\naction: http.get\ninputs: {url: '{{ inputs.base }}/echo'}\n```\n",
+    )
+    .unwrap();
+    let base = format!("base={}", srv.base);
+    let r = run(cmd(d.path()).args(["run", "h.md", "--input", &base]));
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .contains("the host `127.0.0.1` is not allowed (allowed: api.example.com)"),
+        "{}",
+        r.stderr
+    );
+    let port = srv.base.rsplit(':').next().unwrap().to_string();
+    let r = run(cmd(d.path()).args([
+        "run",
+        "h.md",
+        "--input",
+        &base,
+        "--allow-host",
+        &format!("127.0.0.1:{port}"),
+    ]));
+    assert_eq!(
+        r.code, 0,
+        "--allow-host replaces the workflow's list: {}",
+        r.stderr
+    );
+    assert_eq!(srv.flaky_hits.load(Ordering::SeqCst), 0);
+}
