@@ -7,6 +7,7 @@
 pub mod action;
 pub mod agent;
 pub mod builtin;
+pub mod embed;
 pub mod registry;
 pub mod sandbox;
 pub mod script;

