@@ -3,6 +3,10 @@
 use crate::action::{Action, ToolConfig};
 use crate::agent::AgentAction;
 use crate::builtin::{CoreAction, WorkflowAction};
+use crate::context::ContextAction;
+use crate::kb::KbAction;
+use crate::query::QueryAction;
+use crate::rank::RankAction;
 use crate::script::ScriptAction;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,7 +35,9 @@ pub const AGENT_SDKS: &[&str] = &[
 ];
 
 /// Tools every workflow has without declaring them.
-pub const IMPLICIT_TOOLS: &[&str] = &["core", "workflow", "script"];
+pub const IMPLICIT_TOOLS: &[&str] = &[
+    "core", "workflow", "script", "kb", "rank", "context", "query",
+];
 
 #[derive(Clone)]
 pub struct Resolved {
@@ -78,6 +84,10 @@ impl Registry {
         by_sdk.insert("core", (ActionKind::Builtin, Arc::new(CoreAction)));
         by_sdk.insert("workflow", (ActionKind::Builtin, Arc::new(WorkflowAction)));
         by_sdk.insert("script", (ActionKind::Script, Arc::new(ScriptAction)));
+        by_sdk.insert("kb", (ActionKind::Builtin, Arc::new(KbAction)));
+        by_sdk.insert("rank", (ActionKind::Builtin, Arc::new(RankAction)));
+        by_sdk.insert("context", (ActionKind::Builtin, Arc::new(ContextAction)));
+        by_sdk.insert("query", (ActionKind::Builtin, Arc::new(QueryAction)));
         let agent: Arc<dyn Action> = Arc::new(AgentAction);
         for sdk in AGENT_SDKS {
             by_sdk.insert(sdk, (ActionKind::Agent, agent.clone()));

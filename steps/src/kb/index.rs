@@ -1,0 +1,854 @@
+//! The tantivy index behind `kb.*`: schema, incremental updates and a
+//! per-process cache of opened indexes.
+//!
+//! Crash safety: the manifest (path → mtime, size, hash) travels in the
+//! tantivy commit payload, so index and manifest change in one atomic
+//! `meta.json` rename. A crash before the commit leaves the previous commit
+//! (and its manifest) in place; the next run sees the differences and redoes
+//! them. Uncommitted segment files are garbage-collected by tantivy.
+
+use super::chunk::{chunk_document, hex_hash, walk_kb, ChunkOptions, KbError, KbFile, WalkOptions};
+use super::query::{DateRange, ParsedQuery};
+use chrono::NaiveDate;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tantivy::collector::{DocSetCollector, TopDocs};
+use tantivy::query::{
+    AllQuery, BooleanQuery, BoostQuery, ConstScoreQuery, Occur, PhraseQuery, Query, RangeQuery,
+    RegexQuery, TermQuery,
+};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value as _, FAST, INDEXED,
+    STORED, STRING,
+};
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+};
+use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
+
+/// Bumped when the schema or chunking changes: an index with another version
+/// is rebuilt.
+const SCHEMA_VERSION: u32 = 1;
+const TOKENIZER: &str = "kb_en";
+
+#[derive(Clone, Copy)]
+struct Fields {
+    id: Field,
+    path: Field,
+    path_prefix: Field,
+    title: Field,
+    section: Field,
+    body: Field,
+    date: Field,
+    mtime: Field,
+    meta: Field,
+    filter: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = TextOptions::default().set_stored().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(TOKENIZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let f = Fields {
+        id: b.add_text_field("id", STRING | STORED),
+        path: b.add_text_field("path", STRING | STORED),
+        // Every folder prefix of the path, lower-cased: `in:work` is a term lookup.
+        path_prefix: b.add_text_field("path_prefix", STRING),
+        title: b.add_text_field("title", text.clone()),
+        section: b.add_text_field("section", text.clone()),
+        body: b.add_text_field("body", text),
+        // Days since 1970-01-01 of the note's date.
+        date: b.add_i64_field("date", INDEXED | FAST | STORED),
+        mtime: b.add_i64_field("mtime", STORED | FAST),
+        meta: b.add_text_field("meta", STORED),
+        // `key=value` (lower-case) for every scalar metadata value.
+        filter: b.add_text_field("filter", STRING),
+    };
+    (b.build(), f)
+}
+
+fn register_tokenizer(index: &Index) {
+    let analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(
+            StopWordFilter::new(Language::English).expect("English stop words ship with tantivy"),
+        )
+        .filter(Stemmer::new(Language::English))
+        .build();
+    index.tokenizers().register(TOKENIZER, analyzer);
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Manifest {
+    version: u32,
+    /// What the chunks depend on besides the files (chunk options).
+    options: String,
+    files: BTreeMap<String, FileEntry>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct FileEntry {
+    mtime_ms: i64,
+    size: u64,
+    hash: String,
+    chunks: u32,
+}
+
+/// What an update did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpdateStats {
+    pub files: usize,
+    pub chunks: usize,
+    pub added: usize,
+    pub updated: usize,
+    pub removed: usize,
+    pub unchanged: usize,
+    pub rebuilt: bool,
+}
+
+impl UpdateStats {
+    pub fn changed(&self) -> bool {
+        self.added + self.updated + self.removed > 0 || self.rebuilt
+    }
+}
+
+struct State {
+    manifest: Manifest,
+    /// (mtime, size) of meta.json when `manifest` was read, to notice
+    /// commits made by other processes.
+    meta_stamp: Option<(i64, u64)>,
+    last_check: Option<Instant>,
+}
+
+/// An opened index for one knowledge base.
+pub struct KbIndex {
+    pub root: PathBuf,
+    /// None when the index lives in memory (the index directory was not writable).
+    pub dir: Option<PathBuf>,
+    index: Index,
+    reader: IndexReader,
+    f: Fields,
+    state: Mutex<State>,
+    /// One update at a time within this process (tantivy's lock covers others).
+    writing: Mutex<()>,
+}
+
+type Cache = Mutex<HashMap<PathBuf, Arc<KbIndex>>>;
+
+fn cache() -> &'static Cache {
+    static C: OnceLock<Cache> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+fn index_err(dir: &Path, e: impl std::fmt::Display) -> KbError {
+    KbError::Index {
+        path: dir.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+impl KbIndex {
+    /// The cached index for `root` stored in `dir` (None: in memory), opened
+    /// or created on first use. A damaged or outdated index directory is
+    /// emptied and created again.
+    pub fn open(root: &Path, dir: Option<&Path>) -> Result<Arc<KbIndex>, KbError> {
+        let key = match dir {
+            Some(d) => d.to_path_buf(),
+            None => PathBuf::from(format!("ram:{}", root.display())),
+        };
+        let mut c = cache().lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(ix) = c.get(&key) {
+            return Ok(ix.clone());
+        }
+        let ix = Arc::new(Self::open_uncached(root, dir)?);
+        c.insert(key, ix.clone());
+        Ok(ix)
+    }
+
+    fn open_uncached(root: &Path, dir: Option<&Path>) -> Result<KbIndex, KbError> {
+        let (schema, f) = schema();
+        let index = match dir {
+            None => Index::create_in_ram(schema.clone()),
+            Some(d) => {
+                std::fs::create_dir_all(d).map_err(|e| KbError::io(d, e))?;
+                match open_dir(d, &schema) {
+                    Ok(ix) => ix,
+                    Err(_) => {
+                        // Unreadable or from another schema: it is derived data, start over.
+                        clear_dir(d)?;
+                        open_dir(d, &schema).map_err(|e| index_err(d, e))?
+                    }
+                }
+            }
+        };
+        register_tokenizer(&index);
+        let shown = dir.unwrap_or(root);
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e| index_err(shown, e))?;
+        let ix = KbIndex {
+            root: root.to_path_buf(),
+            dir: dir.map(Path::to_path_buf),
+            index,
+            reader,
+            f,
+            state: Mutex::new(State {
+                manifest: Manifest::default(),
+                meta_stamp: None,
+                last_check: None,
+            }),
+            writing: Mutex::new(()),
+        };
+        ix.load_manifest()?;
+        Ok(ix)
+    }
+
+    fn meta_stamp(&self) -> Option<(i64, u64)> {
+        let m = std::fs::metadata(self.dir.as_ref()?.join("meta.json")).ok()?;
+        Some((super::chunk::mtime_ms(&m), m.len()))
+    }
+
+    /// Rereads the manifest from the last commit when another process committed.
+    fn load_manifest(&self) -> Result<(), KbError> {
+        let stamp = self.meta_stamp();
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.meta_stamp.is_some() && st.meta_stamp == stamp {
+            return Ok(());
+        }
+        let metas = self
+            .index
+            .load_metas()
+            .map_err(|e| index_err(self.shown(), e))?;
+        st.manifest = metas
+            .payload
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok())
+            .unwrap_or_default();
+        st.meta_stamp = stamp;
+        drop(st);
+        self.reader.reload().map_err(|e| index_err(self.shown(), e))
+    }
+
+    fn shown(&self) -> &Path {
+        self.dir.as_deref().unwrap_or(&self.root)
+    }
+
+    /// True when the index was checked against the files less than `interval` ago.
+    pub fn fresh_within(&self, interval: Duration) -> bool {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.last_check.is_some_and(|t| t.elapsed() < interval)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.manifest.version == 0
+    }
+
+    /// Brings the index up to date with the files: only new, changed and
+    /// deleted files are touched (mtime + size first, then the content hash).
+    /// `progress(done, total)` is called while files are indexed.
+    pub fn update(
+        &self,
+        walk: &WalkOptions,
+        chunking: &ChunkOptions,
+        force: bool,
+        progress: &dyn Fn(usize, usize),
+    ) -> Result<UpdateStats, KbError> {
+        let _one = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        self.load_manifest()?;
+        let files = walk_kb(&self.root, walk)?;
+        let options = format!("{chunking:?}");
+        let old = self
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .manifest
+            .clone();
+        let rebuild = force || old.version != SCHEMA_VERSION || old.options != options;
+        let mut stats = UpdateStats {
+            files: files.len(),
+            rebuilt: rebuild && !old.files.is_empty(),
+            ..Default::default()
+        };
+        let mut next = Manifest {
+            version: SCHEMA_VERSION,
+            options,
+            files: BTreeMap::new(),
+        };
+        // Files whose content must be (re)indexed, with their text.
+        let mut todo: Vec<(&KbFile, String, bool)> = Vec::new();
+        let mut touched = false;
+        for file in &files {
+            let prev = if rebuild {
+                None
+            } else {
+                old.files.get(&file.rel_path)
+            };
+            if let Some(p) = prev {
+                if p.mtime_ms == file.mtime_ms && p.size == file.size {
+                    stats.unchanged += 1;
+                    stats.chunks += p.chunks as usize;
+                    next.files.insert(file.rel_path.clone(), p.clone());
+                    continue;
+                }
+            }
+            let text = std::fs::read_to_string(&file.abs_path)
+                .map_err(|e| KbError::io(&file.abs_path, e))?;
+            let hash = hex_hash(&[text.as_bytes()]);
+            if let Some(p) = prev.filter(|p| p.hash == hash) {
+                // Touched, not edited: remember the new mtime, keep the chunks.
+                touched = true;
+                stats.unchanged += 1;
+                stats.chunks += p.chunks as usize;
+                next.files.insert(
+                    file.rel_path.clone(),
+                    FileEntry {
+                        mtime_ms: file.mtime_ms,
+                        size: file.size,
+                        ..p.clone()
+                    },
+                );
+                continue;
+            }
+            let existed = prev.is_some();
+            next.files.insert(
+                file.rel_path.clone(),
+                FileEntry {
+                    mtime_ms: file.mtime_ms,
+                    size: file.size,
+                    hash,
+                    chunks: 0,
+                },
+            );
+            todo.push((file, text, existed));
+        }
+        let removed: Vec<&String> = if rebuild {
+            Vec::new()
+        } else {
+            old.files
+                .keys()
+                .filter(|k| !next.files.contains_key(*k))
+                .collect()
+        };
+        stats.removed = removed.len();
+        let first_build = old.version == 0;
+        if todo.is_empty() && removed.is_empty() && !touched && !rebuild {
+            self.mark_checked();
+            return Ok(stats);
+        }
+
+        let threads = if todo.len() > 200 { 2 } else { 1 };
+        let mut writer = self.writer(threads)?;
+        if rebuild && !first_build {
+            writer
+                .delete_all_documents()
+                .map_err(|e| index_err(self.shown(), e))?;
+        }
+        for path in &removed {
+            writer.delete_term(Term::from_field_text(self.f.path, path));
+        }
+        let total = todo.len();
+        for (n, (file, text, existed)) in todo.into_iter().enumerate() {
+            if existed {
+                writer.delete_term(Term::from_field_text(self.f.path, &file.rel_path));
+                stats.updated += 1;
+            } else {
+                stats.added += 1;
+            }
+            let chunks = chunk_document(&file.rel_path, &text, chunking);
+            if let Some(e) = next.files.get_mut(&file.rel_path) {
+                e.chunks = chunks.len() as u32;
+            }
+            stats.chunks += chunks.len();
+            for mut c in chunks {
+                c.mtime_ms = file.mtime_ms;
+                writer
+                    .add_document(self.document(&c))
+                    .map_err(|e| index_err(self.shown(), e))?;
+            }
+            if n % 500 == 499 {
+                progress(n + 1, total);
+            }
+        }
+        if total > 0 {
+            progress(total, total);
+        }
+        let payload = serde_json::to_string(&next).expect("manifest serialises");
+        let mut prepared = writer
+            .prepare_commit()
+            .map_err(|e| index_err(self.shown(), e))?;
+        prepared.set_payload(&payload);
+        prepared.commit().map_err(|e| index_err(self.shown(), e))?;
+        drop(writer);
+        self.reader
+            .reload()
+            .map_err(|e| index_err(self.shown(), e))?;
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.manifest = next;
+        st.meta_stamp = self.meta_stamp();
+        st.last_check = Some(Instant::now());
+        Ok(stats)
+    }
+
+    fn mark_checked(&self) {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last_check = Some(Instant::now());
+    }
+
+    /// The writer, waiting up to 5 s for another process to release the lock.
+    fn writer(&self, threads: usize) -> Result<tantivy::IndexWriter, KbError> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match self
+                .index
+                .writer_with_num_threads(threads, threads * 30_000_000)
+            {
+                Ok(w) => return Ok(w),
+                Err(tantivy::TantivyError::LockFailure(..)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(tantivy::TantivyError::LockFailure(..)) => {
+                    return Err(KbError::Locked(self.shown().display().to_string()))
+                }
+                Err(e) => return Err(index_err(self.shown(), e)),
+            }
+        }
+    }
+
+    fn document(&self, c: &super::chunk::Chunk) -> TantivyDocument {
+        let f = &self.f;
+        let mut d = TantivyDocument::default();
+        d.add_text(f.id, &c.id);
+        d.add_text(f.path, &c.path);
+        let lower = c.path.to_lowercase();
+        let mut acc = String::new();
+        for part in lower.split('/') {
+            if !acc.is_empty() {
+                acc.push('/');
+            }
+            acc.push_str(part);
+            d.add_text(f.path_prefix, &acc);
+        }
+        d.add_text(f.title, &c.title);
+        d.add_text(f.section, &c.section);
+        d.add_text(f.body, &c.text);
+        if let Some(days) = c
+            .metadata
+            .get("date")
+            .and_then(Value::as_str)
+            .and_then(|s| NaiveDate::parse_from_str(s, "%Y-%m-%d").ok())
+            .map(days)
+        {
+            d.add_i64(f.date, days);
+        }
+        d.add_i64(f.mtime, c.mtime_ms);
+        d.add_text(f.meta, Value::Object(c.metadata.clone()).to_string());
+        for (k, v) in &c.metadata {
+            let k = k.to_lowercase();
+            let vals: Vec<&Value> = match v {
+                Value::Array(a) => a.iter().collect(),
+                other => vec![other],
+            };
+            for v in vals {
+                if let Some(s) = scalar(v) {
+                    d.add_text(f.filter, format!("{k}={}", s.to_lowercase()));
+                }
+            }
+        }
+        d
+    }
+
+    /// Runs a search; hits are JSON objects, best first.
+    pub fn search(&self, req: &SearchRequest) -> Result<Vec<Value>, KbError> {
+        let searcher = self.reader.searcher();
+        let f = self.f;
+        let mut analyzer = self
+            .index
+            .tokenizer_for_field(f.body)
+            .map_err(|e| index_err(self.shown(), e))?;
+        let mut tokens = |s: &str| -> Vec<String> {
+            let mut out = Vec::new();
+            let mut ts = analyzer.token_stream(s);
+            ts.process(&mut |t| out.push(t.text.clone()));
+            out
+        };
+        let fields = [
+            (f.title, req.boosts[0]),
+            (f.section, req.boosts[1]),
+            (f.body, req.boosts[2]),
+        ];
+        let p = &req.parsed;
+        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut must: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for t in &p.terms {
+            for tok in tokens(t) {
+                should.push((Occur::Should, across(&fields, |fl| term_q(fl, &tok))));
+            }
+        }
+        for ph in &p.phrases {
+            let toks = tokens(ph);
+            if toks.is_empty() {
+                continue;
+            }
+            must.push((
+                Occur::Must,
+                across(&fields, |fl| {
+                    if toks.len() == 1 {
+                        term_q(fl, &toks[0])
+                    } else {
+                        Box::new(PhraseQuery::new(
+                            toks.iter().map(|t| Term::from_field_text(fl, t)).collect(),
+                        ))
+                    }
+                }),
+            ));
+        }
+        for pre in &p.prefixes {
+            let lower: String = pre.to_lowercase();
+            // The index holds stems; a prefix is matched against them, which
+            // also covers most inflections (`deploy*` finds "deployment").
+            let pattern = format!("{}.*", regex_escape(&lower));
+            let q = across(&fields, |fl| match RegexQuery::from_pattern(&pattern, fl) {
+                Ok(q) => Box::new(q),
+                Err(_) => Box::new(tantivy::query::EmptyQuery),
+            });
+            should.push((Occur::Should, q));
+        }
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let positive = !should.is_empty() || !must.is_empty();
+        if !should.is_empty() {
+            clauses.push((Occur::Must, Box::new(BooleanQuery::new(should))));
+        }
+        clauses.extend(must);
+        if !positive {
+            clauses.push((Occur::Must, Box::new(AllQuery)));
+        }
+        for ex in &p.excluded {
+            for tok in tokens(ex) {
+                clauses.push((Occur::MustNot, across(&fields, |fl| term_q(fl, &tok))));
+            }
+        }
+        let mut filters: Vec<Box<dyn Query>> = Vec::new();
+        if !req.paths.is_empty() {
+            filters.push(any_of(
+                req.paths
+                    .iter()
+                    .map(|p| p.trim_matches('/').to_lowercase())
+                    .map(|p| Term::from_field_text(f.path_prefix, &p)),
+            ));
+        }
+        for fl in &req.filters {
+            let q = any_of(fl.values.iter().map(|v| {
+                Term::from_field_text(
+                    f.filter,
+                    &format!("{}={}", fl.field.to_lowercase(), v.to_lowercase()),
+                )
+            }));
+            if fl.negate {
+                clauses.push((Occur::MustNot, q));
+            } else {
+                filters.push(q);
+            }
+        }
+        if let Some(r) = &req.date {
+            let b = |d: Option<NaiveDate>, incl: bool| match d {
+                Some(d) if incl => Bound::Included(Term::from_field_i64(f.date, days(d))),
+                Some(d) => Bound::Excluded(Term::from_field_i64(f.date, days(d))),
+                None => Bound::Unbounded,
+            };
+            let (lo, hi) = match (r.from, r.to) {
+                (None, None) => (
+                    Bound::Included(Term::from_field_i64(f.date, i64::MIN)),
+                    Bound::Unbounded,
+                ),
+                _ => (b(r.from, true), b(r.to, true)),
+            };
+            filters.push(Box::new(RangeQuery::new(lo, hi)));
+        }
+        for q in filters {
+            clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(q, 0.0))));
+        }
+        let query = BooleanQuery::new(clauses);
+
+        let want = req.top_k.max(1);
+        let limit = if req.collapse { want * 4 + 10 } else { want };
+        let top = searcher
+            .search(&query, &TopDocs::with_limit(limit).order_by_score())
+            .map_err(|e| index_err(self.shown(), e))?;
+        let mut snippets = tantivy::snippet::SnippetGenerator::create(&searcher, &query, f.body)
+            .map_err(|e| index_err(self.shown(), e))?;
+        snippets.set_max_num_chars(req.snippet_chars);
+        let mut hits = Vec::new();
+        let mut seen_paths = std::collections::HashSet::new();
+        for (score, addr) in top {
+            if req.threshold.is_some_and(|t| (score as f64) < t) {
+                break;
+            }
+            let doc: TantivyDocument =
+                searcher.doc(addr).map_err(|e| index_err(self.shown(), e))?;
+            let s = |fl: Field| {
+                doc.get_first(fl)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_string()
+            };
+            let path = s(f.path);
+            if req.collapse && !seen_paths.insert(path.clone()) {
+                continue;
+            }
+            let text = s(f.body);
+            let snippet = snippet_text(&snippets.snippet(&text), &text, req.snippet_chars);
+            let metadata: Value = serde_json::from_str(&s(f.meta)).unwrap_or(json!({}));
+            let mtime = doc.get_first(f.mtime).and_then(|v| v.as_i64()).unwrap_or(0);
+            hits.push(json!({
+                "id": s(f.id),
+                "path": path,
+                "title": s(f.title),
+                "section": s(f.section),
+                "text": text,
+                "snippet": snippet,
+                "score": round(score as f64),
+                "metadata": metadata,
+                "mtime_ms": mtime,
+            }));
+            if hits.len() >= want {
+                break;
+            }
+        }
+        Ok(hits)
+    }
+
+    /// Distinct values of a metadata field (or `folder`, the top-level
+    /// directory) over the files matching `req`'s filters, with file counts.
+    pub fn facets(
+        &self,
+        field: &str,
+        req: &SearchRequest,
+    ) -> Result<(Vec<(String, usize)>, usize), KbError> {
+        let searcher = self.reader.searcher();
+        let f = self.f;
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(AllQuery))];
+        if !req.paths.is_empty() {
+            clauses.push((
+                Occur::Must,
+                any_of(req.paths.iter().map(|p| {
+                    Term::from_field_text(f.path_prefix, &p.trim_matches('/').to_lowercase())
+                })),
+            ));
+        }
+        for fl in &req.filters {
+            let q = any_of(fl.values.iter().map(|v| {
+                Term::from_field_text(
+                    f.filter,
+                    &format!("{}={}", fl.field.to_lowercase(), v.to_lowercase()),
+                )
+            }));
+            clauses.push((
+                if fl.negate {
+                    Occur::MustNot
+                } else {
+                    Occur::Must
+                },
+                q,
+            ));
+        }
+        let docs = searcher
+            .search(&BooleanQuery::new(clauses), &DocSetCollector)
+            .map_err(|e| index_err(self.shown(), e))?;
+        let mut per_file: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for addr in docs {
+            let doc: TantivyDocument =
+                searcher.doc(addr).map_err(|e| index_err(self.shown(), e))?;
+            let path = doc
+                .get_first(f.path)
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_string();
+            if per_file.contains_key(&path) {
+                continue;
+            }
+            let vals = if field == "folder" {
+                vec![path.split('/').next().unwrap_or("").to_string()]
+                    .into_iter()
+                    .filter(|_| path.contains('/'))
+                    .collect()
+            } else {
+                let meta: Map<String, Value> = doc
+                    .get_first(f.meta)
+                    .and_then(|v| v.as_str())
+                    .and_then(|s| serde_json::from_str(s).ok())
+                    .unwrap_or_default();
+                match meta.get(field) {
+                    Some(Value::Array(a)) => a.iter().filter_map(scalar).collect(),
+                    Some(v) => scalar(v).into_iter().collect(),
+                    None => Vec::new(),
+                }
+            };
+            per_file.insert(path, vals);
+        }
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for vals in per_file.values() {
+            for v in vals {
+                *counts.entry(v.clone()).or_default() += 1;
+            }
+        }
+        let mut out: Vec<(String, usize)> = counts.into_iter().collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok((out, per_file.len()))
+    }
+}
+
+/// Parsed `kb.search` inputs.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub parsed: ParsedQuery,
+    pub paths: Vec<String>,
+    pub filters: Vec<Filter>,
+    pub date: Option<DateRange>,
+    pub top_k: usize,
+    pub threshold: Option<f64>,
+    /// Title, section, body.
+    pub boosts: [f32; 3],
+    pub snippet_chars: usize,
+    /// One hit per file (its best chunk).
+    pub collapse: bool,
+}
+
+/// `field` must equal one of `values` (case-insensitive); `negate` inverts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Filter {
+    pub field: String,
+    pub values: Vec<String>,
+    pub negate: bool,
+}
+
+fn term_q(field: Field, tok: &str) -> Box<dyn Query> {
+    Box::new(TermQuery::new(
+        Term::from_field_text(field, tok),
+        IndexRecordOption::WithFreqs,
+    ))
+}
+
+/// The same query over title, section and body, each with its boost, summed.
+fn across(fields: &[(Field, f32)], mut q: impl FnMut(Field) -> Box<dyn Query>) -> Box<dyn Query> {
+    Box::new(BooleanQuery::new(
+        fields
+            .iter()
+            .filter(|(_, b)| *b > 0.0)
+            .map(|(fl, b)| {
+                let inner = q(*fl);
+                let boosted: Box<dyn Query> = if (*b - 1.0).abs() < f32::EPSILON {
+                    inner
+                } else {
+                    Box::new(BoostQuery::new(inner, *b))
+                };
+                (Occur::Should, boosted)
+            })
+            .collect(),
+    ))
+}
+
+fn any_of(terms: impl Iterator<Item = Term>) -> Box<dyn Query> {
+    Box::new(BooleanQuery::new(
+        terms
+            .map(|t| {
+                let q: Box<dyn Query> = Box::new(TermQuery::new(t, IndexRecordOption::Basic));
+                (Occur::Should, q)
+            })
+            .collect(),
+    ))
+}
+
+fn scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) if s.len() <= 200 => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn days(d: NaiveDate) -> i64 {
+    (d - NaiveDate::from_ymd_opt(1970, 1, 1).expect("valid date")).num_days()
+}
+
+fn round(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+fn regex_escape(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The snippet with matches in `**bold**`; the text's start when nothing
+/// matched in the body (e.g. a title-only match).
+fn snippet_text(s: &tantivy::snippet::Snippet, text: &str, max: usize) -> String {
+    if s.is_empty() || s.highlighted().is_empty() {
+        let mut end = text.len().min(max);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        return collapse_ws(&text[..end]);
+    }
+    let frag = s.fragment();
+    let mut out = String::new();
+    let mut at = 0;
+    for r in s.highlighted() {
+        out.push_str(&frag[at..r.start]);
+        out.push_str("**");
+        out.push_str(&frag[r.clone()]);
+        out.push_str("**");
+        at = r.end;
+    }
+    out.push_str(&frag[at..]);
+    collapse_ws(&out)
+}
+
+fn collapse_ws(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn open_dir(d: &Path, schema: &Schema) -> tantivy::Result<Index> {
+    let dir = tantivy::directory::MmapDirectory::open(d)?;
+    let index = Index::open_or_create(dir, schema.clone())?;
+    // Probe the last commit: a damaged meta.json or segment fails here.
+    index.load_metas()?;
+    index.searchable_segment_metas()?;
+    Ok(index)
+}
+
+/// Removes the index files in `d` (only files tantivy or we wrote: the
+/// directory is the index's own).
+fn clear_dir(d: &Path) -> Result<(), KbError> {
+    for e in std::fs::read_dir(d).map_err(|e| KbError::io(d, e))? {
+        let e = e.map_err(|e| KbError::io(d, e))?;
+        let p = e.path();
+        let r = if p.is_dir() {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        };
+        r.map_err(|e| KbError::io(&p, e))?;
+    }
+    Ok(())
+}
