@@ -25,6 +25,11 @@ fn expected(name: &str) -> Option<Value> {
         "parallel.md" => {
             json!({"facts": "Facts about tides", "questions": ["Why? (tides)", "When? (tides)"]})
         }
+        "search.md" => json!({
+            "top_path": "Work/Projects/Apollo/Apollo API Key and Access.md",
+            "first_task": "task",
+            "types": ["meeting", "task", "person"]
+        }),
         "subworkflow.md" => json!({"greetings": ["Hello, Ada.", "Hello, Grace!"]}),
         _ => return None,
     })

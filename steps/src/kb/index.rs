@@ -479,10 +479,11 @@ impl KbIndex {
             .index
             .tokenizer_for_field(f.body)
             .map_err(|e| index_err(self.shown(), e))?;
-        let mut tokens = |s: &str| -> Vec<String> {
+        // Tokens with their positions (stop words leave gaps that phrases keep).
+        let mut tokens = |s: &str| -> Vec<(usize, String)> {
             let mut out = Vec::new();
             let mut ts = analyzer.token_stream(s);
-            ts.process(&mut |t| out.push(t.text.clone()));
+            ts.process(&mut |t| out.push((t.position, t.text.clone())));
             out
         };
         let fields = [
@@ -494,8 +495,13 @@ impl KbIndex {
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         let mut must: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for t in &p.terms {
-            for tok in tokens(t) {
-                should.push((Occur::Should, across(&fields, |fl| term_q(fl, &tok))));
+            let toks = tokens(t);
+            if toks.len() > 1 {
+                // One word that splits into several (`X-Api-Key`, `e-mail`)
+                // is read as a phrase, as search boxes usually do.
+                should.push((Occur::Should, across(&fields, |fl| phrase_q(fl, &toks))));
+            } else if let Some((_, tok)) = toks.first() {
+                should.push((Occur::Should, across(&fields, |fl| term_q(fl, tok))));
             }
         }
         for ph in &p.phrases {
@@ -503,24 +509,20 @@ impl KbIndex {
             if toks.is_empty() {
                 continue;
             }
-            must.push((
-                Occur::Must,
-                across(&fields, |fl| {
-                    if toks.len() == 1 {
-                        term_q(fl, &toks[0])
-                    } else {
-                        Box::new(PhraseQuery::new(
-                            toks.iter().map(|t| Term::from_field_text(fl, t)).collect(),
-                        ))
-                    }
-                }),
-            ));
+            must.push((Occur::Must, across(&fields, |fl| phrase_q(fl, &toks))));
         }
         for pre in &p.prefixes {
             let lower: String = pre.to_lowercase();
             // The index holds stems; a prefix is matched against them, which
             // also covers most inflections (`deploy*` finds "deployment").
-            let pattern = format!("{}.*", regex_escape(&lower));
+            // The index holds stems, shorter than some prefixes (`plann*` vs
+            // "plan"): the prefix's own stem-length truncations match too.
+            let n = lower.chars().count();
+            let mut alts = vec![format!("{}.*", regex_escape(&lower))];
+            for keep in n.saturating_sub(2).max(3)..n {
+                alts.push(regex_escape(&lower.chars().take(keep).collect::<String>()));
+            }
+            let pattern = alts.join("|");
             let q = across(&fields, |fl| match RegexQuery::from_pattern(&pattern, fl) {
                 Ok(q) => Box::new(q),
                 Err(_) => Box::new(tantivy::query::EmptyQuery),
@@ -537,7 +539,7 @@ impl KbIndex {
             clauses.push((Occur::Must, Box::new(AllQuery)));
         }
         for ex in &p.excluded {
-            for tok in tokens(ex) {
+            for (_, tok) in tokens(ex) {
                 clauses.push((Occur::MustNot, across(&fields, |fl| term_q(fl, &tok))));
             }
         }
@@ -740,6 +742,20 @@ fn term_q(field: Field, tok: &str) -> Box<dyn Query> {
         Term::from_field_text(field, tok),
         IndexRecordOption::WithFreqs,
     ))
+}
+
+fn phrase_q(field: Field, toks: &[(usize, String)]) -> Box<dyn Query> {
+    match toks {
+        [(_, one)] => term_q(field, one),
+        _ => {
+            let base = toks[0].0;
+            Box::new(PhraseQuery::new_with_offset(
+                toks.iter()
+                    .map(|(p, t)| (p - base, Term::from_field_text(field, t)))
+                    .collect(),
+            ))
+        }
+    }
 }
 
 /// The same query over title, section and body, each with its boost, summed.
