@@ -283,6 +283,15 @@ fn kb_search_ranks_filters_and_reads_operators() {
         out["values"],
         json!([{"value": "log", "count": 1}, {"value": "meeting", "count": 1}, {"value": "task", "count": 1}])
     );
+    let out = output(&step(
+        root,
+        "kb.facets",
+        "{kb: kb, field: type, query: 'date:2026-11'}",
+    ));
+    assert_eq!(
+        out["values"],
+        json!([{"value": "meeting", "count": 1}, {"value": "task", "count": 1}])
+    );
     let out = output(&step(root, "kb.facets", "{kb: kb, field: folder}"));
     assert_eq!(
         out["values"],

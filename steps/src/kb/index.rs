@@ -543,46 +543,7 @@ impl KbIndex {
                 clauses.push((Occur::MustNot, across(&fields, |fl| term_q(fl, &tok))));
             }
         }
-        let mut filters: Vec<Box<dyn Query>> = Vec::new();
-        if !req.paths.is_empty() {
-            filters.push(any_of(
-                req.paths
-                    .iter()
-                    .map(|p| p.trim_matches('/').to_lowercase())
-                    .map(|p| Term::from_field_text(f.path_prefix, &p)),
-            ));
-        }
-        for fl in &req.filters {
-            let q = any_of(fl.values.iter().map(|v| {
-                Term::from_field_text(
-                    f.filter,
-                    &format!("{}={}", fl.field.to_lowercase(), v.to_lowercase()),
-                )
-            }));
-            if fl.negate {
-                clauses.push((Occur::MustNot, q));
-            } else {
-                filters.push(q);
-            }
-        }
-        if let Some(r) = &req.date {
-            let b = |d: Option<NaiveDate>, incl: bool| match d {
-                Some(d) if incl => Bound::Included(Term::from_field_i64(f.date, days(d))),
-                Some(d) => Bound::Excluded(Term::from_field_i64(f.date, days(d))),
-                None => Bound::Unbounded,
-            };
-            let (lo, hi) = match (r.from, r.to) {
-                (None, None) => (
-                    Bound::Included(Term::from_field_i64(f.date, i64::MIN)),
-                    Bound::Unbounded,
-                ),
-                _ => (b(r.from, true), b(r.to, true)),
-            };
-            filters.push(Box::new(RangeQuery::new(lo, hi)));
-        }
-        for q in filters {
-            clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(q, 0.0))));
-        }
+        clauses.extend(filter_clauses(&f, req));
         let query = BooleanQuery::new(clauses);
 
         let want = req.top_k.max(1);
@@ -643,30 +604,7 @@ impl KbIndex {
         let searcher = self.reader.searcher();
         let f = self.f;
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(AllQuery))];
-        if !req.paths.is_empty() {
-            clauses.push((
-                Occur::Must,
-                any_of(req.paths.iter().map(|p| {
-                    Term::from_field_text(f.path_prefix, &p.trim_matches('/').to_lowercase())
-                })),
-            ));
-        }
-        for fl in &req.filters {
-            let q = any_of(fl.values.iter().map(|v| {
-                Term::from_field_text(
-                    f.filter,
-                    &format!("{}={}", fl.field.to_lowercase(), v.to_lowercase()),
-                )
-            }));
-            clauses.push((
-                if fl.negate {
-                    Occur::MustNot
-                } else {
-                    Occur::Must
-                },
-                q,
-            ));
-        }
+        clauses.extend(filter_clauses(&f, req));
         let docs = searcher
             .search(&BooleanQuery::new(clauses), &DocSetCollector)
             .map_err(|e| index_err(self.shown(), e))?;
@@ -735,6 +673,53 @@ pub struct Filter {
     pub field: String,
     pub values: Vec<String>,
     pub negate: bool,
+}
+
+/// Clauses for the request's folders, metadata filters and date range; they
+/// restrict without changing scores.
+fn filter_clauses(f: &Fields, req: &SearchRequest) -> Vec<(Occur, Box<dyn Query>)> {
+    let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    let mut filters: Vec<Box<dyn Query>> = Vec::new();
+    if !req.paths.is_empty() {
+        filters.push(any_of(
+            req.paths
+                .iter()
+                .map(|p| p.trim_matches('/').to_lowercase())
+                .map(|p| Term::from_field_text(f.path_prefix, &p)),
+        ));
+    }
+    for fl in &req.filters {
+        let q = any_of(fl.values.iter().map(|v| {
+            Term::from_field_text(
+                f.filter,
+                &format!("{}={}", fl.field.to_lowercase(), v.to_lowercase()),
+            )
+        }));
+        if fl.negate {
+            clauses.push((Occur::MustNot, q));
+        } else {
+            filters.push(q);
+        }
+    }
+    if let Some(r) = &req.date {
+        let b = |d: Option<NaiveDate>| match d {
+            Some(d) => Bound::Included(Term::from_field_i64(f.date, days(d))),
+            None => Bound::Unbounded,
+        };
+        let (lo, hi) = match (r.from, r.to) {
+            // Open at both ends: any note that has a date.
+            (None, None) => (
+                Bound::Included(Term::from_field_i64(f.date, i64::MIN)),
+                Bound::Unbounded,
+            ),
+            _ => (b(r.from), b(r.to)),
+        };
+        filters.push(Box::new(RangeQuery::new(lo, hi)));
+    }
+    for q in filters {
+        clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(q, 0.0))));
+    }
+    clauses
 }
 
 fn term_q(field: Field, tok: &str) -> Box<dyn Query> {
