@@ -318,3 +318,52 @@ fn kb_inputs_and_sandbox_errors_are_clear() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(root.join("idx/meta.json").is_file());
 }
+
+#[test]
+fn concurrent_indexers_and_searchers_leave_one_consistent_index() {
+    let dir = tempdir();
+    let root = dir.path();
+    for i in 0..40 {
+        write(
+            root,
+            &format!("kb/n{i:02}.md"),
+            &format!("# Note {i}\n\nshared words and marker{i}\n"),
+        );
+    }
+    let wf = |name: &str, action: &str, inputs: &str| {
+        let f = root.join(name);
+        std::fs::write(
+            &f,
+            format!("---\nworkflow: {{id: t}}\n---\n\n```yaml\naction: {action}\ninputs: {inputs}\noutput_variable: out\n```\n"),
+        )
+        .unwrap();
+    };
+    wf("index.md", "kb.index", "{kb: kb}");
+    wf(
+        "search.md",
+        "kb.search",
+        "{kb: kb, query: shared, top_k: 100}",
+    );
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            let file = if i % 2 == 0 { "index.md" } else { "search.md" };
+            cmd(root)
+                .args(["run", file, "--json", "--quiet"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    // Every note once: no duplicates from indexers that raced.
+    let out = output(&step(
+        root,
+        "kb.search",
+        "{kb: kb, query: shared, top_k: 100}",
+    ));
+    assert_eq!(out["count"], 40, "{out}");
+}

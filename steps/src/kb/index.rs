@@ -360,8 +360,10 @@ impl KbIndex {
         }
         let total = todo.len();
         for (n, (file, text, existed)) in todo.into_iter().enumerate() {
+            // Deleted even when new to our manifest: another process may have
+            // indexed it since we read that manifest (no duplicates then).
+            writer.delete_term(Term::from_field_text(self.f.path, &file.rel_path));
             if existed {
-                writer.delete_term(Term::from_field_text(self.f.path, &file.rel_path));
                 stats.updated += 1;
             } else {
                 stats.added += 1;
