@@ -181,6 +181,27 @@ fn kb_index_is_incremental_and_repairs_a_damaged_index() {
     let out = output(&step(root, "kb.search", "{kb: kb, query: 'fresh'}"));
     assert_eq!(paths(&out), ["Work/New.md"], "{out}");
     assert_eq!(out["indexed"]["added"], 3);
+    // A lost manifest (and a note deleted meanwhile): rebuilt, nothing stale kept.
+    let idx = root.join("kb/.marktoflow/index");
+    let manifests: Vec<_> = std::fs::read_dir(&idx)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("kb-manifest-")
+        })
+        .collect();
+    assert_eq!(
+        manifests.len(),
+        1,
+        "old manifests are cleaned up: {manifests:?}"
+    );
+    std::fs::remove_file(&manifests[0]).unwrap();
+    std::fs::remove_file(root.join("kb/Work/New.md")).unwrap();
+    let out = output(&step(root, "kb.search", "{kb: kb, query: fresh}"));
+    assert_eq!(out["found"], false, "{out}");
     // Searching a changed folder re-indexes it first.
     write(root, "kb/Work/Later.md", "# Later\n\nzebra crossing\n");
     let out = output(&step(root, "kb.search", "{kb: kb, query: zebra}"));

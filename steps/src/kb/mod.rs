@@ -479,12 +479,12 @@ async fn search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionE
     let req = request(inputs, parsed, today)?;
     let ix = open(call, inputs)?;
     let refreshed = ensure_fresh(call, &ix, inputs).await?;
-    let hits = ix.search(&req).map_err(kb_err)?;
+    let (hits, total) = ix.search(&req).map_err(kb_err)?;
     let mut out = json!({
         "query": q,
         "found": !hits.is_empty(),
         "count": hits.len(),
-        "total": hits.len(),
+        "total": total,
         "hits": hits,
         "took_ms": ms(started.elapsed()),
     });
