@@ -338,6 +338,26 @@ fn kb_inputs_and_sandbox_errors_are_clear() {
     let r = run(cmd(root).args(["run", "wf.md", "--json", "--quiet", "--allow-write", "idx"]));
     assert_eq!(r.code, 0, "{r:?}");
     assert!(root.join("idx/meta.json").is_file());
+    // Rebuilding a damaged index in a shared folder removes only index files.
+    write(root, "idx/keep.txt", "mine");
+    std::fs::write(root.join("idx/meta.json"), "{broken").unwrap();
+    let r = run(cmd(root).args(["run", "wf.md", "--json", "--quiet", "--allow-write", "idx"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("idx/keep.txt")).unwrap(),
+        "mine"
+    );
+    // A `.marktoflow` that leads out of the knowledge base is not written through.
+    write(root, "elsewhere/x.txt", "x");
+    write(root, "kb2/a.md", "# A\n");
+    std::os::unix::fs::symlink(root.join("elsewhere"), root.join("kb2/.marktoflow")).unwrap();
+    let r = step(root, "kb.index", "{kb: kb2}");
+    assert!(
+        r.stderr.contains("leads outside the knowledge base"),
+        "{}",
+        r.stderr
+    );
+    assert!(!root.join("elsewhere/index").exists());
 }
 
 #[test]

@@ -965,18 +965,27 @@ fn open_dir(d: &Path, schema: &Schema) -> tantivy::Result<Index> {
     Ok(index)
 }
 
-/// Removes the index files in `d` (only files tantivy or we wrote: the
-/// directory is the index's own).
+/// Removes the index files in `d`: only names tantivy and we write (segment
+/// files are 32 hex digits plus an extension), never anything else, so an
+/// `index_dir` pointed at a folder of other files loses none of them.
 fn clear_dir(d: &Path) -> Result<(), KbError> {
     for e in std::fs::read_dir(d).map_err(|e| KbError::io(d, e))? {
         let e = e.map_err(|e| KbError::io(d, e))?;
-        let p = e.path();
-        let r = if p.is_dir() {
-            std::fs::remove_dir_all(&p)
-        } else {
-            std::fs::remove_file(&p)
-        };
-        r.map_err(|e| KbError::io(&p, e))?;
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        let segment = name
+            .split_once('.')
+            .is_some_and(|(h, _)| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+        let ours = segment
+            || name.starts_with(MANIFEST_PREFIX)
+            || matches!(
+                name.as_ref(),
+                "meta.json" | ".managed.json" | ".tantivy-meta.lock" | ".tantivy-writer.lock"
+            );
+        if ours && e.file_type().is_ok_and(|t| t.is_file()) {
+            let p = e.path();
+            std::fs::remove_file(&p).map_err(|e| KbError::io(&p, e))?;
+        }
     }
     Ok(())
 }

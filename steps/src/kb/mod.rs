@@ -89,7 +89,18 @@ fn open(call: &Call<'_>, inputs: &Value) -> Result<Arc<KbIndex>, ActionError> {
         // holds only text the workflow may already read, at a fixed place
         // inside that readable folder, so it neither widens what can be read
         // nor lets a workflow choose what to write or where.
-        None => Some(root.join(".marktoflow").join("index")),
+        None => {
+            let d = crate::sandbox::real_path(&root.join(".marktoflow").join("index"));
+            // A `.marktoflow` symlinked out of the folder would make this a
+            // write anywhere: refuse it.
+            if !d.starts_with(&root) {
+                return Err(ActionError::failed(format!(
+                    "the index folder `{}` leads outside the knowledge base; set `index_dir`",
+                    d.display()
+                )));
+            }
+            Some(d)
+        }
     };
     match KbIndex::open(&root, dir.as_deref()) {
         Ok(ix) => Ok(ix),
