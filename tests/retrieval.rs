@@ -408,3 +408,49 @@ fn concurrent_indexers_and_searchers_leave_one_consistent_index() {
     ));
     assert_eq!(out["count"], 40, "{out}");
 }
+
+#[test]
+fn an_indexer_killed_midway_leaves_an_index_the_next_run_completes() {
+    let dir = tempdir();
+    let root = dir.path();
+    for i in 0..1500 {
+        write(
+            root,
+            &format!("kb/d{}/n{i:04}.md", i % 30),
+            &format!(
+                "# Note {i}\n\nbody text for note{i} {}\n",
+                "filler words ".repeat(40)
+            ),
+        );
+    }
+    std::fs::write(
+        root.join("index.md"),
+        "---\nworkflow: {id: t}\n---\n\n```yaml\naction: kb.index\ninputs: {kb: kb}\noutput_variable: out\n```\n",
+    )
+    .unwrap();
+    for wait_ms in [30, 150] {
+        let _ = std::fs::remove_dir_all(root.join("kb/.marktoflow"));
+        let mut child = cmd(root)
+            .args(["run", "index.md", "--json", "--quiet"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+        // SIGKILL: no destructors, no cleanup, like a crash.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let out = output(&run(
+            cmd(root).args(["run", "index.md", "--json", "--quiet"])
+        ));
+        assert_eq!(out["files"], 1500, "{out}");
+        let out = output(&step(root, "kb.search", "{kb: kb, query: note1234}"));
+        assert_eq!(paths(&out), ["d4/n1234.md"], "{out}");
+        let out = output(&step(
+            root,
+            "kb.search",
+            "{kb: kb, query: filler, top_k: 5000}",
+        ));
+        assert_eq!(out["total"], 1500, "each note once");
+    }
+}
