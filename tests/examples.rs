@@ -25,6 +25,11 @@ fn expected(name: &str) -> Option<Value> {
         "parallel.md" => {
             json!({"facts": "Facts about tides", "questions": ["Why? (tides)", "When? (tides)"]})
         }
+        "search.md" => json!({
+            "top_path": "Work/Projects/Apollo/Apollo API Key and Access.md",
+            "first_task": "task",
+            "types": ["meeting", "task", "person"]
+        }),
         "subworkflow.md" => json!({"greetings": ["Hello, Ada.", "Hello, Grace!"]}),
         "builtins.md" => json!({
             "report": "Apollo (John Carter): on track, with one dependency at risk.\nDeadline 2026-12-15, 22 days after 2026-11-23.\nNotes: Apollo API Key and Access; Apollo Architecture; Apollo Milestones and Deadline; Apollo Overview; Apollo Risks and Decisions",

@@ -11,6 +11,7 @@ mod errors;
 mod examples;
 mod flagship;
 mod readme;
+mod retrieval;
 mod sandbox;
 mod server;
 mod workflows;

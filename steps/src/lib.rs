@@ -7,7 +7,11 @@
 pub mod action;
 pub mod agent;
 pub mod builtin;
+pub mod context;
 pub mod embed;
+pub mod kb;
+pub mod query;
+pub mod rank;
 pub mod registry;
 pub mod sandbox;
 pub mod script;

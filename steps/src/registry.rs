@@ -3,6 +3,10 @@
 use crate::action::{Action, ToolConfig};
 use crate::agent::AgentAction;
 use crate::builtin::{CoreAction, FileAction, HttpAction, WorkflowAction};
+use crate::context::ContextAction;
+use crate::kb::KbAction;
+use crate::query::QueryAction;
+use crate::rank::RankAction;
 use crate::script::ScriptAction;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,7 +37,9 @@ pub const AGENT_SDKS: &[&str] = &[
 ];
 
 /// Tools every workflow has without declaring them.
-pub const IMPLICIT_TOOLS: &[&str] = &["core", "workflow", "script", "file", "http"];
+pub const IMPLICIT_TOOLS: &[&str] = &[
+    "core", "workflow", "script", "file", "http", "kb", "rank", "context", "query",
+];
 
 #[derive(Clone)]
 pub struct Resolved {
@@ -82,6 +88,10 @@ impl Registry {
         by_sdk.insert("script", (ActionKind::Script, Arc::new(ScriptAction)));
         by_sdk.insert("file", (ActionKind::Builtin, Arc::new(FileAction)));
         by_sdk.insert("http", (ActionKind::Network, Arc::new(HttpAction)));
+        by_sdk.insert("kb", (ActionKind::Builtin, Arc::new(KbAction)));
+        by_sdk.insert("rank", (ActionKind::Builtin, Arc::new(RankAction)));
+        by_sdk.insert("context", (ActionKind::Builtin, Arc::new(ContextAction)));
+        by_sdk.insert("query", (ActionKind::Builtin, Arc::new(QueryAction)));
         let agent: Arc<dyn Action> = Arc::new(AgentAction);
         for sdk in AGENT_SDKS {
             by_sdk.insert(sdk, (ActionKind::Agent, agent.clone()));

@@ -1,0 +1,231 @@
+//! `context.pack`: hits → one prompt-ready text within a token budget, with
+//! citation labels. Tokens are estimated as ceil(chars / 4), the usual rule
+//! of thumb for English with BPE tokenizers; no tokenizer is loaded.
+
+use crate::action::{type_name, Action, ActionError, Call};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::collections::HashSet;
+
+pub struct ContextAction;
+
+#[async_trait]
+impl Action for ContextAction {
+    fn methods(&self) -> &'static [&'static str] {
+        &["pack"]
+    }
+
+    async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
+        match call.method {
+            "pack" => pack(&inputs),
+            m => Err(ActionError::Input(format!("unknown method `context.{m}`"))),
+        }
+    }
+}
+
+pub fn estimate_tokens(s: &str) -> usize {
+    s.chars().count().div_ceil(4)
+}
+
+fn num(inputs: &Value, field: &str, default: usize) -> Result<usize, ActionError> {
+    match inputs.get(field) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v
+            .as_f64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+            .filter(|n| *n >= 0.0)
+            .map(|n| n as usize)
+            .ok_or_else(|| {
+                ActionError::Input(format!(
+                    "input `{field}` must be a non-negative number, got {}",
+                    type_name(v)
+                ))
+            }),
+    }
+}
+
+/// Cuts `s` to at most `max_tokens` (estimated), at a line or word break
+/// when one is near, marking the cut with `…`.
+fn truncate(s: &str, max_tokens: usize) -> (String, bool) {
+    if estimate_tokens(s) <= max_tokens {
+        return (s.to_string(), false);
+    }
+    let max_chars = (max_tokens * 4).saturating_sub(1);
+    let end = s
+        .char_indices()
+        .nth(max_chars)
+        .map(|(i, _)| i)
+        .unwrap_or(s.len());
+    let head = &s[..end];
+    let cut = head
+        .rfind('\n')
+        .filter(|p| *p > end / 2)
+        .or_else(|| head.rfind(' ').filter(|p| *p > end / 2))
+        .unwrap_or(end);
+    (format!("{}…", head[..cut].trim_end()), true)
+}
+
+/// Inputs: `hits` (a list, or a `kb.search` output), `budget_tokens` (2000),
+/// `max_blocks` (10), `max_block_tokens` (500), `dedupe` (true: same id,
+/// or the same text), `label` (`[{n}]`; `{n}`, `{path}`, `{section}`,
+/// `{title}`, `{id}` are filled), `text_field` (`text`), `separator`.
+pub fn pack(inputs: &Value) -> Result<Value, ActionError> {
+    let hits: Vec<Value> = match inputs.get("hits") {
+        Some(Value::Array(a)) => a.clone(),
+        Some(Value::Object(o)) => match o.get("hits").or_else(|| o.get("results")) {
+            Some(Value::Array(a)) => a.clone(),
+            _ => {
+                return Err(ActionError::Input(
+                    "input `hits` must be a list of hits or a search output with `hits`".into(),
+                ))
+            }
+        },
+        Some(other) => {
+            return Err(ActionError::Input(format!(
+                "input `hits` must be a list of hits, got {}",
+                type_name(other)
+            )))
+        }
+        None => return Err(ActionError::Input("missing input `hits`".into())),
+    };
+    let budget = num(inputs, "budget_tokens", 2000)?;
+    let max_blocks = num(inputs, "max_blocks", 10)?;
+    let per_block = num(inputs, "max_block_tokens", 500)?;
+    let dedupe = inputs
+        .get("dedupe")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let label_fmt = inputs
+        .get("label")
+        .and_then(Value::as_str)
+        .unwrap_or("[{n}]");
+    let text_field = inputs
+        .get("text_field")
+        .and_then(Value::as_str)
+        .unwrap_or("text");
+    let sep = inputs
+        .get("separator")
+        .and_then(Value::as_str)
+        .unwrap_or("\n\n");
+
+    let mut seen_ids = HashSet::new();
+    let mut seen_text = HashSet::new();
+    let mut blocks = Vec::new();
+    let mut parts: Vec<String> = Vec::new();
+    let mut used = 0usize;
+    let mut dropped = 0usize;
+    let mut duplicates = 0usize;
+    let mut sources: Vec<String> = Vec::new();
+    for h in &hits {
+        let s = |k: &str| h.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let text = match h.get(text_field) {
+            Some(Value::String(t)) => t.clone(),
+            Some(other) if !other.is_null() => other.to_string(),
+            _ => match h {
+                Value::String(t) => t.clone(),
+                _ => s("snippet"),
+            },
+        };
+        if dedupe {
+            let id = s("id");
+            let norm: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            if (!id.is_empty() && !seen_ids.insert(id)) || !seen_text.insert(norm) {
+                duplicates += 1;
+                continue;
+            }
+        }
+        if blocks.len() >= max_blocks {
+            dropped += 1;
+            continue;
+        }
+        let n = blocks.len() + 1;
+        let label = label_fmt
+            .replace("{n}", &n.to_string())
+            .replace("{path}", &s("path"))
+            .replace("{section}", &s("section"))
+            .replace("{title}", &s("title"))
+            .replace("{id}", &s("id"));
+        let header = match (s("path"), s("section")) {
+            (p, sec) if !p.is_empty() && !sec.is_empty() => format!("{label} {p} — {sec}"),
+            (p, _) if !p.is_empty() => format!("{label} {p}"),
+            _ => label.clone(),
+        };
+        let sep_cost = if parts.is_empty() {
+            0
+        } else {
+            estimate_tokens(sep)
+        };
+        let header_cost = estimate_tokens(&header) + 1;
+        let room = budget.saturating_sub(used + sep_cost + header_cost);
+        let limit = per_block.min(room);
+        // A block cut to almost nothing is worth less than its header.
+        if limit < 16.min(estimate_tokens(&text)) || limit == 0 {
+            dropped += 1;
+            continue;
+        }
+        let (body, truncated) = truncate(&text, limit);
+        let block = format!("{header}\n{body}");
+        used += sep_cost + estimate_tokens(&block);
+        parts.push(block);
+        let path = s("path");
+        if !path.is_empty() && !sources.contains(&path) {
+            sources.push(path.clone());
+        }
+        let mut b = json!({
+            "label": label,
+            "n": n,
+            "id": s("id"),
+            "path": path,
+            "title": s("title"),
+            "section": s("section"),
+            "text": body,
+            "truncated": truncated,
+        });
+        if let Some(score) = h.get("score") {
+            b["score"] = score.clone();
+        }
+        blocks.push(b);
+    }
+    Ok(json!({
+        "text": parts.join(sep),
+        "tokens": used,
+        "blocks": blocks,
+        "sources": sources,
+        "dropped": dropped,
+        "duplicates": duplicates,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(id: &str, path: &str, text: &str) -> Value {
+        json!({"id": id, "path": path, "section": "S", "text": text})
+    }
+
+    #[test]
+    fn respects_budget_blocks_and_dedupe() {
+        let long = "word ".repeat(400); // 2000 chars = 500 tokens
+        let hits = json!([
+            hit("a", "a.md", "alpha"),
+            hit("a", "a.md", "alpha"),
+            hit("b", "b.md", &long),
+            hit("c", "c.md", "gamma")
+        ]);
+        let out =
+            pack(&json!({"hits": hits, "budget_tokens": 100, "max_block_tokens": 60})).unwrap();
+        assert_eq!(out["duplicates"], 1);
+        assert!(out["tokens"].as_u64().unwrap() <= 100, "{out}");
+        assert_eq!(out["blocks"][1]["truncated"], true);
+        assert!(out["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("[1] a.md — S\nalpha\n\n[2] b.md — S\nword"));
+        assert_eq!(out["sources"], json!(["a.md", "b.md", "c.md"]));
+        let out = pack(&json!({"hits": hits, "max_blocks": 1, "label": "({path})"})).unwrap();
+        assert_eq!(out["blocks"].as_array().unwrap().len(), 1);
+        assert_eq!(out["dropped"], 2);
+        assert_eq!(out["blocks"][0]["label"], "(a.md)");
+    }
+}

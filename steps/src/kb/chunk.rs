@@ -1,0 +1,548 @@
+//! Markdown knowledge bases as files and heading-aware chunks.
+//!
+//! This is the shared front half of every retrieval index (full-text in
+//! `kb.*`, dense vectors elsewhere): [`walk_kb`] lists the notes, and
+//! [`chunk_document`] turns one note into [`Chunk`]s with stable ids. The
+//! public API here is kept stable because other indexes build on it.
+
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+/// One retrievable piece of a note: a heading's section, or part of a long one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chunk {
+    /// Stable across runs: `path#section-slug-n` (n counts equal slugs in the file).
+    pub id: String,
+    /// Relative to the KB root, with `/` separators.
+    pub path: String,
+    /// Frontmatter `title`, else the first H1, else the file stem.
+    pub title: String,
+    /// The nearest heading above the text (empty before the first heading).
+    pub section: String,
+    /// The chunk's Markdown, heading line included.
+    pub text: String,
+    /// Hash of the chunk's text, section and title (hex), to detect changes.
+    pub hash: String,
+    /// Frontmatter fields plus the note's leading `- Key: value` bullets.
+    pub metadata: Map<String, Value>,
+    /// Modification time of the file (ms since the epoch); 0 when unknown.
+    pub mtime_ms: i64,
+}
+
+/// How notes are cut into chunks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkOptions {
+    /// Headings up to this level (1..=6) start a new chunk.
+    pub split_level: u8,
+    /// Sections longer than this many characters are split at paragraph breaks.
+    pub max_chars: usize,
+    /// Read the LifeOS-style `- Key: value` bullets under the title as metadata
+    /// (frontmatter wins when both set a field).
+    pub inline_metadata: bool,
+}
+
+impl Default for ChunkOptions {
+    fn default() -> Self {
+        ChunkOptions {
+            split_level: 3,
+            max_chars: 2000,
+            inline_metadata: true,
+        }
+    }
+}
+
+/// Which files of a knowledge base are notes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WalkOptions {
+    /// File extensions (without the dot, compared case-insensitively).
+    pub extensions: Vec<String>,
+    /// Honour `.gitignore`, `.ignore` and `.marktoflowignore` files.
+    pub respect_ignore_files: bool,
+    /// Enter hidden files and directories (`.marktoflow/` is always skipped).
+    pub include_hidden: bool,
+    pub follow_links: bool,
+}
+
+impl Default for WalkOptions {
+    fn default() -> Self {
+        WalkOptions {
+            extensions: vec!["md".into(), "markdown".into()],
+            respect_ignore_files: true,
+            include_hidden: false,
+            follow_links: false,
+        }
+    }
+}
+
+/// One note found by [`walk_kb`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KbFile {
+    pub abs_path: PathBuf,
+    /// Relative to the root, with `/` separators.
+    pub rel_path: String,
+    pub mtime_ms: i64,
+    pub size: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KbError {
+    #[error("knowledge base `{0}` is not a directory")]
+    NotADirectory(String),
+    #[error("cannot read `{path}`: {message}")]
+    Io { path: String, message: String },
+    #[error("index error in `{path}`: {message}")]
+    Index { path: String, message: String },
+    #[error("the index in `{0}` is being updated by another process; try again")]
+    Locked(String),
+}
+
+impl KbError {
+    pub fn io(path: &Path, e: impl std::fmt::Display) -> Self {
+        KbError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Lists the notes under `root`, sorted by relative path.
+pub fn walk_kb(root: &Path, opts: &WalkOptions) -> Result<Vec<KbFile>, KbError> {
+    if !root.is_dir() {
+        return Err(KbError::NotADirectory(root.display().to_string()));
+    }
+    let mut builder = ignore::WalkBuilder::new(root);
+    builder
+        .hidden(!opts.include_hidden)
+        .follow_links(opts.follow_links)
+        .git_ignore(opts.respect_ignore_files)
+        .git_exclude(false)
+        .git_global(false)
+        .ignore(opts.respect_ignore_files)
+        .parents(false)
+        // Without a .git directory, .gitignore is still meant for this folder.
+        .require_git(false)
+        .filter_entry(|e| e.file_name() != ".marktoflow");
+    if opts.respect_ignore_files {
+        builder.add_custom_ignore_filename(".marktoflowignore");
+    }
+    // Two threads: stat-bound, and about twice as fast on a large vault.
+    builder.threads(2);
+    let found: std::sync::Mutex<(Vec<KbFile>, Option<KbError>)> = Default::default();
+    builder.build_parallel().run(|| {
+        Box::new(|entry| {
+            use ignore::WalkState;
+            let keep = |r: Result<Option<KbFile>, KbError>| {
+                let mut g = found.lock().unwrap_or_else(|e| e.into_inner());
+                match r {
+                    Ok(Some(f)) => g.0.push(f),
+                    Ok(None) => {}
+                    Err(e) => {
+                        g.1.get_or_insert(e);
+                        return WalkState::Quit;
+                    }
+                }
+                WalkState::Continue
+            };
+            keep(
+                entry
+                    .map_err(|e| KbError::io(root, e))
+                    .and_then(|entry| note(root, opts, &entry)),
+            )
+        })
+    });
+    let (mut out, err) = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    if let Some(e) = err {
+        return Err(e);
+    }
+    out.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
+    Ok(out)
+}
+
+/// The walk entry as a note, or None when it is not one.
+fn note(
+    root: &Path,
+    opts: &WalkOptions,
+    entry: &ignore::DirEntry,
+) -> Result<Option<KbFile>, KbError> {
+    if !entry.file_type().is_some_and(|t| t.is_file()) {
+        return Ok(None);
+    }
+    let p = entry.path();
+    let ext_ok = p
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| opts.extensions.iter().any(|x| x.eq_ignore_ascii_case(e)));
+    if !ext_ok {
+        return Ok(None);
+    }
+    let meta = entry.metadata().map_err(|e| KbError::io(p, e))?;
+    let rel = p.strip_prefix(root).unwrap_or(p);
+    let rel_path = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/");
+    Ok(Some(KbFile {
+        abs_path: p.to_path_buf(),
+        rel_path,
+        mtime_ms: mtime_ms(&meta),
+        size: meta.len(),
+    }))
+}
+
+/// Modification time in ms since the epoch (0 when the platform has none).
+pub fn mtime_ms(meta: &std::fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Splits one note into chunks. `mtime_ms` of the result is 0: the caller,
+/// which has stat'ed the file, fills it in.
+pub fn chunk_document(rel_path: &str, source: &str, opts: &ChunkOptions) -> Vec<Chunk> {
+    let (front, body) = split_frontmatter(source);
+    let mut metadata = front;
+    let sections = split_sections(body, opts.split_level.clamp(1, 6));
+    let stem = rel_path
+        .rsplit('/')
+        .next()
+        .unwrap_or(rel_path)
+        .trim_end_matches(".markdown")
+        .trim_end_matches(".md");
+    let title = match metadata.get("title") {
+        Some(Value::String(t)) if !t.trim().is_empty() => t.trim().to_string(),
+        _ => sections
+            .iter()
+            .find(|s| s.level == 1)
+            .map(|s| s.heading.clone())
+            .unwrap_or_else(|| stem.to_string()),
+    };
+    if opts.inline_metadata {
+        if let Some(first) = sections.first() {
+            for (k, v) in inline_metadata(first.text) {
+                metadata.entry(k).or_insert(v);
+            }
+        }
+    }
+    normalise_metadata(&mut metadata);
+    if !metadata.contains_key("date") {
+        if let Some(d) = date_in(stem) {
+            metadata.insert("date".into(), Value::String(d));
+        }
+    }
+
+    let mut chunks = Vec::new();
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for s in &sections {
+        for piece in split_long(s.text, opts.max_chars.max(200)) {
+            if piece.trim().is_empty() {
+                continue;
+            }
+            let slug = match slug(&s.heading) {
+                x if x.is_empty() => "top".to_string(),
+                x => x,
+            };
+            let n = seen.entry(slug.clone()).or_insert(0);
+            let id = format!("{rel_path}#{slug}-{n}");
+            *n += 1;
+            let text = piece.trim_end().to_string();
+            let hash = hex_hash(&[title.as_bytes(), s.heading.as_bytes(), text.as_bytes()]);
+            chunks.push(Chunk {
+                id,
+                path: rel_path.to_string(),
+                title: title.clone(),
+                section: s.heading.clone(),
+                text,
+                hash,
+                metadata: metadata.clone(),
+                mtime_ms: 0,
+            });
+        }
+    }
+    chunks
+}
+
+/// FNV-1a 64 over the parts (with a separator), as 16 hex digits. Used to
+/// notice changes, not for security.
+pub fn hex_hash(parts: &[&[u8]]) -> String {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            h ^= 0xff;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+        for b in *p {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// Lower-case ASCII words joined by `-` (non-ASCII letters kept as they are).
+pub fn slug(s: &str) -> String {
+    let mut out = String::new();
+    let mut dash = false;
+    for c in s.chars() {
+        if c.is_alphanumeric() {
+            if dash && !out.is_empty() {
+                out.push('-');
+            }
+            dash = false;
+            out.extend(c.to_lowercase());
+        } else {
+            dash = true;
+        }
+    }
+    out
+}
+
+/// YAML frontmatter (`---` … `---` at the very top) as a JSON map, and the rest.
+/// Frontmatter that is not a YAML mapping is left in the body.
+fn split_frontmatter(source: &str) -> (Map<String, Value>, &str) {
+    let src = source.strip_prefix('\u{feff}').unwrap_or(source);
+    let Some(rest) = src
+        .strip_prefix("---\n")
+        .or_else(|| src.strip_prefix("---\r\n"))
+    else {
+        return (Map::new(), src);
+    };
+    let mut offset = 0;
+    for line in rest.split_inclusive('\n') {
+        if line.trim_end() == "---" || line.trim_end() == "..." {
+            let yaml = &rest[..offset];
+            let body = &rest[offset + line.len()..];
+            return match serde_yaml::from_str::<serde_json::Value>(yaml) {
+                Ok(Value::Object(m)) => (m, body),
+                Ok(Value::Null) => (Map::new(), body),
+                _ => (Map::new(), src),
+            };
+        }
+        offset += line.len();
+    }
+    (Map::new(), src)
+}
+
+struct Section<'a> {
+    level: u8,
+    heading: String,
+    text: &'a str,
+}
+
+/// ATX heading `# Text` up to `max_level`, outside fenced code.
+fn heading(line: &str, max_level: u8) -> Option<(u8, String)> {
+    let t = line.trim_end();
+    let hashes = t.bytes().take_while(|b| *b == b'#').count();
+    if hashes == 0 || hashes > max_level as usize {
+        return None;
+    }
+    let rest = &t[hashes..];
+    if !(rest.is_empty() || rest.starts_with(' ') || rest.starts_with('\t')) {
+        return None;
+    }
+    let text = rest.trim().trim_end_matches('#').trim();
+    Some((hashes as u8, text.to_string()))
+}
+
+fn split_sections(body: &str, max_level: u8) -> Vec<Section<'_>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut cur = (0u8, String::new());
+    let mut offset = 0;
+    let mut fence: Option<&str> = None;
+    for line in body.split_inclusive('\n') {
+        let t = line.trim_start();
+        if let Some(f) = fence {
+            if t.starts_with(f) {
+                fence = None;
+            }
+        } else if t.starts_with("```") || t.starts_with("~~~") {
+            fence = Some(&t[..3]);
+        } else if let Some((level, text)) = heading(line, max_level) {
+            if offset > start {
+                out.push(Section {
+                    level: cur.0,
+                    heading: std::mem::take(&mut cur.1),
+                    text: &body[start..offset],
+                });
+            }
+            cur = (level, text);
+            start = offset;
+        }
+        offset += line.len();
+    }
+    if offset > start || out.is_empty() {
+        out.push(Section {
+            level: cur.0,
+            heading: cur.1,
+            text: &body[start..],
+        });
+    }
+    out
+}
+
+/// Cuts `text` into pieces of at most about `max` characters at blank lines
+/// (a single paragraph longer than `max` is cut at a line, then a char boundary).
+fn split_long(text: &str, max: usize) -> Vec<&str> {
+    if text.len() <= max {
+        return vec![text];
+    }
+    let mut out = Vec::new();
+    let mut rest = text;
+    while rest.len() > max {
+        let mut cut = floor_boundary(rest, max);
+        let window = &rest[..cut];
+        if let Some(p) = window.rfind("\n\n").filter(|p| *p > max / 4) {
+            cut = p + 2;
+        } else if let Some(p) = window.rfind('\n').filter(|p| *p > max / 4) {
+            cut = p + 1;
+        }
+        out.push(&rest[..cut]);
+        rest = &rest[cut..];
+    }
+    if !rest.trim().is_empty() {
+        out.push(rest);
+    }
+    out
+}
+
+fn floor_boundary(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// The `- Key: value` bullets that directly follow the title (LifeOS notes
+/// keep their metadata there instead of in frontmatter).
+fn inline_metadata(first_section: &str) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    let mut started = false;
+    for line in first_section.lines() {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            if started && t.is_empty() {
+                break;
+            }
+            continue;
+        }
+        let Some(item) = t.strip_prefix("- ").or_else(|| t.strip_prefix("* ")) else {
+            break;
+        };
+        let Some((k, v)) = item.split_once(':') else {
+            break;
+        };
+        let key = k.trim().to_lowercase().replace([' ', '-'], "_");
+        if key.is_empty() || key.len() > 30 || !key.chars().all(|c| c.is_alphanumeric() || c == '_')
+        {
+            break;
+        }
+        started = true;
+        out.push((key, Value::String(v.trim().to_string())));
+    }
+    out
+}
+
+/// `tags` becomes a list of bare lower-case tags, `type` lower-case, and a
+/// `date` that is a datetime keeps only its day.
+fn normalise_metadata(m: &mut Map<String, Value>) {
+    if let Some(t) = m.get("tags").cloned() {
+        let raw: Vec<String> = match t {
+            Value::String(s) => s
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .map(str::to_string)
+                .collect(),
+            Value::Array(a) => a
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string())
+                })
+                .collect(),
+            other => vec![other.to_string()],
+        };
+        let tags: Vec<Value> = raw
+            .iter()
+            .map(|t| t.trim().trim_start_matches('#').to_lowercase())
+            .filter(|t| !t.is_empty())
+            .map(Value::String)
+            .collect();
+        m.insert("tags".into(), Value::Array(tags));
+    }
+    if let Some(Value::String(t)) = m.get_mut("type") {
+        *t = t.trim().to_lowercase();
+    }
+    if let Some(Value::String(d)) = m.get("date") {
+        if let Some(day) = date_in(d) {
+            m.insert("date".into(), Value::String(day));
+        }
+    }
+}
+
+/// The first `YYYY-MM-DD` in `s`.
+pub fn date_in(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    (0..b.len().saturating_sub(9)).find_map(|i| {
+        let w = &b[i..i + 10];
+        let ok = w.iter().enumerate().all(|(j, c)| match j {
+            4 | 7 => *c == b'-',
+            _ => c.is_ascii_digit(),
+        });
+        let bounded = i == 0 || !b[i - 1].is_ascii_digit();
+        (ok && bounded && chrono::NaiveDate::parse_from_str(&s[i..i + 10], "%Y-%m-%d").is_ok())
+            .then(|| s[i..i + 10].to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_by_heading_with_metadata() {
+        let src = "---\ntitle: Front Title\ntags: [Work, '#Urgent']\nversion: 2\n---\n# Apollo\n\n- Type: Task\n- Tags: #ignored\n\nintro\n\n## Plan\n\ntext\n\n```\n# not a heading\n```\n\n## Plan\n\nmore\n";
+        let c = chunk_document("Work/a.md", src, &ChunkOptions::default());
+        let ids: Vec<&str> = c.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["Work/a.md#apollo-0", "Work/a.md#plan-0", "Work/a.md#plan-1"]
+        );
+        assert_eq!(c[0].title, "Front Title");
+        assert_eq!(c[1].section, "Plan");
+        assert!(c[1].text.contains("# not a heading"));
+        let m = &c[0].metadata;
+        assert_eq!(m["tags"], serde_json::json!(["work", "urgent"]));
+        assert_eq!(m["type"], "task");
+        assert_eq!(m["version"], 2);
+    }
+
+    #[test]
+    fn title_falls_back_and_dates_come_from_names() {
+        let c = chunk_document(
+            "Journal/2026-11-15.md",
+            "no heading here",
+            &ChunkOptions::default(),
+        );
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].title, "2026-11-15");
+        assert_eq!(c[0].id, "Journal/2026-11-15.md#top-0");
+        assert_eq!(c[0].metadata["date"], "2026-11-15");
+    }
+
+    #[test]
+    fn long_sections_split_at_paragraphs() {
+        let para = "word ".repeat(60);
+        let src = format!("# T\n\n{para}\n\n{para}\n\n{para}\n\n{para}\n");
+        let opts = ChunkOptions {
+            max_chars: 700,
+            ..Default::default()
+        };
+        let c = chunk_document("t.md", &src, &opts);
+        assert!(c.len() >= 2, "{}", c.len());
+        assert!(c.iter().all(|c| c.text.len() <= 700));
+        assert_eq!(c[1].id, "t.md#t-1");
+    }
+}

@@ -1,0 +1,991 @@
+//! The tantivy index behind `kb.*`: schema, incremental updates and a
+//! per-process cache of opened indexes.
+//!
+//! Crash safety: the manifest (path → mtime, size, hash) is written to a new
+//! file named after its content, and the tantivy commit payload names it, so
+//! index and manifest change together in one atomic `meta.json` rename. A
+//! crash before the commit leaves the previous commit (and its manifest) in
+//! place; the next run sees the differences and redoes them. Uncommitted
+//! segment files are garbage-collected by tantivy, stale manifests by us.
+
+use super::chunk::{chunk_document, hex_hash, walk_kb, ChunkOptions, KbError, KbFile, WalkOptions};
+use super::query::{DateRange, ParsedQuery};
+use chrono::NaiveDate;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tantivy::collector::{DocSetCollector, TopDocs};
+use tantivy::query::{
+    AllQuery, BooleanQuery, BoostQuery, ConstScoreQuery, Occur, PhraseQuery, Query, RangeQuery,
+    RegexQuery, TermQuery,
+};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value as _, FAST, INDEXED,
+    STORED, STRING,
+};
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+};
+use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
+
+/// Bumped when the schema or chunking changes: an index with another version
+/// is rebuilt.
+const SCHEMA_VERSION: u32 = 2;
+const MANIFEST_PREFIX: &str = "kb-manifest-";
+const TOKENIZER: &str = "kb_en";
+
+#[derive(Clone, Copy)]
+struct Fields {
+    id: Field,
+    path: Field,
+    path_prefix: Field,
+    title: Field,
+    section: Field,
+    body: Field,
+    date: Field,
+    mtime: Field,
+    meta: Field,
+    filter: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = TextOptions::default().set_stored().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(TOKENIZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let f = Fields {
+        id: b.add_text_field("id", STRING | STORED),
+        path: b.add_text_field("path", STRING | STORED),
+        // Every folder prefix of the path, lower-cased: `in:work` is a term lookup.
+        path_prefix: b.add_text_field("path_prefix", STRING),
+        title: b.add_text_field("title", text.clone()),
+        section: b.add_text_field("section", text.clone()),
+        body: b.add_text_field("body", text),
+        // Days since 1970-01-01 of the note's date.
+        date: b.add_i64_field("date", INDEXED | FAST | STORED),
+        mtime: b.add_i64_field("mtime", STORED | FAST),
+        meta: b.add_text_field("meta", STORED),
+        // `key=value` (lower-case) for every scalar metadata value.
+        filter: b.add_text_field("filter", STRING),
+    };
+    (b.build(), f)
+}
+
+fn register_tokenizer(index: &Index) {
+    let analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(
+            StopWordFilter::new(Language::English).expect("English stop words ship with tantivy"),
+        )
+        .filter(Stemmer::new(Language::English))
+        .build();
+    index.tokenizers().register(TOKENIZER, analyzer);
+}
+
+#[derive(Debug, Clone, Default)]
+struct Manifest {
+    version: u32,
+    /// What the chunks depend on besides the files (chunk options).
+    options: String,
+    files: BTreeMap<String, FileEntry>,
+}
+
+#[derive(Debug, Clone)]
+struct FileEntry {
+    mtime_ms: i64,
+    size: u64,
+    hash: String,
+    chunks: u32,
+}
+
+impl Manifest {
+    /// One line per file, `mtime size chunks hash path` tab-separated (path
+    /// last, JSON-quoted): about 10x faster to read back than JSON objects,
+    /// which matters because every fresh process reads it.
+    fn to_text(&self) -> String {
+        let mut out = format!(
+            "kb-manifest\t{}\t{}\n",
+            self.version,
+            self.options.replace(['\t', '\n'], " ")
+        );
+        for (p, e) in &self.files {
+            out.push_str(&format!(
+                "{}\t{}\t{}\t{}\t{}\n",
+                e.mtime_ms,
+                e.size,
+                e.chunks,
+                e.hash,
+                Value::String(p.clone())
+            ));
+        }
+        // Marks a complete file: a manifest cut short is not taken as valid.
+        out.push_str(&format!("end\t{}\n", self.files.len()));
+        out
+    }
+
+    /// None when the text is not a manifest (then the index is rebuilt).
+    fn from_text(text: &str) -> Option<Manifest> {
+        let mut lines = text.lines();
+        let mut head = lines.next()?.splitn(3, '\t');
+        if head.next()? != "kb-manifest" {
+            return None;
+        }
+        let version = head.next()?.parse().ok()?;
+        let options = head.next().unwrap_or("").to_string();
+        let mut files = BTreeMap::new();
+        for l in lines {
+            if let Some(n) = l.strip_prefix("end\t") {
+                return (n.parse::<usize>().ok()? == files.len()).then_some(Manifest {
+                    version,
+                    options,
+                    files,
+                });
+            }
+            let mut f = l.splitn(5, '\t');
+            let mtime_ms = f.next()?.parse().ok()?;
+            let size = f.next()?.parse().ok()?;
+            let chunks = f.next()?.parse().ok()?;
+            let hash = f.next()?.to_string();
+            let path: String = serde_json::from_str(f.next()?).ok()?;
+            files.insert(
+                path,
+                FileEntry {
+                    mtime_ms,
+                    size,
+                    hash,
+                    chunks,
+                },
+            );
+        }
+        None
+    }
+}
+
+/// What an update did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpdateStats {
+    pub files: usize,
+    pub chunks: usize,
+    pub added: usize,
+    pub updated: usize,
+    pub removed: usize,
+    pub unchanged: usize,
+    pub rebuilt: bool,
+}
+
+impl UpdateStats {
+    pub fn changed(&self) -> bool {
+        self.added + self.updated + self.removed > 0 || self.rebuilt
+    }
+}
+
+struct State {
+    manifest: Manifest,
+    /// (mtime, size) of meta.json when `manifest` was read, to notice
+    /// commits made by other processes.
+    meta_stamp: Option<(i64, u64)>,
+    last_check: Option<Instant>,
+}
+
+/// An opened index for one knowledge base.
+pub struct KbIndex {
+    pub root: PathBuf,
+    /// None when the index lives in memory (the index directory was not writable).
+    pub dir: Option<PathBuf>,
+    index: Index,
+    reader: IndexReader,
+    f: Fields,
+    state: Mutex<State>,
+    /// One update at a time within this process (tantivy's lock covers others).
+    writing: Mutex<()>,
+}
+
+type Cache = Mutex<HashMap<PathBuf, Arc<KbIndex>>>;
+
+fn cache() -> &'static Cache {
+    static C: OnceLock<Cache> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+fn index_err(dir: &Path, e: impl std::fmt::Display) -> KbError {
+    KbError::Index {
+        path: dir.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+impl KbIndex {
+    /// The cached index for `root` stored in `dir` (None: in memory), opened
+    /// or created on first use. A damaged or outdated index directory is
+    /// emptied and created again.
+    pub fn open(root: &Path, dir: Option<&Path>) -> Result<Arc<KbIndex>, KbError> {
+        let key = match dir {
+            Some(d) => d.to_path_buf(),
+            None => PathBuf::from(format!("ram:{}", root.display())),
+        };
+        let mut c = cache().lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(ix) = c.get(&key) {
+            return Ok(ix.clone());
+        }
+        let ix = Arc::new(Self::open_uncached(root, dir)?);
+        c.insert(key, ix.clone());
+        Ok(ix)
+    }
+
+    fn open_uncached(root: &Path, dir: Option<&Path>) -> Result<KbIndex, KbError> {
+        let (schema, f) = schema();
+        let open = |d: Option<&Path>| -> tantivy::Result<(Index, IndexReader)> {
+            let index = match d {
+                None => Index::create_in_ram(schema.clone()),
+                Some(d) => open_dir(d, &schema)?,
+            };
+            register_tokenizer(&index);
+            let reader = index
+                .reader_builder()
+                .reload_policy(ReloadPolicy::Manual)
+                .try_into()?;
+            Ok((index, reader))
+        };
+        if let Some(d) = dir {
+            std::fs::create_dir_all(d).map_err(|e| KbError::io(d, e))?;
+        }
+        let (index, reader) = match open(dir) {
+            Ok(x) => x,
+            Err(e) => match dir {
+                // Unreadable, damaged or from another schema: it is derived
+                // data, start over.
+                Some(d) => {
+                    clear_dir(d)?;
+                    open(dir).map_err(|e| index_err(d, e))?
+                }
+                None => return Err(index_err(root, e)),
+            },
+        };
+        let ix = KbIndex {
+            root: root.to_path_buf(),
+            dir: dir.map(Path::to_path_buf),
+            index,
+            reader,
+            f,
+            state: Mutex::new(State {
+                manifest: Manifest::default(),
+                meta_stamp: None,
+                last_check: None,
+            }),
+            writing: Mutex::new(()),
+        };
+        ix.load_manifest()?;
+        Ok(ix)
+    }
+
+    fn meta_stamp(&self) -> Option<(i64, u64)> {
+        let m = std::fs::metadata(self.dir.as_ref()?.join("meta.json")).ok()?;
+        Some((super::chunk::mtime_ms(&m), m.len()))
+    }
+
+    /// Rereads the manifest from the last commit when another process committed.
+    fn load_manifest(&self) -> Result<(), KbError> {
+        let stamp = self.meta_stamp();
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.meta_stamp.is_some() && st.meta_stamp == stamp {
+            return Ok(());
+        }
+        let metas = self
+            .index
+            .load_metas()
+            .map_err(|e| index_err(self.shown(), e))?;
+        st.manifest = match metas.payload.as_deref() {
+            Some(p) => self.read_manifest(p).unwrap_or_default(),
+            None => Manifest::default(),
+        };
+        st.meta_stamp = stamp;
+        drop(st);
+        self.reader.reload().map_err(|e| index_err(self.shown(), e))
+    }
+
+    /// The manifest a commit payload points at: `file:NAME` in the index
+    /// directory, or `inline:TEXT` for an index in memory.
+    fn read_manifest(&self, payload: &str) -> Option<Manifest> {
+        if let Some(t) = payload.strip_prefix("inline:") {
+            return Manifest::from_text(t);
+        }
+        let name = payload.strip_prefix("file:")?;
+        let text = std::fs::read_to_string(self.dir.as_ref()?.join(name)).ok()?;
+        Manifest::from_text(&text)
+    }
+
+    /// Writes the manifest for the coming commit and returns the payload that
+    /// names it. Not fsynced (that doubled the time of a small update): after
+    /// a power loss a missing or cut manifest fails to read (see the `end`
+    /// line), and the index is rebuilt.
+    fn write_manifest(&self, m: &Manifest) -> Result<String, KbError> {
+        let text = m.to_text();
+        let Some(dir) = &self.dir else {
+            return Ok(format!("inline:{text}"));
+        };
+        let name = format!("{MANIFEST_PREFIX}{}.tsv", hex_hash(&[text.as_bytes()]));
+        let path = dir.join(&name);
+        let tmp = dir.join(format!("{name}.tmp"));
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            std::fs::rename(&tmp, &path)
+        };
+        write().map_err(|e| KbError::io(&path, e))?;
+        Ok(format!("file:{name}"))
+    }
+
+    /// Removes manifests other than the committed one (left by earlier
+    /// commits or by a crash before a commit). Best effort.
+    fn remove_stale_manifests(&self, keep: &str) {
+        let Some(dir) = &self.dir else { return };
+        let keep = keep.strip_prefix("file:").unwrap_or(keep);
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                if n.starts_with(MANIFEST_PREFIX) && n != keep {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+
+    fn shown(&self) -> &Path {
+        self.dir.as_deref().unwrap_or(&self.root)
+    }
+
+    /// True when the index was checked against the files less than `interval` ago.
+    pub fn fresh_within(&self, interval: Duration) -> bool {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.last_check.is_some_and(|t| t.elapsed() < interval)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.manifest.version == 0
+    }
+
+    /// Brings the index up to date with the files: only new, changed and
+    /// deleted files are touched (mtime + size first, then the content hash).
+    /// `progress(done, total)` is called while files are indexed.
+    pub fn update(
+        &self,
+        walk: &WalkOptions,
+        chunking: &ChunkOptions,
+        force: bool,
+        progress: &dyn Fn(usize, usize),
+    ) -> Result<UpdateStats, KbError> {
+        let _one = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        self.load_manifest()?;
+        let files = walk_kb(&self.root, walk)?;
+        let options = format!("{chunking:?}");
+        let old = self
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .manifest
+            .clone();
+        let rebuild = force || old.version != SCHEMA_VERSION || old.options != options;
+        let mut stats = UpdateStats {
+            files: files.len(),
+            rebuilt: rebuild && !old.files.is_empty(),
+            ..Default::default()
+        };
+        let mut next = Manifest {
+            version: SCHEMA_VERSION,
+            options,
+            files: BTreeMap::new(),
+        };
+        // Files whose content must be (re)indexed, with their text.
+        let mut todo: Vec<(&KbFile, String, bool)> = Vec::new();
+        let mut touched = false;
+        for file in &files {
+            let prev = if rebuild {
+                None
+            } else {
+                old.files.get(&file.rel_path)
+            };
+            if let Some(p) = prev {
+                if p.mtime_ms == file.mtime_ms && p.size == file.size {
+                    stats.unchanged += 1;
+                    stats.chunks += p.chunks as usize;
+                    next.files.insert(file.rel_path.clone(), p.clone());
+                    continue;
+                }
+            }
+            let text = std::fs::read_to_string(&file.abs_path)
+                .map_err(|e| KbError::io(&file.abs_path, e))?;
+            let hash = hex_hash(&[text.as_bytes()]);
+            if let Some(p) = prev.filter(|p| p.hash == hash) {
+                // Touched, not edited: remember the new mtime, keep the chunks.
+                touched = true;
+                stats.unchanged += 1;
+                stats.chunks += p.chunks as usize;
+                next.files.insert(
+                    file.rel_path.clone(),
+                    FileEntry {
+                        mtime_ms: file.mtime_ms,
+                        size: file.size,
+                        ..p.clone()
+                    },
+                );
+                continue;
+            }
+            let existed = prev.is_some();
+            next.files.insert(
+                file.rel_path.clone(),
+                FileEntry {
+                    mtime_ms: file.mtime_ms,
+                    size: file.size,
+                    hash,
+                    chunks: 0,
+                },
+            );
+            todo.push((file, text, existed));
+        }
+        let removed: Vec<&String> = if rebuild {
+            Vec::new()
+        } else {
+            old.files
+                .keys()
+                .filter(|k| !next.files.contains_key(*k))
+                .collect()
+        };
+        stats.removed = removed.len();
+        // An index with documents but no readable manifest is rebuilt from scratch
+        // (its files are unknown, so stale ones could not be removed one by one).
+        let first_build = self.reader.searcher().num_docs() == 0;
+        if todo.is_empty() && removed.is_empty() && !touched && !rebuild {
+            self.mark_checked();
+            return Ok(stats);
+        }
+
+        let threads = if todo.len() > 200 { 2 } else { 1 };
+        let mut writer = self.writer(threads)?;
+        if rebuild && !first_build {
+            writer
+                .delete_all_documents()
+                .map_err(|e| index_err(self.shown(), e))?;
+        }
+        for path in &removed {
+            writer.delete_term(Term::from_field_text(self.f.path, path));
+        }
+        let total = todo.len();
+        for (n, (file, text, existed)) in todo.into_iter().enumerate() {
+            // Deleted even when new to our manifest: another process may have
+            // indexed it since we read that manifest (no duplicates then).
+            writer.delete_term(Term::from_field_text(self.f.path, &file.rel_path));
+            if existed {
+                stats.updated += 1;
+            } else {
+                stats.added += 1;
+            }
+            let chunks = chunk_document(&file.rel_path, &text, chunking);
+            if let Some(e) = next.files.get_mut(&file.rel_path) {
+                e.chunks = chunks.len() as u32;
+            }
+            stats.chunks += chunks.len();
+            for mut c in chunks {
+                c.mtime_ms = file.mtime_ms;
+                writer
+                    .add_document(self.document(&c))
+                    .map_err(|e| index_err(self.shown(), e))?;
+            }
+            if n % 500 == 499 {
+                progress(n + 1, total);
+            }
+        }
+        if total > 0 {
+            progress(total, total);
+        }
+        let payload = self.write_manifest(&next)?;
+        let mut prepared = writer
+            .prepare_commit()
+            .map_err(|e| index_err(self.shown(), e))?;
+        prepared.set_payload(&payload);
+        prepared.commit().map_err(|e| index_err(self.shown(), e))?;
+        drop(writer);
+        self.remove_stale_manifests(&payload);
+        self.reader
+            .reload()
+            .map_err(|e| index_err(self.shown(), e))?;
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.manifest = next;
+        st.meta_stamp = self.meta_stamp();
+        st.last_check = Some(Instant::now());
+        Ok(stats)
+    }
+
+    fn mark_checked(&self) {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last_check = Some(Instant::now());
+    }
+
+    /// The writer, waiting up to 5 s for another process to release the lock.
+    fn writer(&self, threads: usize) -> Result<tantivy::IndexWriter, KbError> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match self
+                .index
+                .writer_with_num_threads(threads, threads * 30_000_000)
+            {
+                Ok(w) => return Ok(w),
+                Err(tantivy::TantivyError::LockFailure(..)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(tantivy::TantivyError::LockFailure(..)) => {
+                    return Err(KbError::Locked(self.shown().display().to_string()))
+                }
+                Err(e) => return Err(index_err(self.shown(), e)),
+            }
+        }
+    }
+
+    fn document(&self, c: &super::chunk::Chunk) -> TantivyDocument {
+        let f = &self.f;
+        let mut d = TantivyDocument::default();
+        d.add_text(f.id, &c.id);
+        d.add_text(f.path, &c.path);
+        let lower = c.path.to_lowercase();
+        let mut acc = String::new();
+        for part in lower.split('/') {
+            if !acc.is_empty() {
+                acc.push('/');
+            }
+            acc.push_str(part);
+            d.add_text(f.path_prefix, &acc);
+        }
+        d.add_text(f.title, &c.title);
+        d.add_text(f.section, &c.section);
+        d.add_text(f.body, &c.text);
+        if let Some(days) = c
+            .metadata
+            .get("date")
+            .and_then(Value::as_str)
+            .and_then(|s| NaiveDate::parse_from_str(s, "%Y-%m-%d").ok())
+            .map(days)
+        {
+            d.add_i64(f.date, days);
+        }
+        d.add_i64(f.mtime, c.mtime_ms);
+        d.add_text(f.meta, Value::Object(c.metadata.clone()).to_string());
+        for (k, v) in &c.metadata {
+            let k = k.to_lowercase();
+            let vals: Vec<&Value> = match v {
+                Value::Array(a) => a.iter().collect(),
+                other => vec![other],
+            };
+            for v in vals {
+                if let Some(s) = scalar(v) {
+                    d.add_text(f.filter, format!("{k}={}", s.to_lowercase()));
+                }
+            }
+        }
+        d
+    }
+
+    /// Runs a search; hits are JSON objects, best first, and the number of
+    /// matching chunks.
+    pub fn search(&self, req: &SearchRequest) -> Result<(Vec<Value>, usize), KbError> {
+        let searcher = self.reader.searcher();
+        let f = self.f;
+        let mut analyzer = self
+            .index
+            .tokenizer_for_field(f.body)
+            .map_err(|e| index_err(self.shown(), e))?;
+        // Tokens with their positions (stop words leave gaps that phrases keep).
+        let mut tokens = |s: &str| -> Vec<(usize, String)> {
+            let mut out = Vec::new();
+            let mut ts = analyzer.token_stream(s);
+            ts.process(&mut |t| out.push((t.position, t.text.clone())));
+            out
+        };
+        let fields = [
+            (f.title, req.boosts[0]),
+            (f.section, req.boosts[1]),
+            (f.body, req.boosts[2]),
+        ];
+        let p = &req.parsed;
+        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut must: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for t in &p.terms {
+            let toks = tokens(t);
+            if toks.len() > 1 {
+                // One word that splits into several (`X-Api-Key`, `e-mail`)
+                // is read as a phrase, as search boxes usually do.
+                should.push((Occur::Should, across(&fields, |fl| phrase_q(fl, &toks))));
+            } else if let Some((_, tok)) = toks.first() {
+                should.push((Occur::Should, across(&fields, |fl| term_q(fl, tok))));
+            }
+        }
+        for ph in &p.phrases {
+            let toks = tokens(ph);
+            if toks.is_empty() {
+                continue;
+            }
+            must.push((Occur::Must, across(&fields, |fl| phrase_q(fl, &toks))));
+        }
+        for pre in &p.prefixes {
+            let lower: String = pre.to_lowercase();
+            // The index holds stems; a prefix is matched against them, which
+            // also covers most inflections (`deploy*` finds "deployment").
+            // The index holds stems, shorter than some prefixes (`plann*` vs
+            // "plan"): the prefix's own stem-length truncations match too.
+            let n = lower.chars().count();
+            let mut alts = vec![format!("{}.*", regex_escape(&lower))];
+            for keep in n.saturating_sub(2).max(3)..n {
+                alts.push(regex_escape(&lower.chars().take(keep).collect::<String>()));
+            }
+            let pattern = alts.join("|");
+            let q = across(&fields, |fl| match RegexQuery::from_pattern(&pattern, fl) {
+                Ok(q) => Box::new(q),
+                Err(_) => Box::new(tantivy::query::EmptyQuery),
+            });
+            should.push((Occur::Should, q));
+        }
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let positive = !should.is_empty() || !must.is_empty();
+        if !should.is_empty() {
+            clauses.push((Occur::Must, Box::new(BooleanQuery::new(should))));
+        }
+        clauses.extend(must);
+        if !positive {
+            clauses.push((Occur::Must, Box::new(AllQuery)));
+        }
+        for ex in &p.excluded {
+            for (_, tok) in tokens(ex) {
+                clauses.push((Occur::MustNot, across(&fields, |fl| term_q(fl, &tok))));
+            }
+        }
+        clauses.extend(filter_clauses(&f, req));
+        let query = BooleanQuery::new(clauses);
+
+        let want = req.top_k.max(1);
+        let limit = if req.collapse { want * 4 + 10 } else { want };
+        let (top, total) = searcher
+            .search(
+                &query,
+                &(
+                    TopDocs::with_limit(limit).order_by_score(),
+                    tantivy::collector::Count,
+                ),
+            )
+            .map_err(|e| index_err(self.shown(), e))?;
+        let mut snippets = tantivy::snippet::SnippetGenerator::create(&searcher, &query, f.body)
+            .map_err(|e| index_err(self.shown(), e))?;
+        snippets.set_max_num_chars(req.snippet_chars);
+        let mut hits = Vec::new();
+        let mut seen_paths = std::collections::HashSet::new();
+        for (score, addr) in top {
+            if req.threshold.is_some_and(|t| (score as f64) < t) {
+                break;
+            }
+            let doc: TantivyDocument =
+                searcher.doc(addr).map_err(|e| index_err(self.shown(), e))?;
+            let s = |fl: Field| {
+                doc.get_first(fl)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_string()
+            };
+            let path = s(f.path);
+            if req.collapse && !seen_paths.insert(path.clone()) {
+                continue;
+            }
+            let text = s(f.body);
+            let snippet = snippet_text(&snippets.snippet(&text), &text, req.snippet_chars);
+            let metadata: Value = serde_json::from_str(&s(f.meta)).unwrap_or(json!({}));
+            let mtime = doc.get_first(f.mtime).and_then(|v| v.as_i64()).unwrap_or(0);
+            hits.push(json!({
+                "id": s(f.id),
+                "path": path,
+                "title": s(f.title),
+                "section": s(f.section),
+                "text": text,
+                "snippet": snippet,
+                "score": round(score as f64),
+                "metadata": metadata,
+                "mtime_ms": mtime,
+            }));
+            if hits.len() >= want {
+                break;
+            }
+        }
+        Ok((hits, total))
+    }
+
+    /// Distinct values of a metadata field (or `folder`, the top-level
+    /// directory) over the files matching `req`'s filters, with file counts.
+    pub fn facets(
+        &self,
+        field: &str,
+        req: &SearchRequest,
+    ) -> Result<(Vec<(String, usize)>, usize), KbError> {
+        let searcher = self.reader.searcher();
+        let f = self.f;
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(AllQuery))];
+        clauses.extend(filter_clauses(&f, req));
+        let docs = searcher
+            .search(&BooleanQuery::new(clauses), &DocSetCollector)
+            .map_err(|e| index_err(self.shown(), e))?;
+        let mut per_file: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for addr in docs {
+            let doc: TantivyDocument =
+                searcher.doc(addr).map_err(|e| index_err(self.shown(), e))?;
+            let path = doc
+                .get_first(f.path)
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_string();
+            if per_file.contains_key(&path) {
+                continue;
+            }
+            let vals = if field == "folder" {
+                vec![path.split('/').next().unwrap_or("").to_string()]
+                    .into_iter()
+                    .filter(|_| path.contains('/'))
+                    .collect()
+            } else {
+                let meta: Map<String, Value> = doc
+                    .get_first(f.meta)
+                    .and_then(|v| v.as_str())
+                    .and_then(|s| serde_json::from_str(s).ok())
+                    .unwrap_or_default();
+                match meta.get(field) {
+                    Some(Value::Array(a)) => a.iter().filter_map(scalar).collect(),
+                    Some(v) => scalar(v).into_iter().collect(),
+                    None => Vec::new(),
+                }
+            };
+            per_file.insert(path, vals);
+        }
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for vals in per_file.values() {
+            for v in vals {
+                *counts.entry(v.clone()).or_default() += 1;
+            }
+        }
+        let mut out: Vec<(String, usize)> = counts.into_iter().collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok((out, per_file.len()))
+    }
+}
+
+/// Parsed `kb.search` inputs.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub parsed: ParsedQuery,
+    pub paths: Vec<String>,
+    pub filters: Vec<Filter>,
+    pub date: Option<DateRange>,
+    pub top_k: usize,
+    pub threshold: Option<f64>,
+    /// Title, section, body.
+    pub boosts: [f32; 3],
+    pub snippet_chars: usize,
+    /// One hit per file (its best chunk).
+    pub collapse: bool,
+}
+
+/// `field` must equal one of `values` (case-insensitive); `negate` inverts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Filter {
+    pub field: String,
+    pub values: Vec<String>,
+    pub negate: bool,
+}
+
+/// Clauses for the request's folders, metadata filters and date range; they
+/// restrict without changing scores.
+fn filter_clauses(f: &Fields, req: &SearchRequest) -> Vec<(Occur, Box<dyn Query>)> {
+    let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    let mut filters: Vec<Box<dyn Query>> = Vec::new();
+    if !req.paths.is_empty() {
+        filters.push(any_of(
+            req.paths
+                .iter()
+                .map(|p| p.trim_matches('/').to_lowercase())
+                .map(|p| Term::from_field_text(f.path_prefix, &p)),
+        ));
+    }
+    for fl in &req.filters {
+        let q = any_of(fl.values.iter().map(|v| {
+            Term::from_field_text(
+                f.filter,
+                &format!("{}={}", fl.field.to_lowercase(), v.to_lowercase()),
+            )
+        }));
+        if fl.negate {
+            clauses.push((Occur::MustNot, q));
+        } else {
+            filters.push(q);
+        }
+    }
+    if let Some(r) = &req.date {
+        let b = |d: Option<NaiveDate>| match d {
+            Some(d) => Bound::Included(Term::from_field_i64(f.date, days(d))),
+            None => Bound::Unbounded,
+        };
+        let (lo, hi) = match (r.from, r.to) {
+            // Open at both ends: any note that has a date.
+            (None, None) => (
+                Bound::Included(Term::from_field_i64(f.date, i64::MIN)),
+                Bound::Unbounded,
+            ),
+            _ => (b(r.from), b(r.to)),
+        };
+        filters.push(Box::new(RangeQuery::new(lo, hi)));
+    }
+    for q in filters {
+        clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(q, 0.0))));
+    }
+    clauses
+}
+
+fn term_q(field: Field, tok: &str) -> Box<dyn Query> {
+    Box::new(TermQuery::new(
+        Term::from_field_text(field, tok),
+        IndexRecordOption::WithFreqs,
+    ))
+}
+
+fn phrase_q(field: Field, toks: &[(usize, String)]) -> Box<dyn Query> {
+    match toks {
+        [(_, one)] => term_q(field, one),
+        _ => {
+            let base = toks[0].0;
+            Box::new(PhraseQuery::new_with_offset(
+                toks.iter()
+                    .map(|(p, t)| (p - base, Term::from_field_text(field, t)))
+                    .collect(),
+            ))
+        }
+    }
+}
+
+/// The same query over title, section and body, each with its boost, summed.
+fn across(fields: &[(Field, f32)], mut q: impl FnMut(Field) -> Box<dyn Query>) -> Box<dyn Query> {
+    Box::new(BooleanQuery::new(
+        fields
+            .iter()
+            .filter(|(_, b)| *b > 0.0)
+            .map(|(fl, b)| {
+                let inner = q(*fl);
+                let boosted: Box<dyn Query> = if (*b - 1.0).abs() < f32::EPSILON {
+                    inner
+                } else {
+                    Box::new(BoostQuery::new(inner, *b))
+                };
+                (Occur::Should, boosted)
+            })
+            .collect(),
+    ))
+}
+
+fn any_of(terms: impl Iterator<Item = Term>) -> Box<dyn Query> {
+    Box::new(BooleanQuery::new(
+        terms
+            .map(|t| {
+                let q: Box<dyn Query> = Box::new(TermQuery::new(t, IndexRecordOption::Basic));
+                (Occur::Should, q)
+            })
+            .collect(),
+    ))
+}
+
+fn scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) if s.len() <= 200 => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn days(d: NaiveDate) -> i64 {
+    (d - NaiveDate::from_ymd_opt(1970, 1, 1).expect("valid date")).num_days()
+}
+
+fn round(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+fn regex_escape(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The snippet with matches in `**bold**`; the text's start when nothing
+/// matched in the body (e.g. a title-only match).
+fn snippet_text(s: &tantivy::snippet::Snippet, text: &str, max: usize) -> String {
+    if s.is_empty() || s.highlighted().is_empty() {
+        let mut end = text.len().min(max);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        return collapse_ws(&text[..end]);
+    }
+    let frag = s.fragment();
+    let mut out = String::new();
+    let mut at = 0;
+    for r in s.highlighted() {
+        out.push_str(&frag[at..r.start]);
+        out.push_str("**");
+        out.push_str(&frag[r.clone()]);
+        out.push_str("**");
+        at = r.end;
+    }
+    out.push_str(&frag[at..]);
+    collapse_ws(&out)
+}
+
+fn collapse_ws(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn open_dir(d: &Path, schema: &Schema) -> tantivy::Result<Index> {
+    let dir = tantivy::directory::MmapDirectory::open(d)?;
+    let index = Index::open_or_create(dir, schema.clone())?;
+    Ok(index)
+}
+
+/// Removes the index files in `d`: only names tantivy and we write (segment
+/// files are 32 hex digits plus an extension), never anything else, so an
+/// `index_dir` pointed at a folder of other files loses none of them.
+fn clear_dir(d: &Path) -> Result<(), KbError> {
+    for e in std::fs::read_dir(d).map_err(|e| KbError::io(d, e))? {
+        let e = e.map_err(|e| KbError::io(d, e))?;
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        let segment = name
+            .split_once('.')
+            .is_some_and(|(h, _)| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+        let ours = segment
+            || name.starts_with(MANIFEST_PREFIX)
+            || matches!(
+                name.as_ref(),
+                "meta.json" | ".managed.json" | ".tantivy-meta.lock" | ".tantivy-writer.lock"
+            );
+        if ours && e.file_type().is_ok_and(|t| t.is_file()) {
+            let p = e.path();
+            std::fs::remove_file(&p).map_err(|e| KbError::io(&p, e))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,532 @@
+//! `kb.*`: full-text retrieval over a folder of Markdown notes.
+//!
+//! - `kb.index` brings the index up to date (only changed files are redone);
+//! - `kb.search` ranks chunks with BM25 (title > section > body), with
+//!   phrases, prefixes, filters and the `in: type: tag: date:` operators;
+//!   it indexes first when the index is missing or stale;
+//! - `kb.facets` counts the values of a metadata field.
+//!
+//! The index lives in `<kb>/.marktoflow/index/` unless `index_dir` is given.
+
+pub mod chunk;
+pub mod index;
+pub mod query;
+
+use crate::action::{type_name, Action, ActionError, Call, LogLevel};
+use async_trait::async_trait;
+use chrono::NaiveDate;
+use chunk::{ChunkOptions, KbError, WalkOptions};
+use index::{Filter, KbIndex, SearchRequest, UpdateStats};
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct KbAction;
+
+#[async_trait]
+impl Action for KbAction {
+    fn methods(&self) -> &'static [&'static str] {
+        &["index", "search", "facets"]
+    }
+
+    async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
+        if !inputs.is_object() {
+            return Err(ActionError::Input(format!(
+                "`kb.{}` takes a mapping of inputs, got {}",
+                call.method,
+                type_name(&inputs)
+            )));
+        }
+        match call.method {
+            "index" => index_method(call, &inputs).await,
+            "search" => search_method(call, &inputs).await,
+            "facets" => facets_method(call, &inputs).await,
+            m => Err(ActionError::Input(format!("unknown method `kb.{m}`"))),
+        }
+    }
+}
+
+fn kb_err(e: KbError) -> ActionError {
+    match e {
+        KbError::Locked(_) => ActionError::retryable(e.to_string()),
+        other => ActionError::failed(other.to_string()),
+    }
+}
+
+/// Opens (or creates) the index for the `kb` input, applying the sandbox.
+fn open(call: &Call<'_>, inputs: &Value) -> Result<Arc<KbIndex>, ActionError> {
+    let kb = match inputs.get("kb").or_else(|| inputs.get("knowledge_base")) {
+        Some(Value::String(s)) if !s.is_empty() => s.as_str(),
+        Some(other) => {
+            return Err(ActionError::Input(format!(
+                "input `kb` must be a folder path, got {}",
+                type_name(other)
+            )))
+        }
+        None => {
+            return Err(ActionError::Input(
+                "missing input `kb` (the knowledge base folder)".into(),
+            ))
+        }
+    };
+    let sb = &call.caps.sandbox;
+    let root = sb
+        .check_read(kb)
+        .map_err(|e| ActionError::failed(e.to_string()))?;
+    if !root.is_dir() {
+        return Err(ActionError::failed(format!(
+            "knowledge base `{kb}` is not a directory"
+        )));
+    }
+    let dir: Option<PathBuf> = match opt_str(inputs, "index_dir")? {
+        Some(d) => Some(sb.check_write(d).map_err(|e| {
+            ActionError::failed(format!(
+                "{e} (it is `index_dir`; pass `--allow-write` for it)"
+            ))
+        })?),
+        // The default location is written even without a write root: the index
+        // holds only text the workflow may already read, at a fixed place
+        // inside that readable folder, so it neither widens what can be read
+        // nor lets a workflow choose what to write or where.
+        None => {
+            let d = crate::sandbox::real_path(&root.join(".marktoflow").join("index"));
+            // A `.marktoflow` symlinked out of the folder would make this a
+            // write anywhere: refuse it.
+            if !d.starts_with(&root) {
+                return Err(ActionError::failed(format!(
+                    "the index folder `{}` leads outside the knowledge base; set `index_dir`",
+                    d.display()
+                )));
+            }
+            Some(d)
+        }
+    };
+    match KbIndex::open(&root, dir.as_deref()) {
+        Ok(ix) => Ok(ix),
+        // A read-only knowledge base (and no `index_dir`): index in memory,
+        // cached for the life of the process.
+        Err(KbError::Io { .. }) if opt_str(inputs, "index_dir")?.is_none() => {
+            call.log(
+                LogLevel::Warn,
+                format!(
+                    "kb: cannot write the index under `{}`; indexing in memory (set `index_dir` to keep it)",
+                    root.display()
+                ),
+            );
+            KbIndex::open(&root, None).map_err(kb_err)
+        }
+        Err(e) => Err(kb_err(e)),
+    }
+}
+
+fn opt_str<'v>(inputs: &'v Value, field: &str) -> Result<Option<&'v str>, ActionError> {
+    match inputs.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(ActionError::Input(format!(
+            "input `{field}` must be a string, got {}",
+            type_name(other)
+        ))),
+    }
+}
+
+fn opt_num(inputs: &Value, field: &str) -> Result<Option<f64>, ActionError> {
+    match inputs.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n.as_f64()),
+        // Inputs from the CLI arrive as strings.
+        Some(Value::String(s)) if s.trim().parse::<f64>().is_ok() => Ok(s.trim().parse().ok()),
+        Some(other) => Err(ActionError::Input(format!(
+            "input `{field}` must be a number, got {}",
+            type_name(other)
+        ))),
+    }
+}
+
+fn opt_bool(inputs: &Value, field: &str, default: bool) -> Result<bool, ActionError> {
+    match inputs.get(field) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(ActionError::Input(format!(
+            "input `{field}` must be true or false, got {}",
+            type_name(other)
+        ))),
+    }
+}
+
+fn options(inputs: &Value) -> Result<(WalkOptions, ChunkOptions), ActionError> {
+    let mut walk = WalkOptions::default();
+    if let Some(v) = inputs.get("extensions") {
+        let exts = v.as_array().ok_or_else(|| {
+            ActionError::Input("input `extensions` must be a list like [md, markdown]".into())
+        })?;
+        walk.extensions = exts
+            .iter()
+            .map(|e| e.as_str().map(|s| s.trim_start_matches('.').to_string()))
+            .collect::<Option<_>>()
+            .ok_or_else(|| ActionError::Input("input `extensions` must list strings".into()))?;
+    }
+    walk.include_hidden = opt_bool(inputs, "include_hidden", false)?;
+    let mut chunking = ChunkOptions::default();
+    if let Some(n) = opt_num(inputs, "chunk_chars")? {
+        chunking.max_chars = n.max(200.0) as usize;
+    }
+    if let Some(n) = opt_num(inputs, "split_level")? {
+        if !(1.0..=6.0).contains(&n) {
+            return Err(ActionError::Input(
+                "input `split_level` must be 1 to 6".into(),
+            ));
+        }
+        chunking.split_level = n as u8;
+    }
+    Ok((walk, chunking))
+}
+
+/// Runs an update off the async threads; progress goes to the debug log.
+async fn update(
+    call: &Call<'_>,
+    ix: Arc<KbIndex>,
+    walk: WalkOptions,
+    chunking: ChunkOptions,
+    force: bool,
+) -> Result<UpdateStats, KbError> {
+    let log = call.caps.log.clone();
+    tokio::task::spawn_blocking(move || {
+        let progress = move |done: usize, total: usize| {
+            log(crate::action::LogLine {
+                level: LogLevel::Debug,
+                message: format!("kb: indexed {done}/{total} files"),
+            })
+        };
+        ix.update(&walk, &chunking, force, &progress)
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(KbError::Index {
+            path: String::new(),
+            message: format!("indexing stopped: {e}"),
+        })
+    })
+}
+
+fn dir_label(ix: &KbIndex) -> Value {
+    match &ix.dir {
+        Some(d) => json!(d.display().to_string()),
+        None => json!("(memory)"),
+    }
+}
+
+async fn index_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionError> {
+    let started = Instant::now();
+    let (walk, chunking) = options(inputs)?;
+    let force = opt_bool(inputs, "force", false)?;
+    let ix = open(call, inputs)?;
+    let s = update(call, ix.clone(), walk, chunking, force)
+        .await
+        .map_err(kb_err)?;
+    Ok(json!({
+        "files": s.files,
+        "chunks": s.chunks,
+        "added": s.added,
+        "updated": s.updated,
+        "removed": s.removed,
+        "unchanged": s.unchanged,
+        "rebuilt": s.rebuilt,
+        "duration_ms": ms(started.elapsed()),
+        "index_dir": dir_label(&ix),
+    }))
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
+}
+
+/// Indexes when the index is empty or (with `refresh: auto`) not checked
+/// within `refresh_interval_ms`; a locked index is searched as it is.
+async fn ensure_fresh(
+    call: &Call<'_>,
+    ix: &Arc<KbIndex>,
+    inputs: &Value,
+) -> Result<Option<UpdateStats>, ActionError> {
+    let refresh = opt_str(inputs, "refresh")?.unwrap_or("auto");
+    let interval = opt_num(inputs, "refresh_interval_ms")?.unwrap_or(1000.0);
+    let needed = match refresh {
+        "always" => true,
+        "never" => ix.is_empty(),
+        "auto" => {
+            ix.is_empty() || !ix.fresh_within(Duration::from_millis(interval.max(0.0) as u64))
+        }
+        other => {
+            return Err(ActionError::Input(format!(
+                "input `refresh` must be auto, always or never, got `{other}`"
+            )))
+        }
+    };
+    if !needed {
+        return Ok(None);
+    }
+    let (walk, chunking) = options(inputs)?;
+    match update(call, ix.clone(), walk, chunking, false).await {
+        Ok(s) => Ok(Some(s)),
+        Err(KbError::Locked(d)) if !ix.is_empty() => {
+            call.log(
+                LogLevel::Warn,
+                format!("kb: the index in `{d}` is being updated elsewhere; searching it as it is"),
+            );
+            Ok(None)
+        }
+        Err(e) => Err(kb_err(e)),
+    }
+}
+
+fn today(inputs: &Value) -> Result<NaiveDate, ActionError> {
+    match opt_str(inputs, "today")? {
+        Some(s) => NaiveDate::parse_from_str(s.get(..10).unwrap_or(s), "%Y-%m-%d").map_err(|_| {
+            ActionError::Input(format!(
+                "input `today` must be a date like 2026-11-20, got `{s}`"
+            ))
+        }),
+        None => Ok(chrono::Local::now().date_naive()),
+    }
+}
+
+/// `kb.search` / `kb.facets` inputs other than the query text.
+fn request(
+    inputs: &Value,
+    parsed: query::ParsedQuery,
+    today: NaiveDate,
+) -> Result<SearchRequest, ActionError> {
+    let mut req = SearchRequest {
+        paths: parsed.paths.clone(),
+        filters: Vec::new(),
+        date: parsed.date,
+        top_k: 10,
+        threshold: opt_num(inputs, "threshold")?,
+        boosts: [3.0, 2.0, 1.0],
+        snippet_chars: 160,
+        collapse: opt_bool(inputs, "per_file", false)?,
+        parsed,
+    };
+    if let Some(d) = req.parsed.bad_dates.first() {
+        return Err(ActionError::Input(format!(
+            "`date:{d}` in the query is not a date: use today, yesterday, this-week, last-week, this-month, YYYY-MM-DD, YYYY-MM, >DATE or DATE..DATE"
+        )));
+    }
+    if let Some(k) = opt_num(inputs, "top_k")? {
+        if k < 1.0 {
+            return Err(ActionError::Input(
+                "input `top_k` must be at least 1".into(),
+            ));
+        }
+        req.top_k = k as usize;
+    }
+    if let Some(n) = opt_num(inputs, "snippet_chars")? {
+        req.snippet_chars = n.max(20.0) as usize;
+    }
+    if let Some(b) = inputs.get("boosts") {
+        let b = b.as_object().ok_or_else(|| {
+            ActionError::Input(
+                "input `boosts` must be a mapping like {title: 3, section: 2, body: 1}".into(),
+            )
+        })?;
+        for (k, v) in b {
+            let i = match k.as_str() {
+                "title" => 0,
+                "section" | "headings" => 1,
+                "body" => 2,
+                other => {
+                    return Err(ActionError::Input(format!(
+                        "unknown field `{other}` in `boosts`: use title, section or body"
+                    )))
+                }
+            };
+            req.boosts[i] = v
+                .as_f64()
+                .ok_or_else(|| ActionError::Input(format!("`boosts.{k}` must be a number")))?
+                as f32;
+        }
+    }
+    // The seed's `search_scope`: all, work, personal, or a folder.
+    if let Some(s) = opt_str(inputs, "scope")? {
+        if !s.is_empty() && !s.eq_ignore_ascii_case("all") {
+            req.paths.push(s.to_string());
+        }
+    }
+    match inputs.get("path_prefix") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) => req.paths.push(s.clone()),
+        Some(Value::Array(a)) => {
+            for v in a {
+                req.paths.push(
+                    v.as_str()
+                        .ok_or_else(|| {
+                            ActionError::Input("input `path_prefix` must list strings".into())
+                        })?
+                        .to_string(),
+                );
+            }
+        }
+        Some(other) => {
+            return Err(ActionError::Input(format!(
+                "input `path_prefix` must be a string or a list, got {}",
+                type_name(other)
+            )))
+        }
+    }
+    for (k, v) in &req.parsed.fields {
+        req.filters.push(Filter {
+            field: k.clone(),
+            values: vec![v.clone()],
+            negate: false,
+        });
+    }
+    match inputs.get("filters") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => parse_filters(m, &mut req, today)?,
+        Some(other) => {
+            return Err(ActionError::Input(format!(
+                "input `filters` must be a mapping of field to value, got {}",
+                type_name(other)
+            )))
+        }
+    }
+    Ok(req)
+}
+
+fn scalars(field: &str, v: &Value) -> Result<Vec<String>, ActionError> {
+    let one = |v: &Value| match v {
+        Value::String(s) => Ok(s.trim_start_matches('#').to_string()),
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Bool(b) => Ok(b.to_string()),
+        other => Err(ActionError::Input(format!(
+            "`filters.{field}` values must be strings, numbers or booleans, got {}",
+            type_name(other)
+        ))),
+    };
+    match v {
+        Value::Array(a) => a.iter().map(one).collect(),
+        v => Ok(vec![one(v)?]),
+    }
+}
+
+/// `filters: {type: task, tags: [a, b], status: {in: [..]}, project: {not: x},
+/// path: Work/, date: {from: .., to: ..} | "last-week"}`.
+fn parse_filters(
+    m: &Map<String, Value>,
+    req: &mut SearchRequest,
+    today: NaiveDate,
+) -> Result<(), ActionError> {
+    for (k, v) in m {
+        let field = if k == "tag" { "tags" } else { k.as_str() };
+        match field {
+            "path" | "path_prefix" | "in" => req.paths.extend(scalars(k, v)?),
+            "date" => {
+                let r = match v {
+                    Value::String(s) => query::resolve_date(s, today),
+                    Value::Object(o) => {
+                        let end =
+                            |key: &str, first: bool| -> Result<Option<NaiveDate>, ActionError> {
+                                match o.get(key).and_then(Value::as_str) {
+                                None => Ok(None),
+                                Some(s) => query::span(s)
+                                    .map(|(a, b)| Some(if first { a } else { b }))
+                                    .ok_or_else(|| {
+                                        ActionError::Input(format!("`filters.date.{key}` must be a date like 2026-11-20, got `{s}`"))
+                                    }),
+                            }
+                            };
+                        Some(query::DateRange {
+                            from: end("from", true)?,
+                            to: end("to", false)?,
+                        })
+                    }
+                    _ => None,
+                };
+                req.date = Some(r.ok_or_else(|| {
+                    ActionError::Input(format!(
+                        "`filters.date` must be {{from, to}} or an expression like last-week, got {v}"
+                    ))
+                })?);
+            }
+            _ => {
+                let (values, negate) = match v {
+                    Value::Object(o) => match (o.get("eq"), o.get("in"), o.get("not")) {
+                        (Some(x), None, None) | (None, Some(x), None) => (scalars(k, x)?, false),
+                        (None, None, Some(x)) => (scalars(k, x)?, true),
+                        _ => {
+                            return Err(ActionError::Input(format!(
+                                "`filters.{k}` takes one of eq, in or not"
+                            )))
+                        }
+                    },
+                    v => (scalars(k, v)?, false),
+                };
+                req.filters.push(Filter {
+                    field: field.to_string(),
+                    values,
+                    negate,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionError> {
+    let started = Instant::now();
+    let q = match inputs.get("query") {
+        None | Some(Value::Null) => "",
+        Some(Value::String(s)) => s.as_str(),
+        Some(other) => {
+            return Err(ActionError::Input(format!(
+                "input `query` must be a string, got {}",
+                type_name(other)
+            )))
+        }
+    };
+    let today = today(inputs)?;
+    let parsed = query::parse(q, opt_bool(inputs, "operators", true)?, today);
+    let req = request(inputs, parsed, today)?;
+    let ix = open(call, inputs)?;
+    let refreshed = ensure_fresh(call, &ix, inputs).await?;
+    let (hits, total) = ix.search(&req).map_err(kb_err)?;
+    let mut out = json!({
+        "query": q,
+        "found": !hits.is_empty(),
+        "count": hits.len(),
+        "total": total,
+        "hits": hits,
+        "took_ms": ms(started.elapsed()),
+    });
+    if let Some(s) = refreshed.filter(UpdateStats::changed) {
+        out["indexed"] = json!({"added": s.added, "updated": s.updated, "removed": s.removed});
+    }
+    Ok(out)
+}
+
+async fn facets_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionError> {
+    let field = match opt_str(inputs, "field")? {
+        Some(f) if !f.is_empty() => f.to_string(),
+        _ => {
+            return Err(ActionError::Input(
+                "missing input `field` (the metadata field to count, e.g. type)".into(),
+            ))
+        }
+    };
+    let today = today(inputs)?;
+    let q = opt_str(inputs, "query")?.unwrap_or("");
+    let req = request(inputs, query::parse(q, true, today), today)?;
+    let ix = open(call, inputs)?;
+    ensure_fresh(call, &ix, inputs).await?;
+    let (values, files) = ix.facets(&field, &req).map_err(kb_err)?;
+    let limit = opt_num(inputs, "limit")?
+        .map(|n| n as usize)
+        .unwrap_or(usize::MAX);
+    let values: Vec<Value> = values
+        .into_iter()
+        .take(limit)
+        .map(|(v, n)| json!({"value": v, "count": n}))
+        .collect();
+    Ok(json!({"field": field, "values": values, "files": files}))
+}

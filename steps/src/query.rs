@@ -1,0 +1,479 @@
+//! `query.analyze`: a rule-based reading of a search question (no LLM):
+//! terms, quoted phrases, operators, entities by capitalisation, relative
+//! dates resolved to a range, and a coarse kind. Its output also carries
+//! the fields the LifeOS seed asks its model for (`search_terms`,
+//! `entities`, `time_context`, `query_type`, `expected_location`).
+
+use crate::action::{type_name, Action, ActionError, Call};
+use crate::kb::query::{parse, resolve_date, DateRange};
+use async_trait::async_trait;
+use chrono::{Datelike, NaiveDate};
+use serde_json::{json, Value};
+
+pub struct QueryAction;
+
+#[async_trait]
+impl Action for QueryAction {
+    fn methods(&self) -> &'static [&'static str] {
+        &["analyze"]
+    }
+
+    async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
+        match call.method {
+            "analyze" => analyze(&inputs),
+            m => Err(ActionError::Input(format!("unknown method `query.{m}`"))),
+        }
+    }
+}
+
+const STOP: &[&str] = &[
+    "a",
+    "about",
+    "all",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "been",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "for",
+    "from",
+    "had",
+    "has",
+    "have",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "know",
+    "me",
+    "my",
+    "of",
+    "on",
+    "or",
+    "our",
+    "please",
+    "should",
+    "show",
+    "so",
+    "tell",
+    "than",
+    "that",
+    "the",
+    "their",
+    "them",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "to",
+    "was",
+    "we",
+    "were",
+    "what",
+    "when",
+    "where",
+    "which",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "would",
+    "you",
+    "your",
+    "list",
+    "find",
+    "give",
+    "summarize",
+    "summarise",
+    "summary",
+    "anything",
+    "something",
+    "get",
+    "got",
+    "s",
+];
+
+/// Words that start questions and commands: capitalised, but not entities.
+const LEADING: &[&str] = &[
+    "What",
+    "When",
+    "Where",
+    "Who",
+    "Why",
+    "How",
+    "Which",
+    "Is",
+    "Are",
+    "Do",
+    "Does",
+    "Did",
+    "Can",
+    "Could",
+    "Should",
+    "Show",
+    "List",
+    "Find",
+    "Give",
+    "Tell",
+    "Summarize",
+    "Summarise",
+    "Any",
+    "The",
+    "A",
+    "An",
+    "In",
+    "On",
+    "At",
+    "For",
+    "My",
+    "I",
+];
+
+const MONTHS: &[&str] = &[
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+/// Relative time phrases in running text, as the `date:` value they mean.
+const TIME_PHRASES: &[(&str, &str)] = &[
+    ("last week", "last-week"),
+    ("past week", "last-7-days"),
+    ("this week", "this-week"),
+    ("next week", "next-week"),
+    ("last month", "last-month"),
+    ("this month", "this-month"),
+    ("next month", "next-month"),
+    ("last year", "last-year"),
+    ("this year", "this-year"),
+    ("yesterday", "yesterday"),
+    ("today", "today"),
+    ("tonight", "today"),
+    ("tomorrow", "tomorrow"),
+];
+
+fn today(inputs: &Value) -> Result<NaiveDate, ActionError> {
+    match inputs.get("today").or_else(|| inputs.get("now")) {
+        Some(Value::String(s)) => NaiveDate::parse_from_str(s.get(..10).unwrap_or(s), "%Y-%m-%d")
+            .map_err(|_| {
+                ActionError::Input(format!(
+                    "input `today` must be a date like 2026-11-20, got `{s}`"
+                ))
+            }),
+        None | Some(Value::Null) => Ok(chrono::Local::now().date_naive()),
+        Some(other) => Err(ActionError::Input(format!(
+            "input `today` must be a date string, got {}",
+            type_name(other)
+        ))),
+    }
+}
+
+/// A time expression in running text: (matched words, range).
+fn time_in_text(lower: &str, today: NaiveDate) -> Option<(String, DateRange)> {
+    for (phrase, expr) in TIME_PHRASES {
+        if contains_words(lower, phrase) {
+            return Some((phrase.to_string(), resolve_date(expr, today)?));
+        }
+    }
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric() && c != '-')
+        .filter(|w| !w.is_empty())
+        .collect();
+    for (i, w) in words.iter().enumerate() {
+        // "last 10 days", "past 3 days"
+        if (*w == "last" || *w == "past") && i + 2 < words.len() && words[i + 2].starts_with("day")
+        {
+            if let Ok(n) = words[i + 1].parse::<i64>() {
+                let r = resolve_date(&format!("last-{n}-days"), today)?;
+                return Some((format!("{w} {} {}", words[i + 1], words[i + 2]), r));
+            }
+        }
+        if let Some(r) = resolve_date(w, today).filter(|_| w.len() == 10 && w.contains('-')) {
+            return Some((w.to_string(), r));
+        }
+        // "in March", "March 2027" ("may" only with a year or "in" before it).
+        if let Some(m) = MONTHS.iter().position(|m| m == w) {
+            let year = words
+                .get(i + 1)
+                .and_then(|y| y.parse::<i32>().ok())
+                .filter(|y| (1900..3000).contains(y));
+            let after_in = i > 0 && words[i - 1] == "in";
+            if year.is_some() || after_in || (*w != "may" && *w != "march") {
+                let y = year.unwrap_or(today.year());
+                let spec = format!("{y}-{:02}", m + 1);
+                let (f, t) = crate::kb::query::span(&spec)?;
+                let said = match year {
+                    Some(y) => format!("{w} {y}"),
+                    None => w.to_string(),
+                };
+                return Some((
+                    said,
+                    DateRange {
+                        from: Some(f),
+                        to: Some(t),
+                    },
+                ));
+            }
+        }
+    }
+    None
+}
+
+fn contains_words(hay: &str, needle: &str) -> bool {
+    hay.match_indices(needle).any(|(i, _)| {
+        let before = hay[..i]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !c.is_alphanumeric());
+        let after = hay[i + needle.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !c.is_alphanumeric());
+        before && after
+    })
+}
+
+/// Runs of capitalised words (`Project Apollo`, `John`, `API`), skipping
+/// question words and the pronoun `I`.
+fn entities(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut cur: Vec<&str> = Vec::new();
+    let flush = |cur: &mut Vec<&str>, out: &mut Vec<String>| {
+        if !cur.is_empty() {
+            let e = cur.join(" ");
+            if !out.contains(&e) {
+                out.push(e);
+            }
+            cur.clear();
+        }
+    };
+    let mut sentence_start = true;
+    for raw in text.split_whitespace() {
+        let w = raw.trim_matches(|c: char| !c.is_alphanumeric() && c != '-' && c != '\'');
+        let w = w.strip_suffix("'s").unwrap_or(w);
+        let capital = w.chars().next().is_some_and(char::is_uppercase);
+        let leading = LEADING.contains(&w) && (sentence_start || cur.is_empty());
+        let is_month = MONTHS.contains(&w.to_lowercase().as_str());
+        if capital && !leading && !is_month && w.len() > 1 {
+            cur.push(w);
+        } else {
+            flush(&mut cur, &mut out);
+        }
+        // Punctuation after a word ends the entity.
+        if raw.ends_with([',', '.', '?', '!', ';', ':']) {
+            flush(&mut cur, &mut out);
+        }
+        sentence_start = raw.ends_with(['.', '?', '!']);
+    }
+    flush(&mut cur, &mut out);
+    out
+}
+
+fn kind(lower: &str, has_time: bool) -> &'static str {
+    let starts = |p: &[&str]| p.iter().any(|x| lower.starts_with(x));
+    if starts(&[
+        "summarize",
+        "summarise",
+        "summary",
+        "give me an overview",
+        "overview",
+        "recap",
+    ]) || contains_words(lower, "summary")
+        || contains_words(lower, "overview")
+    {
+        "summary"
+    } else if starts(&[
+        "list",
+        "show",
+        "which",
+        "what are",
+        "what were",
+        "what meetings",
+        "what tasks",
+        "all ",
+    ]) || contains_words(lower, "all my")
+        || (has_time && starts(&["what", "any"]) && lower.contains("s "))
+    {
+        "list"
+    } else if starts(&[
+        "what do i know",
+        "tell me about",
+        "what about",
+        "explore",
+        "anything about",
+    ]) || lower.contains("know about")
+    {
+        "exploratory"
+    } else {
+        "factual"
+    }
+}
+
+pub fn analyze(inputs: &Value) -> Result<Value, ActionError> {
+    let q = match inputs.get("query") {
+        Some(Value::String(s)) => s.as_str(),
+        Some(other) => {
+            return Err(ActionError::Input(format!(
+                "input `query` must be a string, got {}",
+                type_name(other)
+            )))
+        }
+        None => return Err(ActionError::Input("missing input `query`".into())),
+    };
+    let today = today(inputs)?;
+    let operators = inputs
+        .get("operators")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let p = parse(q, operators, today);
+    let free = p.terms.join(" ");
+    let lower = free.to_lowercase();
+    let time = match p.date {
+        Some(r) => Some(("date operator".to_string(), r)),
+        None => time_in_text(&lower, today),
+    };
+    let time_words: Vec<String> = time
+        .as_ref()
+        .map(|(said, _)| said.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default();
+    let mut terms: Vec<String> = Vec::new();
+    for t in &p.terms {
+        let w: String = t
+            .trim_matches(|c: char| !c.is_alphanumeric())
+            .to_lowercase();
+        let w = w.strip_suffix("'s").map(str::to_string).unwrap_or(w);
+        if w.len() < 2
+            || STOP.contains(&w.as_str())
+            || time_words.contains(&w)
+            || terms.contains(&w)
+        {
+            continue;
+        }
+        terms.push(w);
+    }
+    let mut search_terms = terms.clone();
+    search_terms.extend(p.phrases.iter().map(|s| s.to_lowercase()));
+    let mut ents = entities(&free);
+    for ph in &p.phrases {
+        if ph.chars().next().is_some_and(char::is_uppercase) && !ents.contains(ph) {
+            ents.push(ph.clone());
+        }
+    }
+    let k = kind(&q.trim().to_lowercase(), time.is_some());
+    let time_json = time.as_ref().map(|(said, r)| {
+        let mut v = r.to_json();
+        v["expression"] = json!(said);
+        v
+    });
+    let mut operators_json = serde_json::Map::new();
+    if !p.paths.is_empty() {
+        operators_json.insert("in".into(), json!(p.paths));
+    }
+    for (k, v) in &p.fields {
+        operators_json.insert(k.clone(), json!(v));
+    }
+    if let Some(d) = &p.date {
+        operators_json.insert("date".into(), d.to_json());
+    }
+    // Text for `kb.search`: the free words and phrases without the operators
+    // (those are in `filters`/`paths`) and without the time words.
+    let mut search_text: Vec<String> = terms.clone();
+    search_text.extend(p.phrases.iter().map(|s| format!("\"{s}\"")));
+    search_text.extend(p.prefixes.iter().map(|s| format!("{s}*")));
+    search_text.extend(p.excluded.iter().map(|s| format!("-{s}")));
+    let mut filters = p.filters_json();
+    if let Some((_, r)) = &time {
+        filters["date"] = r.to_json();
+    }
+    Ok(json!({
+        "query": q,
+        "terms": terms,
+        "phrases": p.phrases,
+        "prefixes": p.prefixes,
+        "excluded": p.excluded,
+        "operators": operators_json,
+        "paths": p.paths,
+        "filters": filters,
+        "entities": ents,
+        "time": time_json,
+        "kind": k,
+        "search_text": search_text.join(" "),
+        // The seed's analysis shape.
+        "search_terms": search_terms,
+        "time_context": time.as_ref().map(|(said, _)| json!(said)).unwrap_or(Value::Null),
+        "query_type": k,
+        "expected_location": p.paths.first().map(|s| json!(s)).unwrap_or(Value::Null),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(q: &str) -> Value {
+        analyze(&json!({"query": q, "today": "2026-11-20"})).unwrap()
+    }
+
+    #[test]
+    fn reads_questions() {
+        let v = a("What is the API key for Apollo?");
+        assert_eq!(v["terms"], json!(["api", "key", "apollo"]));
+        assert_eq!(v["entities"], json!(["API", "Apollo"]));
+        assert_eq!(v["kind"], "factual");
+        assert_eq!(v["time"], Value::Null);
+
+        let v = a("What meetings did I have with John Carter last week?");
+        assert_eq!(v["entities"], json!(["John Carter"]));
+        assert_eq!(v["time"]["from"], "2026-11-09");
+        assert_eq!(v["time"]["to"], "2026-11-15");
+        assert_eq!(v["time_context"], "last week");
+        assert_eq!(v["terms"], json!(["meetings", "john", "carter"]));
+        assert_eq!(v["kind"], "list");
+
+        assert_eq!(a("Summarize the Hermes project")["kind"], "summary");
+        assert_eq!(a("What do I know about Priya?")["kind"], "exploratory");
+        assert_eq!(a("List all my work tasks")["kind"], "list");
+        let v = a("trip in May");
+        assert_eq!(v["time"]["from"], "2026-05-01");
+    }
+
+    #[test]
+    fn reads_operators_and_phrases() {
+        let v = a(r#"in:work type:task tag:urgent date:today "rate limit" deadline"#);
+        assert_eq!(v["paths"], json!(["work"]));
+        assert_eq!(v["filters"]["type"], "task");
+        assert_eq!(v["filters"]["tags"], "urgent");
+        assert_eq!(v["filters"]["date"]["from"], "2026-11-20");
+        assert_eq!(v["phrases"], json!(["rate limit"]));
+        assert_eq!(v["search_text"], r#"deadline "rate limit""#);
+        assert_eq!(v["expected_location"], "work");
+        assert!(analyze(&json!({"query": 3})).is_err());
+    }
+}

@@ -1,0 +1,553 @@
+//! `rank.*`: combining and re-ordering hit lists (pure, in-process).
+//!
+//! - `rank.fuse`: several ranked lists → one (reciprocal rank fusion, or a
+//!   weighted sum of min-max normalised scores);
+//! - `rank.rerank`: one list re-scored (recency half-life, metadata
+//!   multipliers, date-range boost), thresholded, diversified (MMR), cut.
+
+use crate::action::{type_name, Action, ActionError, Call};
+use async_trait::async_trait;
+use chrono::NaiveDate;
+use serde_json::{json, Map, Value};
+use std::collections::{HashMap, HashSet};
+
+pub struct RankAction;
+
+#[async_trait]
+impl Action for RankAction {
+    fn methods(&self) -> &'static [&'static str] {
+        &["fuse", "rerank"]
+    }
+
+    async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
+        match call.method {
+            "fuse" => fuse(&inputs),
+            "rerank" => rerank(&inputs),
+            m => Err(ActionError::Input(format!("unknown method `rank.{m}`"))),
+        }
+    }
+}
+
+fn input_err(msg: impl Into<String>) -> ActionError {
+    ActionError::Input(msg.into())
+}
+
+fn num(v: &Value, field: &str, default: f64) -> Result<f64, ActionError> {
+    match v.get(field) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Number(n)) => Ok(n.as_f64().unwrap_or(default)),
+        Some(Value::String(s)) => s
+            .trim()
+            .parse()
+            .map_err(|_| input_err(format!("input `{field}` must be a number, got `{s}`"))),
+        Some(other) => Err(input_err(format!(
+            "input `{field}` must be a number, got {}",
+            type_name(other)
+        ))),
+    }
+}
+
+/// A list of hits: an array, or an object with `hits` (a `kb.search` output).
+fn hit_list(v: &Value, what: &str) -> Result<Vec<Value>, ActionError> {
+    match v {
+        Value::Array(a) => Ok(a.clone()),
+        Value::Object(o) => match o.get("hits").or_else(|| o.get("results")) {
+            Some(Value::Array(a)) => Ok(a.clone()),
+            _ => Err(input_err(format!(
+                "{what} must be a list of hits or an object with `hits`"
+            ))),
+        },
+        other => Err(input_err(format!(
+            "{what} must be a list of hits, got {}",
+            type_name(other)
+        ))),
+    }
+}
+
+fn key_of(hit: &Value, id_field: &str, i: usize) -> String {
+    match hit.get(id_field) {
+        Some(Value::String(s)) => s.clone(),
+        Some(v) if !v.is_null() => v.to_string(),
+        _ => match hit {
+            Value::String(s) => s.clone(),
+            _ => format!("#{i}"),
+        },
+    }
+}
+
+fn score_of(hit: &Value) -> f64 {
+    hit.get("score").and_then(Value::as_f64).unwrap_or(0.0)
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1_000_000.0).round() / 1_000_000.0
+}
+
+/// Inputs: `lists` (array of lists, or a mapping name → list), `method`
+/// (`rrf` | `convex`), `k` (RRF constant, 60), `weights` (array or mapping,
+/// default 1 each), `id_field` (`id`), `top_k`.
+pub fn fuse(inputs: &Value) -> Result<Value, ActionError> {
+    let (names, lists): (Vec<String>, Vec<Vec<Value>>) = match inputs.get("lists") {
+        Some(Value::Array(a)) => (
+            (0..a.len()).map(|i| i.to_string()).collect(),
+            a.iter()
+                .enumerate()
+                .map(|(i, l)| hit_list(l, &format!("`lists[{i}]`")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Some(Value::Object(o)) => (
+            o.keys().cloned().collect(),
+            o.iter()
+                .map(|(k, l)| hit_list(l, &format!("`lists.{k}`")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Some(other) => {
+            return Err(input_err(format!(
+                "input `lists` must be a list of hit lists or a mapping of them, got {}",
+                type_name(other)
+            )))
+        }
+        None => return Err(input_err("missing input `lists` (the hit lists to fuse)")),
+    };
+    let weights: Vec<f64> = match inputs.get("weights") {
+        None | Some(Value::Null) => vec![1.0; lists.len()],
+        Some(Value::Array(a)) if a.len() == lists.len() => a
+            .iter()
+            .map(|w| {
+                w.as_f64()
+                    .ok_or_else(|| input_err("`weights` must be numbers"))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(Value::Array(a)) => {
+            return Err(input_err(format!(
+                "`weights` has {} numbers for {} lists",
+                a.len(),
+                lists.len()
+            )))
+        }
+        Some(Value::Object(o)) => names
+            .iter()
+            .map(|n| match o.get(n) {
+                None => Ok(1.0),
+                Some(w) => w
+                    .as_f64()
+                    .ok_or_else(|| input_err(format!("`weights.{n}` must be a number"))),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => {
+            return Err(input_err(format!(
+                "input `weights` must be a list or mapping of numbers, got {}",
+                type_name(other)
+            )))
+        }
+    };
+    let method = inputs
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or("rrf");
+    let k = num(inputs, "k", 60.0)?;
+    if k < 0.0 {
+        return Err(input_err("input `k` must not be negative"));
+    }
+    let id_field = inputs
+        .get("id_field")
+        .and_then(Value::as_str)
+        .unwrap_or("id");
+
+    let mut order: Vec<String> = Vec::new();
+    let mut first: HashMap<String, Value> = HashMap::new();
+    let mut fused: HashMap<String, f64> = HashMap::new();
+    let mut parts: HashMap<String, Map<String, Value>> = HashMap::new();
+    for (li, list) in lists.iter().enumerate() {
+        let w = weights[li];
+        let norm: Box<dyn Fn(f64) -> f64> = match method {
+            "rrf" => Box::new(|_| 0.0),
+            "convex" => {
+                let (lo, hi) = list
+                    .iter()
+                    .map(score_of)
+                    .fold((f64::MAX, f64::MIN), |(a, b), s| (a.min(s), b.max(s)));
+                Box::new(move |s| if hi > lo { (s - lo) / (hi - lo) } else { 1.0 })
+            }
+            other => {
+                return Err(input_err(format!(
+                    "input `method` must be rrf or convex, got `{other}`"
+                )))
+            }
+        };
+        let mut seen = HashSet::new();
+        for (rank, hit) in list.iter().enumerate() {
+            let key = key_of(hit, id_field, rank);
+            // A list that repeats an id counts it once, at its best rank.
+            if !seen.insert(key.clone()) {
+                continue;
+            }
+            let contrib = match method {
+                "rrf" => w / (k + (rank + 1) as f64),
+                _ => w * norm(score_of(hit)),
+            };
+            if !first.contains_key(&key) {
+                order.push(key.clone());
+                first.insert(key.clone(), hit.clone());
+            }
+            *fused.entry(key.clone()).or_default() += contrib;
+            parts.entry(key).or_default().insert(
+                names[li].clone(),
+                json!({"rank": rank + 1, "score": score_of(hit)}),
+            );
+        }
+    }
+    let mut out: Vec<(String, f64)> = order.iter().map(|k| (k.clone(), fused[k])).collect();
+    // Stable: equal scores keep first-seen order.
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let top_k = num(inputs, "top_k", 0.0)? as usize;
+    if top_k > 0 {
+        out.truncate(top_k);
+    }
+    let hits: Vec<Value> = out
+        .into_iter()
+        .map(|(key, s)| {
+            let mut h = first.remove(&key).unwrap_or(Value::Null);
+            if !h.is_object() {
+                h = json!({ "id": h });
+            }
+            h["score"] = json!(round(s));
+            h["fused_from"] = Value::Object(parts.remove(&key).unwrap_or_default());
+            h
+        })
+        .collect();
+    Ok(json!({"count": hits.len(), "found": !hits.is_empty(), "hits": hits}))
+}
+
+/// A dotted path into a hit: `metadata.priority`, `date`, `score`.
+fn field<'v>(hit: &'v Value, path: &str) -> Option<&'v Value> {
+    let mut cur = hit;
+    for p in path.split('.') {
+        cur = cur.get(p)?;
+    }
+    Some(cur)
+}
+
+/// A hit's date: the field given, else `metadata.date`, else `mtime_ms`.
+fn hit_date(hit: &Value, path: Option<&str>) -> Option<NaiveDate> {
+    let v = match path {
+        Some(p) => field(hit, p)?,
+        None => match field(hit, "metadata.date") {
+            Some(v) => v,
+            None => field(hit, "mtime_ms")?,
+        },
+    };
+    match v {
+        Value::String(s) => NaiveDate::parse_from_str(s.get(..10)?, "%Y-%m-%d").ok(),
+        Value::Number(n) => {
+            let ms = n.as_i64()?;
+            chrono::DateTime::from_timestamp_millis(ms).map(|d| d.date_naive())
+        }
+        _ => None,
+    }
+}
+
+fn today(inputs: &Value) -> Result<NaiveDate, ActionError> {
+    match inputs.get("now").or_else(|| inputs.get("today")) {
+        Some(Value::String(s)) => NaiveDate::parse_from_str(s.get(..10).unwrap_or(s), "%Y-%m-%d")
+            .map_err(|_| {
+                input_err(format!(
+                    "input `now` must be a date like 2026-11-20, got `{s}`"
+                ))
+            }),
+        _ => Ok(chrono::Local::now().date_naive()),
+    }
+}
+
+/// Inputs: `hits`, then in this order: `recency: {half_life_days, field?,
+/// weight?}`, `boost_field` (multiply by a numeric field), `ratios: {field?,
+/// values: {task: 1.5}}`, `time_match: {from, to, boost, field?}`,
+/// `threshold`, `mmr: {lambda, field?}`, `top_k`.
+pub fn rerank(inputs: &Value) -> Result<Value, ActionError> {
+    let hits = match inputs.get("hits") {
+        Some(v) => hit_list(v, "input `hits`")?,
+        None => return Err(input_err("missing input `hits`")),
+    };
+    let now = today(inputs)?;
+    let mut scored: Vec<(f64, Value)> = hits.into_iter().map(|h| (score_of(&h), h)).collect();
+
+    if let Some(r) = inputs.get("recency").filter(|v| !v.is_null()) {
+        let half = num(r, "half_life_days", 30.0)?;
+        if half <= 0.0 {
+            return Err(input_err("`recency.half_life_days` must be above 0"));
+        }
+        let weight = num(r, "weight", 1.0)?.clamp(0.0, 1.0);
+        let path = r.get("field").and_then(Value::as_str);
+        for (s, h) in &mut scored {
+            // Undated hits get the decay of one half-life: neither favoured nor dropped.
+            let age = hit_date(h, path)
+                .map(|d| (now - d).num_days().max(0) as f64)
+                .unwrap_or(half);
+            let decay = 0.5f64.powf(age / half);
+            *s *= 1.0 - weight + weight * decay;
+        }
+    }
+    if let Some(name) = inputs.get("boost_field").and_then(Value::as_str) {
+        for (s, h) in &mut scored {
+            let m = field(h, name)
+                .or_else(|| field(h, &format!("metadata.{name}")))
+                .and_then(|v| {
+                    v.as_f64()
+                        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                });
+            if let Some(m) = m {
+                *s *= m;
+            }
+        }
+    }
+    if let Some(r) = inputs.get("ratios").filter(|v| !v.is_null()) {
+        let fname = r
+            .get("field")
+            .and_then(Value::as_str)
+            .unwrap_or("metadata.type");
+        let values = r.get("values").and_then(Value::as_object).ok_or_else(|| {
+            input_err("`ratios.values` must map values to multipliers, e.g. {task: 1.5}")
+        })?;
+        for (s, h) in &mut scored {
+            let v = field(h, fname).or_else(|| field(h, &format!("metadata.{fname}")));
+            let keys: Vec<String> = match v {
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .filter_map(|x| x.as_str().map(str::to_lowercase))
+                    .collect(),
+                Some(Value::String(x)) => vec![x.to_lowercase()],
+                Some(other) => vec![other.to_string()],
+                None => vec![],
+            };
+            let mut m = 1.0;
+            for k in keys {
+                if let Some(r) = values
+                    .iter()
+                    .find(|(vk, _)| vk.to_lowercase() == k)
+                    .and_then(|(_, r)| r.as_f64())
+                {
+                    m *= r;
+                }
+            }
+            *s *= m;
+        }
+    }
+    if let Some(t) = inputs.get("time_match").filter(|v| !v.is_null()) {
+        let d = |k: &str| -> Result<Option<NaiveDate>, ActionError> {
+            match t.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => {
+                    NaiveDate::parse_from_str(s.get(..10).unwrap_or(s), "%Y-%m-%d")
+                        .map(Some)
+                        .map_err(|_| {
+                            input_err(format!("`time_match.{k}` must be a date like 2026-11-20"))
+                        })
+                }
+                Some(_) => Err(input_err(format!("`time_match.{k}` must be a date"))),
+            }
+        };
+        let (from, to) = (d("from")?, d("to")?);
+        let boost = num(t, "boost", 1.5)?;
+        let path = t.get("field").and_then(Value::as_str);
+        if from.is_some() || to.is_some() {
+            for (s, h) in &mut scored {
+                if let Some(hd) = hit_date(h, path) {
+                    if from.is_none_or(|f| hd >= f) && to.is_none_or(|x| hd <= x) {
+                        *s *= boost;
+                    }
+                }
+            }
+        }
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    if let Some(th) = inputs.get("threshold").filter(|v| !v.is_null()) {
+        let th = th
+            .as_f64()
+            .ok_or_else(|| input_err("input `threshold` must be a number"))?;
+        scored.retain(|(s, _)| *s >= th);
+    }
+    let top_k = num(inputs, "top_k", 0.0)? as usize;
+    if let Some(m) = inputs.get("mmr").filter(|v| !v.is_null()) {
+        let lambda = num(m, "lambda", 0.7)?;
+        if !(0.0..=1.0).contains(&lambda) {
+            return Err(input_err("`mmr.lambda` must be between 0 and 1"));
+        }
+        let fname = m.get("field").and_then(Value::as_str).unwrap_or("text");
+        let want = if top_k > 0 { top_k } else { scored.len() };
+        scored = mmr(scored, lambda, fname, want);
+    }
+    if top_k > 0 {
+        scored.truncate(top_k);
+    }
+    let hits: Vec<Value> = scored
+        .into_iter()
+        .map(|(s, mut h)| {
+            if h.is_object() {
+                h["score"] = json!(round(s));
+            }
+            h
+        })
+        .collect();
+    Ok(json!({"count": hits.len(), "found": !hits.is_empty(), "hits": hits}))
+}
+
+fn words(s: &str) -> HashSet<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.len() > 2)
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Similarity of two hits: cosine of `embedding` arrays when both have
+/// one, else Jaccard overlap of the words of `field`.
+fn similarity(a: &(Value, HashSet<String>), b: &(Value, HashSet<String>)) -> f64 {
+    if let (Some(Value::Array(x)), Some(Value::Array(y))) =
+        (a.0.get("embedding"), b.0.get("embedding"))
+    {
+        if x.len() == y.len() && !x.is_empty() {
+            let (mut dot, mut nx, mut ny) = (0.0, 0.0, 0.0);
+            for (p, q) in x.iter().zip(y) {
+                let (p, q) = (p.as_f64().unwrap_or(0.0), q.as_f64().unwrap_or(0.0));
+                dot += p * q;
+                nx += p * p;
+                ny += q * q;
+            }
+            return if nx > 0.0 && ny > 0.0 {
+                dot / (nx.sqrt() * ny.sqrt())
+            } else {
+                0.0
+            };
+        }
+    }
+    let inter = a.1.intersection(&b.1).count() as f64;
+    let union = a.1.union(&b.1).count() as f64;
+    if union == 0.0 {
+        0.0
+    } else {
+        inter / union
+    }
+}
+
+/// Maximal marginal relevance: repeatedly takes the hit maximising
+/// `lambda * relevance - (1 - lambda) * max similarity to those taken`,
+/// relevance being the score scaled to 0..1. Scores are kept as they were.
+pub fn mmr(scored: Vec<(f64, Value)>, lambda: f64, fname: &str, want: usize) -> Vec<(f64, Value)> {
+    let max = scored.iter().map(|x| x.0).fold(0.0f64, f64::max);
+    let mut pool: Vec<(f64, (Value, HashSet<String>))> = scored
+        .into_iter()
+        .map(|(s, h)| {
+            let w = words(field(&h, fname).and_then(Value::as_str).unwrap_or(""));
+            (s, (h, w))
+        })
+        .collect();
+    let mut taken: Vec<(f64, (Value, HashSet<String>))> = Vec::new();
+    while !pool.is_empty() && taken.len() < want {
+        let mut best = 0;
+        let mut best_v = f64::MIN;
+        for (i, (s, item)) in pool.iter().enumerate() {
+            let rel = if max > 0.0 { s / max } else { 0.0 };
+            let red = taken
+                .iter()
+                .map(|(_, t)| similarity(item, t))
+                .fold(0.0, f64::max);
+            let v = lambda * rel - (1.0 - lambda) * red;
+            if v > best_v {
+                best_v = v;
+                best = i;
+            }
+        }
+        taken.push(pool.remove(best));
+    }
+    taken.into_iter().map(|(s, (h, _))| (s, h)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rrf_sums_weighted_reciprocal_ranks() {
+        let out = fuse(&json!({
+            "lists": {"bm25": [{"id": "a"}, {"id": "b"}], "dense": [{"id": "b"}, {"id": "c"}]},
+            "k": 60, "weights": {"dense": 2}
+        }))
+        .unwrap();
+        let ids: Vec<&str> = out["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["b", "c", "a"]);
+        let b = out["hits"][0]["score"].as_f64().unwrap();
+        assert!((b - round(1.0 / 62.0 + 2.0 / 61.0)).abs() < 1e-9, "{b}");
+        assert_eq!(out["hits"][0]["fused_from"]["dense"]["rank"], 1);
+    }
+
+    #[test]
+    fn convex_normalises_each_list() {
+        let out = fuse(&json!({
+            "method": "convex", "weights": [0.5, 0.5],
+            "lists": [[{"id": "a", "score": 10}, {"id": "b", "score": 5}, {"id": "c", "score": 0}],
+                      [{"id": "c", "score": 0.9}, {"id": "b", "score": 0.1}]]
+        }))
+        .unwrap();
+        let s: Vec<(String, f64)> = out["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                (
+                    h["id"].as_str().unwrap().to_string(),
+                    h["score"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        // a: 0.5*1 ; b: 0.5*0.5 + 0.5*0 ; c: 0 + 0.5*1
+        assert_eq!(
+            s,
+            [("a".into(), 0.5), ("c".into(), 0.5), ("b".into(), 0.25)]
+        );
+        assert!(fuse(&json!({"lists": [[]], "method": "nope"})).is_err());
+        assert!(fuse(&json!({"lists": [[], []], "weights": [1]})).is_err());
+    }
+
+    #[test]
+    fn recency_ratios_time_match_and_threshold() {
+        let hits = json!([
+            {"id": "old", "score": 1.0, "metadata": {"date": "2026-10-21", "type": "note"}},
+            {"id": "new", "score": 1.0, "metadata": {"date": "2026-11-20", "type": "Task"}},
+        ]);
+        let out =
+            rerank(&json!({"hits": hits, "now": "2026-11-20", "recency": {"half_life_days": 30}}))
+                .unwrap();
+        assert_eq!(out["hits"][0]["id"], "new");
+        assert_eq!(out["hits"][1]["score"], 0.5);
+        let out =
+            rerank(&json!({"hits": hits, "ratios": {"values": {"note": 3, "task": 2}}})).unwrap();
+        assert_eq!(out["hits"][0]["id"], "old");
+        assert_eq!(out["hits"][1]["score"], 2.0);
+        let out = rerank(&json!({"hits": hits, "time_match": {"from": "2026-10-01", "to": "2026-10-31", "boost": 4}, "threshold": 2})).unwrap();
+        assert_eq!(out["count"], 1);
+        assert_eq!(out["hits"][0]["score"], 4.0);
+    }
+
+    #[test]
+    fn mmr_prefers_diverse_hits() {
+        let hits = json!([
+            {"id": "a", "score": 1.0, "text": "apollo api key rotation schedule"},
+            {"id": "a2", "score": 0.95, "text": "apollo api key rotation schedule copy"},
+            {"id": "b", "score": 0.8, "text": "hermes partner onboarding guide"},
+        ]);
+        let out = rerank(&json!({"hits": hits, "mmr": {"lambda": 0.5}, "top_k": 2})).unwrap();
+        let ids: Vec<&str> = out["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["a", "b"]);
+        let plain = rerank(&json!({"hits": hits, "top_k": 2})).unwrap();
+        assert_eq!(plain["hits"][1]["id"], "a2");
+    }
+}

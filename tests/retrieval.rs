@@ -1,0 +1,456 @@
+//! Retrieval steps end to end: `kb.index` / `kb.search` / `kb.facets` on
+//! real folders with the real binary, and the indexed LifeOS flagship
+//! against the fake LLM.
+
+use crate::fake_llm::{lifeos_reply, FakeLlm};
+use crate::support::{cmd, repo, run, tempdir, Run};
+use serde_json::{json, Value};
+use std::path::Path;
+
+const ANSWER: &str = "Answer: The API key for Apollo is APOLLO-KEY-7f3a-EXAMPLE.\nSources: [Work/Projects/Apollo/Apollo API Key and Access.md]\nConfidence: high";
+
+fn flagship(llm: &FakeLlm, query: &str) -> Run {
+    run(cmd(&repo())
+        .args([
+            "run",
+            "workflows/lifeos/retrieval-indexed.md",
+            "--json",
+            "--quiet",
+        ])
+        .arg("--input")
+        .arg(format!("query={query}"))
+        .env("ANTHROPIC_BASE_URL", &llm.base)
+        .env("ANTHROPIC_API_KEY", "test-key"))
+}
+
+#[test]
+fn indexed_flagship_answers_from_the_example_vault() {
+    let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
+    let r = flagship(&llm, "What is the API key for Apollo?");
+    assert_eq!(r.code, 0, "{r:?}");
+    let j = r.json();
+    let out = &j["outputs"];
+    assert_eq!(
+        out["answer"],
+        "The API key for Apollo is APOLLO-KEY-7f3a-EXAMPLE."
+    );
+    assert_eq!(out["confidence"], json!(90));
+    let sources = out["sources"].as_array().unwrap();
+    assert!(!sources.is_empty() && sources.len() <= 5, "{sources:?}");
+    assert_eq!(
+        sources[0],
+        "Work/Projects/Apollo/Apollo API Key and Access.md"
+    );
+    assert_eq!(out.as_object().unwrap().len(), 3, "{out}");
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 2, "analysis + answer");
+    // The answer prompt carries the packed, numbered blocks with the key.
+    let p = reqs[1].prompt();
+    assert!(
+        p.contains("[1] Work/Projects/Apollo/Apollo API Key and Access.md"),
+        "{p}"
+    );
+    assert!(p.contains("APOLLO-KEY-7f3a-EXAMPLE"), "{p}");
+}
+
+#[test]
+fn indexed_flagship_says_so_when_nothing_matches() {
+    let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
+    let r = flagship(&llm, "Qwxzv flarbnogs?");
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = &r.json()["outputs"];
+    assert_eq!(out["confidence"], json!(0));
+    assert_eq!(out["sources"], json!([]));
+    assert_eq!(llm.requests().len(), 1, "no answer call without results");
+}
+
+/// Writes a workflow of one step `action` with `inputs` (YAML flow) into `dir`.
+fn step(dir: &Path, action: &str, inputs: &str) -> Run {
+    let wf = format!(
+        "---\nworkflow: {{id: t}}\n---\n\n```yaml\naction: {action}\ninputs: {inputs}\noutput_variable: out\n```\n"
+    );
+    let f = dir.join("wf.md");
+    std::fs::write(&f, wf).unwrap();
+    run(cmd(dir).args(["run", "wf.md", "--json", "--quiet"]))
+}
+
+fn output(r: &Run) -> Value {
+    assert_eq!(r.code, 0, "{r:?}");
+    r.json()["steps"][0]["output"].clone()
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn vault(root: &Path) {
+    write(
+        root,
+        "kb/Work/Tasks/Fix Rate Limit.md",
+        "---\ntype: task\ntags: [urgent, apollo]\ndate: 2026-11-18\nstatus: open\n---\n# Fix the rate limit\n\nThe gateway rate limit drops partner requests after deployment.\n\n## Notes\n\nMarcus suggested a token bucket.\n",
+    );
+    write(
+        root,
+        "kb/Work/Meetings/2026-11-02 Planning.md",
+        "# Planning\n\n- Type: meeting\n- Tags: #planning\n\nWe talked about the limit of the rate card and deployments.\n",
+    );
+    write(
+        root,
+        "kb/Personal/Health/Running.md",
+        "# Running log\n\n- Type: log\n- Date: 2026-10-05\n\nRan along the river; no rate limit on my legs. Deployed new shoes.\n",
+    );
+    write(
+        root,
+        "kb/Personal/ignored/secret.md",
+        "# Secret\n\nrate limit secret\n",
+    );
+    write(root, "kb/.marktoflowignore", "ignored/\n");
+    write(root, "kb/notes.txt", "rate limit in a text file\n");
+}
+
+fn paths(out: &Value) -> Vec<String> {
+    out["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn kb_index_is_incremental_and_repairs_a_damaged_index() {
+    let dir = tempdir();
+    let root = dir.path();
+    vault(root);
+    let out = output(&step(root, "kb.index", "{kb: kb}"));
+    assert_eq!(
+        (
+            out["files"].clone(),
+            out["added"].clone(),
+            out["unchanged"].clone()
+        ),
+        (json!(3), json!(3), json!(0)),
+        "{out}"
+    );
+    assert!(out["index_dir"]
+        .as_str()
+        .unwrap()
+        .ends_with("kb/.marktoflow/index"));
+    // Nothing changed: nothing redone (a new process reads the manifest back).
+    let out = output(&step(root, "kb.index", "{kb: kb}"));
+    assert_eq!(
+        (out["added"].clone(), out["unchanged"].clone()),
+        (json!(0), json!(3))
+    );
+    // Edit one, delete one, add one; touching a file without changing it is no change.
+    write(
+        root,
+        "kb/Work/Tasks/Fix Rate Limit.md",
+        "# Fix the rate limit\n\nDone: raised to 500.\n",
+    );
+    std::fs::remove_file(root.join("kb/Personal/Health/Running.md")).unwrap();
+    write(root, "kb/Work/New.md", "# New note\n\nfresh words\n");
+    let planning = root.join("kb/Work/Meetings/2026-11-02 Planning.md");
+    let text = std::fs::read(&planning).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&planning, text).unwrap();
+    let out = output(&step(root, "kb.index", "{kb: kb}"));
+    assert_eq!(
+        [
+            &out["added"],
+            &out["updated"],
+            &out["removed"],
+            &out["unchanged"],
+            &out["files"]
+        ],
+        [&json!(1), &json!(1), &json!(1), &json!(1), &json!(3)],
+        "{out}"
+    );
+    let out = output(&step(root, "kb.search", "{kb: kb, query: 'rate limit'}"));
+    assert!(
+        !paths(&out).contains(&"Personal/Health/Running.md".to_string()),
+        "{out}"
+    );
+    let out = output(&step(root, "kb.search", "{kb: kb, query: 'raised'}"));
+    assert_eq!(paths(&out), ["Work/Tasks/Fix Rate Limit.md"]);
+
+    // A damaged last commit (as after a crash while writing it): rebuilt.
+    std::fs::write(root.join("kb/.marktoflow/index/meta.json"), "{not json").unwrap();
+    let out = output(&step(root, "kb.search", "{kb: kb, query: 'fresh'}"));
+    assert_eq!(paths(&out), ["Work/New.md"], "{out}");
+    assert_eq!(out["indexed"]["added"], 3);
+    // A lost manifest (and a note deleted meanwhile): rebuilt, nothing stale kept.
+    let idx = root.join("kb/.marktoflow/index");
+    let manifests: Vec<_> = std::fs::read_dir(&idx)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("kb-manifest-")
+        })
+        .collect();
+    assert_eq!(
+        manifests.len(),
+        1,
+        "old manifests are cleaned up: {manifests:?}"
+    );
+    std::fs::remove_file(&manifests[0]).unwrap();
+    std::fs::remove_file(root.join("kb/Work/New.md")).unwrap();
+    let out = output(&step(root, "kb.search", "{kb: kb, query: fresh}"));
+    assert_eq!(out["found"], false, "{out}");
+    // Searching a changed folder re-indexes it first.
+    write(root, "kb/Work/Later.md", "# Later\n\nzebra crossing\n");
+    let out = output(&step(root, "kb.search", "{kb: kb, query: zebra}"));
+    assert_eq!(paths(&out), ["Work/Later.md"]);
+}
+
+#[test]
+fn kb_search_ranks_filters_and_reads_operators() {
+    let dir = tempdir();
+    let root = dir.path();
+    vault(root);
+    // Title matches outrank body matches; the ignored folder and .txt are skipped.
+    let out = output(&step(
+        root,
+        "kb.search",
+        "{kb: kb, query: 'rate limit', per_file: true}",
+    ));
+    let p = paths(&out);
+    assert_eq!(p[0], "Work/Tasks/Fix Rate Limit.md", "{out}");
+    assert_eq!(p.len(), 3, "{p:?}");
+    assert_eq!(out["found"], true);
+    let hit = &out["hits"][0];
+    assert_eq!(hit["title"], "Fix the rate limit");
+    assert_eq!(hit["metadata"]["tags"], json!(["urgent", "apollo"]));
+    assert!(
+        hit["snippet"]
+            .as_str()
+            .unwrap()
+            .contains("**rate** **limit**"),
+        "{hit}"
+    );
+    assert!(hit["id"]
+        .as_str()
+        .unwrap()
+        .starts_with("Work/Tasks/Fix Rate Limit.md#"));
+
+    let q = |query: &str| {
+        paths(&output(&step(
+            root,
+            "kb.search",
+            &format!("{{kb: kb, per_file: true, query: '{query}'}}"),
+        )))
+    };
+    // Phrases need the words together; stemming makes "deployed" match "deployment".
+    assert_eq!(
+        q(r#""rate limit" in:work"#),
+        ["Work/Tasks/Fix Rate Limit.md"]
+    );
+    assert_eq!(q("deployment in:personal"), ["Personal/Health/Running.md"]);
+    assert_eq!(
+        q("type:meeting rate"),
+        ["Work/Meetings/2026-11-02 Planning.md"]
+    );
+    assert_eq!(q("tag:urgent"), ["Work/Tasks/Fix Rate Limit.md"]);
+    assert_eq!(
+        q("rate date:2026-11"),
+        [
+            "Work/Tasks/Fix Rate Limit.md",
+            "Work/Meetings/2026-11-02 Planning.md"
+        ]
+    );
+    assert_eq!(q("rate date:<2026-11-01"), ["Personal/Health/Running.md"]);
+    // Exclusion drops chunks (the task's Notes section still matches by title).
+    assert_eq!(
+        q("rate limit -gateway -legs -bucket"),
+        ["Work/Meetings/2026-11-02 Planning.md"]
+    );
+    assert_eq!(q("plann*"), ["Work/Meetings/2026-11-02 Planning.md"]);
+
+    let out = output(&step(
+        root,
+        "kb.search",
+        "{kb: kb, query: rate, filters: {type: {in: [task, log]}, date: {from: 2026-10-01, to: 2026-10-31}}}",
+    ));
+    assert_eq!(paths(&out), ["Personal/Health/Running.md"]);
+    let out = output(&step(
+        root,
+        "kb.search",
+        "{kb: kb, query: rate, scope: work, per_file: true, filters: {status: {not: open}}}",
+    ));
+    assert_eq!(paths(&out), ["Work/Meetings/2026-11-02 Planning.md"]);
+    let out = output(&step(
+        root,
+        "kb.search",
+        "{kb: kb, query: 'rate limit', top_k: 1, threshold: 0.001}",
+    ));
+    assert_eq!(out["count"], 1);
+    let out = output(&step(
+        root,
+        "kb.search",
+        "{kb: kb, query: 'rate limit', threshold: 1000}",
+    ));
+    assert_eq!(
+        (out["found"].clone(), out["count"].clone()),
+        (json!(false), json!(0))
+    );
+
+    let out = output(&step(root, "kb.facets", "{kb: kb, field: type}"));
+    assert_eq!(
+        out["values"],
+        json!([{"value": "log", "count": 1}, {"value": "meeting", "count": 1}, {"value": "task", "count": 1}])
+    );
+    let out = output(&step(
+        root,
+        "kb.facets",
+        "{kb: kb, field: type, query: 'date:2026-11'}",
+    ));
+    assert_eq!(
+        out["values"],
+        json!([{"value": "meeting", "count": 1}, {"value": "task", "count": 1}])
+    );
+    let out = output(&step(root, "kb.facets", "{kb: kb, field: folder}"));
+    assert_eq!(
+        out["values"],
+        json!([{"value": "Work", "count": 2}, {"value": "Personal", "count": 1}])
+    );
+}
+
+#[test]
+fn kb_inputs_and_sandbox_errors_are_clear() {
+    let dir = tempdir();
+    let root = dir.path();
+    vault(root);
+    let r = step(root, "kb.search", "{kb: kb, query: 'date:someday'}");
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("`date:someday`"), "{}", r.stderr);
+    let r = step(root, "kb.search", "{query: x}");
+    assert!(r.stderr.contains("missing input `kb`"), "{}", r.stderr);
+    let r = step(root, "kb.search", "{kb: /etc, query: x}");
+    assert!(r.stderr.contains("access denied"), "{}", r.stderr);
+    let r = step(root, "kb.index", "{kb: kb, index_dir: idx}");
+    assert!(r.stderr.contains("--allow-write"), "{}", r.stderr);
+    // With a write root, the index goes there.
+    let r = run(cmd(root).args(["run", "wf.md", "--json", "--quiet", "--allow-write", "idx"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(root.join("idx/meta.json").is_file());
+    // Rebuilding a damaged index in a shared folder removes only index files.
+    write(root, "idx/keep.txt", "mine");
+    std::fs::write(root.join("idx/meta.json"), "{broken").unwrap();
+    let r = run(cmd(root).args(["run", "wf.md", "--json", "--quiet", "--allow-write", "idx"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("idx/keep.txt")).unwrap(),
+        "mine"
+    );
+    // A `.marktoflow` that leads out of the knowledge base is not written through.
+    write(root, "elsewhere/x.txt", "x");
+    write(root, "kb2/a.md", "# A\n");
+    std::os::unix::fs::symlink(root.join("elsewhere"), root.join("kb2/.marktoflow")).unwrap();
+    let r = step(root, "kb.index", "{kb: kb2}");
+    assert!(
+        r.stderr.contains("leads outside the knowledge base"),
+        "{}",
+        r.stderr
+    );
+    assert!(!root.join("elsewhere/index").exists());
+}
+
+#[test]
+fn concurrent_indexers_and_searchers_leave_one_consistent_index() {
+    let dir = tempdir();
+    let root = dir.path();
+    for i in 0..40 {
+        write(
+            root,
+            &format!("kb/n{i:02}.md"),
+            &format!("# Note {i}\n\nshared words and marker{i}\n"),
+        );
+    }
+    let wf = |name: &str, action: &str, inputs: &str| {
+        let f = root.join(name);
+        std::fs::write(
+            &f,
+            format!("---\nworkflow: {{id: t}}\n---\n\n```yaml\naction: {action}\ninputs: {inputs}\noutput_variable: out\n```\n"),
+        )
+        .unwrap();
+    };
+    wf("index.md", "kb.index", "{kb: kb}");
+    wf(
+        "search.md",
+        "kb.search",
+        "{kb: kb, query: shared, top_k: 100}",
+    );
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            let file = if i % 2 == 0 { "index.md" } else { "search.md" };
+            cmd(root)
+                .args(["run", file, "--json", "--quiet"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    // Every note once: no duplicates from indexers that raced.
+    let out = output(&step(
+        root,
+        "kb.search",
+        "{kb: kb, query: shared, top_k: 100}",
+    ));
+    assert_eq!(out["count"], 40, "{out}");
+}
+
+#[test]
+fn an_indexer_killed_midway_leaves_an_index_the_next_run_completes() {
+    let dir = tempdir();
+    let root = dir.path();
+    for i in 0..1500 {
+        write(
+            root,
+            &format!("kb/d{}/n{i:04}.md", i % 30),
+            &format!(
+                "# Note {i}\n\nbody text for note{i} {}\n",
+                "filler words ".repeat(40)
+            ),
+        );
+    }
+    std::fs::write(
+        root.join("index.md"),
+        "---\nworkflow: {id: t}\n---\n\n```yaml\naction: kb.index\ninputs: {kb: kb}\noutput_variable: out\n```\n",
+    )
+    .unwrap();
+    for wait_ms in [30, 150] {
+        let _ = std::fs::remove_dir_all(root.join("kb/.marktoflow"));
+        let mut child = cmd(root)
+            .args(["run", "index.md", "--json", "--quiet"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+        // SIGKILL: no destructors, no cleanup, like a crash.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let out = output(&run(
+            cmd(root).args(["run", "index.md", "--json", "--quiet"])
+        ));
+        assert_eq!(out["files"], 1500, "{out}");
+        let out = output(&step(root, "kb.search", "{kb: kb, query: note1234}"));
+        assert_eq!(paths(&out), ["d4/n1234.md"], "{out}");
+        let out = output(&step(
+            root,
+            "kb.search",
+            "{kb: kb, query: filler, top_k: 5000}",
+        ));
+        assert_eq!(out["total"], 1500, "each note once");
+    }
+}
