@@ -253,7 +253,7 @@ mod tests {
                 json!({"operation": "diff", "date": "2026-12-15", "date2": "2026-11-23T00:00:00Z"})
             )
             .unwrap(),
-            json!(22.0)
+            json!(22)
         );
         assert_eq!(
             run(json!({"operation": "start_of", "unit": "week"})).unwrap(),
