@@ -7,6 +7,7 @@ mod support;
 mod agent;
 mod builtins;
 mod cli;
+mod dense;
 mod errors;
 mod examples;
 mod flagship;

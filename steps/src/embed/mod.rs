@@ -8,6 +8,7 @@
 
 pub mod cache;
 mod minilm;
+pub mod search;
 pub mod topk;
 
 pub use minilm::MiniLm;

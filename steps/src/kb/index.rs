@@ -204,6 +204,27 @@ pub struct KbIndex {
     state: Mutex<State>,
     /// One update at a time within this process (tantivy's lock covers others).
     writing: Mutex<()>,
+    /// Every chunk as of one commit, for scans (`kb.vector_search`).
+    table: Mutex<Option<Arc<ChunkTable>>>,
+}
+
+/// One chunk, as stored in the index.
+#[derive(Debug, Clone)]
+pub struct ChunkRow {
+    pub id: String,
+    pub path: String,
+    pub title: String,
+    pub section: String,
+    pub text: String,
+    pub metadata: Value,
+    pub mtime_ms: i64,
+}
+
+/// Every chunk of the index at one searcher generation (one commit).
+pub struct ChunkTable {
+    pub generation: u64,
+    pub rows: Vec<ChunkRow>,
+    by_addr: HashMap<tantivy::DocAddress, usize>,
 }
 
 type Cache = Mutex<HashMap<PathBuf, Arc<KbIndex>>>;
@@ -279,6 +300,7 @@ impl KbIndex {
                 last_check: None,
             }),
             writing: Mutex::new(()),
+            table: Mutex::new(None),
         };
         ix.load_manifest()?;
         Ok(ix)
@@ -722,6 +744,78 @@ impl KbIndex {
             }
         }
         Ok((hits, total))
+    }
+
+    /// All chunks as of the current commit (decoded once per commit), and,
+    /// when `req` has folders, filters or a date range, which rows match them.
+    pub fn chunk_table(
+        &self,
+        req: &SearchRequest,
+    ) -> Result<(Arc<ChunkTable>, Option<Vec<bool>>), KbError> {
+        let searcher = self.reader.searcher();
+        let generation = searcher.generation().generation_id();
+        let f = self.f;
+        let cached = self
+            .table
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .filter(|t| t.generation == generation);
+        let table = match cached {
+            Some(t) => t,
+            None => {
+                let addrs = searcher
+                    .search(&AllQuery, &DocSetCollector)
+                    .map_err(|e| index_err(self.shown(), e))?;
+                let mut addrs: Vec<_> = addrs.into_iter().collect();
+                addrs.sort();
+                let mut rows = Vec::with_capacity(addrs.len());
+                let mut by_addr = HashMap::with_capacity(addrs.len());
+                for addr in addrs {
+                    let doc: TantivyDocument =
+                        searcher.doc(addr).map_err(|e| index_err(self.shown(), e))?;
+                    let s = |fl: Field| {
+                        doc.get_first(fl)
+                            .and_then(|v| v.as_str())
+                            .unwrap_or("")
+                            .to_string()
+                    };
+                    by_addr.insert(addr, rows.len());
+                    rows.push(ChunkRow {
+                        id: s(f.id),
+                        path: s(f.path),
+                        title: s(f.title),
+                        section: s(f.section),
+                        text: s(f.body),
+                        metadata: serde_json::from_str(&s(f.meta)).unwrap_or(json!({})),
+                        mtime_ms: doc.get_first(f.mtime).and_then(|v| v.as_i64()).unwrap_or(0),
+                    });
+                }
+                let t = Arc::new(ChunkTable {
+                    generation,
+                    rows,
+                    by_addr,
+                });
+                *self.table.lock().unwrap_or_else(|e| e.into_inner()) = Some(t.clone());
+                t
+            }
+        };
+        let clauses = filter_clauses(&f, req);
+        if clauses.is_empty() {
+            return Ok((table, None));
+        }
+        let mut all: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(AllQuery))];
+        all.extend(clauses);
+        let matched = searcher
+            .search(&BooleanQuery::new(all), &DocSetCollector)
+            .map_err(|e| index_err(self.shown(), e))?;
+        let mut keep = vec![false; table.rows.len()];
+        for addr in matched {
+            if let Some(&i) = table.by_addr.get(&addr) {
+                keep[i] = true;
+            }
+        }
+        Ok((table, Some(keep)))
     }
 
     /// Distinct values of a metadata field (or `folder`, the top-level

@@ -27,7 +27,7 @@ pub struct KbAction;
 #[async_trait]
 impl Action for KbAction {
     fn methods(&self) -> &'static [&'static str] {
-        &["index", "search", "facets"]
+        &["index", "search", "facets", "vector_search"]
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
@@ -42,6 +42,7 @@ impl Action for KbAction {
             "index" => index_method(call, &inputs).await,
             "search" => search_method(call, &inputs).await,
             "facets" => facets_method(call, &inputs).await,
+            "vector_search" => vector_search_method(call, &inputs).await,
             m => Err(ActionError::Input(format!("unknown method `kb.{m}`"))),
         }
     }
@@ -529,4 +530,114 @@ async fn facets_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionE
         .map(|(v, n)| json!({"value": v, "count": n}))
         .collect();
     Ok(json!({"field": field, "values": values, "files": files}))
+}
+
+/// `kb.vector_search`: cosine similarity between the query's embedding and
+/// every chunk's (exact, flat scan), under the same filters as `kb.search`.
+async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionError> {
+    let started = Instant::now();
+    let q = match inputs.get("query") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        Some(Value::String(_)) | None | Some(Value::Null) => {
+            return Err(ActionError::Input("missing input `query`".into()))
+        }
+        Some(other) => {
+            return Err(ActionError::Input(format!(
+                "input `query` must be a string, got {}",
+                type_name(other)
+            )))
+        }
+    };
+    let today = today(inputs)?;
+    let parsed = query::parse(&q, opt_bool(inputs, "operators", true)?, today);
+    // Operators filter; the rest of the text is what gets embedded.
+    let text = if parsed.has_operators() {
+        parsed.text()
+    } else {
+        q.clone()
+    };
+    let req = request(inputs, parsed, today)?;
+    let tool_dir = call
+        .tool
+        .and_then(|t| t.options.get("model_dir"))
+        .and_then(Value::as_str);
+    let dir = crate::embed::model_dir(opt_str(inputs, "model_dir")?, tool_dir, &call.caps.env)
+        .map_err(|e| ActionError::failed(e.to_string()))?;
+    let model_path = call
+        .caps
+        .sandbox
+        .check_read(&dir.to_string_lossy())
+        .map_err(|e| ActionError::failed(format!("the embedding model: {e}")))?;
+    let ix = open(call, inputs)?;
+    let refreshed = ensure_fresh(call, &ix, inputs).await?;
+    let (table, keep) = ix.chunk_table(&req).map_err(kb_err)?;
+    let top_k = opt_num(inputs, "top_k")?
+        .map(|n| n.max(0.0) as usize)
+        .unwrap_or(10);
+    let threshold = opt_num(inputs, "threshold")?;
+    let snippet_chars = opt_num(inputs, "snippet_chars")?
+        .map(|n| n as usize)
+        .unwrap_or(240);
+    let key = ix
+        .dir
+        .clone()
+        .unwrap_or_else(|| ix.root.join(".marktoflow-in-memory"));
+    // Embedding is CPU work: off the async threads.
+    let work = tokio::task::spawn_blocking(move || {
+        let embedder = crate::embed::load_cached(&model_path)?;
+        let file = ix.dir.as_ref().and_then(|d| {
+            let name = format!(
+                "vectors-{}.bin",
+                crate::kb::chunk::slug(embedder.model_id())
+            );
+            d.parent().map(|p| p.join(name))
+        });
+        let (matrix, stats) =
+            crate::embed::search::vectors_for(&*embedder, &table, &key, file.as_deref())?;
+        let qv = embedder.embed(&[text.as_str()])?.remove(0);
+        let dim = embedder.dim();
+        let found = crate::embed::topk::top_k(&qv, &matrix, dim, top_k, |row| {
+            keep.as_ref().is_none_or(|k| k[row])
+        });
+        Ok::<_, crate::embed::EmbedError>((table, found, stats, embedder.model_id().to_string()))
+    });
+    let (table, found, stats, model) = tokio::select! {
+        _ = call.caps.cancel.cancelled() => return Err(ActionError::Cancelled),
+        r = work => r
+            .map_err(|e| ActionError::failed(format!("vector search stopped: {e}")))?
+            .map_err(|e| ActionError::failed(e.to_string()))?,
+    };
+    let hits: Vec<Value> = found
+        .into_iter()
+        .filter(|(_, s)| threshold.is_none_or(|t| (*s as f64) >= t))
+        .map(|(row, score)| {
+            let r = &table.rows[row];
+            let snippet: String = r.text.chars().take(snippet_chars).collect();
+            json!({
+                "id": r.id, "path": r.path, "title": r.title, "section": r.section,
+                "text": r.text, "snippet": snippet,
+                "score": (score as f64 * 1e4).round() / 1e4,
+                "metadata": r.metadata, "mtime_ms": r.mtime_ms,
+            })
+        })
+        .collect();
+    let mut out = json!({
+        "query": q,
+        "found": !hits.is_empty(),
+        "count": hits.len(),
+        "hits": hits,
+        "model": model,
+        "embedded": stats.embedded,
+        "took_ms": ms(started.elapsed()),
+    });
+    if let Some(s) = refreshed.filter(UpdateStats::changed) {
+        out["indexed"] = json!({"added": s.added, "updated": s.updated, "removed": s.removed});
+    }
+    if let Some(why) = stats.discarded {
+        call.log(
+            LogLevel::Warn,
+            format!("the vector cache was unusable ({why}); rebuilt it"),
+        );
+    }
+    Ok(out)
 }

@@ -1,0 +1,137 @@
+//! Vectors for the chunks of a `kb` index, cached on disk and in memory.
+
+use super::cache::{Loaded, VectorCache};
+use super::{EmbedError, Embedder};
+use crate::kb::chunk::hex_hash;
+use crate::kb::index::{ChunkRow, ChunkTable};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The text a chunk is embedded as: its title, its section, its text.
+pub fn chunk_text(r: &ChunkRow) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    if !r.title.is_empty() {
+        parts.push(&r.title);
+    }
+    if !r.section.is_empty() && r.section != r.title {
+        parts.push(&r.section);
+    }
+    parts.push(&r.text);
+    parts.join("\n")
+}
+
+/// What building the vectors did.
+#[derive(Debug, Default, Clone)]
+pub struct VectorStats {
+    pub embedded: usize,
+    pub reused: usize,
+    pub dropped: usize,
+    /// Why an unusable cache file was ignored.
+    pub discarded: Option<String>,
+}
+
+struct Aligned {
+    generation: u64,
+    matrix: Arc<Vec<f32>>,
+}
+
+type Caches = Mutex<HashMap<PathBuf, VectorCache>>;
+type AlignedMap = Mutex<HashMap<(PathBuf, String), Aligned>>;
+
+fn caches() -> &'static Caches {
+    static C: OnceLock<Caches> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+fn aligned() -> &'static AlignedMap {
+    static A: OnceLock<AlignedMap> = OnceLock::new();
+    A.get_or_init(Default::default)
+}
+
+/// Row-major vectors aligned with `table.rows`. Only chunks whose text is
+/// new to the cache are embedded; the cache file at `file` (None: memory
+/// only, keyed by `key`) is rewritten atomically when it changed.
+pub fn vectors_for(
+    embedder: &dyn Embedder,
+    table: &ChunkTable,
+    key: &Path,
+    file: Option<&Path>,
+) -> Result<(Arc<Vec<f32>>, VectorStats), EmbedError> {
+    let model = embedder.model_id().to_string();
+    let akey = (key.to_path_buf(), model.clone());
+    if let Some(a) = aligned()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&akey)
+    {
+        if a.generation == table.generation {
+            return Ok((
+                a.matrix.clone(),
+                VectorStats {
+                    reused: table.rows.len(),
+                    ..Default::default()
+                },
+            ));
+        }
+    }
+    let dim = embedder.dim();
+    let mut stats = VectorStats::default();
+    let cache_key = file
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| key.to_path_buf());
+    let mut all = caches().lock().unwrap_or_else(|e| e.into_inner());
+    let cache = all.entry(cache_key.clone()).or_insert_with(|| match file {
+        Some(f) => {
+            let (c, state) = VectorCache::load(f, &model, dim);
+            if let Loaded::Discarded(why) = state {
+                stats.discarded = Some(why);
+            }
+            c
+        }
+        None => VectorCache::new(&model, dim),
+    });
+    if cache.model_id != model || cache.dim != dim {
+        *cache = VectorCache::new(&model, dim);
+    }
+    let texts: Vec<String> = table.rows.iter().map(chunk_text).collect();
+    let hashes: Vec<String> = texts.iter().map(|t| hex_hash(&[t.as_bytes()])).collect();
+    let mut missing: Vec<usize> = Vec::new();
+    let mut seen = HashSet::new();
+    for (i, h) in hashes.iter().enumerate() {
+        if cache.row_of(h).is_none() && seen.insert(h.as_str()) {
+            missing.push(i);
+        }
+    }
+    if !missing.is_empty() {
+        let batch: Vec<&str> = missing.iter().map(|&i| texts[i].as_str()).collect();
+        let vecs = embedder.embed(&batch)?;
+        for (&i, v) in missing.iter().zip(&vecs) {
+            cache.insert(&hashes[i], v);
+        }
+        stats.embedded = missing.len();
+    }
+    stats.reused = table.rows.len() - stats.embedded;
+    let keep: HashSet<&str> = hashes.iter().map(String::as_str).collect();
+    stats.dropped = cache.retain(&keep);
+    if let Some(f) = file {
+        if stats.embedded > 0 || stats.dropped > 0 || stats.discarded.is_some() {
+            // A cache that cannot be written is only slower next time.
+            let _ = cache.save(f);
+        }
+    }
+    let mut matrix = Vec::with_capacity(table.rows.len() * dim);
+    for h in &hashes {
+        let r = cache.row_of(h).unwrap_or(0);
+        matrix.extend_from_slice(&cache.matrix()[r * dim..(r + 1) * dim]);
+    }
+    let matrix = Arc::new(matrix);
+    aligned().lock().unwrap_or_else(|e| e.into_inner()).insert(
+        akey,
+        Aligned {
+            generation: table.generation,
+            matrix: matrix.clone(),
+        },
+    );
+    Ok((matrix, stats))
+}
