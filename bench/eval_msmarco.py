@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Retrieval quality on ../shared/eval/msmarco-5k: prints figures, asserts nothing.
+
+    cargo build --release && MARKTOFLOW_EMBED_MODEL=/path/to/model python3 bench/eval_msmarco.py
+
+The 5,000 passages become one Markdown note each (`# title` then the text)
+in a temporary folder; `marktoflow run bench/msmarco_eval.md` indexes them
+(kb.index), then ranks every query with kb.search (BM25), kb.vector_search
+(all-MiniLM-L6-v2) and rank.fuse (RRF k=60, equal weights, untuned). This
+script scores the rankings: nDCG@10 with linear gains (trec_eval style) and
+recall@100 over the judged queries. It also reports the cold indexing and
+embedding times and the per-query latencies the steps measured.
+"""
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(os.path.dirname(REPO), "shared", "eval", "msmarco-5k")
+BIN = os.path.join(REPO, "target", "release", "marktoflow")
+
+
+def ndcg10(ranked, rels):
+    dcg = sum(rels.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:10]))
+    ideal = sorted(rels.values(), reverse=True)[:10]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def recall100(ranked, rels):
+    relevant = {d for d, g in rels.items() if g > 0}
+    return len(relevant & set(ranked[:100])) / len(relevant) if relevant else 0.0
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def main():
+    data = sys.argv[1] if len(sys.argv) > 1 else DATA
+    if not os.path.exists(BIN):
+        sys.exit("build first: cargo build --release")
+    model = os.environ.get("MARKTOFLOW_EMBED_MODEL")
+    if not model:
+        sys.exit("set MARKTOFLOW_EMBED_MODEL to the all-MiniLM-L6-v2 folder (see docs/reference.md, dense search)")
+    qrels = {}
+    with open(os.path.join(data, "qrels", "test.tsv")) as f:
+        for line in f:
+            parts = line.strip().split("\t")
+            if len(parts) < 3 or not parts[2].isdigit():
+                continue
+            qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+    queries = []
+    with open(os.path.join(data, "queries.jsonl")) as f:
+        for line in f:
+            q = json.loads(line)
+            if q["_id"] in qrels:
+                queries.append({"id": q["_id"], "text": q["text"]})
+    work = tempfile.mkdtemp(prefix="mtf-msmarco-")
+    try:
+        kb = os.path.join(work, "kb")
+        os.makedirs(kb)
+        n = 0
+        with open(os.path.join(data, "corpus.jsonl")) as f:
+            for line in f:
+                d = json.loads(line)
+                title = (d.get("title") or "").strip()
+                body = (f"# {title}\n\n" if title else "") + d["text"].strip() + "\n"
+                with open(os.path.join(kb, d["_id"] + ".md"), "w") as out:
+                    out.write(body)
+                n += 1
+        env = dict(os.environ, NO_COLOR="1")
+        t = time.perf_counter()
+        idx = os.path.join(work, "index.md")
+        with open(idx, "w") as f:
+            f.write("---\nworkflow: {id: idx}\ninputs:\n  kb: {type: string}\n---\n\n"
+                    "```yaml\naction: kb.index\ninputs: {kb: '{{ inputs.kb }}'}\n```\n\n"
+                    "```yaml\naction: kb.vector_search\ninputs: {kb: '{{ inputs.kb }}', query: warm up, top_k: 1}\n```\n")
+        subprocess.run([BIN, "run", idx, "--quiet", "--input", f"kb={kb}", "--allow-read", kb,
+                        "--allow-read", model], check=True, env=env, cwd=work, stdout=subprocess.DEVNULL)
+        cold = time.perf_counter() - t
+        inputs = os.path.join(work, "inputs.json")
+        with open(inputs, "w") as f:
+            json.dump({"kb": kb, "queries": queries}, f)
+        t = time.perf_counter()
+        out = subprocess.run([BIN, "run", os.path.join(REPO, "bench", "msmarco_eval.md"), "--json", "--quiet",
+                              "--inputs-file", inputs, "--allow-read", kb, "--allow-read", model],
+                             check=True, env=env, cwd=work, capture_output=True, text=True).stdout
+        warm = time.perf_counter() - t
+        runs = json.loads(out)["outputs"]["runs"]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    def ids(paths):
+        seen, out = set(), []
+        for p in paths:
+            d = os.path.splitext(os.path.basename(p))[0]
+            if d not in seen:
+                seen.add(d)
+                out.append(d)
+        return out
+
+    print(f"MS MARCO subset: {n} passages, {len(queries)} judged queries")
+    print(f"cold: index + embed every passage {cold:.1f} s; then all queries three ways {warm:.1f} s")
+    print(f"{'system':28} {'nDCG@10':>8} {'R@100':>8}")
+    for key, name in (("bm25", "kb.search (BM25)"), ("dense", "kb.vector_search (MiniLM)"),
+                      ("fused", "rank.fuse (RRF k=60)")):
+        nd = statistics.mean(ndcg10(ids(r[key]), qrels[r["id"]]) for r in runs)
+        rc = statistics.mean(recall100(ids(r[key]), qrels[r["id"]]) for r in runs)
+        print(f"{name:28} {nd:8.3f} {rc:8.3f}")
+    for key, name in (("bm25_ms", "kb.search"), ("dense_ms", "kb.vector_search")):
+        xs = [float(r[key]) for r in runs]
+        print(f"{name} per query (top 100, in the step): p50 {pct(xs, 0.5):.2f} ms, p99 {pct(xs, 0.99):.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
