@@ -6,7 +6,8 @@
 The 5,000 passages become one Markdown note each (`# title` then the text)
 in a temporary folder; `marktoflow run bench/msmarco_eval.md` indexes them
 (kb.index), then ranks every query with kb.search (BM25), kb.vector_search
-(all-MiniLM-L6-v2) and rank.fuse (RRF k=60, equal weights, untuned). This
+(all-MiniLM-L6-v2) and rank.fuse (RRF k=60, and a convex combination of
+min-max normalised scores; equal weights, untuned). This
 script scores the rankings: nDCG@10 with linear gains (trec_eval style) and
 recall@100 over the judged queries. It also reports the cold indexing and
 embedding times and the per-query latencies the steps measured.
@@ -94,7 +95,11 @@ def main():
                               "--inputs-file", inputs, "--allow-read", kb, "--allow-read", model],
                              check=True, env=env, cwd=work, capture_output=True, text=True).stdout
         warm = time.perf_counter() - t
-        runs = json.loads(out)["outputs"]["runs"]
+        if os.environ.get("MTF_EVAL_DUMP"):
+            with open(os.environ["MTF_EVAL_DUMP"], "w") as f:
+                f.write(out)
+        # Per query, the outputs of its steps: the last is the summary.
+        runs = [r[-1] if isinstance(r, list) else r for r in json.loads(out)["outputs"]["runs"]]
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -111,7 +116,7 @@ def main():
     print(f"cold: index + embed every passage {cold:.1f} s; then all queries three ways {warm:.1f} s")
     print(f"{'system':28} {'nDCG@10':>8} {'R@100':>8}")
     for key, name in (("bm25", "kb.search (BM25)"), ("dense", "kb.vector_search (MiniLM)"),
-                      ("fused", "rank.fuse (RRF k=60)")):
+                      ("fused", "rank.fuse (RRF k=60)"), ("convex", "rank.fuse (convex, min-max)")):
         nd = statistics.mean(ndcg10(ids(r[key]), qrels[r["id"]]) for r in runs)
         rc = statistics.mean(recall100(ids(r[key]), qrels[r["id"]]) for r in runs)
         print(f"{name:28} {nd:8.3f} {rc:8.3f}")
