@@ -911,6 +911,7 @@ impl Progress {
                     }
                 }
             }
+            RunEvent::Checkpoint(_) => {}
             RunEvent::RunFinished {
                 status,
                 duration_ms,

@@ -12,7 +12,7 @@ use marktoflow_steps::action::{ActionError, Call, Capabilities, LogLevel, LogLin
 use marktoflow_steps::builtin::ENGINE_METHODS;
 use marktoflow_steps::registry::ActionKind;
 use marktoflow_steps::ToolConfig;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -20,7 +20,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StepStatus {
     Completed,
@@ -28,7 +28,7 @@ pub enum StepStatus {
     Skipped,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
     Completed,
@@ -75,10 +75,25 @@ pub enum RunEvent {
         output: Value,
         error: Option<String>,
     },
+    /// After each top-level step: enough to continue the run from the next
+    /// one without running the finished steps again (see [`Engine::resume`]).
+    Checkpoint(Checkpoint),
     RunFinished {
         status: RunStatus,
         duration_ms: u64,
     },
+}
+
+/// The state of a run between two top-level steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Checkpoint {
+    /// 0-based index of the first top-level step still to run.
+    pub next_step: usize,
+    pub variables: Map<String, Value>,
+    /// `steps.<id>` as templates see it.
+    pub steps: Map<String, Value>,
+    pub set_outputs: Option<Value>,
+    pub last_output: Option<Value>,
 }
 
 pub type EventSink = Arc<dyn Fn(&RunEvent) + Send + Sync>;
@@ -203,6 +218,19 @@ impl Engine {
         inputs: Map<String, Value>,
         cfg: RunConfig,
     ) -> RunResult {
+        self.resume(wf, inputs, cfg, Checkpoint::default()).await
+    }
+
+    /// Continues a run from `from`: top-level steps before `from.next_step`
+    /// are not run again; their variables and outputs come from the checkpoint.
+    /// `RunResult::steps` holds only the steps run now.
+    pub async fn resume(
+        &self,
+        wf: &Workflow,
+        inputs: Map<String, Value>,
+        cfg: RunConfig,
+        from: Checkpoint,
+    ) -> RunResult {
         let started = Instant::now();
         let emit = |e: RunEvent| (cfg.events)(&e);
         emit(RunEvent::RunStarted {
@@ -216,16 +244,32 @@ impl Engine {
             .iter()
             .map(|(k, v)| (k.clone(), Value::String(v.clone())))
             .collect();
+        let start = from.next_step;
         let mut st = RunState {
             inputs: Value::Object(inputs),
-            variables: Map::new(),
-            meta: Map::new(),
-            set_outputs: None,
+            variables: from.variables,
+            meta: from.steps,
+            set_outputs: from.set_outputs,
             records: Vec::new(),
-            last_top_output: None,
+            last_top_output: from.last_output,
             env: Value::Object(env),
         };
-        let body = self.exec_list(wf, &wf.steps, &mut st, &cfg, 0, true);
+        let body = async {
+            if start > wf.steps.len() {
+                return Err(Failure {
+                    message: format!(
+                        "cannot resume at step {} of a workflow with {} steps",
+                        start + 1,
+                        wf.steps.len()
+                    ),
+                    step_id: String::new(),
+                    step_name: String::new(),
+                    pos: Pos { line: 1, col: 1 },
+                    cancelled: false,
+                });
+            }
+            self.exec_top(wf, start, &mut st, &cfg).await
+        };
         let outcome = match wf.timeout {
             Some(t) => tokio::select! {
                 r = body => r,
@@ -275,6 +319,39 @@ impl Engine {
             error,
             duration_ms,
         }
+    }
+
+    /// The top-level steps from `start`, with a checkpoint after each one.
+    async fn exec_top(
+        &self,
+        wf: &Workflow,
+        start: usize,
+        st: &mut RunState,
+        cfg: &RunConfig,
+    ) -> Result<(), Failure> {
+        for (i, step) in wf.steps.iter().enumerate().skip(start) {
+            // As in `exec_list`, with the index counted from the whole list.
+            if cfg.caps.cancel.is_cancelled() {
+                return Err(Failure {
+                    message: "run cancelled".into(),
+                    step_id: step.id.clone(),
+                    step_name: step.display_name().to_string(),
+                    pos: step.pos,
+                    cancelled: true,
+                });
+            }
+            if let Some(v) = self.exec_step(wf, step, st, cfg, 0, i + 1).await? {
+                st.last_top_output = Some(v);
+            }
+            (cfg.events)(&RunEvent::Checkpoint(Checkpoint {
+                next_step: i + 1,
+                variables: st.variables.clone(),
+                steps: st.meta.clone(),
+                set_outputs: st.set_outputs.clone(),
+                last_output: st.last_top_output.clone(),
+            }));
+        }
+        Ok(())
     }
 
     fn exec_list<'a>(
@@ -1140,7 +1217,9 @@ impl Engine {
         // The child's steps show nested under this step; its run start and
         // end are this step's.
         let child_events: EventSink = Arc::new(move |e: &RunEvent| match e {
-            RunEvent::RunStarted { .. } | RunEvent::RunFinished { .. } => {}
+            RunEvent::RunStarted { .. }
+            | RunEvent::RunFinished { .. }
+            | RunEvent::Checkpoint(_) => {}
             RunEvent::StepStarted { .. } | RunEvent::StepFinished { .. } => {
                 let mut e = e.clone();
                 if let RunEvent::StepStarted { depth, index, .. } = &mut e {

@@ -16,6 +16,7 @@ pub mod model;
 pub mod plan;
 pub mod schema;
 pub mod server;
+pub mod store;
 pub mod template;
 pub mod watch;
 pub mod yamlpos;

@@ -1,0 +1,486 @@
+//! The run store: every run, its steps and its checkpoints, kept on disk.
+//!
+//! [`RunStore`] is the interface; [`sqlite::SqliteStore`] (one file, WAL
+//! mode) is the implementation, and all SQL lives in `sqlite.rs` so that a
+//! shared PostgreSQL store can be added beside it.
+//!
+//! Writes are cheap on the caller's side: only [`RunStore::create_run`]
+//! waits for its commit; step rows, checkpoints and run ends are queued and
+//! committed in order by one writer, many to a transaction. [`RunStore::flush`]
+//! waits for everything queued so far.
+//!
+//! How a server records and resumes runs:
+//!
+//! ```text
+//! // accepting a run (before answering 202): durable once this returns
+//! store.submit_run(NewRun::new(id, &wf, inputs, "webhook")).await??;
+//! // running it: records every step and checkpoint, then the end of the run
+//! let result = run_recorded(&store, &engine, &wf, inputs, cfg).await;
+//! // on startup: continue what a killed server left behind
+//! for run in store.incomplete_runs()? {
+//!     let wf = /* load run.file */;
+//!     let result = resume_run(&store, &engine, &wf, &run, cfg).await;
+//! }
+//! // and apply the retention setting
+//! store.prune(retention)?;
+//! ```
+//!
+//! [`recording_sink`] is the event sink alone, for callers that compose it
+//! with others (the CLI's progress printer); they end the run with
+//! [`RunStore::finish_run`].
+
+pub mod sqlite;
+
+use crate::engine::{
+    Checkpoint, Engine, EventSink, RunConfig, RunEvent, RunResult, RunStatus, StepStatus,
+};
+use crate::model::Workflow;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub use sqlite::SqliteStore;
+
+/// The default store file, relative to the current directory.
+pub const DEFAULT_PATH: &str = ".marktoflow/runs.db";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("run store `{path}`: {message}")]
+    Open { path: String, message: String },
+    #[error("run store: {0}")]
+    Db(String),
+    #[error("run store `{path}` has schema version {found}, newer than this marktoflow knows ({known}); upgrade marktoflow")]
+    TooNew {
+        path: String,
+        found: i64,
+        known: i64,
+    },
+    #[error("no run `{0}` in the store")]
+    NotFound(String),
+    #[error("run id prefix `{0}` matches several runs; give more characters")]
+    Ambiguous(String),
+    #[error("run store: the writer has stopped")]
+    Closed,
+}
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Accepted, not started.
+    Queued,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Queued => "queued",
+            Status::Running => "running",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        Some(match s {
+            "queued" => Status::Queued,
+            "running" => Status::Running,
+            "completed" => Status::Completed,
+            "failed" => Status::Failed,
+            "cancelled" => Status::Cancelled,
+            _ => return None,
+        })
+    }
+
+    pub fn is_finished(self) -> bool {
+        !matches!(self, Status::Queued | Status::Running)
+    }
+}
+
+impl From<RunStatus> for Status {
+    fn from(s: RunStatus) -> Self {
+        match s {
+            RunStatus::Completed => Status::Completed,
+            RunStatus::Failed => Status::Failed,
+            RunStatus::Cancelled => Status::Cancelled,
+        }
+    }
+}
+
+/// A run to record.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    pub id: String,
+    /// The workflow's id.
+    pub workflow: String,
+    /// The workflow file, as it can be loaded again (absolute when known).
+    pub file: String,
+    /// [`version_of`] the workflow when the run was accepted.
+    pub version: String,
+    pub inputs: Map<String, Value>,
+    /// What started it: `cli`, `webhook`, `schedule`, `retry`.
+    pub trigger: String,
+    pub status: Status,
+    /// The run this one retries, and how many of its top-level steps are
+    /// reused (their step rows are copied to the new run).
+    pub retry_of: Option<(String, usize)>,
+    /// The process running it (to tell an interrupted run from a live one).
+    pub pid: Option<u32>,
+}
+
+impl NewRun {
+    /// A queued run of `wf`, owned by this process.
+    pub fn new(id: String, wf: &Workflow, inputs: Map<String, Value>, trigger: &str) -> Self {
+        let file = std::path::absolute(&wf.source.path)
+            .unwrap_or_else(|_| wf.source.path.clone())
+            .to_string_lossy()
+            .into_owned();
+        NewRun {
+            id,
+            workflow: wf.meta.id.clone(),
+            file,
+            version: version_of(wf),
+            inputs,
+            trigger: trigger.to_string(),
+            status: Status::Queued,
+            retry_of: None,
+            pid: Some(std::process::id()),
+        }
+    }
+}
+
+/// A stored run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    pub id: String,
+    pub workflow: String,
+    pub file: String,
+    pub version: String,
+    pub trigger: String,
+    pub status: Status,
+    pub retry_of: Option<String>,
+    pub inputs: Value,
+    pub outputs: Value,
+    pub error: Option<String>,
+    pub error_step: Option<String>,
+    pub pid: Option<u32>,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+    pub duration_ms: Option<u64>,
+}
+
+impl RunRecord {
+    /// A queued or running run whose process is gone: it will never finish
+    /// by itself (a server resumes such runs; see [`resume_run`]).
+    pub fn is_interrupted(&self) -> bool {
+        !self.status.is_finished() && !self.pid.is_some_and(process_alive)
+    }
+
+    /// The status as people should read it (`interrupted` for a run whose
+    /// process is gone).
+    pub fn shown_status(&self) -> &'static str {
+        if self.is_interrupted() {
+            "interrupted"
+        } else {
+            self.status.as_str()
+        }
+    }
+}
+
+/// One finished (or skipped) step of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepRow {
+    pub step_id: String,
+    pub name: String,
+    pub depth: usize,
+    /// 1-based index of the top-level step this one is (or is inside of).
+    pub top_index: usize,
+    pub status: StepStatus,
+    pub attempts: u32,
+    /// Milliseconds since the Unix epoch.
+    pub started_at: i64,
+    pub duration_ms: u64,
+    pub output: Value,
+    pub error: Option<String>,
+    /// Copied from the run this one retries, not run again.
+    pub reused: bool,
+}
+
+/// Which runs [`RunStore::list_runs`] returns, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub workflow: Option<String>,
+    pub status: Option<Status>,
+    pub limit: Option<usize>,
+}
+
+/// How a run ended, for [`RunStore::finish_run`].
+#[derive(Debug, Clone)]
+pub struct RunEnd {
+    pub status: Status,
+    pub outputs: Value,
+    pub error: Option<String>,
+    pub error_step: Option<String>,
+    pub duration_ms: u64,
+}
+
+impl From<&RunResult> for RunEnd {
+    fn from(r: &RunResult) -> Self {
+        RunEnd {
+            status: r.status.into(),
+            outputs: r.outputs.clone(),
+            error: r.error.as_ref().map(|e| e.message.clone()),
+            error_step: r.error.as_ref().and_then(|e| e.step_id.clone()),
+            duration_ms: r.duration_ms,
+        }
+    }
+}
+
+/// Where runs are kept. Writes other than `create_run` are queued and applied
+/// in order; their errors surface at the next [`RunStore::flush`].
+pub trait RunStore: Send + Sync {
+    /// Records a new run; the receiver answers once it is committed.
+    fn submit_run(&self, run: NewRun) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>>;
+    fn mark_running(&self, run_id: &str);
+    fn record_step(&self, run_id: &str, row: StepRow);
+    fn save_checkpoint(&self, run_id: &str, cp: &Checkpoint);
+    fn finish_run(&self, run_id: &str, end: RunEnd);
+    /// Waits until everything queued before it is committed.
+    fn flush(&self) -> Result<(), StoreError>;
+
+    /// A run by id or unique id prefix.
+    fn get_run(&self, id: &str) -> Result<RunRecord, StoreError>;
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError>;
+    /// The run's steps in the order they finished.
+    fn steps_of(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError>;
+    /// The checkpoint taken before top-level step `next_step` (0-based), or
+    /// the latest one when `None`.
+    fn checkpoint(
+        &self,
+        run_id: &str,
+        next_step: Option<usize>,
+    ) -> Result<Option<Checkpoint>, StoreError>;
+    /// Queued or running runs started by a server (`trigger` other than
+    /// `cli`) whose process is gone: what a restarted server resumes.
+    fn incomplete_runs(&self) -> Result<Vec<RunRecord>, StoreError>;
+    /// Deletes finished runs that ended more than `older_than` ago; returns
+    /// how many.
+    fn prune(&self, older_than: Duration) -> Result<usize, StoreError>;
+
+    /// [`RunStore::submit_run`], waiting for the commit (not from async code).
+    fn create_run(&self, run: NewRun) -> Result<(), StoreError> {
+        self.submit_run(run)
+            .blocking_recv()
+            .map_err(|_| StoreError::Closed)?
+    }
+}
+
+/// The version of a workflow: sha256 of its file's text.
+pub fn version_of(wf: &Workflow) -> String {
+    let digest = Sha256::digest(wf.source.text.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Whether process `pid` exists on this machine.
+pub fn process_alive(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        std::path::Path::new(&format!("/proc/{pid}")).exists()
+    } else {
+        // Without a cheap check, assume alive: never resume a live run.
+        true
+    }
+}
+
+/// `30d`, `12h`, `90m`, `45s`, `2w` as a duration.
+pub fn parse_age(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit())?;
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n.parse().ok()?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        "w" => 7 * 86400,
+        _ => return None,
+    };
+    Some(Duration::from_secs(n.checked_mul(secs)?))
+}
+
+#[derive(Default)]
+struct SinkState {
+    top_index: usize,
+    /// Retries seen per step id, until the step finishes.
+    retries: HashMap<String, u32>,
+}
+
+/// An event sink recording `run_id`'s steps and checkpoints into `store`.
+/// It does not record the end of the run: call [`RunStore::finish_run`]
+/// with the result (the outputs are not in the events).
+pub fn recording_sink(store: Arc<dyn RunStore>, run_id: String) -> EventSink {
+    let state = Mutex::new(SinkState::default());
+    Arc::new(move |e: &RunEvent| match e {
+        RunEvent::RunStarted { .. } => store.mark_running(&run_id),
+        RunEvent::StepStarted { depth, index, .. } => {
+            if *depth == 0 {
+                if let Ok(mut s) = state.lock() {
+                    s.top_index = *index;
+                }
+            }
+        }
+        RunEvent::StepRetry { id, attempt, .. } => {
+            if let Ok(mut s) = state.lock() {
+                s.retries.insert(id.clone(), *attempt);
+            }
+        }
+        RunEvent::StepFinished {
+            id,
+            name,
+            depth,
+            status,
+            duration_ms,
+            output,
+            error,
+        } => {
+            let (top_index, retries) = match state.lock() {
+                Ok(mut s) => (s.top_index, s.retries.remove(id).unwrap_or(0)),
+                Err(_) => (0, 0),
+            };
+            store.record_step(
+                &run_id,
+                StepRow {
+                    step_id: id.clone(),
+                    name: name.clone(),
+                    depth: *depth,
+                    top_index,
+                    status: *status,
+                    attempts: retries + 1,
+                    started_at: now_ms() - *duration_ms as i64,
+                    duration_ms: *duration_ms,
+                    output: output.clone(),
+                    error: error.clone(),
+                    reused: false,
+                },
+            );
+        }
+        RunEvent::Checkpoint(cp) => store.save_checkpoint(&run_id, cp),
+        RunEvent::Log { .. } | RunEvent::RunFinished { .. } => {}
+    })
+}
+
+/// Both sinks, in order.
+pub fn tee(a: EventSink, b: EventSink) -> EventSink {
+    Arc::new(move |e: &RunEvent| {
+        a(e);
+        b(e);
+    })
+}
+
+/// Runs an already-created run (see [`RunStore::submit_run`]) and records
+/// it: its steps and checkpoints as they happen, then how it ended.
+pub async fn run_recorded(
+    store: &Arc<dyn RunStore>,
+    engine: &Engine,
+    wf: &Workflow,
+    inputs: Map<String, Value>,
+    cfg: RunConfig,
+) -> RunResult {
+    resume_from(store, engine, wf, inputs, cfg, Checkpoint::default()).await
+}
+
+/// Continues a stored run that did not finish, from its latest checkpoint
+/// (from the start when it has none), as the same run. `wf` is the workflow
+/// loaded again from `run.file`; when it changed since the run started the
+/// run is not resumed but marked failed, and the result says why.
+/// `cfg.run_id` is replaced by the run's id.
+pub async fn resume_run(
+    store: &Arc<dyn RunStore>,
+    engine: &Engine,
+    wf: &Workflow,
+    run: &RunRecord,
+    mut cfg: RunConfig,
+) -> RunResult {
+    cfg.run_id = run.id.clone();
+    let refuse = |message: String| {
+        let result = RunResult {
+            run_id: run.id.clone(),
+            workflow: run.workflow.clone(),
+            status: RunStatus::Failed,
+            outputs: Value::Object(Map::new()),
+            steps: Vec::new(),
+            error: Some(crate::engine::RunFailure {
+                message,
+                step_id: None,
+                step_name: None,
+                file: run.file.clone(),
+                pos: None,
+            }),
+            duration_ms: 0,
+        };
+        store.finish_run(&run.id, RunEnd::from(&result));
+        result
+    };
+    if version_of(wf) != run.version {
+        return refuse(format!(
+            "not resumed: the workflow file `{}` changed since the run started",
+            run.file
+        ));
+    }
+    let cp = match store.checkpoint(&run.id, None) {
+        Ok(cp) => cp.unwrap_or_default(),
+        Err(e) => return refuse(format!("not resumed: {e}")),
+    };
+    let inputs = match &run.inputs {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    };
+    resume_from(store, engine, wf, inputs, cfg, cp).await
+}
+
+/// Runs `wf` from `cp` as the stored run `cfg.run_id`, recording it.
+pub async fn resume_from(
+    store: &Arc<dyn RunStore>,
+    engine: &Engine,
+    wf: &Workflow,
+    inputs: Map<String, Value>,
+    mut cfg: RunConfig,
+    cp: Checkpoint,
+) -> RunResult {
+    let run_id = cfg.run_id.clone();
+    cfg.events = tee(recording_sink(store.clone(), run_id.clone()), cfg.events);
+    let result = engine.resume(wf, inputs, cfg, cp).await;
+    store.finish_run(&run_id, RunEnd::from(&result));
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages() {
+        assert_eq!(parse_age("30d"), Some(Duration::from_secs(30 * 86400)));
+        assert_eq!(parse_age("12h"), Some(Duration::from_secs(12 * 3600)));
+        assert_eq!(parse_age("90m"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_age("2w"), Some(Duration::from_secs(14 * 86400)));
+        assert_eq!(parse_age("30"), None);
+        assert_eq!(parse_age("d"), None);
+        assert_eq!(parse_age("3y"), None);
+    }
+}

@@ -1,0 +1,579 @@
+//! [`RunStore`] on one SQLite file. All SQL of the store is in this file.
+//!
+//! One writer thread owns the write connection and commits whatever is
+//! queued as one transaction, so a busy server pays for one commit per batch,
+//! not per event. WAL mode with `synchronous=NORMAL`: a commit survives the
+//! process being killed (it is in the OS's cache once `create_run` returns),
+//! not a power cut right after it. Reads use their own connection and never
+//! wait for the writer.
+
+use super::{
+    now_ms, NewRun, RunEnd, RunFilter, RunRecord, RunStore, Status, StepRow, StoreError,
+};
+use crate::engine::{Checkpoint, StepStatus};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The schema, one migration per entry; `schema_version` holds how many
+/// have been applied. Only ever append.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    file TEXT NOT NULL,
+    version TEXT NOT NULL,
+    trigger TEXT NOT NULL,
+    retry_of TEXT,
+    status TEXT NOT NULL,
+    inputs TEXT NOT NULL,
+    outputs TEXT,
+    error TEXT,
+    error_step TEXT,
+    pid INTEGER,
+    created_at INTEGER NOT NULL,
+    started_at INTEGER,
+    finished_at INTEGER,
+    duration_ms INTEGER
+);
+CREATE INDEX runs_by_created ON runs (created_at);
+CREATE INDEX runs_by_workflow ON runs (workflow, created_at);
+CREATE INDEX runs_unfinished ON runs (status) WHERE status IN ('queued', 'running');
+CREATE TABLE steps (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    step_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    top_index INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    started_at INTEGER NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    output TEXT NOT NULL,
+    error TEXT,
+    reused INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX steps_by_run ON steps (run_id, id);
+CREATE TABLE checkpoints (
+    run_id TEXT NOT NULL,
+    next_step INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (run_id, next_step)
+) WITHOUT ROWID;
+"#];
+
+/// Most writes committed in one transaction.
+const MAX_BATCH: usize = 4096;
+
+type Reply<T> = tokio::sync::oneshot::Sender<Result<T, StoreError>>;
+
+enum Op {
+    Create(Box<NewRun>, Reply<()>),
+    Running {
+        run_id: String,
+        at: i64,
+        pid: u32,
+    },
+    Step(String, Box<StepRow>),
+    Checkpoint {
+        run_id: String,
+        next_step: usize,
+        state: String,
+    },
+    Finish(String, Box<RunEnd>, i64),
+    Prune(i64, Reply<usize>),
+    Flush(Reply<()>),
+}
+
+pub struct SqliteStore {
+    path: PathBuf,
+    tx: Mutex<Option<mpsc::Sender<Op>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    read: Mutex<Connection>,
+}
+
+fn db_err(e: rusqlite::Error) -> StoreError {
+    StoreError::Db(e.to_string())
+}
+
+fn open_conn(path: &Path) -> Result<Connection, StoreError> {
+    let open_err = |e: rusqlite::Error| StoreError::Open {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let conn = Connection::open(path).map_err(open_err)?;
+    conn.busy_timeout(Duration::from_secs(5)).map_err(open_err)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(open_err)?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(open_err)?;
+    Ok(conn)
+}
+
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(db_err)?;
+    tx.execute(
+        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
+        [],
+    )
+    .map_err(db_err)?;
+    let found: Option<i64> = tx
+        .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+        .optional()
+        .map_err(db_err)?;
+    let found = found.unwrap_or(0);
+    let known = MIGRATIONS.len() as i64;
+    if found > known {
+        return Err(StoreError::TooNew {
+            path: path.display().to_string(),
+            found,
+            known,
+        });
+    }
+    for m in &MIGRATIONS[found as usize..] {
+        tx.execute_batch(m).map_err(db_err)?;
+    }
+    if found < known {
+        tx.execute("DELETE FROM schema_version", [])
+            .map_err(db_err)?;
+        tx.execute("INSERT INTO schema_version (version) VALUES (?1)", [known])
+            .map_err(db_err)?;
+    }
+    tx.commit().map_err(db_err)
+}
+
+impl SqliteStore {
+    /// Opens (creating it and its folder when missing) the store at `path`,
+    /// bringing its schema up to date.
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
+                path: path.display().to_string(),
+                message: format!("cannot create its folder: {e}"),
+            })?;
+        }
+        let mut write = open_conn(path)?;
+        migrate(&mut write, path)?;
+        let read = open_conn(path)?;
+        let (tx, rx) = mpsc::channel();
+        let writer = std::thread::Builder::new()
+            .name("marktoflow-store".into())
+            .spawn(move || writer_loop(write, rx))
+            .map_err(|e| StoreError::Open {
+                path: path.display().to_string(),
+                message: format!("cannot start the writer thread: {e}"),
+            })?;
+        Ok(SqliteStore {
+            path: path.to_path_buf(),
+            tx: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+            read: Mutex::new(read),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn send(&self, op: Op) {
+        if let Ok(tx) = self.tx.lock() {
+            if let Some(tx) = tx.as_ref() {
+                // A stopped writer shows up as `Closed` at the next flush.
+                let _ = tx.send(op);
+            }
+        }
+    }
+
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
+    ) -> Result<T, StoreError> {
+        let conn = self
+            .read
+            .lock()
+            .map_err(|_| StoreError::Db("read connection poisoned".into()))?;
+        f(&conn).map_err(db_err)
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // Closing the channel lets the writer commit what is queued and stop.
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+        if let Ok(mut w) = self.writer.lock() {
+            if let Some(h) = w.take() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Op>) {
+    // An error of a queued write, reported at the next flush.
+    let mut deferred: Option<String> = None;
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        let mut replies: Vec<Box<dyn FnOnce(Option<&str>)>> = Vec::new();
+        let outcome = (|| -> Result<(), rusqlite::Error> {
+            let tx = conn.transaction()?;
+            for op in batch {
+                match op {
+                    Op::Create(run, reply) => {
+                        let r = insert_run(&tx, &run);
+                        replies.push(Box::new(move |commit_err| {
+                            let r = match (r, commit_err) {
+                                (Err(e), _) => Err(db_err(e)),
+                                (Ok(()), Some(e)) => Err(StoreError::Db(e.to_string())),
+                                (Ok(()), None) => Ok(()),
+                            };
+                            let _ = reply.send(r);
+                        }));
+                    }
+                    Op::Prune(cutoff, reply) => {
+                        let r = prune(&tx, cutoff);
+                        replies.push(Box::new(move |commit_err| {
+                            let r = match (r, commit_err) {
+                                (Err(e), _) => Err(db_err(e)),
+                                (Ok(_), Some(e)) => Err(StoreError::Db(e.to_string())),
+                                (Ok(n), None) => Ok(n),
+                            };
+                            let _ = reply.send(r);
+                        }));
+                    }
+                    Op::Flush(reply) => {
+                        let pending = deferred.take();
+                        replies.push(Box::new(move |commit_err| {
+                            let r = match (pending, commit_err) {
+                                (Some(e), _) => Err(StoreError::Db(e)),
+                                (None, Some(e)) => Err(StoreError::Db(e.to_string())),
+                                (None, None) => Ok(()),
+                            };
+                            let _ = reply.send(r);
+                        }));
+                    }
+                    other => {
+                        if let Err(e) = apply(&tx, other) {
+                            deferred.get_or_insert_with(|| e.to_string());
+                        }
+                    }
+                }
+            }
+            tx.commit()
+        })();
+        let commit_err = outcome.err().map(|e| e.to_string());
+        if let Some(e) = &commit_err {
+            deferred.get_or_insert_with(|| e.clone());
+        }
+        for reply in replies {
+            reply(commit_err.as_deref());
+        }
+    }
+}
+
+fn json_text(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+fn insert_run(tx: &rusqlite::Transaction, run: &NewRun) -> Result<(), rusqlite::Error> {
+    let now = now_ms();
+    let started = (run.status == Status::Running).then_some(now);
+    tx.prepare_cached(
+        "INSERT INTO runs (id, workflow, file, version, trigger, retry_of, status, inputs, pid, created_at, started_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?
+    .execute(params![
+        run.id,
+        run.workflow,
+        run.file,
+        run.version,
+        run.trigger,
+        run.retry_of.as_ref().map(|(id, _)| id),
+        run.status.as_str(),
+        json_text(&Value::Object(run.inputs.clone())),
+        run.pid,
+        now,
+        started,
+    ])?;
+    if let Some((from, reused)) = &run.retry_of {
+        tx.prepare_cached(
+            "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused)
+             SELECT ?1, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, 1
+             FROM steps WHERE run_id = ?2 AND top_index BETWEEN 1 AND ?3 ORDER BY id",
+        )?
+        .execute(params![run.id, from, *reused as i64])?;
+    }
+    Ok(())
+}
+
+fn step_status_str(s: StepStatus) -> &'static str {
+    match s {
+        StepStatus::Completed => "completed",
+        StepStatus::Failed => "failed",
+        StepStatus::Skipped => "skipped",
+    }
+}
+
+fn apply(tx: &rusqlite::Transaction, op: Op) -> Result<(), rusqlite::Error> {
+    match op {
+        Op::Running { run_id, at, pid } => {
+            tx.prepare_cached(
+                "UPDATE runs SET status = 'running', started_at = COALESCE(started_at, ?2), pid = ?3
+                 WHERE id = ?1 AND status IN ('queued', 'running')",
+            )?
+            .execute(params![run_id, at, pid])?;
+        }
+        Op::Step(run_id, s) => {
+            tx.prepare_cached(
+                "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            )?
+            .execute(params![
+                run_id,
+                s.step_id,
+                s.name,
+                s.depth as i64,
+                s.top_index as i64,
+                step_status_str(s.status),
+                s.attempts,
+                s.started_at,
+                s.duration_ms as i64,
+                json_text(&s.output),
+                s.error,
+                s.reused,
+            ])?;
+        }
+        Op::Checkpoint {
+            run_id,
+            next_step,
+            state,
+        } => {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO checkpoints (run_id, next_step, state) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![run_id, next_step as i64, state])?;
+        }
+        Op::Finish(run_id, end, at) => {
+            tx.prepare_cached(
+                "UPDATE runs SET status = ?2, outputs = ?3, error = ?4, error_step = ?5, finished_at = ?6, duration_ms = ?7
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                run_id,
+                end.status.as_str(),
+                json_text(&end.outputs),
+                end.error,
+                end.error_step,
+                at,
+                end.duration_ms as i64,
+            ])?;
+        }
+        Op::Create(..) | Op::Prune(..) | Op::Flush(_) => {}
+    }
+    Ok(())
+}
+
+fn prune(tx: &rusqlite::Transaction, cutoff: i64) -> Result<usize, rusqlite::Error> {
+    const OLD: &str = "SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < ?1";
+    tx.execute(
+        &format!("DELETE FROM steps WHERE run_id IN ({OLD})"),
+        [cutoff],
+    )?;
+    tx.execute(
+        &format!("DELETE FROM checkpoints WHERE run_id IN ({OLD})"),
+        [cutoff],
+    )?;
+    tx.execute(
+        "DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < ?1",
+        [cutoff],
+    )
+}
+
+const RUN_COLUMNS: &str = "id, workflow, file, version, trigger, status, retry_of, inputs, outputs, error, error_step, pid, created_at, finished_at, duration_ms";
+
+fn parse_json(text: Option<String>) -> Value {
+    text.and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null)
+}
+
+fn run_of(r: &Row) -> Result<RunRecord, rusqlite::Error> {
+    let status: String = r.get(5)?;
+    Ok(RunRecord {
+        id: r.get(0)?,
+        workflow: r.get(1)?,
+        file: r.get(2)?,
+        version: r.get(3)?,
+        trigger: r.get(4)?,
+        // Unknown text (a newer writer) reads as failed rather than panicking.
+        status: Status::parse(&status).unwrap_or(Status::Failed),
+        retry_of: r.get(6)?,
+        inputs: parse_json(r.get(7)?),
+        outputs: parse_json(r.get(8)?),
+        error: r.get(9)?,
+        error_step: r.get(10)?,
+        pid: r.get(11)?,
+        created_at: r.get(12)?,
+        finished_at: r.get(13)?,
+        duration_ms: r.get::<_, Option<i64>>(14)?.map(|d| d.max(0) as u64),
+    })
+}
+
+fn step_of(r: &Row) -> Result<StepRow, rusqlite::Error> {
+    let status: String = r.get(4)?;
+    Ok(StepRow {
+        step_id: r.get(0)?,
+        name: r.get(1)?,
+        depth: r.get::<_, i64>(2)?.max(0) as usize,
+        top_index: r.get::<_, i64>(3)?.max(0) as usize,
+        status: match status.as_str() {
+            "completed" => StepStatus::Completed,
+            "skipped" => StepStatus::Skipped,
+            _ => StepStatus::Failed,
+        },
+        attempts: r.get(5)?,
+        started_at: r.get(6)?,
+        duration_ms: r.get::<_, i64>(7)?.max(0) as u64,
+        output: parse_json(r.get(8)?),
+        error: r.get(9)?,
+        reused: r.get(10)?,
+    })
+}
+
+impl RunStore for SqliteStore {
+    fn submit_run(&self, run: NewRun) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.send(Op::Create(Box::new(run), reply));
+        rx
+    }
+
+    fn mark_running(&self, run_id: &str) {
+        self.send(Op::Running {
+            run_id: run_id.to_string(),
+            at: now_ms(),
+            pid: std::process::id(),
+        });
+    }
+
+    fn record_step(&self, run_id: &str, row: StepRow) {
+        self.send(Op::Step(run_id.to_string(), Box::new(row)));
+    }
+
+    fn save_checkpoint(&self, run_id: &str, cp: &Checkpoint) {
+        let state = serde_json::to_string(cp).unwrap_or_default();
+        self.send(Op::Checkpoint {
+            run_id: run_id.to_string(),
+            next_step: cp.next_step,
+            state,
+        });
+    }
+
+    fn finish_run(&self, run_id: &str, end: RunEnd) {
+        self.send(Op::Finish(run_id.to_string(), Box::new(end), now_ms()));
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.send(Op::Flush(reply));
+        rx.blocking_recv().map_err(|_| StoreError::Closed)?
+    }
+
+    fn get_run(&self, id: &str) -> Result<RunRecord, StoreError> {
+        // `_` and `%` are LIKE wildcards; ids are uuids, so refuse them.
+        if id.is_empty() || id.contains(['%', '_']) {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        let rows = self.read(|c| {
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1 OR id LIKE ?1 || '%' ORDER BY id = ?1 DESC LIMIT 2"
+            ))?;
+            let rows = st.query_map([id], run_of)?;
+            rows.collect::<Result<Vec<_>, _>>()
+        })?;
+        match rows.as_slice() {
+            [] => Err(StoreError::NotFound(id.to_string())),
+            [one, ..] if one.id == id => Ok(one.clone()),
+            [one] => Ok(one.clone()),
+            _ => Err(StoreError::Ambiguous(id.to_string())),
+        }
+    }
+
+    fn list_runs(&self, f: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs
+                 WHERE (?1 IS NULL OR workflow = ?1) AND (?2 IS NULL OR status = ?2)
+                 ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+            ))?;
+            let limit = f.limit.map(|n| n as i64).unwrap_or(-1);
+            let rows = st.query_map(
+                params![f.workflow, f.status.map(Status::as_str), limit],
+                run_of,
+            )?;
+            rows.collect()
+        })
+    }
+
+    fn steps_of(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused
+                 FROM steps WHERE run_id = ?1 ORDER BY id",
+            )?;
+            let rows = st.query_map([run_id], step_of)?;
+            rows.collect()
+        })
+    }
+
+    fn checkpoint(
+        &self,
+        run_id: &str,
+        next_step: Option<usize>,
+    ) -> Result<Option<Checkpoint>, StoreError> {
+        let text: Option<String> = self.read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT state FROM checkpoints WHERE run_id = ?1 AND (?2 IS NULL OR next_step = ?2)
+                 ORDER BY next_step DESC LIMIT 1",
+            )?;
+            st.query_row(params![run_id, next_step.map(|n| n as i64)], |r| r.get(0))
+                .optional()
+        })?;
+        text.map(|t| {
+            serde_json::from_str(&t)
+                .map_err(|e| StoreError::Db(format!("checkpoint of run `{run_id}` is unreadable: {e}")))
+        })
+        .transpose()
+    }
+
+    fn incomplete_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = self.read(|c| {
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs
+                 WHERE status IN ('queued', 'running') AND trigger <> 'cli' ORDER BY created_at, rowid"
+            ))?;
+            let rows = st.query_map([], run_of)?;
+            rows.collect::<Result<Vec<_>, _>>()
+        })?;
+        Ok(rows.into_iter().filter(|r| r.is_interrupted()).collect())
+    }
+
+    fn prune(&self, older_than: Duration) -> Result<usize, StoreError> {
+        let cutoff = now_ms().saturating_sub(older_than.as_millis().min(i64::MAX as u128) as i64);
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.send(Op::Prune(cutoff, reply));
+        rx.blocking_recv().map_err(|_| StoreError::Closed)?
+    }
+}
