@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 struct Server {
     child: Child,
     addr: String,
+    /// Holds the server's own run store, unless the test gave one.
+    _store: Option<tempfile::TempDir>,
 }
 
 impl Drop for Server {
@@ -40,6 +42,14 @@ fn serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
     ] {
         c.env_remove(v);
     }
+    // Each server gets its own run store, so no test resumes another's runs.
+    let store = if env.iter().any(|(k, _)| *k == "MARKTOFLOW_STORE") {
+        None
+    } else {
+        let d = tempdir();
+        c.env("MARKTOFLOW_STORE", d.path().join("runs.db"));
+        Some(d)
+    };
     c.envs(env.iter().copied())
         .env("NO_COLOR", "1")
         .stderr(Stdio::piped())
@@ -64,7 +74,11 @@ fn serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
                     sink.clear();
                 }
             });
-            return Server { child, addr };
+            return Server {
+                child,
+                addr,
+                _store: store,
+            };
         }
     }
 }

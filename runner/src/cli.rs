@@ -1,6 +1,7 @@
 //! The `marktoflow` command: a thin layer over the engine. All printing
 //! happens here: data on stdout, progress and diagnostics on stderr.
 
+use crate::cli_store::RetryArgs;
 use crate::diag::Diagnostic;
 use crate::engine::{Engine, RunConfig, RunEvent, RunResult, RunStatus, StepStatus};
 use crate::inputs::{self, Supplied};
@@ -10,7 +11,7 @@ use marktoflow_steps::action::{Cancel, Capabilities, LogLevel};
 use marktoflow_steps::agent::{AgentHub, AgentOverrides};
 use marktoflow_steps::script::ScriptHost;
 use marktoflow_steps::{Registry, Sandbox};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -47,6 +48,47 @@ pub enum Command {
     Schema,
     /// Serve the workflows' webhook triggers over HTTP.
     Serve(ServeArgs),
+    /// List recorded runs, newest first.
+    History {
+        /// Only runs of this workflow (its id).
+        #[arg(long)]
+        workflow: Option<String>,
+        /// Only runs with this status: queued, running, completed, failed, cancelled.
+        #[arg(long)]
+        status: Option<String>,
+        /// How many runs to list.
+        #[arg(short = 'n', long, default_value_t = 20)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Show one recorded run: its steps, outputs and errors.
+    Show {
+        /// The run id (a unique prefix is enough).
+        run_id: String,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Run a recorded run again from a top-level step, reusing the outputs of the steps before it.
+    Retry {
+        run_id: String,
+        /// The top-level step to start from (its id); default: where the run stopped.
+        #[arg(long, value_name = "STEP")]
+        from: Option<String>,
+        #[command(flatten)]
+        run: RetryArgs,
+    },
+    /// Delete finished runs older than an age (`30d`, `12h`).
+    Prune {
+        #[arg(long, value_name = "AGE")]
+        older_than: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Print a workflow as a flowchart.
     Graph {
         file: PathBuf,
@@ -97,6 +139,11 @@ pub struct ServeArgs {
     pub agent: Option<String>,
     #[arg(short, long, env = "MARKTOFLOW_MODEL")]
     pub model: Option<String>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Delete finished runs older than this at start and every hour (`30d`, `12h`).
+    #[arg(long, value_name = "AGE")]
+    pub retention: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -137,6 +184,33 @@ pub struct RunArgs {
     /// `127.0.0.1:8080`; repeatable). Replaces the workflow's `permissions.hosts`.
     #[arg(long, value_name = "HOST")]
     pub allow_host: Vec<String>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// Where runs are recorded.
+#[derive(Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// The run store (SQLite file).
+    #[arg(long, value_name = "FILE", env = "MARKTOFLOW_STORE", default_value = crate::store::DEFAULT_PATH)]
+    pub store: PathBuf,
+    /// Do not record this run.
+    #[arg(long)]
+    pub no_store: bool,
+}
+
+impl StoreArgs {
+    /// The opened store, or None with `--no-store`. A store that cannot be
+    /// opened is an error: runs must not go unrecorded silently.
+    pub fn open(
+        &self,
+    ) -> Result<Option<Arc<dyn crate::store::RunStore>>, crate::store::StoreError> {
+        if self.no_store {
+            return Ok(None);
+        }
+        let s = crate::store::SqliteStore::open(&self.store)?;
+        Ok(Some(Arc::new(s)))
+    }
 }
 
 /// Entry point of the binary; returns the exit code.
@@ -154,7 +228,26 @@ pub fn main() -> i32 {
         }
     };
     match cli.command {
-        Command::Run(a) => run(a),
+        Command::Run(a) => run(a, None),
+        Command::History {
+            workflow,
+            status,
+            limit,
+            json,
+            store,
+        } => crate::cli_store::history(&store, workflow, status, limit, json),
+        Command::Show {
+            run_id,
+            json,
+            store,
+        } => crate::cli_store::show(&store, &run_id, json),
+        Command::Retry { run_id, from, run } => {
+            match crate::cli_store::retry_plan(&run, &run_id, from.as_deref()) {
+                Ok((args, plan)) => self::run(args, Some(plan)),
+                Err(code) => code,
+            }
+        }
+        Command::Prune { older_than, store } => crate::cli_store::prune(&store, &older_than),
         Command::Validate {
             files,
             json,
@@ -202,7 +295,7 @@ impl Style {
     }
 }
 
-fn print_diagnostics(diags: &[Diagnostic]) {
+pub fn print_diagnostics(diags: &[Diagnostic]) {
     let style = Style::stderr();
     let mut err = std::io::stderr().lock();
     for d in diags {
@@ -382,7 +475,16 @@ fn supplied_inputs(a: &RunArgs) -> Result<Vec<(String, Supplied)>, String> {
     Ok(out)
 }
 
-fn run(a: RunArgs) -> i32 {
+/// What `retry` continues: the run it retries, its inputs, and where.
+pub struct RetryPlan {
+    pub of: String,
+    pub inputs: Map<String, Value>,
+    pub checkpoint: crate::engine::Checkpoint,
+    /// Top-level steps reused from the earlier run.
+    pub reused: usize,
+}
+
+fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     let registry = Registry::standard();
     let wf = match load(&a.file, &registry) {
         Ok(w) => w,
@@ -396,12 +498,20 @@ fn run(a: RunArgs) -> i32 {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or_else(|| PathBuf::from("."));
     let env = environment(&wf_dir);
-    let supplied = match supplied_inputs(&a) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USAGE;
-        }
+    let supplied = match &retry {
+        // A retry runs with the inputs the run had.
+        Some(p) => p
+            .inputs
+            .iter()
+            .map(|(k, v)| (k.clone(), Supplied::Json(v.clone())))
+            .collect(),
+        None => match supplied_inputs(&a) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_USAGE;
+            }
+        },
     };
     // Paths named on the command line are readable (`--input knowledge_base=DIR`).
     let mut read_roots = vec![cwd.clone(), wf_dir.clone()];
@@ -461,15 +571,36 @@ fn run(a: RunArgs) -> i32 {
             return EXIT_RUN_FAILED;
         }
     };
+    let store = match a.store.open() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            eprintln!("  = hint: `--store FILE` records runs elsewhere; `--no-store` does not record this run");
+            return EXIT_USAGE;
+        }
+    };
+    let run_id = uuid::Uuid::new_v4().to_string();
+    if let Some(store) = &store {
+        let mut new = crate::store::NewRun::new(run_id.clone(), &wf, inputs.clone(), "cli");
+        if let Some(p) = &retry {
+            new.trigger = "retry".into();
+            new.retry_of = Some((p.of.clone(), p.reused));
+        }
+        if let Err(e) = store.create_run(new) {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    }
     let printer = Arc::new(Progress::new(&a));
     let sink = printer.clone();
     let cfg = RunConfig {
-        run_id: uuid::Uuid::new_v4().to_string(),
+        run_id,
         caps: caps.clone(),
         events: Arc::new(move |e: &RunEvent| sink.event(e)),
         loader: Some(Arc::new(FileLoader(registry))),
         callers: Vec::new(),
     };
+    let checkpoint = retry.map(|p| p.checkpoint).unwrap_or_default();
     let cancel = caps.cancel.clone();
     let result = rt.block_on(async {
         let interrupt = async {
@@ -478,11 +609,24 @@ fn run(a: RunArgs) -> i32 {
             // A second Ctrl-C is not waited for: the run is asked to stop.
             std::future::pending::<()>().await
         };
+        let go = async {
+            match &store {
+                Some(store) => {
+                    crate::store::resume_from(store, &engine, &wf, inputs, cfg, checkpoint).await
+                }
+                None => engine.resume(&wf, inputs, cfg, checkpoint).await,
+            }
+        };
         tokio::select! {
-            r = engine.run(&wf, inputs, cfg) => r,
+            r = go => r,
             _ = interrupt => unreachable!("the interrupt future never completes"),
         }
     });
+    if let Some(store) = &store {
+        if let Err(e) = store.flush() {
+            eprintln!("warning: the run was not fully recorded: {e}");
+        }
+    }
     print_result(&wf, &result, a.json);
     match result.status {
         RunStatus::Completed => EXIT_OK,
@@ -623,12 +767,30 @@ fn serve(a: ServeArgs) -> i32 {
             w.workflow.source.name
         )
     }));
-    let state = Arc::new(ServerState::new(
-        routes,
-        caps,
-        Arc::new(FileLoader(registry)),
-        config,
-    ));
+    let retention = match a
+        .retention
+        .as_deref()
+        .map(|r| (r, crate::store::parse_age(r)))
+    {
+        None => None,
+        Some((_, Some(age))) => Some(age),
+        Some((r, None)) => {
+            eprintln!("error: `--retention {r}` is not an age: use e.g. 30d, 12h");
+            return EXIT_USAGE;
+        }
+    };
+    let store = match a.store.open() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            eprintln!("  = hint: `--store FILE` records runs elsewhere; `--no-store` keeps them in memory only");
+            return EXIT_USAGE;
+        }
+    };
+    let state = Arc::new(
+        ServerState::new(routes, caps, Arc::new(FileLoader(registry)), config)
+            .with_store(store.clone()),
+    );
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -684,12 +846,33 @@ fn serve(a: ServeArgs) -> i32 {
                 let _ = drained_tx.send(());
             });
         };
+        if let (Some(store), Some(age)) = (store.clone(), retention) {
+            tokio::spawn(async move {
+                loop {
+                    match store.prune(age) {
+                        Ok(0) => {}
+                        Ok(n) => eprintln!("marktoflow: pruned {n} run{} older than the retention", plural(n)),
+                        Err(e) => eprintln!("marktoflow: pruning runs failed: {e}"),
+                    }
+                    tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                }
+            });
+        }
+        crate::server::resume_stored_runs(&state, &workflows);
         tokio::spawn(run_schedules(state.clone(), schedules));
         tokio::spawn(run_file_watches(state.clone(), watches));
         let served = axum::serve(listener, router(state))
             .with_graceful_shutdown(shutdown)
             .await;
         let _ = drained_rx.await;
+        if let Some(store) = store.clone() {
+            // `flush` blocks: not on the async threads.
+            match tokio::task::spawn_blocking(move || store.flush()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => eprintln!("marktoflow: not every run event was recorded: {e}"),
+                Err(e) => eprintln!("marktoflow: not every run event was recorded: {e}"),
+            }
+        }
         match served {
             Ok(()) => {
                 eprintln!("marktoflow: stopped");

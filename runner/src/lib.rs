@@ -4,6 +4,7 @@
 //! (in `marktoflow-steps`) → run events → (terminal printer | JSON | store).
 
 pub mod cli;
+pub mod cli_store;
 pub mod core_ops;
 pub mod cron;
 pub mod diag;

@@ -11,6 +11,7 @@ use crate::diag::Diagnostic;
 use crate::engine::{Engine, EventSink, RunConfig, RunEvent, RunResult, RunStatus, WorkflowLoader};
 use crate::inputs::{self, Supplied};
 use crate::model::Workflow;
+use crate::store::{NewRun, RunRecord, RunStore};
 use axum::body::{to_bytes, Body, Bytes};
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{header, HeaderMap, Method, Request, StatusCode};
@@ -113,6 +114,8 @@ pub struct ServerState {
     active: Active,
     /// Set when shutdown begins: no new runs, queued runs stay unstarted.
     stopping: Cancel,
+    /// Where runs are recorded (None: `--no-store`).
+    pub store: Option<Arc<dyn RunStore>>,
 }
 
 /// Finished runs kept in memory for `GET /runs/{id}`.
@@ -140,7 +143,14 @@ impl ServerState {
             running: AtomicUsize::new(0),
             active: Active::default(),
             stopping: Cancel::default(),
+            store: None,
         }
+    }
+
+    /// Records runs in `store`.
+    pub fn with_store(mut self, store: Option<Arc<dyn RunStore>>) -> Self {
+        self.store = store;
+        self
     }
 
     /// The slots of one workflow: the smallest `max_concurrent:` of its
@@ -379,7 +389,16 @@ async fn get_run(State(s): State<Arc<ServerState>>, UrlPath(id): UrlPath<String>
             e.result.borrow().as_deref(),
         ))
         .into_response(),
-        None => error(StatusCode::NOT_FOUND, format!("no run `{id}`")),
+        // Older runs, and runs of earlier server processes, are in the store.
+        None => match s.store.as_ref().map(|st| st.get_run(&id)) {
+            Some(Ok(r)) if r.id == id => Json(json!({
+                "run_id": r.id, "workflow": r.workflow, "status": r.shown_status(),
+                "outputs": r.outputs, "error": r.error.map(|m| json!({"message": m, "step": r.error_step})),
+                "duration_ms": r.duration_ms,
+            }))
+            .into_response(),
+            _ => error(StatusCode::NOT_FOUND, format!("no run `{id}`")),
+        },
     }
 }
 
@@ -610,7 +629,25 @@ async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body>) -> Respo
         Some(found) => found,
         None => {
             let run_id = uuid::Uuid::new_v4().to_string();
-            let rx = match start_run(&s, wf.clone(), inputs, run_id.clone()) {
+            if s.is_stopping() {
+                return Refused::ShuttingDown.response(s.config.max_queue);
+            }
+            // Committed before anyone hears of the run: a crash after the
+            // answer cannot lose it.
+            if let Some(store) = &s.store {
+                let new = NewRun::new(run_id.clone(), &wf, inputs.clone(), "webhook");
+                match store.submit_run(new).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+                    Err(_) => {
+                        return error(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            "the run store has stopped",
+                        )
+                    }
+                }
+            }
+            let rx = match start_run(&s, wf.clone(), Job::Recorded(inputs), run_id.clone()) {
                 Ok(rx) => rx,
                 Err(why) => return why.response(s.config.max_queue),
             };
@@ -718,13 +755,23 @@ impl Refused {
     }
 }
 
+/// What a background run does.
+pub enum Job {
+    /// A new run, recorded when it starts (`trigger` says by what).
+    New(Map<String, Value>, &'static str),
+    /// A new run already committed to the store.
+    Recorded(Map<String, Value>),
+    /// A stored run that did not finish, continued from its checkpoint.
+    Resume(RunRecord),
+}
+
 /// Starts a run in the background; its result arrives on the receiver. The
 /// run waits for a slot of its workflow and a global slot (workflow first, so
 /// one busy workflow queues behind its own limit without holding global slots).
 fn start_run(
     s: &Arc<ServerState>,
     wf: Arc<Workflow>,
-    inputs: Map<String, Value>,
+    job: Job,
     run_id: String,
 ) -> Result<watch::Receiver<Option<Arc<RunResult>>>, Refused> {
     if s.is_stopping() {
@@ -768,6 +815,10 @@ fn start_run(
     caps.cancel = cancel;
     let sink_events = events.clone();
     let sink: EventSink = Arc::new(move |e: &RunEvent| {
+        // Checkpoints are for the store; streams and memory do without them.
+        if matches!(e, RunEvent::Checkpoint(_)) {
+            return;
+        }
         if let Ok(mut v) = sink_events.lock() {
             v.push(e.clone());
         }
@@ -783,6 +834,18 @@ fn start_run(
     let wf_slots = s.slots_for(&wf);
     tokio::spawn(async move {
         let _active = ActiveGuard(state.clone());
+        let store = state.store.clone();
+        // Scheduled and watched runs are committed here, before they wait.
+        if let (Some(store), Job::New(inputs, trigger)) = (&store, &job) {
+            let new = NewRun::new(run_id.clone(), &wf, inputs.clone(), trigger);
+            if let Ok(Err(e)) | Err(e) = store
+                .submit_run(new)
+                .await
+                .map_err(|_| crate::store::StoreError::Closed)
+            {
+                eprintln!("marktoflow: run {run_id} is not recorded: {e}");
+            }
+        }
         let slots = async {
             let a = wf_slots.acquire_owned().await.ok()?;
             let b = state.global_slots.clone().acquire_owned().await.ok()?;
@@ -794,12 +857,24 @@ fn start_run(
         };
         state.queued.fetch_sub(1, Ordering::SeqCst);
         let Some(_permits) = permits else {
-            let _ = tx.send(Some(Arc::new(not_started(&run_id, &wf))));
+            // Not started: in the store it stays queued, for the next start.
+            let _ = tx.send(Some(Arc::new(not_started(&run_id, &wf, store.is_some()))));
             return;
         };
         started.store(true, Ordering::SeqCst);
         state.running.fetch_add(1, Ordering::SeqCst);
-        let result = state.engine.run(&wf, inputs, cfg).await;
+        let result = match (&store, job) {
+            (Some(store), Job::Resume(record)) => {
+                crate::store::resume_run(store, &state.engine, &wf, &record, cfg).await
+            }
+            (Some(store), Job::New(inputs, _) | Job::Recorded(inputs)) => {
+                crate::store::run_recorded(store, &state.engine, &wf, inputs, cfg).await
+            }
+            (None, Job::New(inputs, _) | Job::Recorded(inputs)) => {
+                state.engine.run(&wf, inputs, cfg).await
+            }
+            (None, Job::Resume(_)) => not_started(&run_id, &wf, false),
+        };
         // Counted out before the slots are released to the next run.
         state.running.fetch_sub(1, Ordering::SeqCst);
         let _ = tx.send(Some(Arc::new(result)));
@@ -807,8 +882,56 @@ fn start_run(
     Ok(rx)
 }
 
+/// Continues the runs a killed server left unfinished (queued or running in
+/// the store, their process gone), each from its last checkpoint.
+pub fn resume_stored_runs(state: &Arc<ServerState>, workflows: &[Arc<Workflow>]) -> usize {
+    let Some(store) = &state.store else { return 0 };
+    let runs = match store.incomplete_runs() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("marktoflow: cannot look for unfinished runs: {e}");
+            return 0;
+        }
+    };
+    let mut n = 0;
+    for run in runs {
+        let path = std::path::PathBuf::from(&run.file);
+        let same = |w: &&Arc<Workflow>| {
+            std::path::absolute(&w.source.path).ok().as_deref() == Some(path.as_path())
+        };
+        let wf = match workflows.iter().find(same) {
+            Some(w) => w.clone(),
+            None => match state.loader.load(&path) {
+                Ok(w) => Arc::new(w),
+                Err(_) => {
+                    store.finish_run(
+                        &run.id,
+                        crate::store::RunEnd {
+                            status: crate::store::Status::Failed,
+                            outputs: Value::Null,
+                            error: Some(format!("not resumed: `{}` cannot be loaded", run.file)),
+                            error_step: None,
+                            duration_ms: 0,
+                        },
+                    );
+                    continue;
+                }
+            },
+        };
+        let id = run.id.clone();
+        match start_run(state, wf, Job::Resume(run), id.clone()) {
+            Ok(_) => {
+                n += 1;
+                eprintln!("marktoflow: resuming run {id}");
+            }
+            Err(why) => eprintln!("marktoflow: run {id} not resumed now: {why}"),
+        }
+    }
+    n
+}
+
 /// The result of a queued run that shutdown kept from starting.
-fn not_started(run_id: &str, wf: &Workflow) -> RunResult {
+fn not_started(run_id: &str, wf: &Workflow, kept: bool) -> RunResult {
     RunResult {
         run_id: run_id.to_string(),
         workflow: wf.meta.id.clone(),
@@ -816,7 +939,11 @@ fn not_started(run_id: &str, wf: &Workflow) -> RunResult {
         outputs: Value::Null,
         steps: Vec::new(),
         error: Some(crate::engine::RunFailure {
-            message: "the server shut down before the run started".into(),
+            message: if kept {
+                "the server shut down before the run started; it stays queued and runs when the server starts again".into()
+            } else {
+                "the server shut down before the run started".into()
+            },
             step_id: None,
             step_name: None,
             file: wf.source.name.clone(),
@@ -907,7 +1034,12 @@ pub async fn run_schedules(state: Arc<ServerState>, schedules: Vec<Schedule>) {
             match inputs::resolve(&s.workflow, supplied, &state.caps.env) {
                 Ok(inputs) => {
                     let run_id = uuid::Uuid::new_v4().to_string();
-                    match start_run(&state, s.workflow.clone(), inputs, run_id.clone()) {
+                    match start_run(
+                        &state,
+                        s.workflow.clone(),
+                        Job::New(inputs, "schedule"),
+                        run_id.clone(),
+                    ) {
                         Ok(_) => eprintln!(
                             "marktoflow: schedule `{}` started run {run_id} of {}",
                             s.expr, s.workflow.source.name
@@ -947,7 +1079,12 @@ pub async fn run_file_watches(state: Arc<ServerState>, watches: Vec<crate::watch
         match inputs::resolve(&w.workflow, supplied, &state.caps.env) {
             Ok(inputs) => {
                 let run_id = uuid::Uuid::new_v4().to_string();
-                match start_run(&state, w.workflow.clone(), inputs, run_id.clone()) {
+                match start_run(
+                    &state,
+                    w.workflow.clone(),
+                    Job::New(inputs, "file_watch"),
+                    run_id.clone(),
+                ) {
                     Ok(_) => eprintln!(
                         "marktoflow: {n} changed file{} started run {run_id} of {}",
                         if n == 1 { "" } else { "s" },

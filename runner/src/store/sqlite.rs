@@ -7,9 +7,7 @@
 //! not a power cut right after it. Reads use their own connection and never
 //! wait for the writer.
 
-use super::{
-    now_ms, NewRun, RunEnd, RunFilter, RunRecord, RunStore, Status, StepRow, StoreError,
-};
+use super::{now_ms, NewRun, RunEnd, RunFilter, RunRecord, RunStore, Status, StepRow, StoreError};
 use crate::engine::{Checkpoint, StepStatus};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
@@ -107,7 +105,8 @@ fn open_conn(path: &Path) -> Result<Connection, StoreError> {
         message: e.to_string(),
     };
     let conn = Connection::open(path).map_err(open_err)?;
-    conn.busy_timeout(Duration::from_secs(5)).map_err(open_err)?;
+    conn.busy_timeout(Duration::from_secs(5))
+        .map_err(open_err)?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(open_err)?;
     conn.pragma_update(None, "synchronous", "NORMAL")
@@ -552,8 +551,9 @@ impl RunStore for SqliteStore {
                 .optional()
         })?;
         text.map(|t| {
-            serde_json::from_str(&t)
-                .map_err(|e| StoreError::Db(format!("checkpoint of run `{run_id}` is unreadable: {e}")))
+            serde_json::from_str(&t).map_err(|e| {
+                StoreError::Db(format!("checkpoint of run `{run_id}` is unreadable: {e}"))
+            })
         })
         .transpose()
     }

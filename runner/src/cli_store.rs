@@ -1,0 +1,330 @@
+//! `marktoflow history`, `show`, `retry` and `prune`: the run store from the
+//! command line. Data goes to stdout, problems to stderr.
+
+use crate::cli::{RetryPlan, RunArgs, StoreArgs, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
+use crate::store::{RunFilter, RunRecord, RunStore, Status, StepRow};
+use clap::Args;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The run options `retry` shares with `run`.
+#[derive(Args, Debug)]
+pub struct RetryArgs {
+    #[arg(long)]
+    pub json: bool,
+    #[arg(short, long)]
+    pub verbose: bool,
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
+    #[arg(short, long, env = "MARKTOFLOW_AGENT")]
+    pub agent: Option<String>,
+    #[arg(short, long, env = "MARKTOFLOW_MODEL")]
+    pub model: Option<String>,
+    #[arg(long, value_name = "DIR")]
+    pub allow_read: Vec<PathBuf>,
+    #[arg(long, value_name = "DIR")]
+    pub allow_write: Vec<PathBuf>,
+    #[arg(long, value_name = "HOST")]
+    pub allow_host: Vec<String>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// Opens the store for reading; a missing file means no runs yet.
+fn open(store: &StoreArgs) -> Result<Arc<dyn RunStore>, i32> {
+    if !store.store.exists() {
+        eprintln!(
+            "error: no run store at `{}` (runs are recorded there by `marktoflow run` and `serve`)",
+            store.store.display()
+        );
+        return Err(EXIT_USAGE);
+    }
+    match crate::store::SqliteStore::open(&store.store) {
+        Ok(s) => Ok(Arc::new(s)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(EXIT_USAGE)
+        }
+    }
+}
+
+fn when(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|d| d.format("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_default()
+}
+
+fn duration(ms: Option<u64>) -> String {
+    match ms {
+        None => "-".into(),
+        Some(ms) => crate::engine::human_duration(std::time::Duration::from_millis(ms)),
+    }
+}
+
+fn run_json(r: &RunRecord) -> Value {
+    let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+    v["status"] = json!(r.shown_status());
+    v
+}
+
+pub fn history(
+    store: &StoreArgs,
+    workflow: Option<String>,
+    status: Option<String>,
+    limit: usize,
+    as_json: bool,
+) -> i32 {
+    let status = match status.as_deref().map(|s| (s, Status::parse(s))) {
+        None => None,
+        Some((_, Some(s))) => Some(s),
+        Some((s, None)) => {
+            eprintln!(
+                "error: unknown status `{s}`: use queued, running, completed, failed or cancelled"
+            );
+            return EXIT_USAGE;
+        }
+    };
+    let s = match open(store) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let runs = match s.list_runs(&RunFilter {
+        workflow,
+        status,
+        limit: Some(limit),
+    }) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_RUN_FAILED;
+        }
+    };
+    if as_json {
+        let list: Vec<Value> = runs.iter().map(run_json).collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"runs": list})).unwrap_or_default()
+        );
+        return EXIT_OK;
+    }
+    if runs.is_empty() {
+        eprintln!("no runs recorded");
+        return EXIT_OK;
+    }
+    println!(
+        "{:<8}  {:<24}  {:<11}  {:<8}  {:<19}  {:>9}",
+        "RUN", "WORKFLOW", "STATUS", "TRIGGER", "STARTED (UTC)", "DURATION"
+    );
+    for r in &runs {
+        println!(
+            "{:<8}  {:<24}  {:<11}  {:<8}  {:<19}  {:>9}",
+            &r.id[..r.id.len().min(8)],
+            r.workflow,
+            r.shown_status(),
+            r.trigger,
+            when(r.created_at),
+            duration(r.duration_ms)
+        );
+    }
+    EXIT_OK
+}
+
+fn step_json(s: &StepRow) -> Value {
+    serde_json::to_value(s).unwrap_or(Value::Null)
+}
+
+pub fn show(store: &StoreArgs, id: &str, as_json: bool) -> i32 {
+    let s = match open(store) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let (run, steps) = match s.get_run(id).and_then(|r| {
+        let steps = s.steps_of(&r.id)?;
+        Ok((r, steps))
+    }) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if as_json {
+        let mut v = run_json(&run);
+        v["steps"] = Value::Array(steps.iter().map(step_json).collect());
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return EXIT_OK;
+    }
+    println!("run       {}", run.id);
+    println!("workflow  {} ({})", run.workflow, run.file);
+    println!("status    {}", run.shown_status());
+    println!("trigger   {}", run.trigger);
+    if let Some(of) = &run.retry_of {
+        println!("retry of  {of}");
+    }
+    println!("started   {} UTC", when(run.created_at));
+    println!("duration  {}", duration(run.duration_ms));
+    println!("inputs    {}", run.inputs);
+    println!();
+    for st in &steps {
+        let indent = "  ".repeat(st.depth);
+        let status = serde_json::to_value(st.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let mut line = format!(
+            "{indent}{:<9} {} ({}), {} attempt{}",
+            status,
+            st.step_id,
+            duration(Some(st.duration_ms)),
+            st.attempts,
+            if st.attempts == 1 { "" } else { "s" }
+        );
+        if st.reused {
+            line.push_str(", reused");
+        }
+        println!("{line}");
+        if let Some(e) = &st.error {
+            println!("{indent}          error: {e}");
+        } else if !st.output.is_null() {
+            let text = st.output.to_string();
+            let short: String = text.chars().take(120).collect();
+            let more = if text.chars().count() > 120 {
+                "…"
+            } else {
+                ""
+            };
+            println!("{indent}          output: {short}{more}");
+        }
+    }
+    if let Some(e) = &run.error {
+        println!();
+        match &run.error_step {
+            Some(step) => println!("failed at `{step}`: {e}"),
+            None => println!("failed: {e}"),
+        }
+    }
+    if !run.outputs.is_null() && run.status == Status::Completed {
+        println!();
+        println!("outputs   {}", run.outputs);
+    }
+    EXIT_OK
+}
+
+/// The arguments and plan for `retry`: the stored run's file and inputs,
+/// and the checkpoint before `from` (default: the run's latest checkpoint).
+pub fn retry_plan(
+    a: &RetryArgs,
+    id: &str,
+    from: Option<&str>,
+) -> Result<(RunArgs, RetryPlan), i32> {
+    let s = open(&a.store)?;
+    let run = s.get_run(id).map_err(|e| {
+        eprintln!("error: {e}");
+        EXIT_USAGE
+    })?;
+    if !run.status.is_finished() && !run.is_interrupted() {
+        eprintln!(
+            "error: run `{}` is still {}; retry it once it ends",
+            run.id,
+            run.status.as_str()
+        );
+        return Err(EXIT_USAGE);
+    }
+    let file = PathBuf::from(&run.file);
+    let wf =
+        crate::model::load_file(&file, &marktoflow_steps::Registry::standard()).map_err(|d| {
+            crate::cli::print_diagnostics(&d);
+            EXIT_USAGE
+        })?;
+    let wf = wf.workflow;
+    if crate::store::version_of(&wf) != run.version {
+        eprintln!(
+            "error: `{}` changed since run `{}`; its earlier outputs may not fit the steps as they are now",
+            run.file, run.id
+        );
+        eprintln!("  = hint: `marktoflow run {}` starts afresh", run.file);
+        return Err(EXIT_USAGE);
+    }
+    let index = match from {
+        None => None,
+        Some(step) => match wf.steps.iter().position(|s| s.id == step) {
+            Some(i) => Some(i),
+            None => {
+                let ids: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();
+                eprintln!("error: `{step}` is not a top-level step of `{}`", run.file);
+                eprintln!("  = hint: the top-level steps are {}", ids.join(", "));
+                return Err(EXIT_USAGE);
+            }
+        },
+    };
+    let checkpoint = match index {
+        Some(0) => Some(Default::default()),
+        _ => s.checkpoint(&run.id, index).map_err(|e| {
+            eprintln!("error: {e}");
+            EXIT_RUN_FAILED
+        })?,
+    };
+    let checkpoint = match (checkpoint, index) {
+        (Some(c), _) => c,
+        (None, None) => Default::default(),
+        (None, Some(i)) => {
+            eprintln!(
+                "error: run `{}` never got past step `{}`; nothing before it can be reused",
+                run.id,
+                wf.steps[i - 1].id
+            );
+            return Err(EXIT_USAGE);
+        }
+    };
+    let inputs = match &run.inputs {
+        Value::Object(m) => m.clone(),
+        _ => Default::default(),
+    };
+    let reused = checkpoint.next_step;
+    let args = RunArgs {
+        file,
+        input: Vec::new(),
+        inputs_file: None,
+        json: a.json,
+        verbose: a.verbose,
+        quiet: a.quiet,
+        dry_run: false,
+        agent: a.agent.clone(),
+        model: a.model.clone(),
+        allow_read: a.allow_read.clone(),
+        allow_write: a.allow_write.clone(),
+        allow_host: a.allow_host.clone(),
+        store: a.store.clone(),
+    };
+    Ok((
+        args,
+        RetryPlan {
+            of: run.id,
+            inputs,
+            checkpoint,
+            reused,
+        },
+    ))
+}
+
+pub fn prune(store: &StoreArgs, older_than: &str) -> i32 {
+    let Some(age) = crate::store::parse_age(older_than) else {
+        eprintln!("error: `{older_than}` is not an age: use e.g. 30d, 12h, 90m, 2w");
+        return EXIT_USAGE;
+    };
+    let s = match open(store) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    match s.prune(age) {
+        Ok(n) => {
+            println!("pruned {n} run{}", if n == 1 { "" } else { "s" });
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_RUN_FAILED
+        }
+    }
+}
