@@ -15,4 +15,5 @@ mod readme;
 mod retrieval;
 mod sandbox;
 mod server;
+mod store;
 mod workflows;

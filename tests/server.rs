@@ -639,3 +639,165 @@ fn file_watch_triggers_are_checked_at_start() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("w.md:4:5: error: the input `changed_paths` receives the changed paths, so it must be `type: array`, not `string`"), "{err}");
 }
+
+/// Appends `{tag}-1`, waits `ms`, appends `{tag}-3`: a step that ran twice
+/// would show twice in `log.txt`.
+fn chain(dir: &Path) {
+    let wf = r#"---
+workflow: {id: chain}
+triggers:
+  - {type: webhook, path: /chain, response: async, max_concurrent: 1}
+inputs:
+  tag: {type: string}
+  ms: {type: number, default: 1500}
+---
+
+## One
+
+```yaml
+action: file.write
+inputs: {path: 'log.txt', content: "{{ inputs.tag }}-1\n", append: true}
+```
+
+## Two
+
+```yaml
+action: workflow.sleep
+inputs: {duration: '{{ inputs.ms }}'}
+```
+
+## Three
+
+```yaml
+action: file.write
+inputs: {path: 'log.txt', content: "{{ inputs.tag }}-3\n", append: true}
+```
+"#;
+    std::fs::write(dir.join("chain.md"), wf).unwrap();
+}
+
+fn log_lines(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_to_string(dir.join("log.txt"))
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect();
+    v.sort();
+    v
+}
+
+fn store_history(dir: &Path, store: &Path) -> Value {
+    let out = Command::new(bin())
+        .current_dir(dir)
+        .args(["history", "--json", "--store"])
+        .arg(store)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_killed_server_resumes_accepted_runs_without_repeating_finished_steps() {
+    let d = tempdir();
+    chain(d.path());
+    let store = d.path().join("runs.db");
+    let store_env = store.to_str().unwrap().to_string();
+    let dir = d.path().to_str().unwrap().to_string();
+    let env = [("MARKTOFLOW_STORE", store_env.as_str())];
+    let args = ["chain.md", "--allow-write", dir.as_str()];
+    let s = serve(d.path(), &args, &env);
+    let a = post(&s.addr, "/chain", json!({"tag": "a"}));
+    let b = post(&s.addr, "/chain", json!({"tag": "b"}));
+    assert_eq!((a.status, b.status), (202, 202));
+    let (a, b) = (a.json()["run_id"].clone(), b.json()["run_id"].clone());
+    // Accepted means committed: both are in the store before any step ran.
+    let h = store_history(d.path(), &store);
+    assert_eq!(h["runs"].as_array().unwrap().len(), 2, "{h}");
+    // Whichever got the slot first has done step one; the other waits.
+    wait_for("a first step", || log_lines(d.path()).len() == 1);
+    // Let the checkpoint after step one reach the disk, then kill -9 mid-step-two.
+    std::thread::sleep(Duration::from_millis(300));
+    drop(s);
+    let h = store_history(d.path(), &store);
+    let shown: Vec<&str> = h["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(shown, ["interrupted", "interrupted"], "{h}");
+    // A new server finishes both: a from step two, b from the start.
+    let s = serve(d.path(), &args, &env);
+    wait_for("both runs finish", || log_lines(d.path()).len() == 4);
+    assert_eq!(
+        log_lines(d.path()),
+        ["a-1", "a-3", "b-1", "b-3"],
+        "every step exactly once"
+    );
+    for id in [&a, &b] {
+        let id = id.as_str().unwrap();
+        wait_for("completed", || {
+            http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json()["status"] == "completed"
+        });
+    }
+    let out = Command::new(bin())
+        .current_dir(d.path())
+        .args(["show", a.as_str().unwrap(), "--json", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["status"], "completed", "{shown}");
+    let steps: Vec<&str> = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps, ["one", "two", "three"], "{shown}");
+}
+
+#[test]
+fn shutdown_keeps_queued_runs_for_the_next_start() {
+    let d = tempdir();
+    chain(d.path());
+    let store = d.path().join("runs.db");
+    let store_env = store.to_str().unwrap().to_string();
+    let dir = d.path().to_str().unwrap().to_string();
+    let env = [("MARKTOFLOW_STORE", store_env.as_str())];
+    let args = [
+        "chain.md",
+        "--allow-write",
+        dir.as_str(),
+        "--grace-period",
+        "1",
+    ];
+    let mut s = serve(d.path(), &args, &env);
+    assert_eq!(
+        post(&s.addr, "/chain", json!({"tag": "a", "ms": 60000})).status,
+        202
+    );
+    assert_eq!(
+        post(&s.addr, "/chain", json!({"tag": "b", "ms": 10})).status,
+        202
+    );
+    wait_for("run a starts", || log_lines(d.path()) == ["a-1"]);
+    sigterm(&s);
+    assert_eq!(exit_code_within(&mut s, Duration::from_secs(20)), Some(0));
+    let h = store_history(d.path(), &store);
+    let mut states: Vec<String> = h["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap().to_string())
+        .collect();
+    states.sort();
+    // a ran past the grace period and was cancelled; b never started.
+    assert_eq!(states, ["cancelled", "interrupted"], "{h}");
+    drop(s);
+    let _s = serve(d.path(), &args, &env);
+    wait_for("b runs after the restart", || {
+        log_lines(d.path()).len() == 3
+    });
+    assert_eq!(log_lines(d.path()), ["a-1", "b-1", "b-3"]);
+}

@@ -762,7 +762,7 @@ pub enum Job {
     /// A new run already committed to the store.
     Recorded(Map<String, Value>),
     /// A stored run that did not finish, continued from its checkpoint.
-    Resume(RunRecord),
+    Resume(Box<RunRecord>),
 }
 
 /// Starts a run in the background; its result arrives on the receiver. The
@@ -919,7 +919,7 @@ pub fn resume_stored_runs(state: &Arc<ServerState>, workflows: &[Arc<Workflow>])
             },
         };
         let id = run.id.clone();
-        match start_run(state, wf, Job::Resume(run), id.clone()) {
+        match start_run(state, wf, Job::Resume(Box::new(run)), id.clone()) {
             Ok(_) => {
                 n += 1;
                 eprintln!("marktoflow: resuming run {id}");

@@ -216,6 +216,9 @@ impl Drop for SqliteStore {
     }
 }
 
+/// Answers one queued write once its batch is committed (None) or failed.
+type Acknowledge = Box<dyn FnOnce(Option<&str>)>;
+
 fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Op>) {
     // An error of a queued write, reported at the next flush.
     let mut deferred: Option<String> = None;
@@ -227,7 +230,7 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Op>) {
                 Err(_) => break,
             }
         }
-        let mut replies: Vec<Box<dyn FnOnce(Option<&str>)>> = Vec::new();
+        let mut replies: Vec<Acknowledge> = Vec::new();
         let outcome = (|| -> Result<(), rusqlite::Error> {
             let tx = conn.transaction()?;
             for op in batch {

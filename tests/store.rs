@@ -1,0 +1,180 @@
+//! The run store through the CLI: `run` records, `history`, `show`, `retry`,
+//! `prune`, on a real SQLite file.
+
+use crate::support::{cmd, run, tempdir};
+use serde_json::Value;
+use std::path::Path;
+
+/// Step one counts its runs in `count.txt`; step two fails unless `FIXED`
+/// is set; step three reports.
+const COUNTER: &str = r#"---
+workflow: {id: counter}
+---
+
+## First
+
+```yaml
+action: script.execute
+inputs:
+  code: |
+    const fs = require('fs');
+    const n = fs.existsSync('count.txt') ? Number(fs.readFileSync('count.txt', 'utf8')) : 0;
+    fs.writeFileSync('count.txt', String(n + 1));
+    return n + 1;
+output_variable: first
+```
+
+## Second
+
+```yaml
+action: workflow.fail
+conditions: ['{{ not env.FIXED }}']
+inputs: {message: second failed}
+```
+
+## Third
+
+```yaml
+action: core.set
+inputs: {first: '{{ first }}'}
+output_variable: result
+```
+"#;
+
+fn mtf(dir: &Path, args: &[&str]) -> crate::support::Run {
+    run(cmd(dir).args(args).env_remove("FIXED"))
+}
+
+fn count(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("count.txt")).unwrap_or_default()
+}
+
+#[test]
+fn runs_are_recorded_and_a_retry_reuses_finished_steps() {
+    let d = tempdir();
+    let p = d.path();
+    std::fs::write(p.join("c.md"), COUNTER).unwrap();
+    let r = mtf(p, &["run", "c.md", "--allow-write", ".", "-q"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(p.join(".marktoflow/runs.db").exists(), "the default store");
+    let h: Value = serde_json::from_str(&mtf(p, &["history", "--json"]).stdout).unwrap();
+    let first = &h["runs"][0];
+    assert_eq!(first["status"], "failed");
+    assert_eq!(first["trigger"], "cli");
+    assert_eq!(first["error_step"], "second");
+    let id = first["id"].as_str().unwrap().to_string();
+    // `show` takes a prefix and lists each step.
+    let show = mtf(p, &["show", &id[..8]]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert!(show.stdout.contains("completed first"), "{}", show.stdout);
+    assert!(
+        show.stdout.contains("error: second failed"),
+        "{}",
+        show.stdout
+    );
+    // Retry after fixing the cause: continues at `second`; `first` is not run again.
+    let r = run(cmd(p)
+        .args(["retry", &id[..8], "--allow-write", ".", "--json", "-q"])
+        .env("FIXED", "1"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["outputs"]["result"]["first"], 1);
+    assert_eq!(count(p), "1", "the first step ran once");
+    let h: Value = serde_json::from_str(&mtf(p, &["history", "--json"]).stdout).unwrap();
+    let retried = &h["runs"][0];
+    assert_eq!(
+        (retried["status"].as_str(), retried["trigger"].as_str()),
+        (Some("completed"), Some("retry"))
+    );
+    assert_eq!(retried["retry_of"], id.as_str());
+    let shown: Value =
+        serde_json::from_str(&mtf(p, &["show", retried["id"].as_str().unwrap(), "--json"]).stdout)
+            .unwrap();
+    let steps: Vec<(String, bool)> = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["step_id"].as_str().unwrap().to_string(),
+                s["reused"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(steps[0], ("first".to_string(), true), "{shown}");
+    // --from a step runs it and everything after it again.
+    let r = run(cmd(p)
+        .args(["retry", &id, "--from", "first", "--allow-write", ".", "-q"])
+        .env("FIXED", "1"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(count(p), "2");
+    // Filters and errors.
+    let h: Value =
+        serde_json::from_str(&mtf(p, &["history", "--json", "--status", "failed"]).stdout).unwrap();
+    assert_eq!(h["runs"].as_array().unwrap().len(), 1);
+    let r = mtf(p, &["retry", &id, "--from", "nope"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("`nope` is not a top-level step"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("first, second, third"), "{}", r.stderr);
+    let r = mtf(p, &["show", "zzzz"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("no run `zzzz`"), "{}", r.stderr);
+    // A changed workflow is not retried with old outputs.
+    std::fs::write(
+        p.join("c.md"),
+        COUNTER.replace("second failed", "2nd failed"),
+    )
+    .unwrap();
+    let r = mtf(p, &["retry", &id]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("changed since run"), "{}", r.stderr);
+}
+
+#[test]
+fn store_options_and_pruning() {
+    let d = tempdir();
+    let p = d.path();
+    std::fs::write(
+        p.join("h.md"),
+        "---\nworkflow: {id: h}\n---\n\n```yaml\naction: core.set\ninputs: {a: 1}\n```\n",
+    )
+    .unwrap();
+    let r = mtf(p, &["run", "h.md", "-q", "--no-store"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !p.join(".marktoflow").exists(),
+        "--no-store records nothing"
+    );
+    let r = mtf(p, &["history"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("no run store at"), "{}", r.stderr);
+    let r = run(cmd(p)
+        .args(["run", "h.md", "-q"])
+        .env("MARKTOFLOW_STORE", "elsewhere/runs.db"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(p.join("elsewhere/runs.db").exists());
+    // A store that cannot be opened stops the run before it starts.
+    std::fs::write(p.join("not-a-db"), "hello, this is not SQLite").unwrap();
+    let r = mtf(p, &["run", "h.md", "--store", "not-a-db"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--no-store"), "{}", r.stderr);
+    let r = run(cmd(p)
+        .args(["prune", "--older-than", "0s"])
+        .env("MARKTOFLOW_STORE", "elsewhere/runs.db"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "pruned 1 run");
+    let r = mtf(
+        p,
+        &[
+            "prune",
+            "--older-than",
+            "soon",
+            "--store",
+            "elsewhere/runs.db",
+        ],
+    );
+    assert_eq!(r.code, 2);
+}
