@@ -580,3 +580,113 @@ impl RunStore for SqliteStore {
         rx.blocking_recv().map_err(|_| StoreError::Closed)?
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{NewRun, RunEnd, RunFilter, Status, StepRow};
+    use serde_json::json;
+
+    fn new_run(id: &str, workflow: &str, trigger: &str, pid: Option<u32>) -> NewRun {
+        NewRun {
+            id: id.into(),
+            workflow: workflow.into(),
+            file: "/tmp/w.md".into(),
+            version: "v1".into(),
+            inputs: json!({"q": "x"}).as_object().unwrap().clone(),
+            trigger: trigger.into(),
+            status: Status::Queued,
+            retry_of: None,
+            pid,
+        }
+    }
+
+    fn step(id: &str, top: usize) -> StepRow {
+        StepRow {
+            step_id: id.into(),
+            name: id.into(),
+            depth: 0,
+            top_index: top,
+            status: StepStatus::Completed,
+            attempts: 1,
+            started_at: 0,
+            duration_ms: 3,
+            output: json!({"n": top}),
+            error: None,
+            reused: false,
+        }
+    }
+
+    #[test]
+    fn records_lists_checkpoints_and_prunes_on_a_real_file() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("deep/runs.db");
+        {
+            let s = SqliteStore::open(&path).unwrap();
+            s.create_run(new_run("aaaa-1", "w1", "webhook", Some(u32::MAX))).unwrap();
+            s.create_run(new_run("aaab-2", "w2", "cli", None)).unwrap();
+            s.record_step("aaaa-1", step("one", 1));
+            s.save_checkpoint(
+                "aaaa-1",
+                &Checkpoint {
+                    next_step: 1,
+                    variables: json!({"x": 1}).as_object().unwrap().clone(),
+                    ..Default::default()
+                },
+            );
+            s.finish_run(
+                "aaab-2",
+                RunEnd {
+                    status: Status::Failed,
+                    outputs: json!({}),
+                    error: Some("boom".into()),
+                    error_step: Some("s".into()),
+                    duration_ms: 5,
+                },
+            );
+            s.flush().unwrap();
+        }
+        // Reopened: everything was committed.
+        let s = SqliteStore::open(&path).unwrap();
+        assert!(matches!(s.get_run("aaa"), Err(StoreError::Ambiguous(_))));
+        let a = s.get_run("aaaa").unwrap();
+        assert_eq!((a.status, a.trigger.as_str()), (Status::Queued, "webhook"));
+        assert!(a.is_interrupted(), "its process is gone");
+        let b = s.get_run("aaab-2").unwrap();
+        assert_eq!((b.status, b.error.as_deref()), (Status::Failed, Some("boom")));
+        assert_eq!(s.steps_of("aaaa-1").unwrap()[0].output, json!({"n": 1}));
+        let cp = s.checkpoint("aaaa-1", None).unwrap().unwrap();
+        assert_eq!((cp.next_step, &cp.variables["x"]), (1, &json!(1)));
+        assert!(s.checkpoint("aaaa-1", Some(3)).unwrap().is_none());
+        // What a restarted server resumes: not finished, not from the CLI.
+        let todo: Vec<String> = s.incomplete_runs().unwrap().into_iter().map(|r| r.id).collect();
+        assert_eq!(todo, ["aaaa-1"]);
+        let failed = s
+            .list_runs(&RunFilter {
+                status: Some(Status::Failed),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(failed.len(), 1);
+        let w1 = s
+            .list_runs(&RunFilter {
+                workflow: Some("w1".into()),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(w1[0].id, "aaaa-1");
+        // Pruning removes finished runs only.
+        assert_eq!(s.prune(std::time::Duration::ZERO).unwrap(), 1);
+        assert!(matches!(s.get_run("aaab-2"), Err(StoreError::NotFound(_))));
+        assert!(s.get_run("aaaa-1").is_ok());
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_store_is_an_error_not_a_panic() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.db");
+        std::fs::write(&p, "not sqlite at all, just text that is long enough").unwrap();
+        let e = SqliteStore::open(&p).err().expect("refused");
+        assert!(e.to_string().contains("x.db"), "{e}");
+    }
+}
