@@ -623,7 +623,8 @@ mod tests {
         let path = d.path().join("deep/runs.db");
         {
             let s = SqliteStore::open(&path).unwrap();
-            s.create_run(new_run("aaaa-1", "w1", "webhook", Some(u32::MAX))).unwrap();
+            s.create_run(new_run("aaaa-1", "w1", "webhook", Some(u32::MAX)))
+                .unwrap();
             s.create_run(new_run("aaab-2", "w2", "cli", None)).unwrap();
             s.record_step("aaaa-1", step("one", 1));
             s.save_checkpoint(
@@ -653,13 +654,21 @@ mod tests {
         assert_eq!((a.status, a.trigger.as_str()), (Status::Queued, "webhook"));
         assert!(a.is_interrupted(), "its process is gone");
         let b = s.get_run("aaab-2").unwrap();
-        assert_eq!((b.status, b.error.as_deref()), (Status::Failed, Some("boom")));
+        assert_eq!(
+            (b.status, b.error.as_deref()),
+            (Status::Failed, Some("boom"))
+        );
         assert_eq!(s.steps_of("aaaa-1").unwrap()[0].output, json!({"n": 1}));
         let cp = s.checkpoint("aaaa-1", None).unwrap().unwrap();
         assert_eq!((cp.next_step, &cp.variables["x"]), (1, &json!(1)));
         assert!(s.checkpoint("aaaa-1", Some(3)).unwrap().is_none());
         // What a restarted server resumes: not finished, not from the CLI.
-        let todo: Vec<String> = s.incomplete_runs().unwrap().into_iter().map(|r| r.id).collect();
+        let todo: Vec<String> = s
+            .incomplete_runs()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
         assert_eq!(todo, ["aaaa-1"]);
         let failed = s
             .list_runs(&RunFilter {
