@@ -14,5 +14,6 @@ mod flagship;
 mod readme;
 mod retrieval;
 mod sandbox;
+mod seed_workflows;
 mod server;
 mod workflows;
