@@ -3,9 +3,13 @@
 //! their example data (`examples/<seed>`, copied to a temporary folder so the
 //! index is private to the test).
 
-use crate::support::{cmd, repo, run, tempdir, Run};
-use serde_json::Value;
+use crate::support::{bin, cmd, repo, run, tempdir, Run};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// The embedding model, when `MARKTOFLOW_EMBED_MODEL` names one (CI does).
 fn model() -> Option<PathBuf> {
@@ -27,7 +31,7 @@ fn copy_dir(from: &Path, to: &Path) {
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
         let name = e.file_name();
-        if name.to_string_lossy().starts_with('.') {
+        if name == ".marktoflow" {
             continue;
         }
         let ty = e.file_type().unwrap();
@@ -78,6 +82,7 @@ fn seed_workflows_validate_strict() {
         "workflows/atlas/retrieve.md",
         "workflows/atlas/versions.md",
         "workflows/atlas/topic.md",
+        "workflows/conhub/memory-search.md",
     ] {
         let r = run(cmd(&repo()).args(["validate", "--strict", wf]));
         assert_eq!(r.code, 0, "{wf}: {r:?}");
@@ -130,7 +135,7 @@ fn atlas_retrieve_filters_by_version_and_where() {
     // A version that does not exist gives no documents, not an error.
     let out = go(&["query=trimodal", "version_filter=9"]);
     assert_eq!(out["count"], 0, "{out}");
-    assert_eq!(out["documents"], serde_json::json!([]));
+    assert_eq!(out["documents"], json!([]));
 }
 
 #[test]
@@ -189,12 +194,8 @@ fn atlas_versions_lists_the_versions_sorted() {
     let d = tempdir();
     let kb = example_kb(d.path(), "atlas");
     let out = run_wf("atlas/versions.md", &kb, &[], &[], &[]).json()["outputs"].clone();
-    assert_eq!(out["versions"], serde_json::json!(["1", "3", "5"]), "{out}");
-    assert_eq!(
-        out["counts"],
-        serde_json::json!({"1": 2, "3": 2, "5": 3}),
-        "{out}"
-    );
+    assert_eq!(out["versions"], json!(["1", "3", "5"]), "{out}");
+    assert_eq!(out["counts"], json!({"1": 2, "3": 2, "5": 3}), "{out}");
     // A new version appears on the next call (the index refreshes).
     std::fs::create_dir_all(kb.join("v10")).unwrap();
     std::fs::write(
@@ -203,11 +204,7 @@ fn atlas_versions_lists_the_versions_sorted() {
     )
     .unwrap();
     let out = run_wf("atlas/versions.md", &kb, &[], &[], &[]).json()["outputs"].clone();
-    assert_eq!(
-        out["versions"],
-        serde_json::json!(["1", "3", "5", "10"]),
-        "{out}"
-    );
+    assert_eq!(out["versions"], json!(["1", "3", "5", "10"]), "{out}");
 }
 
 #[test]
@@ -244,4 +241,319 @@ fn atlas_topic_by_tag_type_and_version() {
         paths(&out["documents"], "path").contains(&"v3/trimodal.md".into()),
         "{out}"
     );
+}
+
+// --- ConHub ---------------------------------------------------------------
+
+/// The model's env and read access for the runs, when it is configured.
+fn model_args() -> (Vec<(String, String)>, Vec<PathBuf>) {
+    match std::env::var_os("MARKTOFLOW_EMBED_MODEL") {
+        Some(m) => (
+            vec![(
+                "MARKTOFLOW_EMBED_MODEL".into(),
+                m.to_string_lossy().into_owned(),
+            )],
+            vec![PathBuf::from(m)],
+        ),
+        None => (vec![], vec![]),
+    }
+}
+
+fn conhub(kb: &Path, inputs: &[&str]) -> Value {
+    let (env, read) = model_args();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let read: Vec<&Path> = read.iter().map(PathBuf::as_path).collect();
+    let mut all = vec!["today=2026-11-23", "include_debug=true"];
+    all.extend_from_slice(inputs);
+    run_wf("conhub/memory-search.md", kb, &all, &env, &read).json()["outputs"].clone()
+}
+
+fn sources(out: &Value) -> Vec<String> {
+    out["blocks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no blocks: {out}"))
+        .iter()
+        .map(|b| b["source_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn conhub_query_kind_selects_the_strategy() {
+    let d = tempdir();
+    let kb = example_kb(d.path(), "conhub");
+    // EpisodicLookup: the time window of "last week" and a strong recency bias.
+    let out = conhub(
+        &kb,
+        &["query=What happened with the billing deploy last week?"],
+    );
+    assert_eq!(out["query_kind"], "episodic_lookup", "{out}");
+    assert_eq!(out["strategy_used"], "recent");
+    assert_eq!(
+        out["debug"]["time"],
+        json!({"from": "2026-11-16", "to": "2026-11-22", "expression": "last week"})
+    );
+    let s = sources(&out);
+    assert_eq!(s[0], "chat/2026-11-17-billing-deploy.md", "{out}");
+    assert!(
+        !s.iter().any(|p| p.contains("AUTH-77")),
+        "outside the window: {out}"
+    );
+    // TopologyQuestion: the sentence that states the relationship.
+    let out = conhub(&kb, &["query=Who owns the billing service?"]);
+    assert_eq!(out["query_kind"], "topology_question", "{out}");
+    assert_eq!(out["strategy_used"], "keyword");
+    assert_eq!(sources(&out)[0], "docs/ownership.md", "{out}");
+    assert!(
+        out["context"].as_str().unwrap().contains("Payments team"),
+        "{out}"
+    );
+    // HowTo → hybrid; the docs modality is boosted.
+    let out = conhub(&kb, &["query=How do I configure billing?"]);
+    assert_eq!(out["query_kind"], "how_to", "{out}");
+    assert_eq!(out["strategy_used"], "hybrid");
+    assert_eq!(out["debug"]["modality_hint"], "docs");
+    assert_eq!(sources(&out)[0], "docs/billing-setup.md", "{out}");
+    // Aggregation over the source type it names.
+    let out = conhub(&kb, &["query=List all billing tickets"]);
+    assert_eq!(out["query_kind"], "aggregation", "{out}");
+    assert_eq!(sources(&out), ["tickets/BILL-142.md"], "{out}");
+    assert_eq!(out["blocks"][0]["source_type"], "tickets");
+    // Troubleshooting, and a forced strategy.
+    let out = conhub(
+        &kb,
+        &[
+            "query=Why did the billing deploy fail?",
+            "force_strategy=keyword",
+        ],
+    );
+    assert_eq!(out["query_kind"], "troubleshooting", "{out}");
+    assert_eq!(out["strategy_used"], "keyword");
+    assert_eq!(
+        sources(&out)[0],
+        "chat/2026-11-17-billing-deploy.md",
+        "{out}"
+    );
+    // FactLookup → semantic: vectors with the model, else keyword search.
+    let out = conhub(&kb, &["query=What is the signing key used for?"]);
+    assert_eq!(out["query_kind"], "fact_lookup", "{out}");
+    assert_eq!(out["strategy_used"], "semantic");
+    assert_eq!(sources(&out)[0], "code/auth-middleware.md", "{out}");
+    let vectors = out["debug"]["vector_results"].as_u64().unwrap();
+    assert_eq!(
+        vectors > 0,
+        std::env::var_os("MARKTOFLOW_EMBED_MODEL").is_some(),
+        "{out}"
+    );
+}
+
+#[test]
+fn conhub_filters_rerank_and_token_budget() {
+    let d = tempdir();
+    let kb = example_kb(d.path(), "conhub");
+    let out = conhub(
+        &kb,
+        &[
+            "query=How does the billing module work?",
+            r#"sources=["code","docs"]"#,
+            r#"filters={"repos": ["billing"]}"#,
+        ],
+    );
+    assert_eq!(out["query_kind"], "explainer", "{out}");
+    assert_eq!(out["debug"]["modality_hint"], "code");
+    let blocks = out["blocks"].as_array().unwrap();
+    assert!(!blocks.is_empty(), "{out}");
+    for b in blocks {
+        assert!(
+            ["code", "docs"].contains(&b["source_type"].as_str().unwrap()),
+            "{b}"
+        );
+        assert_eq!(b["metadata"]["repo"], "billing", "{b}");
+        assert!(b["token_count"].as_u64().unwrap() > 0, "{b}");
+        assert!(b["score"].as_f64().unwrap() >= 0.0, "{b}");
+    }
+    assert_eq!(
+        out["debug"]["collections_searched"],
+        json!(["code", "docs"])
+    );
+    // Each chunk once.
+    let mut ids: Vec<&str> = blocks.iter().map(|b| b["id"].as_str().unwrap()).collect();
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "{out}");
+    // The token budget and block limit hold.
+    let out = conhub(
+        &kb,
+        &["query=How does the billing module work?", "max_tokens=80"],
+    );
+    assert!(out["debug"]["tokens"].as_u64().unwrap() <= 80, "{out}");
+    assert!(out["blocks"].as_array().unwrap().len() < 4, "{out}");
+    let out = conhub(&kb, &["query=billing", "max_blocks=2"]);
+    assert_eq!(out["blocks"].as_array().unwrap().len(), 2, "{out}");
+    // An unknown source is an error that names it.
+    let mut c = cmd(&repo());
+    c.args(["run", "workflows/conhub/memory-search.md", "--quiet"])
+        .args(["--input", "query=billing", "--input", r#"sources=["wiki"]"#])
+        .arg("--input")
+        .arg(format!("knowledge_base={}", kb.display()));
+    let r = run(&mut c);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("unknown source \"wiki\""), "{r:?}");
+}
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// The child is reaped by `Server`'s `Drop`, which clippy cannot follow.
+#[allow(clippy::zombie_processes)]
+fn serve(cwd: &Path, args: &[&str], env: &[(String, String)]) -> Server {
+    let mut c = Command::new(bin());
+    c.current_dir(cwd)
+        .arg("serve")
+        .args(args)
+        .args(["--port", "0"]);
+    for v in [
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OLLAMA_HOST",
+        "MARKTOFLOW_AGENT",
+        "MARKTOFLOW_MODEL",
+        "MARKTOFLOW_EMBED_MODEL",
+    ] {
+        c.env_remove(v);
+    }
+    c.envs(env.iter().map(|(k, v)| (k, v)))
+        .env("NO_COLOR", "1")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let start = Instant::now();
+    loop {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 || start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("server did not start: {line}");
+        }
+        if let Some(rest) = line.split("on http://").nth(1) {
+            let addr = rest.trim().to_string();
+            // Keep draining stderr so the server never blocks on it.
+            std::thread::spawn(move || {
+                let mut sink = String::new();
+                while err.read_line(&mut sink).unwrap_or(0) > 0 {
+                    sink.clear();
+                }
+            });
+            return Server { child, addr };
+        }
+    }
+}
+
+/// POSTs JSON; answers (status, body). The server closes the connection.
+fn post(addr: &str, path: &str, body: &Value) -> (u16, Value) {
+    let body = body.to_string();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, mut rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let mut body = String::new();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        while let Some((size, tail)) = rest.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 || tail.len() < n {
+                break;
+            }
+            body.push_str(&tail[..n]);
+            rest = tail[n..].trim_start_matches("\r\n");
+        }
+    } else {
+        body = rest.to_string();
+    }
+    let v = serde_json::from_str(&body).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    (status, v)
+}
+
+#[test]
+fn conhub_serves_api_memory_search() {
+    let d = tempdir();
+    let kb = example_kb(d.path(), "conhub");
+    let (env, read) = model_args();
+    let mut args = vec!["workflows/conhub".to_string(), "--allow-read".into()];
+    args.push(d.path().to_string_lossy().into_owned());
+    for r in &read {
+        args.push("--allow-read".into());
+        args.push(r.to_string_lossy().into_owned());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = serve(&repo(), &args, &env);
+    // The seed's request body, plus where the notes are.
+    let (status, body) = post(
+        &server.addr,
+        "/api/memory/search",
+        &json!({
+            "tenant_id": "00000000-0000-0000-0000-000000000001",
+            "user_id": "00000000-0000-0000-0000-000000000002",
+            "query": "How do I configure billing?",
+            "sources": ["code", "docs"],
+            "filters": {"repos": ["billing"]},
+            "max_blocks": 3,
+            "max_tokens": 800,
+            "include_debug": true,
+            "today": "2026-11-23",
+            "knowledge_base": kb.to_string_lossy(),
+        }),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "completed", "{body}");
+    let out = &body["outputs"];
+    assert_eq!(out["query_kind"], "how_to", "{out}");
+    assert_eq!(out["strategy_used"], "hybrid");
+    let blocks = out["blocks"].as_array().unwrap();
+    assert!(!blocks.is_empty() && blocks.len() <= 3, "{out}");
+    assert_eq!(blocks[0]["source_id"], "docs/billing-setup.md", "{out}");
+    assert!(out["took_ms"].is_number(), "{out}");
+    assert_eq!(
+        out["debug"]["tenant_id"],
+        "00000000-0000-0000-0000-000000000001"
+    );
+    // Missing query: 400 naming the input.
+    let (status, body) = post(&server.addr, "/api/memory/search", &json!({"sources": []}));
+    assert_eq!(status, 400, "{body}");
+    assert!(body.to_string().contains("query"), "{body}");
+    // A strategy the table does not know: 400 from the input's enum.
+    let (status, body) = post(
+        &server.addr,
+        "/api/memory/search",
+        &json!({"query": "billing", "force_strategy": "graph"}),
+    );
+    assert_eq!(status, 400, "{body}");
 }
