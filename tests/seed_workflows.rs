@@ -3,12 +3,14 @@
 //! their example data (`examples/<seed>`, copied to a temporary folder so the
 //! index is private to the test).
 
+use crate::fake_llm::FakeLlm;
 use crate::support::{bin, cmd, repo, run, tempdir, Run};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The embedding model, when `MARKTOFLOW_EMBED_MODEL` names one (CI does).
@@ -83,6 +85,7 @@ fn seed_workflows_validate_strict() {
         "workflows/atlas/versions.md",
         "workflows/atlas/topic.md",
         "workflows/conhub/memory-search.md",
+        "workflows/memoryscope/retrieve.md",
     ] {
         let r = run(cmd(&repo()).args(["validate", "--strict", wf]));
         assert_eq!(r.code, 0, "{wf}: {r:?}");
@@ -556,4 +559,163 @@ fn conhub_serves_api_memory_search() {
         &json!({"query": "billing", "force_strategy": "graph"}),
     );
     assert_eq!(status, 400, "{body}");
+}
+
+// --- MemoryScope ------------------------------------------------------------
+
+/// A fake ranker: scores each `[n] memory` line of the prompt by its words.
+fn ranker() -> FakeLlm {
+    FakeLlm::start(Arc::new(|req| {
+        let prompt = req.prompt();
+        let mut scores = Vec::new();
+        for line in prompt.lines() {
+            let Some(rest) = line.trim().strip_prefix('[') else {
+                continue;
+            };
+            let Some((n, text)) = rest.split_once(']') else {
+                continue;
+            };
+            let Ok(n) = n.parse::<u32>() else { continue };
+            let score = if text.contains("went for a run") {
+                0.9
+            } else if text.contains("three times a week") {
+                0.8
+            } else if text.contains("half marathon") {
+                0.7
+            } else {
+                0.05
+            };
+            scores.push(json!({"index": n, "score": score}));
+        }
+        (
+            200,
+            format!("```json\n{}\n```", json!({ "scores": scores })),
+        )
+    }))
+}
+
+fn memoryscope(kb: &Path, llm: &FakeLlm, inputs: &[&str]) -> Value {
+    let mut all = vec!["timestamp=2026-11-23"];
+    all.extend_from_slice(inputs);
+    run_wf(
+        "memoryscope/retrieve.md",
+        kb,
+        &all,
+        &[
+            ("ANTHROPIC_BASE_URL", &llm.base),
+            ("ANTHROPIC_API_KEY", "test"),
+        ],
+        &[],
+    )
+    .json()["outputs"]
+        .clone()
+}
+
+fn memory_paths(out: &Value) -> Vec<String> {
+    out["memories"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no memories: {out}"))
+        .iter()
+        .map(|m| m["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn memoryscope_rank_fuse_with_type_ratios_and_time() {
+    let d = tempdir();
+    let kb = example_kb(d.path(), "memoryscope");
+    let llm = ranker();
+    let out = memoryscope(&kb, &llm, &["query=How was my run last week?"]);
+    // extract_time_op: last week before 2026-11-23.
+    assert_eq!(out["time"]["from"], "2026-11-16", "{out}");
+    assert_eq!(out["time"]["to"], "2026-11-22", "{out}");
+    // The LLM ranked the recalled memories once, all of them in the prompt.
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 1, "one semantic rank call");
+    let prompt = reqs[0].prompt();
+    assert!(
+        prompt.contains("Query: \"How was my run last week?\""),
+        "{prompt}"
+    );
+    assert!(prompt.contains("[1] "), "{prompt}");
+    // fuse_rerank_op: insight 0.7 × 2.0 = 1.4; the conversation of last week
+    // 0.9 × 0.5 × 2.0 (time) = 0.9; the observation 0.8 × 1 = 0.8; the
+    // concert (0.05) is under the threshold.
+    assert_eq!(
+        memory_paths(&out),
+        [
+            "fitness-goal.md",
+            "2026-11-16-park-run.md",
+            "running-habit.md"
+        ],
+        "{out}"
+    );
+    let m = &out["memories"];
+    assert!(
+        (m[0]["score"].as_f64().unwrap() - 1.4).abs() < 1e-6,
+        "{out}"
+    );
+    assert!(
+        (m[1]["score"].as_f64().unwrap() - 0.9).abs() < 1e-6,
+        "{out}"
+    );
+    assert_eq!(m[1]["time_matched"], true);
+    assert_eq!(m[0]["time_matched"], false);
+    assert_eq!(m[0]["type"], "insight");
+    let answer = out["answer"].as_str().unwrap();
+    assert!(
+        answer.starts_with("1 [2026-09-01] User cares a lot about fitness"),
+        "{answer}"
+    );
+    // Other ratios and output size.
+    let out = memoryscope(
+        &kb,
+        &llm,
+        &[
+            "query=How was my run last week?",
+            r#"fuse_ratio_dict={"conversation": 4, "insight": 1}"#,
+            "output_memory_max_count=1",
+        ],
+    );
+    assert_eq!(memory_paths(&out), ["2026-11-16-park-run.md"], "{out}");
+    // Without a time in the query there is no time boost.
+    let out = memoryscope(&kb, &llm, &["query=Does the user like running?"]);
+    assert_eq!(out["time"], Value::Null, "{out}");
+    assert!(out["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m["time_matched"] == false));
+}
+
+#[test]
+fn memoryscope_without_ranker_and_with_a_bad_reply() {
+    let d = tempdir();
+    let kb = example_kb(d.path(), "memoryscope");
+    let llm = ranker();
+    // enable_ranker=false: retrieval scores, scaled; the LLM is not called.
+    let out = memoryscope(
+        &kb,
+        &llm,
+        &["query=How was my run last week?", "enable_ranker=false"],
+    );
+    assert!(llm.requests().is_empty());
+    let p = memory_paths(&out);
+    assert_eq!(p[0], "2026-11-16-park-run.md", "{out}");
+    // Nothing recalled: no LLM call, no memories.
+    let out = memoryscope(&kb, &llm, &["query=zeppelin maintenance"]);
+    assert!(llm.requests().is_empty());
+    assert_eq!(out["memories"], json!([]), "{out}");
+    // A reply that is not JSON fails the run with the reply quoted.
+    let bad = FakeLlm::start(Arc::new(|_| (200, "I cannot rank these.".to_string())));
+    let mut c = cmd(&repo());
+    c.args(["run", "workflows/memoryscope/retrieve.md", "--quiet"])
+        .args(["--input", "query=my run", "--input", "timestamp=2026-11-23"])
+        .arg("--input")
+        .arg(format!("knowledge_base={}", kb.display()))
+        .env("ANTHROPIC_BASE_URL", &bad.base)
+        .env("ANTHROPIC_API_KEY", "test");
+    let r = run(&mut c);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("not JSON: I cannot rank these."), "{r:?}");
 }
