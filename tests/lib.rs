@@ -14,6 +14,7 @@ mod flagship;
 mod readme;
 mod retrieval;
 mod sandbox;
+mod seed_workflows;
 mod server;
 mod store;
 mod workflows;
