@@ -1389,6 +1389,36 @@ mod tests {
     }
 
     #[test]
+    fn concurrent_writers_share_one_file() {
+        let p = tmp("concurrent");
+        drop(open(&p).unwrap());
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let p = p.clone();
+                std::thread::spawn(move || {
+                    let mut db = open(&p).unwrap();
+                    let mut returned = 0;
+                    for i in 0..25 {
+                        put(&mut db, json!({"text": format!("thread {t} memory {i}")}));
+                        let r = recall(&mut db, recall_args(&json!({"query": "memory"})).unwrap())
+                            .unwrap();
+                        returned += r["count"].as_i64().unwrap();
+                    }
+                    returned
+                })
+            })
+            .collect();
+        let returned: i64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        let db = open(&p).unwrap();
+        let s = stats(&db, &[]).unwrap();
+        assert_eq!(s["count"], 100);
+        assert_eq!(
+            s["total_queries"], returned,
+            "every returned hit was bumped once"
+        );
+    }
+
+    #[test]
     fn newer_schema_is_refused() {
         let p = tmp("schema");
         drop(open(&p).unwrap());
