@@ -170,6 +170,14 @@ fn errors_name_the_field_and_writes_stay_in_the_sandbox() {
         !dir.join(".marktoflow").exists(),
         "bad inputs never open the file"
     );
+    // A `.marktoflow` symlinked out of the folder is refused.
+    let outside = tempdir();
+    std::os::unix::fs::symlink(outside.path(), dir.join(".marktoflow")).unwrap();
+    let r = step(dir, "memory.remember", "{text: hello}");
+    assert_ne!(r.code, 0);
+    assert!(r.stdout.contains("leads outside"), "{r:?}");
+    assert!(!outside.path().join("memory.db").exists());
+    std::fs::remove_file(dir.join(".marktoflow")).unwrap();
     // An explicit `db` needs a write root.
     let elsewhere = tempdir();
     let db = elsewhere.path().join("m.db");

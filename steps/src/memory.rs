@@ -239,10 +239,16 @@ fn kinds(inputs: &Value) -> Result<Vec<String>, ActionError> {
 fn time_ms(inputs: &Value, field: &str) -> Result<Option<i64>, ActionError> {
     match inputs.get(field) {
         None | Some(Value::Null) => Ok(None),
+        // Epoch milliseconds, up to the year 9999 (keeps the arithmetic in range).
         Some(Value::Number(n)) => n
             .as_i64()
+            .filter(|ms| (0..=253_402_300_799_999).contains(ms))
             .map(Some)
-            .ok_or_else(|| input(format!("input `{field}` must be whole milliseconds"))),
+            .ok_or_else(|| {
+                input(format!(
+                    "input `{field}` must be whole milliseconds since 1970, up to the year 9999"
+                ))
+            }),
         Some(Value::String(s)) => {
             let s = s.trim();
             if let Ok(t) = DateTime::parse_from_rfc3339(s) {
@@ -790,7 +796,7 @@ fn recall(db: &mut Connection, a: RecallArgs) -> Result<Value, MemError> {
             } else {
                 1.0
             };
-            let days = (a.now - m.last_access).max(0) as f64 / DAY_MS;
+            let days = a.now.saturating_sub(m.last_access).max(0) as f64 / DAY_MS;
             let freshness = 0.5f64.powf(days / a.half_life_days);
             let score = relevance
                 * (1.0 - a.importance_weight + a.importance_weight * m.importance)
@@ -815,7 +821,7 @@ fn recall(db: &mut Connection, a: RecallArgs) -> Result<Value, MemError> {
             for s in &mut scored {
                 st.execute(params![s.3.rowid, a.now])?;
                 s.3.last_access = s.3.last_access.max(a.now);
-                s.3.query_count += 1;
+                s.3.query_count = s.3.query_count.saturating_add(1);
             }
         }
         tx.commit()?;
@@ -904,7 +910,7 @@ fn decay(db: &mut Connection, a: DecayArgs) -> Result<Value, MemError> {
             // Only the time since the later of last use and last decay counts,
             // so running decay daily compounds to the same as running it once.
             let since = m.last_access.max(m.decayed_at.unwrap_or(i64::MIN));
-            let days = (a.now - since).max(0) as f64 / DAY_MS;
+            let days = a.now.saturating_sub(since).max(0) as f64 / DAY_MS;
             let f = match (a.factor, a.half_life_days) {
                 (Some(f), _) => f,
                 (None, Some(h)) => 0.5f64.powf(days / h),
@@ -912,7 +918,7 @@ fn decay(db: &mut Connection, a: DecayArgs) -> Result<Value, MemError> {
             };
             let mut imp = m.importance * f;
             // The seed's query boost, for the queries since the last decay.
-            let new_queries = m.query_count - m.decay_queries;
+            let new_queries = m.query_count.saturating_sub(m.decay_queries);
             let mut boost = 0.0;
             if new_queries > a.boost_after {
                 boost = (new_queries as f64 * a.boost_step).min(a.boost_max);
@@ -1009,7 +1015,7 @@ fn cleanup(db: &mut Connection, a: CleanupArgs) -> Result<Value, MemError> {
         } else {
             m.created_at
         };
-        let age = (a.now - t).max(0) as f64 / DAY_MS;
+        let age = a.now.saturating_sub(t).max(0) as f64 / DAY_MS;
         let old = a.max_age_days.is_some_and(|d| age > d);
         let weak = a.min_importance.is_some_and(|mi| m.importance < mi);
         let reason = match (old, weak) {
@@ -1095,7 +1101,7 @@ fn stats(db: &Connection, kinds: &[String]) -> Result<Value, MemError> {
         "by_kind": by_kind,
         "by_tag": by_tag,
         "avg_importance": avg,
-        "total_queries": mems.iter().map(|m| m.query_count).sum::<i64>(),
+        "total_queries": mems.iter().fold(0i64, |a, m| a.saturating_add(m.query_count)),
         "oldest": brief(oldest),
         "newest": brief(newest),
         "most_recalled": brief(most),
@@ -1177,6 +1183,38 @@ mod tests {
             assert!(r.is_ok(), "{q}: {r:?}");
         }
         assert_eq!(stats(&db, &[]).unwrap()["count"], 3);
+    }
+
+    #[test]
+    fn filters_and_an_empty_query() {
+        let (_p, mut db) = seeded("filters");
+        let q = |db: &mut Connection, v: Value| recall(db, recall_args(&v).unwrap()).unwrap();
+        // No query: every memory, by importance × freshness.
+        let r = q(&mut db, json!({"now": NOW, "touch": false}));
+        assert_eq!(r["count"], 3);
+        assert_eq!(r["hits"][0]["kind"], "insight");
+        assert_eq!(r["hits"][2]["kind"], "todo");
+        let r = q(
+            &mut db,
+            json!({"query": "token", "tags": ["tokens"], "now": NOW}),
+        );
+        assert_eq!(r["count"], 1, "{r}");
+        let r = q(&mut db, json!({"kind": ["fact", "todo"], "now": NOW}));
+        assert_eq!(r["count"], 2);
+        let r = q(&mut db, json!({"min_importance": 0.5, "now": NOW}));
+        assert_eq!(r["count"], 1);
+        let r = q(
+            &mut db,
+            json!({"query": "token budget", "match": "all", "now": NOW}),
+        );
+        assert_eq!(r["hits"][0]["kind"], "fact");
+        assert_eq!(r["count"], 1);
+        // Punctuation only: no words, no hits (and no error).
+        assert_eq!(q(&mut db, json!({"query": "?!*"}))["count"], 0);
+        assert!(matches!(
+            time_ms(&json!({"now": -5}), "now"),
+            Err(ActionError::Input(m)) if m.contains("`now`")
+        ));
     }
 
     #[test]
