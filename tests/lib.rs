@@ -11,6 +11,7 @@ mod dense;
 mod errors;
 mod examples;
 mod flagship;
+mod memory;
 mod readme;
 mod retrieval;
 mod sandbox;

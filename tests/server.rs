@@ -800,4 +800,54 @@ fn shutdown_keeps_queued_runs_for_the_next_start() {
         log_lines(d.path()).len() == 3
     });
     assert_eq!(log_lines(d.path()), ["a-1", "b-1", "b-3"]);
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn luka_memory_workflows_answer_webhooks() {
+    let d = tempdir();
+    copy_dir(&repo().join("workflows/luka"), &d.path().join("luka"));
+    copy_dir(&repo().join("examples/luka/notes"), &d.path().join("notes"));
+    let s = serve(d.path(), &["luka"], &[]);
+    let r = post(
+        &s.addr,
+        "/luka/remember",
+        json!({"text": "The staging database password rotates every Monday", "kind": "fact", "importance": "0.9", "tags": "ops, staging"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["outputs"]["count"], 1);
+    // The default database sits beside the served workflows.
+    assert!(d.path().join("luka/.marktoflow/memory.db").is_file());
+    let r = post(
+        &s.addr,
+        "/luka/recall",
+        json!({"query": "when does the staging password rotate", "notes": "notes"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let out = &r.json()["outputs"];
+    assert!(
+        out["hits"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("every Monday"),
+        "{out}"
+    );
+    assert_eq!(out["hits"][0]["query_count"], 1);
+    // A request cannot point the database outside the write roots.
+    let r = post(
+        &s.addr,
+        "/luka/remember",
+        json!({"text": "x", "db": "/tmp/luka-escape.db"}),
+    );
+    assert_eq!(r.status, 500, "{}", r.body);
+    assert!(r.body.contains("--allow-write"), "{}", r.body);
+    assert!(!Path::new("/tmp/luka-escape.db").exists());
 }

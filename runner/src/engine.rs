@@ -912,9 +912,14 @@ impl Engine {
                     )),
                 });
                 let mut caps = cfg.caps.clone();
-                if resolved.tool_name == "file" {
+                let sdk = resolved
+                    .tool
+                    .as_ref()
+                    .map_or(resolved.tool_name.as_str(), |t| t.sdk.as_str());
+                if resolved.tool_name == "file" || sdk == "memory" {
                     // File actions resolve relative paths against the workflow's
-                    // folder (scripts keep Node's working directory).
+                    // folder (scripts keep Node's working directory); so does
+                    // `memory.*`, whose default database sits beside the workflow.
                     let dir = cfg
                         .caps
                         .sandbox

@@ -10,6 +10,7 @@ pub mod builtin;
 pub mod context;
 pub mod embed;
 pub mod kb;
+pub mod memory;
 pub mod query;
 pub mod rank;
 pub mod registry;

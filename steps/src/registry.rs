@@ -5,6 +5,7 @@ use crate::agent::AgentAction;
 use crate::builtin::{CoreAction, FileAction, HttpAction, WorkflowAction};
 use crate::context::ContextAction;
 use crate::kb::KbAction;
+use crate::memory::MemoryAction;
 use crate::query::QueryAction;
 use crate::rank::RankAction;
 use crate::script::ScriptAction;
@@ -38,7 +39,7 @@ pub const AGENT_SDKS: &[&str] = &[
 
 /// Tools every workflow has without declaring them.
 pub const IMPLICIT_TOOLS: &[&str] = &[
-    "core", "workflow", "script", "file", "http", "kb", "rank", "context", "query",
+    "core", "workflow", "script", "file", "http", "kb", "rank", "context", "query", "memory",
 ];
 
 #[derive(Clone)]
@@ -92,6 +93,7 @@ impl Registry {
         by_sdk.insert("rank", (ActionKind::Builtin, Arc::new(RankAction)));
         by_sdk.insert("context", (ActionKind::Builtin, Arc::new(ContextAction)));
         by_sdk.insert("query", (ActionKind::Builtin, Arc::new(QueryAction)));
+        by_sdk.insert("memory", (ActionKind::Builtin, Arc::new(MemoryAction)));
         let agent: Arc<dyn Action> = Arc::new(AgentAction);
         for sdk in AGENT_SDKS {
             by_sdk.insert(sdk, (ActionKind::Agent, agent.clone()));
