@@ -800,6 +800,7 @@ fn shutdown_keeps_queued_runs_for_the_next_start() {
         log_lines(d.path()).len() == 3
     });
     assert_eq!(log_lines(d.path()), ["a-1", "b-1", "b-3"]);
+}
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
