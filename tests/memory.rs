@@ -12,7 +12,7 @@ fn step(dir: &Path, action: &str, inputs: &str) -> Run {
         "---\nworkflow: {{id: t}}\n---\n\n```yaml\naction: {action}\ninputs: {inputs}\noutput_variable: out\n```\n"
     );
     std::fs::write(dir.join("wf.md"), wf).unwrap();
-    run(cmd(dir).args(["run", "wf.md", "--json", "--quiet"]))
+    run(cmd(dir).args(["run", "wf.md", "--json", "--quiet", "--no-store"]))
 }
 
 fn output(r: &Run) -> Value {
