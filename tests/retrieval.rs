@@ -454,3 +454,41 @@ fn an_indexer_killed_midway_leaves_an_index_the_next_run_completes() {
         assert_eq!(out["total"], 1500, "each note once");
     }
 }
+
+#[test]
+fn long_indexing_shows_progress() {
+    let d = tempdir();
+    let kb = d.path().join("kb");
+    std::fs::create_dir(&kb).unwrap();
+    for i in 0..250 {
+        std::fs::write(
+            kb.join(format!("n{i}.md")),
+            format!("# Note {i}\n\nbody {i}\n"),
+        )
+        .unwrap();
+    }
+    let wf = "---\nworkflow: {id: t}\n---\n\n```yaml\naction: kb.index\ninputs: {kb: kb}\n```\n";
+    std::fs::write(d.path().join("wf.md"), wf).unwrap();
+    // Not a terminal: counts appear as log lines with --verbose only.
+    let r = run(cmd(d.path()).args(["run", "wf.md", "--verbose", "--no-store"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("files indexed: 100/250"), "{r:?}");
+    assert!(r.stderr.contains("files indexed: 250/250"), "{r:?}");
+    assert!(!r.stderr.contains("\x1b[2K"), "{r:?}");
+    // On a terminal (a pseudo-terminal from util-linux `script`): a bar drawn
+    // in place, and removed before the step's line.
+    std::fs::remove_dir_all(d.path().join("kb/.marktoflow")).unwrap();
+    let line = format!("{} run wf.md --no-store", crate::support::bin().display());
+    let out = std::process::Command::new("script")
+        .current_dir(d.path())
+        .env("NO_COLOR", "1")
+        .args(["-qec", &line, "/dev/null"])
+        .output()
+        .expect("util-linux `script`");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let bar = text.find("] 100% 250/250 files indexed").expect(&text);
+    let step = text.find("✓").expect(&text);
+    assert!(text[..bar].contains("\r\x1b[2K    [###"), "{text:?}");
+    assert!(text[bar..step].contains("\r\x1b[2K"), "{text:?}");
+}

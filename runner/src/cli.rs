@@ -537,6 +537,7 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     let caps = Capabilities {
         sandbox: Arc::new(sandbox),
         log: Arc::new(|_| {}),
+        progress: marktoflow_steps::action::no_progress(),
         cancel: Cancel::default(),
         scripts: Arc::new(ScriptHost::new(exe)),
         agents: Arc::new(AgentHub::new(AgentOverrides {
@@ -714,6 +715,7 @@ fn serve(a: ServeArgs) -> i32 {
     let caps = Capabilities {
         sandbox: Arc::new(Sandbox::new(cwd, read_roots, a.allow_write.clone())),
         log: Arc::new(|_| {}),
+        progress: marktoflow_steps::action::no_progress(),
         cancel: Cancel::default(),
         // A server runs scripts concurrently: keep enough warm workers that
         // requests do not pay for process starts.
@@ -976,6 +978,10 @@ struct Progress {
     quiet: bool,
     verbose: bool,
     total: std::sync::atomic::AtomicUsize,
+    /// A progress bar is drawn in place only on a terminal.
+    terminal: bool,
+    /// When the bar was last drawn; None while no bar is on screen.
+    bar: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Progress {
@@ -985,6 +991,36 @@ impl Progress {
             quiet: a.quiet,
             verbose: a.verbose,
             total: Default::default(),
+            terminal: std::io::stderr().is_terminal(),
+            bar: Default::default(),
+        }
+    }
+
+    /// Draws `what done/total` as a bar, at most every 100 ms.
+    fn draw_bar(&self, err: &mut impl Write, what: &str, done: u64, total: u64) {
+        let mut bar = self.bar.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        if bar.is_some_and(|t| now.duration_since(t).as_millis() < 100) && done < total {
+            return;
+        }
+        *bar = Some(now);
+        const WIDTH: u64 = 30;
+        let filled = (done * WIDTH).checked_div(total).unwrap_or(WIDTH) as usize;
+        let pct = (done * 100).checked_div(total).unwrap_or(100);
+        let _ = write!(
+            err,
+            "\r\x1b[2K    [{}{}] {pct:>3}% {done}/{total} {what}",
+            "#".repeat(filled),
+            " ".repeat(WIDTH as usize - filled)
+        );
+        let _ = err.flush();
+    }
+
+    /// Removes the bar before other output.
+    fn clear_bar(&self, err: &mut impl Write) {
+        let mut bar = self.bar.lock().unwrap_or_else(|e| e.into_inner());
+        if bar.take().is_some() {
+            let _ = write!(err, "\r\x1b[2K");
         }
     }
 
@@ -994,6 +1030,22 @@ impl Progress {
         }
         let mut err = std::io::stderr().lock();
         let s = &self.style;
+        if let RunEvent::Progress {
+            what, done, total, ..
+        } = e
+        {
+            if self.terminal {
+                self.draw_bar(&mut err, what, *done, *total);
+            } else if self.verbose {
+                let _ = writeln!(
+                    err,
+                    "    │ {} {what}: {done}/{total}",
+                    s.paint("2", "debug")
+                );
+            }
+            return;
+        }
+        self.clear_bar(&mut err);
         match e {
             RunEvent::RunStarted {
                 workflow,
@@ -1094,7 +1146,7 @@ impl Progress {
                     }
                 }
             }
-            RunEvent::Checkpoint(_) => {}
+            RunEvent::Checkpoint(_) | RunEvent::Progress { .. } => {}
             RunEvent::RunFinished {
                 status,
                 duration_ms,

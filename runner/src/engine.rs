@@ -8,7 +8,7 @@ use crate::inputs::substitute_env;
 use crate::model::{Backoff, OnError, Step, StepKind, Workflow};
 use crate::template::{TemplateError, Templates};
 use futures_util::stream::{self, StreamExt};
-use marktoflow_steps::action::{ActionError, Call, Capabilities, LogLevel, LogLine};
+use marktoflow_steps::action::{ActionError, Call, Capabilities, LogLevel, LogLine, Progress};
 use marktoflow_steps::builtin::ENGINE_METHODS;
 use marktoflow_steps::registry::ActionKind;
 use marktoflow_steps::ToolConfig;
@@ -59,6 +59,13 @@ pub enum RunEvent {
         step: String,
         level: LogLevel,
         message: String,
+    },
+    /// A long action's progress (`kb.index` files, `kb.vector_search` chunks).
+    Progress {
+        step: String,
+        what: String,
+        done: u64,
+        total: u64,
     },
     StepRetry {
         id: String,
@@ -936,6 +943,16 @@ impl Engine {
                         step: step_id.clone(),
                         level: l.level,
                         message: l.message,
+                    })
+                });
+                let events = cfg.events.clone();
+                let step_id = step.id.clone();
+                caps.progress = Arc::new(move |p: Progress| {
+                    events(&RunEvent::Progress {
+                        step: step_id.clone(),
+                        what: p.what,
+                        done: p.done,
+                        total: p.total,
                     })
                 });
                 let call = Call {

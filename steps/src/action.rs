@@ -38,6 +38,23 @@ impl LogLevel {
 /// Where actions send their log lines; the engine turns them into run events.
 pub type LogSink = Arc<dyn Fn(LogLine) + Send + Sync>;
 
+/// How far a long action has got (files indexed, passages embedded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// What is counted, e.g. `files indexed`.
+    pub what: String,
+    pub done: u64,
+    pub total: u64,
+}
+
+/// Where actions report progress; the CLI draws a bar from it on a terminal.
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// A sink that drops progress reports.
+pub fn no_progress() -> ProgressSink {
+    Arc::new(|_| {})
+}
+
 /// Set once to ask running actions to stop (Ctrl-C, workflow timeout).
 #[derive(Clone, Default)]
 pub struct Cancel(Arc<(AtomicBool, tokio::sync::Notify)>);
@@ -77,6 +94,7 @@ pub struct ToolConfig {
 pub struct Capabilities {
     pub sandbox: Arc<Sandbox>,
     pub log: LogSink,
+    pub progress: ProgressSink,
     pub cancel: Cancel,
     pub scripts: Arc<crate::script::ScriptHost>,
     pub agents: Arc<crate::agent::AgentHub>,
@@ -104,6 +122,14 @@ pub struct Call<'a> {
 }
 
 impl Call<'_> {
+    pub fn progress(&self, what: &str, done: usize, total: usize) {
+        (self.caps.progress)(Progress {
+            what: what.to_string(),
+            done: done as u64,
+            total: total as u64,
+        })
+    }
+
     pub fn log(&self, level: LogLevel, message: impl Into<String>) {
         (self.caps.log)(LogLine {
             level,

@@ -157,6 +157,7 @@ fn caps(env: &[(&str, &str)], overrides: AgentOverrides) -> (Capabilities, Logs)
     let caps = Capabilities {
         sandbox: Arc::new(Sandbox::closed(std::env::temp_dir())),
         log: Arc::new(move |l| sink.lock().unwrap().push(l)),
+        progress: marktoflow_steps::action::no_progress(),
         cancel: Cancel::default(),
         scripts: Arc::new(ScriptHost::new(PathBuf::from("/nonexistent"))),
         agents: Arc::new(AgentHub::new(overrides)),

@@ -951,6 +951,7 @@ async fn action(s: &mut Suite) {
     let caps = Capabilities {
         sandbox: Arc::new(s.sandbox.clone()),
         log: Arc::new(move |l: LogLine| l2.lock().unwrap().push(l)),
+        progress: marktoflow_steps::action::no_progress(),
         cancel: Cancel::default(),
         scripts: s.host.clone(),
         agents: Arc::new(AgentHub::new(AgentOverrides::default())),

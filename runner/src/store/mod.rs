@@ -380,7 +380,7 @@ pub fn recording_sink(store: Arc<dyn RunStore>, run_id: String) -> EventSink {
             );
         }
         RunEvent::Checkpoint(cp) => store.save_checkpoint(&run_id, cp),
-        RunEvent::Log { .. } | RunEvent::RunFinished { .. } => {}
+        RunEvent::Log { .. } | RunEvent::Progress { .. } | RunEvent::RunFinished { .. } => {}
     })
 }
 

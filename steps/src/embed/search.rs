@@ -49,14 +49,19 @@ fn aligned() -> &'static AlignedMap {
     A.get_or_init(Default::default)
 }
 
+/// Chunks embedded between two progress reports.
+const EMBED_PART: usize = 256;
+
 /// Row-major vectors aligned with `table.rows`. Only chunks whose text is
 /// new to the cache are embedded; the cache file at `file` (None: memory
 /// only, keyed by `key`) is rewritten atomically when it changed.
+/// `progress(done, total)` follows the embedding of new chunks.
 pub fn vectors_for(
     embedder: &dyn Embedder,
     table: &ChunkTable,
     key: &Path,
     file: Option<&Path>,
+    progress: &dyn Fn(usize, usize),
 ) -> Result<(Arc<Vec<f32>>, VectorStats), EmbedError> {
     let model = embedder.model_id().to_string();
     let akey = (key.to_path_buf(), model.clone());
@@ -104,10 +109,18 @@ pub fn vectors_for(
         }
     }
     if !missing.is_empty() {
-        let batch: Vec<&str> = missing.iter().map(|&i| texts[i].as_str()).collect();
-        let vecs = embedder.embed(&batch)?;
-        for (&i, v) in missing.iter().zip(&vecs) {
-            cache.insert(&hashes[i], v);
+        // In parts, so that progress can be shown; each part is still sorted
+        // by length inside the embedder.
+        for (n, part) in missing.chunks(EMBED_PART).enumerate() {
+            let batch: Vec<&str> = part.iter().map(|&i| texts[i].as_str()).collect();
+            let vecs = embedder.embed(&batch)?;
+            for (&i, v) in part.iter().zip(&vecs) {
+                cache.insert(&hashes[i], v);
+            }
+            progress(
+                (n * EMBED_PART + part.len()).min(missing.len()),
+                missing.len(),
+            );
         }
         stats.embedded = missing.len();
     }

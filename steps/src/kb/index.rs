@@ -521,7 +521,7 @@ impl KbIndex {
                     .add_document(self.document(&c))
                     .map_err(|e| index_err(self.shown(), e))?;
             }
-            if n % 500 == 499 {
+            if n % 100 == 99 {
                 progress(n + 1, total);
             }
         }

@@ -184,7 +184,7 @@ fn options(inputs: &Value) -> Result<(WalkOptions, ChunkOptions), ActionError> {
     Ok((walk, chunking))
 }
 
-/// Runs an update off the async threads; progress goes to the debug log.
+/// Runs an update off the async threads, reporting progress.
 async fn update(
     call: &Call<'_>,
     ix: Arc<KbIndex>,
@@ -192,12 +192,13 @@ async fn update(
     chunking: ChunkOptions,
     force: bool,
 ) -> Result<UpdateStats, KbError> {
-    let log = call.caps.log.clone();
+    let sink = call.caps.progress.clone();
     tokio::task::spawn_blocking(move || {
         let progress = move |done: usize, total: usize| {
-            log(crate::action::LogLine {
-                level: LogLevel::Debug,
-                message: format!("kb: indexed {done}/{total} files"),
+            sink(crate::action::Progress {
+                what: "files indexed".into(),
+                done: done as u64,
+                total: total as u64,
             })
         };
         ix.update(&walk, &chunking, force, &progress)
@@ -583,7 +584,15 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
         .clone()
         .unwrap_or_else(|| ix.root.join(".marktoflow-in-memory"));
     // Embedding is CPU work: off the async threads.
+    let sink = call.caps.progress.clone();
     let work = tokio::task::spawn_blocking(move || {
+        let progress = move |done: usize, total: usize| {
+            sink(crate::action::Progress {
+                what: "chunks embedded".into(),
+                done: done as u64,
+                total: total as u64,
+            })
+        };
         let embedder = crate::embed::load_cached(&model_path)?;
         let file = ix.dir.as_ref().and_then(|d| {
             let name = format!(
@@ -592,8 +601,13 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
             );
             d.parent().map(|p| p.join(name))
         });
-        let (matrix, stats) =
-            crate::embed::search::vectors_for(&*embedder, &table, &key, file.as_deref())?;
+        let (matrix, stats) = crate::embed::search::vectors_for(
+            &*embedder,
+            &table,
+            &key,
+            file.as_deref(),
+            &progress,
+        )?;
         let qv = embedder.embed(&[text.as_str()])?.remove(0);
         let dim = embedder.dim();
         let found = crate::embed::topk::top_k(&qv, &matrix, dim, top_k, |row| {
