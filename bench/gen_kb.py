@@ -165,9 +165,9 @@ def body(rng, header, sentences, sections, target):
     return out
 
 
-def make_note(rng, i):
+def make_note(rng, i, min_bytes=MIN_BYTES, max_bytes=MAX_BYTES):
     r = rng.random()
-    target = rng.randint(MIN_BYTES + 176, MAX_BYTES - 172)
+    target = rng.randint(min_bytes + 176, max_bytes - 172)
     owner = rng.choice(PEOPLE)
     date = rdate(rng)
     if r < 0.30:
@@ -228,9 +228,17 @@ def main():
     ap.add_argument("out", metavar="OUT_DIR")
     ap.add_argument("--notes", type=int, default=2000, help="number of notes (default 2000)")
     ap.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    ap.add_argument("--bytes", default=f"{MIN_BYTES}-{MAX_BYTES}",
+                    help=f"note size range MIN-MAX (default {MIN_BYTES}-{MAX_BYTES})")
     a = ap.parse_args()
     if a.notes < 0:
         sys.exit("--notes must be 0 or more")
+    try:
+        lo, hi = (int(x) for x in a.bytes.split("-"))
+    except ValueError:
+        sys.exit("--bytes must be MIN-MAX, e.g. 3072-7168")
+    if lo < 512 or hi - lo < 400:
+        sys.exit("--bytes: MIN must be at least 512 and MAX at least MIN + 400")
     t0 = time.perf_counter()
     os.makedirs(a.out, exist_ok=True)
     rng = random.Random(a.seed)
@@ -238,7 +246,7 @@ def main():
     smallest, largest = None, 0
     made = set()
     for i in range(a.notes):
-        parts, title, text = make_note(rng, i)
+        parts, title, text = make_note(rng, i, lo, hi)
         d = os.path.join(a.out, *parts)
         if d not in made:
             os.makedirs(d, exist_ok=True)

@@ -131,6 +131,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--notes", type=int, default=10000)
     ap.add_argument("--kb", default=None, help="vault folder (default /tmp/mtf-kb-NOTES)")
+    ap.add_argument("--bytes", default="3072-7168",
+                    help="note size range for gen_kb.py (default 3072-7168: about 50 MB for 10,000 notes)")
     ap.add_argument("--rounds", type=int, default=10, help="passes over the query set")
     ap.add_argument("--questions", type=int, default=3, help="flagship runs per question")
     ap.add_argument("--no-build", action="store_true")
@@ -141,9 +143,10 @@ def main():
         BIN, a.no_build = os.path.abspath(a.bin), True
     if not a.no_build:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "marktoflow"], cwd=REPO, check=True)
-    kb = a.kb or f"/tmp/mtf-kb-{a.notes}"
+    kb = a.kb or f"/tmp/mtf-kb-{a.notes}-{a.bytes}"
     if not os.path.isdir(kb):
-        subprocess.run([sys.executable, os.path.join(REPO, "bench", "gen_kb.py"), kb, "--notes", str(a.notes), "--seed", "1"],
+        subprocess.run([sys.executable, os.path.join(REPO, "bench", "gen_kb.py"), kb, "--notes", str(a.notes), "--seed", "1",
+                        "--bytes", a.bytes],
                        check=True, stdout=subprocess.DEVNULL)
     shutil.rmtree(os.path.join(kb, ".marktoflow"), ignore_errors=True)
     print(f"vault: {kb}, {a.notes} notes, {du(kb) / 1e6:.1f} MB")

@@ -13,7 +13,9 @@ temporary folder, `wrk` (Debian package `wrk`) sends POSTs until at least
 - errors: socket errors and non-2xx answers,
 - peak RSS of the server (VmHWM from /proc),
 - runs recorded in the store afterwards (every answered request must be one
-  completed run there), when the server records runs.
+  completed run there), when the server records runs. Rows still `queued`
+  are requests wrk abandoned at its deadline that were waiting for a slot
+  when the server was stopped: kept for the next start, as accepted runs are.
 """
 import argparse
 import os
@@ -99,9 +101,11 @@ def peak_rss_mb(pid):
 
 
 def to_ms(text):
-    m = re.match(r"([\d.]+)(us|ms|s)", text)
+    m = re.match(r"([\d.]+)(us|ms|s|m)$", text)
+    if not m:
+        sys.exit(f"cannot read wrk's latency {text!r}")
     v, unit = float(m.group(1)), m.group(2)
-    return v / 1000.0 if unit == "us" else v * 1000.0 if unit == "s" else v
+    return {"us": v / 1000.0, "ms": v, "s": v * 1000.0, "m": v * 60000.0}[unit]
 
 
 def store_counts(db):
@@ -148,6 +152,8 @@ def bench(name, wf, args, extra):
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        if "requests in" not in out:
+            sys.exit(f"wrk printed no result:\n{out}")
         total = int(re.search(r"(\d+) requests in", out).group(1))
         rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
         p50 = to_ms(re.search(r"50%\s+(\S+)", out).group(1))

@@ -852,3 +852,110 @@ fn luka_memory_workflows_answer_webhooks() {
     assert!(r.body.contains("--allow-write"), "{}", r.body);
     assert!(!Path::new("/tmp/luka-escape.db").exists());
 }
+
+/// Sleeps `ms`, then fails when asked; guarded by a bearer token.
+const GUARDED: &str = r#"---
+workflow: {id: guarded}
+triggers:
+  - {type: webhook, path: /guarded, token_env: HOOK_TOKEN}
+inputs:
+  ms: {type: number, default: 0}
+  fail: {type: boolean, default: false}
+---
+
+## Wait
+
+```yaml
+action: workflow.sleep
+inputs: {duration: '{{ inputs.ms }}'}
+```
+
+## Maybe fail
+
+```yaml
+type: if
+condition: '{{ inputs.fail }}'
+then:
+  - id: refuse
+    action: workflow.fail
+    inputs: {message: asked to fail}
+```
+"#;
+
+#[test]
+fn bearer_tokens_failed_runs_and_request_timeouts() {
+    let d = tempdir();
+    std::fs::write(d.path().join("guarded.md"), GUARDED).unwrap();
+    let s = serve(
+        d.path(),
+        &["guarded.md", "--request-timeout", "1"],
+        &[("HOOK_TOKEN", "s3cret")],
+    );
+    let send = |token: Option<&str>, body: Value| {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let mut headers = vec![("Content-Type", "application/json")];
+        if let Some(a) = &auth {
+            headers.push(("Authorization", a.as_str()));
+        }
+        http(
+            &s.addr,
+            "POST",
+            "/guarded",
+            &headers,
+            body.to_string().as_bytes(),
+        )
+    };
+    assert_eq!(send(None, json!({})).status, 401);
+    let r = send(Some("s3cret-not"), json!({}));
+    assert_eq!(r.status, 401);
+    assert!(r.body.contains("bearer token"), "{}", r.body);
+    let r = send(Some("s3cret"), json!({}));
+    assert_eq!((r.status, &r.json()["status"]), (200, &json!("completed")));
+    // A failed run: 500, naming the step and where it is.
+    let r = send(Some("s3cret"), json!({"fail": true}));
+    assert_eq!(r.status, 500, "{}", r.body);
+    let err = &r.json()["error"];
+    assert_eq!(err["step"], "refuse", "{err}");
+    assert!(err["message"].as_str().unwrap().contains("asked to fail"));
+    assert_eq!(
+        (err["line"].as_u64(), &err["file"]),
+        (Some(24), &json!("guarded.md")),
+        "{err}"
+    );
+    // Slower than --request-timeout: 504, and the run goes on to complete.
+    let r = send(Some("s3cret"), json!({"ms": 2500}));
+    assert_eq!(r.status, 504, "{}", r.body);
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    wait_for("the slow run completes", || {
+        http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json()["status"] == "completed"
+    });
+}
+
+#[test]
+fn schedules_fire_with_their_inputs_and_are_recorded() {
+    let d = tempdir();
+    let wf = "---\nworkflow: {id: every-minute}\ntriggers:\n  - {type: schedule, cron: '* * * * *', inputs: {mode: quick}}\ninputs:\n  mode: {type: string, enum: [full, quick]}\n---\n\n```yaml\naction: file.write\ninputs: {path: fired.txt, content: \"{{ inputs.mode }}\\n\", append: true}\n```\n";
+    std::fs::write(d.path().join("tick.md"), wf).unwrap();
+    let store = d.path().join("runs.db");
+    let store_env = store.to_str().unwrap().to_string();
+    let dir = d.path().to_str().unwrap().to_string();
+    let _s = serve(
+        d.path(),
+        &["tick.md", "--allow-write", dir.as_str()],
+        &[("MARKTOFLOW_STORE", store_env.as_str())],
+    );
+    // The next minute boundary is at most 60 s away.
+    let fired = d.path().join("fired.txt");
+    let start = Instant::now();
+    while !fired.exists() && start.elapsed() < Duration::from_secs(75) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(std::fs::read_to_string(&fired).unwrap().trim(), "quick");
+    wait_for("the run is recorded as completed", || {
+        let h = store_history(d.path(), &store);
+        h["runs"][0]["status"] == "completed"
+    });
+    let h = store_history(d.path(), &store);
+    assert_eq!(h["runs"][0]["trigger"], "schedule", "{h}");
+    assert_eq!(h["runs"][0]["workflow"], "every-minute", "{h}");
+}

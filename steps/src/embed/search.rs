@@ -109,8 +109,9 @@ pub fn vectors_for(
         }
     }
     if !missing.is_empty() {
-        // In parts, so that progress can be shown; each part is still sorted
-        // by length inside the embedder.
+        // In parts, so that progress can be shown. Sorted by length first,
+        // as the embedder sorts its batches: similar lengths pad least.
+        missing.sort_by_key(|&i| texts[i].len());
         for (n, part) in missing.chunks(EMBED_PART).enumerate() {
             let batch: Vec<&str> = part.iter().map(|&i| texts[i].as_str()).collect();
             let vecs = embedder.embed(&batch)?;
