@@ -13,11 +13,18 @@ recall@100 over the judged queries. It also reports the cold indexing and
 embedding times and the per-query latencies the steps measured.
 
 Weighted fusion: the same rank.fuse with more weight on the dense list
-(VARIANTS). Choosing a weight on the test queries themselves would flatter
+(VARIANTS: RRF, convex min-max, and convex with theoretical min-max
+normalisation, `normalize: tm2c2`). Choosing a weight on the test queries themselves would flatter
 it, so the weight is chosen by two-fold cross-validation (queries split by
 id; the weight that scores best on one half is scored on the other) and the
-held-out figure is the one to quote. The whole sweep is printed too.
+held-out figure is the one to quote (one per family, and over all variants
+at once). The whole sweep is printed too.
+
+--kb DIR keeps the work folder (notes, index, vectors) so that later runs
+skip the cold start; --dump FILE writes both ranked lists with their scores
+for offline experiments (bench/fusion_lab.py).
 """
+import argparse
 import json
 import math
 import os
@@ -30,7 +37,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(os.path.dirname(REPO), "shared", "eval", "msmarco-5k")
-BIN = os.path.join(REPO, "target", "release", "marktoflow")
+BIN = os.environ.get("MARKTOFLOW_BIN", os.path.join(REPO, "target", "release", "marktoflow"))
 
 
 def ndcg10(ranked, rels):
@@ -50,12 +57,55 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
-VARIANTS = [{"name": f"rrf dense×{w}", "method": "rrf", "bm25": 1, "dense": w} for w in (1.5, 2, 3, 4)] + \
-    [{"name": f"convex dense {a}", "method": "convex", "bm25": round(1 - a, 2), "dense": a} for a in (0.6, 0.7, 0.8, 0.9)]
+# family: the weight is chosen within each family by cross-validation.
+# tm2c2: theoretical min-max (Bruch et al. 2023), floors BM25 0 and cosine -1.
+VARIANTS = [{"name": f"rrf dense×{w}", "family": "rrf", "method": "rrf", "normalize": "minmax",
+             "bm25": 1, "dense": w} for w in (1.5, 2, 3, 4)] + \
+    [{"name": f"convex dense {a}", "family": "convex min-max", "method": "convex", "normalize": "minmax",
+      "bm25": round(1 - a, 2), "dense": a} for a in (0.6, 0.7, 0.8, 0.9)] + \
+    [{"name": f"tm2c2 dense {a}", "family": "convex tm2c2", "method": "convex", "normalize": "tm2c2",
+      "bm25": round(1 - a, 2), "dense": a} for a in (0.6, 0.7, 0.8, 0.9)]
+
+
+def dump(args, work, kb, model, queries, qrels, env):
+    """Both lists per query, `dump_depth` deep, with their scores (for fusion experiments)."""
+    wf = os.path.join(work, "dump.md")
+    with open(wf, "w") as f:
+        f.write("---\nworkflow: {id: msmarco-dump}\ninputs:\n  kb: {type: string}\n  queries: {type: array}\n"
+                "  depth: {type: integer}\n---\n\n```yaml\ntype: for_each\nitems: '{{ inputs.queries }}'\n"
+                "item_variable: q\noutput_variable: runs\nsteps:\n"
+                "  - action: kb.search\n    inputs: {kb: '{{ inputs.kb }}', query: '{{ q.text }}', top_k: '{{ inputs.depth }}', "
+                "operators: false, refresh: never, snippet_chars: 0}\n    output_variable: bm25\n"
+                "  - action: kb.vector_search\n    inputs: {kb: '{{ inputs.kb }}', query: '{{ q.text }}', top_k: '{{ inputs.depth }}', "
+                "operators: false, refresh: never, snippet_chars: 0}\n    output_variable: dense\n"
+                "  - action: core.set\n    inputs:\n      id: '{{ q.id }}'\n"
+                "      bm25: \"{{ bm25.hits | map(attribute='path') | list }}\"\n"
+                "      bm25_scores: \"{{ bm25.hits | map(attribute='score') | list }}\"\n"
+                "      dense: \"{{ dense.hits | map(attribute='path') | list }}\"\n"
+                "      dense_scores: \"{{ dense.hits | map(attribute='score') | list }}\"\n"
+                "    output_variable: summary\n```\n\n```yaml\naction: workflow.set_outputs\ninputs: {runs: '{{ runs }}'}\n```\n")
+    inputs = os.path.join(work, "dump-inputs.json")
+    with open(inputs, "w") as f:
+        json.dump({"kb": kb, "queries": queries, "depth": args.dump_depth}, f)
+    out = subprocess.run([BIN, "run", wf, "--json", "--quiet", "--no-store", "--inputs-file", inputs,
+                          "--allow-read", kb, "--allow-read", model],
+                         check=True, env=env, cwd=work, capture_output=True, text=True).stdout
+    runs = [r[-1] if isinstance(r, list) else r for r in json.loads(out)["outputs"]["runs"]]
+    for r in runs:
+        r["qrels"] = qrels[r["id"]]
+    with open(args.dump, "w") as f:
+        json.dump(runs, f)
+    print(f"wrote {len(runs)} queries, {args.dump_depth} hits per list, to {args.dump}")
 
 
 def main():
-    data = sys.argv[1] if len(sys.argv) > 1 else DATA
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("data", nargs="?", default=DATA, help="the BEIR-format folder")
+    ap.add_argument("--kb", help="work folder to keep and reuse (notes, index, vectors): later runs skip the 200 s cold start")
+    ap.add_argument("--dump", help="write every query's BM25 and dense lists, with scores, as JSON here, then stop")
+    ap.add_argument("--dump-depth", type=int, default=1000, help="hits per list in --dump (5000: the whole corpus)")
+    args = ap.parse_args()
+    data = args.data
     if not os.path.exists(BIN):
         sys.exit("build first: cargo build --release")
     model = os.environ.get("MARKTOFLOW_EMBED_MODEL")
@@ -74,18 +124,21 @@ def main():
             q = json.loads(line)
             if q["_id"] in qrels:
                 queries.append({"id": q["_id"], "text": q["text"]})
-    work = tempfile.mkdtemp(prefix="mtf-msmarco-")
+    work = os.path.abspath(args.kb) if args.kb else tempfile.mkdtemp(prefix="mtf-msmarco-")
     try:
         kb = os.path.join(work, "kb")
-        os.makedirs(kb)
+        os.makedirs(kb, exist_ok=True)
         n = 0
         with open(os.path.join(data, "corpus.jsonl")) as f:
             for line in f:
                 d = json.loads(line)
                 title = (d.get("title") or "").strip()
                 body = (f"# {title}\n\n" if title else "") + d["text"].strip() + "\n"
-                with open(os.path.join(kb, d["_id"] + ".md"), "w") as out:
-                    out.write(body)
+                note = os.path.join(kb, d["_id"] + ".md")
+                # A kept folder keeps its files (and their mtimes): the index stays fresh.
+                if not (args.kb and os.path.exists(note)):
+                    with open(note, "w") as out:
+                        out.write(body)
                 n += 1
         env = dict(os.environ, NO_COLOR="1")
         t = time.perf_counter()
@@ -97,6 +150,9 @@ def main():
         subprocess.run([BIN, "run", idx, "--quiet", "--input", f"kb={kb}", "--allow-read", kb,
                         "--allow-read", model], check=True, env=env, cwd=work, stdout=subprocess.DEVNULL)
         cold = time.perf_counter() - t
+        if args.dump:
+            dump(args, work, kb, model, queries, qrels, env)
+            return
         inputs = os.path.join(work, "inputs.json")
         with open(inputs, "w") as f:
             json.dump({"kb": kb, "queries": queries, "variants": VARIANTS}, f)
@@ -111,7 +167,8 @@ def main():
         # Per query, the outputs of its steps: the last is the summary.
         runs = [r[-1] if isinstance(r, list) else r for r in json.loads(out)["outputs"]["runs"]]
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.kb:
+            shutil.rmtree(work, ignore_errors=True)
 
     def ids(paths):
         seen, out = set(), []
@@ -153,14 +210,21 @@ def main():
         print(f"  {name:26} {nd:8.3f} {rc:8.3f}")
     qs = sorted(per_q)
     folds = [qs[0::2], qs[1::2]]
-    held, dense_held = [], []
-    for i in (0, 1):
-        tune, test = folds[i], folds[1 - i]
-        best = max(names, key=lambda n: statistics.mean(per_q[q][n] for q in tune))
-        held += [per_q[q][best] for q in test]
-        dense_held += [per_q[q]["dense"] for q in test]
-        print(f"  fold {i + 1}: chosen on {len(tune)} queries: {best}")
-    print(f"{'fusion, weight by 2-fold CV':28} {statistics.mean(held):8.3f}   (dense on the same queries {statistics.mean(dense_held):.3f})")
+    families = {"all variants": names}
+    for v in VARIANTS:
+        families.setdefault(v["family"], []).append(v["name"])
+    by_name = {r["id"]: variant_paths(r) for r in runs}
+    for fam, members in families.items():
+        held, held_r, dense_held = [], [], []
+        for i in (0, 1):
+            tune, test = folds[i], folds[1 - i]
+            best = max(members, key=lambda n: statistics.mean(per_q[q][n] for q in tune))
+            held += [per_q[q][best] for q in test]
+            held_r += [recall100(ids(by_name[q][best]), qrels[q]) for q in test]
+            dense_held += [per_q[q]["dense"] for q in test]
+            print(f"  {fam}, fold {i + 1}: chosen on {len(tune)} queries: {best}")
+        print(f"{fam + ', weight by 2-fold CV':40} {statistics.mean(held):8.3f} {statistics.mean(held_r):8.3f}"
+              f"   (dense on the same queries {statistics.mean(dense_held):.3f})")
     for key, name in (("bm25_ms", "kb.search"), ("dense_ms", "kb.vector_search")):
         xs = [float(r[key]) for r in runs]
         print(f"{name} per query (top 100, in the step): p50 {pct(xs, 0.5):.2f} ms, p99 {pct(xs, 0.99):.2f} ms")

@@ -83,9 +83,52 @@ fn round(x: f64) -> f64 {
     (x * 1_000_000.0).round() / 1_000_000.0
 }
 
+/// A per-list number: absent (`default` each), a list (one per list, in
+/// order) or a mapping name → number (`default` for lists not named).
+fn per_list(
+    inputs: &Value,
+    field: &str,
+    names: &[String],
+    default: f64,
+) -> Result<Vec<f64>, ActionError> {
+    match inputs.get(field) {
+        None | Some(Value::Null) => Ok(vec![default; names.len()]),
+        Some(Value::Array(a)) if a.len() == names.len() => a
+            .iter()
+            .map(|w| {
+                w.as_f64()
+                    .ok_or_else(|| input_err(format!("`{field}` must be numbers")))
+            })
+            .collect(),
+        Some(Value::Array(a)) => Err(input_err(format!(
+            "`{field}` has {} numbers for {} lists",
+            a.len(),
+            names.len()
+        ))),
+        Some(Value::Object(o)) => names
+            .iter()
+            .map(|n| match o.get(n) {
+                None => Ok(default),
+                Some(w) => w
+                    .as_f64()
+                    .ok_or_else(|| input_err(format!("`{field}.{n}` must be a number"))),
+            })
+            .collect(),
+        Some(other) => Err(input_err(format!(
+            "input `{field}` must be a list or mapping of numbers, got {}",
+            type_name(other)
+        ))),
+    }
+}
+
 /// Inputs: `lists` (array of lists, or a mapping name → list), `method`
 /// (`rrf` | `convex`), `k` (RRF constant, 60), `weights` (array or mapping,
-/// default 1 each), `id_field` (`id`), `top_k`.
+/// default 1 each), `normalize` (convex: `minmax` | `tm2c2` | `zscore`),
+/// `min` (tm2c2: each list's theoretical lowest score, array or mapping,
+/// default 0), `id_field` (`id`), `top_k`.
+///
+/// Convex: a hit missing from a list scores that list's lowest score (its
+/// normalised value: 0 under min-max; 0 too when the list's scores are all equal).
 pub fn fuse(inputs: &Value) -> Result<Value, ActionError> {
     let (names, lists): (Vec<String>, Vec<Vec<Value>>) = match inputs.get("lists") {
         Some(Value::Array(a)) => (
@@ -109,38 +152,7 @@ pub fn fuse(inputs: &Value) -> Result<Value, ActionError> {
         }
         None => return Err(input_err("missing input `lists` (the hit lists to fuse)")),
     };
-    let weights: Vec<f64> = match inputs.get("weights") {
-        None | Some(Value::Null) => vec![1.0; lists.len()],
-        Some(Value::Array(a)) if a.len() == lists.len() => a
-            .iter()
-            .map(|w| {
-                w.as_f64()
-                    .ok_or_else(|| input_err("`weights` must be numbers"))
-            })
-            .collect::<Result<_, _>>()?,
-        Some(Value::Array(a)) => {
-            return Err(input_err(format!(
-                "`weights` has {} numbers for {} lists",
-                a.len(),
-                lists.len()
-            )))
-        }
-        Some(Value::Object(o)) => names
-            .iter()
-            .map(|n| match o.get(n) {
-                None => Ok(1.0),
-                Some(w) => w
-                    .as_f64()
-                    .ok_or_else(|| input_err(format!("`weights.{n}` must be a number"))),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(other) => {
-            return Err(input_err(format!(
-                "input `weights` must be a list or mapping of numbers, got {}",
-                type_name(other)
-            )))
-        }
-    };
+    let weights = per_list(inputs, "weights", &names, 1.0)?;
     let method = inputs
         .get("method")
         .and_then(Value::as_str)
@@ -158,21 +170,61 @@ pub fn fuse(inputs: &Value) -> Result<Value, ActionError> {
     let mut first: HashMap<String, Value> = HashMap::new();
     let mut fused: HashMap<String, f64> = HashMap::new();
     let mut parts: HashMap<String, Map<String, Value>> = HashMap::new();
+    let normalize = match inputs.get("normalize") {
+        None | Some(Value::Null) => "minmax",
+        Some(Value::String(s)) if s.is_empty() => "minmax",
+        Some(Value::String(s)) => s.as_str(),
+        Some(other) => {
+            return Err(input_err(format!(
+                "input `normalize` must be minmax, tm2c2 or zscore, got {}",
+                type_name(other)
+            )))
+        }
+    };
+    if !matches!(normalize, "minmax" | "tm2c2" | "zscore") {
+        return Err(input_err(format!(
+            "input `normalize` must be minmax, tm2c2 or zscore, got `{normalize}`"
+        )));
+    }
+    let mins = per_list(inputs, "min", &names, 0.0)?;
+    if !matches!(method, "rrf" | "convex") {
+        return Err(input_err(format!(
+            "input `method` must be rrf or convex, got `{method}`"
+        )));
+    }
+    // Convex: what a hit missing from list `li` adds (weight × the list's
+    // lowest score, normalised).
+    let mut fills = vec![0.0; lists.len()];
     for (li, list) in lists.iter().enumerate() {
         let w = weights[li];
         let norm: Box<dyn Fn(f64) -> f64> = match method {
             "rrf" => Box::new(|_| 0.0),
-            "convex" => {
-                let (lo, hi) = list
+            _ => {
+                let scores: Vec<f64> = list.iter().map(score_of).collect();
+                let (lo, hi) = scores
                     .iter()
-                    .map(score_of)
-                    .fold((f64::MAX, f64::MIN), |(a, b), s| (a.min(s), b.max(s)));
-                Box::new(move |s| if hi > lo { (s - lo) / (hi - lo) } else { 1.0 })
-            }
-            other => {
-                return Err(input_err(format!(
-                    "input `method` must be rrf or convex, got `{other}`"
-                )))
+                    .fold((f64::MAX, f64::MIN), |(a, b), &s| (a.min(s), b.max(s)));
+                let f: Box<dyn Fn(f64) -> f64> = match normalize {
+                    // Theoretical min-max (Bruch et al. 2023): the floor is
+                    // what the scorer can give at worst, not this list's last hit.
+                    "tm2c2" => {
+                        let t = mins[li];
+                        Box::new(move |s| if hi > t { (s - t) / (hi - t) } else { 1.0 })
+                    }
+                    "zscore" => {
+                        let n = scores.len().max(1) as f64;
+                        let mean = scores.iter().sum::<f64>() / n;
+                        let sd =
+                            (scores.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / n).sqrt();
+                        Box::new(move |s| if sd > 0.0 { (s - mean) / sd } else { 0.0 })
+                    }
+                    _ => Box::new(move |s| if hi > lo { (s - lo) / (hi - lo) } else { 1.0 }),
+                };
+                // A list of equal scores says nothing of what lies below it.
+                if hi > lo {
+                    fills[li] = w * f(lo);
+                }
+                f
             }
         };
         let mut seen = HashSet::new();
@@ -195,6 +247,18 @@ pub fn fuse(inputs: &Value) -> Result<Value, ActionError> {
                 names[li].clone(),
                 json!({"rank": rank + 1, "score": score_of(hit)}),
             );
+        }
+    }
+    if method == "convex" {
+        for key in &order {
+            let from = &parts[key];
+            let missing: f64 = names
+                .iter()
+                .zip(&fills)
+                .filter(|(n, _)| !from.contains_key(*n))
+                .map(|(_, f)| f)
+                .sum();
+            *fused.get_mut(key).unwrap() += missing;
         }
     }
     let mut out: Vec<(String, f64)> = order.iter().map(|k| (k.clone(), fused[k])).collect();
@@ -510,6 +574,71 @@ mod tests {
         );
         assert!(fuse(&json!({"lists": [[]], "method": "nope"})).is_err());
         assert!(fuse(&json!({"lists": [[], []], "weights": [1]})).is_err());
+    }
+
+    #[test]
+    fn tm2c2_uses_theoretical_floor_and_fills_missing_with_list_min() {
+        let lists = json!({
+            "bm25": [{"id": "a", "score": 10.0}, {"id": "b", "score": 8.0}],
+            "dense": [{"id": "c", "score": 0.8}, {"id": "b", "score": 0.6}, {"id": "d", "score": 0.4}]
+        });
+        let scores = |out: &Value| -> Vec<(String, f64)> {
+            out["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| {
+                    (
+                        h["id"].as_str().unwrap().to_string(),
+                        h["score"].as_f64().unwrap(),
+                    )
+                })
+                .collect()
+        };
+        let out = fuse(&json!({
+            "lists": lists, "method": "convex", "normalize": "tm2c2",
+            "min": {"dense": -1}, "weights": {"bm25": 0.5, "dense": 0.5}
+        }))
+        .unwrap();
+        // bm25 / 10 (floor 0); (dense + 1) / 1.8 (floor -1). Missing: the list's
+        // lowest score, bm25 8 -> 0.8, dense 0.4 -> 1.4 / 1.8.
+        let n = |x: f64| 0.5 * (x + 1.0) / 1.8;
+        let want = [
+            ("c", 0.5 * 0.8 + n(0.8)),
+            ("a", 0.5 * 1.0 + n(0.4)),
+            ("b", 0.5 * 0.8 + n(0.6)),
+            ("d", 0.5 * 0.8 + n(0.4)),
+        ];
+        let got = scores(&out);
+        assert_eq!(
+            got.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(),
+            ["c", "a", "b", "d"]
+        );
+        for ((_, g), (_, w)) in got.iter().zip(want) {
+            assert!((g - round(w)).abs() < 1e-9, "{got:?}");
+        }
+        // Min-max keeps its old behaviour (a missing hit adds 0): `a` (top of
+        // bm25) and `c` (top of dense) tie at 1, first seen first; `b` 0 + 0.5.
+        let mm = scores(&fuse(&json!({"lists": lists, "method": "convex"})).unwrap());
+        assert_eq!(
+            mm,
+            [
+                ("a".into(), 1.0),
+                ("c".into(), 1.0),
+                ("b".into(), 0.5),
+                ("d".into(), 0.0)
+            ]
+        );
+        // z-score: bm25 a +1, b -1; dense c +1.2247, b 0, d -1.2247; missing
+        // is the list's lowest z: a 1 - 1.2247, c -1 + 1.2247, b -1, d -2.2247.
+        let z = scores(
+            &fuse(&json!({"lists": lists, "method": "convex", "normalize": "zscore"})).unwrap(),
+        );
+        let ids: Vec<&str> = z.iter().map(|x| x.0.as_str()).collect();
+        assert_eq!(ids, ["c", "a", "b", "d"]);
+        assert!((z[0].1 - round(-1.0 + 1.5f64.sqrt())).abs() < 1e-9, "{z:?}");
+        assert!(fuse(&json!({"lists": lists, "method": "convex", "normalize": "rank"})).is_err());
+        assert!(fuse(&json!({"lists": lists, "method": "convex", "min": [0]})).is_err());
     }
 
     #[test]
