@@ -28,7 +28,8 @@ fn expected(name: &str) -> Option<Value> {
         "search.md" => json!({
             "top_path": "Work/Projects/Apollo/Apollo API Key and Access.md",
             "first_task": "task",
-            "types": ["meeting", "task", "person"]
+            "types": ["meeting", "task", "person"],
+            "fused_top": "Work/Projects/Apollo/Apollo API Key and Access.md"
         }),
         "subworkflow.md" => json!({"greetings": ["Hello, Ada.", "Hello, Grace!"]}),
         "builtins.md" => json!({
