@@ -14,16 +14,8 @@ import os
 import statistics
 import sys
 
-def ndcg10(ranked, rels):
-    dcg = sum(rels.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:10]))
-    ideal = sorted(rels.values(), reverse=True)[:10]
-    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-    return dcg / idcg if idcg else 0.0
-
-
-def recall100(ranked, rels):
-    relevant = {d for d, g in rels.items() if g > 0}
-    return len(relevant & set(ranked[:100])) / len(relevant) if relevant else 0.0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from eval_msmarco import ndcg10, recall100  # noqa: E402  (one definition of the metrics)
 
 
 def pid(p):
