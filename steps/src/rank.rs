@@ -529,6 +529,21 @@ pub fn mmr(scored: Vec<(f64, Value)>, lambda: f64, fname: &str, want: usize) -> 
 mod tests {
     use super::*;
 
+    /// (id, fused score) of each hit, best first.
+    fn id_scores(out: &Value) -> Vec<(String, f64)> {
+        out["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                (
+                    h["id"].as_str().unwrap().to_string(),
+                    h["score"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
     #[test]
     fn rrf_sums_weighted_reciprocal_ranks() {
         let out = fuse(&json!({
@@ -556,17 +571,7 @@ mod tests {
                       [{"id": "c", "score": 0.9}, {"id": "b", "score": 0.1}]]
         }))
         .unwrap();
-        let s: Vec<(String, f64)> = out["hits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| {
-                (
-                    h["id"].as_str().unwrap().to_string(),
-                    h["score"].as_f64().unwrap(),
-                )
-            })
-            .collect();
+        let s = id_scores(&out);
         // a: 0.5*1 ; b: 0.5*0.5 + 0.5*0 ; c: 0 + 0.5*1
         assert_eq!(
             s,
@@ -582,19 +587,6 @@ mod tests {
             "bm25": [{"id": "a", "score": 10.0}, {"id": "b", "score": 8.0}],
             "dense": [{"id": "c", "score": 0.8}, {"id": "b", "score": 0.6}, {"id": "d", "score": 0.4}]
         });
-        let scores = |out: &Value| -> Vec<(String, f64)> {
-            out["hits"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|h| {
-                    (
-                        h["id"].as_str().unwrap().to_string(),
-                        h["score"].as_f64().unwrap(),
-                    )
-                })
-                .collect()
-        };
         let out = fuse(&json!({
             "lists": lists, "method": "convex", "normalize": "tm2c2",
             "min": {"dense": -1}, "weights": {"bm25": 0.5, "dense": 0.5}
@@ -609,7 +601,7 @@ mod tests {
             ("b", 0.5 * 0.8 + n(0.6)),
             ("d", 0.5 * 0.8 + n(0.4)),
         ];
-        let got = scores(&out);
+        let got = id_scores(&out);
         assert_eq!(
             got.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(),
             ["c", "a", "b", "d"]
@@ -619,7 +611,7 @@ mod tests {
         }
         // Min-max keeps its old behaviour (a missing hit adds 0): `a` (top of
         // bm25) and `c` (top of dense) tie at 1, first seen first; `b` 0 + 0.5.
-        let mm = scores(&fuse(&json!({"lists": lists, "method": "convex"})).unwrap());
+        let mm = id_scores(&fuse(&json!({"lists": lists, "method": "convex"})).unwrap());
         assert_eq!(
             mm,
             [
@@ -631,7 +623,7 @@ mod tests {
         );
         // z-score: bm25 a +1, b -1; dense c +1.2247, b 0, d -1.2247; missing
         // is the list's lowest z: a 1 - 1.2247, c -1 + 1.2247, b -1, d -2.2247.
-        let z = scores(
+        let z = id_scores(
             &fuse(&json!({"lists": lists, "method": "convex", "normalize": "zscore"})).unwrap(),
         );
         let ids: Vec<&str> = z.iter().map(|x| x.0.as_str()).collect();

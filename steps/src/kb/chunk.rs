@@ -289,6 +289,14 @@ fn walk_dir(
         if !is_dir && !file_type.is_file() {
             continue;
         }
+        // Attachments and other non-notes are dropped before any pattern matching.
+        let note_ext = Path::new(&name)
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| opts.extensions.iter().any(|x| x.eq_ignore_ascii_case(e)));
+        if !is_dir && !note_ext {
+            continue;
+        }
         let verdict = match &rules {
             Some(r) => r.verdict(&path, is_dir),
             None => Verdict::Neither,
@@ -316,13 +324,6 @@ fn walk_dir(
                 rules: rules.clone(),
                 ancestors,
             });
-            continue;
-        }
-        let ext_ok = Path::new(&*name)
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| opts.extensions.iter().any(|x| x.eq_ignore_ascii_case(e)));
-        if !ext_ok {
             continue;
         }
         let meta = match meta {

@@ -429,8 +429,9 @@ impl KbIndex {
             rebuilt: rebuild && !old.files.is_empty(),
             ..Default::default()
         };
-        // The common case, nothing changed, checked in one pass over both
-        // sorted lists without building a new manifest.
+        // Nothing changed (the common case), checked in one pass over both
+        // sorted lists without building a new manifest; past this point
+        // something is new, changed, touched or gone, and is committed.
         if !rebuild
             && files.len() == old.files.len()
             && files
@@ -450,7 +451,6 @@ impl KbIndex {
         };
         // Files whose content must be (re)indexed, with their text.
         let mut todo: Vec<(&KbFile, String, bool)> = Vec::new();
-        let mut touched = false;
         for file in &files {
             let prev = if rebuild {
                 None
@@ -470,7 +470,6 @@ impl KbIndex {
             let hash = hex_hash(&[text.as_bytes()]);
             if let Some(p) = prev.filter(|p| p.hash == hash) {
                 // Touched, not edited: remember the new mtime, keep the chunks.
-                touched = true;
                 stats.unchanged += 1;
                 stats.chunks += p.chunks as usize;
                 next.files.insert(
@@ -507,10 +506,6 @@ impl KbIndex {
         // An index with documents but no readable manifest is rebuilt from scratch
         // (its files are unknown, so stale ones could not be removed one by one).
         let first_build = self.reader.searcher().num_docs() == 0;
-        if todo.is_empty() && removed.is_empty() && !touched && !rebuild {
-            self.mark_checked();
-            return Ok(stats);
-        }
 
         let threads = if todo.len() > 200 { 2 } else { 1 };
         let mut writer = self.writer(threads)?;
