@@ -201,7 +201,8 @@ def main():
         srv = ThreadingHTTPServer(("127.0.0.1", 0), FakeLlm)
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         fenv = dict(env, ANTHROPIC_BASE_URL=f"http://127.0.0.1:{srv.server_address[1]}", ANTHROPIC_API_KEY="bench")
-        for label, wfile in [("indexed", "workflows/lifeos/retrieval-indexed.md"), ("seed scan", "workflows/lifeos/retrieval.md")]:
+        for label, wfile, route in [("indexed", "workflows/lifeos/retrieval-indexed.md", "/lifeos/query-indexed"),
+                                    ("seed scan", "workflows/lifeos/retrieval.md", "/lifeos/query")]:
             walls, steps = [], []
             for q in QUESTIONS:
                 for _ in range(a.questions):
@@ -216,7 +217,8 @@ def main():
         # requests (it re-checks the folder at most once a second).
         import socket
         import urllib.request
-        for label, wfile in [("indexed", "workflows/lifeos/retrieval-indexed.md"), ("seed scan", "workflows/lifeos/retrieval.md")]:
+        for label, wfile, route in [("indexed", "workflows/lifeos/retrieval-indexed.md", "/lifeos/query-indexed"),
+                                    ("seed scan", "workflows/lifeos/retrieval.md", "/lifeos/query")]:
             with socket.socket() as so:
                 so.bind(("127.0.0.1", 0))
                 port = so.getsockname()[1]
@@ -232,7 +234,7 @@ def main():
                 walls = []
                 for i in range(len(QUESTIONS) * a.questions * 2):
                     body = json.dumps({"query": QUESTIONS[i % len(QUESTIONS)], "knowledge_base": kb}).encode()
-                    req = urllib.request.Request(f"http://127.0.0.1:{port}/lifeos/query", data=body,
+                    req = urllib.request.Request(f"http://127.0.0.1:{port}{route}", data=body,
                                                  headers={"Content-Type": "application/json"})
                     t0 = time.perf_counter()
                     with urllib.request.urlopen(req) as r:

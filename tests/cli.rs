@@ -324,3 +324,110 @@ inputs: {message: never runs}
     let r = run(cmd(d.path()).args(["run", "fm.md", "--json", "--quiet", "--input", "mode=slow"]));
     assert_eq!(r.json()["outputs"], json!({"a": {"a": 1}, "b": {"b": 2}}));
 }
+
+#[test]
+fn validate_takes_folders_like_serve() {
+    // Every shipped workflow and example validates, found by folder.
+    let r = run(cmd(&crate::support::repo()).args(["validate", "workflows", "examples"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    for f in [
+        "retrieval.md",
+        "retrieval-indexed.md",
+        "memory-search.md",
+        "hello.md",
+    ] {
+        assert!(r.stdout.contains(f), "{f} not validated: {r:?}");
+    }
+    // Notes in the example knowledge base are not workflows: not listed.
+    assert!(!r.stdout.contains("examples/lifeos/"), "{r:?}");
+    let r = run(cmd(&crate::support::repo()).args(["validate", "no/such/folder"]));
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("no/such/folder"), "{r:?}");
+}
+
+#[test]
+fn strict_validation_reports_not_ok_and_run_strict_runs_nothing() {
+    let d = tempdir();
+    write(
+        d.path(),
+        "warn.md",
+        "---\nworkflow: {id: warn}\n---\n\n```yaml\naction: file.write\ninputs: {path: out.txt, content: '{{ nmae }}'}\n```\n",
+    );
+    let r = run(cmd(d.path()).args(["validate", "warn.md", "--json"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()[0]["ok"], json!(true));
+    let r = run(cmd(d.path()).args(["validate", "warn.md", "--json", "--strict"]));
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(r.json()[0]["ok"], json!(false));
+    assert_eq!(r.json()[0]["diagnostics"][0]["severity"], "warning");
+    // `run` prints the warning, positioned, before it starts; --strict stops it.
+    let r = run(cmd(d.path()).args(["run", "warn.md", "--strict", "--allow-write", "."]));
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("warn.md:7:"), "{r:?}");
+    assert!(!d.path().join("out.txt").exists(), "nothing ran");
+}
+
+#[test]
+fn a_template_error_stops_the_run_before_its_first_step() {
+    let d = tempdir();
+    write(
+        d.path(),
+        "wf.md",
+        "---\nworkflow: {id: late-typo}\n---\n\n## Paid work\n\n```yaml\naction: file.write\ninputs: {path: first.txt, content: done}\n```\n\n## Typo\n\n```yaml\naction: core.set\ninputs: {n: '{{ [1] | lenght }}'}\n```\n",
+    );
+    let r = run(cmd(d.path()).args(["run", "wf.md", "--allow-write", "."]));
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("wf.md:16:23: error: template error: unknown filter"),
+        "{r:?}"
+    );
+    assert!(r.stderr.contains("did you mean `length`?"), "{r:?}");
+    assert!(
+        !d.path().join("first.txt").exists(),
+        "the first step did not run"
+    );
+}
+
+#[test]
+fn actions_lists_the_catalog() {
+    let d = tempdir();
+    let r = run(cmd(d.path()).args(["actions"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    for name in [
+        "core.set",
+        "file.read",
+        "kb.search",
+        "memory.recall",
+        "agent.run",
+        "http.post",
+    ] {
+        assert!(r.stdout.contains(name), "{name}: {r:?}");
+    }
+    assert!(
+        r.stdout
+            .contains("inputs: path*, format, encoding, max_bytes"),
+        "{r:?}"
+    );
+    let r = run(cmd(d.path()).args(["actions", "kb.search", "--json"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    let j = r.json();
+    assert_eq!(j["name"], "kb.search");
+    assert_eq!(j["inputs"]["required"], json!(["kb"]));
+    assert!(j["inputs"]["properties"]["top_k"].is_object(), "{j}");
+    let r = run(cmd(d.path()).args(["actions", "kb.serch"]));
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("did you mean `kb.search`?"), "{r:?}");
+    // The schema carries the same contract, for editors.
+    let r = run(cmd(d.path()).args(["schema"]));
+    let schema: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let per_action = schema["$defs"]["step"]["allOf"].as_array().unwrap();
+    let file_read = per_action
+        .iter()
+        .find(|c| c["if"]["properties"]["action"]["const"] == "file.read")
+        .expect("file.read in the schema");
+    assert_eq!(
+        file_read["then"]["properties"]["inputs"]["additionalProperties"],
+        json!(false)
+    );
+}

@@ -159,9 +159,14 @@ fn remember_recall_decay_cleanup_stats() {
 fn errors_name_the_field_and_writes_stay_in_the_sandbox() {
     let d = tempdir();
     let dir = d.path();
+    // A missing input is found when the workflow loads: nothing runs.
     let r = step(dir, "memory.remember", "{importance: 0.5}");
-    assert_ne!(r.code, 0);
-    assert!(r.stdout.contains("`text`"), "{r:?}");
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("`memory.remember` needs the input `text`"),
+        "{r:?}"
+    );
     let r = step(dir, "memory.remember", "{text: x, importance: 3}");
     assert!(r.stdout.contains("`importance`"), "{r:?}");
     let r = step(dir, "memory.cleanup", "{dry_run: true}");

@@ -329,7 +329,12 @@ fn kb_inputs_and_sandbox_errors_are_clear() {
     assert_ne!(r.code, 0);
     assert!(r.stderr.contains("`date:someday`"), "{}", r.stderr);
     let r = step(root, "kb.search", "{query: x}");
-    assert!(r.stderr.contains("missing input `kb`"), "{}", r.stderr);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("`kb.search` needs the input `kb`"),
+        "{}",
+        r.stderr
+    );
     let r = step(root, "kb.search", "{kb: /etc, query: x}");
     assert!(r.stderr.contains("access denied"), "{}", r.stderr);
     let r = step(root, "kb.index", "{kb: kb, index_dir: idx}");

@@ -959,3 +959,82 @@ fn schedules_fire_with_their_inputs_and_are_recorded() {
     assert_eq!(h["runs"][0]["trigger"], "schedule", "{h}");
     assert_eq!(h["runs"][0]["workflow"], "every-minute", "{h}");
 }
+
+#[test]
+fn the_readme_serve_command_starts_and_answers_the_flagship() {
+    // `marktoflow serve workflows/`, as the README says, with every shipped
+    // workflow: no two claim a route, and the flagship answers at its path.
+    let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
+    let s = serve(
+        &repo(),
+        &["workflows/"],
+        &[
+            ("ANTHROPIC_BASE_URL", &llm.base),
+            ("ANTHROPIC_API_KEY", "test-key"),
+        ],
+    );
+    let r = post(
+        &s.addr,
+        "/lifeos/query",
+        json!({"query": "What is the API key for Apollo?"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.json()["outputs"]["answer"],
+        "The key is APOLLO-KEY-7f3a-EXAMPLE."
+    );
+    let r = http(&s.addr, "GET", "/workflows", &[], b"");
+    let paths: Vec<String> = r.json()["workflows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["path"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        paths.contains(&"/lifeos/query-indexed".to_string()),
+        "{paths:?}"
+    );
+}
+
+#[test]
+fn a_trigger_whose_secret_is_unset_refuses_to_start() {
+    // Authentication that cannot be had fails closed: the server does not
+    // start, naming the variable (it used to serve the route unauthenticated).
+    let d = tempdir();
+    for (name, auth) in [
+        ("secret.md", "secret: '${HOOK_SECRET}'"),
+        ("token.md", "token_env: HOOK_TOKEN"),
+    ] {
+        let wf = format!("---\nworkflow: {{id: {}}}\ntriggers:\n  - type: webhook\n    path: /{}\n    {auth}\n---\n\n```yaml\naction: workflow.noop\n```\n", &name[..name.len() - 3], &name[..name.len() - 3]);
+        std::fs::write(d.path().join(name), wf).unwrap();
+        let out = Command::new(bin())
+            .current_dir(d.path())
+            .args(["serve", name, "--port", "0"])
+            .env_remove("HOOK_SECRET")
+            .env_remove("HOOK_TOKEN")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        let var = if name == "secret.md" {
+            "`HOOK_SECRET`"
+        } else {
+            "`HOOK_TOKEN`"
+        };
+        assert!(err.contains(var) && err.contains("is not set"), "{err}");
+        // `validate` says the same.
+        let v = Command::new(bin())
+            .current_dir(d.path())
+            .args(["validate", name])
+            .env_remove("HOOK_SECRET")
+            .env_remove("HOOK_TOKEN")
+            .output()
+            .unwrap();
+        assert_eq!(v.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&v.stderr).contains(var));
+    }
+    // Set, the same file serves.
+    let s = serve(d.path(), &["secret.md"], &[("HOOK_SECRET", "s3cret")]);
+    let r = http(&s.addr, "POST", "/secret", &[], b"{}");
+    assert_eq!(r.status, 401, "unsigned requests are refused");
+}

@@ -33,7 +33,7 @@ pub struct Cli {
 pub enum Command {
     /// Run a workflow file.
     Run(RunArgs),
-    /// Parse and check workflow files without running them.
+    /// Parse and check workflow files (or every workflow below a folder) without running them.
     Validate {
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -46,6 +46,14 @@ pub enum Command {
     },
     /// Print the JSON Schema of the workflow format (for editors).
     Schema,
+    /// List every action with its inputs, or show one (`marktoflow actions kb.search`).
+    Actions {
+        /// An action, `tool.method`.
+        name: Option<String>,
+        /// Print the catalog as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve the workflows' webhook triggers over HTTP.
     Serve(ServeArgs),
     /// List recorded runs, newest first.
@@ -184,6 +192,9 @@ pub struct RunArgs {
     /// `127.0.0.1:8080`; repeatable). Replaces the workflow's `permissions.hosts`.
     #[arg(long, value_name = "HOST")]
     pub allow_host: Vec<String>,
+    /// Treat authoring warnings as errors: nothing runs when there are any.
+    #[arg(long)]
+    pub strict: bool,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -258,6 +269,7 @@ pub fn main() -> i32 {
             print!("{}", crate::schema::schema_text());
             EXIT_OK
         }
+        Command::Actions { name, json } => crate::actions::print(name.as_deref(), json),
         Command::Graph { file, format } => {
             let wf = match load(&file, &Registry::standard()) {
                 Ok(w) => w,
@@ -343,37 +355,82 @@ fn load(file: &Path, registry: &Registry) -> Result<Workflow, i32> {
 fn validate(files: &[PathBuf], as_json: bool, strict: bool) -> i32 {
     let registry = Registry::standard();
     let templates = crate::template::Templates::new();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let env = environment(&cwd);
+    let (found, mut errors) = discover(files, &registry);
+    // (file, steps when it loaded, diagnostics)
+    let mut entries: Vec<(PathBuf, Option<usize>, Vec<Diagnostic>)> = Vec::new();
+    let mut loaded = Vec::new();
+    for (f, l) in found {
+        let mut diags = l.warnings;
+        diags.extend(crate::verify::verify(&l.workflow, &registry, &templates));
+        diags.extend(crate::verify::verify_triggers(
+            &[Arc::new(l.workflow.clone())],
+            &env,
+        ));
+        entries.push((f, Some(l.workflow.walk().len()), diags));
+        loaded.push(Arc::new(l.workflow));
+    }
+    for d in errors.drain(..) {
+        let f = PathBuf::from(&d.file);
+        match entries.iter_mut().find(|e| e.0 == f) {
+            Some(e) => e.2.push(d),
+            None => entries.push((f, None, vec![d])),
+        }
+    }
+    // What only shows across files: a route claimed twice.
+    for d in crate::verify::verify_triggers(&loaded, &env) {
+        if let Some(e) = entries
+            .iter_mut()
+            .find(|e| e.1.is_some() && Path::new(&d.file) == e.0 && !e.2.contains(&d))
+        {
+            e.2.push(d);
+        }
+    }
     let mut report = Vec::new();
-    let mut failed = false;
-    for f in files {
-        match model::load_file(f, &registry) {
-            Ok(mut l) => {
-                l.warnings
-                    .extend(crate::lint::lint(&l.workflow, &templates));
-                failed |= strict && !l.warnings.is_empty();
-                if !as_json {
-                    print_diagnostics(&l.warnings);
-                    let n = l.workflow.walk().len();
-                    println!(
-                        "{}: ok ({} step{}, {} warning{})",
-                        f.display(),
-                        n,
-                        plural(n),
-                        l.warnings.len(),
-                        plural(l.warnings.len())
-                    );
-                }
-                report.push(json!({"file": f, "ok": true, "steps": l.workflow.walk().len(), "diagnostics": l.warnings}));
-            }
-            Err(d) => {
-                failed = true;
-                if !as_json {
-                    print_diagnostics(&d);
-                    println!("{}: {} error{}", f.display(), d.len(), plural(d.len()));
-                }
-                report.push(json!({"file": f, "ok": false, "diagnostics": d}));
+    let mut failed = entries.is_empty();
+    if entries.is_empty() {
+        eprintln!("error: no workflow files found");
+    }
+    for (f, steps, mut diags) in entries {
+        diags.sort_by_key(|d| (d.pos, d.severity == crate::diag::Severity::Warning));
+        let n_err = diags
+            .iter()
+            .filter(|d| d.severity == crate::diag::Severity::Error)
+            .count();
+        let n_warn = diags.len() - n_err;
+        let ok = steps.is_some() && n_err == 0 && !(strict && n_warn > 0);
+        failed |= !ok;
+        if !as_json {
+            print_diagnostics(&diags);
+            match steps {
+                Some(n) if n_err == 0 => println!(
+                    "{}: {} ({} step{}, {} warning{})",
+                    f.display(),
+                    if ok { "ok" } else { "failed (--strict)" },
+                    n,
+                    plural(n),
+                    n_warn,
+                    plural(n_warn)
+                ),
+                _ => println!(
+                    "{}: {} error{}{}",
+                    f.display(),
+                    n_err,
+                    plural(n_err),
+                    if n_warn > 0 {
+                        format!(", {n_warn} warning{}", plural(n_warn))
+                    } else {
+                        String::new()
+                    }
+                ),
             }
         }
+        let mut entry = json!({"file": f, "ok": ok, "diagnostics": diags});
+        if let Some(n) = steps {
+            entry["steps"] = json!(n);
+        }
+        report.push(entry);
     }
     if as_json {
         println!(
@@ -386,6 +443,50 @@ fn validate(files: &[PathBuf], as_json: bool, strict: bool) -> i32 {
     } else {
         EXIT_OK
     }
+}
+
+/// The workflows named, or found below the folders named (as `serve` finds
+/// them: Markdown files with frontmatter), loaded; and the load errors.
+/// A Markdown file below a folder that is not a workflow is skipped.
+pub fn discover(
+    paths: &[PathBuf],
+    registry: &Registry,
+) -> (Vec<(PathBuf, model::Loaded)>, Vec<Diagnostic>) {
+    let mut found = Vec::new();
+    let mut errors = Vec::new();
+    for p in paths {
+        if !p.exists() {
+            errors.push(Diagnostic::file_error(
+                &p.display().to_string(),
+                "no such file or folder",
+            ));
+        }
+    }
+    for f in crate::server::workflow_files(paths) {
+        let named = paths.contains(&f);
+        let text = match std::fs::read(&f) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) => {
+                errors.push(Diagnostic::file_error(
+                    &f.display().to_string(),
+                    format!("cannot read workflow file: {}", model::io_reason(&e)),
+                ));
+                continue;
+            }
+        };
+        // Folders hold READMEs and notes too: only files with frontmatter count.
+        if !named && !text.contains("\n---") && !text.starts_with("---") {
+            continue;
+        }
+        match model::load_file(&f, registry) {
+            Ok(l) => found.push((f, l)),
+            Err(d) if named => errors.extend(d),
+            // A note with frontmatter but no `workflow:` is not a workflow.
+            Err(d) if !text.contains("workflow:") && !text.contains("steps:") => drop(d),
+            Err(d) => errors.extend(d),
+        }
+    }
+    (found, errors)
 }
 
 fn plural(n: usize) -> &'static str {
@@ -498,6 +599,26 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or_else(|| PathBuf::from("."));
     let env = environment(&wf_dir);
+    // What `validate` finds, before anything runs (and anything is paid for).
+    let diags = crate::verify::verify(&wf, &registry, &crate::template::Templates::new());
+    if !a.quiet || crate::verify::has_errors(&diags) {
+        print_diagnostics(&diags);
+    }
+    if crate::verify::has_errors(&diags) || (a.strict && !diags.is_empty()) {
+        let n = diags.len();
+        let what = if crate::verify::has_errors(&diags) {
+            "problem"
+        } else {
+            "warning"
+        };
+        eprintln!(
+            "marktoflow: {n} {what}{} in `{}`; nothing was run{}",
+            plural(n),
+            a.file.display(),
+            if a.strict { " (--strict)" } else { "" }
+        );
+        return EXIT_USAGE;
+    }
     let supplied = match &retry {
         // A retry runs with the inputs the run had.
         Some(p) => p
@@ -637,31 +758,15 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
 
 fn serve(a: ServeArgs) -> i32 {
     use crate::server::{
-        router, routes_of, run_file_watches, run_schedules, schedules_of, workflow_files,
-        ServeConfig, ServerState,
+        router, routes_of, run_file_watches, run_schedules, schedules_of, ServeConfig, ServerState,
     };
     let registry = Registry::standard();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let (found, mut errors) = discover(&a.paths, &registry);
     let mut workflows = Vec::new();
-    let mut errors = Vec::new();
-    for f in workflow_files(&a.paths) {
-        let text = std::fs::read_to_string(&f).unwrap_or_default();
-        // Folders hold READMEs and notes too: only files with frontmatter count.
-        if !text.contains("\n---") && !text.starts_with("---") {
-            continue;
-        }
-        match model::load_str(&f, &text, &registry) {
-            Ok(l) => {
-                print_diagnostics(&l.warnings);
-                workflows.push(Arc::new(l.workflow));
-            }
-            Err(d) if a.paths.contains(&f) => errors.extend(d),
-            // A non-workflow Markdown file inside a folder is not an error.
-            Err(d)
-                if d.iter()
-                    .any(|x| x.message.starts_with("no workflow frontmatter")) => {}
-            Err(d) => errors.extend(d),
-        }
+    for (_, l) in found {
+        print_diagnostics(&l.warnings);
+        workflows.push(Arc::new(l.workflow));
     }
     let env = environment(&cwd);
     let routes = match routes_of(&workflows, &env) {

@@ -283,6 +283,7 @@ pub fn retry_plan(
     };
     let reused = checkpoint.next_step;
     let args = RunArgs {
+        strict: false,
         file,
         input: Vec::new(),
         inputs_file: None,

@@ -9,7 +9,7 @@ use crate::model::{Backoff, OnError, Step, StepKind, Workflow};
 use crate::template::{TemplateError, Templates};
 use futures_util::stream::{self, StreamExt};
 use marktoflow_steps::action::{ActionError, Call, Capabilities, LogLevel, LogLine, Progress};
-use marktoflow_steps::builtin::ENGINE_METHODS;
+use marktoflow_steps::catalog::{self, Paths};
 use marktoflow_steps::registry::ActionKind;
 use marktoflow_steps::ToolConfig;
 use serde::{Deserialize, Serialize};
@@ -885,7 +885,8 @@ impl Engine {
             else {
                 unreachable!("exec_action is only called for action steps")
             };
-            if resolved.tool_name == "core" && ENGINE_METHODS.contains(&resolved.method.as_str()) {
+            let traits = resolved.spec.traits;
+            if traits.engine_op {
                 return (self.core_op(step, &resolved.method, inputs, st), 0);
             }
             let policy = &step.on_error;
@@ -897,6 +898,24 @@ impl Engine {
                     Ok(v) => v,
                     Err(f) => return (Err(f), attempt),
                 };
+                // Templated inputs are checked now, against the same contract
+                // `validate` checked the literal ones with.
+                let fallback = policy.fallback.as_ref().map(|(_, f)| f.spec);
+                if let Some(issue) = catalog::check(resolved.spec, &rendered, &|_| false)
+                    .into_iter()
+                    .find(|i| !catalog::meant_for(i, fallback))
+                {
+                    let pos = if issue.input.is_empty() || inputs.get(&issue.input).is_none() {
+                        step.field_pos(&["inputs"])
+                    } else {
+                        step.field_pos(&["inputs", &issue.input])
+                    };
+                    let mut message = issue.to_string();
+                    if let Some(h) = issue.hint(resolved.spec) {
+                        message.push_str(&format!(" ({h})"));
+                    }
+                    return (Err(self.fail(step, pos, message)), attempt);
+                }
                 if resolved.kind == ActionKind::Script {
                     if let Value::Object(m) = &mut rendered {
                         if !m.contains_key("context") {
@@ -919,14 +938,9 @@ impl Engine {
                     )),
                 });
                 let mut caps = cfg.caps.clone();
-                let sdk = resolved
-                    .tool
-                    .as_ref()
-                    .map_or(resolved.tool_name.as_str(), |t| t.sdk.as_str());
-                if resolved.tool_name == "file" || sdk == "memory" {
-                    // File actions resolve relative paths against the workflow's
-                    // folder (scripts keep Node's working directory); so does
-                    // `memory.*`, whose default database sits beside the workflow.
+                if traits.paths == Paths::WorkflowDir {
+                    // Relative paths start from the workflow's folder (scripts
+                    // keep Node's working directory).
                     let dir = cfg
                         .caps
                         .sandbox
@@ -973,7 +987,7 @@ impl Engine {
                 };
                 match result {
                     Ok(out) => {
-                        if action == "workflow.set_outputs" {
+                        if traits.sets_outputs {
                             st.set_outputs = Some(out.clone());
                         }
                         return (Ok(out), attempt);

@@ -3,6 +3,7 @@
 //! Data flows one way: file → [`document`] → [`model`] → [`engine`] → actions
 //! (in `marktoflow-steps`) → run events → (terminal printer | JSON | store).
 
+pub mod actions;
 pub mod cli;
 pub mod cli_store;
 pub mod core_ops;
@@ -19,5 +20,6 @@ pub mod schema;
 pub mod server;
 pub mod store;
 pub mod template;
+pub mod verify;
 pub mod watch;
 pub mod yamlpos;

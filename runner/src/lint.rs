@@ -1,10 +1,10 @@
-//! Authoring checks for `marktoflow validate`: things that load fine but are
-//! probably mistakes. All are warnings.
+//! Authoring checks run by `validate` and before `run`: template errors
+//! (syntax, unknown filters, tests and functions) are errors, found before
+//! any step runs; the rest load fine but are probably mistakes (warnings).
 
 use crate::diag::{did_you_mean, Diagnostic, Pos};
 use crate::model::{Step, StepKind, Workflow};
 use crate::template::{has_tags, Templates};
-use marktoflow_steps::builtin::ENGINE_METHODS;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -85,16 +85,55 @@ impl Lint<'_> {
         scope: &BTreeSet<String>,
         in_loop: bool,
     ) {
+        let path: Vec<String> = field.iter().map(|s| s.to_string()).collect();
+        self.names_at(step, &path, src, expr, scope, in_loop)
+    }
+
+    /// File position of `path` below the step.
+    fn pos_of(step: &Step, path: &[String]) -> Pos {
+        let mut full = step.path.clone();
+        full.extend(path.iter().cloned());
+        step.spans.pos(&full)
+    }
+
+    fn names_at(
+        &mut self,
+        step: &Step,
+        field: &[String],
+        src: &str,
+        expr: bool,
+        scope: &BTreeSet<String>,
+        in_loop: bool,
+    ) {
         self.used_text.push_str(src);
         self.used_text.push('\n');
         if !expr && !has_tags(src) {
+            return;
+        }
+        let errors = self.t.check(src, expr);
+        for e in &errors {
+            let pos = match (e.line, e.col) {
+                (Some(l), Some(c)) => step.string_pos(field, l, c),
+                _ => Self::pos_of(step, field),
+            };
+            let d = Diagnostic::error(
+                &self.wf.source,
+                Some(pos),
+                format!("template error: {}", e.message),
+            );
+            if !self.out.contains(&d) {
+                self.out.push(d);
+            }
+        }
+        if !errors.is_empty() {
+            // The names of a broken template say little.
             return;
         }
         for name in self.t.referenced_names(src) {
             if scope.contains(&name) || self.wf.steps.is_empty() {
                 continue;
             }
-            let pos = step.field_pos(field);
+            let pos = Self::pos_of(step, field);
             if self.defined_anywhere.contains(&name) {
                 if !in_loop {
                     self.warn(pos, format!("`{name}` is only set by a later step"), None);
@@ -123,17 +162,37 @@ impl Lint<'_> {
         scope: &BTreeSet<String>,
         in_loop: bool,
     ) {
+        let mut path: Vec<String> = field.iter().map(|s| s.to_string()).collect();
+        self.value_at(step, &mut path, v, scope, in_loop)
+    }
+
+    fn value_at(
+        &mut self,
+        step: &Step,
+        path: &mut Vec<String>,
+        v: &Value,
+        scope: &BTreeSet<String>,
+        in_loop: bool,
+    ) {
         match v {
             Value::String(s) => {
                 // Script bodies are JavaScript: only their `{{ }}` parts are templates.
-                self.names(step, field, s, false, scope, in_loop)
+                self.names_at(step, path, s, false, scope, in_loop)
             }
-            Value::Array(a) => a
-                .iter()
-                .for_each(|x| self.value(step, field, x, scope, in_loop)),
-            Value::Object(m) => m
-                .values()
-                .for_each(|x| self.value(step, field, x, scope, in_loop)),
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    path.push(i.to_string());
+                    self.value_at(step, path, x, scope, in_loop);
+                    path.pop();
+                }
+            }
+            Value::Object(m) => {
+                for (k, x) in m {
+                    path.push(k.clone());
+                    self.value_at(step, path, x, scope, in_loop);
+                    path.pop();
+                }
+            }
             _ => {}
         }
     }
@@ -159,9 +218,7 @@ impl Lint<'_> {
         match &s.kind {
             StepKind::Action {
                 inputs, resolved, ..
-            } if resolved.tool_name == "core"
-                && ENGINE_METHODS.contains(&resolved.method.as_str()) =>
-            {
+            } if resolved.spec.traits.engine_op => {
                 // Template fields see per-item names (`core.transform`) or the
                 // `context` input's keys (`core.template`).
                 let raw = crate::core_ops::raw_fields(&resolved.method);

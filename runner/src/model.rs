@@ -4,6 +4,7 @@
 use crate::diag::{did_you_mean, Diagnostic, Pos, Source};
 use crate::document::{parse_document, Block, Document, YamlText};
 use crate::yamlpos::{positions, PosNode, ScalarStyle, YPos};
+use marktoflow_steps::catalog::{self, Problem};
 use marktoflow_steps::registry::{ActionKind, Registry, Resolved};
 use marktoflow_steps::ToolConfig;
 use serde_json::{Map, Value};
@@ -550,6 +551,15 @@ impl Cx<'_> {
     }
 
     fn parse_yaml(&mut self, yaml: &YamlText) -> Option<Parsed> {
+        if let Some((line, col)) = unquoted_template(&yaml.text) {
+            let d = self.err(
+                yaml.file_pos(line, col),
+                "quote the template: YAML reads a value that starts with `{{` as a mapping",
+            );
+            d.hints
+                .push("write `key: '{{ x }}'` (or use a block scalar `key: |`)".into());
+            return None;
+        }
         match serde_yaml::from_str::<serde_yaml::Value>(&yaml.text) {
             Ok(v) => {
                 let node = positions(&yaml.text).unwrap_or(PosNode::Scalar(
@@ -997,6 +1007,44 @@ impl Cx<'_> {
                 }
             }
             fields.remove("config");
+            let own: &[&str] = match kind.as_str() {
+                "webhook" => &[
+                    "path",
+                    "method",
+                    "secret",
+                    "token_env",
+                    "inputMapping",
+                    "input_mapping",
+                    "response",
+                    "max_concurrent",
+                ],
+                "schedule" => &["cron", "schedule", "inputs", "max_concurrent"],
+                "file_watch" => &["path", "paths", "debounce", "input", "max_concurrent"],
+                // Kinds this runner does not start itself keep whatever they say.
+                _ => &[],
+            };
+            if !own.is_empty() {
+                let common = ["type", "enabled", "name", "description", "id", "config"];
+                let allowed: Vec<&str> = common.iter().chain(own).copied().collect();
+                for k in fields.keys().filter(|k| !allowed.contains(&k.as_str())) {
+                    let in_config = !m.contains_key(k);
+                    let mut p = path.clone();
+                    if in_config {
+                        p.push("config".into());
+                    }
+                    let node = spans.node.lookup(&p);
+                    let kp = node.key_pos(k).unwrap_or(node.pos());
+                    let at = spans.yaml.file_pos(kp.line, kp.col);
+                    let hint = match did_you_mean(k, &allowed) {
+                        Some(c) => format!("did you mean `{c}`?"),
+                        None => format!("a `{kind}` trigger reads: {}", own.join(", ")),
+                    };
+                    // An error, not a warning: a misspelt `secret` would
+                    // otherwise serve the route without authentication.
+                    let d = self.err(at, format!("unknown key `{k}` in a `{kind}` trigger"));
+                    d.hints.push(hint);
+                }
+            }
             out.push(Trigger { kind, fields, pos });
         }
         out
@@ -1284,6 +1332,14 @@ impl Cx<'_> {
                                 p,
                                 "a script step needs `inputs.code` (a string of JavaScript)",
                             );
+                        } else {
+                            let at = if m.contains_key("action") {
+                                field("action")
+                            } else {
+                                pos
+                            };
+                            let fallback = on_error.fallback.as_ref().map(|(_, f)| f.spec);
+                            self.check_inputs(&resolved, fallback, &inputs, spans, &path, at);
                         }
                         StepKind::Action {
                             action,
@@ -1560,6 +1616,52 @@ impl Cx<'_> {
     }
 
     /// A step's `inputs:`: a mapping, or nothing (an empty one).
+    /// Literal inputs against the action's contract; templates wait for
+    /// run time, where the engine checks the rendered values the same way.
+    fn check_inputs(
+        &mut self,
+        resolved: &Resolved,
+        fallback: Option<&catalog::Spec>,
+        inputs: &Value,
+        spans: &Spans,
+        step_path: &[String],
+        action_pos: Pos,
+    ) {
+        let mut issues = catalog::check(resolved.spec, inputs, &|s| crate::template::has_tags(s));
+        // A fallback action gets the same inputs: one of them is enough.
+        issues.retain(|i| !catalog::meant_for(i, fallback));
+        let mut inputs_path = step_path.to_vec();
+        inputs_path.push("inputs".into());
+        let inputs_node = spans.node.lookup(step_path);
+        let inputs_pos = match inputs_node.key_pos("inputs") {
+            Some(p) => spans.yaml.file_pos(p.line, p.col),
+            None => action_pos,
+        };
+        for issue in issues {
+            let pos = match &issue.problem {
+                _ if issue.input.is_empty() => spans.pos(&inputs_path),
+                Problem::Missing => inputs_pos,
+                Problem::Unknown { .. } => {
+                    let node = spans.node.lookup(&inputs_path);
+                    match node.key_pos(&issue.input) {
+                        Some(p) => spans.yaml.file_pos(p.line, p.col),
+                        None => inputs_pos,
+                    }
+                }
+                _ => {
+                    let mut p = inputs_path.clone();
+                    p.push(issue.input.clone());
+                    spans.pos(&p)
+                }
+            };
+            let hint = issue.hint(resolved.spec);
+            let d = self.err(pos, issue.to_string());
+            if let Some(h) = hint {
+                d.hints.push(h);
+            }
+        }
+    }
+
     fn inputs_mapping(&mut self, m: &Map<String, Value>, at: Pos) -> Option<Value> {
         match m.get("inputs") {
             None | Some(Value::Null) => Some(Value::Object(Map::new())),
@@ -1678,6 +1780,47 @@ impl Cx<'_> {
     }
 }
 
+/// Line and column (1-based) of the first plain YAML value that starts with
+/// `{{` — `key: {{ x }}` or `- {{ x }}` — which YAML reads as a flow mapping.
+/// Block scalars (`key: |`) are skipped.
+fn unquoted_template(text: &str) -> Option<(usize, usize)> {
+    let mut block_indent: Option<usize> = None;
+    for (i, line) in text.lines().enumerate() {
+        let indent = line.len() - line.trim_start().len();
+        let body = line.trim_start();
+        if let Some(b) = block_indent {
+            if body.is_empty() || indent > b {
+                continue;
+            }
+            block_indent = None;
+        }
+        if body.starts_with('#') {
+            continue;
+        }
+        // The value part: after `- ` items and after the first `key: `.
+        let mut rest = body;
+        let mut at = indent;
+        while let Some(r) = rest.strip_prefix("- ") {
+            at += rest.len() - r.trim_start().len();
+            rest = r.trim_start();
+        }
+        if !rest.starts_with(['"', '\'', '{', '[']) {
+            if let Some(p) = rest.find(": ") {
+                let value = rest[p + 2..].trim_start();
+                at += rest.len() - value.len();
+                rest = value;
+            }
+        }
+        if rest.starts_with("{{") {
+            return Some((i + 1, at + 1));
+        }
+        if rest.starts_with('|') || rest.starts_with('>') {
+            block_indent = Some(indent);
+        }
+    }
+    None
+}
+
 fn is_step(m: &Map<String, Value>) -> bool {
     m.contains_key("type") || infer_kind(m).is_some()
 }
@@ -1758,6 +1901,18 @@ pub fn slug(heading: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finds_unquoted_templates() {
+        assert_eq!(unquoted_template("a: 1\nb: {{ x }}\n"), Some((2, 4)));
+        assert_eq!(unquoted_template("items:\n  - {{ x }}\n"), Some((2, 5)));
+        assert_eq!(unquoted_template("a: '{{ x }}'\nb: \"{{ y }}\"\n"), None);
+        assert_eq!(
+            unquoted_template("code: |\n  {{ x }}\n  y: {{ z }}\nc: 1\n"),
+            None
+        );
+        assert_eq!(unquoted_template("m: {a: 1}\nn: [1]\n"), None);
+    }
 
     #[test]
     fn slugs() {

@@ -144,7 +144,21 @@ pub fn schema() -> Value {
             }
         }
     }
-    let step = object(&step_keys, field);
+    let mut step = object(&step_keys, field);
+    // Each action's inputs, so editors complete and check `inputs:` keys.
+    let catalog = marktoflow_steps::Registry::standard().catalog();
+    let names: Vec<String> = catalog.iter().map(|s| s.name()).collect();
+    step["properties"]["action"]["examples"] = json!(names);
+    let per_action: Vec<Value> = catalog
+        .iter()
+        .map(|s| {
+            json!({
+                "if": {"properties": {"action": {"const": s.name()}}, "required": ["action"]},
+                "then": {"properties": {"inputs": s.input_schema()}}
+            })
+        })
+        .collect();
+    step["allOf"] = json!(per_action);
     let input = object(INPUT_KEYS, |k| match k {
         "type" => json!({"enum": InputType::NAMES}),
         "required" => json!({"type": "boolean"}),

@@ -244,6 +244,22 @@ pub fn routes_of(
             } else {
                 format!("/{path}")
             };
+            if let Some(bad) = path
+                .chars()
+                .find(|c| !(c.is_ascii_alphanumeric() || "/-_.~:@!$&'()*+,;=%".contains(*c)))
+            {
+                errors.push(
+                    Diagnostic::error(
+                        &wf.source,
+                        Some(t.pos),
+                        format!(
+                            "invalid webhook `path:` `{path}`: `{bad}` cannot stand in a URL path"
+                        ),
+                    )
+                    .with_hint("use letters, digits and `/-_.~`, e.g. `/hooks/my-workflow`"),
+                );
+                continue;
+            }
             let method = match Method::from_bytes(
                 f("method")
                     .unwrap_or_else(|| "POST".into())
@@ -281,9 +297,55 @@ pub fn routes_of(
                 })
                 .filter(|s| !s.is_empty())
             };
-            let token = f("token_env")
-                .and_then(|var| env.get(&var).cloned())
-                .filter(|s| !s.is_empty());
+            // A trigger that asks for authentication and cannot have it is
+            // refused: never served open by accident.
+            let secret = match f("secret") {
+                None => None,
+                Some(raw) => match sub(Some(raw.clone())) {
+                    Some(s) => Some(s),
+                    None => {
+                        let vars = env_names(&raw);
+                        let unset: Vec<String> = vars
+                            .iter()
+                            .filter(|v| env.get(*v).is_none_or(|x| x.is_empty()))
+                            .map(|v| format!("`{v}`"))
+                            .collect();
+                        errors.push(
+                            Diagnostic::error(
+                                &wf.source,
+                                Some(t.pos),
+                                if unset.is_empty() {
+                                    "the webhook's `secret` is empty".to_string()
+                                } else {
+                                    format!(
+                                        "the webhook's `secret` is empty: {} is not set",
+                                        unset.join(", ")
+                                    )
+                                },
+                            )
+                            .with_hint("set the variable (or put it in `.env`); the route is not served without its secret"),
+                        );
+                        continue;
+                    }
+                },
+            };
+            let token = match f("token_env") {
+                None => None,
+                Some(var) => match env.get(&var).filter(|s| !s.is_empty()) {
+                    Some(v) => Some(v.clone()),
+                    None => {
+                        errors.push(
+                            Diagnostic::error(
+                                &wf.source,
+                                Some(t.pos),
+                                format!("the webhook's `token_env` names `{var}`, which is not set"),
+                            )
+                            .with_hint("set the variable (or put it in `.env`); the route is not served without its token"),
+                        );
+                        continue;
+                    }
+                },
+            };
             let input_mapping = match t
                 .fields
                 .get("inputMapping")
@@ -299,7 +361,7 @@ pub fn routes_of(
                 path,
                 method,
                 workflow: wf.clone(),
-                secret: sub(f("secret")),
+                secret,
                 token,
                 input_mapping,
                 respond_async: f("response").as_deref() == Some("async"),
@@ -311,6 +373,22 @@ pub fn routes_of(
     } else {
         Err(errors)
     }
+}
+
+/// The variable names a `${NAME}` / `${NAME:-default}` text refers to.
+fn env_names(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("${") {
+        rest = &rest[i + 2..];
+        let end = rest.find('}').unwrap_or(rest.len());
+        let name = rest[..end].split(":-").next().unwrap_or("").trim();
+        if !name.is_empty() {
+            out.push(name.to_string());
+        }
+        rest = &rest[end..];
+    }
+    out
 }
 
 pub fn router(state: Arc<ServerState>) -> Router {

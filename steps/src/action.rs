@@ -169,8 +169,8 @@ impl ActionError {
 
 #[async_trait]
 pub trait Action: Send + Sync {
-    /// Methods this action answers to (for validation and "did you mean").
-    fn methods(&self) -> &'static [&'static str];
+    /// The contract of each method this action answers to.
+    fn specs(&self) -> &'static [crate::catalog::Spec];
     /// Runs the method with already-rendered inputs and returns its output.
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError>;
 }

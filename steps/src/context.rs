@@ -11,8 +11,8 @@ pub struct ContextAction;
 
 #[async_trait]
 impl Action for ContextAction {
-    fn methods(&self) -> &'static [&'static str] {
-        &["pack"]
+    fn specs(&self) -> &'static [crate::catalog::Spec] {
+        SPECS
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
@@ -195,6 +195,40 @@ pub fn pack(inputs: &Value) -> Result<Value, ActionError> {
         "duplicates": duplicates,
     }))
 }
+
+use crate::catalog::{input, spec, Spec, BOOLEAN, INTEGER, LIST_OR_MAPPING, STRING};
+
+/// The contracts of `context.*`.
+pub const SPECS: &[Spec] = &[spec(
+    "context",
+    "pack",
+    "Packs hits into a prompt-sized text with labels.",
+)
+.inputs(&[
+    input("hits", LIST_OR_MAPPING, "The hits, or a search output.").required(),
+    input("budget_tokens", INTEGER, "Token budget (characters / 4).").default("2000"),
+    input("max_blocks", INTEGER, "At most this many blocks.").default("10"),
+    input(
+        "max_block_tokens",
+        INTEGER,
+        "At most this many tokens per block.",
+    )
+    .default("500"),
+    input("dedupe", BOOLEAN, "Skip repeated ids and texts.").default("true"),
+    input(
+        "label",
+        STRING,
+        "Block label: `{n}`, `{path}`, `{section}`, `{title}`, `{id}`.",
+    )
+    .default("'[{n}]'"),
+    input("text_field", STRING, "The hit field holding the text.").default("text"),
+    input(
+        "separator",
+        STRING,
+        "Between blocks (default a blank line).",
+    ),
+])
+.returns("{text, tokens, blocks, sources, dropped, duplicates}")];
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,7 @@
 pub mod action;
 pub mod agent;
 pub mod builtin;
+pub mod catalog;
 pub mod context;
 pub mod embed;
 pub mod kb;

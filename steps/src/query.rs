@@ -14,8 +14,8 @@ pub struct QueryAction;
 
 #[async_trait]
 impl Action for QueryAction {
-    fn methods(&self) -> &'static [&'static str] {
-        &["analyze"]
+    fn specs(&self) -> &'static [crate::catalog::Spec] {
+        SPECS
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
@@ -432,6 +432,18 @@ pub fn analyze(inputs: &Value) -> Result<Value, ActionError> {
         "expected_location": p.paths.first().map(|s| json!(s)).unwrap_or(Value::Null),
     }))
 }
+
+use crate::catalog::{alias, input, spec, Spec, BOOLEAN, STRING};
+
+/// The contracts of `query.*`.
+pub const SPECS: &[Spec] = &[spec("query", "analyze", "Reads a question: terms, entities, dates, kind (rules, no model).")
+    .inputs(&[
+        input("query", STRING, "The question.").required(),
+        input("today", STRING, "The date relative dates count from (YYYY-MM-DD).").default("today"),
+        alias("now", "today"),
+        input("operators", BOOLEAN, "Read `tag:`, `type:`, `\"phrases\"`, `-words`.").default("true"),
+    ])
+    .returns("{query, terms, phrases, prefixes, excluded, operators, paths, filters, entities, time, kind, search_text, search_terms, time_context, query_type, expected_location}")];
 
 #[cfg(test)]
 mod tests {

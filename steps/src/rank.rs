@@ -15,8 +15,8 @@ pub struct RankAction;
 
 #[async_trait]
 impl Action for RankAction {
-    fn methods(&self) -> &'static [&'static str] {
-        &["fuse", "rerank"]
+    fn specs(&self) -> &'static [crate::catalog::Spec] {
+        SPECS
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
@@ -524,6 +524,61 @@ pub fn mmr(scored: Vec<(f64, Value)>, lambda: f64, fname: &str, want: usize) -> 
     }
     taken.into_iter().map(|(s, (h, _))| (s, h)).collect()
 }
+
+use crate::catalog::{
+    alias, input, spec, Spec, ANY, INTEGER, LIST_OR_MAPPING, MAPPING, NUMBER, STRING,
+};
+
+/// The contracts of `rank.*`.
+pub const SPECS: &[Spec] = &[
+    spec(
+        "rank",
+        "fuse",
+        "Fuses several hit lists into one (RRF or convex).",
+    )
+    .inputs(&[
+        input(
+            "lists",
+            LIST_OR_MAPPING,
+            "The hit lists: a list of them, or a mapping name → list.",
+        )
+        .required(),
+        input("method", STRING, "How to fuse.")
+            .default("rrf")
+            .one_of(&["rrf", "convex"]),
+        input("k", NUMBER, "rrf: the rank constant.").default("60"),
+        input("weights", LIST_OR_MAPPING, "One weight per list (1 each)."),
+        input("normalize", STRING, "convex: how scores are scaled.")
+            .default("minmax")
+            .one_of(&["minmax", "tm2c2", "zscore"]),
+        input(
+            "min",
+            LIST_OR_MAPPING,
+            "tm2c2: each list's lowest possible score (0 each).",
+        ),
+        input("id_field", STRING, "The field that identifies a hit.").default("id"),
+        input("top_k", INTEGER, "Keep this many (0: all)."),
+    ])
+    .returns("{count, found, hits}"),
+    spec(
+        "rank",
+        "rerank",
+        "Re-scores hits: recency, boosts, ratios, time match, MMR.",
+    )
+    .inputs(&[
+        input("hits", LIST_OR_MAPPING, "The hits, or a search output.").required(),
+        input("recency", MAPPING, "{half_life_days, field, weight}."),
+        input("boost_field", STRING, "Multiply by this numeric field."),
+        input("ratios", MAPPING, "{field, values: {value: ratio}}."),
+        input("time_match", MAPPING, "{from, to, boost, field}."),
+        input("threshold", NUMBER, "Drop hits scoring less."),
+        input("mmr", MAPPING, "{lambda, field}: diversify."),
+        input("top_k", INTEGER, "Keep this many (0: all)."),
+        input("now", ANY, "Today, for recency (YYYY-MM-DD)."),
+        alias("today", "now"),
+    ])
+    .returns("{count, found, hits}"),
+];
 
 #[cfg(test)]
 mod tests {

@@ -3,6 +3,7 @@
 use crate::action::{Action, ToolConfig};
 use crate::agent::AgentAction;
 use crate::builtin::{CoreAction, FileAction, HttpAction, WorkflowAction};
+use crate::catalog::Spec;
 use crate::context::ContextAction;
 use crate::kb::KbAction;
 use crate::memory::MemoryAction;
@@ -50,6 +51,8 @@ pub struct Resolved {
     pub action: Arc<dyn Action>,
     /// The declared tool, when there is one.
     pub tool: Option<ToolConfig>,
+    /// The method's contract: its inputs and the engine traits it asks for.
+    pub spec: &'static Spec,
 }
 
 impl std::fmt::Debug for Resolved {
@@ -99,6 +102,23 @@ impl Registry {
             by_sdk.insert(sdk, (ActionKind::Agent, agent.clone()));
         }
         Registry { by_sdk }
+    }
+
+    /// Every action's contract, once per tool family (the agent providers
+    /// share one), sorted by name.
+    pub fn catalog(&self) -> Vec<&'static Spec> {
+        let mut seen = std::collections::BTreeMap::new();
+        for (_, act) in self.by_sdk.values() {
+            for s in act.specs() {
+                seen.insert(s.name(), s);
+            }
+        }
+        seen.into_values().collect()
+    }
+
+    /// One action's contract by `tool.method` (`agent.*` for the providers).
+    pub fn spec(&self, name: &str) -> Option<&'static Spec> {
+        self.catalog().into_iter().find(|s| s.name() == name)
     }
 
     pub fn knows_sdk(&self, sdk: &str) -> bool {
@@ -152,36 +172,32 @@ impl Registry {
                 }),
             });
         };
-        let methods = act.methods();
-        if !methods.contains(&method) {
+        let Some(spec) = act.specs().iter().find(|s| s.method == method) else {
+            let methods: Vec<&str> = act.specs().iter().map(|s| s.method).collect();
             return Err(ResolveError {
                 message: format!(
                     "unknown action `{action}`: tool `{tool_name}` has no method `{method}`"
                 ),
-                hint: Some(match closest(method, methods) {
+                hint: Some(match closest(method, &methods) {
                     Some(c) => format!("did you mean `{tool_name}.{c}`?"),
                     None => format!("`{tool_name}` methods: {}", methods.join(", ")),
                 }),
             });
-        }
+        };
         Ok(Resolved {
             tool_name: tool_name.to_string(),
             method: method.to_string(),
             kind: *kind,
             action: act.clone(),
             tool: declared.cloned(),
+            spec,
         })
     }
 }
 
 /// The candidate most like `name`, for "did you mean" hints.
 pub fn closest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    candidates
-        .iter()
-        .map(|c| (strsim::jaro_winkler(name, c), *c))
-        .filter(|(s, _)| *s > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
+    crate::catalog::closest(name, candidates.iter().copied())
 }
 
 #[cfg(test)]

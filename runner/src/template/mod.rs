@@ -20,6 +20,7 @@
 //! Lists from the context also answer `.length` (the peer's JavaScript
 //! habit) besides `|length`.
 
+mod check;
 pub mod compat;
 pub mod conditions;
 pub mod dates;
@@ -135,7 +136,7 @@ const FILTER_ALIASES: &[(&str, &str)] = &[
     ("date", "format_date"),
 ];
 
-fn suggest_filter(name: &str) -> Option<&'static str> {
+pub(crate) fn suggest_filter(name: &str) -> Option<&'static str> {
     let name = name.to_lowercase();
     if let Some((_, to)) = FILTER_ALIASES.iter().find(|(from, _)| *from == name) {
         return Some(to);

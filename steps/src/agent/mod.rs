@@ -201,8 +201,8 @@ pub struct AgentAction;
 
 #[async_trait]
 impl Action for AgentAction {
-    fn methods(&self) -> &'static [&'static str] {
-        &["run", "generate", "chat"]
+    fn specs(&self) -> &'static [crate::catalog::Spec] {
+        SPECS
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
@@ -213,3 +213,46 @@ impl Action for AgentAction {
             .map(Value::String)
     }
 }
+
+use crate::catalog::{input, spec, Input, Spec, ANY, EFFECTS, INTEGER, LIST, NUMBER};
+
+const AGENT_INPUTS: &[Input] = &[
+    input(
+        "prompt",
+        ANY,
+        "The user message (a mapping or list is sent as pretty JSON).",
+    ),
+    input(
+        "messages",
+        LIST,
+        "A conversation: [{role, content}]; a system message moves to `system`.",
+    ),
+    input("system", ANY, "The system prompt."),
+    input(
+        "max_tokens",
+        INTEGER,
+        "Longest reply (Anthropic: 4096 by default).",
+    ),
+    input("temperature", NUMBER, "Sampling temperature (0 or more)."),
+    input(
+        "model",
+        ANY,
+        "Ignored, with a warning: set the step's `model:` or the tool's `options.model`.",
+    ),
+];
+
+const fn agent(method: &'static str, doc: &'static str) -> Spec {
+    spec("agent", method, doc)
+        .inputs(AGENT_INPUTS)
+        .text_inputs()
+        .returns("the reply text")
+        .traits(EFFECTS)
+}
+
+/// The contracts of every LLM provider's actions (any `tools.<name>.sdk`
+/// naming a provider: `agent.run`, `claude.generate`, …).
+pub const SPECS: &[Spec] = &[
+    agent("run", "Asks the model; returns its reply."),
+    agent("generate", "Same as `run`."),
+    agent("chat", "Same as `run`."),
+];

@@ -44,7 +44,7 @@ fn hmac(algorithm: &str, key: &[u8], data: &[u8]) -> Option<Vec<u8>> {
     })
 }
 
-const ALGORITHMS: &[&str] = &["sha256", "sha512", "sha384", "sha1", "md5"];
+pub const ALGORITHMS: &[&str] = &["sha256", "sha512", "sha384", "sha1", "md5"];
 
 pub fn crypto(a: &Args) -> Result<Value, ActionError> {
     let op = a.choice(

@@ -21,8 +21,8 @@ const MAX_LISTED: usize = 100_000;
 
 #[async_trait]
 impl Action for FileAction {
-    fn methods(&self) -> &'static [&'static str] {
-        &["read", "write", "list", "exists"]
+    fn specs(&self) -> &'static [crate::catalog::Spec] {
+        SPECS
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
@@ -258,3 +258,70 @@ fn exists(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
         "path": display(&json!(real.to_string_lossy())),
     }))
 }
+
+use crate::catalog::{alias, input, spec, Spec, ANY, BOOLEAN, FILES, INTEGER, STRING};
+
+/// The contracts of `file.*`.
+pub const SPECS: &[Spec] = &[
+    spec("file", "read", "Reads a file.")
+        .inputs(&[
+            input(
+                "path",
+                STRING,
+                "The file, relative to the workflow's folder.",
+            )
+            .required(),
+            input("format", STRING, "How to read it.")
+                .default("text")
+                .one_of(&["text", "json", "yaml"]),
+            input("encoding", STRING, "utf-8, or base64 for bytes.")
+                .default("utf-8")
+                .one_of(&["utf-8", "utf8", "base64"]),
+            input("max_bytes", INTEGER, "Refuse larger files.").default("67108864"),
+        ])
+        .returns("{content, path, size}")
+        .traits(FILES),
+    spec("file", "write", "Writes a file atomically.")
+        .inputs(&[
+            input("path", STRING, "The file, below an `--allow-write` folder.").required(),
+            input(
+                "content",
+                ANY,
+                "Text; a mapping or list is written as pretty JSON.",
+            )
+            .required(),
+            alias("data", "content"),
+            input("encoding", STRING, "base64: `content` is bytes in base64.")
+                .one_of(&["utf-8", "utf8", "base64"]),
+            input("create_dirs", BOOLEAN, "Create missing folders.").default("false"),
+            alias("createDirectory", "create_dirs"),
+            input("append", BOOLEAN, "Add to the end instead of replacing.").default("false"),
+        ])
+        .returns("{path, bytes}")
+        .traits(FILES),
+    spec("file", "list", "Lists a folder.")
+        .inputs(&[
+            input("path", STRING, "The folder.").default("."),
+            alias("dir", "path"),
+            input("pattern", STRING, "A glob, e.g. `**/*.md`."),
+            input(
+                "recursive",
+                BOOLEAN,
+                "Go down folders (default: when the pattern has `/` or `**`).",
+            ),
+            input("include_dirs", BOOLEAN, "List folders too.").default("false"),
+            input("include_hidden", BOOLEAN, "List dot-files.").default("false"),
+            input(
+                "stat",
+                BOOLEAN,
+                "Give {path, is_dir, size, mtime_ms} per entry.",
+            )
+            .default("false"),
+        ])
+        .returns("{count, files}")
+        .traits(FILES),
+    spec("file", "exists", "Whether a path exists.")
+        .inputs(&[input("path", STRING, "The path.").required()])
+        .returns("{exists, is_file, is_dir, path}")
+        .traits(FILES),
+];

@@ -36,8 +36,8 @@ fn client() -> &'static reqwest::Client {
 
 #[async_trait]
 impl Action for HttpAction {
-    fn methods(&self) -> &'static [&'static str] {
-        &["request", "get", "post", "put", "patch", "delete", "head"]
+    fn specs(&self) -> &'static [crate::catalog::Spec] {
+        SPECS
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
@@ -327,6 +327,77 @@ fn snippet(body: &Value) -> String {
         None => text.to_string(),
     }
 }
+
+use crate::catalog::{
+    alias, input, spec, Input, Spec, ANY, BOOLEAN, DURATION, EFFECTS, INTEGER, MAPPING, STRING,
+};
+
+const HTTP_INPUTS: &[Input] = &[
+    input("url", STRING, "The URL (http or https)."),
+    input("path", STRING, "Joined to `base_url` instead of `url`."),
+    input(
+        "base_url",
+        STRING,
+        "Where `path` starts (else the tool's `options.base_url`).",
+    ),
+    alias("baseUrl", "base_url"),
+    input("method", STRING, "http.request: the method.").default("GET"),
+    input(
+        "query",
+        MAPPING,
+        "Query parameters; list values repeat the name.",
+    ),
+    input(
+        "headers",
+        MAPPING,
+        "Headers, over the tool's `options.headers`.",
+    ),
+    input("json", ANY, "A body sent as JSON."),
+    input(
+        "body",
+        ANY,
+        "A body: text as text/plain, anything else as JSON.",
+    ),
+    alias("data", "body"),
+    input(
+        "timeout",
+        DURATION,
+        "Per attempt (default the step's timeout, else 30s).",
+    ),
+    input(
+        "retries",
+        INTEGER,
+        "Retries on connection errors, timeouts, 429 and 5xx (0-10).",
+    )
+    .default("3"),
+    input(
+        "fail_on_error",
+        BOOLEAN,
+        "A status outside 2xx fails the step.",
+    )
+    .default("true"),
+    input("response_type", STRING, "How to read the body.")
+        .default("auto")
+        .one_of(&["auto", "json", "text"]),
+];
+
+const fn http(method: &'static str, doc: &'static str) -> Spec {
+    spec("http", method, doc)
+        .inputs(HTTP_INPUTS)
+        .returns("{status, ok, headers, body}")
+        .traits(EFFECTS)
+}
+
+/// The contracts of `http.*`.
+pub const SPECS: &[Spec] = &[
+    http("request", "An HTTP request (any method)."),
+    http("get", "A GET request."),
+    http("post", "A POST request."),
+    http("put", "A PUT request."),
+    http("patch", "A PATCH request."),
+    http("delete", "A DELETE request."),
+    http("head", "A HEAD request."),
+];
 
 #[cfg(test)]
 mod tests {

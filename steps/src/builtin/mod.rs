@@ -21,23 +21,10 @@ pub use http::HttpAction;
 
 pub struct CoreAction;
 
-/// Methods of `core` that the engine evaluates itself.
-pub const ENGINE_METHODS: &[&str] = &["transform", "template"];
-
 #[async_trait]
 impl Action for CoreAction {
-    fn methods(&self) -> &'static [&'static str] {
-        &[
-            "set",
-            "log",
-            "transform",
-            "template",
-            "extract",
-            "format",
-            "datetime",
-            "parse",
-            "crypto",
-        ]
+    fn specs(&self) -> &'static [crate::catalog::Spec] {
+        CORE_SPECS
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
@@ -52,9 +39,14 @@ impl Action for CoreAction {
             "parse" => data::parse(&args),
             "datetime" => datetime::datetime(&args, chrono::Utc::now()),
             "crypto" => crypto::crypto(&args),
-            m if ENGINE_METHODS.contains(&m) => Err(ActionError::Input(format!(
-                "`core.{m}` is evaluated by the workflow engine"
-            ))),
+            m if CORE_SPECS
+                .iter()
+                .any(|s| s.method == m && s.traits.engine_op) =>
+            {
+                Err(ActionError::Input(format!(
+                    "`core.{m}` is evaluated by the workflow engine"
+                )))
+            }
             m => Err(ActionError::Input(format!("unknown method `core.{m}`"))),
         }
     }
@@ -173,8 +165,8 @@ pub struct WorkflowAction;
 
 #[async_trait]
 impl Action for WorkflowAction {
-    fn methods(&self) -> &'static [&'static str] {
-        &["set_outputs", "log", "fail", "sleep", "timestamp", "noop"]
+    fn specs(&self) -> &'static [crate::catalog::Spec] {
+        WORKFLOW_SPECS
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
@@ -297,6 +289,206 @@ pub fn parse_duration(v: &Value) -> Result<Duration, String> {
         _ => Err(bad()),
     }
 }
+
+use crate::catalog::{
+    alias, input, spec, Spec, Traits, ANY, BOOLEAN, DURATION, EFFECTS, LIST, MAPPING, NUMBER, PURE,
+    STRING,
+};
+
+const ENGINE: Traits = Traits {
+    engine_op: true,
+    ..PURE
+};
+
+/// The contracts of `core.*`.
+pub const CORE_SPECS: &[Spec] = &[
+    spec(
+        "core",
+        "set",
+        "Sets variables: returns its inputs, rendered once.",
+    )
+    .open()
+    .returns("the rendered inputs"),
+    spec("core", "log", "Writes a line to the run log.")
+        .inputs(LOG_INPUTS)
+        .returns("{message}"),
+    spec(
+        "core",
+        "transform",
+        "Maps, filters, reduces, groups, sorts a list.",
+    )
+    .inputs(&[
+        input("input", LIST, "The list.").required(),
+        alias("items", "input"),
+        input("operation", STRING, "What to do.")
+            .required()
+            .one_of(&[
+                "map", "filter", "reduce", "find", "group_by", "unique", "sort",
+            ]),
+        input(
+            "expression",
+            STRING,
+            "map/reduce: a template evaluated per item (`item`, `index`, `accumulator`).",
+        ),
+        input(
+            "condition",
+            STRING,
+            "filter/find: an expression evaluated per item.",
+        ),
+        input("initialValue", ANY, "reduce: the starting accumulator."),
+        alias("initial_value", "initialValue"),
+        input(
+            "key",
+            STRING,
+            "group_by/unique/sort: a path into the item or an `item…` expression.",
+        ),
+        input("reverse", BOOLEAN, "sort: descending.").default("false"),
+    ])
+    .returns("the new list, value or groups")
+    .traits(ENGINE),
+    spec(
+        "core",
+        "template",
+        "Renders a template with the run's variables.",
+    )
+    .inputs(&[
+        input(
+            "template",
+            STRING,
+            "The template text, or one `{{ expr }}` giving it.",
+        )
+        .required(),
+        input("context", MAPPING, "Extra names for the template."),
+    ])
+    .returns("the rendered text")
+    .traits(ENGINE),
+    spec("core", "extract", "Reads a value at a path (`a.b[0].c`).")
+        .inputs(&[
+            input("input", ANY, "The value to read from."),
+            input("path", STRING, "The path.").required(),
+            input("default", ANY, "When nothing is at the path."),
+        ])
+        .returns("the value, else `default`, else null"),
+    spec("core", "format", "Formats a value as text.")
+        .inputs(&[
+            input("value", ANY, "The value."),
+            input("type", STRING, "How to format it.")
+                .default("string")
+                .one_of(&["string", "number", "currency", "date", "json"]),
+            input(
+                "format",
+                STRING,
+                "string: upper, lower, title, capitalize, trim, slug; date: a YYYY-MM-DD pattern.",
+            ),
+            input("precision", NUMBER, "number/currency: decimals."),
+            input("grouping", BOOLEAN, "number: thousands separators.").default("false"),
+            input("currency", STRING, "currency: a code (USD, EUR, …).").default("USD"),
+        ])
+        .returns("text"),
+    spec("core", "parse", "Parses text into data.")
+        .inputs(&[
+            input("data", STRING, "The text.").required(),
+            input("format", STRING, "Its format.").required().one_of(&[
+                "json",
+                "yaml",
+                "csv",
+                "frontmatter",
+                "markdown",
+                "url_params",
+            ]),
+            input("delimiter", STRING, "csv: the field separator.").default(","),
+            input("header", BOOLEAN, "csv: the first row names the fields.").default("true"),
+        ])
+        .returns("the parsed value"),
+    spec("core", "datetime", "Date arithmetic and formatting (UTC).")
+        .inputs(&[
+            input("operation", STRING, "What to do.")
+                .default("now")
+                .one_of(&[
+                    "now", "parse", "format", "add", "subtract", "diff", "start_of", "end_of",
+                ]),
+            input("date", ANY, "A date (ISO 8601 or epoch ms); default now."),
+            input("date2", ANY, "diff: the other date."),
+            input("amount", NUMBER, "add/subtract: how many units."),
+            input("unit", STRING, "The unit (milliseconds … years)."),
+            input(
+                "format",
+                STRING,
+                "format: iso, unix, ms or a YYYY-MM-DD pattern.",
+            ),
+        ])
+        .returns("ISO text, or a number"),
+    spec(
+        "core",
+        "crypto",
+        "Hashes, HMACs, random bytes, UUIDs, base64.",
+    )
+    .inputs(&[
+        input("operation", STRING, "What to do.")
+            .required()
+            .one_of(&[
+                "hash",
+                "hmac",
+                "random",
+                "uuid",
+                "base64_encode",
+                "base64_decode",
+            ]),
+        input("data", ANY, "The data."),
+        input("key", STRING, "hmac: the key."),
+        input("algorithm", STRING, "hash/hmac: the algorithm.")
+            .default("sha256")
+            .one_of(crypto::ALGORITHMS),
+        input("encoding", STRING, "The output encoding.")
+            .default("hex")
+            .one_of(&["hex", "base64", "base64url"]),
+        input("size", NUMBER, "random: how many bytes.").default("32"),
+    ])
+    .returns("text"),
+];
+
+const LOG_INPUTS: &[crate::catalog::Input] = &[
+    input("message", ANY, "The line (a value is written as JSON).").required(),
+    input("level", STRING, "Its level.")
+        .default("info")
+        .one_of(&["debug", "trace", "info", "log", "warn", "warning", "error"]),
+];
+
+/// The contracts of `workflow.*`.
+pub const WORKFLOW_SPECS: &[Spec] = &[
+    spec("workflow", "set_outputs", "Sets the run's outputs.")
+        .open()
+        .returns("the outputs")
+        .traits(Traits {
+            sets_outputs: true,
+            ..PURE
+        }),
+    spec("workflow", "log", "Writes a line to the run log.")
+        .inputs(LOG_INPUTS)
+        .returns("{message}"),
+    spec("workflow", "fail", "Fails the step with a message.")
+        .inputs(&[
+            input("message", ANY, "Why.").default("workflow failed"),
+            input("code", ANY, "An error code, added to the message."),
+        ])
+        .returns("nothing: the step fails"),
+    spec("workflow", "sleep", "Waits.")
+        .inputs(&[input(
+            "duration",
+            DURATION,
+            "How long (`2s`, `500ms`, or milliseconds).",
+        )
+        .required()])
+        .returns("{slept_ms}")
+        .traits(EFFECTS),
+    spec("workflow", "timestamp", "The current time.")
+        .inputs(&[input("format", STRING, "iso, unix (seconds) or ms.")
+            .default("iso")
+            .one_of(&["iso", "unix", "ms"])])
+        .returns("{timestamp}")
+        .traits(EFFECTS),
+    spec("workflow", "noop", "Does nothing.").returns("null"),
+];
 
 #[cfg(test)]
 mod tests {

@@ -26,8 +26,8 @@ pub struct KbAction;
 
 #[async_trait]
 impl Action for KbAction {
-    fn methods(&self) -> &'static [&'static str] {
-        &["index", "search", "facets", "vector_search"]
+    fn specs(&self) -> &'static [crate::catalog::Spec] {
+        SPECS
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
@@ -655,3 +655,115 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
     }
     Ok(out)
 }
+
+use crate::catalog::{
+    alias, input, spec, Input, Spec, Traits, BOOLEAN, EFFECTS, INTEGER, LIST, MAPPING, NUMBER,
+    STRING, STRING_OR_LIST,
+};
+
+const KB: Input = input("kb", STRING, "The knowledge base folder.").required();
+const KB_ALIAS: Input = alias("knowledge_base", "kb");
+const INDEX_DIR: Input = input(
+    "index_dir",
+    STRING,
+    "Where the index lives (default `<kb>/.marktoflow/index`).",
+);
+const FORCE: Input = input("force", BOOLEAN, "Rebuild from scratch.").default("false");
+const EXTENSIONS: Input =
+    input("extensions", LIST, "Note file extensions.").default("[md, markdown]");
+const HIDDEN: Input = input("include_hidden", BOOLEAN, "Index hidden folders.").default("false");
+const CHUNK_CHARS: Input = input(
+    "chunk_chars",
+    INTEGER,
+    "Longest section before it is cut at paragraphs.",
+)
+.default("2000");
+const SPLIT_LEVEL: Input = input(
+    "split_level",
+    INTEGER,
+    "Deepest heading that starts a chunk.",
+)
+.default("3");
+const REFRESH: Input = input("refresh", STRING, "When to re-index first.")
+    .default("auto")
+    .one_of(&["auto", "always", "never"]);
+const REFRESH_MS: Input = input(
+    "refresh_interval_ms",
+    NUMBER,
+    "auto: check the folder at most this often.",
+)
+.default("1000");
+const QUERY: Input = input("query", STRING, "The words (with the seed's operators).");
+const TOP_K: Input = input("top_k", INTEGER, "How many hits.").default("10");
+const THRESHOLD: Input = input("threshold", NUMBER, "The lowest score kept.");
+const PER_FILE: Input =
+    input("per_file", BOOLEAN, "One hit per note, its best chunk.").default("false");
+const SCOPE: Input = input(
+    "scope",
+    STRING,
+    "`all`, or a top-level folder such as `work`.",
+);
+const PATH_PREFIX: Input = input(
+    "path_prefix",
+    STRING_OR_LIST,
+    "Only notes below these folders.",
+);
+const FILTERS: Input = input(
+    "filters",
+    MAPPING,
+    "Metadata filters: {field: value | [values] | {eq, in, not}}, `date: {from, to}`.",
+);
+const BOOSTS: Input = input("boosts", MAPPING, "Field weights {title, section, body}.");
+const SNIPPET: Input = input("snippet_chars", INTEGER, "Snippet length.").default("160");
+const OPERATORS: Input = input(
+    "operators",
+    BOOLEAN,
+    "Read `tag:`, `type:`, `\"phrases\"`, `-words` in the query.",
+)
+.default("true");
+const TODAY: Input = input(
+    "today",
+    STRING,
+    "The date relative dates count from (YYYY-MM-DD).",
+);
+
+/// The index inputs, the freshness inputs, the search inputs, then `$extra`.
+macro_rules! kb_inputs {
+    ($($extra:expr),* $(,)?) => {
+        &[
+            KB, KB_ALIAS, INDEX_DIR, FORCE, EXTENSIONS, HIDDEN, CHUNK_CHARS, SPLIT_LEVEL,
+            REFRESH, REFRESH_MS, QUERY, TOP_K, THRESHOLD, PER_FILE, SCOPE, PATH_PREFIX,
+            FILTERS, BOOSTS, SNIPPET, OPERATORS, TODAY, $($extra),*
+        ]
+    };
+}
+
+// Relative `kb` folders start from the working directory, as `--input` paths do.
+const KB_TRAITS: Traits = EFFECTS;
+
+/// The contracts of `kb.*`.
+pub const SPECS: &[Spec] = &[
+    spec("kb", "index", "Indexes a folder of Markdown notes (incremental).")
+        .inputs(&[KB, KB_ALIAS, INDEX_DIR, FORCE, EXTENSIONS, HIDDEN, CHUNK_CHARS, SPLIT_LEVEL])
+        .returns("{files, chunks, added, updated, removed, unchanged, rebuilt, duration_ms, index_dir}")
+        .traits(KB_TRAITS),
+    spec("kb", "search", "Full-text (BM25) search of the notes.")
+        .inputs(kb_inputs!())
+        .returns("{query, found, count, total, hits: [{id, path, title, section, text, snippet, score, metadata, mtime_ms}], took_ms}")
+        .traits(KB_TRAITS),
+    spec("kb", "facets", "Counts notes by a metadata field.")
+        .inputs(kb_inputs!(
+            input("field", STRING, "A metadata field, or `folder`.").required(),
+            input("limit", INTEGER, "How many values."),
+        ))
+        .returns("{field, values: [{value, count}], files}")
+        .traits(KB_TRAITS),
+    spec("kb", "vector_search", "Dense (embedding) search of the notes.")
+        .inputs(kb_inputs!(input(
+            "model_dir",
+            STRING,
+            "The sentence-embedding model folder (else the tool's `options.model_dir`, else MARKTOFLOW_EMBED_MODEL)."
+        )))
+        .returns("{query, found, count, hits, took_ms}")
+        .traits(KB_TRAITS),
+];

@@ -487,8 +487,8 @@ fn timeout_input(inputs: &Value) -> Result<Option<Duration>, ActionError> {
 
 #[async_trait]
 impl Action for ScriptAction {
-    fn methods(&self) -> &'static [&'static str] {
-        &["execute", "run"]
+    fn specs(&self) -> &'static [crate::catalog::Spec] {
+        SPECS
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
@@ -514,6 +514,44 @@ impl Action for ScriptAction {
         }
     }
 }
+
+use crate::catalog::{input, spec, Spec, EFFECTS, MAPPING, NUMBER, STRING};
+
+const SCRIPT: Spec = spec(
+    "script",
+    "execute",
+    "Runs JavaScript (boa) in a sandboxed worker.",
+)
+.inputs(&[
+    input(
+        "code",
+        STRING,
+        "The body of an async function; its return value is the output.",
+    )
+    .required(),
+    input(
+        "context",
+        MAPPING,
+        "What the script sees as `context` (default: the variables and `inputs`).",
+    ),
+    input(
+        "timeout",
+        NUMBER,
+        "Milliseconds before the script is stopped (default the step's timeout, else 30000).",
+    ),
+])
+.returns("the script's return value, as JSON")
+.traits(EFFECTS);
+
+/// The contracts of `script.*`.
+pub const SPECS: &[Spec] = &[
+    SCRIPT,
+    Spec {
+        method: "run",
+        doc: "Same as `script.execute`.",
+        ..SCRIPT
+    },
+];
 
 #[cfg(test)]
 mod tests {

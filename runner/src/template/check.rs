@@ -1,0 +1,170 @@
+//! Static checks of a template before anything runs: syntax, and filters,
+//! tests and functions that do not exist (minijinja only finds those when
+//! the failing line is reached, after earlier steps and their paid calls).
+
+use super::{compat, conditions, has_tags, line_col, suggest_filter, TemplateError, Templates};
+use minijinja::machinery::{get_compiled_template, Instruction, Instructions};
+use minijinja::ErrorKind;
+use std::collections::BTreeSet;
+
+/// Names a template may call without defining them.
+const CALLABLE: &[&str] = &["caller", "super", "loop", "self", "varargs", "kwargs"];
+
+impl Templates {
+    /// Problems in `src`, a template (or, with `expr`, a bare expression as
+    /// conditions are written), with line and column inside `src` where
+    /// known. Empty when it compiles and names only what exists.
+    pub fn check(&self, src: &str, expr: bool) -> Vec<TemplateError> {
+        if expr && !has_tags(src) {
+            // A condition: as the engine reads it, JavaScript operators included.
+            let translated = conditions::translate_js(src);
+            let text = translated.as_ref().map_or(src, |t| t.text.as_str());
+            let wrapped = format!("{{{{ {text} }}}}");
+            let map = |o: usize| {
+                let o = o.saturating_sub(3).min(text.len());
+                translated.as_ref().map_or(o, |t| t.source_offset(o))
+            };
+            return self.check_text(&wrapped, src, &map);
+        }
+        if !has_tags(src) {
+            return Vec::new();
+        }
+        let compat = compat::nunjucks_compat(src);
+        let text = compat.as_ref().map_or(src, |t| t.text.as_str());
+        let map = |o: usize| compat.as_ref().map_or(o, |t| t.source_offset(o));
+        self.check_text(text, src, &map)
+    }
+
+    fn check_text(
+        &self,
+        text: &str,
+        src: &str,
+        map: &dyn Fn(usize) -> usize,
+    ) -> Vec<TemplateError> {
+        let tmpl = match self.env.template_from_str(text) {
+            Ok(t) => t,
+            Err(e) => return vec![TemplateError::from_mj(&e, text, src, map)],
+        };
+        let compiled = get_compiled_template(&tmpl);
+        let all: Vec<&Instructions> = std::iter::once(&compiled.instructions)
+            .chain(compiled.blocks.values())
+            .collect();
+        let mut locals: BTreeSet<&str> = BTreeSet::new();
+        for instrs in &all {
+            for (_, i) in each(instrs) {
+                if let Instruction::StoreLocal(n) | Instruction::BuildMacro(n, ..) = i {
+                    locals.insert(n);
+                }
+            }
+        }
+        let globals: BTreeSet<String> = self.env.globals().map(|(n, _)| n.to_string()).collect();
+        let mut out = Vec::new();
+        for instrs in &all {
+            for (idx, i) in each(instrs) {
+                let message = match i {
+                    Instruction::ApplyFilter(name, ..) if !self.has_filter(name) => {
+                        let mut m = format!("unknown filter: filter {name} is unknown");
+                        if let Some(h) = suggest_filter(name) {
+                            m.push_str(&format!(" (did you mean `{h}`?)"));
+                        }
+                        m
+                    }
+                    Instruction::PerformTest(name, ..) if !self.has_test(name) => {
+                        format!("unknown test: test {name} is unknown")
+                    }
+                    Instruction::CallFunction(name, ..)
+                        if !globals.contains(*name)
+                            && !locals.contains(name)
+                            && !CALLABLE.contains(name) =>
+                    {
+                        let names: Vec<&str> = globals.iter().map(String::as_str).collect();
+                        let mut m = format!("unknown function: `{name}` is not a function");
+                        if let Some(h) = crate::diag::did_you_mean(name, &names) {
+                            m.push_str(&format!(" (did you mean `{h}`?)"));
+                        }
+                        m
+                    }
+                    _ => continue,
+                };
+                let mut err = TemplateError::new(message);
+                if let Some(span) = instrs.get_span(idx) {
+                    let (line, col) = line_col(src, map(span.start_offset as usize));
+                    err.line = Some(line);
+                    err.col = Some(col);
+                } else if let Some(line) = instrs.get_line(idx) {
+                    err.line = Some(line);
+                }
+                if !out.contains(&err) {
+                    out.push(err);
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a filter of this name exists (asked of the environment itself,
+    /// so the answer cannot drift from what rendering does).
+    fn has_filter(&self, name: &str) -> bool {
+        let probe = format!("{{{{ none | {name} }}}}");
+        !matches!(self.env.render_str(&probe, ()), Err(e) if e.kind() == ErrorKind::UnknownFilter)
+    }
+
+    fn has_test(&self, name: &str) -> bool {
+        let probe = format!("{{{{ none is {name} }}}}");
+        !matches!(self.env.render_str(&probe, ()), Err(e) if e.kind() == ErrorKind::UnknownTest)
+    }
+}
+
+fn each<'a, 's>(instrs: &'a Instructions<'s>) -> impl Iterator<Item = (u32, &'a Instruction<'s>)> {
+    (0u32..).map_while(move |i| instrs.get(i).map(|x| (i, x)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msgs(src: &str, expr: bool) -> Vec<String> {
+        Templates::new()
+            .check(src, expr)
+            .into_iter()
+            .map(|e| {
+                format!(
+                    "{}:{} {}",
+                    e.line.unwrap_or(0),
+                    e.col.unwrap_or(0),
+                    e.message
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn finds_unknown_names_with_positions() {
+        assert_eq!(
+            msgs("a\n{{ items | lenght }}", false),
+            ["2:12 unknown filter: filter lenght is unknown (did you mean `length`?)"]
+        );
+        assert_eq!(msgs("{% if x is evn %}y{% endif %}", false).len(), 1);
+        assert_eq!(
+            msgs("{{ nowz() }}", false),
+            ["1:4 unknown function: `nowz` is not a function (did you mean `now`?)"]
+        );
+        assert_eq!(msgs("x | uper", true).len(), 1);
+        assert_eq!(msgs("{{ x", false).len(), 1);
+    }
+
+    #[test]
+    fn accepts_what_renders() {
+        for ok in [
+            "{{ items | length }} {{ range(3) | list }} {{ now() }}",
+            "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1) }}",
+            "{% for k, v in m %}{{ k }}{% endfor %}",
+            "{% if a %}1{% elseif b %}2{% endif %}",
+            "{{ x | default('none') | upper }} {{ x is defined }} {{ x is nullish }}",
+            "plain text",
+        ] {
+            assert!(msgs(ok, false).is_empty(), "{ok}: {:?}", msgs(ok, false));
+        }
+        assert!(msgs("a && !b || c == null", true).is_empty());
+    }
+}

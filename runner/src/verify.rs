@@ -1,0 +1,110 @@
+//! Everything `validate` checks beyond loading, and what `run` and `serve`
+//! check before they start: the authoring checks ([`crate::lint`]),
+//! sub-workflows (the file exists and loads, the inputs passed are ones it
+//! declares, its required inputs are passed), and triggers, compiled exactly
+//! as `serve` compiles them (routes, secrets, cron), across every file given.
+
+use crate::diag::{did_you_mean, Diagnostic, Severity};
+use crate::model::{self, StepKind, Workflow};
+use crate::template::{has_tags, Templates};
+use marktoflow_steps::Registry;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Problems of one workflow on its own, as `run` checks it before starting:
+/// template errors and authoring warnings, and its sub-workflows. (Its
+/// triggers are `serve`'s business: see [`verify_triggers`].)
+pub fn verify(wf: &Workflow, registry: &Registry, templates: &Templates) -> Vec<Diagnostic> {
+    let mut out = crate::lint::lint(wf, templates);
+    sub_workflows(wf, registry, &mut out);
+    out
+}
+
+/// Trigger problems over a set of workflows served together: each
+/// trigger's own (path, method, secrets, cron) and routes claimed twice.
+pub fn verify_triggers(
+    workflows: &[Arc<Workflow>],
+    env: &BTreeMap<String, String>,
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if let Err(d) = crate::server::routes_of(workflows, env) {
+        out.extend(d);
+    }
+    if let Err(d) = crate::server::schedules_of(workflows) {
+        out.extend(d);
+    }
+    out
+}
+
+/// Whether any of `diags` is an error.
+pub fn has_errors(diags: &[Diagnostic]) -> bool {
+    diags.iter().any(|d| d.severity == Severity::Error)
+}
+
+fn sub_workflows(wf: &Workflow, registry: &Registry, out: &mut Vec<Diagnostic>) {
+    for step in wf.walk() {
+        let StepKind::SubWorkflow { path, inputs } = &step.kind else {
+            continue;
+        };
+        if has_tags(path) {
+            continue;
+        }
+        let at = step.field_pos(&["workflow"]);
+        let file = wf.source.path.parent().unwrap_or(Path::new("")).join(path);
+        if !file.is_file() {
+            let shown = file.display();
+            out.push(
+                Diagnostic::error(
+                    &wf.source,
+                    Some(at),
+                    format!("sub-workflow `{path}` not found: no file at `{shown}`"),
+                )
+                .with_hint("the path is relative to this workflow's folder"),
+            );
+            continue;
+        }
+        let child = match model::load_file(&file, registry) {
+            Ok(l) => l.workflow,
+            Err(diags) => {
+                let first = diags.first().map(|d| d.render()).unwrap_or_default();
+                out.push(Diagnostic::error(
+                    &wf.source,
+                    Some(at),
+                    format!("sub-workflow `{path}` does not load:\n{first}"),
+                ));
+                continue;
+            }
+        };
+        let given = match inputs {
+            Value::Object(m) => m.clone(),
+            _ => continue,
+        };
+        let declared: Vec<&str> = child.inputs.iter().map(|i| i.name.as_str()).collect();
+        for k in given.keys() {
+            if !declared.contains(&k.as_str()) {
+                let mut d = Diagnostic::error(
+                    &wf.source,
+                    Some(step.field_pos(&["inputs", k])),
+                    format!("sub-workflow `{path}` has no input `{k}`"),
+                );
+                d.hints.push(match did_you_mean(k, &declared) {
+                    Some(c) => format!("did you mean `{c}`?"),
+                    None if declared.is_empty() => "it declares no inputs".into(),
+                    None => format!("it declares: {}", declared.join(", ")),
+                });
+                out.push(d);
+            }
+        }
+        for i in &child.inputs {
+            if i.required && i.default.is_none() && !given.contains_key(&i.name) {
+                out.push(Diagnostic::error(
+                    &wf.source,
+                    Some(step.field_pos(&["inputs"])),
+                    format!("sub-workflow `{path}` needs the input `{}`", i.name),
+                ));
+            }
+        }
+    }
+}
