@@ -69,9 +69,7 @@ pub fn transform(
     rendered: &Map<String, Value>,
     raw: &Map<String, Value>,
 ) -> Result<Value, OpError> {
-    const OPS: &[&str] = &[
-        "map", "filter", "reduce", "find", "group_by", "unique", "sort",
-    ];
+    const OPS: &[&str] = marktoflow_steps::builtin::TRANSFORM_OPERATIONS;
     let op = str_field(rendered, "operation")?.ok_or_else(|| {
         input_err(
             "operation",

@@ -44,22 +44,20 @@ fn hmac(algorithm: &str, key: &[u8], data: &[u8]) -> Option<Vec<u8>> {
     })
 }
 
+pub const OPERATIONS: &[&str] = &[
+    "hash",
+    "hmac",
+    "random",
+    "uuid",
+    "base64_encode",
+    "base64_decode",
+];
+pub const ENCODINGS: &[&str] = &["hex", "base64", "base64url"];
 pub const ALGORITHMS: &[&str] = &["sha256", "sha512", "sha384", "sha1", "md5"];
 
 pub fn crypto(a: &Args) -> Result<Value, ActionError> {
-    let op = a.choice(
-        "operation",
-        &[
-            "hash",
-            "hmac",
-            "random",
-            "uuid",
-            "base64_encode",
-            "base64_decode",
-        ],
-        None,
-    )?;
-    let encoding = a.choice("encoding", &["hex", "base64", "base64url"], Some("hex"))?;
+    let op = a.choice("operation", OPERATIONS, None)?;
+    let encoding = a.choice("encoding", ENCODINGS, Some("hex"))?;
     let data = || -> Result<String, ActionError> {
         Ok(match a.required("data")? {
             Value::String(s) => s.clone(),

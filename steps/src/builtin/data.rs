@@ -6,6 +6,18 @@ use serde_json::{json, Map, Value};
 
 /// The value at a dotted path (`data.users[0].email`, `a.b.0`); None when
 /// any part is missing.
+/// `core.format`'s `type` values.
+pub const FORMAT_TYPES: &[&str] = &["string", "number", "currency", "date", "json"];
+/// `core.parse`'s `format` values.
+pub const PARSE_FORMATS: &[&str] = &[
+    "json",
+    "yaml",
+    "csv",
+    "frontmatter",
+    "markdown",
+    "url_params",
+];
+
 pub fn lookup_path<'v>(v: &'v Value, path: &str) -> Option<&'v Value> {
     let mut cur = v;
     for part in path_parts(path) {
@@ -64,11 +76,7 @@ pub fn extract(a: &Args) -> Result<Value, ActionError> {
 
 pub fn format(a: &Args) -> Result<Value, ActionError> {
     let value = a.get("value").unwrap_or(&Value::Null);
-    let kind = a.choice(
-        "type",
-        &["string", "number", "currency", "date", "json"],
-        Some("string"),
-    )?;
+    let kind = a.choice("type", FORMAT_TYPES, Some("string"))?;
     let text = match kind {
         "json" => serde_json::to_string_pretty(value).unwrap_or_default(),
         "string" => format_string(&display(value), a.str("format")?),
@@ -196,18 +204,7 @@ fn format_string(s: &str, how: Option<&str>) -> String {
 }
 
 pub fn parse(a: &Args) -> Result<Value, ActionError> {
-    let format = a.choice(
-        "format",
-        &[
-            "json",
-            "yaml",
-            "csv",
-            "frontmatter",
-            "markdown",
-            "url_params",
-        ],
-        None,
-    )?;
+    let format = a.choice("format", PARSE_FORMATS, None)?;
     let data = match a.required("data")? {
         Value::String(s) => s.as_str(),
         other => {

@@ -115,14 +115,13 @@ fn shift(d: DateTime<Utc>, amount: f64, unit: &str) -> Option<DateTime<Utc>> {
     }
 }
 
+/// `core.datetime`'s `operation` values.
+pub const OPERATIONS: &[&str] = &[
+    "now", "parse", "format", "add", "subtract", "diff", "start_of", "end_of",
+];
+
 pub fn datetime(a: &Args, now: DateTime<Utc>) -> Result<Value, ActionError> {
-    let op = a.choice(
-        "operation",
-        &[
-            "now", "parse", "format", "add", "subtract", "diff", "start_of", "end_of",
-        ],
-        Some("now"),
-    )?;
+    let op = a.choice("operation", OPERATIONS, Some("now"))?;
     let date = |name: &str| -> Result<DateTime<Utc>, ActionError> {
         match a.get(name) {
             None if name == "date" => Ok(now),

@@ -79,7 +79,7 @@ fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
         )));
     }
     let bytes = std::fs::read(&real).map_err(|e| io_error("read", path, e))?;
-    let encoding = a.choice("encoding", &["utf-8", "utf8", "base64"], Some("utf-8"))?;
+    let encoding = a.choice("encoding", ENCODINGS, Some("utf-8"))?;
     let text = if encoding == "base64" {
         base64::engine::general_purpose::STANDARD.encode(&bytes)
     } else {
@@ -89,7 +89,7 @@ fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
             ))
         })?
     };
-    let format = a.choice("format", &["text", "json", "yaml"], Some("text"))?;
+    let format = a.choice("format", READ_FORMATS, Some("text"))?;
     let content = match format {
         "json" => serde_json::from_str(&text)
             .map_err(|e| ActionError::failed(format!("`{path}` is not valid JSON: {e}")))?,
@@ -261,6 +261,9 @@ fn exists(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
 
 use crate::catalog::{alias, input, spec, Spec, ANY, BOOLEAN, FILES, INTEGER, STRING};
 
+const READ_FORMATS: &[&str] = &["text", "json", "yaml"];
+const ENCODINGS: &[&str] = &["utf-8", "utf8", "base64"];
+
 /// The contracts of `file.*`.
 pub const SPECS: &[Spec] = &[
     spec("file", "read", "Reads a file.")
@@ -273,10 +276,10 @@ pub const SPECS: &[Spec] = &[
             .required(),
             input("format", STRING, "How to read it.")
                 .default("text")
-                .one_of(&["text", "json", "yaml"]),
+                .one_of(READ_FORMATS),
             input("encoding", STRING, "utf-8, or base64 for bytes.")
                 .default("utf-8")
-                .one_of(&["utf-8", "utf8", "base64"]),
+                .one_of(ENCODINGS),
             input("max_bytes", INTEGER, "Refuse larger files.").default("67108864"),
         ])
         .returns("{content, path, size}")
@@ -291,8 +294,7 @@ pub const SPECS: &[Spec] = &[
             )
             .required(),
             alias("data", "content"),
-            input("encoding", STRING, "base64: `content` is bytes in base64.")
-                .one_of(&["utf-8", "utf8", "base64"]),
+            input("encoding", STRING, "base64: `content` is bytes in base64.").one_of(ENCODINGS),
             input("create_dirs", BOOLEAN, "Create missing folders.").default("false"),
             alias("createDirectory", "create_dirs"),
             input("append", BOOLEAN, "Add to the end instead of replacing.").default("false"),

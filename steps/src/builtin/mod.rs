@@ -300,6 +300,11 @@ const ENGINE: Traits = Traits {
     ..PURE
 };
 
+/// `core.transform`'s operations (the engine evaluates it: see the runner's `core_ops`).
+pub const TRANSFORM_OPERATIONS: &[&str] = &[
+    "map", "filter", "reduce", "find", "group_by", "unique", "sort",
+];
+
 /// The contracts of `core.*`.
 pub const CORE_SPECS: &[Spec] = &[
     spec(
@@ -322,9 +327,7 @@ pub const CORE_SPECS: &[Spec] = &[
         alias("items", "input"),
         input("operation", STRING, "What to do.")
             .required()
-            .one_of(&[
-                "map", "filter", "reduce", "find", "group_by", "unique", "sort",
-            ]),
+            .one_of(TRANSFORM_OPERATIONS),
         input(
             "expression",
             STRING,
@@ -374,7 +377,7 @@ pub const CORE_SPECS: &[Spec] = &[
             input("value", ANY, "The value."),
             input("type", STRING, "How to format it.")
                 .default("string")
-                .one_of(&["string", "number", "currency", "date", "json"]),
+                .one_of(data::FORMAT_TYPES),
             input(
                 "format",
                 STRING,
@@ -388,14 +391,9 @@ pub const CORE_SPECS: &[Spec] = &[
     spec("core", "parse", "Parses text into data.")
         .inputs(&[
             input("data", STRING, "The text.").required(),
-            input("format", STRING, "Its format.").required().one_of(&[
-                "json",
-                "yaml",
-                "csv",
-                "frontmatter",
-                "markdown",
-                "url_params",
-            ]),
+            input("format", STRING, "Its format.")
+                .required()
+                .one_of(data::PARSE_FORMATS),
             input("delimiter", STRING, "csv: the field separator.").default(","),
             input("header", BOOLEAN, "csv: the first row names the fields.").default("true"),
         ])
@@ -404,9 +402,7 @@ pub const CORE_SPECS: &[Spec] = &[
         .inputs(&[
             input("operation", STRING, "What to do.")
                 .default("now")
-                .one_of(&[
-                    "now", "parse", "format", "add", "subtract", "diff", "start_of", "end_of",
-                ]),
+                .one_of(datetime::OPERATIONS),
             input("date", ANY, "A date (ISO 8601 or epoch ms); default now."),
             input("date2", ANY, "diff: the other date."),
             input("amount", NUMBER, "add/subtract: how many units."),
@@ -426,14 +422,7 @@ pub const CORE_SPECS: &[Spec] = &[
     .inputs(&[
         input("operation", STRING, "What to do.")
             .required()
-            .one_of(&[
-                "hash",
-                "hmac",
-                "random",
-                "uuid",
-                "base64_encode",
-                "base64_decode",
-            ]),
+            .one_of(crypto::OPERATIONS),
         input("data", ANY, "The data."),
         input("key", STRING, "hmac: the key."),
         input("algorithm", STRING, "hash/hmac: the algorithm.")
@@ -441,7 +430,7 @@ pub const CORE_SPECS: &[Spec] = &[
             .one_of(crypto::ALGORITHMS),
         input("encoding", STRING, "The output encoding.")
             .default("hex")
-            .one_of(&["hex", "base64", "base64url"]),
+            .one_of(crypto::ENCODINGS),
         input("size", NUMBER, "random: how many bytes.").default("32"),
     ])
     .returns("text"),
