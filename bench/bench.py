@@ -69,13 +69,23 @@ def main():
         wf = os.path.join(work, "one.md")
         with open(wf, "w") as f:
             f.write("---\nworkflow: {id: one}\n---\n\n```yaml\naction: core.set\ninputs: {greeting: hello}\noutput_variable: out\n```\n")
-        walls, rss = [], []
+        # Alternating with the binary's own `--version` (the floor: process
+        # start and exit) and with `--no-store`, so machine noise hits all alike.
+        walls, rss, floor, unrecorded = [], [], [], []
         for _ in range(a.runs):
+            w, _, _ = measure([BIN, "--version"], work, env)
+            floor.append(w * 1000)
             w, r, _ = measure([BIN, "run", wf, "--quiet"], work, env)
             walls.append(w * 1000)
             rss.append(r)
-        print(f"cold run, one core.set step ({a.runs} runs): median {statistics.median(walls):.2f} ms, "
+            w, _, _ = measure([BIN, "run", wf, "--quiet", "--no-store"], work, env)
+            unrecorded.append(w * 1000)
+        print(f"cold run, one core.set step, recorded in the store ({a.runs} runs): median {statistics.median(walls):.2f} ms, "
               f"p90 {pct(walls, 0.9):.2f} ms, peak RSS {max(rss):.1f} MB (median {statistics.median(rss):.1f} MB)")
+        print(f"  same run with --no-store: median {statistics.median(unrecorded):.2f} ms; "
+              f"`marktoflow --version`: median {statistics.median(floor):.2f} ms")
+        print(f"  ratio recorded run / --version: {statistics.median(walls) / statistics.median(floor):.2f}x "
+              f"(unrecorded: {statistics.median(unrecorded) / statistics.median(floor):.2f}x)")
 
         # 2. The seed's search step, marktoflow vs node.
         node = shutil.which("node")

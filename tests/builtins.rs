@@ -64,22 +64,24 @@ inputs:
 "#;
 
 #[test]
-fn file_actions_write_atomically_and_read_back_relative_to_the_workflow() {
+fn file_actions_write_atomically_and_read_back_relative_to_the_working_directory() {
     let d = tempdir();
     let wf_dir = d.path().join("flows");
     std::fs::create_dir_all(wf_dir.join("data")).unwrap();
     std::fs::write(wf_dir.join("data/keep.txt"), "k").unwrap();
-    std::fs::write(wf_dir.join("files.md"), FILES).unwrap();
-    // Run from the temp root: relative paths still land in the workflow's folder.
-    let r = run(cmd(d.path()).args([
+    std::fs::create_dir_all(d.path().join("elsewhere")).unwrap();
+    std::fs::write(d.path().join("elsewhere/files.md"), FILES).unwrap();
+    // The workflow lives elsewhere: relative paths are the working directory's.
+    let r = run(cmd(&wf_dir).args([
         "run",
-        "flows/files.md",
+        "../elsewhere/files.md",
         "--json",
         "--quiet",
         "--allow-write",
-        "flows/out",
+        "out",
     ]));
     assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!d.path().join("elsewhere/out").exists());
     let o = &r.json()["outputs"];
     assert_eq!(o["a"], 1);
     assert_eq!(o["log"], "one\ntwo\n");
@@ -97,6 +99,22 @@ fn file_actions_write_atomically_and_read_back_relative_to_the_workflow() {
         .filter(|n| n.contains(".tmp-"))
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    // A path that is not there says where it looked.
+    std::fs::write(
+        wf_dir.join("missing.md"),
+        "---\nworkflow: {id: m}\n---\n\n```yaml\naction: file.read\ninputs: {path: data/gone.txt}\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(d.path()).args(["run", "flows/missing.md", "--allow-read", "flows"]));
+    assert_eq!(r.code, 1, "{r:?}");
+    let looked = d.path().canonicalize().unwrap().join("data/gone.txt");
+    assert!(
+        r.stderr.contains(&format!(
+            "`data/gone.txt` (resolved to `{}`)",
+            looked.display()
+        )),
+        "{r:?}"
+    );
 }
 
 #[test]

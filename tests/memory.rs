@@ -175,13 +175,26 @@ fn errors_name_the_field_and_writes_stay_in_the_sandbox() {
         !dir.join(".marktoflow").exists(),
         "bad inputs never open the file"
     );
-    // A `.marktoflow` symlinked out of the folder is refused.
+    // A `.marktoflow` symlinked out of the folder is not a state folder: the
+    // default database goes to the per-user folder, never through the link.
     let outside = tempdir();
+    let home = tempdir();
     std::os::unix::fs::symlink(outside.path(), dir.join(".marktoflow")).unwrap();
-    let r = step(dir, "memory.remember", "{text: hello}");
-    assert_ne!(r.code, 0);
-    assert!(r.stdout.contains("leads outside"), "{r:?}");
+    std::fs::write(
+        dir.join("wf.md"),
+        "---\nworkflow: {id: t}\n---\n\n```yaml\naction: memory.remember\ninputs: {text: hello}\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(dir).env("MARKTOFLOW_HOME", home.path()).args([
+        "run",
+        "wf.md",
+        "--json",
+        "--quiet",
+        "--no-store",
+    ]));
+    assert_eq!(r.code, 0, "{r:?}");
     assert!(!outside.path().join("memory.db").exists());
+    assert!(home.path().join("memory.db").is_file());
     std::fs::remove_file(dir.join(".marktoflow")).unwrap();
     // An explicit `db` needs a write root.
     let elsewhere = tempdir();
@@ -232,7 +245,7 @@ fn luka_workflows_end_to_end() {
     let out = outputs(&luka(
         "remember",
         &db,
-        &[("seed_file", "../../examples/luka/memories.json")],
+        &[("seed_file", "examples/luka/memories.json")],
     ));
     assert_eq!(out["loaded"], 6, "{out}");
     assert_eq!(out["count"], 6);
@@ -240,7 +253,7 @@ fn luka_workflows_end_to_end() {
     let out = outputs(&luka(
         "remember",
         &db,
-        &[("seed_file", "../../examples/luka/memories.json")],
+        &[("seed_file", "examples/luka/memories.json")],
     ));
     assert_eq!(out["count"], 6, "{out}");
     let out = outputs(&luka(

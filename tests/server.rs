@@ -50,6 +50,8 @@ fn serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         c.env("MARKTOFLOW_STORE", d.path().join("runs.db"));
         Some(d)
     };
+    // State (indexes, memory) in the test's folder, never the real home.
+    c.env("MARKTOFLOW_HOME", cwd.join(".marktoflow"));
     c.envs(env.iter().copied())
         .env("NO_COLOR", "1")
         .stderr(Stdio::piped())
@@ -825,8 +827,10 @@ fn luka_memory_workflows_answer_webhooks() {
     );
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["outputs"]["count"], 1);
-    // The default database sits beside the served workflows.
-    assert!(d.path().join("luka/.marktoflow/memory.db").is_file());
+    // The default database is in the state folder (no `.marktoflow/` above
+    // the served folder here: the per-user one, which the test points at).
+    assert!(d.path().join(".marktoflow/memory.db").is_file());
+    assert!(!d.path().join("luka/.marktoflow").exists());
     let r = post(
         &s.addr,
         "/luka/recall",

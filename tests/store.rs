@@ -178,3 +178,68 @@ fn store_options_and_pruning() {
     );
     assert_eq!(r.code, 2);
 }
+
+#[test]
+fn state_is_found_like_git_finds_its_folder() {
+    let home = tempdir();
+    let d = tempdir();
+    let p = d.path();
+    let flows = p.join("project/flows/sub");
+    std::fs::create_dir_all(&flows).unwrap();
+    std::fs::create_dir_all(p.join("project/.marktoflow")).unwrap();
+    std::fs::create_dir_all(p.join("project/docs")).unwrap();
+    std::fs::create_dir_all(p.join("project/notes")).unwrap();
+    std::fs::write(
+        p.join("project/notes/a.md"),
+        "# Apollo\n\nThe launch is in May.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        flows.join("wf.md"),
+        "---\nworkflow: {id: found}\n---\n\n```yaml\naction: kb.search\ninputs: {kb: notes, query: launch}\noutput_variable: hits\n```\n",
+    )
+    .unwrap();
+    let at =
+        |cwd: &Path, args: &[&str]| run(cmd(cwd).env("MARKTOFLOW_HOME", home.path()).args(args));
+    // Run from the project root: the run, the index and nothing else land in
+    // the project's `.marktoflow/`.
+    let r = at(
+        &p.join("project"),
+        &["run", "flows/sub/wf.md", "--json", "-q"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["outputs"]["hits"]["count"], 1);
+    assert!(p.join("project/.marktoflow/runs.db").is_file());
+    assert!(p.join("project/.marktoflow/kb").is_dir());
+    assert!(
+        !p.join("project/notes/.marktoflow").exists(),
+        "the notes stay as they were"
+    );
+    assert!(!flows.join(".marktoflow").exists());
+    assert_eq!(
+        std::fs::read_dir(home.path()).unwrap().count(),
+        0,
+        "nothing in the per-user folder"
+    );
+    // `history` from any folder of the project finds it.
+    let h = at(&p.join("project/docs"), &["history", "--json"]);
+    assert_eq!(h.code, 0, "{h:?}");
+    assert_eq!(h.json()["runs"][0]["workflow"], "found");
+
+    // Outside any project: the per-user folder, and `history` there too.
+    std::fs::create_dir_all(p.join("loose")).unwrap();
+    std::fs::write(
+        p.join("loose/one.md"),
+        "---\nworkflow: {id: loose}\n---\n\n```yaml\naction: core.set\ninputs: {a: 1}\n```\n",
+    )
+    .unwrap();
+    let r = at(&p.join("loose"), &["run", "one.md", "-q"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(home.path().join("runs.db").is_file());
+    assert!(
+        !p.join("loose/.marktoflow").exists(),
+        "a run does not litter the folder"
+    );
+    let h = at(&p.join("loose"), &["history", "--json"]);
+    assert_eq!(h.json()["runs"][0]["workflow"], "loose");
+}

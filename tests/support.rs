@@ -40,6 +40,10 @@ pub fn cmd(cwd: &Path) -> Command {
         c.env_remove(v);
     }
     c.env("NO_COLOR", "1");
+    // The per-user state folder, kept inside the test's folder: tests never
+    // write to the real home (tests of state discovery set their own).
+    c.env("MARKTOFLOW_HOME", cwd.join(".marktoflow"));
+    c.env_remove("MARKTOFLOW_STORE");
     c.env("MTF_TEST_GREETING", "bonjour");
     c.env("MARKTOFLOW_RETRY_BASE_MS", "10");
     c

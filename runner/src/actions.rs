@@ -59,7 +59,6 @@ fn to_json(s: &Spec) -> Value {
         "traits": {
             "evaluated_by_engine": s.traits.engine_op,
             "sets_outputs": s.traits.sets_outputs,
-            "paths_from_workflow_folder": s.traits.paths == marktoflow_steps::catalog::Paths::WorkflowDir,
             "pure": s.traits.pure,
         },
     })

@@ -202,26 +202,45 @@ pub struct RunArgs {
 /// Where runs are recorded.
 #[derive(Args, Debug, Clone)]
 pub struct StoreArgs {
-    /// The run store (SQLite file).
-    #[arg(long, value_name = "FILE", env = "MARKTOFLOW_STORE", default_value = crate::store::DEFAULT_PATH)]
-    pub store: PathBuf,
+    /// The run store (SQLite file); default `runs.db` in the state folder:
+    /// the nearest `.marktoflow/` above the workflow (or the current folder
+    /// for `history`, `show`, `prune`), else the per-user data folder.
+    #[arg(long, value_name = "FILE", env = "MARKTOFLOW_STORE")]
+    pub store: Option<PathBuf>,
     /// Do not record this run.
     #[arg(long)]
     pub no_store: bool,
 }
 
 impl StoreArgs {
+    /// The store file: `--store`, else the state folder's for `start`.
+    pub fn path(&self, start: &Path) -> PathBuf {
+        match &self.store {
+            Some(p) => p.clone(),
+            None => state_dir(start).runs_db(),
+        }
+    }
+
     /// The opened store, or None with `--no-store`. A store that cannot be
     /// opened is an error: runs must not go unrecorded silently.
     pub fn open(
         &self,
+        start: &Path,
     ) -> Result<Option<Arc<dyn crate::store::RunStore>>, crate::store::StoreError> {
         if self.no_store {
             return Ok(None);
         }
-        let s = crate::store::SqliteStore::open(&self.store)?;
+        let s = crate::store::SqliteStore::open(&self.path(start))?;
         Ok(Some(Arc::new(s)))
     }
+}
+
+/// The state folder for work started at `start` (a workflow's folder, or
+/// the current one): see [`marktoflow_steps::state`].
+pub fn state_dir(start: &Path) -> marktoflow_steps::state::StateDir {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    marktoflow_steps::state::StateDir::discover(start, &cwd, &env)
 }
 
 /// Entry point of the binary; returns the exit code.
@@ -656,6 +675,7 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     let sandbox = Sandbox::new(cwd, read_roots, a.allow_write.clone());
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
     let caps = Capabilities {
+        state: Arc::new(state_dir(&wf_dir)),
         sandbox: Arc::new(sandbox),
         log: Arc::new(|_| {}),
         progress: marktoflow_steps::action::no_progress(),
@@ -693,7 +713,7 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
             return EXIT_RUN_FAILED;
         }
     };
-    let store = match a.store.open() {
+    let store = match a.store.open(&wf_dir) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -763,6 +783,12 @@ fn serve(a: ServeArgs) -> i32 {
     let registry = Registry::standard();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let (found, mut errors) = discover(&a.paths, &registry);
+    // State (the run store, indexes) is found from the first path served.
+    let serve_root = match a.paths.first() {
+        Some(p) if p.is_file() => p.parent().map(Path::to_path_buf).unwrap_or_default(),
+        Some(p) => p.clone(),
+        None => PathBuf::from("."),
+    };
     let mut workflows = Vec::new();
     for (_, l) in found {
         print_diagnostics(&l.warnings);
@@ -818,6 +844,7 @@ fn serve(a: ServeArgs) -> i32 {
     read_roots.extend(a.allow_read.iter().cloned());
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
     let caps = Capabilities {
+        state: Arc::new(state_dir(&serve_root)),
         sandbox: Arc::new(Sandbox::new(cwd, read_roots, a.allow_write.clone())),
         log: Arc::new(|_| {}),
         progress: marktoflow_steps::action::no_progress(),
@@ -886,7 +913,7 @@ fn serve(a: ServeArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let store = match a.store.open() {
+    let store = match a.store.open(&serve_root) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");

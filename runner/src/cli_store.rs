@@ -5,7 +5,7 @@ use crate::cli::{RetryPlan, RunArgs, StoreArgs, EXIT_OK, EXIT_RUN_FAILED, EXIT_U
 use crate::store::{RunFilter, RunRecord, RunStore, Status, StepRow};
 use clap::Args;
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The run options `retry` shares with `run`.
@@ -33,14 +33,15 @@ pub struct RetryArgs {
 
 /// Opens the store for reading; a missing file means no runs yet.
 fn open(store: &StoreArgs) -> Result<Arc<dyn RunStore>, i32> {
-    if !store.store.exists() {
+    let path = store.path(Path::new("."));
+    if !path.exists() {
         eprintln!(
             "error: no run store at `{}` (runs are recorded there by `marktoflow run` and `serve`)",
-            store.store.display()
+            path.display()
         );
         return Err(EXIT_USAGE);
     }
-    match crate::store::SqliteStore::open(&store.store) {
+    match crate::store::SqliteStore::open(&path) {
         Ok(s) => Ok(Arc::new(s)),
         Err(e) => {
             eprintln!("error: {e}");

@@ -9,7 +9,7 @@ use crate::model::{Backoff, OnError, Step, StepKind, Workflow};
 use crate::template::{TemplateError, Templates};
 use futures_util::stream::{self, StreamExt};
 use marktoflow_steps::action::{ActionError, Call, Capabilities, LogLevel, LogLine, Progress};
-use marktoflow_steps::catalog::{self, Paths};
+use marktoflow_steps::catalog;
 use marktoflow_steps::registry::ActionKind;
 use marktoflow_steps::ToolConfig;
 use serde::{Deserialize, Serialize};
@@ -587,7 +587,7 @@ impl Engine {
     ) -> KindFuture<'a> {
         Box::pin(async move {
             match &step.kind {
-                StepKind::Action { .. } => self.exec_action(wf, step, st, cfg).await,
+                StepKind::Action { .. } => self.exec_action(step, st, cfg).await,
                 StepKind::If {
                     condition,
                     then,
@@ -871,7 +871,6 @@ impl Engine {
 
     fn exec_action<'a>(
         &'a self,
-        wf: &'a Workflow,
         step: &'a Step,
         st: &'a mut RunState,
         cfg: &'a RunConfig,
@@ -938,18 +937,6 @@ impl Engine {
                     )),
                 });
                 let mut caps = cfg.caps.clone();
-                if traits.paths == Paths::WorkflowDir {
-                    // Relative paths start from the workflow's folder (scripts
-                    // keep Node's working directory).
-                    let dir = cfg
-                        .caps
-                        .sandbox
-                        .cwd
-                        .join(wf.source.path.parent().unwrap_or(Path::new("")));
-                    let mut sb = (*cfg.caps.sandbox).clone();
-                    sb.cwd = marktoflow_steps::sandbox::normalize(&dir);
-                    caps.sandbox = Arc::new(sb);
-                }
                 let events = cfg.events.clone();
                 let step_id = step.id.clone();
                 caps.log = Arc::new(move |l: LogLine| {

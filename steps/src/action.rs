@@ -104,6 +104,9 @@ pub struct Capabilities {
     /// Hosts `http.*` actions may call (`example.com`, `*.example.com`,
     /// `127.0.0.1:8080`); None allows any host.
     pub allowed_hosts: Option<Arc<Vec<String>>>,
+    /// Where default state goes (kb indexes, memory databases): the
+    /// project's `.marktoflow/` or the per-user folder.
+    pub state: Arc<crate::state::StateDir>,
 }
 
 /// One call of an action by one step.

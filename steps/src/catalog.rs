@@ -3,8 +3,8 @@
 //! the engine checks rendered inputs against it before each call, and
 //! `marktoflow actions`, the JSON Schema and the reference are derived from
 //! it. Engine behaviour that depends on the action (evaluated by the engine,
-//! sets the run's outputs, which folder relative paths start from) is a
-//! declared [`Traits`] value, never a comparison of names.
+//! sets the run's outputs, may run in a dry run) is a declared [`Traits`]
+//! value, never a comparison of names.
 
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -146,16 +146,6 @@ impl Input {
     }
 }
 
-/// Which folder relative paths in an action's inputs start from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Paths {
-    /// The action takes no paths, or keeps the run's working directory
-    /// (scripts, as in Node).
-    WorkingDir,
-    /// The folder of the workflow file (`file.*`, `memory.*`, `kb.*`).
-    WorkflowDir,
-}
-
 /// Engine behaviour an action asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Traits {
@@ -164,7 +154,6 @@ pub struct Traits {
     pub engine_op: bool,
     /// Its output becomes the run's outputs (`workflow.set_outputs`).
     pub sets_outputs: bool,
-    pub paths: Paths,
     /// No effects outside the run: `--dry-run` may call it.
     pub pure: bool,
 }
@@ -172,19 +161,11 @@ pub struct Traits {
 pub const PURE: Traits = Traits {
     engine_op: false,
     sets_outputs: false,
-    paths: Paths::WorkingDir,
     pure: true,
 };
 
 /// Has effects (files, network, models, time): not called by `--dry-run`.
 pub const EFFECTS: Traits = Traits {
-    pure: false,
-    ..PURE
-};
-
-/// Reads or writes files relative to the workflow's folder.
-pub const FILES: Traits = Traits {
-    paths: Paths::WorkflowDir,
     pure: false,
     ..PURE
 };

@@ -17,6 +17,7 @@ pub mod rank;
 pub mod registry;
 pub mod sandbox;
 pub mod script;
+pub mod state;
 
 pub use action::{Action, ActionError, Call, Capabilities, LogLevel, LogLine, LogSink, ToolConfig};
 pub use registry::Registry;

@@ -297,21 +297,10 @@ fn db_path(call: &Call<'_>, inputs: &Value) -> Result<PathBuf, ActionError> {
             ActionError::failed(format!("{e} (it is `db`; pass `--allow-write` for it)"))
         }),
         // The default file is written even without a write root: it sits at a
-        // fixed place beside the workflow (file steps' working directory) and
-        // holds only what this workflow's own memory steps put there, so a
-        // workflow can neither choose where it writes nor read anything new.
-        None => {
-            let base = crate::sandbox::real_path(&sb.cwd);
-            let p = crate::sandbox::real_path(&base.join(".marktoflow").join("memory.db"));
-            // A `.marktoflow` symlinked elsewhere would make this a write anywhere.
-            if !p.starts_with(&base) {
-                return Err(ActionError::failed(format!(
-                    "the memory database `{}` leads outside the workflow's folder; set `db`",
-                    p.display()
-                )));
-            }
-            Ok(p)
-        }
+        // fixed place in the state folder and holds only what memory steps put
+        // there, so a workflow can neither choose where it writes nor read
+        // anything new.
+        None => Ok(call.caps.state.memory_db()),
     }
 }
 
@@ -1110,8 +1099,8 @@ fn stats(db: &Connection, kinds: &[String]) -> Result<Value, MemError> {
 }
 
 use crate::catalog::{
-    alias, input as arg, spec, Input, Spec, ANY, BOOLEAN, FILES, INTEGER, MAPPING, NUMBER, STRING,
-    STRING_OR_LIST,
+    alias, input as arg, spec, Input, Spec, ANY, BOOLEAN, EFFECTS, INTEGER, MAPPING, NUMBER,
+    STRING, STRING_OR_LIST,
 };
 
 const DB: Input = arg(
@@ -1162,7 +1151,7 @@ pub const SPECS: &[Spec] = &[
             DB,
         ])
         .returns("{id, created, memory, db}")
-        .traits(FILES),
+        .traits(EFFECTS),
     spec("memory", "recall", "Finds memories: BM25 × importance × freshness.")
         .inputs(&[
             arg("query", STRING, "The words (empty: every memory)."),
@@ -1182,7 +1171,7 @@ pub const SPECS: &[Spec] = &[
             DB,
         ])
         .returns("{query, found, count, total, hits, db}")
-        .traits(FILES),
+        .traits(EFFECTS),
     spec("memory", "decay", "Lowers importance with time; boosts often-recalled memories.")
         .inputs(&[
             HALF_LIFE,
@@ -1199,7 +1188,7 @@ pub const SPECS: &[Spec] = &[
             DB,
         ])
         .returns("{dry_run, memories, decayed, boosted, unchanged, half_life_days, factor, changes, db}")
-        .traits(FILES),
+        .traits(EFFECTS),
     spec("memory", "cleanup", "Removes old or unimportant memories.")
         .inputs(&[
             arg("max_age_days", NUMBER, "Older than this goes."),
@@ -1215,11 +1204,11 @@ pub const SPECS: &[Spec] = &[
             DB,
         ])
         .returns("{dry_run, matched, removed, kept, reasons, memories, db}")
-        .traits(FILES),
+        .traits(EFFECTS),
     spec("memory", "stats", "Counts and summaries of the memories.")
         .inputs(&[KIND, KIND_ALIAS, DB])
         .returns("{count, by_kind, by_tag, avg_importance, total_queries, oldest, newest, most_recalled, schema_version, db}")
-        .traits(FILES),
+        .traits(EFFECTS),
 ];
 
 #[cfg(test)]

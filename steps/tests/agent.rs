@@ -156,6 +156,10 @@ fn caps(env: &[(&str, &str)], overrides: AgentOverrides) -> (Capabilities, Logs)
     let sink = logs.clone();
     let caps = Capabilities {
         sandbox: Arc::new(Sandbox::closed(std::env::temp_dir())),
+        state: Arc::new(marktoflow_steps::state::StateDir {
+            root: std::env::temp_dir().join("marktoflow-test-state"),
+            project: false,
+        }),
         log: Arc::new(move |l| sink.lock().unwrap().push(l)),
         progress: marktoflow_steps::action::no_progress(),
         cancel: Cancel::default(),

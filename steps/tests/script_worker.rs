@@ -950,6 +950,10 @@ async fn action(s: &mut Suite) {
     let l2 = lines.clone();
     let caps = Capabilities {
         sandbox: Arc::new(s.sandbox.clone()),
+        state: Arc::new(marktoflow_steps::state::StateDir {
+            root: std::env::temp_dir().join("marktoflow-test-state"),
+            project: false,
+        }),
         log: Arc::new(move |l: LogLine| l2.lock().unwrap().push(l)),
         progress: marktoflow_steps::action::no_progress(),
         cancel: Cancel::default(),

@@ -44,9 +44,6 @@ use std::time::Duration;
 
 pub use sqlite::SqliteStore;
 
-/// The default store file, relative to the current directory.
-pub const DEFAULT_PATH: &str = ".marktoflow/runs.db";
-
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("run store `{path}`: {message}")]

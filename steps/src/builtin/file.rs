@@ -50,13 +50,23 @@ fn denied(e: crate::sandbox::SandboxError) -> ActionError {
     ActionError::failed(e.to_string())
 }
 
-fn io_error(what: &str, path: &str, e: std::io::Error) -> ActionError {
+fn io_error(what: &str, path: &str, real: &Path, e: std::io::Error) -> ActionError {
     let why = match e.kind() {
         std::io::ErrorKind::NotFound => "no such file or folder".to_string(),
         std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
         _ => e.to_string(),
     };
-    ActionError::failed(format!("cannot {what} `{path}`: {why}"))
+    ActionError::failed(format!("cannot {what} {}: {why}", shown(path, real)))
+}
+
+/// A path as written, with where it resolved to when that differs, so a
+/// "not found" says where it looked.
+pub fn shown(path: &str, real: &Path) -> String {
+    if Path::new(path) == real {
+        format!("`{path}`")
+    } else {
+        format!("`{path}` (resolved to `{}`)", real.display())
+    }
 }
 
 fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
@@ -66,10 +76,11 @@ fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
         .f64("max_bytes")?
         .map(|n| n as u64)
         .unwrap_or(DEFAULT_MAX_BYTES);
-    let meta = std::fs::metadata(&real).map_err(|e| io_error("read", path, e))?;
+    let meta = std::fs::metadata(&real).map_err(|e| io_error("read", path, &real, e))?;
     if meta.is_dir() {
         return Err(ActionError::failed(format!(
-            "cannot read `{path}`: it is a folder (use `file.list`)"
+            "cannot read {}: it is a folder (use `file.list`)",
+            shown(path, &real)
         )));
     }
     if meta.len() > max {
@@ -78,7 +89,7 @@ fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
             meta.len()
         )));
     }
-    let bytes = std::fs::read(&real).map_err(|e| io_error("read", path, e))?;
+    let bytes = std::fs::read(&real).map_err(|e| io_error("read", path, &real, e))?;
     let encoding = a.choice("encoding", ENCODINGS, Some("utf-8"))?;
     let text = if encoding == "base64" {
         base64::engine::general_purpose::STANDARD.encode(&bytes)
@@ -124,7 +135,7 @@ fn write(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     if !parent.is_dir() {
         if create_dirs {
             std::fs::create_dir_all(&parent)
-                .map_err(|e| io_error("create the folder of", path, e))?;
+                .map_err(|e| io_error("create the folder of", path, &real, e))?;
         } else {
             return Err(ActionError::failed(format!(
                 "cannot write `{path}`: the folder `{}` does not exist (set `create_dirs: true`)",
@@ -139,10 +150,10 @@ fn write(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
                 bytes = old;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_error("append to", path, e)),
+            Err(e) => return Err(io_error("append to", path, &real, e)),
         }
     }
-    atomic_write(&real, &bytes).map_err(|e| io_error("write", path, e))?;
+    atomic_write(&real, &bytes).map_err(|e| io_error("write", path, &real, e))?;
     Ok(json!({"path": real.to_string_lossy(), "bytes": bytes.len()}))
 }
 
@@ -176,7 +187,13 @@ fn list(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     let real = sb.check_read(dir).map_err(denied)?;
     if !real.is_dir() {
         return Err(ActionError::failed(format!(
-            "cannot list `{dir}`: not a folder"
+            "cannot list {}: {}",
+            shown(dir, &real),
+            if real.exists() {
+                "not a folder"
+            } else {
+                "no such folder"
+            }
         )));
     }
     let pattern = a.str("pattern")?;
@@ -259,7 +276,7 @@ fn exists(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     }))
 }
 
-use crate::catalog::{alias, input, spec, Spec, ANY, BOOLEAN, FILES, INTEGER, STRING};
+use crate::catalog::{alias, input, spec, Spec, ANY, BOOLEAN, EFFECTS, INTEGER, STRING};
 
 const READ_FORMATS: &[&str] = &["text", "json", "yaml"];
 const ENCODINGS: &[&str] = &["utf-8", "utf8", "base64"];
@@ -283,7 +300,7 @@ pub const SPECS: &[Spec] = &[
             input("max_bytes", INTEGER, "Refuse larger files.").default("67108864"),
         ])
         .returns("{content, path, size}")
-        .traits(FILES),
+        .traits(EFFECTS),
     spec("file", "write", "Writes a file atomically.")
         .inputs(&[
             input("path", STRING, "The file, below an `--allow-write` folder.").required(),
@@ -300,7 +317,7 @@ pub const SPECS: &[Spec] = &[
             input("append", BOOLEAN, "Add to the end instead of replacing.").default("false"),
         ])
         .returns("{path, bytes}")
-        .traits(FILES),
+        .traits(EFFECTS),
     spec("file", "list", "Lists a folder.")
         .inputs(&[
             input("path", STRING, "The folder.").default("."),
@@ -321,9 +338,9 @@ pub const SPECS: &[Spec] = &[
             .default("false"),
         ])
         .returns("{count, files}")
-        .traits(FILES),
+        .traits(EFFECTS),
     spec("file", "exists", "Whether a path exists.")
         .inputs(&[input("path", STRING, "The path.").required()])
         .returns("{exists, is_file, is_dir, path}")
-        .traits(FILES),
+        .traits(EFFECTS),
 ];

@@ -77,7 +77,13 @@ fn open(call: &Call<'_>, inputs: &Value) -> Result<Arc<KbIndex>, ActionError> {
         .map_err(|e| ActionError::failed(e.to_string()))?;
     if !root.is_dir() {
         return Err(ActionError::failed(format!(
-            "knowledge base `{kb}` is not a directory"
+            "knowledge base {} is {}",
+            crate::builtin::file::shown(kb, &root),
+            if root.exists() {
+                "not a folder"
+            } else {
+                "not found"
+            }
         )));
     }
     let dir: Option<PathBuf> = match opt_str(inputs, "index_dir")? {
@@ -87,32 +93,22 @@ fn open(call: &Call<'_>, inputs: &Value) -> Result<Arc<KbIndex>, ActionError> {
             ))
         })?),
         // The default location is written even without a write root: the index
-        // holds only text the workflow may already read, at a fixed place
-        // inside that readable folder, so it neither widens what can be read
-        // nor lets a workflow choose what to write or where.
-        None => {
-            let d = crate::sandbox::real_path(&root.join(".marktoflow").join("index"));
-            // A `.marktoflow` symlinked out of the folder would make this a
-            // write anywhere: refuse it.
-            if !d.starts_with(&root) {
-                return Err(ActionError::failed(format!(
-                    "the index folder `{}` leads outside the knowledge base; set `index_dir`",
-                    d.display()
-                )));
-            }
-            Some(d)
-        }
+        // holds only text the workflow may already read, at a fixed place in
+        // the state folder (named after the knowledge base, outside it), so it
+        // neither widens what can be read nor lets a workflow choose where it
+        // writes, and the user's notes stay as they are.
+        None => Some(call.caps.state.kb_index(&root)),
     };
     match KbIndex::open(&root, dir.as_deref()) {
         Ok(ix) => Ok(ix),
-        // A read-only knowledge base (and no `index_dir`): index in memory,
-        // cached for the life of the process.
+        // A state folder that cannot be written (and no `index_dir`): index
+        // in memory, cached for the life of the process.
         Err(KbError::Io { .. }) if opt_str(inputs, "index_dir")?.is_none() => {
             call.log(
                 LogLevel::Warn,
                 format!(
                     "kb: cannot write the index under `{}`; indexing in memory (set `index_dir` to keep it)",
-                    root.display()
+                    call.caps.state.root.display()
                 ),
             );
             KbIndex::open(&root, None).map_err(kb_err)
@@ -738,7 +734,6 @@ macro_rules! kb_inputs {
     };
 }
 
-// Relative `kb` folders start from the working directory, as `--input` paths do.
 const KB_TRAITS: Traits = EFFECTS;
 
 /// The contracts of `kb.*`.
