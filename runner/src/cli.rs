@@ -222,15 +222,17 @@ impl StoreArgs {
     }
 
     /// The opened store, or None with `--no-store`. A store that cannot be
-    /// opened is an error: runs must not go unrecorded silently.
+    /// opened is an error: runs must not go unrecorded silently. `window`:
+    /// see [`crate::store::SqliteStore::open_with_window`].
     pub fn open(
         &self,
         start: &Path,
+        window: std::time::Duration,
     ) -> Result<Option<Arc<dyn crate::store::RunStore>>, crate::store::StoreError> {
         if self.no_store {
             return Ok(None);
         }
-        let s = crate::store::SqliteStore::open(&self.path(start))?;
+        let s = crate::store::SqliteStore::open_with_window(&self.path(start), window)?;
         Ok(Some(Arc::new(s)))
     }
 }
@@ -713,7 +715,8 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
             return EXIT_RUN_FAILED;
         }
     };
-    let store = match a.store.open(&wf_dir) {
+    // A short run is recorded in one commit (nobody waits on its row).
+    let store = match a.store.open(&wf_dir, std::time::Duration::from_millis(50)) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -722,17 +725,16 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
         }
     };
     let run_id = uuid::Uuid::new_v4().to_string();
-    if let Some(store) = &store {
+    // The run's row is committed while the first step runs (nobody waits
+    // for an answer, unlike a webhook); its outcome is checked at the end.
+    let created = store.as_ref().map(|store| {
         let mut new = crate::store::NewRun::new(run_id.clone(), &wf, inputs.clone(), "cli");
         if let Some(p) = &retry {
             new.trigger = "retry".into();
             new.retry_of = Some((p.of.clone(), p.reused));
         }
-        if let Err(e) = store.create_run(new) {
-            eprintln!("error: {e}");
-            return EXIT_USAGE;
-        }
-    }
+        store.submit_run(new)
+    });
     let printer = Arc::new(Progress::new(&a));
     let sink = printer.clone();
     let cfg = RunConfig {
@@ -765,7 +767,13 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
         }
     });
     if let Some(store) = &store {
-        if let Err(e) = store.flush() {
+        // The flush ends the group-commit window; the row's answer follows.
+        let flushed = store.flush();
+        let created = created.map(|c| {
+            c.blocking_recv()
+                .unwrap_or(Err(crate::store::StoreError::Closed))
+        });
+        if let Err(e) = flushed.and(created.unwrap_or(Ok(()))) {
             eprintln!("warning: the run was not fully recorded: {e}");
         }
     }
@@ -913,7 +921,7 @@ fn serve(a: ServeArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let store = match a.store.open(&serve_root) {
+    let store = match a.store.open(&serve_root, std::time::Duration::ZERO) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");

@@ -92,7 +92,8 @@ pub struct SqliteStore {
     path: PathBuf,
     tx: Mutex<Option<mpsc::Sender<Op>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
-    read: Mutex<Connection>,
+    /// Opened on first use: a CLI run only writes.
+    read: Mutex<Option<Connection>>,
 }
 
 fn db_err(e: rusqlite::Error) -> StoreError {
@@ -115,6 +116,15 @@ fn open_conn(path: &Path) -> Result<Connection, StoreError> {
 }
 
 fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    // Up to date (the common case): a read, no write lock taken.
+    let current: Option<i64> = conn
+        .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+        .optional()
+        .ok()
+        .flatten();
+    if current == Some(MIGRATIONS.len() as i64) {
+        return Ok(());
+    }
     let tx = conn
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(db_err)?;
@@ -152,6 +162,15 @@ impl SqliteStore {
     /// Opens (creating it and its folder when missing) the store at `path`,
     /// bringing its schema up to date.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        Self::open_with_window(path, Duration::ZERO)
+    }
+
+    /// Like [`SqliteStore::open`], with a group-commit window: after a write
+    /// arrives, the writer waits up to `window` for more (a flush ends the
+    /// wait) and commits them together. A short CLI run then costs one
+    /// commit instead of one per event; a server, which must commit each
+    /// accepted run before answering, uses no window.
+    pub fn open_with_window(path: &Path, window: Duration) -> Result<SqliteStore, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
                 path: path.display().to_string(),
@@ -160,11 +179,10 @@ impl SqliteStore {
         }
         let mut write = open_conn(path)?;
         migrate(&mut write, path)?;
-        let read = open_conn(path)?;
         let (tx, rx) = mpsc::channel();
         let writer = std::thread::Builder::new()
             .name("marktoflow-store".into())
-            .spawn(move || writer_loop(write, rx))
+            .spawn(move || writer_loop(write, rx, window))
             .map_err(|e| StoreError::Open {
                 path: path.display().to_string(),
                 message: format!("cannot start the writer thread: {e}"),
@@ -173,7 +191,7 @@ impl SqliteStore {
             path: path.to_path_buf(),
             tx: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
-            read: Mutex::new(read),
+            read: Mutex::new(None),
         })
     }
 
@@ -194,11 +212,17 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
     ) -> Result<T, StoreError> {
-        let conn = self
+        let mut conn = self
             .read
             .lock()
             .map_err(|_| StoreError::Db("read connection poisoned".into()))?;
-        f(&conn).map_err(db_err)
+        if conn.is_none() {
+            *conn = Some(open_conn(&self.path)?);
+        }
+        match conn.as_ref() {
+            Some(c) => f(c).map_err(db_err),
+            None => Err(StoreError::Closed),
+        }
     }
 }
 
@@ -219,15 +243,26 @@ impl Drop for SqliteStore {
 /// Answers one queued write once its batch is committed (None) or failed.
 type Acknowledge = Box<dyn FnOnce(Option<&str>)>;
 
-fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Op>) {
+fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Op>, window: Duration) {
     // An error of a queued write, reported at the next flush.
     let mut deferred: Option<String> = None;
     while let Ok(first) = rx.recv() {
+        let deadline = std::time::Instant::now() + window;
+        let mut flushing = matches!(first, Op::Flush(_));
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
+            let next = if flushing {
+                rx.try_recv().map_err(|_| ())
+            } else {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                rx.recv_timeout(left).map_err(|_| ())
+            };
+            match next {
+                Ok(op) => {
+                    flushing |= matches!(op, Op::Flush(_));
+                    batch.push(op);
+                }
+                Err(()) => break,
             }
         }
         let mut replies: Vec<Acknowledge> = Vec::new();
@@ -697,5 +732,38 @@ mod tests {
         std::fs::write(&p, "not sqlite at all, just text that is long enough").unwrap();
         let e = SqliteStore::open(&p).err().expect("refused");
         assert!(e.to_string().contains("x.db"), "{e}");
+    }
+
+    #[test]
+    fn a_group_commit_window_keeps_every_write_and_a_flush_commits_at_once() {
+        let dir = std::env::temp_dir().join(format!("mtf-window-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("runs.db");
+        {
+            // A window far longer than the test: only the flush can end it.
+            let s = SqliteStore::open_with_window(&path, Duration::from_secs(3600)).unwrap();
+            let created = s.submit_run(new_run("bbbb-1", "w", "cli", None));
+            s.record_step("bbbb-1", step("one", 1));
+            s.finish_run(
+                "bbbb-1",
+                RunEnd {
+                    status: Status::Completed,
+                    outputs: json!({"ok": true}),
+                    error: None,
+                    error_step: None,
+                    duration_ms: 1,
+                },
+            );
+            s.flush().unwrap();
+            created.blocking_recv().unwrap().unwrap();
+        }
+        let s = SqliteStore::open(&path).unwrap();
+        let r = s.get_run("bbbb-1").unwrap();
+        assert_eq!(
+            (r.status, r.outputs.clone()),
+            (Status::Completed, json!({"ok": true}))
+        );
+        assert_eq!(s.steps_of("bbbb-1").unwrap().len(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
