@@ -34,7 +34,7 @@ pub mod sqlite;
 use crate::engine::{
     Checkpoint, Engine, EventSink, RunConfig, RunEvent, RunResult, RunStatus, StepStatus,
 };
-use crate::model::Workflow;
+use crate::format::model::Workflow;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};

@@ -3,7 +3,7 @@
 //! any step runs; the rest load fine but are probably mistakes (warnings).
 
 use crate::diag::{did_you_mean, Diagnostic, Pos};
-use crate::model::{Step, StepKind, Workflow};
+use crate::format::model::{Step, StepKind, Workflow};
 use crate::template::{has_tags, Templates};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -221,7 +221,7 @@ impl Lint<'_> {
             } if resolved.spec.traits.engine_op => {
                 // Template fields see per-item names (`core.transform`) or the
                 // `context` input's keys (`core.template`).
-                let raw = crate::core_ops::raw_fields(&resolved.method);
+                let raw = crate::engine::core_ops::raw_fields(&resolved.method);
                 let mut inner = scope.clone();
                 inner.extend(["item", "index", "accumulator"].map(String::from));
                 if let Some(Value::Object(ctx)) = inputs.get("context") {
@@ -399,7 +399,7 @@ mod tests {
     use std::path::Path;
 
     fn lint_str(text: &str) -> Vec<String> {
-        let l = crate::model::load_str(Path::new("t.md"), text, &Registry::standard())
+        let l = crate::format::model::load_str(Path::new("t.md"), text, &Registry::standard())
             .unwrap_or_else(|e| panic!("{e:?}"));
         lint(&l.workflow, &Templates::new())
             .into_iter()

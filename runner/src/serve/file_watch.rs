@@ -13,7 +13,7 @@
 //! watched with the operating system's notifications (inotify on Linux).
 
 use crate::diag::Diagnostic;
-use crate::model::{InputType, Workflow};
+use crate::format::model::{InputType, Workflow};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;

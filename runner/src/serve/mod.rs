@@ -7,10 +7,13 @@
 //! 202 at once. Request data never widens the sandbox: its roots are fixed
 //! when the server starts.
 
+pub mod cron;
+pub mod file_watch;
+
 use crate::diag::Diagnostic;
 use crate::engine::{Engine, EventSink, RunConfig, RunEvent, RunResult, RunStatus, WorkflowLoader};
-use crate::inputs::{self, Supplied};
-use crate::model::Workflow;
+use crate::format::inputs::{self, Supplied};
+use crate::format::model::Workflow;
 use crate::store::{NewRun, RunRecord, RunStore};
 use axum::body::{to_bytes, Body, Bytes};
 use axum::extract::{Path as UrlPath, State};
@@ -1034,7 +1037,7 @@ fn not_started(run_id: &str, wf: &Workflow, kept: bool) -> RunResult {
 /// A `schedule` trigger: when, and with which inputs.
 pub struct Schedule {
     pub workflow: Arc<Workflow>,
-    pub cron: crate::cron::Cron,
+    pub cron: crate::serve::cron::Cron,
     pub expr: String,
     pub inputs: Map<String, Value>,
 }
@@ -1061,7 +1064,7 @@ pub fn schedules_of(workflows: &[Arc<Workflow>]) -> Result<Vec<Schedule>, Vec<Di
                 ));
                 continue;
             };
-            match crate::cron::Cron::parse(expr) {
+            match crate::serve::cron::Cron::parse(expr) {
                 Ok(cron) => out.push(Schedule {
                     workflow: wf.clone(),
                     cron,
@@ -1144,9 +1147,12 @@ pub async fn run_schedules(state: Arc<ServerState>, schedules: Vec<Schedule>) {
 
 /// Runs the `file_watch` triggers until shutdown begins: each debounced
 /// batch of changed paths starts one run (inputs checked like any run's).
-pub async fn run_file_watches(state: Arc<ServerState>, watches: Vec<crate::watch::FileWatch>) {
+pub async fn run_file_watches(
+    state: Arc<ServerState>,
+    watches: Vec<crate::serve::file_watch::FileWatch>,
+) {
     let stop = state.stopping.clone();
-    let result = crate::watch::watch(watches, stop.cancelled(), |w, paths| {
+    let result = crate::serve::file_watch::watch(watches, stop.cancelled(), |w, paths| {
         let mut supplied: Vec<(String, Supplied)> = w
             .inputs
             .iter()

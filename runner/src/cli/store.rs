@@ -233,8 +233,8 @@ pub fn retry_plan(
         return Err(EXIT_USAGE);
     }
     let file = PathBuf::from(&run.file);
-    let wf =
-        crate::model::load_file(&file, &marktoflow_steps::Registry::standard()).map_err(|d| {
+    let wf = crate::format::model::load_file(&file, &marktoflow_steps::Registry::standard())
+        .map_err(|d| {
             crate::cli::print_diagnostics(&d);
             EXIT_USAGE
         })?;

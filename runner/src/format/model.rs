@@ -2,8 +2,8 @@
 //! into the `.md` file.
 
 use crate::diag::{did_you_mean, Diagnostic, Pos, Source};
-use crate::document::{parse_document, Block, Document, YamlText};
-use crate::yamlpos::{positions, PosNode, ScalarStyle, YPos};
+use crate::format::document::{parse_document, Block, Document, YamlText};
+use crate::format::yamlpos::{positions, PosNode, ScalarStyle, YPos};
 use marktoflow_steps::catalog::{self, Problem};
 use marktoflow_steps::registry::{ActionKind, Registry, Resolved};
 use marktoflow_steps::ToolConfig;

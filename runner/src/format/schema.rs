@@ -2,7 +2,9 @@
 //! same key tables the parser checks against, so the two cannot drift.
 //! `docs/workflow.schema.json` is this output; a test fails when it is stale.
 
-use crate::model::{InputType, COMMON_KEYS, INPUT_KEYS, KINDS, META_KEYS, TOOL_KEYS, TOP_KEYS};
+use crate::format::model::{
+    InputType, COMMON_KEYS, INPUT_KEYS, KINDS, META_KEYS, TOOL_KEYS, TOP_KEYS,
+};
 use marktoflow_steps::registry::{AGENT_SDKS, IMPLICIT_TOOLS};
 use serde_json::{json, Map, Value};
 

@@ -1,11 +1,14 @@
 //! The `marktoflow` command: a thin layer over the engine. All printing
 //! happens here: data on stdout, progress and diagnostics on stderr.
 
-use crate::cli_store::RetryArgs;
+pub mod actions;
+pub mod store;
+
+use crate::cli::store::RetryArgs;
 use crate::diag::Diagnostic;
 use crate::engine::{Engine, RunConfig, RunEvent, RunResult, RunStatus, StepStatus};
-use crate::inputs::{self, Supplied};
-use crate::model::{self, Workflow};
+use crate::format::inputs::{self, Supplied};
+use crate::format::model::{self, Workflow};
 use clap::{Args, Parser, Subcommand};
 use marktoflow_steps::action::{Cancel, Capabilities, LogLevel};
 use marktoflow_steps::agent::{AgentHub, AgentOverrides};
@@ -267,19 +270,19 @@ pub fn main() -> i32 {
             limit,
             json,
             store,
-        } => crate::cli_store::history(&store, workflow, status, limit, json),
+        } => crate::cli::store::history(&store, workflow, status, limit, json),
         Command::Show {
             run_id,
             json,
             store,
-        } => crate::cli_store::show(&store, &run_id, json),
+        } => crate::cli::store::show(&store, &run_id, json),
         Command::Retry { run_id, from, run } => {
-            match crate::cli_store::retry_plan(&run, &run_id, from.as_deref()) {
+            match crate::cli::store::retry_plan(&run, &run_id, from.as_deref()) {
                 Ok((args, plan)) => self::run(args, Some(plan)),
                 Err(code) => code,
             }
         }
-        Command::Prune { older_than, store } => crate::cli_store::prune(&store, &older_than),
+        Command::Prune { older_than, store } => crate::cli::store::prune(&store, &older_than),
         Command::Validate {
             files,
             json,
@@ -287,16 +290,16 @@ pub fn main() -> i32 {
         } => validate(&files, json, strict),
         Command::Serve(a) => serve(a),
         Command::Schema => {
-            print!("{}", crate::schema::schema_text());
+            print!("{}", crate::format::schema::schema_text());
             EXIT_OK
         }
-        Command::Actions { name, json } => crate::actions::print(name.as_deref(), json),
+        Command::Actions { name, json } => crate::cli::actions::print(name.as_deref(), json),
         Command::Graph { file, format } => {
             let wf = match load(&file, &Registry::standard()) {
                 Ok(w) => w,
                 Err(code) => return code,
             };
-            let g = crate::graph::Graph::of(&wf);
+            let g = crate::format::graph::Graph::of(&wf);
             let text = match format.as_str() {
                 "dot" => g.dot(),
                 "svg" => g.svg(),
@@ -384,8 +387,12 @@ fn validate(files: &[PathBuf], as_json: bool, strict: bool) -> i32 {
     let mut loaded = Vec::new();
     for (f, l) in found {
         let mut diags = l.warnings;
-        diags.extend(crate::verify::verify(&l.workflow, &registry, &templates));
-        diags.extend(crate::verify::verify_triggers(
+        diags.extend(crate::check::verify::verify(
+            &l.workflow,
+            &registry,
+            &templates,
+        ));
+        diags.extend(crate::check::verify::verify_triggers(
             &[Arc::new(l.workflow.clone())],
             &env,
         ));
@@ -400,7 +407,7 @@ fn validate(files: &[PathBuf], as_json: bool, strict: bool) -> i32 {
         }
     }
     // What only shows across files: a route claimed twice.
-    for d in crate::verify::verify_triggers(&loaded, &env) {
+    for d in crate::check::verify::verify_triggers(&loaded, &env) {
         if let Some(e) = entries
             .iter_mut()
             .find(|e| e.1.is_some() && Path::new(&d.file) == e.0 && !e.2.contains(&d))
@@ -483,7 +490,7 @@ pub fn discover(
             ));
         }
     }
-    for f in crate::server::workflow_files(paths) {
+    for f in crate::serve::workflow_files(paths) {
         let named = paths.contains(&f);
         let text = match std::fs::read(&f) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
@@ -621,13 +628,13 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
         .unwrap_or_else(|| PathBuf::from("."));
     let env = environment(&wf_dir);
     // What `validate` finds, before anything runs (and anything is paid for).
-    let diags = crate::verify::verify(&wf, &registry, &crate::template::Templates::new());
-    if !a.quiet || crate::verify::has_errors(&diags) {
+    let diags = crate::check::verify::verify(&wf, &registry, &crate::template::Templates::new());
+    if !a.quiet || crate::check::verify::has_errors(&diags) {
         print_diagnostics(&diags);
     }
-    if crate::verify::has_errors(&diags) || (a.strict && !diags.is_empty()) {
+    if crate::check::verify::has_errors(&diags) || (a.strict && !diags.is_empty()) {
         let n = diags.len();
-        let what = if crate::verify::has_errors(&diags) {
+        let what = if crate::check::verify::has_errors(&diags) {
             "problem"
         } else {
             "warning"
@@ -696,11 +703,11 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     };
     let engine = Engine::new();
     if a.dry_run {
-        let plan = crate::plan::dry_run(&engine, &wf, &inputs, &caps);
+        let plan = crate::engine::plan::dry_run(&engine, &wf, &inputs, &caps);
         print_plan(&wf, &plan, a.json);
         return EXIT_OK;
     }
-    if let Err(diags) = crate::plan::preflight(&wf, &caps) {
+    if let Err(diags) = crate::engine::plan::preflight(&wf, &caps) {
         print_diagnostics(&diags);
         eprintln!("marktoflow: nothing was run: agent steps have no LLM provider they can reach");
         return EXIT_USAGE;
@@ -785,7 +792,7 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
 }
 
 fn serve(a: ServeArgs) -> i32 {
-    use crate::server::{
+    use crate::serve::{
         router, routes_of, run_file_watches, run_schedules, schedules_of, ServeConfig, ServerState,
     };
     let registry = Registry::standard();
@@ -822,7 +829,7 @@ fn serve(a: ServeArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let watches = match crate::watch::file_watches_of(&workflows, &cwd) {
+    let watches = match crate::serve::file_watch::file_watches_of(&workflows, &cwd) {
         Ok(w) => w,
         Err(d) => {
             print_diagnostics(&d);
@@ -875,7 +882,7 @@ fn serve(a: ServeArgs) -> i32 {
     };
     let mut problems = Vec::new();
     for w in &workflows {
-        if let Err(d) = crate::plan::preflight(w, &caps) {
+        if let Err(d) = crate::engine::plan::preflight(w, &caps) {
             problems.extend(d);
         }
     }
@@ -1000,7 +1007,7 @@ fn serve(a: ServeArgs) -> i32 {
                 }
             });
         }
-        crate::server::resume_stored_runs(&state, &workflows);
+        crate::serve::resume_stored_runs(&state, &workflows);
         tokio::spawn(run_schedules(state.clone(), schedules));
         tokio::spawn(run_file_watches(state.clone(), watches));
         let served = axum::serve(listener, router(state))
@@ -1028,7 +1035,7 @@ fn serve(a: ServeArgs) -> i32 {
     })
 }
 
-fn print_plan(wf: &Workflow, plan: &[crate::plan::PlannedStep], as_json: bool) {
+fn print_plan(wf: &Workflow, plan: &[crate::engine::plan::PlannedStep], as_json: bool) {
     if as_json {
         println!(
             "{}",

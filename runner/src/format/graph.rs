@@ -3,7 +3,7 @@
 //! One graph model is built from the steps, then rendered; the SVG needs no
 //! Graphviz: nodes are placed in layers by their longest path from the start.
 
-use crate::model::{Step, StepKind, Workflow};
+use crate::format::model::{Step, StepKind, Workflow};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -430,7 +430,7 @@ mod tests {
             "/../../shared/seeds/000_fd4e5c8ba954ba6b.txt"
         ));
         let text = std::fs::read_to_string(path).expect("../shared beside the repository");
-        let wf = crate::model::load_str(path, &text, &Registry::standard())
+        let wf = crate::format::model::load_str(path, &text, &Registry::standard())
             .ok()
             .unwrap()
             .workflow;

@@ -3,9 +3,12 @@
 //! The engine never prints, reads the clock for output, or touches the disk:
 //! everything it does goes out as [`RunEvent`]s and the returned [`RunResult`].
 
+pub mod core_ops;
+pub mod plan;
+
 use crate::diag::{Diagnostic, Pos};
-use crate::inputs::substitute_env;
-use crate::model::{Backoff, OnError, Step, StepKind, Workflow};
+use crate::format::inputs::substitute_env;
+use crate::format::model::{Backoff, OnError, Step, StepKind, Workflow};
 use crate::template::{TemplateError, Templates};
 use futures_util::stream::{self, StreamExt};
 use marktoflow_steps::action::{ActionError, Call, Capabilities, LogLevel, LogLine, Progress};
@@ -829,7 +832,7 @@ impl Engine {
     }
 
     /// `core.transform` / `core.template`: template fields stay as written,
-    /// the rest is rendered, then [`crate::core_ops`] evaluates per item.
+    /// the rest is rendered, then [`crate::engine::core_ops`] evaluates per item.
     fn core_op(
         &self,
         step: &Step,
@@ -837,7 +840,7 @@ impl Engine {
         inputs: &Value,
         st: &RunState,
     ) -> Result<Value, Failure> {
-        let raw_names = crate::core_ops::raw_fields(method);
+        let raw_names = crate::engine::core_ops::raw_fields(method);
         let empty = Map::new();
         let all = inputs.as_object().unwrap_or(&empty);
         let (raw, others): (Map<String, Value>, Map<String, Value>) = all
@@ -850,20 +853,22 @@ impl Engine {
         };
         let base = self.context(st);
         let result = match method {
-            "transform" => crate::core_ops::transform(&self.templates, &base, &rendered, &raw),
+            "transform" => {
+                crate::engine::core_ops::transform(&self.templates, &base, &rendered, &raw)
+            }
             _ => {
                 let fueled = self
                     .fueled
                     .get_or_init(|| Templates::with_fuel(CORE_TEMPLATE_FUEL));
-                crate::core_ops::template(&self.templates, fueled, &base, &rendered, &raw)
+                crate::engine::core_ops::template(&self.templates, fueled, &base, &rendered, &raw)
             }
         };
         result.map_err(|e| match e {
-            crate::core_ops::OpError::Input { field, message } => {
+            crate::engine::core_ops::OpError::Input { field, message } => {
                 let pos = step.field_pos(&["inputs", field]);
                 self.fail(step, pos, format!("`core.{method}`: {message}"))
             }
-            crate::core_ops::OpError::Template { field, error } => {
+            crate::engine::core_ops::OpError::Template { field, error } => {
                 self.template_failure(step, &["inputs".into(), field.into()], error)
             }
         })
@@ -1089,7 +1094,7 @@ impl Engine {
         &self,
         wf: &Workflow,
         step: &Step,
-        branches: &[crate::model::Branch],
+        branches: &[crate::format::model::Branch],
         max: usize,
         st: &mut RunState,
         cfg: &RunConfig,
@@ -1222,12 +1227,12 @@ impl Engine {
         let supplied = match rendered {
             Value::Object(m) => m
                 .into_iter()
-                .map(|(k, v)| (k, crate::inputs::Supplied::Json(v)))
+                .map(|(k, v)| (k, crate::format::inputs::Supplied::Json(v)))
                 .collect(),
             _ => Vec::new(),
         };
-        let child_inputs =
-            crate::inputs::resolve(&child, supplied, &cfg.caps.env).map_err(|errs| {
+        let child_inputs = crate::format::inputs::resolve(&child, supplied, &cfg.caps.env)
+            .map_err(|errs| {
                 let list: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
                 self.fail(
                     step,

@@ -3,7 +3,7 @@
 //! The same rules apply to every way a run starts (CLI, inputs file, webhook).
 
 use crate::diag::did_you_mean;
-use crate::model::{InputDef, InputType, Workflow};
+use crate::format::model::{InputDef, InputType, Workflow};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 

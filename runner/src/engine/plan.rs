@@ -2,7 +2,7 @@
 
 use crate::diag::Diagnostic;
 use crate::engine::Engine;
-use crate::model::{Step, StepKind, Workflow};
+use crate::format::model::{Step, StepKind, Workflow};
 use crate::template::Templates;
 use marktoflow_steps::action::Capabilities;
 use marktoflow_steps::registry::ActionKind;
@@ -47,7 +47,7 @@ fn with_env(
     tool: &marktoflow_steps::ToolConfig,
     caps: &Capabilities,
 ) -> marktoflow_steps::ToolConfig {
-    let sub = |m: &Map<String, Value>| match crate::inputs::substitute_env(
+    let sub = |m: &Map<String, Value>| match crate::format::inputs::substitute_env(
         &Value::Object(m.clone()),
         &caps.env,
     ) {

@@ -1,11 +1,11 @@
 //! Everything `validate` checks beyond loading, and what `run` and `serve`
-//! check before they start: the authoring checks ([`crate::lint`]),
+//! check before they start: the authoring checks ([`crate::check::lint`]),
 //! sub-workflows (the file exists and loads, the inputs passed are ones it
 //! declares, its required inputs are passed), and triggers, compiled exactly
 //! as `serve` compiles them (routes, secrets, cron), across every file given.
 
 use crate::diag::{did_you_mean, Diagnostic, Severity};
-use crate::model::{self, StepKind, Workflow};
+use crate::format::model::{self, StepKind, Workflow};
 use crate::template::{has_tags, Templates};
 use marktoflow_steps::Registry;
 use serde_json::Value;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// template errors and authoring warnings, and its sub-workflows. (Its
 /// triggers are `serve`'s business: see [`verify_triggers`].)
 pub fn verify(wf: &Workflow, registry: &Registry, templates: &Templates) -> Vec<Diagnostic> {
-    let mut out = crate::lint::lint(wf, templates);
+    let mut out = crate::check::lint::lint(wf, templates);
     sub_workflows(wf, registry, &mut out);
     out
 }
@@ -29,10 +29,10 @@ pub fn verify_triggers(
     env: &BTreeMap<String, String>,
 ) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    if let Err(d) = crate::server::routes_of(workflows, env) {
+    if let Err(d) = crate::serve::routes_of(workflows, env) {
         out.extend(d);
     }
-    if let Err(d) = crate::server::schedules_of(workflows) {
+    if let Err(d) = crate::serve::schedules_of(workflows) {
         out.extend(d);
     }
     out
