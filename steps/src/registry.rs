@@ -1,14 +1,14 @@
 //! Which action answers `tool.method`, decided when the workflow is loaded.
 
-use crate::action::{Action, ToolConfig};
 use crate::agent::AgentAction;
 use crate::builtin::{CoreAction, FileAction, HttpAction, WorkflowAction};
-use crate::catalog::Spec;
-use crate::context::ContextAction;
-use crate::kb::KbAction;
+use crate::core::action::{Action, ToolConfig};
+use crate::core::catalog::Spec;
 use crate::memory::MemoryAction;
-use crate::query::QueryAction;
-use crate::rank::RankAction;
+use crate::retrieval::context::ContextAction;
+use crate::retrieval::kb::KbAction;
+use crate::retrieval::query::QueryAction;
+use crate::retrieval::rank::RankAction;
 use crate::script::ScriptAction;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -197,7 +197,7 @@ impl Registry {
 
 /// The candidate most like `name`, for "did you mean" hints.
 pub fn closest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    crate::catalog::closest(name, candidates.iter().copied())
+    crate::core::catalog::closest(name, candidates.iter().copied())
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! `agent.*` against a fake LLM server on 127.0.0.1 (real HTTP).
 
-use marktoflow_steps::action::{Cancel, LogLevel};
 use marktoflow_steps::agent::{AgentAction, AgentHub, AgentOverrides};
+use marktoflow_steps::core::action::{Cancel, LogLevel};
 use marktoflow_steps::script::ScriptHost;
 use marktoflow_steps::{Action, ActionError, Call, Capabilities, LogLine, Sandbox, ToolConfig};
 use serde_json::{json, Map, Value};
@@ -156,12 +156,12 @@ fn caps(env: &[(&str, &str)], overrides: AgentOverrides) -> (Capabilities, Logs)
     let sink = logs.clone();
     let caps = Capabilities {
         sandbox: Arc::new(Sandbox::closed(std::env::temp_dir())),
-        state: Arc::new(marktoflow_steps::state::StateDir {
+        state: Arc::new(marktoflow_steps::core::state::StateDir {
             root: std::env::temp_dir().join("marktoflow-test-state"),
             project: false,
         }),
         log: Arc::new(move |l| sink.lock().unwrap().push(l)),
-        progress: marktoflow_steps::action::no_progress(),
+        progress: marktoflow_steps::core::action::no_progress(),
         cancel: Cancel::default(),
         scripts: Arc::new(ScriptHost::new(PathBuf::from("/nonexistent"))),
         agents: Arc::new(AgentHub::new(overrides)),

@@ -3,11 +3,11 @@
 //! This binary is its own worker: started with `__script-worker` it calls
 //! `worker_main()`, as the runner's binary does. Prints `N passed, N failed`.
 
-use marktoflow_steps::action::{
+use marktoflow_steps::agent::{AgentHub, AgentOverrides};
+use marktoflow_steps::core::action::{
     Action, ActionError, Call, Cancel, Capabilities, LogLevel, LogLine,
 };
-use marktoflow_steps::agent::{AgentHub, AgentOverrides};
-use marktoflow_steps::sandbox::Sandbox;
+use marktoflow_steps::core::sandbox::Sandbox;
 use marktoflow_steps::script::{
     worker_main, ScriptAction, ScriptError, ScriptHost, ScriptJob, ScriptLimits, WORKER_ARG,
 };
@@ -950,12 +950,12 @@ async fn action(s: &mut Suite) {
     let l2 = lines.clone();
     let caps = Capabilities {
         sandbox: Arc::new(s.sandbox.clone()),
-        state: Arc::new(marktoflow_steps::state::StateDir {
+        state: Arc::new(marktoflow_steps::core::state::StateDir {
             root: std::env::temp_dir().join("marktoflow-test-state"),
             project: false,
         }),
         log: Arc::new(move |l: LogLine| l2.lock().unwrap().push(l)),
-        progress: marktoflow_steps::action::no_progress(),
+        progress: marktoflow_steps::core::action::no_progress(),
         cancel: Cancel::default(),
         scripts: s.host.clone(),
         agents: Arc::new(AgentHub::new(AgentOverrides::default())),

@@ -2,7 +2,7 @@
 //! tools (`--json`, the same data the schema is built from).
 
 use crate::cli::{EXIT_OK, EXIT_USAGE};
-use marktoflow_steps::catalog::{Extra, Spec};
+use marktoflow_steps::core::catalog::{Extra, Spec};
 use marktoflow_steps::Registry;
 use serde_json::{json, Value};
 
@@ -18,7 +18,7 @@ pub fn print(name: Option<&str>, as_json: bool) -> i32 {
                 let names: Vec<String> = catalog.iter().map(|s| s.name()).collect();
                 let refs: Vec<&str> = names.iter().map(String::as_str).collect();
                 eprintln!("error: unknown action `{n}`");
-                match marktoflow_steps::catalog::closest(n, refs.iter().copied()) {
+                match marktoflow_steps::core::catalog::closest(n, refs.iter().copied()) {
                     Some(c) => eprintln!("  = hint: did you mean `{c}`?"),
                     None => eprintln!("  = hint: `marktoflow actions` lists them"),
                 }

@@ -10,8 +10,8 @@ use crate::engine::{Engine, RunConfig, RunEvent, RunResult, RunStatus, StepStatu
 use crate::format::inputs::{self, Supplied};
 use crate::format::model::{self, Workflow};
 use clap::{Args, Parser, Subcommand};
-use marktoflow_steps::action::{Cancel, Capabilities, LogLevel};
 use marktoflow_steps::agent::{AgentHub, AgentOverrides};
+use marktoflow_steps::core::action::{Cancel, Capabilities, LogLevel};
 use marktoflow_steps::script::ScriptHost;
 use marktoflow_steps::{Registry, Sandbox};
 use serde_json::{json, Map, Value};
@@ -241,11 +241,11 @@ impl StoreArgs {
 }
 
 /// The state folder for work started at `start` (a workflow's folder, or
-/// the current one): see [`marktoflow_steps::state`].
-pub fn state_dir(start: &Path) -> marktoflow_steps::state::StateDir {
+/// the current one): see [`marktoflow_steps::core::state`].
+pub fn state_dir(start: &Path) -> marktoflow_steps::core::state::StateDir {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let env: BTreeMap<String, String> = std::env::vars().collect();
-    marktoflow_steps::state::StateDir::discover(start, &cwd, &env)
+    marktoflow_steps::core::state::StateDir::discover(start, &cwd, &env)
 }
 
 /// Entry point of the binary; returns the exit code.
@@ -687,7 +687,7 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
         state: Arc::new(state_dir(&wf_dir)),
         sandbox: Arc::new(sandbox),
         log: Arc::new(|_| {}),
-        progress: marktoflow_steps::action::no_progress(),
+        progress: marktoflow_steps::core::action::no_progress(),
         cancel: Cancel::default(),
         scripts: Arc::new(ScriptHost::new(exe)),
         agents: Arc::new(AgentHub::new(AgentOverrides {
@@ -862,7 +862,7 @@ fn serve(a: ServeArgs) -> i32 {
         state: Arc::new(state_dir(&serve_root)),
         sandbox: Arc::new(Sandbox::new(cwd, read_roots, a.allow_write.clone())),
         log: Arc::new(|_| {}),
-        progress: marktoflow_steps::action::no_progress(),
+        progress: marktoflow_steps::core::action::no_progress(),
         cancel: Cancel::default(),
         // A server runs scripts concurrently: keep enough warm workers that
         // requests do not pay for process starts.

@@ -11,8 +11,10 @@ use crate::format::inputs::substitute_env;
 use crate::format::model::{Backoff, OnError, Step, StepKind, Workflow};
 use crate::template::{TemplateError, Templates};
 use futures_util::stream::{self, StreamExt};
-use marktoflow_steps::action::{ActionError, Call, Capabilities, LogLevel, LogLine, Progress};
-use marktoflow_steps::catalog;
+use marktoflow_steps::core::action::{
+    ActionError, Call, Capabilities, LogLevel, LogLine, Progress,
+};
+use marktoflow_steps::core::catalog;
 use marktoflow_steps::registry::ActionKind;
 use marktoflow_steps::ToolConfig;
 use serde::{Deserialize, Serialize};
@@ -1080,7 +1082,7 @@ impl Engine {
                 step.field_pos(&["items"]),
                 format!(
                     "`items` must be a list, got {}",
-                    marktoflow_steps::action::type_name(&other)
+                    marktoflow_steps::core::action::type_name(&other)
                 ),
             )),
         }
@@ -1182,8 +1184,8 @@ impl Engine {
         };
         let rendered = self.render(step, &["inputs"], inputs, st)?;
         let here =
-            marktoflow_steps::sandbox::normalize(&cfg.caps.sandbox.cwd.join(&wf.source.path));
-        let target = marktoflow_steps::sandbox::normalize(
+            marktoflow_steps::core::sandbox::normalize(&cfg.caps.sandbox.cwd.join(&wf.source.path));
+        let target = marktoflow_steps::core::sandbox::normalize(
             &here.parent().unwrap_or(Path::new("/")).join(path),
         );
         let mut chain = cfg.callers.clone();
@@ -1213,7 +1215,7 @@ impl Engine {
             ));
         }
         // Loaded by the path as the user sees it (relative to the caller's file).
-        let shown = marktoflow_steps::sandbox::normalize(
+        let shown = marktoflow_steps::core::sandbox::normalize(
             &wf.source.path.parent().unwrap_or(Path::new("")).join(path),
         );
         let child = loader.load(&shown).map_err(|diags| {

@@ -4,7 +4,7 @@ use crate::diag::Diagnostic;
 use crate::engine::Engine;
 use crate::format::model::{Step, StepKind, Workflow};
 use crate::template::Templates;
-use marktoflow_steps::action::Capabilities;
+use marktoflow_steps::core::action::Capabilities;
 use marktoflow_steps::registry::ActionKind;
 use serde::Serialize;
 use serde_json::{Map, Value};

@@ -4,7 +4,7 @@
 use crate::diag::{did_you_mean, Diagnostic, Pos, Source};
 use crate::format::document::{parse_document, Block, Document, YamlText};
 use crate::format::yamlpos::{positions, PosNode, ScalarStyle, YPos};
-use marktoflow_steps::catalog::{self, Problem};
+use marktoflow_steps::core::catalog::{self, Problem};
 use marktoflow_steps::registry::{ActionKind, Registry, Resolved};
 use marktoflow_steps::ToolConfig;
 use serde_json::{Map, Value};

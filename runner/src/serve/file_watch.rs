@@ -71,7 +71,7 @@ pub fn file_watches_of(
                 }
             };
             let base = cwd.join(wf.source.path.parent().unwrap_or(Path::new("")));
-            let base = marktoflow_steps::sandbox::normalize(&base);
+            let base = marktoflow_steps::core::sandbox::normalize(&base);
             let mut builder = GlobSetBuilder::new();
             let mut roots = Vec::new();
             let mut bad = false;

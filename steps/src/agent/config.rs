@@ -5,7 +5,7 @@
 //! process environment.
 
 use super::AgentOverrides;
-use crate::action::ToolConfig;
+use crate::core::action::ToolConfig;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;

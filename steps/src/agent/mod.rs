@@ -23,7 +23,7 @@
 //! Anthropic always needs a key (any value for a proxy that does not check
 //! it); OpenAI needs a key unless the base URL is not api.openai.com; Ollama
 //! needs nothing. The environment is always the run's snapshot
-//! ([`Capabilities::env`](crate::action::Capabilities::env)), never the process
+//! ([`Capabilities::env`](crate::core::action::Capabilities::env)), never the process
 //! environment.
 //!
 //! # Model resolution
@@ -80,7 +80,7 @@ pub use config::{
     DEFAULT_MAX_RETRIES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT,
 };
 
-use crate::action::{Action, ActionError, Call, LogLevel, ToolConfig};
+use crate::core::action::{Action, ActionError, Call, LogLevel, ToolConfig};
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -100,6 +100,22 @@ pub struct AgentOverrides {
 pub struct AgentHub {
     pub overrides: AgentOverrides,
     client: OnceLock<Result<reqwest::Client, String>>,
+}
+
+#[async_trait]
+impl crate::core::hosts::Llm for AgentHub {
+    fn preflight(
+        &self,
+        tool: &ToolConfig,
+        step_model: Option<&str>,
+        env: &BTreeMap<String, String>,
+    ) -> Result<String, String> {
+        AgentHub::preflight(self, tool, step_model, env)
+    }
+
+    async fn complete(&self, call: &Call<'_>, inputs: &Value) -> Result<String, ActionError> {
+        AgentHub::complete(self, call, inputs).await
+    }
 }
 
 impl AgentHub {
@@ -201,7 +217,7 @@ pub struct AgentAction;
 
 #[async_trait]
 impl Action for AgentAction {
-    fn specs(&self) -> &'static [crate::catalog::Spec] {
+    fn specs(&self) -> &'static [crate::core::catalog::Spec] {
         SPECS
     }
 
@@ -214,7 +230,7 @@ impl Action for AgentAction {
     }
 }
 
-use crate::catalog::{input, spec, Input, Spec, ANY, EFFECTS, INTEGER, LIST, NUMBER};
+use crate::core::catalog::{input, spec, Input, Spec, ANY, EFFECTS, INTEGER, LIST, NUMBER};
 
 const AGENT_INPUTS: &[Input] = &[
     input(

@@ -1,7 +1,7 @@
 //! Step inputs → provider request bodies, provider replies → text.
 
 use super::config::{Provider, Resolved, DEFAULT_MAX_TOKENS};
-use crate::action::{type_name, ActionError};
+use crate::core::action::{type_name, ActionError};
 use serde_json::{json, Map, Value};
 
 /// One chat message.

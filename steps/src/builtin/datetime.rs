@@ -1,7 +1,7 @@
 //! `core.datetime`: dates in UTC, printed as JavaScript's `toISOString()` does.
 
 use super::{display, Args};
-use crate::action::ActionError;
+use crate::core::action::ActionError;
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, TimeZone, Timelike, Utc};
 use serde_json::{json, Value};
 

@@ -5,12 +5,12 @@
 //! cwd). Every path goes through the sandbox; writes are atomic.
 
 use super::{display, Args};
-use crate::action::{type_name, Action, ActionError, Call};
+use crate::core::action::{type_name, Action, ActionError, Call};
+use crate::core::files::{atomic_write, shown};
 use async_trait::async_trait;
 use base64::Engine as _;
 use serde_json::{json, Value};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub struct FileAction;
 
@@ -21,7 +21,7 @@ const MAX_LISTED: usize = 100_000;
 
 #[async_trait]
 impl Action for FileAction {
-    fn specs(&self) -> &'static [crate::catalog::Spec] {
+    fn specs(&self) -> &'static [crate::core::catalog::Spec] {
         SPECS
     }
 
@@ -46,7 +46,7 @@ impl Action for FileAction {
     }
 }
 
-fn denied(e: crate::sandbox::SandboxError) -> ActionError {
+fn denied(e: crate::core::sandbox::SandboxError) -> ActionError {
     ActionError::failed(e.to_string())
 }
 
@@ -57,16 +57,6 @@ fn io_error(what: &str, path: &str, real: &Path, e: std::io::Error) -> ActionErr
         _ => e.to_string(),
     };
     ActionError::failed(format!("cannot {what} {}: {why}", shown(path, real)))
-}
-
-/// A path as written, with where it resolved to when that differs, so a
-/// "not found" says where it looked.
-pub fn shown(path: &str, real: &Path) -> String {
-    if Path::new(path) == real {
-        format!("`{path}`")
-    } else {
-        format!("`{path}` (resolved to `{}`)", real.display())
-    }
 }
 
 fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
@@ -155,31 +145,6 @@ fn write(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     }
     atomic_write(&real, &bytes).map_err(|e| io_error("write", path, &real, e))?;
     Ok(json!({"path": real.to_string_lossy(), "bytes": bytes.len()}))
-}
-
-/// Writes to a temporary file beside `path`, flushes it to disk and renames
-/// it over `path`: readers see the old file or the new one, never half.
-pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp: PathBuf = dir.join(format!(".{name}.tmp-{:08x}", fastrand::u32(..)));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        // Keep the permissions of the file being replaced.
-        if let Ok(meta) = std::fs::metadata(path) {
-            std::fs::set_permissions(&tmp, meta.permissions())?;
-        }
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
 
 fn list(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
@@ -276,7 +241,7 @@ fn exists(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     }))
 }
 
-use crate::catalog::{alias, input, spec, Spec, ANY, BOOLEAN, EFFECTS, INTEGER, STRING};
+use crate::core::catalog::{alias, input, spec, Spec, ANY, BOOLEAN, EFFECTS, INTEGER, STRING};
 
 const READ_FORMATS: &[&str] = &["text", "json", "yaml"];
 const ENCODINGS: &[&str] = &["utf-8", "utf8", "base64"];

@@ -6,8 +6,8 @@
 //! `--allow-host`.
 
 use super::{display, Args};
-use crate::action::{type_name, Action, ActionError, Call, LogLevel};
-use crate::agent::transport::{
+use crate::core::action::{type_name, Action, ActionError, Call, LogLevel};
+use crate::core::net::{
     backoff, describe_reqwest, fmt_duration, retry_after, retry_base_ms, retryable_status,
     sleep_or_cancel, status_text,
 };
@@ -36,7 +36,7 @@ fn client() -> &'static reqwest::Client {
 
 #[async_trait]
 impl Action for HttpAction {
-    fn specs(&self) -> &'static [crate::catalog::Spec] {
+    fn specs(&self) -> &'static [crate::core::catalog::Spec] {
         SPECS
     }
 
@@ -328,7 +328,7 @@ fn snippet(body: &Value) -> String {
     }
 }
 
-use crate::catalog::{
+use crate::core::catalog::{
     alias, input, spec, Input, Spec, ANY, BOOLEAN, DURATION, EFFECTS, INTEGER, MAPPING, STRING,
 };
 

@@ -4,7 +4,7 @@
 //! engine runs them (it owns the template environment); they are listed here
 //! so that validation knows them.
 
-use crate::action::{type_name, Action, ActionError, Call, LogLevel};
+use crate::core::action::{type_name, Action, ActionError, Call, LogLevel};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use std::time::Duration;
@@ -23,7 +23,7 @@ pub struct CoreAction;
 
 #[async_trait]
 impl Action for CoreAction {
-    fn specs(&self) -> &'static [crate::catalog::Spec] {
+    fn specs(&self) -> &'static [crate::core::catalog::Spec] {
         CORE_SPECS
     }
 
@@ -165,7 +165,7 @@ pub struct WorkflowAction;
 
 #[async_trait]
 impl Action for WorkflowAction {
-    fn specs(&self) -> &'static [crate::catalog::Spec] {
+    fn specs(&self) -> &'static [crate::core::catalog::Spec] {
         WORKFLOW_SPECS
     }
 
@@ -290,7 +290,7 @@ pub fn parse_duration(v: &Value) -> Result<Duration, String> {
     }
 }
 
-use crate::catalog::{
+use crate::core::catalog::{
     alias, input, spec, Spec, Traits, ANY, BOOLEAN, DURATION, EFFECTS, LIST, MAPPING, NUMBER, PURE,
     STRING,
 };
@@ -436,7 +436,7 @@ pub const CORE_SPECS: &[Spec] = &[
     .returns("text"),
 ];
 
-const LOG_INPUTS: &[crate::catalog::Input] = &[
+const LOG_INPUTS: &[crate::core::catalog::Input] = &[
     input("message", ANY, "The line (a value is written as JSON).").required(),
     input("level", STRING, "Its level.")
         .default("info")

@@ -16,7 +16,7 @@
 //! directory, open 'x'` with `errno`, `code`, `syscall`, `path`).
 
 use super::js::{arg_error, error_with, fn_obj, jstr, state};
-use crate::sandbox::{Sandbox, SandboxError};
+use crate::core::sandbox::{Sandbox, SandboxError};
 use boa_engine::gc::{empty_trace, Finalize, Trace};
 use boa_engine::object::builtins::{JsArray, JsPromise};
 use boa_engine::object::ObjectInitializer;
@@ -500,7 +500,7 @@ fn lstat_target(ctx: &mut Context, p: &str) -> JsResult<PathBuf> {
     );
     if let (Some(parent), Some(name)) = (parent, name) {
         if sb.check_read(&parent.to_string_lossy()).is_ok() {
-            return Ok(crate::sandbox::real_path(&parent).join(name));
+            return Ok(crate::core::sandbox::real_path(&parent).join(name));
         }
     }
     first.map_err(|e| denied(ctx, &e, "lstat", p))

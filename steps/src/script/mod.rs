@@ -30,8 +30,7 @@ mod worker;
 
 pub use worker::worker_main;
 
-use crate::action::{Action, ActionError, Call, Cancel, LogLine};
-use crate::sandbox::Sandbox;
+use crate::core::action::{Action, ActionError, Call, Cancel, LogLine};
 use async_trait::async_trait;
 use protocol::{EngineLimits, Failure, Reply, Request};
 use serde_json::Value;
@@ -77,67 +76,7 @@ impl Default for ScriptLimits {
     }
 }
 
-/// One script to run.
-#[derive(Debug, Clone)]
-pub struct ScriptJob {
-    /// Body of an async function: may `return` and `await`.
-    pub code: String,
-    /// The `context` global.
-    pub context: Value,
-    pub sandbox: Sandbox,
-    /// Overrides [`ScriptLimits::timeout`].
-    pub timeout: Option<Duration>,
-}
-
-/// Why a script produced no value.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ScriptError {
-    /// The code does not parse. `line`/`column` (1-based) are relative to the
-    /// code as given, so the caller can map them into its source file.
-    #[error("script compilation failed: {message}{}", position(*.line, *.column))]
-    Compile {
-        message: String,
-        line: Option<u32>,
-        column: Option<u32>,
-    },
-    /// The script threw or its promise was rejected: `String(error)`, e.g.
-    /// `Error: boom` or `TypeError: x is not a function`.
-    #[error("{0}")]
-    Thrown(String),
-    #[error("script timed out after {}", human(*.0))]
-    Timeout(Duration),
-    #[error("script cancelled")]
-    Cancelled,
-    #[error("script exceeded its memory limit ({} MiB)", .0 >> 20)]
-    MemoryLimit(u64),
-    /// The worker process died for another reason (details and stderr tail).
-    #[error("script worker died unexpectedly: {0}")]
-    WorkerDied(String),
-    #[error("cannot start a script worker: {0}")]
-    Spawn(String),
-    /// The worker reported an internal failure (engine panic).
-    #[error("{0}")]
-    Internal(String),
-}
-
-fn position(line: Option<u32>, column: Option<u32>) -> String {
-    match (line, column) {
-        (Some(l), Some(c)) => format!(" (line {l}, column {c} of the script)"),
-        (Some(l), None) => format!(" (line {l} of the script)"),
-        _ => String::new(),
-    }
-}
-
-fn human(d: Duration) -> String {
-    let ms = d.as_millis();
-    if d.subsec_millis() == 0 && ms > 0 {
-        format!("{}s", d.as_secs())
-    } else if ms >= 1000 {
-        format!("{:.1}s", d.as_secs_f64())
-    } else {
-        format!("{ms}ms")
-    }
-}
+pub use crate::core::hosts::{ScriptError, ScriptJob};
 
 impl From<Failure> for ScriptError {
     fn from(f: Failure) -> Self {
@@ -225,6 +164,18 @@ pub struct ScriptHost {
     pub worker_exe: PathBuf,
     limits: ScriptLimits,
     idle: Mutex<Vec<Worker>>,
+}
+
+#[async_trait]
+impl crate::core::hosts::ScriptRunner for ScriptHost {
+    async fn run(
+        &self,
+        job: ScriptJob,
+        log: &(dyn Fn(LogLine) + Send + Sync),
+        cancel: &Cancel,
+    ) -> Result<Value, ScriptError> {
+        ScriptHost::run(self, job, log, cancel).await
+    }
 }
 
 impl ScriptHost {
@@ -487,12 +438,12 @@ fn timeout_input(inputs: &Value) -> Result<Option<Duration>, ActionError> {
 
 #[async_trait]
 impl Action for ScriptAction {
-    fn specs(&self) -> &'static [crate::catalog::Spec] {
+    fn specs(&self) -> &'static [crate::core::catalog::Spec] {
         SPECS
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
-        let code = crate::action::required_str(&inputs, "code")?.to_string();
+        let code = crate::core::action::required_str(&inputs, "code")?.to_string();
         let timeout = timeout_input(&inputs)?.or(call.timeout);
         let context = match inputs.get("context") {
             Some(v) => v.clone(),
@@ -515,7 +466,7 @@ impl Action for ScriptAction {
     }
 }
 
-use crate::catalog::{input, spec, Spec, EFFECTS, MAPPING, NUMBER, STRING};
+use crate::core::catalog::{input, spec, Spec, EFFECTS, MAPPING, NUMBER, STRING};
 
 const SCRIPT: Spec = spec(
     "script",

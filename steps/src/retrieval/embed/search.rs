@@ -2,8 +2,8 @@
 
 use super::cache::{Loaded, VectorCache};
 use super::{EmbedError, Embedder};
-use crate::kb::chunk::hex_hash;
-use crate::kb::index::{ChunkRow, ChunkTable};
+use crate::retrieval::kb::chunk::hex_hash;
+use crate::retrieval::kb::index::{ChunkRow, ChunkTable};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -25,7 +25,7 @@ impl StateDir {
     /// symlink is passed over: state is written there without a write root,
     /// so it must not lead elsewhere.
     pub fn discover(start: &Path, cwd: &Path, env: &BTreeMap<String, String>) -> StateDir {
-        let start = crate::sandbox::normalize(&cwd.join(start));
+        let start = crate::core::sandbox::normalize(&cwd.join(start));
         for dir in start.ancestors() {
             let candidate = dir.join(DIR_NAME);
             if std::fs::symlink_metadata(&candidate).is_ok_and(|m| m.is_dir()) {

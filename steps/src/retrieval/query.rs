@@ -4,8 +4,8 @@
 //! the fields the LifeOS seed asks its model for (`search_terms`,
 //! `entities`, `time_context`, `query_type`, `expected_location`).
 
-use crate::action::{type_name, Action, ActionError, Call};
-use crate::kb::query::{parse, resolve_date, DateRange};
+use crate::core::action::{type_name, Action, ActionError, Call};
+use crate::retrieval::kb::query::{parse, resolve_date, DateRange};
 use async_trait::async_trait;
 use chrono::{Datelike, NaiveDate};
 use serde_json::{json, Value};
@@ -14,7 +14,7 @@ pub struct QueryAction;
 
 #[async_trait]
 impl Action for QueryAction {
-    fn specs(&self) -> &'static [crate::catalog::Spec] {
+    fn specs(&self) -> &'static [crate::core::catalog::Spec] {
         SPECS
     }
 
@@ -228,7 +228,7 @@ fn time_in_text(lower: &str, today: NaiveDate) -> Option<(String, DateRange)> {
             if year.is_some() || after_in || (*w != "may" && *w != "march") {
                 let y = year.unwrap_or(today.year());
                 let spec = format!("{y}-{:02}", m + 1);
-                let (f, t) = crate::kb::query::span(&spec)?;
+                let (f, t) = crate::retrieval::kb::query::span(&spec)?;
                 let said = match year {
                     Some(y) => format!("{w} {y}"),
                     None => w.to_string(),
@@ -433,7 +433,7 @@ pub fn analyze(inputs: &Value) -> Result<Value, ActionError> {
     }))
 }
 
-use crate::catalog::{alias, input, spec, Spec, BOOLEAN, STRING};
+use crate::core::catalog::{alias, input, spec, Spec, BOOLEAN, STRING};
 
 /// The contracts of `query.*`.
 pub const SPECS: &[Spec] = &[spec("query", "analyze", "Reads a question: terms, entities, dates, kind (rules, no model).")

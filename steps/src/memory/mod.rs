@@ -16,7 +16,7 @@
 //! `title`, `section`, `metadata`, `mtime_ms`) so `rank.*` and `context.pack`
 //! take them as they are.
 
-use crate::action::{type_name, Action, ActionError, Call};
+use crate::core::action::{type_name, Action, ActionError, Call};
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -33,7 +33,7 @@ const DAY_MS: f64 = 86_400_000.0;
 
 #[async_trait]
 impl Action for MemoryAction {
-    fn specs(&self) -> &'static [crate::catalog::Spec] {
+    fn specs(&self) -> &'static [crate::core::catalog::Spec] {
         SPECS
     }
 
@@ -1098,7 +1098,7 @@ fn stats(db: &Connection, kinds: &[String]) -> Result<Value, MemError> {
     }))
 }
 
-use crate::catalog::{
+use crate::core::catalog::{
     alias, input as arg, spec, Input, Spec, ANY, BOOLEAN, EFFECTS, INTEGER, MAPPING, NUMBER,
     STRING, STRING_OR_LIST,
 };

@@ -157,7 +157,7 @@ impl VectorCache {
         for x in &self.data {
             b.extend_from_slice(&x.to_le_bytes());
         }
-        crate::builtin::file::atomic_write(path, &b)
+        crate::core::files::atomic_write(path, &b)
     }
 }
 

@@ -12,7 +12,7 @@ pub mod chunk;
 pub mod index;
 pub mod query;
 
-use crate::action::{type_name, Action, ActionError, Call, LogLevel};
+use crate::core::action::{type_name, Action, ActionError, Call, LogLevel};
 use async_trait::async_trait;
 use chrono::NaiveDate;
 use chunk::{ChunkOptions, KbError, WalkOptions};
@@ -26,7 +26,7 @@ pub struct KbAction;
 
 #[async_trait]
 impl Action for KbAction {
-    fn specs(&self) -> &'static [crate::catalog::Spec] {
+    fn specs(&self) -> &'static [crate::core::catalog::Spec] {
         SPECS
     }
 
@@ -78,7 +78,7 @@ fn open(call: &Call<'_>, inputs: &Value) -> Result<Arc<KbIndex>, ActionError> {
     if !root.is_dir() {
         return Err(ActionError::failed(format!(
             "knowledge base {} is {}",
-            crate::builtin::file::shown(kb, &root),
+            crate::core::files::shown(kb, &root),
             if root.exists() {
                 "not a folder"
             } else {
@@ -191,7 +191,7 @@ async fn update(
     let sink = call.caps.progress.clone();
     tokio::task::spawn_blocking(move || {
         let progress = move |done: usize, total: usize| {
-            sink(crate::action::Progress {
+            sink(crate::core::action::Progress {
                 what: "files indexed".into(),
                 done: done as u64,
                 total: total as u64,
@@ -558,8 +558,9 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
         .tool
         .and_then(|t| t.options.get("model_dir"))
         .and_then(Value::as_str);
-    let dir = crate::embed::model_dir(opt_str(inputs, "model_dir")?, tool_dir, &call.caps.env)
-        .map_err(|e| ActionError::failed(e.to_string()))?;
+    let dir =
+        crate::retrieval::embed::model_dir(opt_str(inputs, "model_dir")?, tool_dir, &call.caps.env)
+            .map_err(|e| ActionError::failed(e.to_string()))?;
     let model_path = call
         .caps
         .sandbox
@@ -583,21 +584,21 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
     let sink = call.caps.progress.clone();
     let work = tokio::task::spawn_blocking(move || {
         let progress = move |done: usize, total: usize| {
-            sink(crate::action::Progress {
+            sink(crate::core::action::Progress {
                 what: "chunks embedded".into(),
                 done: done as u64,
                 total: total as u64,
             })
         };
-        let embedder = crate::embed::load_cached(&model_path)?;
+        let embedder = crate::retrieval::embed::load_cached(&model_path)?;
         let file = ix.dir.as_ref().and_then(|d| {
             let name = format!(
                 "vectors-{}.bin",
-                crate::kb::chunk::slug(embedder.model_id())
+                crate::retrieval::kb::chunk::slug(embedder.model_id())
             );
             d.parent().map(|p| p.join(name))
         });
-        let (matrix, stats) = crate::embed::search::vectors_for(
+        let (matrix, stats) = crate::retrieval::embed::search::vectors_for(
             &*embedder,
             &table,
             &key,
@@ -606,10 +607,15 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
         )?;
         let qv = embedder.embed(&[text.as_str()])?.remove(0);
         let dim = embedder.dim();
-        let found = crate::embed::topk::top_k(&qv, &matrix, dim, top_k, |row| {
+        let found = crate::retrieval::embed::topk::top_k(&qv, &matrix, dim, top_k, |row| {
             keep.as_ref().is_none_or(|k| k[row])
         });
-        Ok::<_, crate::embed::EmbedError>((table, found, stats, embedder.model_id().to_string()))
+        Ok::<_, crate::retrieval::embed::EmbedError>((
+            table,
+            found,
+            stats,
+            embedder.model_id().to_string(),
+        ))
     });
     let (table, found, stats, model) = tokio::select! {
         _ = call.caps.cancel.cancelled() => return Err(ActionError::Cancelled),
@@ -652,7 +658,7 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
     Ok(out)
 }
 
-use crate::catalog::{
+use crate::core::catalog::{
     alias, input, spec, Input, Spec, Traits, BOOLEAN, EFFECTS, INTEGER, LIST, MAPPING, NUMBER,
     STRING, STRING_OR_LIST,
 };

@@ -177,7 +177,7 @@ mod tests {
         for (got, want) in v[0].iter().zip(want) {
             assert!((got - want).abs() < 1e-3, "{:?}", &v[0][..4]);
         }
-        let sim = |a: &[f32], b: &[f32]| crate::embed::topk::dot(a, b);
+        let sim = |a: &[f32], b: &[f32]| crate::retrieval::embed::topk::dot(a, b);
         assert!((sim(&v[0], &v[1]) - 0.7885).abs() < 1e-3);
         assert!(sim(&v[0], &v[2]).abs() < 0.1);
         // Unit length, and batching does not change a text's vector.

@@ -1,6 +1,6 @@
 //! The `Action` trait: what every step action implements, and what it is given.
 
-use crate::sandbox::Sandbox;
+use crate::core::sandbox::Sandbox;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -96,8 +96,8 @@ pub struct Capabilities {
     pub log: LogSink,
     pub progress: ProgressSink,
     pub cancel: Cancel,
-    pub scripts: Arc<crate::script::ScriptHost>,
-    pub agents: Arc<crate::agent::AgentHub>,
+    pub scripts: Arc<dyn crate::core::hosts::ScriptRunner>,
+    pub agents: Arc<dyn crate::core::hosts::Llm>,
     /// Environment variables visible to the run (a snapshot: actions never read
     /// the process environment directly, so tests and servers can set it).
     pub env: Arc<std::collections::BTreeMap<String, String>>,
@@ -106,7 +106,7 @@ pub struct Capabilities {
     pub allowed_hosts: Option<Arc<Vec<String>>>,
     /// Where default state goes (kb indexes, memory databases): the
     /// project's `.marktoflow/` or the per-user folder.
-    pub state: Arc<crate::state::StateDir>,
+    pub state: Arc<crate::core::state::StateDir>,
 }
 
 /// One call of an action by one step.
@@ -173,7 +173,7 @@ impl ActionError {
 #[async_trait]
 pub trait Action: Send + Sync {
     /// The contract of each method this action answers to.
-    fn specs(&self) -> &'static [crate::catalog::Spec];
+    fn specs(&self) -> &'static [crate::core::catalog::Spec];
     /// Runs the method with already-rendered inputs and returns its output.
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError>;
 }

@@ -2,7 +2,7 @@
 //! citation labels. Tokens are estimated as ceil(chars / 4), the usual rule
 //! of thumb for English with BPE tokenizers; no tokenizer is loaded.
 
-use crate::action::{type_name, Action, ActionError, Call};
+use crate::core::action::{type_name, Action, ActionError, Call};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -11,7 +11,7 @@ pub struct ContextAction;
 
 #[async_trait]
 impl Action for ContextAction {
-    fn specs(&self) -> &'static [crate::catalog::Spec] {
+    fn specs(&self) -> &'static [crate::core::catalog::Spec] {
         SPECS
     }
 
@@ -196,7 +196,7 @@ pub fn pack(inputs: &Value) -> Result<Value, ActionError> {
     }))
 }
 
-use crate::catalog::{input, spec, Spec, BOOLEAN, INTEGER, LIST_OR_MAPPING, STRING};
+use crate::core::catalog::{input, spec, Spec, BOOLEAN, INTEGER, LIST_OR_MAPPING, STRING};
 
 /// The contracts of `context.*`.
 pub const SPECS: &[Spec] = &[spec(

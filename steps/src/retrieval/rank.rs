@@ -5,7 +5,7 @@
 //! - `rank.rerank`: one list re-scored (recency half-life, metadata
 //!   multipliers, date-range boost), thresholded, diversified (MMR), cut.
 
-use crate::action::{type_name, Action, ActionError, Call};
+use crate::core::action::{type_name, Action, ActionError, Call};
 use async_trait::async_trait;
 use chrono::NaiveDate;
 use serde_json::{json, Map, Value};
@@ -15,7 +15,7 @@ pub struct RankAction;
 
 #[async_trait]
 impl Action for RankAction {
-    fn specs(&self) -> &'static [crate::catalog::Spec] {
+    fn specs(&self) -> &'static [crate::core::catalog::Spec] {
         SPECS
     }
 
@@ -525,7 +525,7 @@ pub fn mmr(scored: Vec<(f64, Value)>, lambda: f64, fname: &str, want: usize) -> 
     taken.into_iter().map(|(s, (h, _))| (s, h)).collect()
 }
 
-use crate::catalog::{
+use crate::core::catalog::{
     alias, input, spec, Spec, ANY, INTEGER, LIST_OR_MAPPING, MAPPING, NUMBER, STRING,
 };
 

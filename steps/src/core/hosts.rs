@@ -1,0 +1,100 @@
+//! What actions call besides the disk and the network, as traits, so that
+//! [`Capabilities`](crate::core::action::Capabilities) holds a script runner
+//! and an LLM client without depending on how they work (tests and servers
+//! may give their own).
+
+use crate::core::action::{ActionError, Call, Cancel, LogLine, ToolConfig};
+use crate::core::sandbox::Sandbox;
+use async_trait::async_trait;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Runs JavaScript for `script.*` steps.
+#[async_trait]
+pub trait ScriptRunner: Send + Sync {
+    /// Runs one script; `log` receives its console lines.
+    async fn run(
+        &self,
+        job: ScriptJob,
+        log: &(dyn Fn(LogLine) + Send + Sync),
+        cancel: &Cancel,
+    ) -> Result<Value, ScriptError>;
+}
+
+/// Answers agent steps.
+#[async_trait]
+pub trait Llm: Send + Sync {
+    /// Before the first step: a short description of what a step would call
+    /// (`anthropic claude-haiku-4-5-20251001`), or what to set.
+    fn preflight(
+        &self,
+        tool: &ToolConfig,
+        step_model: Option<&str>,
+        env: &BTreeMap<String, String>,
+    ) -> Result<String, String>;
+    /// One call; the reply text.
+    async fn complete(&self, call: &Call<'_>, inputs: &Value) -> Result<String, ActionError>;
+}
+
+/// One script to run.
+#[derive(Debug, Clone)]
+pub struct ScriptJob {
+    /// Body of an async function: may `return` and `await`.
+    pub code: String,
+    /// The `context` global.
+    pub context: Value,
+    pub sandbox: Sandbox,
+    /// Overrides [`ScriptLimits::timeout`].
+    pub timeout: Option<Duration>,
+}
+
+/// Why a script produced no value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScriptError {
+    /// The code does not parse. `line`/`column` (1-based) are relative to the
+    /// code as given, so the caller can map them into its source file.
+    #[error("script compilation failed: {message}{}", position(*.line, *.column))]
+    Compile {
+        message: String,
+        line: Option<u32>,
+        column: Option<u32>,
+    },
+    /// The script threw or its promise was rejected: `String(error)`, e.g.
+    /// `Error: boom` or `TypeError: x is not a function`.
+    #[error("{0}")]
+    Thrown(String),
+    #[error("script timed out after {}", human(*.0))]
+    Timeout(Duration),
+    #[error("script cancelled")]
+    Cancelled,
+    #[error("script exceeded its memory limit ({} MiB)", .0 >> 20)]
+    MemoryLimit(u64),
+    /// The worker process died for another reason (details and stderr tail).
+    #[error("script worker died unexpectedly: {0}")]
+    WorkerDied(String),
+    #[error("cannot start a script worker: {0}")]
+    Spawn(String),
+    /// The worker reported an internal failure (engine panic).
+    #[error("{0}")]
+    Internal(String),
+}
+
+fn position(line: Option<u32>, column: Option<u32>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!(" (line {l}, column {c} of the script)"),
+        (Some(l), None) => format!(" (line {l} of the script)"),
+        _ => String::new(),
+    }
+}
+
+fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if d.subsec_millis() == 0 && ms > 0 {
+        format!("{}s", d.as_secs())
+    } else if ms >= 1000 {
+        format!("{:.1}s", d.as_secs_f64())
+    } else {
+        format!("{ms}ms")
+    }
+}

@@ -1,0 +1,11 @@
+//! What every action family builds on: the [`action`] contract, the
+//! [`catalog`] of declared inputs, [`files`] helpers, the HTTP retry rules ([`net`]), the script runner and LLM as traits ([`hosts`]), the filesystem [`sandbox`] and the
+//! [`state`] folder.
+
+pub mod action;
+pub mod catalog;
+pub mod files;
+pub mod hosts;
+pub mod net;
+pub mod sandbox;
+pub mod state;

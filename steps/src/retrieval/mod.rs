@@ -1,0 +1,8 @@
+//! Retrieval over notes: the [`kb`] index and search, dense [`embed`]dings,
+//! [`rank`] fusion and reranking, [`query`] analysis and [`context`] packing.
+
+pub mod context;
+pub mod embed;
+pub mod kb;
+pub mod query;
+pub mod rank;
