@@ -994,7 +994,8 @@ impl Engine {
                             }
                             other => other.to_string(),
                         };
-                        let retry_ok = !cancelled && !matches!(e, ActionError::Input(_));
+                        let retry_ok = !cancelled
+                            && !matches!(e, ActionError::Input(_) | ActionError::At { .. });
                         if retry_ok && attempt < max_retries {
                             let delay = retry_delay(
                                 policy.backoff,
@@ -1051,13 +1052,16 @@ impl Engine {
                                 }
                             }
                         }
-                        let pos = match script_error_at(&message) {
+                        let pos = match &e {
                             // A script's own line/column, placed inside `inputs.code`.
-                            Some((l, c))
-                                if resolved.kind == ActionKind::Script
-                                    && inputs.get("code").is_some() =>
+                            ActionError::At { line, column, .. }
+                                if inputs.get("code").is_some() =>
                             {
-                                step.string_pos(&["inputs".into(), "code".into()], l, c)
+                                step.string_pos(
+                                    &["inputs".into(), "code".into()],
+                                    *line as usize,
+                                    *column as usize,
+                                )
                             }
                             _ => step.field_pos(&["action"]),
                         };
@@ -1424,13 +1428,6 @@ fn locals(pairs: &[(&str, Value)]) -> Map<String, Value> {
 type KindFuture<'a> = Pin<Box<dyn Future<Output = (Result<Value, Failure>, u32)> + Send + 'a>>;
 
 /// `(line L, column C of the script)` in a script error.
-fn script_error_at(message: &str) -> Option<(usize, usize)> {
-    let i = message.rfind("(line ")?;
-    let rest = message[i + 6..].strip_suffix(" of the script)")?;
-    let (l, c) = rest.split_once(", column ")?;
-    Some((l.trim().parse().ok()?, c.trim().parse().ok()?))
-}
-
 fn as_map(v: Value) -> Map<String, Value> {
     match v {
         Value::Object(m) => m,

@@ -153,6 +153,14 @@ pub enum ActionError {
     Timeout(Duration),
     #[error("cancelled")]
     Cancelled,
+    /// Code the action ran (a script) failed at a place inside it: 1-based
+    /// `line`/`column` within that code, for the caller to map into its file.
+    #[error("{message}")]
+    At {
+        message: String,
+        line: u32,
+        column: u32,
+    },
 }
 
 impl ActionError {

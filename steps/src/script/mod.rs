@@ -461,6 +461,17 @@ impl Action for ScriptAction {
             Ok(v) => Ok(v),
             Err(ScriptError::Timeout(d)) => Err(ActionError::Timeout(d)),
             Err(ScriptError::Cancelled) => Err(ActionError::Cancelled),
+            Err(
+                e @ ScriptError::Compile {
+                    line: Some(line),
+                    column: Some(column),
+                    ..
+                },
+            ) => Err(ActionError::At {
+                message: e.to_string(),
+                line,
+                column,
+            }),
             Err(e) => Err(ActionError::failed(e.to_string())),
         }
     }
