@@ -502,15 +502,16 @@ pub fn discover(
                 continue;
             }
         };
-        // Folders hold READMEs and notes too: only files with frontmatter count.
-        if !named && !text.contains("\n---") && !text.starts_with("---") {
-            continue;
+        // Folders hold READMEs and notes too: below a folder, only files
+        // with a workflow's frontmatter count.
+        if !named {
+            let src = crate::diag::Source::new(&f, &text);
+            if crate::format::document::parse_document(src).frontmatter.is_none() {
+                continue;
+            }
         }
         match model::load_file(&f, registry) {
             Ok(l) => found.push((f, l)),
-            Err(d) if named => errors.extend(d),
-            // A note with frontmatter but no `workflow:` is not a workflow.
-            Err(d) if !text.contains("workflow:") && !text.contains("steps:") => drop(d),
             Err(d) => errors.extend(d),
         }
     }
