@@ -449,16 +449,29 @@ fn an_indexer_killed_midway_leaves_an_index_the_next_run_completes() {
         "---\nworkflow: {id: t}\n---\n\n```yaml\naction: kb.index\ninputs: {kb: kb}\noutput_variable: out\n```\n",
     )
     .unwrap();
-    for wait_ms in [30, 150] {
+    // Killed at a known point of the work (its progress lines say where),
+    // never by a timer that may fire before or after it.
+    for kill_at in ["files indexed: 100/1500", "files indexed: 1400/1500"] {
+        use std::io::BufRead;
         let _ = std::fs::remove_dir_all(root.join(".marktoflow/kb"));
         let mut child = cmd(root)
-            .args(["run", "index.md", "--json", "--quiet"])
+            .args(["run", "index.md", "--json", "--verbose"])
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(wait_ms));
-        // SIGKILL: no destructors, no cleanup, like a crash.
+        let err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut seen = false;
+        for line in err.lines() {
+            if line.unwrap().contains(kill_at) {
+                seen = true;
+                break;
+            }
+        }
+        assert!(seen, "no `{kill_at}` progress line");
+        // SIGKILL: no destructors, no cleanup, like a crash. The run had not
+        // finished: 1500 files were still being indexed.
+        assert!(child.try_wait().unwrap().is_none(), "killed mid-work");
         child.kill().unwrap();
         child.wait().unwrap();
         let out = output(&run(
