@@ -3,21 +3,7 @@
 //! the model tests say they are skipped when it is not set.
 
 use crate::support::{cmd, run, tempdir};
-use std::path::{Path, PathBuf};
-
-fn model() -> Option<PathBuf> {
-    match std::env::var_os("MARKTOFLOW_EMBED_MODEL") {
-        Some(p) => Some(PathBuf::from(p)),
-        None => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must set MARKTOFLOW_EMBED_MODEL (see .ci/run)"
-            );
-            eprintln!("skipped: set MARKTOFLOW_EMBED_MODEL to run the dense search tests");
-            None
-        }
-    }
-}
+use std::path::Path;
 
 fn vault(dir: &Path) {
     let notes = [
@@ -40,7 +26,9 @@ fn vault(dir: &Path) {
 
 #[test]
 fn vector_search_finds_meaning_not_words() {
-    let Some(model) = model() else { return };
+    let Some(model) = crate::support::embed_model() else {
+        return;
+    };
     let d = tempdir();
     vault(d.path());
     let go = |q: &str| {

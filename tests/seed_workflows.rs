@@ -13,21 +13,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The embedding model, when `MARKTOFLOW_EMBED_MODEL` names one (CI does).
-fn model() -> Option<PathBuf> {
-    match std::env::var_os("MARKTOFLOW_EMBED_MODEL") {
-        Some(p) => Some(PathBuf::from(p)),
-        None => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must set MARKTOFLOW_EMBED_MODEL (see .ci/run)"
-            );
-            eprintln!("skipped: set MARKTOFLOW_EMBED_MODEL to run the dense search parts");
-            None
-        }
-    }
-}
-
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
@@ -143,7 +128,9 @@ fn atlas_retrieve_filters_by_version_and_where() {
 
 #[test]
 fn atlas_retrieve_semantic_and_hybrid() {
-    let Some(model) = model() else { return };
+    let Some(model) = crate::support::embed_model() else {
+        return;
+    };
     let d = tempdir();
     let kb = example_kb(d.path(), "atlas");
     let m = model.to_str().unwrap();

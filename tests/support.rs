@@ -92,3 +92,20 @@ pub fn run(c: &mut Command) -> Run {
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }
+
+/// The embedding model folder from `MARKTOFLOW_EMBED_MODEL` (`.ci/run`
+/// installs it). Missing, the dense tests say they are skipped, except in CI,
+/// where a missing model fails them.
+pub fn embed_model() -> Option<PathBuf> {
+    match std::env::var_os("MARKTOFLOW_EMBED_MODEL") {
+        Some(p) => Some(PathBuf::from(p)),
+        None => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must set MARKTOFLOW_EMBED_MODEL (see .ci/run)"
+            );
+            eprintln!("skipped: set MARKTOFLOW_EMBED_MODEL to run the dense search tests");
+            None
+        }
+    }
+}

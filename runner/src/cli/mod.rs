@@ -506,7 +506,10 @@ pub fn discover(
         // with a workflow's frontmatter count.
         if !named {
             let src = crate::diag::Source::new(&f, &text);
-            if crate::format::document::parse_document(src).frontmatter.is_none() {
+            if crate::format::document::parse_document(src)
+                .frontmatter
+                .is_none()
+            {
                 continue;
             }
         }
