@@ -1508,3 +1508,6 @@ fn workflow_outputs(wf: &Workflow, st: &RunState) -> Value {
     }
     Value::Object(st.variables.clone())
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,158 @@
+//! The engine in-process: control flow, retries, timeouts and the checks of
+//! rendered inputs, without the binary. Actions are the real built-ins; no
+//! step here runs a script or calls a model.
+
+use super::*;
+use crate::format::model::load_str;
+use marktoflow_steps::core::action::Cancel;
+use marktoflow_steps::core::hosts::{Llm, ScriptError, ScriptJob, ScriptRunner};
+use marktoflow_steps::core::state::StateDir;
+use marktoflow_steps::{Registry, Sandbox};
+use serde_json::json;
+use std::sync::Mutex;
+
+/// Scripts and models are not part of these tests: asked for one, they fail.
+struct Unavailable;
+
+#[async_trait::async_trait]
+impl ScriptRunner for Unavailable {
+    async fn run(
+        &self,
+        _: ScriptJob,
+        _: &(dyn Fn(LogLine) + Send + Sync),
+        _: &Cancel,
+    ) -> Result<Value, ScriptError> {
+        Err(ScriptError::Internal("no scripts in engine tests".into()))
+    }
+}
+
+#[async_trait::async_trait]
+impl Llm for Unavailable {
+    fn preflight(
+        &self,
+        _: &ToolConfig,
+        _: Option<&str>,
+        _: &std::collections::BTreeMap<String, String>,
+    ) -> Result<String, String> {
+        Err("no models in engine tests".into())
+    }
+    async fn complete(&self, _: &Call<'_>, _: &Value) -> Result<String, ActionError> {
+        Err(ActionError::failed("no models in engine tests"))
+    }
+}
+
+/// Runs `text` (a workflow) with `inputs`; returns the result and the
+/// events it emitted.
+fn run(text: &str, inputs: Value) -> (RunResult, Vec<RunEvent>) {
+    let registry = Registry::standard();
+    let wf = match load_str(Path::new("t.md"), text, &registry) {
+        Ok(l) => l.workflow,
+        Err(d) => panic!("{:?}", d.iter().map(|d| d.render()).collect::<Vec<_>>()),
+    };
+    let dir = std::env::temp_dir();
+    let caps = Capabilities {
+        sandbox: Arc::new(Sandbox::closed(dir.clone())),
+        log: Arc::new(|_| {}),
+        progress: marktoflow_steps::core::action::no_progress(),
+        cancel: Cancel::default(),
+        scripts: Arc::new(Unavailable),
+        agents: Arc::new(Unavailable),
+        env: Arc::new(Default::default()),
+        allowed_hosts: None,
+        state: Arc::new(StateDir {
+            root: dir.join("marktoflow-engine-tests"),
+            project: false,
+        }),
+    };
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    let cfg = RunConfig {
+        run_id: "r".into(),
+        caps,
+        events: Arc::new(move |e: &RunEvent| sink.lock().unwrap().push(e.clone())),
+        loader: None,
+        callers: Vec::new(),
+    };
+    let inputs = match inputs {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let result = rt.block_on(Engine::new().run(&wf, inputs, cfg));
+    let events = events.lock().unwrap().clone();
+    (result, events)
+}
+
+fn wf(steps: &str) -> String {
+    format!("---\nworkflow: {{id: t}}\ninputs:\n  n: {{type: integer, default: 2}}\n---\n\n```yaml\n{steps}\n```\n")
+}
+
+#[test]
+fn branches_loops_and_outputs() {
+    let (r, _) = run(
+        &wf("- id: pick\n  type: if\n  condition: inputs.n > 1\n  then:\n    - action: core.set\n      inputs: {size: big}\n      output_variable: chosen\n  else:\n    - action: core.set\n      inputs: {size: small}\n      output_variable: chosen\n- type: for_each\n  items: '{{ [1, 2, 3] }}'\n  steps:\n    - action: core.set\n      inputs: {last: '{{ item * inputs.n }}'}\n      output_variable: last\n- action: workflow.set_outputs\n  inputs: {size: '{{ chosen.size }}', last: '{{ last.last }}'}"),
+        json!({"n": 5}),
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.outputs, json!({"size": "big", "last": 15}));
+}
+
+#[test]
+fn retries_are_counted_and_reported_then_the_step_fails() {
+    let (r, events) = run(
+        &wf("action: workflow.fail\ninputs: {message: down}\nerror_handling: {max_retries: 2, retry_delay_seconds: 0}"),
+        json!({}),
+    );
+    assert_eq!(r.status, RunStatus::Failed);
+    assert_eq!(r.steps[0].retries, 2);
+    let retries = events
+        .iter()
+        .filter(|e| matches!(e, RunEvent::StepRetry { .. }))
+        .count();
+    assert_eq!(retries, 2);
+    assert!(r.error.unwrap().message.contains("down"));
+}
+
+#[test]
+fn on_error_continue_keeps_going() {
+    let (r, _) = run(
+        &wf("- id: bad\n  action: workflow.fail\n  inputs: {message: nope}\n  on_error: continue\n- action: workflow.set_outputs\n  inputs: {after: '{{ steps.bad.status }}'}"),
+        json!({}),
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.outputs, json!({"after": "failed"}));
+}
+
+#[test]
+fn a_step_timeout_stops_the_step_not_the_process() {
+    // The sleep is ten minutes, the timeout a tenth of a second: only the
+    // timeout can end the step.
+    let (r, _) = run(
+        &wf("action: workflow.sleep\ninputs: {duration: 10m}\ntimeout: 100ms"),
+        json!({}),
+    );
+    assert_eq!(r.status, RunStatus::Failed);
+    let e = r.error.unwrap();
+    assert!(e.message.contains("timed out after 100ms"), "{}", e.message);
+}
+
+#[test]
+fn rendered_inputs_are_checked_against_the_catalog() {
+    let (r, _) = run(
+        &wf("action: core.format\ninputs: {value: 3, type: '{{ \"roman\" }}'}"),
+        json!({}),
+    );
+    assert_eq!(r.status, RunStatus::Failed);
+    let e = r.error.unwrap();
+    assert!(
+        e.message
+            .contains("input `type` of `core.format` cannot be `roman`"),
+        "{}",
+        e.message
+    );
+    // The error points at the input's line in the file.
+    assert_eq!(e.pos.map(|p| p.line), Some(9));
+}
