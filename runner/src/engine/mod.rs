@@ -1472,16 +1472,7 @@ fn fastrand_f64() -> f64 {
     (nanos % 1000) as f64 / 1000.0
 }
 
-pub fn human_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else if ms.is_multiple_of(1000) {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
-    }
-}
+pub use marktoflow_steps::core::time::human as human_duration;
 
 /// The workflow's outputs:
 /// 1. the last `workflow.set_outputs` call, wherever it ran;

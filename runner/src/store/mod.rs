@@ -303,22 +303,7 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
-/// `30d`, `12h`, `90m`, `45s`, `2w` as a duration.
-pub fn parse_age(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit())?;
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n.parse().ok()?;
-    let secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86400,
-        "w" => 7 * 86400,
-        _ => return None,
-    };
-    Some(Duration::from_secs(n.checked_mul(secs)?))
-}
+pub use marktoflow_steps::core::time::parse_age;
 
 #[derive(Default)]
 struct SinkState {
@@ -464,20 +449,4 @@ pub async fn resume_from(
     let result = engine.resume(wf, inputs, cfg, cp).await;
     store.finish_run(&run_id, RunEnd::from(&result));
     result
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ages() {
-        assert_eq!(parse_age("30d"), Some(Duration::from_secs(30 * 86400)));
-        assert_eq!(parse_age("12h"), Some(Duration::from_secs(12 * 3600)));
-        assert_eq!(parse_age("90m"), Some(Duration::from_secs(5400)));
-        assert_eq!(parse_age("2w"), Some(Duration::from_secs(14 * 86400)));
-        assert_eq!(parse_age("30"), None);
-        assert_eq!(parse_age("d"), None);
-        assert_eq!(parse_age("3y"), None);
-    }
 }

@@ -7,7 +7,6 @@
 use crate::core::action::{type_name, Action, ActionError, Call, LogLevel};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
-use std::time::Duration;
 
 mod crypto;
 mod data;
@@ -251,44 +250,7 @@ pub fn display(v: &Value) -> String {
     }
 }
 
-/// `500` (ms), `"500ms"`, `"5s"`, `"2m"`, `"1h"`, `"1.5s"`.
-pub fn parse_duration(v: &Value) -> Result<Duration, String> {
-    let bad = || {
-        format!(
-            "invalid duration `{}`: use milliseconds or a string like `500ms`, `5s`, `2m`, `1h`",
-            display(v)
-        )
-    };
-    match v {
-        Value::Number(n) => n
-            .as_f64()
-            .filter(|f| *f >= 0.0 && f.is_finite())
-            .map(|f| Duration::from_secs_f64(f / 1000.0))
-            .ok_or_else(bad),
-        Value::String(s) => {
-            let s = s.trim();
-            let split = s
-                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .unwrap_or(s.len());
-            let (num, unit) = s.split_at(split);
-            let n: f64 = num.parse().map_err(|_| bad())?;
-            let secs = match unit.trim() {
-                "" | "ms" => n / 1000.0,
-                "s" | "sec" | "secs" => n,
-                "m" | "min" | "mins" => n * 60.0,
-                "h" | "hr" | "hours" => n * 3600.0,
-                "d" | "days" => n * 86400.0,
-                _ => return Err(bad()),
-            };
-            if secs.is_finite() && secs >= 0.0 {
-                Ok(Duration::from_secs_f64(secs))
-            } else {
-                Err(bad())
-            }
-        }
-        _ => Err(bad()),
-    }
-}
+pub use crate::core::time::parse_duration;
 
 use crate::core::catalog::{
     alias, input, spec, Spec, Traits, ANY, BOOLEAN, DURATION, EFFECTS, LIST, MAPPING, NUMBER, PURE,
@@ -478,30 +440,3 @@ pub const WORKFLOW_SPECS: &[Spec] = &[
         .traits(EFFECTS),
     spec("workflow", "noop", "Does nothing.").returns("null"),
 ];
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(
-            parse_duration(&json!(250)).unwrap(),
-            Duration::from_millis(250)
-        );
-        assert_eq!(
-            parse_duration(&json!("5s")).unwrap(),
-            Duration::from_secs(5)
-        );
-        assert_eq!(
-            parse_duration(&json!("1.5s")).unwrap(),
-            Duration::from_millis(1500)
-        );
-        assert_eq!(
-            parse_duration(&json!("2m")).unwrap(),
-            Duration::from_secs(120)
-        );
-        assert!(parse_duration(&json!("soon")).is_err());
-        assert!(parse_duration(&json!(-1)).is_err());
-    }
-}

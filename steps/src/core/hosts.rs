@@ -88,13 +88,4 @@ fn position(line: Option<u32>, column: Option<u32>) -> String {
     }
 }
 
-fn human(d: Duration) -> String {
-    let ms = d.as_millis();
-    if d.subsec_millis() == 0 && ms > 0 {
-        format!("{}s", d.as_secs())
-    } else if ms >= 1000 {
-        format!("{:.1}s", d.as_secs_f64())
-    } else {
-        format!("{ms}ms")
-    }
-}
+use crate::core::time::human;

@@ -1,6 +1,6 @@
 //! What every action family builds on: the [`action`] contract, the
 //! [`catalog`] of declared inputs, [`files`] helpers, the HTTP retry rules ([`net`]), the script runner and LLM as traits ([`hosts`]), the filesystem [`sandbox`] and the
-//! [`state`] folder.
+//! [`state`] folder, and [`time`] (durations, one way).
 
 pub mod action;
 pub mod catalog;
@@ -9,3 +9,4 @@ pub mod hosts;
 pub mod net;
 pub mod sandbox;
 pub mod state;
+pub mod time;

@@ -57,13 +57,7 @@ pub fn backoff(base_ms: u64, attempt: u32) -> Duration {
     Duration::from_millis(fastrand::u64(0..=ceiling))
 }
 
-pub fn fmt_duration(d: Duration) -> String {
-    if d < Duration::from_secs(1) {
-        format!("{}ms", d.as_millis())
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
-    }
-}
+pub use crate::core::time::human as fmt_duration;
 
 /// `429 Too Many Requests`, `529 Overloaded`, `599`.
 pub fn status_text(s: StatusCode) -> String {

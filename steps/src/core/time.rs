@@ -1,0 +1,161 @@
+//! Durations, one way everywhere: how a workflow writes them (`500ms`, `5s`,
+//! `2m`, `1h`, `3d`, `2w`, or a number of milliseconds), how an age is given
+//! on the command line (`30d`), and how a duration is shown (`100ms`, `2s`,
+//! `1.5s`). Values no clock can hold are errors, never a panic.
+
+use serde_json::Value;
+use std::time::Duration;
+
+/// The longest duration accepted anywhere (a hundred years).
+pub const MAX: Duration = Duration::from_secs(100 * 365 * 86400);
+
+/// Seconds in one of `unit`, for the units a duration may be written in.
+fn unit_secs(unit: &str) -> Option<f64> {
+    Some(match unit {
+        "ms" => 0.001,
+        "s" | "sec" | "secs" => 1.0,
+        "m" | "min" | "mins" => 60.0,
+        "h" | "hr" | "hours" => 3600.0,
+        "d" | "days" => 86400.0,
+        "w" | "weeks" => 7.0 * 86400.0,
+        _ => return None,
+    })
+}
+
+fn from_secs(secs: f64) -> Option<Duration> {
+    (secs.is_finite() && secs >= 0.0)
+        .then(|| Duration::try_from_secs_f64(secs).ok())
+        .flatten()
+        .filter(|d| *d <= MAX)
+}
+
+/// `5s`, `1.5m`, `250` (bare: `bare_unit`); None when it is not one.
+fn parse_text(s: &str, bare_unit: Option<&str>) -> Option<Duration> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let unit = match unit.trim() {
+        "" => bare_unit?,
+        u => u,
+    };
+    from_secs(n * unit_secs(unit)?)
+}
+
+/// A duration as a workflow writes it: a number of milliseconds, or text
+/// with a unit (`500ms`, `5s`, `2m`, `1h`, `3d`, `2w`; bare text is ms).
+pub fn parse_duration(v: &Value) -> Result<Duration, String> {
+    let shown = match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let parsed = match v {
+        Value::Number(n) => n.as_f64().and_then(|ms| from_secs(ms / 1000.0)),
+        Value::String(s) => parse_text(s, Some("ms")),
+        _ => None,
+    };
+    parsed.ok_or_else(|| {
+        format!(
+            "invalid duration `{shown}`: use milliseconds or a string like `500ms`, `5s`, `2m`, `1h`, `3d` (at most 100 years)"
+        )
+    })
+}
+
+/// An age on the command line (`30d`, `12h`, `90m`, `2w`): a unit is required.
+pub fn parse_age(s: &str) -> Option<Duration> {
+    parse_text(s, None)
+}
+
+/// `100ms`, `2s`, `1.5s`, `3m`, `2h`.
+pub fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms.is_multiple_of(60_000) && ms >= 60_000 {
+        if ms.is_multiple_of(3_600_000) {
+            format!("{}h", ms / 3_600_000)
+        } else {
+            format!("{}m", ms / 60_000)
+        }
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn durations_one_way() {
+        assert_eq!(
+            parse_duration(&json!(250)).unwrap(),
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            parse_duration(&json!("250")).unwrap(),
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            parse_duration(&json!("5s")).unwrap(),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            parse_duration(&json!("1.5s")).unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            parse_duration(&json!("2m")).unwrap(),
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            parse_duration(&json!("3d")).unwrap(),
+            Duration::from_secs(3 * 86400)
+        );
+        assert_eq!(
+            parse_duration(&json!("2w")).unwrap(),
+            Duration::from_secs(14 * 86400)
+        );
+        for bad in [json!("soon"), json!(-1), json!(true), json!("5y")] {
+            assert!(parse_duration(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn values_no_clock_can_hold_are_errors() {
+        for huge in [
+            json!(1e308),
+            json!("1e300s"),
+            json!("99999999999999999999d"),
+            json!(f64::MAX),
+        ] {
+            assert!(parse_duration(&huge).is_err(), "{huge}");
+        }
+        assert!(parse_age("99999999999999999999w").is_none());
+    }
+
+    #[test]
+    fn ages_need_a_unit() {
+        assert_eq!(parse_age("30d"), Some(Duration::from_secs(30 * 86400)));
+        assert_eq!(parse_age("12h"), Some(Duration::from_secs(12 * 3600)));
+        assert_eq!(parse_age("90m"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_age("2w"), Some(Duration::from_secs(14 * 86400)));
+        assert_eq!(parse_age("30"), None);
+        assert_eq!(parse_age("d"), None);
+        assert_eq!(parse_age("3y"), None);
+    }
+
+    #[test]
+    fn shown() {
+        assert_eq!(human(Duration::from_millis(100)), "100ms");
+        assert_eq!(human(Duration::from_secs(2)), "2s");
+        assert_eq!(human(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(human(Duration::from_secs(180)), "3m");
+        assert_eq!(human(Duration::from_secs(7200)), "2h");
+    }
+}
