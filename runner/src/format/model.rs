@@ -1755,13 +1755,21 @@ impl Cx<'_> {
                         }
                     }
                 }
-                let secs = |v: Option<&Value>| {
-                    v.and_then(Value::as_f64)
-                        .filter(|f| *f >= 0.0)
-                        .map(Duration::from_secs_f64)
-                };
-                pol.retry_delay = secs(o.get("retry_delay_seconds"));
-                pol.max_delay = secs(o.get("max_delay_seconds"));
+                for name in ["retry_delay_seconds", "max_delay_seconds"] {
+                    let Some(v) = o.get(name) else { continue };
+                    let d = v.as_f64().and_then(marktoflow_steps::core::time::from_secs);
+                    if d.is_none() {
+                        self.err(
+                            field(key),
+                            format!("`{name}` must be a number of seconds from 0 to 100 years"),
+                        );
+                    }
+                    if name == "retry_delay_seconds" {
+                        pol.retry_delay = d;
+                    } else {
+                        pol.max_delay = d;
+                    }
+                }
                 if let Some(Value::String(b)) = o.get("backoff") {
                     pol.backoff = match b.as_str() {
                         "fixed" | "constant" => Backoff::Fixed,

@@ -547,8 +547,8 @@ pub(crate) fn resolve(
     let timeout = o
         .get("timeout")
         .and_then(value_f64)
-        .filter(|t| t.is_finite() && *t > 0.0)
-        .map(Duration::from_secs_f64)
+        .filter(|t| *t > 0.0)
+        .and_then(crate::core::time::from_secs)
         .unwrap_or(DEFAULT_TIMEOUT);
     let max_retries = o
         .get("max_retries")

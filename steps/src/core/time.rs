@@ -22,7 +22,9 @@ fn unit_secs(unit: &str) -> Option<f64> {
     })
 }
 
-fn from_secs(secs: f64) -> Option<Duration> {
+/// `secs` as a duration, when one can hold it (finite, not negative, at
+/// most [`MAX`]).
+pub fn from_secs(secs: f64) -> Option<Duration> {
     (secs.is_finite() && secs >= 0.0)
         .then(|| Duration::try_from_secs_f64(secs).ok())
         .flatten()

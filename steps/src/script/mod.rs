@@ -430,10 +430,12 @@ fn timeout_input(inputs: &Value) -> Result<Option<Duration>, ActionError> {
         Some(Value::String(s)) => s.trim().parse::<f64>().map_err(|_| bad())?,
         Some(_) => return Err(bad()),
     };
-    if !(ms.is_finite() && ms > 0.0) {
+    if ms <= 0.0 {
         return Err(bad());
     }
-    Ok(Some(Duration::from_secs_f64(ms / 1000.0)))
+    crate::core::time::from_secs(ms / 1000.0)
+        .map(Some)
+        .ok_or_else(bad)
 }
 
 #[async_trait]

@@ -123,8 +123,10 @@ fn timer_fn(repeat: bool) -> NativeFunction {
         let ms = args.get_or_undefined(1).to_number(ctx)?;
         let ms = if ms.is_finite() && ms > 0.0 { ms } else { 0.0 };
         let rest = args.get(2..).unwrap_or(&[]).to_vec();
-        let id =
-            event_loop(ctx).add_timer(Duration::from_secs_f64(ms / 1000.0), (cb, rest, repeat));
+        let id = event_loop(ctx).add_timer(
+            crate::core::time::from_secs(ms / 1000.0).unwrap_or(crate::core::time::MAX),
+            (cb, rest, repeat),
+        );
         Ok(JsValue::from(id as f64))
     })
 }
