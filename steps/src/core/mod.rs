@@ -3,6 +3,7 @@
 //! [`state`] folder, and [`time`] (durations, one way).
 
 pub mod action;
+pub mod cache;
 pub mod catalog;
 pub mod files;
 pub mod hosts;

@@ -70,5 +70,8 @@ pub fn load_cached(dir: &Path) -> Result<Arc<dyn Embedder>, EmbedError> {
     // Loaded outside the lock: it takes a while and others may search.
     let m = Arc::new(MiniLm::load(&key)?);
     let mut guard = map.lock().unwrap_or_else(|e| e.into_inner());
-    Ok(guard.entry(key).or_insert(m).clone())
+    let m = guard.entry(key.clone()).or_insert(m).clone();
+    // A model is ~90 MB: keep a few.
+    crate::core::cache::bound(&mut guard, &key, 4);
+    Ok(m)
 }

@@ -49,6 +49,9 @@ fn aligned() -> &'static AlignedMap {
     A.get_or_init(Default::default)
 }
 
+/// Knowledge bases whose vectors are kept in memory (see `core::cache`).
+const MAX_CACHED: usize = 32;
+
 /// Chunks embedded between two progress reports.
 const EMBED_PART: usize = 256;
 
@@ -86,6 +89,9 @@ pub fn vectors_for(
         .map(Path::to_path_buf)
         .unwrap_or_else(|| key.to_path_buf());
     let mut all = caches().lock().unwrap_or_else(|e| e.into_inner());
+    if !all.contains_key(&cache_key) {
+        crate::core::cache::bound(&mut all, &cache_key, MAX_CACHED - 1);
+    }
     let cache = all.entry(cache_key.clone()).or_insert_with(|| match file {
         Some(f) => {
             let (c, state) = VectorCache::load(f, &model, dim);
@@ -140,12 +146,14 @@ pub fn vectors_for(
         matrix.extend_from_slice(&cache.matrix()[r * dim..(r + 1) * dim]);
     }
     let matrix = Arc::new(matrix);
-    aligned().lock().unwrap_or_else(|e| e.into_inner()).insert(
-        akey,
+    let mut aligned = aligned().lock().unwrap_or_else(|e| e.into_inner());
+    aligned.insert(
+        akey.clone(),
         Aligned {
             generation: table.generation,
             matrix: matrix.clone(),
         },
     );
+    crate::core::cache::bound(&mut aligned, &akey, MAX_CACHED);
     Ok((matrix, stats))
 }

@@ -237,6 +237,9 @@ pub struct ChunkTable {
 
 type Cache = Mutex<HashMap<PathBuf, Arc<KbIndex>>>;
 
+/// Indexes kept open per process (see `core::cache`).
+const MAX_OPEN_INDEXES: usize = 32;
+
 fn cache() -> &'static Cache {
     static C: OnceLock<Cache> = OnceLock::new();
     C.get_or_init(Default::default)
@@ -263,7 +266,8 @@ impl KbIndex {
             return Ok(ix.clone());
         }
         let ix = Arc::new(Self::open_uncached(root, dir)?);
-        c.insert(key, ix.clone());
+        c.insert(key.clone(), ix.clone());
+        crate::core::cache::bound(&mut c, &key, MAX_OPEN_INDEXES);
         Ok(ix)
     }
 
