@@ -1042,3 +1042,27 @@ fn a_trigger_whose_secret_is_unset_refuses_to_start() {
     let r = http(&s.addr, "POST", "/secret", &[], b"{}");
     assert_eq!(r.status, 401, "unsigned requests are refused");
 }
+
+#[test]
+fn serving_a_folder_without_an_api_key_leaves_out_only_the_agent_workflows() {
+    // A new user's `serve workflows/` with no key: the workflows that need
+    // a model are left out (saying so); the others answer.
+    let s = serve(&repo(), &["workflows/"], &[]);
+    let r = post(&s.addr, "/atlas/versions", json!({}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["status"], "completed");
+    let r = post(&s.addr, "/lifeos/query", json!({"query": "x"}));
+    assert_eq!(r.status, 404, "{}", r.body);
+    // Named on the command line, an agent workflow without a provider is an error.
+    let out = Command::new(bin())
+        .current_dir(repo())
+        .args(["serve", "workflows/lifeos/retrieval.md", "--port", "0"])
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OLLAMA_HOST")
+        .env_remove("MARKTOFLOW_AGENT")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ANTHROPIC_API_KEY"));
+}

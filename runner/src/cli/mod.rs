@@ -814,7 +814,7 @@ fn serve(a: ServeArgs) -> i32 {
         workflows.push(Arc::new(l.workflow));
     }
     let env = environment(&cwd);
-    let routes = match routes_of(&workflows, &env) {
+    let mut routes = match routes_of(&workflows, &env) {
         Ok(r) if errors.is_empty() => r,
         Ok(_) => {
             print_diagnostics(&errors);
@@ -826,14 +826,14 @@ fn serve(a: ServeArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let schedules = match schedules_of(&workflows) {
+    let mut schedules = match schedules_of(&workflows) {
         Ok(s) => s,
         Err(d) => {
             print_diagnostics(&d);
             return EXIT_USAGE;
         }
     };
-    let watches = match crate::serve::file_watch::file_watches_of(&workflows, &cwd) {
+    let mut watches = match crate::serve::file_watch::file_watches_of(&workflows, &cwd) {
         Ok(w) => w,
         Err(d) => {
             print_diagnostics(&d);
@@ -884,16 +884,39 @@ fn serve(a: ServeArgs) -> i32 {
         env: Arc::new(env),
         allowed_hosts: (!a.allow_host.is_empty()).then(|| Arc::new(a.allow_host.clone())),
     };
+    // A workflow named on the command line must be servable; one found in a
+    // folder whose agent steps have no provider is left out, saying so, and
+    // the others are served (`serve workflows/` without an API key).
     let mut problems = Vec::new();
+    let mut left_out = Vec::new();
     for w in &workflows {
         if let Err(d) = crate::engine::plan::preflight(w, &caps) {
-            problems.extend(d);
+            if a.paths.contains(&w.source.path) {
+                problems.extend(d);
+            } else {
+                left_out.push((w.meta.id.clone(), d));
+            }
         }
     }
     if !problems.is_empty() {
         print_diagnostics(&problems);
         eprintln!("marktoflow: not serving: agent steps have no LLM provider they can reach");
         return EXIT_USAGE;
+    }
+    if !left_out.is_empty() {
+        for (id, d) in &left_out {
+            let why = d.first().map(|d| d.message.as_str()).unwrap_or_default();
+            eprintln!("warning: not serving `{id}`: {why}");
+        }
+        let served = |w: &Workflow| !left_out.iter().any(|(id, _)| *id == w.meta.id);
+        routes.retain(|r| served(&r.workflow));
+        schedules.retain(|s| served(&s.workflow));
+        watches.retain(|w| served(&w.workflow));
+        workflows.retain(|w| served(w));
+        if routes.is_empty() && schedules.is_empty() && watches.is_empty() {
+            eprintln!("marktoflow: not serving: every workflow found needs an LLM provider");
+            return EXIT_USAGE;
+        }
     }
     let config = ServeConfig {
         max_body: a.max_body,
