@@ -45,6 +45,18 @@ fn mtf(dir: &Path, args: &[&str]) -> crate::support::Run {
     run(cmd(dir).args(args).env_remove("FIXED"))
 }
 
+/// Whether a run was recorded in the store `runs.db` of `dir`: in the file,
+/// or as a journal beside it that the next reader moves in.
+fn recorded_in(dir: &Path) -> bool {
+    let journals = std::fs::read_dir(dir.join("runs.db.pending"))
+        .map(|d| {
+            d.flatten()
+                .any(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        })
+        .unwrap_or(false);
+    journals || dir.join("runs.db").is_file()
+}
+
 fn count(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("count.txt")).unwrap_or_default()
 }
@@ -56,8 +68,17 @@ fn runs_are_recorded_and_a_retry_reuses_finished_steps() {
     std::fs::write(p.join("c.md"), COUNTER).unwrap();
     let r = mtf(p, &["run", "c.md", "--allow-write", ".", "-q"]);
     assert_eq!(r.code, 1, "{}", r.stderr);
-    assert!(p.join(".marktoflow/runs.db").exists(), "the default store");
+    assert!(recorded_in(&p.join(".marktoflow")), "the default store");
     let h: Value = serde_json::from_str(&mtf(p, &["history", "--json"]).stdout).unwrap();
+    // The reader moved the run's journal into the database and deleted it.
+    assert!(p.join(".marktoflow/runs.db").is_file());
+    assert!(recorded_in(&p.join(".marktoflow")));
+    let left = std::fs::read_dir(p.join(".marktoflow/runs.db.pending"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .count();
+    assert_eq!(left, 0, "a finished run's journal is deleted once moved");
     let first = &h["runs"][0];
     assert_eq!(first["status"], "failed");
     assert_eq!(first["trigger"], "cli");
@@ -155,7 +176,7 @@ fn store_options_and_pruning() {
         .args(["run", "h.md", "-q"])
         .env("MARKTOFLOW_STORE", "elsewhere/runs.db"));
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(p.join("elsewhere/runs.db").exists());
+    assert!(recorded_in(&p.join("elsewhere")));
     // A store that cannot be opened stops the run before it starts.
     std::fs::write(p.join("not-a-db"), "hello, this is not SQLite").unwrap();
     let r = mtf(p, &["run", "h.md", "--store", "not-a-db"]);
@@ -209,7 +230,7 @@ fn state_is_found_like_git_finds_its_folder() {
     );
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json()["outputs"]["hits"]["count"], 1);
-    assert!(p.join("project/.marktoflow/runs.db").is_file());
+    assert!(recorded_in(&p.join("project/.marktoflow")));
     assert!(p.join("project/.marktoflow/kb").is_dir());
     assert!(
         !p.join("project/notes/.marktoflow").exists(),
@@ -235,7 +256,7 @@ fn state_is_found_like_git_finds_its_folder() {
     .unwrap();
     let r = at(&p.join("loose"), &["run", "one.md", "-q"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(home.path().join("runs.db").is_file());
+    assert!(recorded_in(home.path()));
     assert!(
         !p.join("loose/.marktoflow").exists(),
         "a run does not litter the folder"

@@ -225,17 +225,28 @@ impl StoreArgs {
     }
 
     /// The opened store, or None with `--no-store`. A store that cannot be
-    /// opened is an error: runs must not go unrecorded silently. `window`:
-    /// see [`crate::store::SqliteStore::open_with_window`].
+    /// opened is an error: runs must not go unrecorded silently.
     pub fn open(
         &self,
         start: &Path,
-        window: std::time::Duration,
     ) -> Result<Option<Arc<dyn crate::store::RunStore>>, crate::store::StoreError> {
         if self.no_store {
             return Ok(None);
         }
-        let s = crate::store::SqliteStore::open_with_window(&self.path(start), window)?;
+        let s = crate::store::SqliteStore::open(&self.path(start))?;
+        Ok(Some(Arc::new(s)))
+    }
+
+    /// For recording one run: its journal beside the store (see
+    /// [`crate::store::journal`]), or None with `--no-store`.
+    pub fn open_journal(
+        &self,
+        start: &Path,
+    ) -> Result<Option<Arc<dyn crate::store::RunStore>>, crate::store::StoreError> {
+        if self.no_store {
+            return Ok(None);
+        }
+        let s = crate::store::journal::JournalStore::open(&self.path(start))?;
         Ok(Some(Arc::new(s)))
     }
 }
@@ -726,8 +737,8 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
             return EXIT_RUN_FAILED;
         }
     };
-    // A short run is recorded in one commit (nobody waits on its row).
-    let store = match a.store.open(&wf_dir, std::time::Duration::from_millis(50)) {
+    // Recorded as a journal: the next reader of the store moves it in.
+    let store = match a.store.open_journal(&wf_dir) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -778,7 +789,6 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
         }
     });
     if let Some(store) = &store {
-        // The flush ends the group-commit window; the row's answer follows.
         let flushed = store.flush();
         let created = created.map(|c| {
             c.blocking_recv()
@@ -955,7 +965,7 @@ fn serve(a: ServeArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let store = match a.store.open(&serve_root, std::time::Duration::ZERO) {
+    let store = match a.store.open(&serve_root) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");

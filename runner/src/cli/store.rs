@@ -34,7 +34,7 @@ pub struct RetryArgs {
 /// Opens the store for reading; a missing file means no runs yet.
 fn open(store: &StoreArgs) -> Result<Arc<dyn RunStore>, i32> {
     let path = store.path(Path::new("."));
-    if !path.exists() {
+    if !path.exists() && !crate::store::journal::dir_of(&path).exists() {
         eprintln!(
             "error: no run store at `{}` (runs are recorded there by `marktoflow run` and `serve`)",
             path.display()

@@ -25,17 +25,24 @@
 //! store.prune(retention)?;
 //! ```
 //!
+//! A CLI run does not open the database at all: [`journal::JournalStore`]
+//! appends its writes to a file of its own beside the database, and the
+//! next process that reads the store (`history`, `show`, `serve`, …) moves
+//! finished journals into it in one transaction. Recording a short run then
+//! costs one small file instead of opening SQLite, a commit and a checkpoint.
+//!
 //! [`recording_sink`] is the event sink alone, for callers that compose it
 //! with others (the CLI's progress printer); they end the run with
 //! [`RunStore::finish_run`].
 
+pub mod journal;
 pub mod sqlite;
 
 use crate::engine::{
     Checkpoint, Engine, EventSink, RunConfig, RunEvent, RunResult, RunStatus, StepStatus,
 };
 use crate::format::model::Workflow;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -65,7 +72,7 @@ pub enum StoreError {
 }
 
 /// Where a run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Accepted, not started.
@@ -114,7 +121,7 @@ impl From<RunStatus> for Status {
 }
 
 /// A run to record.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NewRun {
     pub id: String,
     /// The workflow's id.
@@ -195,7 +202,7 @@ impl RunRecord {
 }
 
 /// One finished (or skipped) step of a run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepRow {
     pub step_id: String,
     pub name: String,
@@ -222,7 +229,7 @@ pub struct RunFilter {
 }
 
 /// How a run ended, for [`RunStore::finish_run`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunEnd {
     pub status: Status,
     pub outputs: Value,
@@ -239,6 +246,49 @@ impl From<&RunResult> for RunEnd {
             error: r.error.as_ref().map(|e| e.message.clone()),
             error_step: r.error.as_ref().and_then(|e| e.step_id.clone()),
             duration_ms: r.duration_ms,
+        }
+    }
+}
+
+/// One write to the store, as queued by a store's writer and as kept, one
+/// JSON line each, in a run's journal (see [`journal`]). Times are taken
+/// when the write is made, not when it is applied.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Write {
+    Create {
+        run: NewRun,
+        at: i64,
+    },
+    Running {
+        run_id: String,
+        at: i64,
+        pid: u32,
+    },
+    Step {
+        run_id: String,
+        row: StepRow,
+    },
+    Checkpoint {
+        run_id: String,
+        checkpoint: Checkpoint,
+    },
+    Finish {
+        run_id: String,
+        end: RunEnd,
+        at: i64,
+    },
+}
+
+impl Write {
+    /// The run this write belongs to.
+    pub fn run_id(&self) -> &str {
+        match self {
+            Write::Create { run, .. } => &run.id,
+            Write::Running { run_id, .. }
+            | Write::Step { run_id, .. }
+            | Write::Checkpoint { run_id, .. }
+            | Write::Finish { run_id, .. } => run_id,
         }
     }
 }

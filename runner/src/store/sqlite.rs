@@ -7,7 +7,10 @@
 //! not a power cut right after it. Reads use their own connection and never
 //! wait for the writer.
 
-use super::{now_ms, NewRun, RunEnd, RunFilter, RunRecord, RunStore, Status, StepRow, StoreError};
+use super::journal;
+use super::{
+    now_ms, NewRun, RunEnd, RunFilter, RunRecord, RunStore, Status, StepRow, StoreError, Write,
+};
 use crate::engine::{Checkpoint, StepStatus};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
@@ -71,19 +74,11 @@ const MAX_BATCH: usize = 4096;
 type Reply<T> = tokio::sync::oneshot::Sender<Result<T, StoreError>>;
 
 enum Op {
-    Create(Box<NewRun>, Reply<()>),
-    Running {
-        run_id: String,
-        at: i64,
-        pid: u32,
-    },
-    Step(String, Box<StepRow>),
-    Checkpoint {
-        run_id: String,
-        next_step: usize,
-        state: String,
-    },
-    Finish(String, Box<RunEnd>, i64),
+    Create(Box<NewRun>, i64, Reply<()>),
+    Write(Box<Write>),
+    /// Runs' journals (see [`super::journal`]) to move in, each replacing
+    /// what an earlier move of the same run left.
+    Absorb(Vec<Vec<Write>>, mpsc::Sender<Result<(), StoreError>>),
     Prune(i64, Reply<usize>),
     Flush(Reply<()>),
 }
@@ -162,15 +157,6 @@ impl SqliteStore {
     /// Opens (creating it and its folder when missing) the store at `path`,
     /// bringing its schema up to date.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
-        Self::open_with_window(path, Duration::ZERO)
-    }
-
-    /// Like [`SqliteStore::open`], with a group-commit window: after a write
-    /// arrives, the writer waits up to `window` for more (a flush ends the
-    /// wait) and commits them together. A short CLI run then costs one
-    /// commit instead of one per event; a server, which must commit each
-    /// accepted run before answering, uses no window.
-    pub fn open_with_window(path: &Path, window: Duration) -> Result<SqliteStore, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
                 path: path.display().to_string(),
@@ -182,17 +168,44 @@ impl SqliteStore {
         let (tx, rx) = mpsc::channel();
         let writer = std::thread::Builder::new()
             .name("marktoflow-store".into())
-            .spawn(move || writer_loop(write, rx, window))
+            .spawn(move || writer_loop(write, rx))
             .map_err(|e| StoreError::Open {
                 path: path.display().to_string(),
                 message: format!("cannot start the writer thread: {e}"),
             })?;
-        Ok(SqliteStore {
+        let store = SqliteStore {
             path: path.to_path_buf(),
             tx: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
             read: Mutex::new(None),
-        })
+        };
+        store.absorb_journals()?;
+        Ok(store)
+    }
+
+    /// Moves in the runs recorded as journals (see [`super::journal`]).
+    fn absorb_journals(&self) -> Result<(), StoreError> {
+        let dir = journal::dir_of(&self.path);
+        if !journal::any_pending(&dir) {
+            return Ok(());
+        }
+        let _lock = journal::lock(&dir)?;
+        let pending = journal::read_pending(&dir);
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let (reply, answer) = mpsc::channel();
+        let (done, writes): (Vec<_>, Vec<_>) = pending
+            .into_iter()
+            .map(|p| (p.complete.then_some(p.path), p.writes))
+            .unzip();
+        self.send(Op::Absorb(writes, reply));
+        answer.recv().map_err(|_| StoreError::Closed)??;
+        for path in done.into_iter().flatten() {
+            // Another process may have moved and deleted it first.
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
@@ -212,6 +225,7 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
     ) -> Result<T, StoreError> {
+        self.absorb_journals()?;
         let mut conn = self
             .read
             .lock()
@@ -243,26 +257,16 @@ impl Drop for SqliteStore {
 /// Answers one queued write once its batch is committed (None) or failed.
 type Acknowledge = Box<dyn FnOnce(Option<&str>)>;
 
-fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Op>, window: Duration) {
+fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Op>) {
     // An error of a queued write, reported at the next flush.
     let mut deferred: Option<String> = None;
     while let Ok(first) = rx.recv() {
-        let deadline = std::time::Instant::now() + window;
-        let mut flushing = matches!(first, Op::Flush(_));
+        // Whatever queued meanwhile goes into the same transaction.
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
-            let next = if flushing {
-                rx.try_recv().map_err(|_| ())
-            } else {
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                rx.recv_timeout(left).map_err(|_| ())
-            };
-            match next {
-                Ok(op) => {
-                    flushing |= matches!(op, Op::Flush(_));
-                    batch.push(op);
-                }
-                Err(()) => break,
+            match rx.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
             }
         }
         let mut replies: Vec<Acknowledge> = Vec::new();
@@ -270,8 +274,8 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Op>, window: Duration) {
             let tx = conn.transaction()?;
             for op in batch {
                 match op {
-                    Op::Create(run, reply) => {
-                        let r = insert_run(&tx, &run);
+                    Op::Create(run, at, reply) => {
+                        let r = insert_run(&tx, &run, at);
                         replies.push(Box::new(move |commit_err| {
                             let r = match (r, commit_err) {
                                 (Err(e), _) => Err(db_err(e)),
@@ -303,8 +307,19 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Op>, window: Duration) {
                             let _ = reply.send(r);
                         }));
                     }
-                    other => {
-                        if let Err(e) = apply(&tx, other) {
+                    Op::Absorb(journals, reply) => {
+                        let r = absorb(&tx, &journals);
+                        replies.push(Box::new(move |commit_err| {
+                            let r = match (r, commit_err) {
+                                (Err(e), _) => Err(db_err(e)),
+                                (Ok(()), Some(e)) => Err(StoreError::Db(e.to_string())),
+                                (Ok(()), None) => Ok(()),
+                            };
+                            let _ = reply.send(r);
+                        }));
+                    }
+                    Op::Write(w) => {
+                        if let Err(e) = apply(&tx, &w) {
                             deferred.get_or_insert_with(|| e.to_string());
                         }
                     }
@@ -326,8 +341,7 @@ fn json_text(v: &Value) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
 }
 
-fn insert_run(tx: &rusqlite::Transaction, run: &NewRun) -> Result<(), rusqlite::Error> {
-    let now = now_ms();
+fn insert_run(tx: &rusqlite::Transaction, run: &NewRun, now: i64) -> Result<(), rusqlite::Error> {
     let started = (run.status == Status::Running).then_some(now);
     tx.prepare_cached(
         "INSERT INTO runs (id, workflow, file, version, trigger, retry_of, status, inputs, pid, created_at, started_at)
@@ -365,16 +379,17 @@ fn step_status_str(s: StepStatus) -> &'static str {
     }
 }
 
-fn apply(tx: &rusqlite::Transaction, op: Op) -> Result<(), rusqlite::Error> {
-    match op {
-        Op::Running { run_id, at, pid } => {
+fn apply(tx: &rusqlite::Transaction, w: &Write) -> Result<(), rusqlite::Error> {
+    match w {
+        Write::Create { run, at } => insert_run(tx, run, *at)?,
+        Write::Running { run_id, at, pid } => {
             tx.prepare_cached(
                 "UPDATE runs SET status = 'running', started_at = COALESCE(started_at, ?2), pid = ?3
                  WHERE id = ?1 AND status IN ('queued', 'running')",
             )?
             .execute(params![run_id, at, pid])?;
         }
-        Op::Step(run_id, s) => {
+        Write::Step { run_id, row: s } => {
             tx.prepare_cached(
                 "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
@@ -394,17 +409,14 @@ fn apply(tx: &rusqlite::Transaction, op: Op) -> Result<(), rusqlite::Error> {
                 s.reused,
             ])?;
         }
-        Op::Checkpoint {
-            run_id,
-            next_step,
-            state,
-        } => {
+        Write::Checkpoint { run_id, checkpoint } => {
+            let state = serde_json::to_string(checkpoint).unwrap_or_default();
             tx.prepare_cached(
                 "INSERT OR REPLACE INTO checkpoints (run_id, next_step, state) VALUES (?1, ?2, ?3)",
             )?
-            .execute(params![run_id, next_step as i64, state])?;
+            .execute(params![run_id, checkpoint.next_step as i64, state])?;
         }
-        Op::Finish(run_id, end, at) => {
+        Write::Finish { run_id, end, at } => {
             tx.prepare_cached(
                 "UPDATE runs SET status = ?2, outputs = ?3, error = ?4, error_step = ?5, finished_at = ?6, duration_ms = ?7
                  WHERE id = ?1",
@@ -419,7 +431,38 @@ fn apply(tx: &rusqlite::Transaction, op: Op) -> Result<(), rusqlite::Error> {
                 end.duration_ms as i64,
             ])?;
         }
-        Op::Create(..) | Op::Prune(..) | Op::Flush(_) => {}
+    }
+    Ok(())
+}
+
+/// Moves journals in: each run's rows are replaced by its journal, so moving
+/// the same journal twice (it grew meanwhile) leaves one copy. A run already
+/// finished in the database is never replaced by a journal that is not.
+fn absorb(tx: &rusqlite::Transaction, journals: &[Vec<Write>]) -> Result<(), rusqlite::Error> {
+    for writes in journals {
+        let Some(id) = writes.first().map(Write::run_id) else {
+            continue;
+        };
+        let finished = writes.iter().any(|w| matches!(w, Write::Finish { .. }));
+        let stored: Option<String> = tx
+            .prepare_cached("SELECT status FROM runs WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))
+            .optional()?;
+        if !finished
+            && stored
+                .as_deref()
+                .and_then(Status::parse)
+                .is_some_and(Status::is_finished)
+        {
+            continue;
+        }
+        for table in ["steps", "checkpoints"] {
+            tx.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), [id])?;
+        }
+        tx.execute("DELETE FROM runs WHERE id = ?1", [id])?;
+        for w in writes.iter().filter(|w| w.run_id() == id) {
+            apply(tx, w)?;
+        }
     }
     Ok(())
 }
@@ -493,33 +536,38 @@ fn step_of(r: &Row) -> Result<StepRow, rusqlite::Error> {
 impl RunStore for SqliteStore {
     fn submit_run(&self, run: NewRun) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
         let (reply, rx) = tokio::sync::oneshot::channel();
-        self.send(Op::Create(Box::new(run), reply));
+        self.send(Op::Create(Box::new(run), now_ms(), reply));
         rx
     }
 
     fn mark_running(&self, run_id: &str) {
-        self.send(Op::Running {
+        self.send(Op::Write(Box::new(Write::Running {
             run_id: run_id.to_string(),
             at: now_ms(),
             pid: std::process::id(),
-        });
+        })));
     }
 
     fn record_step(&self, run_id: &str, row: StepRow) {
-        self.send(Op::Step(run_id.to_string(), Box::new(row)));
+        self.send(Op::Write(Box::new(Write::Step {
+            run_id: run_id.to_string(),
+            row,
+        })));
     }
 
     fn save_checkpoint(&self, run_id: &str, cp: &Checkpoint) {
-        let state = serde_json::to_string(cp).unwrap_or_default();
-        self.send(Op::Checkpoint {
+        self.send(Op::Write(Box::new(Write::Checkpoint {
             run_id: run_id.to_string(),
-            next_step: cp.next_step,
-            state,
-        });
+            checkpoint: cp.clone(),
+        })));
     }
 
     fn finish_run(&self, run_id: &str, end: RunEnd) {
-        self.send(Op::Finish(run_id.to_string(), Box::new(end), now_ms()));
+        self.send(Op::Write(Box::new(Write::Finish {
+            run_id: run_id.to_string(),
+            end,
+            at: now_ms(),
+        })));
     }
 
     fn flush(&self) -> Result<(), StoreError> {
@@ -609,6 +657,7 @@ impl RunStore for SqliteStore {
     }
 
     fn prune(&self, older_than: Duration) -> Result<usize, StoreError> {
+        self.absorb_journals()?;
         let cutoff = now_ms().saturating_sub(older_than.as_millis().min(i64::MAX as u128) as i64);
         let (reply, rx) = tokio::sync::oneshot::channel();
         self.send(Op::Prune(cutoff, reply));
@@ -732,38 +781,5 @@ mod tests {
         std::fs::write(&p, "not sqlite at all, just text that is long enough").unwrap();
         let e = SqliteStore::open(&p).err().expect("refused");
         assert!(e.to_string().contains("x.db"), "{e}");
-    }
-
-    #[test]
-    fn a_group_commit_window_keeps_every_write_and_a_flush_commits_at_once() {
-        let dir = std::env::temp_dir().join(format!("mtf-window-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let path = dir.join("runs.db");
-        {
-            // A window far longer than the test: only the flush can end it.
-            let s = SqliteStore::open_with_window(&path, Duration::from_secs(3600)).unwrap();
-            let created = s.submit_run(new_run("bbbb-1", "w", "cli", None));
-            s.record_step("bbbb-1", step("one", 1));
-            s.finish_run(
-                "bbbb-1",
-                RunEnd {
-                    status: Status::Completed,
-                    outputs: json!({"ok": true}),
-                    error: None,
-                    error_step: None,
-                    duration_ms: 1,
-                },
-            );
-            s.flush().unwrap();
-            created.blocking_recv().unwrap().unwrap();
-        }
-        let s = SqliteStore::open(&path).unwrap();
-        let r = s.get_run("bbbb-1").unwrap();
-        assert_eq!(
-            (r.status, r.outputs.clone()),
-            (Status::Completed, json!({"ok": true}))
-        );
-        assert_eq!(s.steps_of("bbbb-1").unwrap().len(), 1);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

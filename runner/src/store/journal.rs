@@ -1,0 +1,463 @@
+//! Run journals: how a CLI run is recorded without opening the database.
+//!
+//! A run's writes are appended, one JSON [`Write`] per line, to
+//! `<store>.pending/<run id>.jsonl` beside the store file. Whoever next
+//! reads the store ([`super::SqliteStore`] at open and before every read)
+//! moves the journals in under a lock, in one transaction, and deletes those
+//! that are complete: the run finished, or its process is gone. A journal
+//! whose process still runs is moved in as it stands (the run shows as
+//! running) and kept, to be moved again once it grew.
+//!
+//! Durability is the database's (`synchronous=NORMAL`): a write is in the
+//! OS's cache when it returns, so it survives the process being killed, not
+//! a power cut. A line cut short by a crash is ignored; a line that does not
+//! parse stops the reading of its file, which is then never deleted.
+
+use super::{
+    now_ms, process_alive, Checkpoint, NewRun, RunEnd, RunFilter, RunRecord, RunStore, SqliteStore,
+    StepRow, StoreError, Write,
+};
+use std::fs::File;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The folder of journals that belongs to the store file `db`.
+pub fn dir_of(db: &Path) -> PathBuf {
+    let mut name = db.file_name().unwrap_or_default().to_os_string();
+    name.push(".pending");
+    db.with_file_name(name)
+}
+
+/// Records runs as journals beside the store file; reads open the store.
+pub struct JournalStore {
+    db: PathBuf,
+    dir: PathBuf,
+    file: Mutex<Option<File>>,
+    /// The first write that failed, reported at the next flush.
+    failed: Mutex<Option<String>>,
+    reader: Mutex<Option<Arc<SqliteStore>>>,
+}
+
+impl JournalStore {
+    /// A journal store for the store file `db`; creates the journal folder.
+    pub fn open(db: &Path) -> Result<JournalStore, StoreError> {
+        // What the next reader would refuse is refused now, before the run.
+        if db.exists() && !is_sqlite(db) {
+            return Err(StoreError::Open {
+                path: db.display().to_string(),
+                message: "not a run store (not an SQLite database)".into(),
+            });
+        }
+        let dir = dir_of(db);
+        std::fs::create_dir_all(&dir).map_err(|e| StoreError::Open {
+            path: dir.display().to_string(),
+            message: format!("cannot create the folder: {e}"),
+        })?;
+        Ok(JournalStore {
+            db: db.to_path_buf(),
+            dir,
+            file: Mutex::new(None),
+            failed: Mutex::new(None),
+            reader: Mutex::new(None),
+        })
+    }
+
+    fn create(&self, run: NewRun) -> Result<(), StoreError> {
+        // Run ids become file names: nothing but what a uuid is made of.
+        let safe = !run.id.is_empty()
+            && run.id.len() <= 64
+            && run
+                .id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if !safe {
+            return Err(StoreError::Db(format!(
+                "run id `{}` cannot name a journal",
+                run.id
+            )));
+        }
+        let path = self.dir.join(format!("{}.jsonl", run.id));
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| StoreError::Open {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            })?;
+        let mut slot = self.file.lock().map_err(|_| StoreError::Closed)?;
+        *slot = Some(file);
+        drop(slot);
+        self.append(&Write::Create { run, at: now_ms() });
+        self.failed()
+    }
+
+    fn append(&self, w: &Write) {
+        let result = (|| -> Result<(), String> {
+            let mut line = serde_json::to_vec(w).map_err(|e| e.to_string())?;
+            line.push(b'\n');
+            let mut slot = self
+                .file
+                .lock()
+                .map_err(|_| "journal lock poisoned".to_string())?;
+            let file = slot.as_mut().ok_or("no run was created in this journal")?;
+            // One write call per line: a reader sees whole lines or a cut
+            // last one, which it ignores.
+            file.write_all(&line).map_err(|e| e.to_string())
+        })();
+        if let Err(e) = result {
+            if let Ok(mut f) = self.failed.lock() {
+                f.get_or_insert(format!("journal of run `{}`: {e}", w.run_id()));
+            }
+        }
+    }
+
+    fn failed(&self) -> Result<(), StoreError> {
+        match self.failed.lock().map(|f| f.clone()) {
+            Ok(None) => Ok(()),
+            Ok(Some(e)) => Err(StoreError::Db(e)),
+            Err(_) => Err(StoreError::Closed),
+        }
+    }
+
+    fn reader(&self) -> Result<Arc<SqliteStore>, StoreError> {
+        let mut slot = self.reader.lock().map_err(|_| StoreError::Closed)?;
+        if let Some(r) = slot.as_ref() {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(SqliteStore::open(&self.db)?);
+        *slot = Some(r.clone());
+        Ok(r)
+    }
+}
+
+impl RunStore for JournalStore {
+    fn submit_run(&self, run: NewRun) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        let _ = reply.send(self.create(run));
+        rx
+    }
+
+    fn mark_running(&self, run_id: &str) {
+        self.append(&Write::Running {
+            run_id: run_id.to_string(),
+            at: now_ms(),
+            pid: std::process::id(),
+        });
+    }
+
+    fn record_step(&self, run_id: &str, row: StepRow) {
+        self.append(&Write::Step {
+            run_id: run_id.to_string(),
+            row,
+        });
+    }
+
+    fn save_checkpoint(&self, run_id: &str, cp: &Checkpoint) {
+        self.append(&Write::Checkpoint {
+            run_id: run_id.to_string(),
+            checkpoint: cp.clone(),
+        });
+    }
+
+    fn finish_run(&self, run_id: &str, end: RunEnd) {
+        self.append(&Write::Finish {
+            run_id: run_id.to_string(),
+            end,
+            at: now_ms(),
+        });
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        self.failed()
+    }
+
+    fn get_run(&self, id: &str) -> Result<RunRecord, StoreError> {
+        self.reader()?.get_run(id)
+    }
+
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        self.reader()?.list_runs(filter)
+    }
+
+    fn steps_of(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
+        self.reader()?.steps_of(run_id)
+    }
+
+    fn checkpoint(
+        &self,
+        run_id: &str,
+        next_step: Option<usize>,
+    ) -> Result<Option<Checkpoint>, StoreError> {
+        self.reader()?.checkpoint(run_id, next_step)
+    }
+
+    fn incomplete_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.reader()?.incomplete_runs()
+    }
+
+    fn prune(&self, older_than: Duration) -> Result<usize, StoreError> {
+        self.reader()?.prune(older_than)
+    }
+}
+
+/// Whether `path` is a file that starts as every SQLite database does.
+fn is_sqlite(path: &Path) -> bool {
+    let mut head = [0u8; 16];
+    File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok_and(|()| &head == b"SQLite format 3\0")
+}
+
+/// One journal read back.
+pub(super) struct Pending {
+    pub path: PathBuf,
+    pub writes: Vec<Write>,
+    /// Nothing more will be appended and all of it was read: delete it once
+    /// moved in.
+    pub complete: bool,
+}
+
+/// Whether `dir` holds any journal (cheap: no file is read).
+pub(super) fn any_pending(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+    })
+}
+
+/// Holds the journal folder's lock: one process moves journals at a time,
+/// so an older reading of a journal never replaces a newer one.
+pub(super) fn lock(dir: &Path) -> Result<File, StoreError> {
+    let path = dir.join(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| StoreError::Open {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+    file.lock().map_err(|e| StoreError::Open {
+        path: path.display().to_string(),
+        message: format!("cannot lock: {e}"),
+    })?;
+    Ok(file)
+}
+
+/// The journals in `dir`, oldest run first. Files that do not start with
+/// the creation of a run are left alone.
+pub(super) fn read_pending(dir: &Path) -> Vec<Pending> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(i64, Pending)> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .filter_map(|path| {
+            let text = std::fs::read(&path).ok()?;
+            let (writes, whole) = parse(&text);
+            let (created, pid) = match writes.first() {
+                Some(Write::Create { run, at }) => (*at, run.pid),
+                _ => return None,
+            };
+            let pid = writes
+                .iter()
+                .rev()
+                .find_map(|w| match w {
+                    Write::Running { pid, .. } => Some(*pid),
+                    _ => None,
+                })
+                .or(pid);
+            let finished = writes.iter().any(|w| matches!(w, Write::Finish { .. }));
+            let ended = finished || !pid.is_some_and(process_alive);
+            Some((
+                created,
+                Pending {
+                    path,
+                    writes,
+                    complete: whole && ended,
+                },
+            ))
+        })
+        .collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.path.cmp(&b.1.path)));
+    found.into_iter().map(|(_, p)| p).collect()
+}
+
+/// The writes of one journal, and whether every line was read (a cut last
+/// line does not count against it: its write never returned).
+fn parse(text: &[u8]) -> (Vec<Write>, bool) {
+    let mut writes = Vec::new();
+    let mut lines = text.split(|b| *b == b'\n').peekable();
+    while let Some(line) = lines.next() {
+        if lines.peek().is_none() {
+            // After the last newline: empty, or a write cut short.
+            break;
+        }
+        match serde_json::from_slice::<Write>(line) {
+            Ok(w)
+                if writes
+                    .first()
+                    .is_none_or(|f: &Write| f.run_id() == w.run_id()) =>
+            {
+                writes.push(w)
+            }
+            _ => return (writes, false),
+        }
+    }
+    (writes, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{RunRecord, Status};
+    use serde_json::json;
+
+    fn new_run(id: &str) -> NewRun {
+        NewRun {
+            id: id.into(),
+            workflow: "w".into(),
+            file: "/tmp/w.md".into(),
+            version: "v1".into(),
+            inputs: json!({"q": "x"}).as_object().unwrap().clone(),
+            trigger: "cli".into(),
+            status: Status::Queued,
+            retry_of: None,
+            pid: Some(std::process::id()),
+        }
+    }
+
+    fn step(id: &str) -> StepRow {
+        StepRow {
+            step_id: id.into(),
+            name: id.into(),
+            depth: 0,
+            top_index: 1,
+            status: crate::engine::StepStatus::Completed,
+            attempts: 1,
+            started_at: 0,
+            duration_ms: 2,
+            output: json!({"id": id}),
+            error: None,
+            reused: false,
+        }
+    }
+
+    fn end() -> RunEnd {
+        RunEnd {
+            status: Status::Completed,
+            outputs: json!({"ok": 1}),
+            error: None,
+            error_step: None,
+            duration_ms: 4,
+        }
+    }
+
+    fn stored(db: &Path, id: &str) -> (RunRecord, usize) {
+        let s = SqliteStore::open(db).unwrap();
+        let r = s.get_run(id).unwrap();
+        (r, s.steps_of(id).unwrap().len())
+    }
+
+    #[test]
+    fn a_live_run_is_shown_while_it_runs_and_moved_once_when_it_ends() {
+        let d = tempfile::tempdir().unwrap();
+        let db = d.path().join("runs.db");
+        let j = JournalStore::open(&db).unwrap();
+        j.create_run(new_run("run-1")).unwrap();
+        j.mark_running("run-1");
+        j.record_step("run-1", step("a"));
+        // This process is alive: moved in as it stands, the journal kept.
+        let (r, steps) = stored(&db, "run-1");
+        assert_eq!((r.status, steps), (Status::Running, 1));
+        let journal = dir_of(&db).join("run-1.jsonl");
+        assert!(journal.exists());
+        j.record_step("run-1", step("b"));
+        j.finish_run("run-1", end());
+        j.flush().unwrap();
+        // Moved again, replacing the first move rather than adding to it.
+        let (r, steps) = stored(&db, "run-1");
+        assert_eq!((r.status, steps), (Status::Completed, 2));
+        assert_eq!(r.outputs, json!({"ok": 1}));
+        assert!(
+            !journal.exists(),
+            "a finished journal is deleted once moved"
+        );
+        // Reading again changes nothing.
+        assert_eq!(stored(&db, "run-1").1, 2);
+    }
+
+    #[test]
+    fn a_cut_line_is_ignored_and_a_damaged_journal_is_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let db = d.path().join("runs.db");
+        let dir = dir_of(&db);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut dead = new_run("run-2");
+        dead.pid = Some(u32::MAX);
+        let create = serde_json::to_string(&Write::Create { run: dead, at: 5 }).unwrap();
+        // A writer killed in the middle of its second line.
+        std::fs::write(dir.join("run-2.jsonl"), format!("{create}\n{{\"op\":\"st")).unwrap();
+        // A line in the middle that is not a write.
+        let mut other = new_run("run-3");
+        other.pid = Some(u32::MAX);
+        let create3 = serde_json::to_string(&Write::Create { run: other, at: 6 }).unwrap();
+        std::fs::write(dir.join("run-3.jsonl"), format!("{create3}\nnot json\n")).unwrap();
+        let (r, _) = stored(&db, "run-2");
+        assert!(r.is_interrupted(), "its process is gone");
+        assert!(
+            !dir.join("run-2.jsonl").exists(),
+            "complete as it will ever be"
+        );
+        assert_eq!(stored(&db, "run-3").0.id, "run-3");
+        assert!(
+            dir.join("run-3.jsonl").exists(),
+            "a damaged journal is never deleted"
+        );
+    }
+
+    #[test]
+    fn a_finished_run_is_not_replaced_by_an_older_reading() {
+        let d = tempfile::tempdir().unwrap();
+        let db = d.path().join("runs.db");
+        let j = JournalStore::open(&db).unwrap();
+        j.create_run(new_run("run-4")).unwrap();
+        j.record_step("run-4", step("a"));
+        let partial = std::fs::read(dir_of(&db).join("run-4.jsonl")).unwrap();
+        j.finish_run("run-4", end());
+        assert_eq!(stored(&db, "run-4").0.status, Status::Completed);
+        // A journal that stops before the end reappears (say, a slow reader's copy).
+        std::fs::write(dir_of(&db).join("run-4.jsonl"), partial).unwrap();
+        assert_eq!(stored(&db, "run-4").0.status, Status::Completed);
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_store_is_refused_before_anything_is_written() {
+        let d = tempfile::tempdir().unwrap();
+        let db = d.path().join("runs.db");
+        std::fs::write(&db, "plain text, long enough to have a header").unwrap();
+        let e = JournalStore::open(&db).err().expect("refused");
+        assert!(e.to_string().contains("runs.db"), "{e}");
+        assert!(!dir_of(&db).exists());
+        std::fs::remove_file(&db).unwrap();
+        SqliteStore::open(&db).unwrap();
+        JournalStore::open(&db).expect("a real store is accepted");
+    }
+
+    #[test]
+    fn ids_that_are_not_file_names_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let j = JournalStore::open(&d.path().join("runs.db")).unwrap();
+        for id in ["../x", "", "a/b", "a.b"] {
+            assert!(j.create_run(new_run(id)).is_err(), "{id}");
+        }
+        assert!(std::fs::read_dir(d.path()).unwrap().count() == 1);
+    }
+}
