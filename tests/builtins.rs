@@ -348,3 +348,77 @@ fn http_hosts_can_be_limited() {
     );
     assert_eq!(srv.flaky_hits.load(Ordering::SeqCst), 0);
 }
+
+#[test]
+fn file_list_walks_as_the_one_walker_does() {
+    let d = tempdir();
+    let p = d.path();
+    for f in [
+        "a.txt",
+        "sub/b.txt",
+        "sub/deep/c.txt",
+        "build/out.txt",
+        ".hidden/h.txt",
+    ] {
+        std::fs::create_dir_all(p.join(f).parent().unwrap()).unwrap();
+        std::fs::write(p.join(f), "x").unwrap();
+    }
+    std::fs::write(p.join(".gitignore"), "build/\n").unwrap();
+    std::fs::create_dir_all(p.join(".marktoflow")).unwrap();
+    std::fs::write(p.join(".marktoflow/state.txt"), "x").unwrap();
+    let outside = tempdir();
+    std::fs::write(outside.path().join("secret.txt"), "s").unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(outside.path(), p.join("escape")).unwrap();
+    std::fs::write(
+        p.join("l.md"),
+        r#"---
+workflow: {id: l}
+---
+
+```yaml
+action: file.list
+inputs: {path: .}
+output_variable: top
+```
+
+```yaml
+action: file.list
+inputs: {path: ., recursive: true, include_dirs: true}
+output_variable: all
+```
+
+```yaml
+action: file.list
+inputs: {path: ., pattern: "**/*.txt", respect_ignore_files: true}
+output_variable: kept
+```
+
+```yaml
+action: workflow.set_outputs
+inputs: {top: '{{ top.files }}', all: '{{ all.files }}', kept: '{{ kept.files }}'}
+```
+"#,
+    )
+    .unwrap();
+    let r = run(cmd(p).args(["run", "l.md", "--json", "-q"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    let o = &r.json()["outputs"];
+    // One level, no folders, no dot-files, nothing of `.marktoflow/`.
+    assert_eq!(o["top"], json!(["a.txt", "l.md"]));
+    // Folders listed and entered; the link out of the allowed folder is not.
+    assert_eq!(
+        o["all"],
+        json!([
+            "a.txt",
+            "build",
+            "build/out.txt",
+            "l.md",
+            "sub",
+            "sub/b.txt",
+            "sub/deep",
+            "sub/deep/c.txt"
+        ])
+    );
+    assert_eq!(o["kept"], json!(["a.txt", "sub/b.txt", "sub/deep/c.txt"]));
+}

@@ -1196,8 +1196,9 @@ pub async fn run_file_watches(
     }
 }
 
-/// Every `.md` workflow under the given files and folders (files without
-/// frontmatter, like READMEs, are skipped).
+/// Every `.md` file under the given files and folders, as the one walker
+/// lists them (ignore files honoured, hidden entries and `.marktoflow/`
+/// skipped); callers skip files without a workflow's frontmatter.
 pub fn workflow_files(paths: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for p in paths {
@@ -1205,14 +1206,13 @@ pub fn workflow_files(paths: &[PathBuf]) -> Vec<PathBuf> {
             out.push(p.clone());
             continue;
         }
-        for e in walkdir::WalkDir::new(p)
-            .sort_by_file_name()
-            .into_iter()
-            .filter_map(Result::ok)
-        {
-            if e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "md") {
-                out.push(e.path().to_path_buf());
-            }
+        let opts = marktoflow_steps::core::walk::WalkOptions {
+            extensions: vec!["md".into()],
+            ..Default::default()
+        };
+        // An unreadable folder yields nothing here; loading reports it.
+        for e in marktoflow_steps::core::walk::walk(p, &opts).unwrap_or_default() {
+            out.push(e.abs_path);
         }
     }
     out

@@ -176,30 +176,28 @@ fn list(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
         ),
         None => None,
     };
-    let include_dirs = a.bool("include_dirs", false)?;
-    let hidden = a.bool("include_hidden", false)?;
+    let opts = crate::core::walk::WalkOptions {
+        extensions: Vec::new(),
+        respect_ignore_files: a.bool("respect_ignore_files", false)?,
+        include_hidden: a.bool("include_hidden", false)?,
+        // Links are listed like files; those leading out of the roots are
+        // dropped below.
+        follow_links: true,
+        max_depth: if recursive { None } else { Some(1) },
+        include_dirs: a.bool("include_dirs", false)?,
+    };
     let with_stat = a.bool("stat", false)?;
+    let found = crate::core::walk::walk(&real, &opts)
+        .map_err(|e| ActionError::failed(format!("cannot list {}: {e}", shown(dir, &real))))?;
     let mut files = Vec::new();
-    let walk = walkdir::WalkDir::new(&real)
-        .min_depth(1)
-        .max_depth(if recursive { usize::MAX } else { 1 })
-        .sort_by_file_name();
-    for e in walk
-        .into_iter()
-        .filter_entry(|e| hidden || !e.file_name().to_string_lossy().starts_with('.'))
-    {
-        let Ok(e) = e else { continue };
-        let is_dir = e.file_type().is_dir();
-        if is_dir && !include_dirs {
+    for e in found {
+        if matcher
+            .as_ref()
+            .is_some_and(|m| !m.is_match(Path::new(&e.rel_path)))
+        {
             continue;
         }
-        let rel = e.path().strip_prefix(&real).unwrap_or(e.path());
-        let rel_text = rel.to_string_lossy().replace('\\', "/");
-        if matcher.as_ref().is_some_and(|m| !m.is_match(rel)) {
-            continue;
-        }
-        // Symlinks out of the roots are not listed.
-        if sb.check_read(&e.path().to_string_lossy()).is_err() {
+        if sb.check_read(&e.abs_path.to_string_lossy()).is_err() {
             continue;
         }
         if files.len() >= MAX_LISTED {
@@ -208,15 +206,9 @@ fn list(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
             )));
         }
         if with_stat {
-            let meta = e.metadata().ok();
-            let mtime = meta
-                .as_ref()
-                .and_then(|m| m.modified().ok())
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| d.as_millis() as u64);
-            files.push(json!({"path": rel_text, "is_dir": is_dir, "size": meta.map(|m| m.len()), "mtime_ms": mtime}));
+            files.push(json!({"path": e.rel_path, "is_dir": e.is_dir, "size": e.size, "mtime_ms": e.mtime_ms}));
         } else {
-            files.push(json!(rel_text));
+            files.push(json!(e.rel_path));
         }
     }
     Ok(json!({"count": files.len(), "files": files}))
@@ -295,6 +287,12 @@ pub const SPECS: &[Spec] = &[
             ),
             input("include_dirs", BOOLEAN, "List folders too.").default("false"),
             input("include_hidden", BOOLEAN, "List dot-files.").default("false"),
+            input(
+                "respect_ignore_files",
+                BOOLEAN,
+                "Leave out what `.gitignore`, `.ignore` and `.marktoflowignore` exclude.",
+            )
+            .default("false"),
             input(
                 "stat",
                 BOOLEAN,

@@ -1,6 +1,6 @@
 //! What every action family builds on: the [`action`] contract, the
 //! [`catalog`] of declared inputs, [`files`] helpers, the HTTP retry rules ([`net`]), the script runner and LLM as traits ([`hosts`]), the filesystem [`sandbox`] and the
-//! [`state`] folder, and [`time`] (durations, one way).
+//! [`state`] folder, [`time`] (durations, one way) and the one folder [`walk`]er.
 
 pub mod action;
 pub mod cache;
@@ -11,3 +11,4 @@ pub mod net;
 pub mod sandbox;
 pub mod state;
 pub mod time;
+pub mod walk;

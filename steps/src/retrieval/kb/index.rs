@@ -8,8 +8,9 @@
 //! place; the next run sees the differences and redoes them. Uncommitted
 //! segment files are garbage-collected by tantivy, stale manifests by us.
 
-use super::chunk::{chunk_document, hex_hash, walk_kb, ChunkOptions, KbError, KbFile, WalkOptions};
+use super::chunk::{chunk_document, hex_hash, ChunkOptions, KbError};
 use super::query::{DateRange, ParsedQuery};
+use crate::core::walk::{Entry, WalkOptions};
 use chrono::NaiveDate;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -320,7 +321,7 @@ impl KbIndex {
 
     fn meta_stamp(&self) -> Option<(i64, u64)> {
         let m = std::fs::metadata(self.dir.as_ref()?.join("meta.json")).ok()?;
-        Some((super::chunk::mtime_ms(&m), m.len()))
+        Some((crate::core::walk::mtime_ms(&m), m.len()))
     }
 
     /// Rereads the manifest from the last commit when another process committed.
@@ -419,7 +420,7 @@ impl KbIndex {
     ) -> Result<UpdateStats, KbError> {
         let _one = self.writing.lock().unwrap_or_else(|e| e.into_inner());
         self.load_manifest()?;
-        let files = walk_kb(&self.root, walk)?;
+        let files = crate::core::walk::walk(&self.root, walk)?;
         let options = format!("{chunking:?}");
         let old = self
             .state
@@ -454,7 +455,7 @@ impl KbIndex {
             files: BTreeMap::new(),
         };
         // Files whose content must be (re)indexed, with their text.
-        let mut todo: Vec<(&KbFile, String, bool)> = Vec::new();
+        let mut todo: Vec<(&Entry, String, bool)> = Vec::new();
         for file in &files {
             let prev = if rebuild {
                 None

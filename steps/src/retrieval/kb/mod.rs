@@ -13,9 +13,10 @@ pub mod index;
 pub mod query;
 
 use crate::core::action::{type_name, Action, ActionError, Call, LogLevel};
+use crate::core::walk::WalkOptions;
 use async_trait::async_trait;
 use chrono::NaiveDate;
-use chunk::{ChunkOptions, KbError, WalkOptions};
+use chunk::{ChunkOptions, KbError};
 use index::{Filter, KbIndex, SearchRequest, UpdateStats};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
@@ -153,7 +154,7 @@ fn opt_bool(inputs: &Value, field: &str, default: bool) -> Result<bool, ActionEr
 }
 
 fn options(inputs: &Value) -> Result<(WalkOptions, ChunkOptions), ActionError> {
-    let mut walk = WalkOptions::default();
+    let mut walk = WalkOptions::notes();
     if let Some(v) = inputs.get("extensions") {
         let exts = v.as_array().ok_or_else(|| {
             ActionError::Input("input `extensions` must be a list like [md, markdown]".into())
