@@ -12,6 +12,7 @@ use super::{
     now_ms, NewRun, RunEnd, RunFilter, RunRecord, RunStore, Status, StepRow, StoreError, Write,
 };
 use crate::engine::{Checkpoint, StepStatus};
+use marktoflow_steps::core::sqlite::{self, DbError};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -95,76 +96,26 @@ fn db_err(e: rusqlite::Error) -> StoreError {
     StoreError::Db(e.to_string())
 }
 
-fn open_conn(path: &Path) -> Result<Connection, StoreError> {
-    let open_err = |e: rusqlite::Error| StoreError::Open {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    };
-    let conn = Connection::open(path).map_err(open_err)?;
-    conn.busy_timeout(Duration::from_secs(5))
-        .map_err(open_err)?;
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(open_err)?;
-    conn.pragma_update(None, "synchronous", "NORMAL")
-        .map_err(open_err)?;
-    Ok(conn)
-}
-
-fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
-    // Up to date (the common case): a read, no write lock taken.
-    let current: Option<i64> = conn
-        .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
-        .optional()
-        .ok()
-        .flatten();
-    if current == Some(MIGRATIONS.len() as i64) {
-        return Ok(());
-    }
-    let tx = conn
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .map_err(db_err)?;
-    tx.execute(
-        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
-        [],
-    )
-    .map_err(db_err)?;
-    let found: Option<i64> = tx
-        .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
-        .optional()
-        .map_err(db_err)?;
-    let found = found.unwrap_or(0);
-    let known = MIGRATIONS.len() as i64;
-    if found > known {
-        return Err(StoreError::TooNew {
+/// A store's error for a failure of the one SQLite helper.
+fn open_err(path: &Path, e: DbError) -> StoreError {
+    match e {
+        DbError::TooNew { found, known } => StoreError::TooNew {
             path: path.display().to_string(),
             found,
             known,
-        });
+        },
+        e => StoreError::Open {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        },
     }
-    for m in &MIGRATIONS[found as usize..] {
-        tx.execute_batch(m).map_err(db_err)?;
-    }
-    if found < known {
-        tx.execute("DELETE FROM schema_version", [])
-            .map_err(db_err)?;
-        tx.execute("INSERT INTO schema_version (version) VALUES (?1)", [known])
-            .map_err(db_err)?;
-    }
-    tx.commit().map_err(db_err)
 }
 
 impl SqliteStore {
     /// Opens (creating it and its folder when missing) the store at `path`,
     /// bringing its schema up to date.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
-                path: path.display().to_string(),
-                message: format!("cannot create its folder: {e}"),
-            })?;
-        }
-        let mut write = open_conn(path)?;
-        migrate(&mut write, path)?;
+        let write = sqlite::open(path, MIGRATIONS).map_err(|e| open_err(path, e))?;
         let (tx, rx) = mpsc::channel();
         let writer = std::thread::Builder::new()
             .name("marktoflow-store".into())
@@ -231,7 +182,7 @@ impl SqliteStore {
             .lock()
             .map_err(|_| StoreError::Db("read connection poisoned".into()))?;
         if conn.is_none() {
-            *conn = Some(open_conn(&self.path)?);
+            *conn = Some(sqlite::connect(&self.path).map_err(|e| open_err(&self.path, e))?);
         }
         match conn.as_ref() {
             Some(c) => f(c).map_err(db_err),

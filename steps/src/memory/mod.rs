@@ -23,12 +23,11 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 pub struct MemoryAction;
 
 /// The schema this code writes; older files are upgraded, newer ones refused.
-const SCHEMA_VERSION: i64 = 1;
+
 const DAY_MS: f64 = 86_400_000.0;
 
 #[async_trait]
@@ -102,6 +101,17 @@ enum MemError {
     Sql(rusqlite::Error),
     Io(String),
     Schema(String),
+}
+
+impl From<crate::core::sqlite::DbError> for MemError {
+    fn from(e: crate::core::sqlite::DbError) -> Self {
+        use crate::core::sqlite::DbError;
+        match e {
+            DbError::Sql(e) => MemError::Sql(e),
+            DbError::Folder { .. } => MemError::Io(e.to_string()),
+            DbError::TooNew { .. } => MemError::Schema(e.to_string()),
+        }
+    }
 }
 
 impl From<rusqlite::Error> for MemError {
@@ -305,62 +315,34 @@ fn db_path(call: &Call<'_>, inputs: &Value) -> Result<PathBuf, ActionError> {
 }
 
 fn open(path: &Path) -> Result<Connection, MemError> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| MemError::Io(format!("cannot create `{}`: {e}", dir.display())))?;
-    }
-    let db = Connection::open(path)?;
     // Several runs (a server, a cron) may share one file.
-    db.busy_timeout(Duration::from_secs(5))?;
-    let _mode: String = db.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
-    db.execute_batch("PRAGMA synchronous=NORMAL;")?;
-    migrate(&db)?;
-    Ok(db)
+    Ok(crate::core::sqlite::open(path, MIGRATIONS)?)
 }
 
-fn migrate(db: &Connection) -> Result<(), MemError> {
-    db.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);")?;
-    let v: Option<i64> = db
-        .query_row("SELECT MAX(version) FROM schema_version", [], |r| r.get(0))
-        .optional()?
-        .flatten();
-    match v {
-        Some(v) if v > SCHEMA_VERSION => Err(MemError::Schema(format!(
-            "schema version {v} is newer than this marktoflow understands ({SCHEMA_VERSION})"
-        ))),
-        Some(_) => Ok(()),
-        None => {
-            // `decayed_at` / `decay_queries` make repeated decays compound
-            // correctly: each run only counts the time and queries since the last.
-            db.execute_batch(
-                "BEGIN IMMEDIATE;
-                 CREATE TABLE IF NOT EXISTS memories (
-                   rowid INTEGER PRIMARY KEY,
-                   id TEXT NOT NULL UNIQUE,
-                   text TEXT NOT NULL,
-                   kind TEXT NOT NULL,
-                   tags TEXT NOT NULL DEFAULT '[]',
-                   importance REAL NOT NULL,
-                   source TEXT,
-                   metadata TEXT NOT NULL DEFAULT '{}',
-                   created_at INTEGER NOT NULL,
-                   last_access INTEGER NOT NULL,
-                   query_count INTEGER NOT NULL DEFAULT 0,
-                   decayed_at INTEGER,
-                   decay_queries INTEGER NOT NULL DEFAULT 0
-                 );
-                 CREATE INDEX IF NOT EXISTS memories_kind ON memories(kind);
-                 CREATE INDEX IF NOT EXISTS memories_created ON memories(created_at);
-                 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts
-                   USING fts5(text, tags, tokenize = 'porter unicode61');
-                 INSERT INTO schema_version (version)
-                   SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM schema_version);
-                 COMMIT;",
-            )?;
-            Ok(())
-        }
-    }
-}
+/// The schema, one migration per entry. Only ever append.
+/// `decayed_at` / `decay_queries` make repeated decays compound correctly:
+/// each run only counts the time and queries since the last.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE IF NOT EXISTS memories (
+  rowid INTEGER PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  text TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  tags TEXT NOT NULL DEFAULT '[]',
+  importance REAL NOT NULL,
+  source TEXT,
+  metadata TEXT NOT NULL DEFAULT '{}',
+  created_at INTEGER NOT NULL,
+  last_access INTEGER NOT NULL,
+  query_count INTEGER NOT NULL DEFAULT 0,
+  decayed_at INTEGER,
+  decay_queries INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS memories_kind ON memories(kind);
+CREATE INDEX IF NOT EXISTS memories_created ON memories(created_at);
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts
+  USING fts5(text, tags, tokenize = 'porter unicode61');
+"#];
 
 /// One stored memory.
 #[derive(Debug, Clone)]
@@ -1094,7 +1076,7 @@ fn stats(db: &Connection, kinds: &[String]) -> Result<Value, MemError> {
         "oldest": brief(oldest),
         "newest": brief(newest),
         "most_recalled": brief(most),
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": MIGRATIONS.len(),
     }))
 }
 
