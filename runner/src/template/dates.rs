@@ -2,14 +2,16 @@
 //! in local time like the peer.
 //!
 //! A date is an epoch-milliseconds number (what `now()` and `add_days`
-//! return) or a text: RFC 3339 / ISO 8601 with an offset (`2024-01-15T10:00:00Z`),
+//! return; seconds below 10^11) or a text, read as everywhere else (steps
+//! `core/time`): RFC 3339 / ISO 8601 with an offset (`2024-01-15T10:00:00Z`),
 //! RFC 2822, or a local wall-clock time without an offset (`2024-01-15`,
 //! `2024-01-15T10:30`, `2024-01-15 10:30:00`). Unlike JavaScript (and the
 //! peer), a bare `2024-01-15` is local midnight, not UTC midnight, so it
 //! formats as the same day everywhere. Anything else is an error (the peer
 //! printed `Invalid Date` or returned 0).
 
-use chrono::{DateTime, Datelike, Local, NaiveDate, NaiveDateTime, TimeZone, Timelike};
+use chrono::{DateTime, Datelike, Local, NaiveDateTime, TimeZone, Timelike};
+use marktoflow_steps::core::time::{epoch_ms, parse_date_text, DateText};
 use minijinja::value::ValueKind;
 use minijinja::{Error, ErrorKind, Value};
 
@@ -39,40 +41,23 @@ fn from_naive(ndt: NaiveDateTime) -> Option<DateTime<Local>> {
 
 fn parse_text(s: &str) -> Option<DateTime<Local>> {
     let s = s.trim();
-    if let Ok(ms) = s.parse::<i64>() {
-        return Local.timestamp_millis_opt(ms).single();
+    if let Ok(n) = s.parse::<f64>() {
+        return Local.timestamp_millis_opt(epoch_ms(n)?).single();
     }
-    if let Ok(dt) = DateTime::parse_from_rfc3339(s) {
-        return Some(dt.with_timezone(&Local));
+    match parse_date_text(s)? {
+        DateText::Zoned(d) => Some(d.with_timezone(&Local)),
+        DateText::Wall(ndt) => from_naive(ndt),
     }
-    if let Ok(dt) = DateTime::parse_from_rfc2822(s) {
-        return Some(dt.with_timezone(&Local));
-    }
-    for fmt in [
-        "%Y-%m-%dT%H:%M:%S%.f",
-        "%Y-%m-%d %H:%M:%S%.f",
-        "%Y-%m-%dT%H:%M",
-        "%Y-%m-%d %H:%M",
-    ] {
-        if let Ok(ndt) = NaiveDateTime::parse_from_str(s, fmt) {
-            return from_naive(ndt);
-        }
-    }
-    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        return from_naive(d.and_hms_opt(0, 0, 0)?);
-    }
-    None
 }
 
 /// Reads a date from a value (see the module docs).
 pub(crate) fn to_date(v: &Value, what: &str) -> Result<DateTime<Local>, Error> {
     match v.kind() {
         ValueKind::Number => {
-            let ms = to_num(v, what)?.as_f64();
-            if !ms.is_finite() {
-                return Err(invalid(format!("{what}: {ms} is not a date")));
-            }
-            from_millis(ms.trunc() as i64, what)
+            let n = to_num(v, what)?.as_f64();
+            let ms = epoch_ms(n)
+                .ok_or_else(|| invalid(format!("{what}: {n} is out of the range of dates")))?;
+            from_millis(ms, what)
         }
         ValueKind::String => parse_text(v.as_str().unwrap_or_default())
             .ok_or_else(|| invalid(format!("{what}: cannot read {:?} as a date", text(v)))),

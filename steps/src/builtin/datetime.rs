@@ -2,43 +2,24 @@
 
 use super::{display, Args};
 use crate::core::action::ActionError;
-use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, TimeZone, Timelike, Utc};
+use crate::core::time::{epoch_ms, parse_date_text, DateText};
+use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Timelike, Utc};
 use serde_json::{json, Value};
 
-/// RFC 3339, `YYYY-MM-DD`, `YYYY-MM-DD HH:MM[:SS]`, or a number of
-/// milliseconds since 1970 (seconds when it is below 10^11, as APIs send them).
+/// A date as [`crate::core::time`] reads one, wall-clock times in UTC.
 pub fn parse_date(v: &Value) -> Option<DateTime<Utc>> {
-    match v {
-        Value::Number(n) => {
-            let n = n.as_f64()?;
-            let ms = if n.abs() < 1e11 { n * 1000.0 } else { n };
-            Utc.timestamp_millis_opt(ms as i64).single()
-        }
-        Value::String(s) => {
-            let s = s.trim();
-            if let Ok(d) = DateTime::parse_from_rfc3339(s) {
-                return Some(d.with_timezone(&Utc));
-            }
-            for f in [
-                "%Y-%m-%d %H:%M:%S",
-                "%Y-%m-%dT%H:%M:%S",
-                "%Y-%m-%d %H:%M",
-                "%Y-%m-%dT%H:%M",
-            ] {
-                if let Ok(d) = NaiveDateTime::parse_from_str(s, f) {
-                    return Some(Utc.from_utc_datetime(&d));
-                }
-            }
-            if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-                return Some(Utc.from_utc_datetime(&d.and_hms_opt(0, 0, 0)?));
-            }
-            if let Ok(n) = s.parse::<f64>() {
-                return parse_date(&json!(n));
-            }
-            None
-        }
-        _ => None,
-    }
+    let ms = match v {
+        Value::Number(n) => epoch_ms(n.as_f64()?)?,
+        Value::String(s) => match s.trim().parse::<f64>() {
+            Ok(n) => epoch_ms(n)?,
+            Err(_) => match parse_date_text(s)? {
+                DateText::Zoned(d) => return Some(d.with_timezone(&Utc)),
+                DateText::Wall(d) => return Some(Utc.from_utc_datetime(&d)),
+            },
+        },
+        _ => return None,
+    };
+    Utc.timestamp_millis_opt(ms).single()
 }
 
 pub fn iso(d: &DateTime<Utc>) -> String {

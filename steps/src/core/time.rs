@@ -1,8 +1,11 @@
-//! Durations, one way everywhere: how a workflow writes them (`500ms`, `5s`,
-//! `2m`, `1h`, `3d`, `2w`, or a number of milliseconds), how an age is given
-//! on the command line (`30d`), and how a duration is shown (`100ms`, `2s`,
-//! `1.5s`). Values no clock can hold are errors, never a panic.
+//! Time, one way everywhere. Durations: how a workflow writes them (`500ms`,
+//! `5s`, `2m`, `1h`, `3d`, `2w`, or a number of milliseconds), how an age is
+//! given on the command line (`30d`), and how a duration is shown (`100ms`,
+//! `2s`, `1.5s`). Dates: which texts and numbers read as a date
+//! ([`parse_date_text`], [`epoch_ms`]). Values no clock can hold are errors,
+//! never a panic.
 
+use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -88,6 +91,56 @@ pub fn human(d: Duration) -> String {
     }
 }
 
+/// A date read from text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DateText {
+    /// The text gave its offset (RFC 3339 with `Z` or `+02:00`, RFC 2822).
+    Zoned(DateTime<FixedOffset>),
+    /// A wall-clock time without an offset; the caller says in which zone.
+    Wall(NaiveDateTime),
+}
+
+/// The date texts accepted everywhere: RFC 3339 / ISO 8601 with an offset
+/// (`2024-01-15T10:00:00Z`), RFC 2822, and wall-clock times without one
+/// (`2024-01-15`, `2024-01-15T10:30`, `2024-01-15 10:30:00`, fractions of a
+/// second allowed).
+pub fn parse_date_text(s: &str) -> Option<DateText> {
+    let s = s.trim();
+    if let Ok(d) = DateTime::parse_from_rfc3339(s) {
+        return Some(DateText::Zoned(d));
+    }
+    if let Ok(d) = DateTime::parse_from_rfc2822(s) {
+        return Some(DateText::Zoned(d));
+    }
+    for fmt in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+    ] {
+        if let Ok(d) = NaiveDateTime::parse_from_str(s, fmt) {
+            return Some(DateText::Wall(d));
+        }
+    }
+    NaiveDate::parse_from_str(s, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(DateText::Wall)
+}
+
+/// A number as a date, in milliseconds since 1970: it is milliseconds, or
+/// seconds when below 10^11 (before March 1973 as milliseconds), as APIs
+/// send them. None when no date can be that far (beyond the year 9999 or
+/// before 1970-ish negatives of the same size).
+pub fn epoch_ms(n: f64) -> Option<i64> {
+    if !n.is_finite() {
+        return None;
+    }
+    let ms = if n.abs() < 1e11 { n * 1000.0 } else { n };
+    const LIMIT: f64 = 253_402_300_799_999.0;
+    (ms.abs() <= LIMIT).then_some(ms.trunc() as i64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +212,32 @@ mod tests {
         assert_eq!(human(Duration::from_millis(1500)), "1.5s");
         assert_eq!(human(Duration::from_secs(180)), "3m");
         assert_eq!(human(Duration::from_secs(7200)), "2h");
+    }
+
+    #[test]
+    fn dates_read_the_same_everywhere() {
+        let zoned = |s: &str| match parse_date_text(s) {
+            Some(DateText::Zoned(d)) => d.timestamp_millis(),
+            other => panic!("{s}: {other:?}"),
+        };
+        let wall = |s: &str| match parse_date_text(s) {
+            Some(DateText::Wall(d)) => d.and_utc().timestamp_millis(),
+            other => panic!("{s}: {other:?}"),
+        };
+        assert_eq!(zoned("2024-01-15T10:00:00Z"), 1_705_312_800_000);
+        assert_eq!(zoned("2024-01-15T12:00:00+02:00"), 1_705_312_800_000);
+        assert_eq!(zoned("Mon, 15 Jan 2024 10:00:00 +0000"), 1_705_312_800_000);
+        assert_eq!(wall("2024-01-15 10:00:00"), 1_705_312_800_000);
+        assert_eq!(wall(" 2024-01-15T10:00:00.000 "), 1_705_312_800_000);
+        assert_eq!(wall("2024-01-15T10:00"), 1_705_312_800_000);
+        assert_eq!(wall("2024-01-15"), 1_705_276_800_000);
+        for bad in ["", "tomorrow", "2024-13-01", "2024-02-30", "15/01/2024"] {
+            assert_eq!(parse_date_text(bad), None, "{bad}");
+        }
+        assert_eq!(epoch_ms(1_705_312_800.0), Some(1_705_312_800_000));
+        assert_eq!(epoch_ms(1_705_312_800_000.0), Some(1_705_312_800_000));
+        for bad in [f64::NAN, f64::INFINITY, 1e300, -1e300] {
+            assert_eq!(epoch_ms(bad), None);
+        }
     }
 }

@@ -17,8 +17,9 @@
 //! take them as they are.
 
 use crate::core::action::{type_name, Action, ActionError, Call};
+use crate::core::time::{epoch_ms, parse_date_text, DateText};
 use async_trait::async_trait;
-use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -249,28 +250,23 @@ fn kinds(inputs: &Value) -> Result<Vec<String>, ActionError> {
 fn time_ms(inputs: &Value, field: &str) -> Result<Option<i64>, ActionError> {
     match inputs.get(field) {
         None | Some(Value::Null) => Ok(None),
-        // Epoch milliseconds, up to the year 9999 (keeps the arithmetic in range).
+        // Keeps the arithmetic in range: 1970 up to the year 9999.
         Some(Value::Number(n)) => n
-            .as_i64()
-            .filter(|ms| (0..=253_402_300_799_999).contains(ms))
+            .as_f64()
+            .and_then(epoch_ms)
+            .filter(|ms| *ms >= 0)
             .map(Some)
             .ok_or_else(|| {
                 input(format!(
-                    "input `{field}` must be whole milliseconds since 1970, up to the year 9999"
+                    "input `{field}` must be milliseconds (or seconds) since 1970, up to the year 9999"
                 ))
             }),
         Some(Value::String(s)) => {
             let s = s.trim();
-            if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-                return Ok(Some(t.timestamp_millis()));
-            }
-            if let Ok(t) = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S") {
-                return Ok(Some(t.and_utc().timestamp_millis()));
-            }
-            if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-                return Ok(Some(
-                    d.and_time(Default::default()).and_utc().timestamp_millis(),
-                ));
+            match parse_date_text(s) {
+                Some(DateText::Zoned(t)) => return Ok(Some(t.timestamp_millis())),
+                Some(DateText::Wall(t)) => return Ok(Some(t.and_utc().timestamp_millis())),
+                None => {}
             }
             Err(input(format!(
                 "input `{field}` must be a date like 2026-11-20 or 2026-11-20T09:30:00Z, got `{s}`"
