@@ -27,8 +27,6 @@ use std::path::{Path, PathBuf};
 
 pub struct MemoryAction;
 
-/// The schema this code writes; older files are upgraded, newer ones refused.
-
 const DAY_MS: f64 = 86_400_000.0;
 
 #[async_trait]
