@@ -1444,32 +1444,19 @@ fn restore(st: &mut RunState, saved: Vec<(String, Option<Value>)>) {
     }
 }
 
-/// Delay before retry number `attempt + 1`: `base · 2^attempt` (or `base`),
-/// capped, with ±10 % jitter.
+/// Delay before retry number `attempt + 1` of a step (default base 1 s, cap 30 s).
 fn retry_delay(
     backoff: Backoff,
     base: Option<Duration>,
     cap: Option<Duration>,
     attempt: u32,
 ) -> Duration {
-    let base = base.unwrap_or(Duration::from_secs(1));
-    let cap = cap.unwrap_or(Duration::from_secs(30));
-    let d = match backoff {
-        Backoff::Fixed => base,
-        Backoff::Exponential => base.saturating_mul(2u32.saturating_pow(attempt.min(20))),
-    }
-    .min(cap);
-    let jitter = 0.9 + fastrand_f64() * 0.2;
-    d.mul_f64(jitter)
-}
-
-fn fastrand_f64() -> f64 {
-    // Jitter only; the quality of the randomness does not matter.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    (nanos % 1000) as f64 / 1000.0
+    marktoflow_steps::core::time::backoff(
+        base.unwrap_or(Duration::from_secs(1)),
+        cap.unwrap_or(Duration::from_secs(30)),
+        matches!(backoff, Backoff::Exponential),
+        attempt,
+    )
 }
 
 pub use marktoflow_steps::core::time::human as human_duration;

@@ -1,5 +1,5 @@
 //! HTTP retry rules shared by every action that calls out (`http.*`, the
-//! LLM providers): which statuses to retry, how long to wait (full-jitter
+//! LLM providers): which statuses to retry, how long to wait (the one
 //! backoff, `Retry-After`), and how to describe a transport error.
 
 use crate::core::action::{ActionError, Call};
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// Longest wait taken from a `Retry-After` header.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
-/// Longest computed backoff before jitter.
+/// Longest computed backoff, before its ±10 %.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// Default backoff base; `MARKTOFLOW_RETRY_BASE_MS` overrides it.
 const DEFAULT_BASE_MS: u64 = 1000;
@@ -49,12 +49,10 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     Some(wait.min(MAX_RETRY_AFTER))
 }
 
-/// Full-jitter backoff before retry number `attempt` (0-based): uniform in
-/// `[0, min(cap, base·2^attempt)]`.
+/// The wait before retry number `attempt + 1` of a request: the one
+/// [`crate::core::time::backoff`], doubling from `base_ms`.
 pub fn backoff(base_ms: u64, attempt: u32) -> Duration {
-    let cap = (MAX_BACKOFF.as_millis() as u64).max(base_ms);
-    let ceiling = base_ms.saturating_mul(1u64 << attempt.min(20)).min(cap);
-    Duration::from_millis(fastrand::u64(0..=ceiling))
+    crate::core::time::backoff(Duration::from_millis(base_ms), MAX_BACKOFF, true, attempt)
 }
 
 pub use crate::core::time::human as fmt_duration;
@@ -146,7 +144,8 @@ mod tests {
     fn backoff_is_bounded() {
         for attempt in 0..40 {
             let d = backoff(1000, attempt);
-            assert!(d <= Duration::from_millis((1000u64 << attempt.min(5)).min(30_000)));
+            let want = Duration::from_millis((1000u64 << attempt.min(5)).min(30_000));
+            assert!(d >= want.mul_f64(0.9) && d <= want.mul_f64(1.1));
         }
         assert_eq!(backoff(0, 3), Duration::ZERO);
     }

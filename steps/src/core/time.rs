@@ -91,6 +91,19 @@ pub fn human(d: Duration) -> String {
     }
 }
 
+/// The wait before retry number `attempt + 1` (`attempt` 0-based): `base`
+/// doubled per attempt when `exponential`, never above `cap`, and spread
+/// ±10 % so that retries of many runs do not land together. Used by step
+/// retries and by every HTTP client alike.
+pub fn backoff(base: Duration, cap: Duration, exponential: bool, attempt: u32) -> Duration {
+    let d = if exponential {
+        base.saturating_mul(1u32 << attempt.min(20))
+    } else {
+        base
+    };
+    d.min(cap).mul_f64(0.9 + fastrand::f64() * 0.2)
+}
+
 /// A date read from text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DateText {
@@ -239,5 +252,27 @@ mod tests {
         for bad in [f64::NAN, f64::INFINITY, 1e300, -1e300] {
             assert_eq!(epoch_ms(bad), None);
         }
+    }
+
+    #[test]
+    fn backoff_grows_is_capped_and_spread() {
+        let s = Duration::from_secs(1);
+        for attempt in 0..40 {
+            let want = Duration::from_secs((1u64 << attempt.min(5)).min(30));
+            let d = backoff(s, Duration::from_secs(30), true, attempt);
+            assert!(
+                d >= want.mul_f64(0.9) && d <= want.mul_f64(1.1),
+                "{attempt}: {d:?}"
+            );
+            let fixed = backoff(s, Duration::from_secs(30), false, attempt);
+            assert!(fixed >= s.mul_f64(0.9) && fixed <= s.mul_f64(1.1));
+        }
+        assert_eq!(
+            backoff(Duration::ZERO, Duration::from_secs(30), true, 3),
+            Duration::ZERO
+        );
+        let waits: std::collections::HashSet<_> =
+            (0..20).map(|_| backoff(s, s, false, 0)).collect();
+        assert!(waits.len() > 1, "jittered");
     }
 }
