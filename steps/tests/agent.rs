@@ -155,6 +155,7 @@ fn caps(env: &[(&str, &str)], overrides: AgentOverrides) -> (Capabilities, Logs)
     let logs: Logs = Arc::new(Mutex::new(Vec::new()));
     let sink = logs.clone();
     let caps = Capabilities {
+        clock: Arc::new(marktoflow_steps::core::time::SystemClock),
         sandbox: Arc::new(Sandbox::closed(std::env::temp_dir())),
         state: Arc::new(marktoflow_steps::core::state::StateDir {
             root: std::env::temp_dir().join("marktoflow-test-state"),

@@ -949,6 +949,7 @@ async fn action(s: &mut Suite) {
     let lines = Arc::new(Mutex::new(Vec::new()));
     let l2 = lines.clone();
     let caps = Capabilities {
+        clock: Arc::new(marktoflow_steps::core::time::SystemClock),
         sandbox: Arc::new(s.sandbox.clone()),
         state: Arc::new(marktoflow_steps::core::state::StateDir {
             root: std::env::temp_dir().join("marktoflow-test-state"),

@@ -699,6 +699,7 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     let sandbox = Sandbox::new(cwd, read_roots, a.allow_write.clone());
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
     let caps = Capabilities {
+        clock: Arc::new(marktoflow_steps::core::time::SystemClock),
         state: Arc::new(state_dir(&wf_dir)),
         sandbox: Arc::new(sandbox),
         log: Arc::new(|_| {}),
@@ -762,7 +763,7 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     let cfg = RunConfig {
         run_id,
         caps: caps.clone(),
-        events: Arc::new(move |e: &RunEvent| sink.event(e)),
+        events: Arc::new(move |e: &crate::engine::Event| sink.event(&e.kind)),
         loader: Some(Arc::new(FileLoader(registry))),
         callers: Vec::new(),
     };
@@ -873,6 +874,7 @@ fn serve(a: ServeArgs) -> i32 {
     read_roots.extend(a.allow_read.iter().cloned());
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
     let caps = Capabilities {
+        clock: Arc::new(marktoflow_steps::core::time::SystemClock),
         state: Arc::new(state_dir(&serve_root)),
         sandbox: Arc::new(Sandbox::new(cwd, read_roots, a.allow_write.clone())),
         log: Arc::new(|_| {}),

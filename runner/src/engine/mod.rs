@@ -23,7 +23,9 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's clock: a test may pause and advance it.
+use tokio::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -108,7 +110,26 @@ pub struct Checkpoint {
     pub last_output: Option<Value>,
 }
 
-pub type EventSink = Arc<dyn Fn(&RunEvent) + Send + Sync>;
+/// A run event and when it happened.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    /// Milliseconds since 1970, by the run's clock.
+    pub at_ms: i64,
+    #[serde(flatten)]
+    pub kind: RunEvent,
+}
+
+impl Event {
+    /// `kind`, stamped now by `clock`.
+    pub fn now(clock: &dyn marktoflow_steps::core::time::Clock, kind: RunEvent) -> Event {
+        Event {
+            at_ms: clock.now_ms(),
+            kind,
+        }
+    }
+}
+
+pub type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
 
 /// One executed (or skipped) step.
 #[derive(Debug, Clone, Serialize)]
@@ -178,6 +199,13 @@ pub struct RunConfig {
     pub callers: Vec<PathBuf>,
 }
 
+impl RunConfig {
+    /// Sends `kind` to the run's sink, stamped by the run's clock.
+    fn emit(&self, kind: RunEvent) {
+        (self.events)(&Event::now(self.caps.clock.as_ref(), kind))
+    }
+}
+
 pub struct Engine {
     templates: Arc<Templates>,
     /// For `core.template`, whose template text may come from data.
@@ -209,6 +237,8 @@ struct RunState {
     records: Vec<StepRecord>,
     last_top_output: Option<Value>,
     env: Value,
+    /// What `now()` answers.
+    clock: Arc<dyn marktoflow_steps::core::time::Clock>,
 }
 
 impl Engine {
@@ -244,7 +274,7 @@ impl Engine {
         from: Checkpoint,
     ) -> RunResult {
         let started = Instant::now();
-        let emit = |e: RunEvent| (cfg.events)(&e);
+        let emit = |e: RunEvent| cfg.emit(e);
         emit(RunEvent::RunStarted {
             run_id: cfg.run_id.clone(),
             workflow: wf.meta.id.clone(),
@@ -265,6 +295,7 @@ impl Engine {
             records: Vec::new(),
             last_top_output: from.last_output,
             env: Value::Object(env),
+            clock: cfg.caps.clock.clone(),
         };
         let body = async {
             if start > wf.steps.len() {
@@ -355,7 +386,7 @@ impl Engine {
             if let Some(v) = self.exec_step(wf, step, st, cfg, 0, i + 1).await? {
                 st.last_top_output = Some(v);
             }
-            (cfg.events)(&RunEvent::Checkpoint(Checkpoint {
+            cfg.emit(RunEvent::Checkpoint(Checkpoint {
                 next_step: i + 1,
                 variables: st.variables.clone(),
                 steps: st.meta.clone(),
@@ -413,7 +444,7 @@ impl Engine {
         index: usize,
     ) -> Result<Option<Value>, Failure> {
         let started = Instant::now();
-        let emit = |e: RunEvent| (cfg.events)(&e);
+        let emit = |e: RunEvent| cfg.emit(e);
         let detail = match &step.kind {
             StepKind::Action { action, .. } => Some(action.clone()),
             _ => None,
@@ -533,11 +564,14 @@ impl Engine {
     }
 
     fn context(&self, st: &RunState) -> minijinja::Value {
-        Templates::context(
-            &st.inputs,
-            &st.variables,
-            &Value::Object(st.meta.clone()),
-            &st.env,
+        Templates::clocked(
+            Templates::context(
+                &st.inputs,
+                &st.variables,
+                &Value::Object(st.meta.clone()),
+                &st.env,
+            ),
+            st.clock.clone(),
         )
     }
 
@@ -944,24 +978,26 @@ impl Engine {
                     )),
                 });
                 let mut caps = cfg.caps.clone();
-                let events = cfg.events.clone();
+                let (events, clock) = (cfg.events.clone(), cfg.caps.clock.clone());
                 let step_id = step.id.clone();
                 caps.log = Arc::new(move |l: LogLine| {
-                    events(&RunEvent::Log {
+                    let kind = RunEvent::Log {
                         step: step_id.clone(),
                         level: l.level,
                         message: l.message,
-                    })
+                    };
+                    events(&Event::now(clock.as_ref(), kind))
                 });
-                let events = cfg.events.clone();
+                let (events, clock) = (cfg.events.clone(), cfg.caps.clock.clone());
                 let step_id = step.id.clone();
                 caps.progress = Arc::new(move |p: Progress| {
-                    events(&RunEvent::Progress {
+                    let kind = RunEvent::Progress {
                         step: step_id.clone(),
                         what: p.what,
                         done: p.done,
                         total: p.total,
-                    })
+                    };
+                    events(&Event::now(clock.as_ref(), kind))
                 });
                 let call = Call {
                     action,
@@ -1003,7 +1039,7 @@ impl Engine {
                                 policy.max_delay,
                                 attempt,
                             );
-                            (cfg.events)(&RunEvent::StepRetry {
+                            cfg.emit(RunEvent::StepRetry {
                                 id: step.id.clone(),
                                 attempt: attempt + 1,
                                 error: message.clone(),
@@ -1022,7 +1058,7 @@ impl Engine {
                                 Ok(v) => v,
                                 Err(f) => return (Err(f), attempt),
                             };
-                            (cfg.events)(&RunEvent::Log {
+                            cfg.emit(RunEvent::Log {
                                 step: step.id.clone(),
                                 level: LogLevel::Warn,
                                 message: format!("{message}; calling fallback `{name}`"),
@@ -1250,22 +1286,22 @@ impl Engine {
         let shift = depth + 1;
         // The child's steps show nested under this step; its run start and
         // end are this step's.
-        let child_events: EventSink = Arc::new(move |e: &RunEvent| match e {
+        let child_events: EventSink = Arc::new(move |e: &Event| match &e.kind {
             RunEvent::RunStarted { .. }
             | RunEvent::RunFinished { .. }
             | RunEvent::Checkpoint(_) => {}
             RunEvent::StepStarted { .. } | RunEvent::StepFinished { .. } => {
                 let mut e = e.clone();
-                if let RunEvent::StepStarted { depth, index, .. } = &mut e {
+                if let RunEvent::StepStarted { depth, index, .. } = &mut e.kind {
                     *depth += shift;
                     *index = 0;
                 }
-                if let RunEvent::StepFinished { depth, .. } = &mut e {
+                if let RunEvent::StepFinished { depth, .. } = &mut e.kind {
                     *depth += shift;
                 }
                 events(&e)
             }
-            other => events(other),
+            _ => events(e),
         });
         let child_cfg = RunConfig {
             run_id: format!("{}/{}", cfg.run_id, step.id),

@@ -41,9 +41,20 @@ impl Llm for Unavailable {
     }
 }
 
+/// Where the wall clock of these runs starts: 2024-01-15T10:00:00Z.
+const T0: i64 = 1_705_312_800_000;
+
 /// Runs `text` (a workflow) with `inputs`; returns the result and the
 /// events it emitted.
 fn run(text: &str, inputs: Value) -> (RunResult, Vec<RunEvent>) {
+    let (r, events) = run_timed(text, inputs);
+    (r, events.into_iter().map(|e| e.kind).collect())
+}
+
+/// [`run`] on a paused tokio clock, which jumps ahead whenever every task
+/// waits (retry delays, sleeps, timeouts take no real time), with a fixed
+/// wall clock at [`T0`]; the events keep their times.
+fn run_timed(text: &str, inputs: Value) -> (RunResult, Vec<Event>) {
     let registry = Registry::standard();
     let wf = match load_str(Path::new("t.md"), text, &registry) {
         Ok(l) => l.workflow,
@@ -51,6 +62,7 @@ fn run(text: &str, inputs: Value) -> (RunResult, Vec<RunEvent>) {
     };
     let dir = std::env::temp_dir();
     let caps = Capabilities {
+        clock: Arc::new(marktoflow_steps::core::time::FixedClock::at(T0)),
         sandbox: Arc::new(Sandbox::closed(dir.clone())),
         log: Arc::new(|_| {}),
         progress: marktoflow_steps::core::action::no_progress(),
@@ -69,7 +81,7 @@ fn run(text: &str, inputs: Value) -> (RunResult, Vec<RunEvent>) {
     let cfg = RunConfig {
         run_id: "r".into(),
         caps,
-        events: Arc::new(move |e: &RunEvent| sink.lock().unwrap().push(e.clone())),
+        events: Arc::new(move |e: &Event| sink.lock().unwrap().push(e.clone())),
         loader: None,
         callers: Vec::new(),
     };
@@ -79,6 +91,7 @@ fn run(text: &str, inputs: Value) -> (RunResult, Vec<RunEvent>) {
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .start_paused(true)
         .build()
         .unwrap();
     let result = rt.block_on(Engine::new().run(&wf, inputs, cfg));
@@ -129,7 +142,7 @@ fn on_error_continue_keeps_going() {
 #[test]
 fn a_step_timeout_stops_the_step_not_the_process() {
     // The sleep is ten minutes, the timeout a tenth of a second: only the
-    // timeout can end the step.
+    // timeout can end the step (on the paused clock, at once).
     let (r, _) = run(
         &wf("action: workflow.sleep\ninputs: {duration: 10m}\ntimeout: 100ms"),
         json!({}),
@@ -137,6 +150,50 @@ fn a_step_timeout_stops_the_step_not_the_process() {
     assert_eq!(r.status, RunStatus::Failed);
     let e = r.error.unwrap();
     assert!(e.message.contains("timed out after 100ms"), "{}", e.message);
+    assert_eq!(r.steps[0].duration_ms, 100, "measured on the run's clock");
+}
+
+#[test]
+fn retry_delays_follow_the_policy_on_a_fake_clock() {
+    // Ten minutes between tries, capped at fifteen: an hour of waiting that
+    // the paused clock skips.
+    let (r, events) = run(
+        &wf("action: workflow.fail\ninputs: {message: down}\nerror_handling: {max_retries: 3, retry_delay_seconds: 600, max_delay_seconds: 900}"),
+        json!({}),
+    );
+    assert_eq!(r.status, RunStatus::Failed);
+    let delays: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::StepRetry { delay_ms, .. } => Some(*delay_ms),
+            _ => None,
+        })
+        .collect();
+    // 10 min, 20 min capped to 15, 15: each within its ±10 %.
+    let want = [600_000u64, 900_000, 900_000];
+    assert_eq!(delays.len(), 3, "{delays:?}");
+    for (d, w) in delays.iter().zip(want) {
+        assert!(*d >= w * 9 / 10 && *d <= w * 11 / 10, "{delays:?}");
+    }
+    // The step waited them all on the run's clock.
+    let waited: u64 = delays.iter().sum();
+    assert!(r.duration_ms >= waited, "{} < {waited}", r.duration_ms);
+}
+
+#[test]
+fn events_carry_the_time_of_the_runs_clock_and_now_reads_it() {
+    let (r, events) = run_timed(
+        &wf("action: workflow.set_outputs\ninputs: {at: '{{ now() }}', day: \"{{ now() | format_date('YYYY-MM') }}\"}"),
+        json!({}),
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(r.outputs["at"], json!(T0));
+    assert_eq!(r.outputs["day"], json!("2024-01"));
+    assert!(events.len() >= 4);
+    assert!(events.iter().all(|e| e.at_ms == T0), "{events:?}");
+    let first = serde_json::to_value(&events[0]).unwrap();
+    assert_eq!(first["event"], "run_started");
+    assert_eq!(first["at_ms"], json!(T0));
 }
 
 #[test]

@@ -11,7 +11,9 @@ pub mod cron;
 pub mod file_watch;
 
 use crate::diag::Diagnostic;
-use crate::engine::{Engine, EventSink, RunConfig, RunEvent, RunResult, RunStatus, WorkflowLoader};
+use crate::engine::{
+    Engine, Event, EventSink, RunConfig, RunEvent, RunResult, RunStatus, WorkflowLoader,
+};
 use crate::format::inputs::{self, Supplied};
 use crate::format::model::Workflow;
 use crate::store::{NewRun, RunRecord, RunStore};
@@ -74,7 +76,7 @@ impl Default for ServeConfig {
 struct RunEntry {
     workflow: String,
     result: watch::Receiver<Option<Arc<RunResult>>>,
-    events: Arc<Mutex<Vec<RunEvent>>>,
+    events: Arc<Mutex<Vec<Event>>>,
     /// False while the run waits for a concurrency slot.
     started: Arc<AtomicBool>,
     cancel: Cancel,
@@ -500,7 +502,7 @@ async fn get_events(State(s): State<Arc<ServerState>>, UrlPath(id): UrlPath<Stri
         let mut done = done.clone();
         async move {
             loop {
-                let batch: Vec<RunEvent> = events
+                let batch: Vec<Event> = events
                     .lock()
                     .map(|e| e[sent.min(e.len())..].to_vec())
                     .unwrap_or_default();
@@ -865,7 +867,7 @@ fn start_run(
     }
     s.active.count.fetch_add(1, Ordering::SeqCst);
     let (tx, rx) = watch::channel(None);
-    let events: Arc<Mutex<Vec<RunEvent>>> = Arc::default();
+    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
     let started = Arc::new(AtomicBool::new(false));
     let cancel = Cancel::default();
     if let (Ok(mut runs), Ok(mut order)) = (s.runs.lock(), s.order.lock()) {
@@ -895,9 +897,9 @@ fn start_run(
     let mut caps = s.caps.clone();
     caps.cancel = cancel;
     let sink_events = events.clone();
-    let sink: EventSink = Arc::new(move |e: &RunEvent| {
+    let sink: EventSink = Arc::new(move |e: &Event| {
         // Checkpoints are for the store; streams and memory do without them.
-        if matches!(e, RunEvent::Checkpoint(_)) {
+        if matches!(e.kind, RunEvent::Checkpoint(_)) {
             return;
         }
         if let Ok(mut v) = sink_events.lock() {

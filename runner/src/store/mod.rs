@@ -39,7 +39,7 @@ pub mod journal;
 pub mod sqlite;
 
 use crate::engine::{
-    Checkpoint, Engine, EventSink, RunConfig, RunEvent, RunResult, RunStatus, StepStatus,
+    Checkpoint, Engine, Event, EventSink, RunConfig, RunEvent, RunResult, RunStatus, StepStatus,
 };
 use crate::format::model::Workflow;
 use serde::{Deserialize, Serialize};
@@ -367,7 +367,7 @@ struct SinkState {
 /// with the result (the outputs are not in the events).
 pub fn recording_sink(store: Arc<dyn RunStore>, run_id: String) -> EventSink {
     let state = Mutex::new(SinkState::default());
-    Arc::new(move |e: &RunEvent| match e {
+    Arc::new(move |e: &Event| match &e.kind {
         RunEvent::RunStarted { .. } => store.mark_running(&run_id),
         RunEvent::StepStarted { depth, index, .. } => {
             if *depth == 0 {
@@ -403,7 +403,7 @@ pub fn recording_sink(store: Arc<dyn RunStore>, run_id: String) -> EventSink {
                     top_index,
                     status: *status,
                     attempts: retries + 1,
-                    started_at: now_ms() - *duration_ms as i64,
+                    started_at: e.at_ms.saturating_sub(*duration_ms as i64),
                     duration_ms: *duration_ms,
                     output: output.clone(),
                     error: error.clone(),
@@ -418,7 +418,7 @@ pub fn recording_sink(store: Arc<dyn RunStore>, run_id: String) -> EventSink {
 
 /// Both sinks, in order.
 pub fn tee(a: EventSink, b: EventSink) -> EventSink {
-    Arc::new(move |e: &RunEvent| {
+    Arc::new(move |e: &Event| {
         a(e);
         b(e);
     })

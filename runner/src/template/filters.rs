@@ -1297,9 +1297,14 @@ mod tests {
         );
         assert_eq!(ev("'2024-01-10T12:00' | diff_days('2024-01-01')"), json!(9));
         assert_eq!(ev("'2024-01-01' | diff_days('2024-01-10')"), json!(-9));
-        let t = Templates::new().with_clock(|| 1_705_314_600_000);
-        let v = t
-            .eval_expr("now() | add_days(2) | diff_days(now())", &ctx())
+        let clock = std::sync::Arc::new(marktoflow_steps::core::time::FixedClock::at(
+            1_705_314_600_000,
+        ));
+        let v = Templates::new()
+            .eval_expr(
+                "now() | add_days(2) | diff_days(now())",
+                &Templates::clocked(ctx(), clock),
+            )
             .unwrap();
         assert_eq!(v, json!(2));
         assert!(ev_err("'soon' | format_date").contains("cannot read \"soon\" as a date"));

@@ -5,8 +5,8 @@
 //! line and column inside the failing string (the caller adds the string's
 //! position in the `.md` file).
 //!
-//! Pure: no I/O, no printing; the only clock is `now()`, replaceable with
-//! [`Templates::with_clock`].
+//! Pure: no I/O, no printing; the only clock is `now()`, the run's clock
+//! when the context comes from [`Templates::clocked`].
 //!
 //! - [`Templates::render_value`]: renders every string inside a JSON value;
 //!   a string that is exactly one `{{ expr }}` keeps the expression's type.
@@ -28,7 +28,9 @@ pub mod filters;
 pub mod methods;
 mod values;
 
+use marktoflow_steps::core::time::Clock;
 use std::ops::Range;
+use std::sync::Arc;
 
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::merge_maps;
@@ -249,10 +251,27 @@ pub(crate) fn single_expression(src: &str) -> Option<Range<usize>> {
 }
 
 fn system_clock() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    marktoflow_steps::core::time::Clock::now_ms(&marktoflow_steps::core::time::SystemClock)
+}
+
+/// `now()` answering from a run's clock (see [`Templates::clocked`]).
+#[derive(Debug)]
+struct Now(Arc<dyn Clock>);
+
+impl minijinja::value::Object for Now {
+    fn call(
+        self: &Arc<Self>,
+        _state: &mut minijinja::State<'_, '_>,
+        args: &[Value],
+    ) -> Result<Value, minijinja::Error> {
+        if !args.is_empty() {
+            return Err(minijinja::Error::new(
+                ErrorKind::TooManyArguments,
+                "now() takes no arguments",
+            ));
+        }
+        Ok(Value::from(self.0.now_ms()))
+    }
 }
 
 /// The template environment. Cheap to create (no template is compiled until
@@ -302,10 +321,12 @@ impl Templates {
         t
     }
 
-    /// Replaces the clock behind `now()` (epoch milliseconds).
-    pub fn with_clock(mut self, clock: fn() -> i64) -> Self {
-        self.env.add_function("now", clock);
-        self
+    /// `ctx` with `now()` answering from `clock` (epoch milliseconds); a
+    /// variable of the run named `now` still wins. Without it, `now()` is
+    /// the system's clock.
+    pub fn clocked(ctx: Value, clock: Arc<dyn Clock>) -> Value {
+        let now = Value::from_pairs([(Value::from("now"), Value::from_object(Now(clock)))]);
+        merge_maps([now, ctx])
     }
 
     /// Context for rendering: `{...inputs, ...variables, inputs: inputs,

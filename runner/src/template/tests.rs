@@ -2,6 +2,7 @@
 
 use super::*;
 use serde_json::json;
+use std::sync::Arc;
 
 fn ctx_with(vars: Json) -> Value {
     Templates::context(
@@ -278,11 +279,21 @@ fn fuel_exhaustion_is_an_error() {
 
 #[test]
 fn now_uses_the_clock() {
-    let t = Templates::new().with_clock(|| 1_705_314_600_000);
+    let clock = Arc::new(marktoflow_steps::core::time::FixedClock::at(
+        1_705_314_600_000,
+    ));
+    let t = Templates::new();
+    let fixed = Templates::clocked(ctx(), clock.clone());
     assert_eq!(
-        t.eval_expr("now()", &ctx()).unwrap(),
+        t.eval_expr("now()", &fixed).unwrap(),
         json!(1_705_314_600_000i64)
     );
+    clock.advance(std::time::Duration::from_secs(1));
+    assert_eq!(
+        t.render_str("{{ now() }}", &fixed).unwrap(),
+        "1705314601000"
+    );
+    assert!(t.eval_expr("now(1)", &fixed).is_err());
     let real = Templates::new().eval_expr("now()", &ctx()).unwrap();
     assert!(real.as_i64().unwrap() > 1_700_000_000_000);
 }

@@ -36,7 +36,7 @@ impl Action for CoreAction {
             "extract" => data::extract(&args),
             "format" => data::format(&args),
             "parse" => data::parse(&args),
-            "datetime" => datetime::datetime(&args, chrono::Utc::now()),
+            "datetime" => datetime::datetime(&args, call.caps.clock.now()),
             "crypto" => crypto::crypto(&args),
             m if CORE_SPECS
                 .iter()
@@ -202,7 +202,7 @@ impl Action for WorkflowAction {
                 }
             }
             "timestamp" => {
-                let now = chrono::Utc::now();
+                let now = call.caps.clock.now();
                 let format = inputs
                     .get("format")
                     .and_then(Value::as_str)

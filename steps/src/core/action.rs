@@ -107,6 +107,8 @@ pub struct Capabilities {
     /// Where default state goes (kb indexes, memory databases): the
     /// project's `.marktoflow/` or the per-user folder.
     pub state: Arc<crate::core::state::StateDir>,
+    /// The wall clock: `now()`, `core.datetime`, recency, event times.
+    pub clock: Arc<dyn crate::core::time::Clock>,
 }
 
 /// One call of an action by one step.

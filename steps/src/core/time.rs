@@ -2,11 +2,13 @@
 //! `5s`, `2m`, `1h`, `3d`, `2w`, or a number of milliseconds), how an age is
 //! given on the command line (`30d`), and how a duration is shown (`100ms`,
 //! `2s`, `1.5s`). Dates: which texts and numbers read as a date
-//! ([`parse_date_text`], [`epoch_ms`]). Values no clock can hold are errors,
-//! never a panic.
+//! ([`parse_date_text`], [`epoch_ms`]). The wall [`Clock`] a run reads
+//! (`now()`, `core.datetime`, recency, event times) comes in through its
+//! capabilities. Values no clock can hold are errors, never a panic.
 
-use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime};
+use chrono::{DateTime, FixedOffset, Local, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use serde_json::Value;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 /// The longest duration accepted anywhere (a hundred years).
@@ -88,6 +90,88 @@ pub fn human(d: Duration) -> String {
         format!("{}s", ms / 1000)
     } else {
         format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// Where "now" comes from: the system's clock, or a fixed one (tests,
+/// reproducible runs). Durations are measured with tokio's clock, which a
+/// test may pause and advance.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// Milliseconds since 1970.
+    fn now_ms(&self) -> i64;
+
+    fn now(&self) -> DateTime<Utc> {
+        Utc.timestamp_millis_opt(self.now_ms())
+            .single()
+            .unwrap_or_default()
+    }
+
+    /// Today's date in local time.
+    fn today(&self) -> NaiveDate {
+        Local
+            .timestamp_millis_opt(self.now_ms())
+            .single()
+            .map(|d| d.date_naive())
+            .unwrap_or_default()
+    }
+}
+
+/// The system's clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        Utc::now().timestamp_millis()
+    }
+}
+
+/// A clock that says what it is told.
+#[derive(Debug, Default)]
+pub struct FixedClock(AtomicI64);
+
+impl FixedClock {
+    pub fn at(ms: i64) -> Self {
+        FixedClock(AtomicI64::new(ms))
+    }
+
+    pub fn advance(&self, by: Duration) {
+        let ms = by.as_millis().min(i64::MAX as u128) as i64;
+        let _ = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                Some(t.saturating_add(ms))
+            });
+    }
+}
+
+impl Clock for FixedClock {
+    fn now_ms(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The date an action takes as "today": the first of the inputs `names`
+/// that is set (a date text; only its date counts), else the clock's local
+/// date. The error names the first of `names`.
+pub fn today(inputs: &Value, names: &[&str], clock: &dyn Clock) -> Result<NaiveDate, String> {
+    let field = names.first().copied().unwrap_or("today");
+    let set = names
+        .iter()
+        .find_map(|n| inputs.get(*n).filter(|v| !v.is_null()));
+    match set {
+        None => Ok(clock.today()),
+        Some(Value::String(s)) => match parse_date_text(s) {
+            Some(DateText::Zoned(d)) => Ok(d.date_naive()),
+            Some(DateText::Wall(d)) => Ok(d.date()),
+            None => Err(format!(
+                "input `{field}` must be a date like 2026-11-20, got `{s}`"
+            )),
+        },
+        Some(other) => Err(format!(
+            "input `{field}` must be a date like 2026-11-20, got {}",
+            crate::core::action::type_name(other)
+        )),
     }
 }
 
@@ -274,5 +358,25 @@ mod tests {
         let waits: std::collections::HashSet<_> =
             (0..20).map(|_| backoff(s, s, false, 0)).collect();
         assert!(waits.len() > 1, "jittered");
+    }
+
+    #[test]
+    fn today_comes_from_the_inputs_or_the_clock() {
+        let clock = FixedClock::at(1_705_312_800_000); // 2024-01-15T10:00Z
+        let d = |v: Value| today(&v, &["today", "now"], &clock);
+        assert_eq!(d(serde_json::json!({})).unwrap(), clock.today());
+        assert_eq!(
+            d(serde_json::json!({"now": "2026-11-20T09:30:00Z"})).unwrap(),
+            NaiveDate::from_ymd_opt(2026, 11, 20).unwrap()
+        );
+        assert_eq!(
+            d(serde_json::json!({"today": "2026-11-21", "now": "2020-01-01"})).unwrap(),
+            NaiveDate::from_ymd_opt(2026, 11, 21).unwrap()
+        );
+        let e = d(serde_json::json!({"today": "soon"})).unwrap_err();
+        assert!(e.contains("`today`") && e.contains("soon"), "{e}");
+        assert!(d(serde_json::json!({"today": 3})).is_err());
+        clock.advance(Duration::from_secs(86_400));
+        assert_eq!(clock.now_ms(), 1_705_399_200_000);
     }
 }

@@ -17,9 +17,9 @@
 //! take them as they are.
 
 use crate::core::action::{type_name, Action, ActionError, Call};
-use crate::core::time::{epoch_ms, parse_date_text, DateText};
+use crate::core::time::{epoch_ms, parse_date_text, Clock, DateText};
 use async_trait::async_trait;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -56,11 +56,12 @@ impl Action for MemoryAction {
             other => other,
         };
         // Inputs are all checked before the file is touched.
+        let clock = call.caps.clock.as_ref();
         let job = match call.method {
-            "remember" => Job::Remember(remember_args(&inputs)?),
-            "recall" => Job::Recall(recall_args(&inputs)?),
-            "decay" => Job::Decay(decay_args(&inputs)?),
-            "cleanup" => Job::Cleanup(cleanup_args(&inputs)?),
+            "remember" => Job::Remember(remember_args(&inputs, clock)?),
+            "recall" => Job::Recall(recall_args(&inputs, clock)?),
+            "decay" => Job::Decay(decay_args(&inputs, clock)?),
+            "cleanup" => Job::Cleanup(cleanup_args(&inputs, clock)?),
             "stats" => Job::Stats(kinds(&inputs)?),
             m => return Err(ActionError::Input(format!("unknown method `memory.{m}`"))),
         };
@@ -277,8 +278,8 @@ fn time_ms(inputs: &Value, field: &str) -> Result<Option<i64>, ActionError> {
     }
 }
 
-fn now_ms(inputs: &Value) -> Result<i64, ActionError> {
-    Ok(time_ms(inputs, "now")?.unwrap_or_else(|| Utc::now().timestamp_millis()))
+fn now_ms(inputs: &Value, clock: &dyn Clock) -> Result<i64, ActionError> {
+    Ok(time_ms(inputs, "now")?.unwrap_or_else(|| clock.now_ms()))
 }
 
 fn iso(ms: i64) -> String {
@@ -422,7 +423,7 @@ struct RememberArgs {
     dedupe: bool,
 }
 
-fn remember_args(inputs: &Value) -> Result<RememberArgs, ActionError> {
+fn remember_args(inputs: &Value, clock: &dyn Clock) -> Result<RememberArgs, ActionError> {
     let text = match inputs.get("text").or_else(|| inputs.get("content")) {
         Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
         Some(Value::String(_)) | None | Some(Value::Null) => {
@@ -472,7 +473,7 @@ fn remember_args(inputs: &Value) -> Result<RememberArgs, ActionError> {
         metadata,
         id,
         created_at: time_ms(inputs, "created_at")?,
-        now: now_ms(inputs)?,
+        now: now_ms(inputs, clock)?,
         dedupe: opt_bool(inputs, "dedupe", true)?,
     })
 }
@@ -607,7 +608,7 @@ struct RecallArgs {
     now: i64,
 }
 
-fn recall_args(inputs: &Value) -> Result<RecallArgs, ActionError> {
+fn recall_args(inputs: &Value, clock: &dyn Clock) -> Result<RecallArgs, ActionError> {
     let query = match inputs.get("query") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
@@ -644,7 +645,7 @@ fn recall_args(inputs: &Value) -> Result<RecallArgs, ActionError> {
         recency_weight: unit(inputs, "recency_weight")?.unwrap_or(0.5),
         threshold: opt_num(inputs, "threshold")?,
         touch: opt_bool(inputs, "touch", true)?,
-        now: now_ms(inputs)?,
+        now: now_ms(inputs, clock)?,
     })
 }
 
@@ -826,7 +827,7 @@ struct DecayArgs {
     report_limit: usize,
 }
 
-fn decay_args(inputs: &Value) -> Result<DecayArgs, ActionError> {
+fn decay_args(inputs: &Value, clock: &dyn Clock) -> Result<DecayArgs, ActionError> {
     let half_life_days = positive(inputs, "half_life_days")?;
     let factor = unit(inputs, "factor")?;
     if half_life_days.is_some() && factor.is_some() {
@@ -847,7 +848,7 @@ fn decay_args(inputs: &Value) -> Result<DecayArgs, ActionError> {
         floor: unit(inputs, "floor")?.unwrap_or(0.0),
         kinds: kinds(inputs)?,
         dry_run: opt_bool(inputs, "dry_run", false)?,
-        now: now_ms(inputs)?,
+        now: now_ms(inputs, clock)?,
         report_limit: opt_num(inputs, "report_limit")?.unwrap_or(100.0).max(0.0) as usize,
     })
 }
@@ -935,7 +936,7 @@ struct CleanupArgs {
     report_limit: usize,
 }
 
-fn cleanup_args(inputs: &Value) -> Result<CleanupArgs, ActionError> {
+fn cleanup_args(inputs: &Value, clock: &dyn Clock) -> Result<CleanupArgs, ActionError> {
     let max_age_days = opt_num(inputs, "max_age_days")?;
     if max_age_days.is_some_and(|d| d < 0.0) {
         return Err(input("input `max_age_days` must not be negative"));
@@ -962,7 +963,7 @@ fn cleanup_args(inputs: &Value) -> Result<CleanupArgs, ActionError> {
         by_last_access,
         kinds: kinds(inputs)?,
         dry_run: opt_bool(inputs, "dry_run", false)?,
-        now: now_ms(inputs)?,
+        now: now_ms(inputs, clock)?,
         report_limit: opt_num(inputs, "report_limit")?.unwrap_or(100.0).max(0.0) as usize,
     })
 }
@@ -1191,6 +1192,22 @@ pub const SPECS: &[Spec] = &[
 mod tests {
     use super::*;
 
+    fn remember_args_now(inputs: &Value) -> Result<RememberArgs, ActionError> {
+        remember_args(inputs, &crate::core::time::SystemClock)
+    }
+
+    fn recall_args_now(inputs: &Value) -> Result<RecallArgs, ActionError> {
+        recall_args(inputs, &crate::core::time::SystemClock)
+    }
+
+    fn decay_args_now(inputs: &Value) -> Result<DecayArgs, ActionError> {
+        decay_args(inputs, &crate::core::time::SystemClock)
+    }
+
+    fn cleanup_args_now(inputs: &Value) -> Result<CleanupArgs, ActionError> {
+        cleanup_args(inputs, &crate::core::time::SystemClock)
+    }
+
     fn tmp(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!(
             "mtf-mem-{}-{name}-{}",
@@ -1202,7 +1219,7 @@ mod tests {
     }
 
     fn put(db: &mut Connection, v: Value) -> Value {
-        remember(db, remember_args(&v).unwrap()).unwrap()
+        remember(db, remember_args_now(&v).unwrap()).unwrap()
     }
 
     const NOW: &str = "2026-11-20T12:00:00Z";
@@ -1256,7 +1273,7 @@ mod tests {
         ] {
             let r = recall(
                 &mut db,
-                recall_args(&json!({"query": q, "now": NOW})).unwrap(),
+                recall_args_now(&json!({"query": q, "now": NOW})).unwrap(),
             );
             assert!(r.is_ok(), "{q}: {r:?}");
         }
@@ -1266,7 +1283,7 @@ mod tests {
     #[test]
     fn filters_and_an_empty_query() {
         let (_p, mut db) = seeded("filters");
-        let q = |db: &mut Connection, v: Value| recall(db, recall_args(&v).unwrap()).unwrap();
+        let q = |db: &mut Connection, v: Value| recall(db, recall_args_now(&v).unwrap()).unwrap();
         // No query: every memory, by importance × freshness.
         let r = q(&mut db, json!({"now": NOW, "touch": false}));
         assert_eq!(r["count"], 3);
@@ -1300,7 +1317,7 @@ mod tests {
         let (p, mut db) = seeded("recall");
         let r = recall(
             &mut db,
-            recall_args(&json!({"query": "token savings", "now": NOW})).unwrap(),
+            recall_args_now(&json!({"query": "token savings", "now": NOW})).unwrap(),
         )
         .unwrap();
         assert_eq!(r["count"], 2, "{r}");
@@ -1335,13 +1352,14 @@ mod tests {
         );
         let r = recall(
             &mut db,
-            recall_args(&json!({"query": "deploy", "now": NOW, "touch": false})).unwrap(),
+            recall_args_now(&json!({"query": "deploy", "now": NOW, "touch": false})).unwrap(),
         )
         .unwrap();
         assert_eq!(r["hits"][0]["importance"], 1.0, "{r}");
         let r = recall(
             &mut db,
-            recall_args(&json!({"query": "deploy", "now": NOW, "importance_weight": 0})).unwrap(),
+            recall_args_now(&json!({"query": "deploy", "now": NOW, "importance_weight": 0}))
+                .unwrap(),
         )
         .unwrap();
         assert_eq!(r["hits"][0]["importance"], 0.05, "{r}");
@@ -1360,7 +1378,7 @@ mod tests {
         assert_eq!(stats(&db, &[]).unwrap()["count"], 3);
         let r = recall(
             &mut db,
-            recall_args(&json!({"query": "shopping", "now": NOW})).unwrap(),
+            recall_args_now(&json!({"query": "shopping", "now": NOW})).unwrap(),
         )
         .unwrap();
         assert_eq!(r["count"], 1, "tags are searchable: {r}");
@@ -1372,14 +1390,14 @@ mod tests {
         assert_eq!(by_id["created"], false);
         let r = recall(
             &mut db,
-            recall_args(&json!({"query": "bread", "kind": "todo", "now": NOW})).unwrap(),
+            recall_args_now(&json!({"query": "bread", "kind": "todo", "now": NOW})).unwrap(),
         )
         .unwrap();
         assert_eq!(r["hits"][0]["id"], id);
         assert_eq!(
             recall(
                 &mut db,
-                recall_args(&json!({"query": "oat", "kind": "fact", "now": NOW})).unwrap()
+                recall_args_now(&json!({"query": "oat", "kind": "fact", "now": NOW})).unwrap()
             )
             .unwrap()["count"],
             0
@@ -1392,7 +1410,7 @@ mod tests {
         let later = "2026-12-20T12:00:00Z";
         let d = decay(
             &mut db,
-            decay_args(&json!({"half_life_days": 30, "now": later, "dry_run": true})).unwrap(),
+            decay_args_now(&json!({"half_life_days": 30, "now": later, "dry_run": true})).unwrap(),
         )
         .unwrap();
         assert_eq!(d["decayed"], 3);
@@ -1403,7 +1421,7 @@ mod tests {
         );
         let d = decay(
             &mut db,
-            decay_args(&json!({"half_life_days": 30, "now": later})).unwrap(),
+            decay_args_now(&json!({"half_life_days": 30, "now": later})).unwrap(),
         )
         .unwrap();
         let insight = d["changes"]
@@ -1416,13 +1434,13 @@ mod tests {
         // Same moment again: no time has passed since the last decay.
         let d = decay(
             &mut db,
-            decay_args(&json!({"half_life_days": 30, "now": later})).unwrap(),
+            decay_args_now(&json!({"half_life_days": 30, "now": later})).unwrap(),
         )
         .unwrap();
         assert_eq!(d["decayed"], 0, "{d}");
         let d = decay(
             &mut db,
-            decay_args(&json!({"factor": 0.5, "kind": "fact"})).unwrap(),
+            decay_args_now(&json!({"factor": 0.5, "kind": "fact"})).unwrap(),
         )
         .unwrap();
         assert_eq!(d["changes"][0]["after"], 0.1);
@@ -1434,11 +1452,11 @@ mod tests {
         for _ in 0..12 {
             recall(
                 &mut db,
-                recall_args(&json!({"query": "delegation", "now": NOW})).unwrap(),
+                recall_args_now(&json!({"query": "delegation", "now": NOW})).unwrap(),
             )
             .unwrap();
         }
-        let d = decay(&mut db, decay_args(&json!({"now": NOW})).unwrap()).unwrap();
+        let d = decay(&mut db, decay_args_now(&json!({"now": NOW})).unwrap()).unwrap();
         assert_eq!(d["boosted"], 1);
         let c = d["changes"]
             .as_array()
@@ -1453,20 +1471,20 @@ mod tests {
     fn cleanup_dry_run_then_real() {
         let (_p, mut db) = seeded("cleanup");
         let a = json!({"max_age_days": 90, "min_importance": 0.3, "now": NOW, "dry_run": true});
-        let c = cleanup(&mut db, cleanup_args(&a).unwrap()).unwrap();
+        let c = cleanup(&mut db, cleanup_args_now(&a).unwrap()).unwrap();
         assert_eq!(c["matched"], 1);
         assert_eq!(c["removed"], 0);
         assert_eq!(c["reasons"]["combined"], 1);
         assert_eq!(c["memories"][0]["text"], "Buy oat milk");
         assert_eq!(stats(&db, &[]).unwrap()["count"], 3);
         let a = json!({"min_importance": 0.5, "now": NOW});
-        let c = cleanup(&mut db, cleanup_args(&a).unwrap()).unwrap();
+        let c = cleanup(&mut db, cleanup_args_now(&a).unwrap()).unwrap();
         assert_eq!(c["removed"], 2);
         assert_eq!(c["kept"], 1);
         assert_eq!(stats(&db, &[]).unwrap()["count"], 1);
         let r = recall(
             &mut db,
-            recall_args(&json!({"query": "milk budget"})).unwrap(),
+            recall_args_now(&json!({"query": "milk budget"})).unwrap(),
         )
         .unwrap();
         assert_eq!(r["count"], 0, "the FTS rows went too: {r}");
@@ -1478,29 +1496,31 @@ mod tests {
             Err(ActionError::Input(m)) => m,
             _ => panic!("expected an input error"),
         };
-        assert!(e(remember_args(&json!({}))).contains("`text`"));
-        assert!(e(remember_args(&json!({"text": "x", "importance": 2}))).contains("`importance`"));
-        assert!(e(remember_args(&json!({"text": "x", "tags": {"a": 1}}))).contains("`tags`"));
-        assert!(e(remember_args(&json!({"text": "x", "metadata": [1]}))).contains("`metadata`"));
-        assert!(e(remember_args(
+        assert!(e(remember_args_now(&json!({}))).contains("`text`"));
+        assert!(
+            e(remember_args_now(&json!({"text": "x", "importance": 2}))).contains("`importance`")
+        );
+        assert!(e(remember_args_now(&json!({"text": "x", "tags": {"a": 1}}))).contains("`tags`"));
+        assert!(e(remember_args_now(&json!({"text": "x", "metadata": [1]}))).contains("`metadata`"));
+        assert!(e(remember_args_now(
             &json!({"text": "x", "created_at": "yesterday-ish"})
         ))
         .contains("`created_at`"));
         assert!(
-            matches!(cleanup_args(&json!({})), Err(ActionError::Input(m)) if m.contains("max_age_days"))
+            matches!(cleanup_args_now(&json!({})), Err(ActionError::Input(m)) if m.contains("max_age_days"))
         );
         assert!(
-            matches!(recall_args(&json!({"top_k": 0})), Err(ActionError::Input(m)) if m.contains("`top_k`"))
+            matches!(recall_args_now(&json!({"top_k": 0})), Err(ActionError::Input(m)) if m.contains("`top_k`"))
         );
         assert!(
-            matches!(recall_args(&json!({"query": 3})), Err(ActionError::Input(m)) if m.contains("`query`"))
+            matches!(recall_args_now(&json!({"query": 3})), Err(ActionError::Input(m)) if m.contains("`query`"))
         );
         assert!(matches!(
-            decay_args(&json!({"factor": 0.5, "half_life_days": 3})),
+            decay_args_now(&json!({"factor": 0.5, "half_life_days": 3})),
             Err(ActionError::Input(_))
         ));
         assert!(
-            matches!(decay_args(&json!({"half_life_days": 0})), Err(ActionError::Input(m)) if m.contains("`half_life_days`"))
+            matches!(decay_args_now(&json!({"half_life_days": 0})), Err(ActionError::Input(m)) if m.contains("`half_life_days`"))
         );
     }
 
@@ -1516,8 +1536,11 @@ mod tests {
                     let mut returned = 0;
                     for i in 0..25 {
                         put(&mut db, json!({"text": format!("thread {t} memory {i}")}));
-                        let r = recall(&mut db, recall_args(&json!({"query": "memory"})).unwrap())
-                            .unwrap();
+                        let r = recall(
+                            &mut db,
+                            recall_args_now(&json!({"query": "memory"})).unwrap(),
+                        )
+                        .unwrap();
                         returned += r["count"].as_i64().unwrap();
                     }
                     returned

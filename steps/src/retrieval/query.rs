@@ -20,7 +20,7 @@ impl Action for QueryAction {
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
         match call.method {
-            "analyze" => analyze(&inputs),
+            "analyze" => analyze(&inputs, call.caps.clock.as_ref()),
             m => Err(ActionError::Input(format!("unknown method `query.{m}`"))),
         }
     }
@@ -179,20 +179,8 @@ const TIME_PHRASES: &[(&str, &str)] = &[
     ("tomorrow", "tomorrow"),
 ];
 
-fn today(inputs: &Value) -> Result<NaiveDate, ActionError> {
-    match inputs.get("today").or_else(|| inputs.get("now")) {
-        Some(Value::String(s)) => NaiveDate::parse_from_str(s.get(..10).unwrap_or(s), "%Y-%m-%d")
-            .map_err(|_| {
-                ActionError::Input(format!(
-                    "input `today` must be a date like 2026-11-20, got `{s}`"
-                ))
-            }),
-        None | Some(Value::Null) => Ok(chrono::Local::now().date_naive()),
-        Some(other) => Err(ActionError::Input(format!(
-            "input `today` must be a date string, got {}",
-            type_name(other)
-        ))),
-    }
+fn today(inputs: &Value, clock: &dyn crate::core::time::Clock) -> Result<NaiveDate, ActionError> {
+    crate::core::time::today(inputs, &["today", "now"], clock).map_err(ActionError::Input)
 }
 
 /// A time expression in running text: (matched words, range).
@@ -336,7 +324,7 @@ fn kind(lower: &str, has_time: bool) -> &'static str {
     }
 }
 
-pub fn analyze(inputs: &Value) -> Result<Value, ActionError> {
+pub fn analyze(inputs: &Value, clock: &dyn crate::core::time::Clock) -> Result<Value, ActionError> {
     let q = match inputs.get("query") {
         Some(Value::String(s)) => s.as_str(),
         Some(other) => {
@@ -347,7 +335,7 @@ pub fn analyze(inputs: &Value) -> Result<Value, ActionError> {
         }
         None => return Err(ActionError::Input("missing input `query`".into())),
     };
-    let today = today(inputs)?;
+    let today = today(inputs, clock)?;
     let operators = inputs
         .get("operators")
         .and_then(Value::as_bool)
@@ -449,8 +437,12 @@ pub const SPECS: &[Spec] = &[spec("query", "analyze", "Reads a question: terms, 
 mod tests {
     use super::*;
 
+    fn analyze_now(inputs: &Value) -> Result<Value, ActionError> {
+        analyze(inputs, &crate::core::time::SystemClock)
+    }
+
     fn a(q: &str) -> Value {
-        analyze(&json!({"query": q, "today": "2026-11-20"})).unwrap()
+        analyze_now(&json!({"query": q, "today": "2026-11-20"})).unwrap()
     }
 
     #[test]
@@ -486,6 +478,6 @@ mod tests {
         assert_eq!(v["phrases"], json!(["rate limit"]));
         assert_eq!(v["search_text"], r#"deadline "rate limit""#);
         assert_eq!(v["expected_location"], "work");
-        assert!(analyze(&json!({"query": 3})).is_err());
+        assert!(analyze_now(&json!({"query": 3})).is_err());
     }
 }

@@ -22,7 +22,7 @@ impl Action for RankAction {
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
         match call.method {
             "fuse" => fuse(&inputs),
-            "rerank" => rerank(&inputs),
+            "rerank" => rerank(&inputs, call.caps.clock.as_ref()),
             m => Err(ActionError::Input(format!("unknown method `rank.{m}`"))),
         }
     }
@@ -311,28 +311,20 @@ fn hit_date(hit: &Value, path: Option<&str>) -> Option<NaiveDate> {
     }
 }
 
-fn today(inputs: &Value) -> Result<NaiveDate, ActionError> {
-    match inputs.get("now").or_else(|| inputs.get("today")) {
-        Some(Value::String(s)) => NaiveDate::parse_from_str(s.get(..10).unwrap_or(s), "%Y-%m-%d")
-            .map_err(|_| {
-                input_err(format!(
-                    "input `now` must be a date like 2026-11-20, got `{s}`"
-                ))
-            }),
-        _ => Ok(chrono::Local::now().date_naive()),
-    }
+fn today(inputs: &Value, clock: &dyn crate::core::time::Clock) -> Result<NaiveDate, ActionError> {
+    crate::core::time::today(inputs, &["now", "today"], clock).map_err(input_err)
 }
 
 /// Inputs: `hits`, then in this order: `recency: {half_life_days, field?,
 /// weight?}`, `boost_field` (multiply by a numeric field), `ratios: {field?,
 /// values: {task: 1.5}}`, `time_match: {from, to, boost, field?}`,
 /// `threshold`, `mmr: {lambda, field?}`, `top_k`.
-pub fn rerank(inputs: &Value) -> Result<Value, ActionError> {
+pub fn rerank(inputs: &Value, clock: &dyn crate::core::time::Clock) -> Result<Value, ActionError> {
     let hits = match inputs.get("hits") {
         Some(v) => hit_list(v, "input `hits`")?,
         None => return Err(input_err("missing input `hits`")),
     };
-    let now = today(inputs)?;
+    let now = today(inputs, clock)?;
     let mut scored: Vec<(f64, Value)> = hits.into_iter().map(|h| (score_of(&h), h)).collect();
 
     if let Some(r) = inputs.get("recency").filter(|v| !v.is_null()) {
@@ -584,6 +576,10 @@ pub const SPECS: &[Spec] = &[
 mod tests {
     use super::*;
 
+    fn rerank_now(inputs: &Value) -> Result<Value, ActionError> {
+        rerank(inputs, &crate::core::time::SystemClock)
+    }
+
     /// (id, fused score) of each hit, best first.
     fn id_scores(out: &Value) -> Vec<(String, f64)> {
         out["hits"]
@@ -694,16 +690,17 @@ mod tests {
             {"id": "old", "score": 1.0, "metadata": {"date": "2026-10-21", "type": "note"}},
             {"id": "new", "score": 1.0, "metadata": {"date": "2026-11-20", "type": "Task"}},
         ]);
-        let out =
-            rerank(&json!({"hits": hits, "now": "2026-11-20", "recency": {"half_life_days": 30}}))
-                .unwrap();
+        let out = rerank_now(
+            &json!({"hits": hits, "now": "2026-11-20", "recency": {"half_life_days": 30}}),
+        )
+        .unwrap();
         assert_eq!(out["hits"][0]["id"], "new");
         assert_eq!(out["hits"][1]["score"], 0.5);
-        let out =
-            rerank(&json!({"hits": hits, "ratios": {"values": {"note": 3, "task": 2}}})).unwrap();
+        let out = rerank_now(&json!({"hits": hits, "ratios": {"values": {"note": 3, "task": 2}}}))
+            .unwrap();
         assert_eq!(out["hits"][0]["id"], "old");
         assert_eq!(out["hits"][1]["score"], 2.0);
-        let out = rerank(&json!({"hits": hits, "time_match": {"from": "2026-10-01", "to": "2026-10-31", "boost": 4}, "threshold": 2})).unwrap();
+        let out = rerank_now(&json!({"hits": hits, "time_match": {"from": "2026-10-01", "to": "2026-10-31", "boost": 4}, "threshold": 2})).unwrap();
         assert_eq!(out["count"], 1);
         assert_eq!(out["hits"][0]["score"], 4.0);
     }
@@ -715,7 +712,7 @@ mod tests {
             {"id": "a2", "score": 0.95, "text": "apollo api key rotation schedule copy"},
             {"id": "b", "score": 0.8, "text": "hermes partner onboarding guide"},
         ]);
-        let out = rerank(&json!({"hits": hits, "mmr": {"lambda": 0.5}, "top_k": 2})).unwrap();
+        let out = rerank_now(&json!({"hits": hits, "mmr": {"lambda": 0.5}, "top_k": 2})).unwrap();
         let ids: Vec<&str> = out["hits"]
             .as_array()
             .unwrap()
@@ -723,7 +720,7 @@ mod tests {
             .map(|h| h["id"].as_str().unwrap())
             .collect();
         assert_eq!(ids, ["a", "b"]);
-        let plain = rerank(&json!({"hits": hits, "top_k": 2})).unwrap();
+        let plain = rerank_now(&json!({"hits": hits, "top_k": 2})).unwrap();
         assert_eq!(plain["hits"][1]["id"], "a2");
     }
 }

@@ -279,15 +279,8 @@ async fn ensure_fresh(
     }
 }
 
-fn today(inputs: &Value) -> Result<NaiveDate, ActionError> {
-    match opt_str(inputs, "today")? {
-        Some(s) => NaiveDate::parse_from_str(s.get(..10).unwrap_or(s), "%Y-%m-%d").map_err(|_| {
-            ActionError::Input(format!(
-                "input `today` must be a date like 2026-11-20, got `{s}`"
-            ))
-        }),
-        None => Ok(chrono::Local::now().date_naive()),
-    }
+fn today(inputs: &Value, clock: &dyn crate::core::time::Clock) -> Result<NaiveDate, ActionError> {
+    crate::core::time::today(inputs, &["today"], clock).map_err(ActionError::Input)
 }
 
 /// `kb.search` / `kb.facets` inputs other than the query text.
@@ -484,7 +477,7 @@ async fn search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionE
             )))
         }
     };
-    let today = today(inputs)?;
+    let today = today(inputs, call.caps.clock.as_ref())?;
     let parsed = query::parse(q, opt_bool(inputs, "operators", true)?, today);
     let req = request(inputs, parsed, today)?;
     let ix = open(call, inputs)?;
@@ -513,7 +506,7 @@ async fn facets_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionE
             ))
         }
     };
-    let today = today(inputs)?;
+    let today = today(inputs, call.caps.clock.as_ref())?;
     let q = opt_str(inputs, "query")?.unwrap_or("");
     let req = request(inputs, query::parse(q, true, today), today)?;
     let ix = open(call, inputs)?;
@@ -546,7 +539,7 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
             )))
         }
     };
-    let today = today(inputs)?;
+    let today = today(inputs, call.caps.clock.as_ref())?;
     let parsed = query::parse(&q, opt_bool(inputs, "operators", true)?, today);
     // Operators filter; the rest of the text is what gets embedded.
     let text = if parsed.has_operators() {
