@@ -156,6 +156,7 @@ fn caps(env: &[(&str, &str)], overrides: AgentOverrides) -> (Capabilities, Logs)
     let sink = logs.clone();
     let caps = Capabilities {
         clock: Arc::new(marktoflow_steps::core::time::SystemClock),
+        caches: Default::default(),
         sandbox: Arc::new(Sandbox::closed(std::env::temp_dir())),
         state: Arc::new(marktoflow_steps::core::state::StateDir {
             root: std::env::temp_dir().join("marktoflow-test-state"),

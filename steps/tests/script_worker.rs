@@ -950,6 +950,7 @@ async fn action(s: &mut Suite) {
     let l2 = lines.clone();
     let caps = Capabilities {
         clock: Arc::new(marktoflow_steps::core::time::SystemClock),
+        caches: Default::default(),
         sandbox: Arc::new(s.sandbox.clone()),
         state: Arc::new(marktoflow_steps::core::state::StateDir {
             root: std::env::temp_dir().join("marktoflow-test-state"),

@@ -700,6 +700,7 @@ fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
     let caps = Capabilities {
         clock: Arc::new(marktoflow_steps::core::time::SystemClock),
+        caches: Default::default(),
         state: Arc::new(state_dir(&wf_dir)),
         sandbox: Arc::new(sandbox),
         log: Arc::new(|_| {}),
@@ -875,6 +876,7 @@ fn serve(a: ServeArgs) -> i32 {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
     let caps = Capabilities {
         clock: Arc::new(marktoflow_steps::core::time::SystemClock),
+        caches: Default::default(),
         state: Arc::new(state_dir(&serve_root)),
         sandbox: Arc::new(Sandbox::new(cwd, read_roots, a.allow_write.clone())),
         log: Arc::new(|_| {}),

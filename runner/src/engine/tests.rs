@@ -63,6 +63,7 @@ fn run_timed(text: &str, inputs: Value) -> (RunResult, Vec<Event>) {
     let dir = std::env::temp_dir();
     let caps = Capabilities {
         clock: Arc::new(marktoflow_steps::core::time::FixedClock::at(T0)),
+        caches: Default::default(),
         sandbox: Arc::new(Sandbox::closed(dir.clone())),
         log: Arc::new(|_| {}),
         progress: marktoflow_steps::core::action::no_progress(),

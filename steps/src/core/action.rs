@@ -109,6 +109,8 @@ pub struct Capabilities {
     pub state: Arc<crate::core::state::StateDir>,
     /// The wall clock: `now()`, `core.datetime`, recency, event times.
     pub clock: Arc<dyn crate::core::time::Clock>,
+    /// Open indexes, loaded models and vectors kept between runs.
+    pub caches: Arc<crate::core::cache::Caches>,
 }
 
 /// One call of an action by one step.

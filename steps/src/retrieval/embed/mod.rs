@@ -15,7 +15,7 @@ pub use minilm::MiniLm;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
@@ -59,19 +59,22 @@ pub fn model_dir(
     }
 }
 
-/// Loads a model once per process and folder; later calls share it.
-pub fn load_cached(dir: &Path) -> Result<Arc<dyn Embedder>, EmbedError> {
-    static MODELS: OnceLock<Mutex<HashMap<PathBuf, Arc<MiniLm>>>> = OnceLock::new();
+/// Loads a model once per folder and [`Caches`](crate::core::cache::Caches); later calls share it.
+pub fn load_cached(
+    caches: &crate::core::cache::Caches,
+    dir: &Path,
+) -> Result<Arc<dyn Embedder>, EmbedError> {
+    type Models = HashMap<PathBuf, Arc<MiniLm>>;
     let key = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    let map = MODELS.get_or_init(Default::default);
-    if let Some(m) = map.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return Ok(m.clone());
+    if let Some(m) = caches.with(|c: &mut Models| c.get(&key).cloned()) {
+        return Ok(m);
     }
     // Loaded outside the lock: it takes a while and others may search.
     let m = Arc::new(MiniLm::load(&key)?);
-    let mut guard = map.lock().unwrap_or_else(|e| e.into_inner());
-    let m = guard.entry(key.clone()).or_insert(m).clone();
-    // A model is ~90 MB: keep a few.
-    crate::core::cache::bound(&mut guard, &key, 4);
-    Ok(m)
+    Ok(caches.with(|c: &mut Models| {
+        let m = c.entry(key.clone()).or_insert(m).clone();
+        // A model is ~90 MB: keep a few.
+        crate::core::cache::bound(c, &key, 4);
+        m
+    }))
 }

@@ -6,7 +6,7 @@ use crate::retrieval::kb::chunk::hex_hash;
 use crate::retrieval::kb::index::{ChunkRow, ChunkTable};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 /// The text a chunk is embedded as: its title, its section, its text.
 pub fn chunk_text(r: &ChunkRow) -> String {
@@ -36,18 +36,8 @@ struct Aligned {
     matrix: Arc<Vec<f32>>,
 }
 
-type Caches = Mutex<HashMap<PathBuf, VectorCache>>;
-type AlignedMap = Mutex<HashMap<(PathBuf, String), Aligned>>;
-
-fn caches() -> &'static Caches {
-    static C: OnceLock<Caches> = OnceLock::new();
-    C.get_or_init(Default::default)
-}
-
-fn aligned() -> &'static AlignedMap {
-    static A: OnceLock<AlignedMap> = OnceLock::new();
-    A.get_or_init(Default::default)
-}
+type Vectors = HashMap<PathBuf, VectorCache>;
+type AlignedMap = HashMap<(PathBuf, String), Aligned>;
 
 /// Knowledge bases whose vectors are kept in memory (see `core::cache`).
 const MAX_CACHED: usize = 32;
@@ -60,6 +50,7 @@ const EMBED_PART: usize = 256;
 /// only, keyed by `key`) is rewritten atomically when it changed.
 /// `progress(done, total)` follows the embedding of new chunks.
 pub fn vectors_for(
+    caches: &crate::core::cache::Caches,
     embedder: &dyn Embedder,
     table: &ChunkTable,
     key: &Path,
@@ -68,92 +59,95 @@ pub fn vectors_for(
 ) -> Result<(Arc<Vec<f32>>, VectorStats), EmbedError> {
     let model = embedder.model_id().to_string();
     let akey = (key.to_path_buf(), model.clone());
-    if let Some(a) = aligned()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&akey)
-    {
-        if a.generation == table.generation {
-            return Ok((
-                a.matrix.clone(),
-                VectorStats {
-                    reused: table.rows.len(),
-                    ..Default::default()
-                },
-            ));
-        }
+    let ready = caches.with(|c: &mut AlignedMap| {
+        c.get(&akey)
+            .filter(|a| a.generation == table.generation)
+            .map(|a| a.matrix.clone())
+    });
+    if let Some(matrix) = ready {
+        return Ok((
+            matrix,
+            VectorStats {
+                reused: table.rows.len(),
+                ..Default::default()
+            },
+        ));
     }
     let dim = embedder.dim();
     let mut stats = VectorStats::default();
     let cache_key = file
         .map(Path::to_path_buf)
         .unwrap_or_else(|| key.to_path_buf());
-    let mut all = caches().lock().unwrap_or_else(|e| e.into_inner());
-    if !all.contains_key(&cache_key) {
-        crate::core::cache::bound(&mut all, &cache_key, MAX_CACHED - 1);
-    }
-    let cache = all.entry(cache_key.clone()).or_insert_with(|| match file {
-        Some(f) => {
-            let (c, state) = VectorCache::load(f, &model, dim);
-            if let Loaded::Discarded(why) = state {
-                stats.discarded = Some(why);
+    // Embedding happens under the lock: one process embeds a knowledge base once.
+    let matrix = caches.with(|all: &mut Vectors| -> Result<Vec<f32>, EmbedError> {
+        if !all.contains_key(&cache_key) {
+            crate::core::cache::bound(all, &cache_key, MAX_CACHED - 1);
+        }
+        let cache = all.entry(cache_key.clone()).or_insert_with(|| match file {
+            Some(f) => {
+                let (c, state) = VectorCache::load(f, &model, dim);
+                if let Loaded::Discarded(why) = state {
+                    stats.discarded = Some(why);
+                }
+                c
             }
-            c
+            None => VectorCache::new(&model, dim),
+        });
+        if cache.model_id != model || cache.dim != dim {
+            *cache = VectorCache::new(&model, dim);
         }
-        None => VectorCache::new(&model, dim),
-    });
-    if cache.model_id != model || cache.dim != dim {
-        *cache = VectorCache::new(&model, dim);
-    }
-    let texts: Vec<String> = table.rows.iter().map(chunk_text).collect();
-    let hashes: Vec<String> = texts.iter().map(|t| hex_hash(&[t.as_bytes()])).collect();
-    let mut missing: Vec<usize> = Vec::new();
-    let mut seen = HashSet::new();
-    for (i, h) in hashes.iter().enumerate() {
-        if cache.row_of(h).is_none() && seen.insert(h.as_str()) {
-            missing.push(i);
-        }
-    }
-    if !missing.is_empty() {
-        // In parts, so that progress can be shown. Sorted by length first,
-        // as the embedder sorts its batches: similar lengths pad least.
-        missing.sort_by_key(|&i| texts[i].len());
-        for (n, part) in missing.chunks(EMBED_PART).enumerate() {
-            let batch: Vec<&str> = part.iter().map(|&i| texts[i].as_str()).collect();
-            let vecs = embedder.embed(&batch)?;
-            for (&i, v) in part.iter().zip(&vecs) {
-                cache.insert(&hashes[i], v);
+        let texts: Vec<String> = table.rows.iter().map(chunk_text).collect();
+        let hashes: Vec<String> = texts.iter().map(|t| hex_hash(&[t.as_bytes()])).collect();
+        let mut missing: Vec<usize> = Vec::new();
+        let mut seen = HashSet::new();
+        for (i, h) in hashes.iter().enumerate() {
+            if cache.row_of(h).is_none() && seen.insert(h.as_str()) {
+                missing.push(i);
             }
-            progress(
-                (n * EMBED_PART + part.len()).min(missing.len()),
-                missing.len(),
-            );
         }
-        stats.embedded = missing.len();
-    }
-    stats.reused = table.rows.len() - stats.embedded;
-    let keep: HashSet<&str> = hashes.iter().map(String::as_str).collect();
-    stats.dropped = cache.retain(&keep);
-    if let Some(f) = file {
-        if stats.embedded > 0 || stats.dropped > 0 || stats.discarded.is_some() {
-            // A cache that cannot be written is only slower next time.
-            let _ = cache.save(f);
+        if !missing.is_empty() {
+            // In parts, so that progress can be shown. Sorted by length first,
+            // as the embedder sorts its batches: similar lengths pad least.
+            missing.sort_by_key(|&i| texts[i].len());
+            for (n, part) in missing.chunks(EMBED_PART).enumerate() {
+                let batch: Vec<&str> = part.iter().map(|&i| texts[i].as_str()).collect();
+                let vecs = embedder.embed(&batch)?;
+                for (&i, v) in part.iter().zip(&vecs) {
+                    cache.insert(&hashes[i], v);
+                }
+                progress(
+                    (n * EMBED_PART + part.len()).min(missing.len()),
+                    missing.len(),
+                );
+            }
+            stats.embedded = missing.len();
         }
-    }
-    let mut matrix = Vec::with_capacity(table.rows.len() * dim);
-    for h in &hashes {
-        let r = cache.row_of(h).unwrap_or(0);
-        matrix.extend_from_slice(&cache.matrix()[r * dim..(r + 1) * dim]);
-    }
+        stats.reused = table.rows.len() - stats.embedded;
+        let keep: HashSet<&str> = hashes.iter().map(String::as_str).collect();
+        stats.dropped = cache.retain(&keep);
+        if let Some(f) = file {
+            if stats.embedded > 0 || stats.dropped > 0 || stats.discarded.is_some() {
+                // A cache that cannot be written is only slower next time.
+                let _ = cache.save(f);
+            }
+        }
+        let mut matrix = Vec::with_capacity(table.rows.len() * dim);
+        for h in &hashes {
+            let r = cache.row_of(h).unwrap_or(0);
+            matrix.extend_from_slice(&cache.matrix()[r * dim..(r + 1) * dim]);
+        }
+        Ok(matrix)
+    })?;
     let matrix = Arc::new(matrix);
-    let mut aligned = aligned().lock().unwrap_or_else(|e| e.into_inner());
-    aligned.insert(
-        akey.clone(),
-        Aligned {
-            generation: table.generation,
-            matrix: matrix.clone(),
-        },
-    );
-    crate::core::cache::bound(&mut aligned, &akey, MAX_CACHED);
+    caches.with(|aligned: &mut AlignedMap| {
+        aligned.insert(
+            akey.clone(),
+            Aligned {
+                generation: table.generation,
+                matrix: matrix.clone(),
+            },
+        );
+        crate::core::cache::bound(aligned, &akey, MAX_CACHED);
+    });
     Ok((matrix, stats))
 }

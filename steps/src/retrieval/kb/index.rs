@@ -10,13 +10,14 @@
 
 use super::chunk::{chunk_document, hex_hash, ChunkOptions, KbError};
 use super::query::{DateRange, ParsedQuery};
+use crate::core::cache::Caches;
 use crate::core::walk::{Entry, WalkOptions};
 use chrono::NaiveDate;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tantivy::collector::{DocSetCollector, TopDocs};
 use tantivy::query::{
@@ -236,15 +237,8 @@ pub struct ChunkTable {
     by_addr: HashMap<tantivy::DocAddress, usize>,
 }
 
-type Cache = Mutex<HashMap<PathBuf, Arc<KbIndex>>>;
-
-/// Indexes kept open per process (see `core::cache`).
+/// Indexes kept open (see `core::cache`).
 const MAX_OPEN_INDEXES: usize = 32;
-
-fn cache() -> &'static Cache {
-    static C: OnceLock<Cache> = OnceLock::new();
-    C.get_or_init(Default::default)
-}
 
 fn index_err(dir: &Path, e: impl std::fmt::Display) -> KbError {
     KbError::Index {
@@ -257,19 +251,21 @@ impl KbIndex {
     /// The cached index for `root` stored in `dir` (None: in memory), opened
     /// or created on first use. A damaged or outdated index directory is
     /// emptied and created again.
-    pub fn open(root: &Path, dir: Option<&Path>) -> Result<Arc<KbIndex>, KbError> {
+    pub fn open(caches: &Caches, root: &Path, dir: Option<&Path>) -> Result<Arc<KbIndex>, KbError> {
         let key = match dir {
             Some(d) => d.to_path_buf(),
             None => PathBuf::from(format!("ram:{}", root.display())),
         };
-        let mut c = cache().lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(ix) = c.get(&key) {
-            return Ok(ix.clone());
-        }
-        let ix = Arc::new(Self::open_uncached(root, dir)?);
-        c.insert(key.clone(), ix.clone());
-        crate::core::cache::bound(&mut c, &key, MAX_OPEN_INDEXES);
-        Ok(ix)
+        // Opened under the lock: one open of a folder at a time.
+        caches.with(|c: &mut HashMap<PathBuf, Arc<KbIndex>>| {
+            if let Some(ix) = c.get(&key) {
+                return Ok(ix.clone());
+            }
+            let ix = Arc::new(Self::open_uncached(root, dir)?);
+            c.insert(key.clone(), ix.clone());
+            crate::core::cache::bound(c, &key, MAX_OPEN_INDEXES);
+            Ok(ix)
+        })
     }
 
     fn open_uncached(root: &Path, dir: Option<&Path>) -> Result<KbIndex, KbError> {

@@ -100,7 +100,7 @@ fn open(call: &Call<'_>, inputs: &Value) -> Result<Arc<KbIndex>, ActionError> {
         // writes, and the user's notes stay as they are.
         None => Some(call.caps.state.kb_index(&root)),
     };
-    match KbIndex::open(&root, dir.as_deref()) {
+    match KbIndex::open(&call.caps.caches, &root, dir.as_deref()) {
         Ok(ix) => Ok(ix),
         // A state folder that cannot be written (and no `index_dir`): index
         // in memory, cached for the life of the process.
@@ -112,7 +112,7 @@ fn open(call: &Call<'_>, inputs: &Value) -> Result<Arc<KbIndex>, ActionError> {
                     call.caps.state.root.display()
                 ),
             );
-            KbIndex::open(&root, None).map_err(kb_err)
+            KbIndex::open(&call.caps.caches, &root, None).map_err(kb_err)
         }
         Err(e) => Err(kb_err(e)),
     }
@@ -576,6 +576,7 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
         .unwrap_or_else(|| ix.root.join(".marktoflow-in-memory"));
     // Embedding is CPU work: off the async threads.
     let sink = call.caps.progress.clone();
+    let caches = call.caps.caches.clone();
     let work = tokio::task::spawn_blocking(move || {
         let progress = move |done: usize, total: usize| {
             sink(crate::core::action::Progress {
@@ -584,7 +585,7 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
                 total: total as u64,
             })
         };
-        let embedder = crate::retrieval::embed::load_cached(&model_path)?;
+        let embedder = crate::retrieval::embed::load_cached(&caches, &model_path)?;
         let file = ix.dir.as_ref().and_then(|d| {
             let name = format!(
                 "vectors-{}.bin",
@@ -593,6 +594,7 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
             d.parent().map(|p| p.join(name))
         });
         let (matrix, stats) = crate::retrieval::embed::search::vectors_for(
+            &caches,
             &*embedder,
             &table,
             &key,
