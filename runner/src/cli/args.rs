@@ -1,0 +1,233 @@
+//! The command line's surface: commands, their arguments and options.
+
+use super::state_dir;
+use crate::cli::store::RetryArgs;
+use clap::{Args, Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Parser, Debug)]
+#[command(name = "marktoflow", version, about = "Run workflows written as Markdown", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a workflow file.
+    Run(RunArgs),
+    /// Parse and check workflow files (or every workflow below a folder) without running them.
+    Validate {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Treat warnings (unknown variables, unused inputs, …) as errors.
+        #[arg(long)]
+        strict: bool,
+    },
+    /// Print the JSON Schema of the workflow format (for editors).
+    Schema,
+    /// List every action with its inputs, or show one (`marktoflow actions kb.search`).
+    Actions {
+        /// An action, `tool.method`.
+        name: Option<String>,
+        /// Print the catalog as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve the workflows' webhook triggers over HTTP.
+    Serve(ServeArgs),
+    /// List recorded runs, newest first.
+    History {
+        /// Only runs of this workflow (its id).
+        #[arg(long)]
+        workflow: Option<String>,
+        /// Only runs with this status: queued, running, completed, failed, cancelled.
+        #[arg(long)]
+        status: Option<String>,
+        /// How many runs to list.
+        #[arg(short = 'n', long, default_value_t = 20)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Show one recorded run: its steps, outputs and errors.
+    Show {
+        /// The run id (a unique prefix is enough).
+        run_id: String,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Run a recorded run again from a top-level step, reusing the outputs of the steps before it.
+    Retry {
+        run_id: String,
+        /// The top-level step to start from (its id); default: where the run stopped.
+        #[arg(long, value_name = "STEP")]
+        from: Option<String>,
+        #[command(flatten)]
+        run: RetryArgs,
+    },
+    /// Delete finished runs older than an age (`30d`, `12h`).
+    Prune {
+        #[arg(long, value_name = "AGE")]
+        older_than: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Print a workflow as a flowchart.
+    Graph {
+        file: PathBuf,
+        /// mermaid (for Markdown and GitHub), dot (Graphviz), or svg (a picture).
+        #[arg(long, default_value = "mermaid", value_parser = ["mermaid", "dot", "svg"])]
+        format: String,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Workflow files or folders (every `.md` below a folder with webhook triggers).
+    #[arg(default_value = ".")]
+    pub paths: Vec<PathBuf>,
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// 0 picks a free port (the address is printed on stderr).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Let scripts and file actions read below DIR (fixed for the server's life).
+    #[arg(long, value_name = "DIR")]
+    pub allow_read: Vec<PathBuf>,
+    /// Let scripts and file actions write below DIR.
+    #[arg(long, value_name = "DIR")]
+    pub allow_write: Vec<PathBuf>,
+    /// Let http actions call only these hosts.
+    #[arg(long, value_name = "HOST")]
+    pub allow_host: Vec<String>,
+    /// Largest request body, in bytes.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    pub max_body: usize,
+    /// How long a synchronous request waits for its run (seconds) before answering 504.
+    #[arg(long, default_value_t = 300)]
+    pub request_timeout: u64,
+    /// Runs executing at once over all workflows; more wait in the queue.
+    #[arg(long, default_value_t = 64)]
+    pub max_concurrent: usize,
+    /// Runs of one workflow executing at once (a trigger's `max_concurrent:` may lower it).
+    #[arg(long, default_value_t = 16)]
+    pub max_concurrent_per_workflow: usize,
+    /// Runs that may wait for a slot; beyond it requests are answered 503.
+    #[arg(long, default_value_t = 1000)]
+    pub max_queue: usize,
+    /// On SIGTERM or Ctrl-C: how long executing runs may take to finish (seconds) before they are cancelled.
+    #[arg(long, default_value_t = 30)]
+    pub grace_period: u64,
+    #[arg(short, long, env = "MARKTOFLOW_AGENT")]
+    pub agent: Option<String>,
+    #[arg(short, long, env = "MARKTOFLOW_MODEL")]
+    pub model: Option<String>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Delete finished runs older than this at start and every hour (`30d`, `12h`).
+    #[arg(long, value_name = "AGE")]
+    pub retention: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The workflow file (.md).
+    pub file: PathBuf,
+    /// An input, `name=value` (repeatable). Values are converted to the input's declared type.
+    #[arg(short = 'i', long = "input", value_name = "NAME=VALUE")]
+    pub input: Vec<String>,
+    /// A JSON file with an object of inputs (`--input` wins on the same name).
+    #[arg(long, value_name = "FILE")]
+    pub inputs_file: Option<PathBuf>,
+    /// Print one JSON object with the outputs, status and every step.
+    #[arg(long)]
+    pub json: bool,
+    /// Show step outputs and debug logs on stderr.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Show no progress on stderr (errors still show).
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Render every step and show what would be called, calling nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Use this LLM provider for every agent tool: anthropic, openai, ollama (or any sdk name).
+    #[arg(short, long, env = "MARKTOFLOW_AGENT")]
+    pub agent: Option<String>,
+    /// The model for agent steps that name none (and for every step when --agent switches provider).
+    #[arg(short, long, env = "MARKTOFLOW_MODEL")]
+    pub model: Option<String>,
+    /// Let scripts and file actions read below DIR (repeatable).
+    #[arg(long, value_name = "DIR")]
+    pub allow_read: Vec<PathBuf>,
+    /// Let scripts and file actions write below DIR (repeatable; also readable).
+    #[arg(long, value_name = "DIR")]
+    pub allow_write: Vec<PathBuf>,
+    /// Let http actions call only these hosts (`api.example.com`, `*.example.com`,
+    /// `127.0.0.1:8080`; repeatable). Replaces the workflow's `permissions.hosts`.
+    #[arg(long, value_name = "HOST")]
+    pub allow_host: Vec<String>,
+    /// Treat authoring warnings as errors: nothing runs when there are any.
+    #[arg(long)]
+    pub strict: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// Where runs are recorded.
+#[derive(Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// The run store (SQLite file); default `runs.db` in the state folder:
+    /// the nearest `.marktoflow/` above the workflow (or the current folder
+    /// for `history`, `show`, `prune`), else the per-user data folder.
+    #[arg(long, value_name = "FILE", env = "MARKTOFLOW_STORE")]
+    pub store: Option<PathBuf>,
+    /// Do not record this run.
+    #[arg(long)]
+    pub no_store: bool,
+}
+
+impl StoreArgs {
+    /// The store file: `--store`, else the state folder's for `start`.
+    pub fn path(&self, start: &Path) -> PathBuf {
+        match &self.store {
+            Some(p) => p.clone(),
+            None => state_dir(start).runs_db(),
+        }
+    }
+
+    /// The opened store, or None with `--no-store`. A store that cannot be
+    /// opened is an error: runs must not go unrecorded silently.
+    pub fn open(
+        &self,
+        start: &Path,
+    ) -> Result<Option<Arc<dyn crate::store::RunStore>>, crate::store::StoreError> {
+        if self.no_store {
+            return Ok(None);
+        }
+        let s = crate::store::SqliteStore::open(&self.path(start))?;
+        Ok(Some(Arc::new(s)))
+    }
+
+    /// For recording one run: its journal beside the store (see
+    /// [`crate::store::journal`]), or None with `--no-store`.
+    pub fn open_journal(
+        &self,
+        start: &Path,
+    ) -> Result<Option<Arc<dyn crate::store::RunStore>>, crate::store::StoreError> {
+        if self.no_store {
+            return Ok(None);
+        }
+        let s = crate::store::journal::JournalStore::open(&self.path(start))?;
+        Ok(Some(Arc::new(s)))
+    }
+}

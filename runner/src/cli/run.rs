@@ -1,0 +1,248 @@
+//! `marktoflow run` (and `retry`): inputs, sandbox, the store's journal, the run.
+
+use crate::diag::Diagnostic;
+use crate::engine::{Engine, RunConfig, RunStatus};
+use crate::format::inputs::{self, Supplied};
+use crate::format::model::{self};
+use marktoflow_steps::agent::{AgentHub, AgentOverrides};
+use marktoflow_steps::core::action::{Cancel, Capabilities};
+use marktoflow_steps::script::ScriptHost;
+use marktoflow_steps::{Registry, Sandbox};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::env::environment;
+use super::report::{plural, print_diagnostics};
+use super::{load, state_dir, FileLoader, RunArgs, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
+use crate::cli::progress::Progress;
+use crate::cli::report::{print_plan, print_result};
+
+pub(super) fn supplied_inputs(a: &RunArgs) -> Result<Vec<(String, Supplied)>, String> {
+    let mut out: Vec<(String, Supplied)> = Vec::new();
+    if let Some(f) = &a.inputs_file {
+        let text = std::fs::read_to_string(f).map_err(|e| {
+            format!(
+                "cannot read inputs file `{}`: {}",
+                f.display(),
+                model::io_reason(&e)
+            )
+        })?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{}:{}:{}: inputs file is not valid JSON: {e}",
+                f.display(),
+                e.line(),
+                e.column()
+            )
+        })?;
+        let Value::Object(m) = v else {
+            return Err(format!(
+                "{}: the inputs file must hold a JSON object of input names to values",
+                f.display()
+            ));
+        };
+        out.extend(m.into_iter().map(|(k, v)| (k, Supplied::Json(v))));
+    }
+    for raw in &a.input {
+        let (k, v) = match raw.split_once('=') {
+            Some((k, v)) => (k.trim().to_string(), Supplied::Text(v.to_string())),
+            // A bare `--input flag` sets it to true.
+            None => (raw.trim().to_string(), Supplied::Json(Value::Bool(true))),
+        };
+        if k.is_empty() {
+            return Err(format!("invalid `--input {raw}`: expected NAME=VALUE"));
+        }
+        out.retain(|(n, _)| *n != k);
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+/// What `retry` continues: the run it retries, its inputs, and where.
+pub struct RetryPlan {
+    pub of: String,
+    pub inputs: Map<String, Value>,
+    pub checkpoint: crate::engine::Checkpoint,
+    /// Top-level steps reused from the earlier run.
+    pub reused: usize,
+}
+
+pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
+    let registry = Registry::standard();
+    let wf = match load(&a.file, &registry) {
+        Ok(w) => w,
+        Err(code) => return code,
+    };
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let wf_dir = a
+        .file
+        .parent()
+        .map(Path::to_path_buf)
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| PathBuf::from("."));
+    let env = environment(&wf_dir);
+    // What `validate` finds, before anything runs (and anything is paid for).
+    let diags = crate::check::verify::verify(&wf, &registry, &crate::template::Templates::new());
+    if !a.quiet || crate::check::verify::has_errors(&diags) {
+        print_diagnostics(&diags);
+    }
+    if crate::check::verify::has_errors(&diags) || (a.strict && !diags.is_empty()) {
+        let n = diags.len();
+        let what = if crate::check::verify::has_errors(&diags) {
+            "problem"
+        } else {
+            "warning"
+        };
+        eprintln!(
+            "marktoflow: {n} {what}{} in `{}`; nothing was run{}",
+            plural(n),
+            a.file.display(),
+            if a.strict { " (--strict)" } else { "" }
+        );
+        return EXIT_USAGE;
+    }
+    let supplied = match &retry {
+        // A retry runs with the inputs the run had.
+        Some(p) => p
+            .inputs
+            .iter()
+            .map(|(k, v)| (k.clone(), Supplied::Json(v.clone())))
+            .collect(),
+        None => match supplied_inputs(&a) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_USAGE;
+            }
+        },
+    };
+    // Paths named on the command line are readable (`--input knowledge_base=DIR`).
+    let mut read_roots = vec![cwd.clone(), wf_dir.clone()];
+    for (_, v) in &supplied {
+        if let Supplied::Text(s) = v {
+            let p = cwd.join(s);
+            if !s.is_empty() && s.len() < 4096 && p.exists() {
+                read_roots.push(p);
+            }
+        }
+    }
+    read_roots.extend(a.allow_read.iter().cloned());
+    let inputs = match inputs::resolve(&wf, supplied, &env) {
+        Ok(i) => i,
+        Err(errs) => {
+            let diags: Vec<Diagnostic> = errs.iter().map(|e| e.diagnostic(&wf)).collect();
+            print_diagnostics(&diags);
+            return EXIT_USAGE;
+        }
+    };
+    let sandbox = Sandbox::new(cwd, read_roots, a.allow_write.clone());
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
+    let caps = Capabilities {
+        clock: Arc::new(marktoflow_steps::core::time::SystemClock),
+        caches: Default::default(),
+        state: Arc::new(state_dir(&wf_dir)),
+        sandbox: Arc::new(sandbox),
+        log: Arc::new(|_| {}),
+        progress: marktoflow_steps::core::action::no_progress(),
+        cancel: Cancel::default(),
+        scripts: Arc::new(ScriptHost::new(exe)),
+        agents: Arc::new(AgentHub::new(AgentOverrides {
+            agent: a.agent.clone(),
+            model: a.model.clone(),
+        })),
+        env: Arc::new(env),
+        allowed_hosts: if a.allow_host.is_empty() {
+            wf.allowed_hosts.clone().map(Arc::new)
+        } else {
+            Some(Arc::new(a.allow_host.clone()))
+        },
+    };
+    let engine = Engine::new();
+    if a.dry_run {
+        let plan = crate::engine::plan::dry_run(&engine, &wf, &inputs, &caps);
+        print_plan(&wf, &plan, a.json);
+        return EXIT_OK;
+    }
+    if let Err(diags) = crate::engine::plan::preflight(&wf, &caps) {
+        print_diagnostics(&diags);
+        eprintln!("marktoflow: nothing was run: agent steps have no LLM provider they can reach");
+        return EXIT_USAGE;
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_RUN_FAILED;
+        }
+    };
+    // Recorded as a journal: the next reader of the store moves it in.
+    let store = match a.store.open_journal(&wf_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            eprintln!("  = hint: `--store FILE` records runs elsewhere; `--no-store` does not record this run");
+            return EXIT_USAGE;
+        }
+    };
+    let run_id = uuid::Uuid::new_v4().to_string();
+    // The run's row is committed while the first step runs (nobody waits
+    // for an answer, unlike a webhook); its outcome is checked at the end.
+    let created = store.as_ref().map(|store| {
+        let mut new = crate::store::NewRun::new(run_id.clone(), &wf, inputs.clone(), "cli");
+        if let Some(p) = &retry {
+            new.trigger = "retry".into();
+            new.retry_of = Some((p.of.clone(), p.reused));
+        }
+        store.submit_run(new)
+    });
+    let printer = Arc::new(Progress::new(&a));
+    let sink = printer.clone();
+    let cfg = RunConfig {
+        run_id,
+        caps: caps.clone(),
+        events: Arc::new(move |e: &crate::engine::Event| sink.event(&e.kind)),
+        loader: Some(Arc::new(FileLoader(registry))),
+        callers: Vec::new(),
+    };
+    let checkpoint = retry.map(|p| p.checkpoint).unwrap_or_default();
+    let cancel = caps.cancel.clone();
+    let result = rt.block_on(async {
+        let interrupt = async {
+            let _ = tokio::signal::ctrl_c().await;
+            cancel.cancel();
+            // A second Ctrl-C is not waited for: the run is asked to stop.
+            std::future::pending::<()>().await
+        };
+        let go = async {
+            match &store {
+                Some(store) => {
+                    crate::store::resume_from(store, &engine, &wf, inputs, cfg, checkpoint).await
+                }
+                None => engine.resume(&wf, inputs, cfg, checkpoint).await,
+            }
+        };
+        tokio::select! {
+            r = go => r,
+            _ = interrupt => unreachable!("the interrupt future never completes"),
+        }
+    });
+    if let Some(store) = &store {
+        let flushed = store.flush();
+        let created = created.map(|c| {
+            c.blocking_recv()
+                .unwrap_or(Err(crate::store::StoreError::Closed))
+        });
+        if let Err(e) = flushed.and(created.unwrap_or(Ok(()))) {
+            eprintln!("warning: the run was not fully recorded: {e}");
+        }
+    }
+    print_result(&wf, &result, a.json);
+    match result.status {
+        RunStatus::Completed => EXIT_OK,
+        _ => EXIT_RUN_FAILED,
+    }
+}

@@ -1,0 +1,282 @@
+//! `marktoflow serve`: wiring the server (routes, schedules, watches, store) from the command line.
+
+use super::env::environment;
+use super::report::{plural, print_diagnostics};
+use super::validate::discover;
+use super::{state_dir, FileLoader, ServeArgs, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
+use crate::format::model::Workflow;
+use marktoflow_steps::agent::{AgentHub, AgentOverrides};
+use marktoflow_steps::core::action::{Cancel, Capabilities};
+use marktoflow_steps::script::ScriptHost;
+use marktoflow_steps::{Registry, Sandbox};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub(super) fn serve(a: ServeArgs) -> i32 {
+    use crate::serve::{
+        router, routes_of, run_file_watches, run_schedules, schedules_of, ServeConfig, ServerState,
+    };
+    let registry = Registry::standard();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let (found, mut errors) = discover(&a.paths, &registry);
+    // State (the run store, indexes) is found from the first path served.
+    let serve_root = match a.paths.first() {
+        Some(p) if p.is_file() => p.parent().map(Path::to_path_buf).unwrap_or_default(),
+        Some(p) => p.clone(),
+        None => PathBuf::from("."),
+    };
+    let mut workflows = Vec::new();
+    for (_, l) in found {
+        print_diagnostics(&l.warnings);
+        workflows.push(Arc::new(l.workflow));
+    }
+    let env = environment(&cwd);
+    let mut routes = match routes_of(&workflows, &env) {
+        Ok(r) if errors.is_empty() => r,
+        Ok(_) => {
+            print_diagnostics(&errors);
+            return EXIT_USAGE;
+        }
+        Err(d) => {
+            errors.extend(d);
+            print_diagnostics(&errors);
+            return EXIT_USAGE;
+        }
+    };
+    let mut schedules = match schedules_of(&workflows) {
+        Ok(s) => s,
+        Err(d) => {
+            print_diagnostics(&d);
+            return EXIT_USAGE;
+        }
+    };
+    let mut watches = match crate::serve::file_watch::file_watches_of(&workflows, &cwd) {
+        Ok(w) => w,
+        Err(d) => {
+            print_diagnostics(&d);
+            return EXIT_USAGE;
+        }
+    };
+    if routes.is_empty() && schedules.is_empty() && watches.is_empty() {
+        let paths: Vec<String> = a
+            .paths
+            .iter()
+            .map(|p| format!("`{}`", p.display()))
+            .collect();
+        eprintln!(
+            "error: no webhook, schedule or file_watch triggers found under {}",
+            paths.join(", ")
+        );
+        eprintln!("  = hint: add `triggers: [{{type: webhook, path: /my-hook, method: POST}}]` to a workflow's frontmatter");
+        return EXIT_USAGE;
+    }
+    // Roots are fixed now: nothing in a request can widen them.
+    let mut read_roots = vec![cwd.clone()];
+    for w in &workflows {
+        if let Some(d) = w.source.path.parent() {
+            read_roots.push(cwd.join(d));
+        }
+    }
+    read_roots.extend(a.allow_read.iter().cloned());
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
+    let caps = Capabilities {
+        clock: Arc::new(marktoflow_steps::core::time::SystemClock),
+        caches: Default::default(),
+        state: Arc::new(state_dir(&serve_root)),
+        sandbox: Arc::new(Sandbox::new(cwd, read_roots, a.allow_write.clone())),
+        log: Arc::new(|_| {}),
+        progress: marktoflow_steps::core::action::no_progress(),
+        cancel: Cancel::default(),
+        // A server runs scripts concurrently: keep enough warm workers that
+        // requests do not pay for process starts.
+        scripts: Arc::new(ScriptHost::with_limits(
+            exe,
+            marktoflow_steps::script::ScriptLimits {
+                max_idle_workers: 16,
+                ..Default::default()
+            },
+        )),
+        agents: Arc::new(AgentHub::new(AgentOverrides {
+            agent: a.agent.clone(),
+            model: a.model.clone(),
+        })),
+        env: Arc::new(env),
+        allowed_hosts: (!a.allow_host.is_empty()).then(|| Arc::new(a.allow_host.clone())),
+    };
+    // A workflow named on the command line must be servable; one found in a
+    // folder whose agent steps have no provider is left out, saying so, and
+    // the others are served (`serve workflows/` without an API key).
+    let mut problems = Vec::new();
+    let mut left_out = Vec::new();
+    for w in &workflows {
+        if let Err(d) = crate::engine::plan::preflight(w, &caps) {
+            if a.paths.contains(&w.source.path) {
+                problems.extend(d);
+            } else {
+                left_out.push((w.meta.id.clone(), d));
+            }
+        }
+    }
+    if !problems.is_empty() {
+        print_diagnostics(&problems);
+        eprintln!("marktoflow: not serving: agent steps have no LLM provider they can reach");
+        return EXIT_USAGE;
+    }
+    if !left_out.is_empty() {
+        for (id, d) in &left_out {
+            let why = d.first().map(|d| d.message.as_str()).unwrap_or_default();
+            eprintln!("warning: not serving `{id}`: {why}");
+        }
+        let served = |w: &Workflow| !left_out.iter().any(|(id, _)| *id == w.meta.id);
+        routes.retain(|r| served(&r.workflow));
+        schedules.retain(|s| served(&s.workflow));
+        watches.retain(|w| served(&w.workflow));
+        workflows.retain(|w| served(w));
+        if routes.is_empty() && schedules.is_empty() && watches.is_empty() {
+            eprintln!("marktoflow: not serving: every workflow found needs an LLM provider");
+            return EXIT_USAGE;
+        }
+    }
+    let config = ServeConfig {
+        max_body: a.max_body,
+        request_timeout: std::time::Duration::from_secs(a.request_timeout),
+        max_concurrent: a.max_concurrent,
+        max_concurrent_per_workflow: a.max_concurrent_per_workflow,
+        max_queue: a.max_queue,
+    };
+    let grace = std::time::Duration::from_secs(a.grace_period);
+    let n = routes.len();
+    let mut listing: Vec<String> = routes
+        .iter()
+        .map(|r| format!("  {} {} → {}", r.method, r.path, r.workflow.source.name))
+        .collect();
+    listing.extend(
+        schedules
+            .iter()
+            .map(|s| format!("  schedule `{}` (UTC) → {}", s.expr, s.workflow.source.name)),
+    );
+    listing.extend(watches.iter().map(|w| {
+        format!(
+            "  file_watch `{}` → {}",
+            w.patterns.join("`, `"),
+            w.workflow.source.name
+        )
+    }));
+    let retention = match a
+        .retention
+        .as_deref()
+        .map(|r| (r, crate::store::parse_age(r)))
+    {
+        None => None,
+        Some((_, Some(age))) => Some(age),
+        Some((r, None)) => {
+            eprintln!("error: `--retention {r}` is not an age: use e.g. 30d, 12h");
+            return EXIT_USAGE;
+        }
+    };
+    let store = match a.store.open(&serve_root) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            eprintln!("  = hint: `--store FILE` records runs elsewhere; `--no-store` keeps them in memory only");
+            return EXIT_USAGE;
+        }
+    };
+    let state = Arc::new(
+        ServerState::new(routes, caps, Arc::new(FileLoader(registry)), config)
+            .with_store(store.clone()),
+    );
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_RUN_FAILED;
+        }
+    };
+    rt.block_on(async move {
+        let addr = format!("{}:{}", a.host, a.port);
+        let listener = match tokio::net::TcpListener::bind(&addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("error: cannot listen on {addr}: {e}");
+                return EXIT_USAGE;
+            }
+        };
+        let local = listener.local_addr().map(|a| a.to_string()).unwrap_or(addr);
+        eprintln!(
+            "marktoflow: serving {n} route{} on http://{local}",
+            plural(n)
+        );
+        for l in &listing {
+            eprintln!("{l}");
+        }
+        let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
+        let draining = state.clone();
+        let shutdown = async move {
+            let term = async {
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(mut s) => {
+                        s.recv().await;
+                    }
+                    Err(_) => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term => {}
+            }
+            let (queued, running) = draining.load();
+            eprintln!(
+                "marktoflow: shutting down: {running} run{} executing (grace period {}s), {queued} queued",
+                plural(running),
+                grace.as_secs()
+            );
+            // Stop accepting now; runs drain in the background while the
+            // connections of synchronous requests wait for their results.
+            tokio::spawn(async move {
+                draining.drain(grace).await;
+                let _ = drained_tx.send(());
+            });
+        };
+        if let (Some(store), Some(age)) = (store.clone(), retention) {
+            tokio::spawn(async move {
+                loop {
+                    match store.prune(age) {
+                        Ok(0) => {}
+                        Ok(n) => eprintln!("marktoflow: pruned {n} run{} older than the retention", plural(n)),
+                        Err(e) => eprintln!("marktoflow: pruning runs failed: {e}"),
+                    }
+                    tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                }
+            });
+        }
+        crate::serve::resume_stored_runs(&state, &workflows);
+        tokio::spawn(run_schedules(state.clone(), schedules));
+        tokio::spawn(run_file_watches(state.clone(), watches));
+        let served = axum::serve(listener, router(state))
+            .with_graceful_shutdown(shutdown)
+            .await;
+        let _ = drained_rx.await;
+        if let Some(store) = store.clone() {
+            // `flush` blocks: not on the async threads.
+            match tokio::task::spawn_blocking(move || store.flush()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => eprintln!("marktoflow: not every run event was recorded: {e}"),
+                Err(e) => eprintln!("marktoflow: not every run event was recorded: {e}"),
+            }
+        }
+        match served {
+            Ok(()) => {
+                eprintln!("marktoflow: stopped");
+                EXIT_OK
+            }
+            Err(e) => {
+                eprintln!("error: server failed: {e}");
+                EXIT_RUN_FAILED
+            }
+        }
+    })
+}
