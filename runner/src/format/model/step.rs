@@ -1,0 +1,528 @@
+//! One step block → a typed [`Step`]: what every step has (kind, keys, id,
+//! name, conditions, timeout, error policy), then one small reader per kind.
+
+use super::{
+    infer_kind, scalar_string, slug, Branch, Cx, ErrorPolicy, Spans, Step, StepKind, COMMON_KEYS,
+    KINDS, NOT_YET,
+};
+use crate::diag::{did_you_mean, Pos};
+use marktoflow_steps::registry::ActionKind;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// The step being read: its mapping and where it sits.
+struct Fields<'a> {
+    m: &'a Map<String, Value>,
+    spans: &'a Arc<Spans>,
+    path: &'a [String],
+    /// The step's own position.
+    pos: Pos,
+    kind: &'a str,
+    id: &'a str,
+}
+
+impl Fields<'_> {
+    fn path_to(&self, keys: &[&str]) -> Vec<String> {
+        let mut p = self.path.to_vec();
+        p.extend(keys.iter().map(|k| k.to_string()));
+        p
+    }
+
+    /// Where `key` is written.
+    fn at(&self, key: &str) -> Pos {
+        self.spans.pos(&self.path_to(&[key]))
+    }
+
+    /// Where `key` is written, else the step itself.
+    fn at_or_step(&self, key: &str) -> Pos {
+        if self.m.contains_key(key) {
+            self.at(key)
+        } else {
+            self.pos
+        }
+    }
+}
+
+impl Cx<'_> {
+    pub(super) fn step(
+        &mut self,
+        v: &Value,
+        spans: &Arc<Spans>,
+        path: Vec<String>,
+        default_id: &str,
+        heading: Option<&str>,
+    ) -> Option<Step> {
+        let pos = spans.pos(&path);
+        let Value::Object(m) = v else {
+            self.err(pos, "a step must be a mapping with `action:` or `type:`");
+            return None;
+        };
+        let kind = self.kind_of(m, spans, &path, pos)?;
+        let n_errors = self.errors.len();
+        let own_keys = KINDS
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, keys)| *keys)
+            .unwrap_or_default();
+        let allowed: Vec<&str> = COMMON_KEYS.iter().chain(own_keys).copied().collect();
+        let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "an"
+        } else {
+            "a"
+        };
+        self.check_keys(
+            m,
+            &allowed,
+            spans,
+            &path,
+            &format!("{article} `{kind}` step"),
+        );
+        let id = self.step_id(m, spans, &path, pos, default_id, heading);
+        let f = Fields {
+            m,
+            spans,
+            path: &path,
+            pos,
+            kind,
+            id: &id,
+        };
+        let output_variable = self
+            .opt_str(&f, "output_variable")
+            .or_else(|| self.opt_str(&f, "outputVariable"));
+        let model = self.opt_str(&f, "model");
+        let name = m
+            .get("name")
+            .map(scalar_string)
+            .or_else(|| heading.map(str::to_string));
+        let conditions = match m.get("conditions") {
+            None => Vec::new(),
+            Some(Value::Array(c)) => c.iter().map(scalar_string).collect(),
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(_) => {
+                self.err(
+                    f.at("conditions"),
+                    "`conditions` must be a list of expressions",
+                );
+                Vec::new()
+            }
+        };
+        let timeout = match m.get("timeout") {
+            None => None,
+            // The peer's `timeout` is in milliseconds when a bare number.
+            Some(t) => self.duration(t, f.at("timeout"), "timeout"),
+        };
+        let on_error = self.error_policy(m, &|k| f.at(k));
+        let kind = self.step_kind(&f, &on_error)?;
+        if self.errors.len() > n_errors {
+            return None;
+        }
+        Some(Step {
+            id,
+            name,
+            pos,
+            kind,
+            output_variable,
+            conditions,
+            timeout,
+            on_error,
+            model,
+            spans: spans.clone(),
+            path,
+        })
+    }
+
+    /// The step's kind (`type:`, else inferred from its keys), when known.
+    fn kind_of(
+        &mut self,
+        m: &Map<String, Value>,
+        spans: &Arc<Spans>,
+        path: &[String],
+        pos: Pos,
+    ) -> Option<&'static str> {
+        let type_pos = || {
+            let mut p = path.to_vec();
+            p.push("type".into());
+            spans.pos(&p)
+        };
+        let name = match m.get("type") {
+            Some(Value::String(t)) => t.as_str(),
+            Some(_) => {
+                self.err(type_pos(), "`type` must be a string");
+                return None;
+            }
+            None => {
+                match infer_kind(m) {
+                    Some(k) => k,
+                    None => {
+                        self.err(pos, "cannot tell what this step does: it has no `action`, `workflow` or `type`");
+                        return None;
+                    }
+                }
+            }
+        };
+        if NOT_YET.contains(&name) {
+            let at = if m.contains_key("type") {
+                type_pos()
+            } else {
+                pos
+            };
+            self.err(
+                at,
+                format!("step type `{name}` is not supported by this version of marktoflow yet"),
+            );
+            return None;
+        }
+        if let Some((k, _)) = KINDS.iter().find(|(k, _)| *k == name) {
+            return Some(k);
+        }
+        let names: Vec<&str> = KINDS
+            .iter()
+            .map(|(k, _)| *k)
+            .chain(NOT_YET.iter().copied())
+            .collect();
+        let hint = did_you_mean(name, &names);
+        let d = self.err(type_pos(), format!("unknown step type `{name}`"));
+        d.hints.push(match hint {
+            Some(c) => format!("did you mean `{c}`?"),
+            None => format!("expected one of: {}", names.join(", ")),
+        });
+        None
+    }
+
+    /// `id:`, else the heading's slug (or `default_id`) made unique; a
+    /// duplicate is an error pointing at the first use.
+    fn step_id(
+        &mut self,
+        m: &Map<String, Value>,
+        spans: &Arc<Spans>,
+        path: &[String],
+        pos: Pos,
+        default_id: &str,
+        heading: Option<&str>,
+    ) -> String {
+        let id = match m.get("id") {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => scalar_string(other),
+            None => {
+                let base = heading
+                    .map(slug)
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| default_id.to_string());
+                let mut id = base.clone();
+                let mut n = 2;
+                while self.ids.iter().any(|(i, _)| *i == id) {
+                    id = format!("{base}_{n}");
+                    n += 1;
+                }
+                id
+            }
+        };
+        if let Some((_, prev)) = self.ids.iter().find(|(i, _)| *i == id) {
+            let prev = *prev;
+            let mut p = path.to_vec();
+            p.push("id".into());
+            let d = self.err(spans.pos(&p), format!("duplicate step id `{id}`"));
+            d.hints
+                .push(format!("the same id is used at line {}", prev.line));
+        }
+        self.ids.push((id.clone(), pos));
+        id
+    }
+
+    /// An optional text field (numbers and booleans read as text).
+    fn opt_str(&mut self, f: &Fields, k: &str) -> Option<String> {
+        match f.m.get(k) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(v @ (Value::Bool(_) | Value::Number(_))) => Some(v.to_string()),
+            Some(_) => {
+                self.err(f.at(k), format!("`{k}` must be a string"));
+                None
+            }
+        }
+    }
+
+    /// A text field the step's kind needs.
+    fn req_str(&mut self, f: &Fields, k: &str) -> Option<String> {
+        match f.m.get(k) {
+            None => {
+                self.err(f.pos, format!("a `{}` step needs `{k}`", f.kind));
+                None
+            }
+            Some(Value::Null) => {
+                self.err(f.at(k), format!("`{k}` must be a string"));
+                None
+            }
+            Some(_) => self.opt_str(f, k),
+        }
+    }
+
+    /// A list of steps under `key` (none when absent).
+    fn children(&mut self, f: &Fields, key: &str, prefix: &str) -> Vec<Step> {
+        match f.m.get(key) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => {
+                let p = f.path_to(&[key]);
+                self.step_list(items, f.spans, &p, prefix, None)
+            }
+            Some(_) => {
+                self.err(f.at(key), format!("`{key}` must be a list of steps"));
+                Vec::new()
+            }
+        }
+    }
+
+    /// A positive whole number under `key`, `default` when absent.
+    fn positive(&mut self, f: &Fields, key: &str, default: u64) -> u64 {
+        match f.m.get(key) {
+            None => default,
+            Some(v) => match v.as_u64() {
+                Some(n) if n > 0 => n,
+                _ => {
+                    self.err(
+                        f.at(key),
+                        format!("`{key}` must be a positive whole number"),
+                    );
+                    default.max(1)
+                }
+            },
+        }
+    }
+
+    fn step_kind(&mut self, f: &Fields, on_error: &ErrorPolicy) -> Option<StepKind> {
+        let id = f.id;
+        Some(match f.kind {
+            "action" | "script" => self.action_kind(f, on_error)?,
+            "if" => {
+                let condition = self.req_str(f, "condition")?;
+                let mut then = self.children(f, "then", &format!("{id}_then"));
+                if then.is_empty() {
+                    then = self.children(f, "steps", &format!("{id}_then"));
+                }
+                StepKind::If {
+                    condition,
+                    then,
+                    otherwise: self.children(f, "else", &format!("{id}_else")),
+                }
+            }
+            "switch" => self.switch_kind(f)?,
+            "for_each" => {
+                let Some(items) = f.m.get("items").cloned() else {
+                    self.err(f.pos, "a `for_each` step needs `items`");
+                    return None;
+                };
+                StepKind::ForEach {
+                    items,
+                    item_variable: self
+                        .opt_str(f, "item_variable")
+                        .unwrap_or_else(|| "item".into()),
+                    index_variable: self.opt_str(f, "index_variable"),
+                    steps: self.children(f, "steps", &format!("{id}_step")),
+                    max_concurrent: self.positive(f, "max_concurrent", 1) as usize,
+                }
+            }
+            "while" => StepKind::While {
+                condition: self.req_str(f, "condition")?,
+                max_iterations: self.positive(f, "max_iterations", 100),
+                steps: self.children(f, "steps", &format!("{id}_step")),
+            },
+            "try" => StepKind::Try {
+                body: self.children(f, "try", &format!("{id}_try")),
+                catch: self.children(f, "catch", &format!("{id}_catch")),
+                finally: self.children(f, "finally", &format!("{id}_finally")),
+            },
+            "wait" => StepKind::Wait {
+                duration: f.m.get("duration").cloned().unwrap_or(Value::Null),
+            },
+            "map" | "filter" | "reduce" => self.collection_kind(f)?,
+            "parallel" => self.parallel_kind(f)?,
+            "workflow" => {
+                if f.m
+                    .get("use_subagent")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+                {
+                    self.err(
+                        f.at("use_subagent"),
+                        "`use_subagent` is not supported: the sub-workflow runs in this engine",
+                    );
+                }
+                StepKind::SubWorkflow {
+                    path: self.req_str(f, "workflow")?,
+                    inputs: self.inputs_mapping(f.m, f.at("inputs"))?,
+                }
+            }
+            other => unreachable!("step kind `{other}` is in KINDS but not read"),
+        })
+    }
+
+    /// `action:` (or `type: script`): resolved against the registry, its
+    /// literal inputs checked against the action's contract.
+    fn action_kind(&mut self, f: &Fields, on_error: &ErrorPolicy) -> Option<StepKind> {
+        let m = f.m;
+        let (action, inputs) = if f.kind == "script" {
+            let mut inputs = match m.get("inputs") {
+                Some(Value::Object(i)) => i.clone(),
+                _ => Map::new(),
+            };
+            if let Some(code) = m.get("code") {
+                inputs.insert("code".into(), code.clone());
+            }
+            ("script.execute".to_string(), Value::Object(inputs))
+        } else {
+            let action = self.req_str(f, "action")?;
+            let inputs = self.inputs_mapping(m, f.at("inputs"))?;
+            (action, inputs)
+        };
+        let resolved = match self.registry.resolve(&action, &self.tools) {
+            Ok(r) => r,
+            Err(e) => {
+                let d = self.err(f.at_or_step("action"), e.message);
+                if let Some(h) = e.hint {
+                    d.hints.push(h);
+                }
+                return None;
+            }
+        };
+        if resolved.kind == ActionKind::Script
+            && !matches!(inputs.get("code"), Some(Value::String(_)))
+        {
+            self.err(
+                f.at_or_step("inputs"),
+                "a script step needs `inputs.code` (a string of JavaScript)",
+            );
+        } else {
+            let fallback = on_error.fallback.as_ref().map(|(_, fb)| fb.spec);
+            let at = f.at_or_step("action");
+            self.check_inputs(&resolved, fallback, &inputs, f.spans, f.path, at);
+        }
+        Some(StepKind::Action {
+            action,
+            resolved: Box::new(resolved),
+            inputs,
+        })
+    }
+
+    fn switch_kind(&mut self, f: &Fields) -> Option<StepKind> {
+        let expression = self.req_str(f, "expression")?;
+        let mut cases = Vec::new();
+        match f.m.get("cases") {
+            Some(Value::Object(c)) => {
+                for (k, v) in c {
+                    let p = f.path_to(&["cases", k]);
+                    match v {
+                        Value::Array(items) => {
+                            let prefix = format!("{}_{}", f.id, slug(k));
+                            let steps = self.step_list(items, f.spans, &p, &prefix, None);
+                            cases.push((k.clone(), steps));
+                        }
+                        _ => {
+                            let pos = f.spans.pos(&p);
+                            self.err(pos, format!("case `{k}` must be a list of steps"));
+                        }
+                    }
+                }
+            }
+            _ => {
+                self.err(
+                    f.at("cases"),
+                    "`cases` must be a mapping of values to lists of steps",
+                );
+            }
+        }
+        Some(StepKind::Switch {
+            expression,
+            cases,
+            default: self.children(f, "default", &format!("{}_default", f.id)),
+        })
+    }
+
+    /// `map`, `filter` and `reduce`: an expression over `items`.
+    fn collection_kind(&mut self, f: &Fields) -> Option<StepKind> {
+        let Some(items) = f.m.get("items").cloned() else {
+            self.err(f.pos, format!("a `{}` step needs `items`", f.kind));
+            return None;
+        };
+        let item_variable = self
+            .opt_str(f, "item_variable")
+            .unwrap_or_else(|| "item".into());
+        if f.kind == "filter" {
+            return Some(StepKind::Filter {
+                items,
+                item_variable,
+                condition: self.req_str(f, "condition")?,
+            });
+        }
+        let Some(expression) = f.m.get("expression").cloned() else {
+            self.err(f.pos, format!("a `{}` step needs `expression`", f.kind));
+            return None;
+        };
+        Some(if f.kind == "map" {
+            StepKind::Map {
+                items,
+                item_variable,
+                expression,
+            }
+        } else {
+            StepKind::Reduce {
+                items,
+                item_variable,
+                accumulator_variable: self
+                    .opt_str(f, "accumulator_variable")
+                    .unwrap_or_else(|| "accumulator".into()),
+                // `0`, `''` and `false` are kept (the peer loses them).
+                initial_value: f.m.get("initial_value").cloned().unwrap_or(Value::Null),
+                expression,
+            }
+        })
+    }
+
+    fn parallel_kind(&mut self, f: &Fields) -> Option<StepKind> {
+        let Some(Value::Array(list)) = f.m.get("branches") else {
+            self.err(
+                f.at_or_step("branches"),
+                "a `parallel` step needs `branches`: a list of `{id, steps}`",
+            );
+            return None;
+        };
+        let mut branches: Vec<Branch> = Vec::new();
+        for (i, b) in list.iter().enumerate() {
+            let p = f.path_to(&["branches", &i.to_string()]);
+            let bpos = f.spans.pos(&p);
+            let Value::Object(bm) = b else {
+                self.err(bpos, "a branch must be a mapping with `id` and `steps`");
+                continue;
+            };
+            self.check_keys(bm, &["id", "name", "steps"], f.spans, &p, "a branch");
+            let bid = bm
+                .get("id")
+                .map(scalar_string)
+                .unwrap_or_else(|| format!("branch_{}", i + 1));
+            if branches.iter().any(|x| x.id == bid) {
+                self.err(bpos, format!("duplicate branch id `{bid}`"));
+            }
+            let steps = match bm.get("steps") {
+                Some(Value::Array(items)) => {
+                    let mut sp = p.clone();
+                    sp.push("steps".into());
+                    let prefix = format!("{}_{}", f.id, slug(&bid));
+                    self.step_list(items, f.spans, &sp, &prefix, None)
+                }
+                _ => {
+                    self.err(
+                        bpos,
+                        format!("branch `{bid}` needs `steps`: a list of steps"),
+                    );
+                    Vec::new()
+                }
+            };
+            branches.push(Branch { id: bid, steps });
+        }
+        let all = branches.len().max(1) as u64;
+        let max_concurrent = self.positive(f, "max_concurrent", all) as usize;
+        Some(StepKind::Parallel {
+            branches,
+            max_concurrent,
+        })
+    }
+}
