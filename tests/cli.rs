@@ -129,7 +129,10 @@ fn human_output_is_readable_yaml_on_stdout() {
     write(d.path(), "typed.md", TYPED);
     let r = run(cmd(d.path()).args(["run", "typed.md", "--input", "n=1"]));
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.stdout.starts_with("next: 2\n"), "{}", r.stdout);
+    assert_eq!(
+        r.stdout,
+        "next: 2\nkinds:\n  n: number\n  flag: boolean\n  tags: true\n  level: 2\n"
+    );
     // Progress goes to stderr, never to stdout.
     assert!(r.stderr.contains("completed"), "{}", r.stderr);
     assert!(!r.stdout.contains("completed"));

@@ -688,6 +688,22 @@ fn log_lines(dir: &Path) -> Vec<String> {
     v
 }
 
+/// How many runs in `store` have a committed checkpoint before top-level
+/// step `next_step` (0-based), read straight from the file.
+fn checkpoints_before(store: &Path, next_step: usize) -> i64 {
+    let Ok(c) =
+        rusqlite::Connection::open_with_flags(store, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    else {
+        return 0;
+    };
+    c.query_row(
+        "SELECT count(*) FROM checkpoints WHERE next_step = ?1",
+        [next_step as i64],
+        |r| r.get(0),
+    )
+    .unwrap_or(0)
+}
+
 fn store_history(dir: &Path, store: &Path) -> Value {
     let out = Command::new(bin())
         .current_dir(dir)
@@ -717,8 +733,10 @@ fn a_killed_server_resumes_accepted_runs_without_repeating_finished_steps() {
     assert_eq!(h["runs"].as_array().unwrap().len(), 2, "{h}");
     // Whichever got the slot first has done step one; the other waits.
     wait_for("a first step", || log_lines(d.path()).len() == 1);
-    // Let the checkpoint after step one reach the disk, then kill -9 mid-step-two.
-    std::thread::sleep(Duration::from_millis(300));
+    // Once the checkpoint after step one is committed, kill -9 mid-step-two.
+    wait_for("the checkpoint after step one", || {
+        checkpoints_before(&store, 1) == 1
+    });
     drop(s);
     let h = store_history(d.path(), &store);
     let shown: Vec<&str> = h["runs"]
