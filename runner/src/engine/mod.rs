@@ -3,6 +3,7 @@
 //! The engine never prints, reads the clock for output, or touches the disk:
 //! everything it does goes out as [`RunEvent`]s and the returned [`RunResult`].
 
+mod action;
 pub mod core_ops;
 pub mod plan;
 
@@ -11,12 +12,7 @@ use crate::format::inputs::substitute_env;
 use crate::format::model::{Backoff, OnError, Step, StepKind, Workflow};
 use crate::template::{TemplateError, Templates};
 use futures_util::stream::{self, StreamExt};
-use marktoflow_steps::core::action::{
-    ActionError, Call, Capabilities, LogLevel, LogLine, Progress,
-};
-use marktoflow_steps::core::catalog;
-use marktoflow_steps::registry::ActionKind;
-use marktoflow_steps::ToolConfig;
+use marktoflow_steps::core::action::{Capabilities, LogLevel};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::future::Future;
@@ -909,206 +905,6 @@ impl Engine {
             }
         })
     }
-
-    fn exec_action<'a>(
-        &'a self,
-        step: &'a Step,
-        st: &'a mut RunState,
-        cfg: &'a RunConfig,
-    ) -> KindFuture<'a> {
-        Box::pin(async move {
-            let StepKind::Action {
-                action,
-                resolved,
-                inputs,
-            } = &step.kind
-            else {
-                unreachable!("exec_action is only called for action steps")
-            };
-            let traits = resolved.spec.traits;
-            if traits.engine_op {
-                return (self.core_op(step, &resolved.method, inputs, st), 0);
-            }
-            let policy = &step.on_error;
-            let max_retries = policy.max_retries.unwrap_or(0);
-            let mut attempt = 0u32;
-            loop {
-                // Inputs are rendered per attempt: a retry sees current state.
-                let mut rendered = match self.render(step, &["inputs"], inputs, st) {
-                    Ok(v) => v,
-                    Err(f) => return (Err(f), attempt),
-                };
-                // Templated inputs are checked now, against the same contract
-                // `validate` checked the literal ones with.
-                let fallback = policy.fallback.as_ref().map(|(_, f)| f.spec);
-                if let Some(issue) = catalog::check(resolved.spec, &rendered, &|_| false)
-                    .into_iter()
-                    .find(|i| !catalog::meant_for(i, fallback))
-                {
-                    let pos = if issue.input.is_empty() || inputs.get(&issue.input).is_none() {
-                        step.field_pos(&["inputs"])
-                    } else {
-                        step.field_pos(&["inputs", &issue.input])
-                    };
-                    let mut message = issue.to_string();
-                    if let Some(h) = issue.hint(resolved.spec) {
-                        message.push_str(&format!(" ({h})"));
-                    }
-                    return (Err(self.fail(step, pos, message)), attempt);
-                }
-                if resolved.kind == ActionKind::Script {
-                    if let Value::Object(m) = &mut rendered {
-                        if !m.contains_key("context") {
-                            let mut ctx = st.variables.clone();
-                            ctx.insert("inputs".into(), st.inputs.clone());
-                            m.insert("context".into(), Value::Object(ctx));
-                        }
-                    }
-                }
-                let tool: Option<ToolConfig> = resolved.tool.as_ref().map(|t| ToolConfig {
-                    name: t.name.clone(),
-                    sdk: t.sdk.clone(),
-                    auth: as_map(substitute_env(
-                        &Value::Object(t.auth.clone()),
-                        &cfg.caps.env,
-                    )),
-                    options: as_map(substitute_env(
-                        &Value::Object(t.options.clone()),
-                        &cfg.caps.env,
-                    )),
-                });
-                let mut caps = cfg.caps.clone();
-                let (events, clock) = (cfg.events.clone(), cfg.caps.clock.clone());
-                let step_id = step.id.clone();
-                caps.log = Arc::new(move |l: LogLine| {
-                    let kind = RunEvent::Log {
-                        step: step_id.clone(),
-                        level: l.level,
-                        message: l.message,
-                    };
-                    events(&Event::now(clock.as_ref(), kind))
-                });
-                let (events, clock) = (cfg.events.clone(), cfg.caps.clock.clone());
-                let step_id = step.id.clone();
-                caps.progress = Arc::new(move |p: Progress| {
-                    let kind = RunEvent::Progress {
-                        step: step_id.clone(),
-                        what: p.what,
-                        done: p.done,
-                        total: p.total,
-                    };
-                    events(&Event::now(clock.as_ref(), kind))
-                });
-                let call = Call {
-                    action,
-                    method: &resolved.method,
-                    tool: tool.as_ref(),
-                    model: step.model.as_deref(),
-                    timeout: step.timeout,
-                    caps: &caps,
-                };
-                let fut = resolved.action.call(&call, rendered);
-                let result = match step.timeout {
-                    Some(t) => match tokio::time::timeout(t, fut).await {
-                        Ok(r) => r,
-                        Err(_) => Err(ActionError::Timeout(t)),
-                    },
-                    None => fut.await,
-                };
-                match result {
-                    Ok(out) => {
-                        if traits.sets_outputs {
-                            st.set_outputs = Some(out.clone());
-                        }
-                        return (Ok(out), attempt);
-                    }
-                    Err(e) => {
-                        let cancelled = matches!(e, ActionError::Cancelled);
-                        let message = match &e {
-                            ActionError::Timeout(d) => {
-                                format!("timed out after {}", human_duration(*d))
-                            }
-                            other => other.to_string(),
-                        };
-                        let retry_ok = !cancelled
-                            && !matches!(e, ActionError::Input(_) | ActionError::At { .. });
-                        if retry_ok && attempt < max_retries {
-                            let delay = retry_delay(
-                                policy.backoff,
-                                policy.retry_delay,
-                                policy.max_delay,
-                                attempt,
-                            );
-                            cfg.emit(RunEvent::StepRetry {
-                                id: step.id.clone(),
-                                attempt: attempt + 1,
-                                error: message.clone(),
-                                delay_ms: delay.as_millis() as u64,
-                            });
-                            tokio::select! {
-                                _ = tokio::time::sleep(delay) => {}
-                                _ = cfg.caps.cancel.cancelled() => {}
-                            }
-                            attempt += 1;
-                            continue;
-                        }
-                        if let (Some((name, fb)), false) = (&policy.fallback, cancelled) {
-                            // Same inputs, the fallback's action.
-                            let rendered = match self.render(step, &["inputs"], inputs, st) {
-                                Ok(v) => v,
-                                Err(f) => return (Err(f), attempt),
-                            };
-                            cfg.emit(RunEvent::Log {
-                                step: step.id.clone(),
-                                level: LogLevel::Warn,
-                                message: format!("{message}; calling fallback `{name}`"),
-                            });
-                            let fcall = Call {
-                                action: name,
-                                method: &fb.method,
-                                tool: fb.tool.as_ref(),
-                                model: step.model.as_deref(),
-                                timeout: step.timeout,
-                                caps: &caps,
-                            };
-                            match fb.action.call(&fcall, rendered).await {
-                                Ok(out) => return (Ok(out), attempt),
-                                Err(e2) => {
-                                    let pos = step.field_pos(&["action"]);
-                                    return (
-                                        Err(self.fail(
-                                            step,
-                                            pos,
-                                            format!(
-                                                "{message}; fallback `{name}` failed too: {e2}"
-                                            ),
-                                        )),
-                                        attempt,
-                                    );
-                                }
-                            }
-                        }
-                        let pos = match &e {
-                            // A script's own line/column, placed inside `inputs.code`.
-                            ActionError::At { line, column, .. }
-                                if inputs.get("code").is_some() =>
-                            {
-                                step.string_pos(
-                                    &["inputs".into(), "code".into()],
-                                    *line as usize,
-                                    *column as usize,
-                                )
-                            }
-                            _ => step.field_pos(&["action"]),
-                        };
-                        let mut f = self.fail(step, pos, message);
-                        f.cancelled = cancelled;
-                        return (Err(f), attempt);
-                    }
-                }
-            }
-        })
-    }
 }
 
 impl Engine {
@@ -1462,14 +1258,6 @@ fn locals(pairs: &[(&str, Value)]) -> Map<String, Value> {
 
 /// A step's result and how many retries it took.
 type KindFuture<'a> = Pin<Box<dyn Future<Output = (Result<Value, Failure>, u32)> + Send + 'a>>;
-
-/// `(line L, column C of the script)` in a script error.
-fn as_map(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    }
-}
 
 fn restore(st: &mut RunState, saved: Vec<(String, Option<Value>)>) {
     for (k, v) in saved {

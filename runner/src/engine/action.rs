@@ -1,0 +1,261 @@
+//! Action steps: inputs rendered and checked against the action's contract,
+//! the call made under the step's timeout with its own log and progress,
+//! retried by the step's policy, then its fallback; failures placed in the
+//! `.md` file.
+
+use super::{
+    human_duration, retry_delay, substitute_env, Engine, Event, Failure, KindFuture, RunConfig,
+    RunEvent, RunState,
+};
+use crate::format::model::{Step, StepKind};
+use marktoflow_steps::core::action::{
+    ActionError, Call, Capabilities, LogLevel, LogLine, Progress,
+};
+use marktoflow_steps::core::catalog;
+use marktoflow_steps::registry::{ActionKind, Resolved};
+use marktoflow_steps::ToolConfig;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+impl Engine {
+    pub(super) fn exec_action<'a>(
+        &'a self,
+        step: &'a Step,
+        st: &'a mut RunState,
+        cfg: &'a RunConfig,
+    ) -> KindFuture<'a> {
+        Box::pin(async move {
+            let StepKind::Action {
+                action,
+                resolved,
+                inputs,
+            } = &step.kind
+            else {
+                unreachable!("exec_action is only called for action steps")
+            };
+            if resolved.spec.traits.engine_op {
+                return (self.core_op(step, &resolved.method, inputs, st), 0);
+            }
+            let policy = &step.on_error;
+            let max_retries = policy.max_retries.unwrap_or(0);
+            let tool = tool_config(resolved, cfg);
+            let caps = step_caps(step, cfg);
+            let mut attempt = 0u32;
+            loop {
+                // Inputs are rendered per attempt: a retry sees current state.
+                let rendered = match self.action_inputs(step, resolved, inputs, st) {
+                    Ok(v) => v,
+                    Err(f) => return (Err(f), attempt),
+                };
+                let call = Call {
+                    action,
+                    method: &resolved.method,
+                    tool: tool.as_ref(),
+                    model: step.model.as_deref(),
+                    timeout: step.timeout,
+                    caps: &caps,
+                };
+                let e = match call_with_timeout(resolved, &call, rendered).await {
+                    Ok(out) => {
+                        if resolved.spec.traits.sets_outputs {
+                            st.set_outputs = Some(out.clone());
+                        }
+                        return (Ok(out), attempt);
+                    }
+                    Err(e) => e,
+                };
+                let cancelled = matches!(e, ActionError::Cancelled);
+                let message = match &e {
+                    ActionError::Timeout(d) => format!("timed out after {}", human_duration(*d)),
+                    other => other.to_string(),
+                };
+                let retryable =
+                    !cancelled && !matches!(e, ActionError::Input(_) | ActionError::At { .. });
+                if retryable && attempt < max_retries {
+                    let delay = retry_delay(
+                        policy.backoff,
+                        policy.retry_delay,
+                        policy.max_delay,
+                        attempt,
+                    );
+                    cfg.emit(RunEvent::StepRetry {
+                        id: step.id.clone(),
+                        attempt: attempt + 1,
+                        error: message.clone(),
+                        delay_ms: delay.as_millis() as u64,
+                    });
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = cfg.caps.cancel.cancelled() => {}
+                    }
+                    attempt += 1;
+                    continue;
+                }
+                if !cancelled && policy.fallback.is_some() {
+                    let r = self
+                        .call_fallback(step, inputs, st, cfg, &caps, &message)
+                        .await;
+                    return (r, attempt);
+                }
+                let mut f = self.action_failure(step, inputs, &e, message);
+                f.cancelled = cancelled;
+                return (Err(f), attempt);
+            }
+        })
+    }
+
+    /// The step's inputs rendered, checked against the same contract
+    /// `validate` checked the literal ones with, and for a script with its
+    /// `context` (the run's variables and inputs) unless it gave one.
+    fn action_inputs(
+        &self,
+        step: &Step,
+        resolved: &Resolved,
+        inputs: &Value,
+        st: &RunState,
+    ) -> Result<Value, Failure> {
+        let mut rendered = self.render(step, &["inputs"], inputs, st)?;
+        let fallback = step.on_error.fallback.as_ref().map(|(_, f)| f.spec);
+        if let Some(issue) = catalog::check(resolved.spec, &rendered, &|_| false)
+            .into_iter()
+            .find(|i| !catalog::meant_for(i, fallback))
+        {
+            let pos = if issue.input.is_empty() || inputs.get(&issue.input).is_none() {
+                step.field_pos(&["inputs"])
+            } else {
+                step.field_pos(&["inputs", &issue.input])
+            };
+            let mut message = issue.to_string();
+            if let Some(h) = issue.hint(resolved.spec) {
+                message.push_str(&format!(" ({h})"));
+            }
+            return Err(self.fail(step, pos, message));
+        }
+        if resolved.kind == ActionKind::Script {
+            if let Value::Object(m) = &mut rendered {
+                if !m.contains_key("context") {
+                    let mut ctx = st.variables.clone();
+                    ctx.insert("inputs".into(), st.inputs.clone());
+                    m.insert("context".into(), Value::Object(ctx));
+                }
+            }
+        }
+        Ok(rendered)
+    }
+
+    /// The step's fallback action, with the same inputs, after `message`.
+    async fn call_fallback(
+        &self,
+        step: &Step,
+        inputs: &Value,
+        st: &RunState,
+        cfg: &RunConfig,
+        caps: &Capabilities,
+        message: &str,
+    ) -> Result<Value, Failure> {
+        let Some((name, fb)) = &step.on_error.fallback else {
+            unreachable!("called only with a fallback")
+        };
+        let rendered = self.render(step, &["inputs"], inputs, st)?;
+        cfg.emit(RunEvent::Log {
+            step: step.id.clone(),
+            level: LogLevel::Warn,
+            message: format!("{message}; calling fallback `{name}`"),
+        });
+        let call = Call {
+            action: name,
+            method: &fb.method,
+            tool: fb.tool.as_ref(),
+            model: step.model.as_deref(),
+            timeout: step.timeout,
+            caps,
+        };
+        fb.action.call(&call, rendered).await.map_err(|e2| {
+            let pos = step.field_pos(&["action"]);
+            self.fail(
+                step,
+                pos,
+                format!("{message}; fallback `{name}` failed too: {e2}"),
+            )
+        })
+    }
+
+    /// A failed call, placed at the action (a script's own error at its line
+    /// and column inside `inputs.code`).
+    fn action_failure(
+        &self,
+        step: &Step,
+        inputs: &Value,
+        e: &ActionError,
+        message: String,
+    ) -> Failure {
+        let pos = match e {
+            ActionError::At { line, column, .. } if inputs.get("code").is_some() => step
+                .string_pos(
+                    &["inputs".into(), "code".into()],
+                    *line as usize,
+                    *column as usize,
+                ),
+            _ => step.field_pos(&["action"]),
+        };
+        self.fail(step, pos, message)
+    }
+}
+
+/// The action's tool with `${VAR}`s of its auth and options filled in.
+fn tool_config(resolved: &Resolved, cfg: &RunConfig) -> Option<ToolConfig> {
+    let fill =
+        |m: &Map<String, Value>| match substitute_env(&Value::Object(m.clone()), &cfg.caps.env) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+    resolved.tool.as_ref().map(|t| ToolConfig {
+        name: t.name.clone(),
+        sdk: t.sdk.clone(),
+        auth: fill(&t.auth),
+        options: fill(&t.options),
+    })
+}
+
+/// The run's capabilities, with the action's log lines and progress sent
+/// to the run's events as this step's.
+fn step_caps(step: &Step, cfg: &RunConfig) -> Capabilities {
+    let mut caps = cfg.caps.clone();
+    let (events, clock) = (cfg.events.clone(), cfg.caps.clock.clone());
+    let step_id = step.id.clone();
+    caps.log = Arc::new(move |l: LogLine| {
+        let kind = RunEvent::Log {
+            step: step_id.clone(),
+            level: l.level,
+            message: l.message,
+        };
+        events(&Event::now(clock.as_ref(), kind))
+    });
+    let (events, clock) = (cfg.events.clone(), cfg.caps.clock.clone());
+    let step_id = step.id.clone();
+    caps.progress = Arc::new(move |p: Progress| {
+        let kind = RunEvent::Progress {
+            step: step_id.clone(),
+            what: p.what,
+            done: p.done,
+            total: p.total,
+        };
+        events(&Event::now(clock.as_ref(), kind))
+    });
+    caps
+}
+
+/// One call, bounded by the step's timeout.
+async fn call_with_timeout(
+    resolved: &Resolved,
+    call: &Call<'_>,
+    inputs: Value,
+) -> Result<Value, ActionError> {
+    let fut = resolved.action.call(call, inputs);
+    match call.timeout {
+        Some(t) => tokio::time::timeout(t, fut)
+            .await
+            .unwrap_or(Err(ActionError::Timeout(t))),
+        None => fut.await,
+    }
+}
