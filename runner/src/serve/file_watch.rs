@@ -12,9 +12,12 @@
 //! run starts with every changed path (sorted, deduplicated). The folders are
 //! watched with the operating system's notifications (inotify on Linux).
 
+use super::{start_run, Job, ServerState};
 use crate::diag::Diagnostic;
+use crate::format::inputs::{self, Supplied};
 use crate::format::model::{InputType, Workflow};
 use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde_json::json;
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
@@ -271,6 +274,57 @@ pub async fn watch(
                 }
             }
         }
+    }
+}
+
+/// Runs the `file_watch` triggers until shutdown begins: each debounced
+/// batch of changed paths starts one run (inputs checked like any run's).
+pub async fn run_file_watches(
+    state: Arc<ServerState>,
+    watches: Vec<crate::serve::file_watch::FileWatch>,
+) {
+    let stop = state.stopping.clone();
+    let result = crate::serve::file_watch::watch(watches, stop.cancelled(), |w, paths| {
+        let mut supplied: Vec<(String, Supplied)> = w
+            .inputs
+            .iter()
+            .map(|(k, v)| (k.clone(), Supplied::Json(v.clone())))
+            .collect();
+        let n = paths.len();
+        supplied.push((w.input.clone(), Supplied::Json(json!(paths))));
+        match inputs::resolve(&w.workflow, supplied, &state.caps.env) {
+            Ok(inputs) => {
+                let run_id = uuid::Uuid::new_v4().to_string();
+                match start_run(
+                    &state,
+                    w.workflow.clone(),
+                    Job::New(inputs, "file_watch"),
+                    run_id.clone(),
+                ) {
+                    Ok(_) => eprintln!(
+                        "marktoflow: {n} changed file{} started run {run_id} of {}",
+                        if n == 1 { "" } else { "s" },
+                        w.workflow.source.name
+                    ),
+                    Err(why) => eprintln!(
+                        "marktoflow: file_watch of {}: not started: {why}",
+                        w.workflow.source.name
+                    ),
+                }
+            }
+            Err(errs) => {
+                let msg: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+                eprintln!(
+                    "marktoflow: file_watch of {}: not started: {}",
+                    w.workflow.source.name,
+                    msg.join("; ")
+                );
+            }
+        }
+    })
+    .await;
+    if let Err(e) = result {
+        eprintln!("marktoflow: cannot watch files: {e}");
     }
 }
 

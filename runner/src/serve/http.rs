@@ -1,0 +1,484 @@
+//! The HTTP surface: webhook requests (auth, inputs from body and query),
+//! runs and their events, health and the list of workflows.
+
+use super::{start_run, Job, Refused, Route, ServerState, MAX_RUNS_KEPT};
+use crate::engine::{Event, RunResult, RunStatus};
+use crate::format::inputs::{self, Supplied};
+use crate::store::NewRun;
+use axum::body::{to_bytes, Body, Bytes};
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{header, HeaderMap, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use hmac::{Hmac, Mac};
+use serde_json::{json, Map, Value};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub fn router(state: Arc<ServerState>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/workflows", get(list_workflows))
+        .route("/runs/{id}", get(get_run))
+        .route("/runs/{id}/events", get(get_events))
+        .fallback(webhook)
+        .with_state(state)
+}
+
+pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({"error": message.into()}))).into_response()
+}
+
+pub(super) async fn health(State(s): State<Arc<ServerState>>) -> Response {
+    let (queued, running) = s.load();
+    let status = if s.is_stopping() { "stopping" } else { "ok" };
+    let code = if s.is_stopping() {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    (
+        code,
+        Json(json!({"status": status, "workflows": s.routes.len(), "running": running, "queued": queued})),
+    )
+        .into_response()
+}
+
+pub(super) async fn list_workflows(State(s): State<Arc<ServerState>>) -> Response {
+    let list: Vec<Value> = s
+        .routes
+        .iter()
+        .map(|r| {
+            let inputs: Vec<Value> = r
+                .workflow
+                .inputs
+                .iter()
+                .map(|i| json!({"name": i.name, "type": i.ty.name(), "required": i.required && i.default.is_none(), "default": i.default, "description": i.description}))
+                .collect();
+            json!({"workflow": r.workflow.meta.id, "name": r.workflow.meta.name, "method": r.method.as_str(), "path": r.path,
+                   "file": r.workflow.source.name, "inputs": inputs, "auth": r.secret.is_some() || r.token.is_some()})
+        })
+        .collect();
+    Json(json!({"workflows": list})).into_response()
+}
+
+pub(super) fn run_json(
+    id: &str,
+    workflow: &str,
+    started: bool,
+    result: Option<&RunResult>,
+) -> Value {
+    match result {
+        None => {
+            json!({"run_id": id, "workflow": workflow, "status": if started { "running" } else { "queued" }})
+        }
+        Some(r) => {
+            let error = r.error.as_ref().map(|f| {
+                json!({"message": f.message, "step": f.step_id, "file": f.file, "line": f.pos.map(|p| p.line), "column": f.pos.map(|p| p.col)})
+            });
+            json!({"run_id": id, "workflow": workflow, "status": r.status, "outputs": r.outputs, "error": error,
+                   "duration_ms": r.duration_ms,
+                   "steps": r.steps.iter().map(|s| json!({"id": s.id, "name": s.name, "status": s.status, "error": s.error, "duration_ms": s.duration_ms})).collect::<Vec<_>>()})
+        }
+    }
+}
+
+pub(super) async fn get_run(
+    State(s): State<Arc<ServerState>>,
+    UrlPath(id): UrlPath<String>,
+) -> Response {
+    let runs = match s.runs.lock() {
+        Ok(r) => r,
+        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "run table unavailable"),
+    };
+    match runs.get(&id) {
+        Some(e) => Json(run_json(
+            &id,
+            &e.workflow,
+            e.started.load(Ordering::SeqCst),
+            e.result.borrow().as_deref(),
+        ))
+        .into_response(),
+        // Older runs, and runs of earlier server processes, are in the store.
+        None => match s.store.as_ref().map(|st| st.get_run(&id)) {
+            Some(Ok(r)) if r.id == id => Json(json!({
+                "run_id": r.id, "workflow": r.workflow, "status": r.shown_status(),
+                "outputs": r.outputs, "error": r.error.map(|m| json!({"message": m, "step": r.error_step})),
+                "duration_ms": r.duration_ms,
+            }))
+            .into_response(),
+            _ => error(StatusCode::NOT_FOUND, format!("no run `{id}`")),
+        },
+    }
+}
+
+/// The run's events so far, as Server-Sent Events (the stream ends with the run).
+pub(super) async fn get_events(
+    State(s): State<Arc<ServerState>>,
+    UrlPath(id): UrlPath<String>,
+) -> Response {
+    let (events, done) = {
+        let runs = match s.runs.lock() {
+            Ok(r) => r,
+            Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "run table unavailable"),
+        };
+        match runs.get(&id) {
+            Some(e) => (e.events.clone(), e.result.clone()),
+            None => return error(StatusCode::NOT_FOUND, format!("no run `{id}`")),
+        }
+    };
+    let stream = futures_util::stream::unfold((0usize, false), move |(sent, finished)| {
+        let events = events.clone();
+        let mut done = done.clone();
+        async move {
+            loop {
+                let batch: Vec<Event> = events
+                    .lock()
+                    .map(|e| e[sent.min(e.len())..].to_vec())
+                    .unwrap_or_default();
+                if !batch.is_empty() {
+                    let text: String = batch
+                        .iter()
+                        .map(|e| {
+                            format!("data: {}\n\n", serde_json::to_string(e).unwrap_or_default())
+                        })
+                        .collect();
+                    return Some((
+                        Ok::<_, std::convert::Infallible>(Bytes::from(text)),
+                        (sent + batch.len(), finished),
+                    ));
+                }
+                if finished || done.borrow().is_some() {
+                    if finished {
+                        return None;
+                    }
+                    // One more pass picks up events written just before the end.
+                    return Some((Ok(Bytes::new()), (sent, true)));
+                }
+                let _ = tokio::time::timeout(Duration::from_millis(200), done.changed()).await;
+            }
+        }
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| error(StatusCode::INTERNAL_SERVER_ERROR, "cannot stream"))
+}
+
+pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+pub(super) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Checks `X-Hub-Signature-256: sha256=<hex>` (or `X-Signature: <hex>`) of the raw body.
+pub(super) fn signature_ok(secret: &str, headers: &HeaderMap, body: &[u8]) -> bool {
+    let given = headers
+        .get("x-hub-signature-256")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("sha256="))
+        .or_else(|| headers.get("x-signature").and_then(|v| v.to_str().ok()));
+    let Some(given) = given else { return false };
+    let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()) else {
+        return false;
+    };
+    mac.update(body);
+    let expected = hex(&mac.finalize().into_bytes());
+    constant_time_eq(
+        expected.as_bytes(),
+        given.trim().to_ascii_lowercase().as_bytes(),
+    )
+}
+
+pub(super) fn dotted<'v>(v: &'v Value, path: &str) -> Option<&'v Value> {
+    let path = path
+        .strip_prefix("payload.")
+        .or_else(|| path.strip_prefix("body."))
+        .unwrap_or(path);
+    path.split('.')
+        .filter(|s| !s.is_empty())
+        .try_fold(v, |cur, seg| match cur {
+            Value::Object(m) => m.get(seg),
+            Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
+            _ => None,
+        })
+}
+
+pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body>) -> Response {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    let same_path: Vec<&Route> = s.routes.iter().filter(|r| r.path == path).collect();
+    if same_path.is_empty() {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no workflow is served at `{path}`"),
+        );
+    }
+    let Some(route) = same_path.iter().find(|r| r.method == parts.method).copied() else {
+        let allow: Vec<&str> = same_path.iter().map(|r| r.method.as_str()).collect();
+        let mut resp = error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("`{path}` accepts {}", allow.join(", ")),
+        );
+        if let Ok(v) = allow.join(", ").parse() {
+            resp.headers_mut().insert(header::ALLOW, v);
+        }
+        return resp;
+    };
+    let body = match to_bytes(body, s.config.max_body).await {
+        Ok(b) => b,
+        Err(_) => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the body is larger than {} bytes", s.config.max_body),
+            )
+        }
+    };
+    if let Some(secret) = &route.secret {
+        if !signature_ok(secret, &parts.headers, &body) {
+            return error(
+                StatusCode::UNAUTHORIZED,
+                "missing or invalid signature (X-Hub-Signature-256: sha256=<hmac of the body>)",
+            );
+        }
+    }
+    if let Some(token) = &route.token {
+        let given = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
+            return error(StatusCode::UNAUTHORIZED, "missing or invalid bearer token");
+        }
+    }
+    let payload: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        Value::Object(Map::new())
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "the body must be a JSON object of input names to values",
+                )
+            }
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("the body is not valid JSON: {e}"),
+                )
+            }
+        }
+    };
+    let wf = route.workflow.clone();
+    let query: Vec<(String, String)> = parts.uri.query().map(url_pairs).unwrap_or_default();
+    let want_async = route.respond_async
+        || query
+            .iter()
+            .any(|(k, v)| k == "async" && (v == "true" || v == "1"))
+        || parts
+            .headers
+            .get("prefer")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("respond-async"));
+    // Inputs: query string, then body fields by name, then inputMapping.
+    let mut supplied: Vec<(String, Supplied)> = Vec::new();
+    let mut put = |name: &str, v: Supplied| {
+        supplied.retain(|(n, _)| n != name);
+        supplied.push((name.to_string(), v));
+    };
+    for def in &wf.inputs {
+        if let Some((_, v)) = query.iter().rev().find(|(k, _)| *k == def.name) {
+            put(&def.name, Supplied::Text(v.clone()));
+        }
+        if let Some(v) = payload.get(&def.name) {
+            put(&def.name, Supplied::Json(v.clone()));
+        }
+    }
+    for (name, path) in &route.input_mapping {
+        if let Some(v) = dotted(&payload, path) {
+            put(name, Supplied::Json(v.clone()));
+        }
+    }
+    if wf.inputs.is_empty() {
+        put("payload", Supplied::Json(payload.clone()));
+    }
+    let inputs = match inputs::resolve(&wf, supplied, &s.caps.env) {
+        Ok(i) => i,
+        Err(errs) => {
+            let fields: Vec<Value> = errs
+                .iter()
+                .map(|e| json!({"input": e.name, "message": e.message, "hint": e.hint}))
+                .collect();
+            let msg = errs
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; ");
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"error": msg, "fields": fields})),
+            )
+                .into_response();
+        }
+    };
+    // A repeated request with the same Idempotency-Key gets the same run.
+    let key = parts
+        .headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(|k| format!("{} {} {k}", route.method, route.path));
+    let existing = key.as_ref().and_then(|k| {
+        let known = s.idempotency.lock().ok()?.get(k).cloned()?;
+        let runs = s.runs.lock().ok()?;
+        runs.get(&known).map(|e| (known.clone(), e.result.clone()))
+    });
+    let (run_id, rx) = match existing {
+        Some(found) => found,
+        None => {
+            let run_id = uuid::Uuid::new_v4().to_string();
+            if s.is_stopping() {
+                return Refused::ShuttingDown.response(s.config.max_queue);
+            }
+            // Committed before anyone hears of the run: a crash after the
+            // answer cannot lose it.
+            if let Some(store) = &s.store {
+                let new = NewRun::new(run_id.clone(), &wf, inputs.clone(), "webhook");
+                match store.submit_run(new).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+                    Err(_) => {
+                        return error(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            "the run store has stopped",
+                        )
+                    }
+                }
+            }
+            let rx = match start_run(&s, wf.clone(), Job::Recorded(inputs), run_id.clone()) {
+                Ok(rx) => rx,
+                Err(why) => return why.response(s.config.max_queue),
+            };
+            if let (Some(k), Ok(mut map)) = (key, s.idempotency.lock()) {
+                if map.len() >= MAX_RUNS_KEPT {
+                    map.clear();
+                }
+                map.insert(k, run_id.clone());
+            }
+            (run_id, rx)
+        }
+    };
+    if want_async {
+        return (StatusCode::ACCEPTED, Json(json!({"run_id": run_id, "status": "accepted", "location": format!("/runs/{run_id}")}))).into_response();
+    }
+    let mut rx = rx;
+    let waited = tokio::time::timeout(s.config.request_timeout, async {
+        loop {
+            if let Some(r) = rx.borrow().clone() {
+                return r;
+            }
+            if rx.changed().await.is_err() {
+                // The run task ended without a result: it panicked.
+                return Arc::new(RunResult {
+                    run_id: run_id.clone(),
+                    workflow: wf.meta.id.clone(),
+                    status: RunStatus::Failed,
+                    outputs: Value::Null,
+                    steps: Vec::new(),
+                    error: None,
+                    duration_ms: 0,
+                });
+            }
+        }
+    })
+    .await;
+    match waited {
+        Ok(r) => {
+            let status = if r.status == RunStatus::Completed { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR };
+            (status, Json(run_json(&run_id, &wf.meta.id, true, Some(&r)))).into_response()
+        }
+        Err(_) => (
+            StatusCode::GATEWAY_TIMEOUT,
+            Json(json!({"run_id": run_id, "status": "running", "error": format!("the run is still going after {}s; poll /runs/{run_id}", s.config.request_timeout.as_secs())})),
+        )
+            .into_response(),
+    }
+}
+
+pub(super) fn url_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+pub(super) fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
+                {
+                    Ok(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hmac_and_paths() {
+        let mut h = HeaderMap::new();
+        // echo -n '{"a":1}' | openssl dgst -sha256 -hmac s3cret
+        h.insert(
+            "x-hub-signature-256",
+            "sha256=d0b9e2ba0c1a9b5d7f5c7a1f2ed60b9a5e0c0d6b6f0a7b0e7d8b6cf0d3f5f6a9"
+                .parse()
+                .unwrap(),
+        );
+        assert!(
+            !signature_ok("s3cret", &h, b"{\"a\":1}"),
+            "a wrong signature is refused"
+        );
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(b"s3cret").unwrap();
+        mac.update(b"{\"a\":1}");
+        let good = format!("sha256={}", hex(&mac.finalize().into_bytes()));
+        h.insert("x-hub-signature-256", good.parse().unwrap());
+        assert!(signature_ok("s3cret", &h, b"{\"a\":1}"));
+        assert!(!signature_ok("s3cret", &h, b"{\"a\":2}"));
+        assert!(!signature_ok("s3cret", &HeaderMap::new(), b""));
+        let v = json!({"a": {"b": [1, {"c": "x"}]}});
+        assert_eq!(dotted(&v, "payload.a.b.1.c"), Some(&json!("x")));
+        assert_eq!(
+            url_pairs("q=a+b%20c&async=true"),
+            vec![
+                ("q".into(), "a b c".into()),
+                ("async".into(), "true".into())
+            ]
+        );
+    }
+}

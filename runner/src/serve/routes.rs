@@ -1,0 +1,198 @@
+//! Webhook routes compiled from the workflows' `webhook` triggers: paths,
+//! methods, and authentication that fails closed.
+
+use crate::diag::Diagnostic;
+use crate::format::inputs::{self};
+use crate::format::model::Workflow;
+use axum::http::Method;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// One webhook route.
+#[derive(Clone)]
+pub struct Route {
+    pub path: String,
+    pub method: Method,
+    pub workflow: Arc<Workflow>,
+    /// HMAC-SHA256 secret (`X-Hub-Signature-256: sha256=<hex>`).
+    pub secret: Option<String>,
+    /// A bearer token the request must present (`Authorization: Bearer …`).
+    pub token: Option<String>,
+    /// `inputMapping`: input name → dotted path into the body.
+    pub input_mapping: Vec<(String, String)>,
+    pub respond_async: bool,
+}
+
+/// The routes of every workflow's webhook triggers; duplicates are errors
+/// naming both files.
+pub fn routes_of(
+    workflows: &[Arc<Workflow>],
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<Route>, Vec<Diagnostic>> {
+    let mut routes: Vec<Route> = Vec::new();
+    let mut errors = Vec::new();
+    for wf in workflows {
+        for t in wf.triggers.iter().filter(|t| t.kind == "webhook") {
+            if t.fields.get("enabled") == Some(&Value::Bool(false)) {
+                continue;
+            }
+            let f = |k: &str| t.fields.get(k).and_then(Value::as_str).map(str::to_string);
+            let Some(path) = f("path") else {
+                errors.push(Diagnostic::error(
+                    &wf.source,
+                    Some(t.pos),
+                    "a webhook trigger needs `path:` (e.g. `/hooks/my-workflow`)",
+                ));
+                continue;
+            };
+            let path = if path.starts_with('/') {
+                path
+            } else {
+                format!("/{path}")
+            };
+            if let Some(bad) = path
+                .chars()
+                .find(|c| !(c.is_ascii_alphanumeric() || "/-_.~:@!$&'()*+,;=%".contains(*c)))
+            {
+                errors.push(
+                    Diagnostic::error(
+                        &wf.source,
+                        Some(t.pos),
+                        format!(
+                            "invalid webhook `path:` `{path}`: `{bad}` cannot stand in a URL path"
+                        ),
+                    )
+                    .with_hint("use letters, digits and `/-_.~`, e.g. `/hooks/my-workflow`"),
+                );
+                continue;
+            }
+            let method = match Method::from_bytes(
+                f("method")
+                    .unwrap_or_else(|| "POST".into())
+                    .to_ascii_uppercase()
+                    .as_bytes(),
+            ) {
+                Ok(m) => m,
+                Err(_) => {
+                    errors.push(Diagnostic::error(
+                        &wf.source,
+                        Some(t.pos),
+                        "invalid `method:` for the webhook trigger",
+                    ));
+                    continue;
+                }
+            };
+            if let Some(other) = routes.iter().find(|r| r.path == path && r.method == method) {
+                errors.push(
+                    Diagnostic::error(
+                        &wf.source,
+                        Some(t.pos),
+                        format!(
+                            "route `{method} {path}` is already served by `{}`",
+                            other.workflow.source.name
+                        ),
+                    )
+                    .with_hint("give one of the webhook triggers another `path:`"),
+                );
+                continue;
+            }
+            let sub = |v: Option<String>| {
+                v.map(|s| match inputs::substitute_env(&Value::String(s), env) {
+                    Value::String(s) => s,
+                    _ => String::new(),
+                })
+                .filter(|s| !s.is_empty())
+            };
+            // A trigger that asks for authentication and cannot have it is
+            // refused: never served open by accident.
+            let secret = match f("secret") {
+                None => None,
+                Some(raw) => match sub(Some(raw.clone())) {
+                    Some(s) => Some(s),
+                    None => {
+                        let vars = env_names(&raw);
+                        let unset: Vec<String> = vars
+                            .iter()
+                            .filter(|v| env.get(*v).is_none_or(|x| x.is_empty()))
+                            .map(|v| format!("`{v}`"))
+                            .collect();
+                        errors.push(
+                            Diagnostic::error(
+                                &wf.source,
+                                Some(t.pos),
+                                if unset.is_empty() {
+                                    "the webhook's `secret` is empty".to_string()
+                                } else {
+                                    format!(
+                                        "the webhook's `secret` is empty: {} is not set",
+                                        unset.join(", ")
+                                    )
+                                },
+                            )
+                            .with_hint("set the variable (or put it in `.env`); the route is not served without its secret"),
+                        );
+                        continue;
+                    }
+                },
+            };
+            let token = match f("token_env") {
+                None => None,
+                Some(var) => match env.get(&var).filter(|s| !s.is_empty()) {
+                    Some(v) => Some(v.clone()),
+                    None => {
+                        errors.push(
+                            Diagnostic::error(
+                                &wf.source,
+                                Some(t.pos),
+                                format!("the webhook's `token_env` names `{var}`, which is not set"),
+                            )
+                            .with_hint("set the variable (or put it in `.env`); the route is not served without its token"),
+                        );
+                        continue;
+                    }
+                },
+            };
+            let input_mapping = match t
+                .fields
+                .get("inputMapping")
+                .or_else(|| t.fields.get("input_mapping"))
+            {
+                Some(Value::Object(m)) => m
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            routes.push(Route {
+                path,
+                method,
+                workflow: wf.clone(),
+                secret,
+                token,
+                input_mapping,
+                respond_async: f("response").as_deref() == Some("async"),
+            });
+        }
+    }
+    if errors.is_empty() {
+        Ok(routes)
+    } else {
+        Err(errors)
+    }
+}
+
+/// The variable names a `${NAME}` / `${NAME:-default}` text refers to.
+pub(super) fn env_names(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("${") {
+        rest = &rest[i + 2..];
+        let end = rest.find('}').unwrap_or(rest.len());
+        let name = rest[..end].split(":-").next().unwrap_or("").trim();
+        if !name.is_empty() {
+            out.push(name.to_string());
+        }
+        rest = &rest[end..];
+    }
+    out
+}

@@ -1,0 +1,120 @@
+//! `schedule` triggers: their cron expressions checked at start, and the
+//! loop that starts their runs.
+
+use super::{start_run, Job, ServerState};
+use crate::diag::Diagnostic;
+use crate::format::inputs::{self, Supplied};
+use crate::format::model::Workflow;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// A `schedule` trigger: when, and with which inputs.
+pub struct Schedule {
+    pub workflow: Arc<Workflow>,
+    pub cron: crate::serve::cron::Cron,
+    pub expr: String,
+    pub inputs: Map<String, Value>,
+}
+
+/// The `schedule` triggers of the workflows (`cron:` at the top level or under `config:`).
+pub fn schedules_of(workflows: &[Arc<Workflow>]) -> Result<Vec<Schedule>, Vec<Diagnostic>> {
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for wf in workflows {
+        for t in wf.triggers.iter().filter(|t| t.kind == "schedule") {
+            if t.fields.get("enabled") == Some(&Value::Bool(false)) {
+                continue;
+            }
+            let Some(expr) = t
+                .fields
+                .get("cron")
+                .or_else(|| t.fields.get("schedule"))
+                .and_then(Value::as_str)
+            else {
+                errors.push(Diagnostic::error(
+                    &wf.source,
+                    Some(t.pos),
+                    "a schedule trigger needs `cron:` (e.g. `0 9 * * mon-fri`)",
+                ));
+                continue;
+            };
+            match crate::serve::cron::Cron::parse(expr) {
+                Ok(cron) => out.push(Schedule {
+                    workflow: wf.clone(),
+                    cron,
+                    expr: expr.to_string(),
+                    inputs: match t.fields.get("inputs") {
+                        Some(Value::Object(m)) => m.clone(),
+                        _ => Map::new(),
+                    },
+                }),
+                Err(e) => errors.push(Diagnostic::error(
+                    &wf.source,
+                    Some(t.pos),
+                    format!("invalid cron expression: {e}"),
+                )),
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Starts each scheduled run at its minute (UTC), with the trigger's inputs
+/// checked and defaulted like any other run. Runs show in `/runs/{id}`.
+pub async fn run_schedules(state: Arc<ServerState>, schedules: Vec<Schedule>) {
+    if schedules.is_empty() {
+        return;
+    }
+    loop {
+        let now = chrono::Utc::now();
+        let Some(next) = schedules
+            .iter()
+            .filter_map(|s| s.cron.next_after(now))
+            .min()
+        else {
+            return;
+        };
+        let wait = (next - chrono::Utc::now()).to_std().unwrap_or_default();
+        tokio::time::sleep(wait).await;
+        for s in schedules.iter().filter(|s| s.cron.matches(next)) {
+            let supplied = s
+                .inputs
+                .iter()
+                .map(|(k, v)| (k.clone(), Supplied::Json(v.clone())))
+                .collect();
+            match inputs::resolve(&s.workflow, supplied, &state.caps.env) {
+                Ok(inputs) => {
+                    let run_id = uuid::Uuid::new_v4().to_string();
+                    match start_run(
+                        &state,
+                        s.workflow.clone(),
+                        Job::New(inputs, "schedule"),
+                        run_id.clone(),
+                    ) {
+                        Ok(_) => eprintln!(
+                            "marktoflow: schedule `{}` started run {run_id} of {}",
+                            s.expr, s.workflow.source.name
+                        ),
+                        Err(why) => eprintln!(
+                            "marktoflow: schedule `{}` of {}: not started: {why}",
+                            s.expr, s.workflow.source.name
+                        ),
+                    }
+                }
+                Err(errs) => {
+                    let msg: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+                    eprintln!(
+                        "marktoflow: schedule `{}` of {}: not started: {}",
+                        s.expr,
+                        s.workflow.source.name,
+                        msg.join("; ")
+                    );
+                }
+            }
+        }
+    }
+}
