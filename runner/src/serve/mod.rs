@@ -8,8 +8,8 @@
 //! when the server starts.
 //!
 //! Here: the server's state and admission (slots, queue, idempotency,
-//! resuming stored runs). Beside it: [`http`] (the routes' handlers),
-//! [`routes`] (webhook triggers compiled, auth failing closed), [`schedule`]
+//! resuming stored runs). Beside it: `http` (the routes' handlers),
+//! `routes` (webhook triggers compiled, auth failing closed), `schedule`
 //! and [`cron`], [`file_watch`].
 
 pub mod cron;
