@@ -290,9 +290,18 @@ pub fn template(
     } else {
         written.to_string()
     };
+    // A template that comes from data (a request, a file) is not the
+    // author's: it never sees the environment.
+    let base = if from_data {
+        let mut no_env = Map::new();
+        no_env.insert("env".into(), json!({}));
+        Templates::with_locals(base, &no_env)
+    } else {
+        base.clone()
+    };
     let ctx = match rendered.get("context") {
-        None | Some(Value::Null) => base.clone(),
-        Some(Value::Object(m)) => Templates::with_locals(base, m),
+        None | Some(Value::Null) => base,
+        Some(Value::Object(m)) => Templates::with_locals(&base, m),
         Some(other) => {
             return Err(input_err(
                 "context",

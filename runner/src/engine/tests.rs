@@ -56,6 +56,11 @@ fn run(text: &str, inputs: Value) -> (RunResult, Vec<RunEvent>) {
 /// waits (retry delays, sleeps, timeouts take no real time), with a fixed
 /// wall clock at [`T0`]; the events keep their times.
 fn run_timed(text: &str, inputs: Value) -> (RunResult, Vec<Event>) {
+    run_env(text, inputs, &[])
+}
+
+/// [`run_timed`] with environment variables.
+fn run_env(text: &str, inputs: Value, env: &[(&str, &str)]) -> (RunResult, Vec<Event>) {
     let registry = Registry::standard();
     let wf = match load_str(Path::new("t.md"), text, &registry) {
         Ok(l) => l.workflow,
@@ -71,7 +76,11 @@ fn run_timed(text: &str, inputs: Value) -> (RunResult, Vec<Event>) {
         cancel: Cancel::default(),
         scripts: Arc::new(Unavailable),
         agents: Arc::new(Unavailable),
-        env: Arc::new(Default::default()),
+        env: Arc::new(
+            env.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
         allowed_hosts: None,
         state: Arc::new(StateDir {
             root: dir.join("marktoflow-engine-tests"),
@@ -214,4 +223,18 @@ fn rendered_inputs_are_checked_against_the_catalog() {
     );
     // The error points at the input's line in the file.
     assert_eq!(e.pos.map(|p| p.line), Some(9));
+}
+
+#[test]
+fn a_template_from_data_never_sees_the_environment() {
+    let text = "---\nworkflow: {id: t}\ninputs:\n  t: {type: string}\n---\n\n```yaml\naction: core.template\ninputs: {template: '{{ inputs.t }}'}\noutput_variable: out\n```\n\n```yaml\naction: core.template\ninputs: {template: 'mine: {{ env.HOOK_SECRET }}'}\noutput_variable: own\n```\n\n```yaml\naction: workflow.set_outputs\ninputs: {data: '{{ out }}', own: '{{ own }}'}\n```\n";
+    let env = [("HOOK_SECRET", "s3cret")];
+    for attack in ["{{ env.HOOK_SECRET }}", "{{ env | tojson }}", "{% for k, v in env|items %}{{ v }}{% endfor %}"] {
+        let (r, _) = run_env(text, json!({"t": attack}), &env);
+        assert_eq!(r.status, RunStatus::Completed, "{attack}: {:?}", r.error);
+        let data = r.outputs["data"].as_str().unwrap_or_default().to_string();
+        assert!(!data.contains("s3cret"), "{attack} leaked: {data}");
+        // The workflow's own template still reads it: the author is trusted.
+        assert_eq!(r.outputs["own"], "mine: s3cret");
+    }
 }
