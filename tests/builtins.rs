@@ -206,19 +206,33 @@ fn handle(mut s: TcpStream, hits: &AtomicUsize) -> std::io::Result<()> {
         }
         let mut body = vec![0; len];
         r.read_exact(&mut body)?;
+        let moved = |code: u16| {
+            let to = format!("Location: {query}\r\n");
+            (code, "text/plain", to, "moved".to_string())
+        };
         let (status, ctype, extra, text) = match path {
+            "/go302" => moved(302),
+            "/go307" => moved(307),
             "/echo" => (
                 200,
                 "application/json",
-                "",
+                String::new(),
                 json!({"method": method, "query": query, "headers": headers, "body": String::from_utf8_lossy(&body)}).to_string(),
             ),
-            "/text" => (200, "text/plain", "", "hello there".to_string()),
-            "/flaky" if hits.fetch_add(1, Ordering::SeqCst) < 2 => {
-                (503, "text/plain", "Retry-After: 0\r\n", "busy".to_string())
-            }
-            "/flaky" => (200, "application/json", "", r#"{"ok":true}"#.to_string()),
-            _ => (404, "text/plain", "", "no such thing".to_string()),
+            "/text" => (200, "text/plain", String::new(), "hello there".to_string()),
+            "/flaky" if hits.fetch_add(1, Ordering::SeqCst) < 2 => (
+                503,
+                "text/plain",
+                "Retry-After: 0\r\n".to_string(),
+                "busy".to_string(),
+            ),
+            "/flaky" => (
+                200,
+                "application/json",
+                String::new(),
+                r#"{"ok":true}"#.to_string(),
+            ),
+            _ => (404, "text/plain", String::new(), "no such thing".to_string()),
         };
         write!(
             s,
@@ -421,4 +435,51 @@ inputs: {top: '{{ top.files }}', all: '{{ all.files }}', kept: '{{ kept.files }}
         ])
     );
     assert_eq!(o["kept"], json!(["a.txt", "sub/b.txt", "sub/deep/c.txt"]));
+}
+
+#[test]
+fn redirects_are_followed_only_to_allowed_hosts() {
+    let a = server();
+    let b = server();
+    let port_b = b.base.rsplit(':').next().unwrap().to_string();
+    let d = tempdir();
+    let wf = |url: &str, method: &str| {
+        format!(
+            "---\nworkflow: {{id: r}}\n---\n\n```yaml\naction: http.request\ninputs: {{url: '{url}', method: {method}, body: {{n: 1}}, retries: 0}}\noutput_variable: r\n```\n"
+        )
+    };
+    // Within the allowed hosts: 307 keeps the method and body, 302 of a POST becomes a GET.
+    for (code, method, body) in [("307", "POST", "{\"n\":1}"), ("302", "GET", "")] {
+        let url = format!("{}/go{code}?{}/echo", a.base, a.base);
+        std::fs::write(d.path().join("r.md"), wf(&url, "POST")).unwrap();
+        let r =
+            run(cmd(d.path()).args(["run", "r.md", "--json", "-q", "--allow-host", "127.0.0.1"]));
+        assert_eq!(r.code, 0, "{r:?}");
+        let got = &r.json()["outputs"]["r"]["body"];
+        assert_eq!(
+            (got["method"].as_str(), got["body"].as_str()),
+            (Some(method), Some(body)),
+            "{code}"
+        );
+    }
+    // Off the allowed hosts (`localhost` is not `127.0.0.1`), for both codes.
+    for code in ["302", "307"] {
+        let url = format!("{}/go{code}?http://localhost:{port_b}/echo", a.base);
+        std::fs::write(d.path().join("r.md"), wf(&url, "POST")).unwrap();
+        let r = run(cmd(d.path()).args(["run", "r.md", "-q", "--allow-host", "127.0.0.1"]));
+        assert_eq!(r.code, 1, "{code}: {r:?}");
+        assert!(
+            r.stderr.contains("redirected off the allowed hosts"),
+            "{}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains("`localhost` is not allowed"),
+            "{}",
+            r.stderr
+        );
+        // Without an allow-list the same redirect is followed.
+        let r = run(cmd(d.path()).args(["run", "r.md", "--json", "-q"]));
+        assert_eq!(r.code, 0, "{r:?}");
+    }
 }

@@ -229,7 +229,11 @@ fn rendered_inputs_are_checked_against_the_catalog() {
 fn a_template_from_data_never_sees_the_environment() {
     let text = "---\nworkflow: {id: t}\ninputs:\n  t: {type: string}\n---\n\n```yaml\naction: core.template\ninputs: {template: '{{ inputs.t }}'}\noutput_variable: out\n```\n\n```yaml\naction: core.template\ninputs: {template: 'mine: {{ env.HOOK_SECRET }}'}\noutput_variable: own\n```\n\n```yaml\naction: workflow.set_outputs\ninputs: {data: '{{ out }}', own: '{{ own }}'}\n```\n";
     let env = [("HOOK_SECRET", "s3cret")];
-    for attack in ["{{ env.HOOK_SECRET }}", "{{ env | tojson }}", "{% for k, v in env|items %}{{ v }}{% endfor %}"] {
+    for attack in [
+        "{{ env.HOOK_SECRET }}",
+        "{{ env | tojson }}",
+        "{% for k, v in env|items %}{{ v }}{% endfor %}",
+    ] {
         let (r, _) = run_env(text, json!({"t": attack}), &env);
         assert_eq!(r.status, RunStatus::Completed, "{attack}: {:?}", r.error);
         let data = r.outputs["data"].as_str().unwrap_or_default().to_string();

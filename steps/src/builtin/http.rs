@@ -29,6 +29,9 @@ fn client() -> &'static reqwest::Client {
     CLIENT.get_or_init(|| {
         reqwest::Client::builder()
             .user_agent(concat!("marktoflow/", env!("CARGO_PKG_VERSION")))
+            // Redirects are followed by `send`, each hop checked against
+            // the allowed hosts.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default()
     })
@@ -99,27 +102,11 @@ impl Action for HttpAction {
 
         let mut attempt = 0u32;
         loop {
-            let mut req = client()
-                .request(method.clone(), url.clone())
-                .headers(headers.clone())
-                .timeout(timeout);
-            if let Some((bytes, ctype)) = &body {
-                if !headers.contains_key(reqwest::header::CONTENT_TYPE) {
-                    req = req.header(reqwest::header::CONTENT_TYPE, *ctype);
-                }
-                req = req.body(bytes.clone());
-            }
-            let exchange = async {
-                let resp = req.send().await?;
-                let status = resp.status();
-                let headers = resp.headers().clone();
-                let bytes = read_limited(resp).await?;
-                Ok::<_, reqwest::Error>((status, headers, bytes))
-            };
+            let exchange = send(call, &method, &url, &headers, body.as_ref(), timeout);
             let result = tokio::select! {
                 biased;
                 _ = call.caps.cancel.cancelled() => return Err(ActionError::Cancelled),
-                r = exchange => r,
+                r = exchange => r?,
             };
             let (transient, wait) = match result {
                 Ok((status, resp_headers, bytes)) => {
@@ -179,6 +166,89 @@ impl Action for HttpAction {
             attempt += 1;
         }
     }
+}
+
+/// Most redirects followed for one request.
+const MAX_REDIRECTS: usize = 10;
+
+type Exchange = (
+    reqwest::StatusCode,
+    reqwest::header::HeaderMap,
+    Option<Vec<u8>>,
+);
+
+/// One request, following redirects as browsers do (303, and 301/302 of a
+/// non-GET, become GET without a body; 307/308 keep both), each hop's host
+/// checked against the allowed hosts before it is contacted. The outer
+/// error refuses the request; the inner one is the transport's.
+async fn send(
+    call: &Call<'_>,
+    method: &Method,
+    url: &reqwest::Url,
+    headers: &reqwest::header::HeaderMap,
+    body: Option<&(Vec<u8>, &str)>,
+    timeout: Duration,
+) -> Result<Result<Exchange, reqwest::Error>, ActionError> {
+    let (mut method, mut url, mut headers, mut body) =
+        (method.clone(), url.clone(), headers.clone(), body.cloned());
+    for _ in 0..=MAX_REDIRECTS {
+        let mut req = client()
+            .request(method.clone(), url.clone())
+            .headers(headers.clone())
+            .timeout(timeout);
+        if let Some((bytes, ctype)) = &body {
+            if !headers.contains_key(reqwest::header::CONTENT_TYPE) {
+                req = req.header(reqwest::header::CONTENT_TYPE, *ctype);
+            }
+            req = req.body(bytes.clone());
+        }
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
+        };
+        let status = resp.status();
+        let next = status
+            .is_redirection()
+            .then(|| resp.headers().get(reqwest::header::LOCATION))
+            .flatten()
+            .and_then(|l| l.to_str().ok())
+            .and_then(|l| url.join(l).ok());
+        let Some(next) = next else {
+            let resp_headers = resp.headers().clone();
+            return Ok(read_limited(resp).await.map(|b| (status, resp_headers, b)));
+        };
+        if !matches!(next.scheme(), "http" | "https") {
+            return Err(ActionError::failed(format!(
+                "{method} {}: redirected to `{}`, which is not http or https",
+                shown_url(&url),
+                shown_url(&next)
+            )));
+        }
+        check_host(&next, call).map_err(|e| {
+            ActionError::failed(format!(
+                "{method} {}: redirected off the allowed hosts: {e}",
+                shown_url(&url)
+            ))
+        })?;
+        if next.host_str() != url.host_str() {
+            // Credentials are for the host they were written for.
+            headers.remove(reqwest::header::AUTHORIZATION);
+            headers.remove(reqwest::header::COOKIE);
+        }
+        let to_get = status == reqwest::StatusCode::SEE_OTHER
+            || (matches!(status.as_u16(), 301 | 302)
+                && method != Method::GET
+                && method != Method::HEAD);
+        if to_get {
+            method = Method::GET;
+            body = None;
+        }
+        url = next;
+    }
+    Err(ActionError::failed(format!(
+        "{method} {}: more than {MAX_REDIRECTS} redirects",
+        shown_url(&url)
+    )))
 }
 
 /// `url`, or the tool's `base_url` joined with `url`/`path`, plus `query`.
