@@ -508,7 +508,13 @@ fn exit_code_within(s: &mut Server, limit: Duration) -> Option<i32> {
 fn runs_beyond_a_workflow_limit_wait_in_a_bounded_queue() {
     let d = tempdir();
     sleeper(d.path(), 1);
-    let s = serve(d.path(), &[".", "--max-queue", "2"], &[]);
+    let store = d.path().join("runs.db");
+    let store_env = store.to_str().unwrap().to_string();
+    let s = serve(
+        d.path(),
+        &[".", "--max-queue", "2"],
+        &[("MARKTOFLOW_STORE", store_env.as_str())],
+    );
     let ids: Vec<String> = (0..3)
         .map(|_| {
             let r = post(&s.addr, "/slow?async=true", json!({"ms": 1500}));
@@ -544,6 +550,11 @@ fn runs_beyond_a_workflow_limit_wait_in_a_bounded_queue() {
         seen_queued.windows(2).all(|w| w[1] <= w[0]),
         "{seen_queued:?}"
     );
+    // The refused request left no trace: three runs in the store, all done.
+    let h = store_history(d.path(), &store);
+    let runs = h["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3, "{h}");
+    assert!(runs.iter().all(|r| r["status"] == "completed"), "{h}");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The HTTP surface: webhook requests (auth, inputs from body and query),
 //! runs and their events, health and the list of workflows.
 
-use super::{start_run, Job, Refused, Route, ServerState, MAX_RUNS_KEPT};
+use super::{reserve, start_reserved, Job, Route, ServerState, MAX_RUNS_KEPT};
 use crate::engine::{Event, RunResult, RunStatus};
 use crate::format::inputs::{self, Supplied};
 use crate::store::NewRun;
@@ -344,9 +344,11 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
         Some(found) => found,
         None => {
             let run_id = uuid::Uuid::new_v4().to_string();
-            if s.is_stopping() {
-                return Refused::ShuttingDown.response(s.config.max_queue);
-            }
+            // A place first: a request refused (503) leaves no trace.
+            let place = match reserve(&s) {
+                Ok(p) => p,
+                Err(why) => return why.response(s.config.max_queue),
+            };
             // Committed before anyone hears of the run: a crash after the
             // answer cannot lose it.
             if let Some(store) = &s.store {
@@ -362,10 +364,7 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
                     }
                 }
             }
-            let rx = match start_run(&s, wf.clone(), Job::Recorded(inputs), run_id.clone()) {
-                Ok(rx) => rx,
-                Err(why) => return why.response(s.config.max_queue),
-            };
+            let rx = start_reserved(&s, wf.clone(), Job::Recorded(inputs), run_id.clone(), place);
             if let (Some(k), Ok(mut map)) = (key, s.idempotency.lock()) {
                 if map.len() >= MAX_RUNS_KEPT {
                     map.clear();

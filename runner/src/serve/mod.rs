@@ -30,6 +30,7 @@ use crate::format::model::Workflow;
 use crate::store::{NewRun, RunRecord, RunStore};
 use axum::http::{header, StatusCode};
 use axum::response::Response;
+use futures_util::FutureExt;
 use marktoflow_steps::core::action::{Cancel, Capabilities};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -250,20 +251,49 @@ pub enum Job {
 /// Starts a run in the background; its result arrives on the receiver. The
 /// run waits for a slot of its workflow and a global slot (workflow first, so
 /// one busy workflow queues behind its own limit without holding global slots).
+/// A place in the run queue, held from admission until the run gets its
+/// slots; dropped unused, it is given back.
+pub(super) struct QueuePlace(Arc<ServerState>);
+
+impl Drop for QueuePlace {
+    fn drop(&mut self) {
+        self.0.queued.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Takes a queue place, or says why the server would not take a run now.
+/// Taken before anything is recorded: a refused request leaves no trace.
+pub(super) fn reserve(s: &Arc<ServerState>) -> Result<QueuePlace, Refused> {
+    if s.is_stopping() {
+        return Err(Refused::ShuttingDown);
+    }
+    if s.queued.fetch_add(1, Ordering::SeqCst) >= s.config.max_queue {
+        s.queued.fetch_sub(1, Ordering::SeqCst);
+        return Err(Refused::QueueFull);
+    }
+    Ok(QueuePlace(s.clone()))
+}
+
 fn start_run(
     s: &Arc<ServerState>,
     wf: Arc<Workflow>,
     job: Job,
     run_id: String,
 ) -> Result<watch::Receiver<Option<Arc<RunResult>>>, Refused> {
-    if s.is_stopping() {
-        return Err(Refused::ShuttingDown);
-    }
-    // Reserve a queue place; the reservation ends when the run gets its slots.
-    if s.queued.fetch_add(1, Ordering::SeqCst) >= s.config.max_queue {
-        s.queued.fetch_sub(1, Ordering::SeqCst);
-        return Err(Refused::QueueFull);
-    }
+    let place = reserve(s)?;
+    Ok(start_reserved(s, wf, job, run_id, place))
+}
+
+/// Starts a run that holds a queue place: it waits for its slots, runs and
+/// records itself. A panic inside the run fails it (and its stored row)
+/// rather than leaving it running.
+pub(super) fn start_reserved(
+    s: &Arc<ServerState>,
+    wf: Arc<Workflow>,
+    job: Job,
+    run_id: String,
+    place: QueuePlace,
+) -> watch::Receiver<Option<Arc<RunResult>>> {
     s.active.count.fetch_add(1, Ordering::SeqCst);
     let (tx, rx) = watch::channel(None);
     let events: Arc<Mutex<Vec<Event>>> = Arc::default();
@@ -337,7 +367,7 @@ fn start_run(
             p = slots => p,
             _ = state.stopping.cancelled() => None,
         };
-        state.queued.fetch_sub(1, Ordering::SeqCst);
+        drop(place);
         let Some(_permits) = permits else {
             // Not started: in the store it stays queued, for the next start.
             let _ = tx.send(Some(Arc::new(not_started(&run_id, &wf, store.is_some()))));
@@ -345,27 +375,66 @@ fn start_run(
         };
         started.store(true, Ordering::SeqCst);
         state.running.fetch_add(1, Ordering::SeqCst);
-        let result = match (&store, job) {
-            (Some(store), Job::Resume(record)) => {
-                crate::store::resume_run(store, &state.engine, &wf, &record, cfg).await
+        let go = async {
+            match (&store, job) {
+                (Some(store), Job::Resume(record)) => {
+                    crate::store::resume_run(store, &state.engine, &wf, &record, cfg).await
+                }
+                (Some(store), Job::New(inputs, _) | Job::Recorded(inputs)) => {
+                    crate::store::run_recorded(store, &state.engine, &wf, inputs, cfg).await
+                }
+                (None, Job::New(inputs, _) | Job::Recorded(inputs)) => {
+                    state.engine.run(&wf, inputs, cfg).await
+                }
+                (None, Job::Resume(_)) => not_started(&run_id, &wf, false),
             }
-            (Some(store), Job::New(inputs, _) | Job::Recorded(inputs)) => {
-                crate::store::run_recorded(store, &state.engine, &wf, inputs, cfg).await
+        };
+        let result = match std::panic::AssertUnwindSafe(go).catch_unwind().await {
+            Ok(r) => r,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                let r = crashed(&run_id, &wf, &what);
+                if let Some(store) = &store {
+                    store.finish_run(&run_id, crate::store::RunEnd::from(&r));
+                }
+                r
             }
-            (None, Job::New(inputs, _) | Job::Recorded(inputs)) => {
-                state.engine.run(&wf, inputs, cfg).await
-            }
-            (None, Job::Resume(_)) => not_started(&run_id, &wf, false),
         };
         // Counted out before the slots are released to the next run.
         state.running.fetch_sub(1, Ordering::SeqCst);
         let _ = tx.send(Some(Arc::new(result)));
     });
-    Ok(rx)
+    rx
+}
+
+/// The result of a run whose task panicked (a bug of ours, never of input).
+fn crashed(run_id: &str, wf: &Workflow, what: &str) -> RunResult {
+    RunResult {
+        run_id: run_id.to_string(),
+        workflow: wf.meta.id.clone(),
+        status: RunStatus::Failed,
+        outputs: Value::Null,
+        steps: Vec::new(),
+        error: Some(crate::engine::RunFailure {
+            message: format!(
+                "internal error: the run stopped unexpectedly ({what}); please report it"
+            ),
+            step_id: None,
+            step_name: None,
+            file: wf.source.path.display().to_string(),
+            pos: None,
+        }),
+        duration_ms: 0,
+    }
 }
 
 /// Continues the runs a killed server left unfinished (queued or running in
-/// the store, their process gone), each from its last checkpoint.
+/// the store, their process gone) whose workflow this server serves, each
+/// from its last checkpoint.
 pub fn resume_stored_runs(state: &Arc<ServerState>, workflows: &[Arc<Workflow>]) -> usize {
     let Some(store) = &state.store else { return 0 };
     let runs = match store.incomplete_runs() {
@@ -381,24 +450,14 @@ pub fn resume_stored_runs(state: &Arc<ServerState>, workflows: &[Arc<Workflow>])
         let same = |w: &&Arc<Workflow>| {
             std::path::absolute(&w.source.path).ok().as_deref() == Some(path.as_path())
         };
-        let wf = match workflows.iter().find(same) {
-            Some(w) => w.clone(),
-            None => match state.loader.load(&path) {
-                Ok(w) => Arc::new(w),
-                Err(_) => {
-                    store.finish_run(
-                        &run.id,
-                        crate::store::RunEnd {
-                            status: crate::store::Status::Failed,
-                            outputs: Value::Null,
-                            error: Some(format!("not resumed: `{}` cannot be loaded", run.file)),
-                            error_step: None,
-                            duration_ms: 0,
-                        },
-                    );
-                    continue;
-                }
-            },
+        // Only runs of workflows this server serves: another server (or a
+        // later start with other paths) may own the rest.
+        let Some(wf) = workflows.iter().find(same).cloned() else {
+            eprintln!(
+                "marktoflow: run {} of `{}` is left as it is: this server does not serve that file",
+                run.id, run.file
+            );
+            continue;
         };
         let id = run.id.clone();
         match start_run(state, wf, Job::Resume(Box::new(run)), id.clone()) {
