@@ -434,3 +434,31 @@ fn actions_lists_the_catalog() {
         json!(false)
     );
 }
+
+/// Rendering cannot be interrupted, but a template that runs past its step's
+/// (or the workflow's) timeout makes the step time out, not complete.
+#[test]
+fn timeouts_bound_template_rendering() {
+    let d = tempdir();
+    let heavy = "{% for i in range(500) %}{% for j in range(1000) %}{% endfor %}{% endfor %}ok";
+    write(
+        d.path(),
+        "step.md",
+        &format!("---\nworkflow: {{id: s}}\n---\n\n```yaml\naction: core.set\ninputs: {{x: \"{heavy}\"}}\ntimeout: 10ms\n```\n"),
+    );
+    let r = run(cmd(d.path()).args(["run", "step.md", "--no-store"]));
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("timed out after 10ms"), "{}", r.stderr);
+    write(
+        d.path(),
+        "wf.md",
+        &format!("---\nworkflow: {{id: w}}\ntimeout: 10ms\n---\n\n```yaml\ntype: if\ncondition: \"{{{{ '{heavy}' | length > 0 }}}}\"\nthen:\n  - action: core.set\n    inputs: {{x: \"{heavy}\"}}\n```\n"),
+    );
+    let r = run(cmd(d.path()).args(["run", "wf.md", "--no-store"]));
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("workflow timed out after 10ms"),
+        "{}",
+        r.stderr
+    );
+}

@@ -1095,3 +1095,46 @@ fn serving_a_folder_without_an_api_key_leaves_out_only_the_agent_workflows() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("ANTHROPIC_API_KEY"));
 }
+
+/// Templates driven by request data run where they cannot stop the server:
+/// while runs are busy rendering, `/health` answers (and sees them running).
+#[test]
+fn runs_busy_rendering_do_not_stop_the_server_from_answering() {
+    let d = tempdir();
+    let wf = "---\nworkflow: {id: heavy}\ntriggers:\n  - {type: webhook, path: /heavy, response: async}\ninputs:\n  n: {type: integer, default: 10}\n---\n\n```yaml\naction: core.set\ninputs: {x: \"{% for i in range(inputs.n) %}{% for j in range(inputs.n) %}{% endfor %}{% endfor %}ok\"}\n```\n";
+    std::fs::write(d.path().join("heavy.md"), wf).unwrap();
+    let s = serve(
+        d.path(),
+        &[
+            "heavy.md",
+            "--max-concurrent",
+            "4",
+            "--max-concurrent-per-workflow",
+            "4",
+        ],
+        &[],
+    );
+    // More busy runs than the machine has cores; each ends when its
+    // template's fuel runs out.
+    let ids: Vec<String> = (0..4)
+        .map(|_| {
+            // 10^10 iterations: far more than the fuel allows.
+            let r = post(&s.addr, "/heavy", json!({"n": 100_000}));
+            assert_eq!(r.status, 202, "{}", r.body);
+            r.json()["run_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    // Answered while at least two runs render (as many as a small machine
+    // has cores): the threads that answer are not the ones that render.
+    wait_for("an answer while two runs render", || {
+        http(&s.addr, "GET", "/health", &[], b"").json()["running"].as_u64() >= Some(2)
+    });
+    for id in &ids {
+        wait_for("the run ends", || {
+            let j = http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json();
+            j["status"] == "failed"
+        });
+        let j = http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json();
+        assert!(j["error"].to_string().contains("too much work"), "{j}");
+    }
+}

@@ -182,21 +182,27 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let state = Arc::new(
-        ServerState::new(routes, caps, Arc::new(FileLoader(registry)), config)
-            .with_store(store.clone()),
-    );
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
+    let build = |name: &str| {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name(name)
+            .build()
+    };
+    // Two runtimes: one accepts connections and answers, the other runs
+    // workflows, so busy runs never stop the server from answering.
+    let (rt, runs_rt) = match (build("marktoflow-http"), build("marktoflow-run")) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
             eprintln!("error: cannot start the async runtime: {e}");
             return EXIT_RUN_FAILED;
         }
     };
-    rt.block_on(async move {
+    let state = Arc::new(
+        ServerState::new(routes, caps, Arc::new(FileLoader(registry)), config)
+            .with_store(store.clone())
+            .with_run_runtime(runs_rt.handle().clone()),
+    );
+    let code = rt.block_on(async move {
         let addr = format!("{}:{}", a.host, a.port);
         let listener = match tokio::net::TcpListener::bind(&addr).await {
             Ok(l) => l,
@@ -244,7 +250,12 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         if let (Some(store), Some(age)) = (store.clone(), retention) {
             tokio::spawn(async move {
                 loop {
-                    match store.prune(age) {
+                    // `prune` waits for the store: not on the async threads.
+                    let s = store.clone();
+                    let pruned = tokio::task::spawn_blocking(move || s.prune(age))
+                        .await
+                        .unwrap_or(Err(crate::store::StoreError::Closed));
+                    match pruned {
                         Ok(0) => {}
                         Ok(n) => eprintln!("marktoflow: pruned {n} run{} older than the retention", plural(n)),
                         Err(e) => eprintln!("marktoflow: pruning runs failed: {e}"),
@@ -278,5 +289,9 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
                 EXIT_RUN_FAILED
             }
         }
-    })
+    });
+    // What is still running past the grace period is not waited for.
+    runs_rt.shutdown_background();
+    rt.shutdown_background();
+    code
 }

@@ -43,10 +43,18 @@ impl Engine {
             let mut attempt = 0u32;
             loop {
                 // Inputs are rendered per attempt: a retry sees current state.
+                let rendering = tokio::time::Instant::now();
                 let rendered = match self.action_inputs(step, resolved, inputs, st) {
                     Ok(v) => v,
                     Err(f) => return (Err(f), attempt),
                 };
+                // Rendering cannot be interrupted; past the timeout, the
+                // attempt has timed out before its call.
+                if let Some(t) = step.timeout.filter(|t| rendering.elapsed() > *t) {
+                    let message = format!("timed out after {}", human_duration(t));
+                    let pos = step.field_pos(&["timeout"]);
+                    return (Err(self.fail(step, pos, message)), attempt);
+                }
                 let call = Call {
                     action,
                     method: &resolved.method,

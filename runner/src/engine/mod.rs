@@ -326,6 +326,17 @@ impl Engine {
             },
             None => body.await,
         };
+        // The same for the whole run: a template may have held it past the end.
+        let outcome = match (wf.timeout, outcome) {
+            (Some(t), Ok(_)) if started.elapsed() > t => Err(Failure {
+                message: format!("workflow timed out after {}", human_duration(t)),
+                step_id: String::new(),
+                step_name: String::new(),
+                pos: Pos { line: 1, col: 1 },
+                cancelled: false,
+            }),
+            (_, o) => o,
+        };
         let (status, error) = match outcome {
             Ok(_) => (RunStatus::Completed, None),
             Err(f) => (
@@ -523,6 +534,20 @@ impl Engine {
                 }
             }
             _ => self.exec_kind(wf, step, st, cfg, depth).await,
+        };
+        // Rendering cannot be interrupted: a step that went past its timeout
+        // inside a template (fuel bounds how far) still timed out.
+        let result = match (step.timeout, result) {
+            (Some(t), Ok(_))
+                if !matches!(step.kind, StepKind::Action { .. }) && started.elapsed() > t =>
+            {
+                Err(self.fail(
+                    step,
+                    step.field_pos(&["timeout"]),
+                    format!("timed out after {}", human_duration(t)),
+                ))
+            }
+            (_, r) => r,
         };
         match result {
             Ok(output) => {

@@ -113,6 +113,10 @@ pub struct ServerState {
     stopping: Cancel,
     /// Where runs are recorded (None: `--no-store`).
     pub store: Option<Arc<dyn RunStore>>,
+    /// Where runs execute: not the threads that accept connections, so a
+    /// run busy rendering a template never stops `/health` or other routes.
+    /// None: the current runtime.
+    runs_rt: Option<tokio::runtime::Handle>,
 }
 
 /// Finished runs kept in memory for `GET /runs/{id}`.
@@ -141,7 +145,14 @@ impl ServerState {
             active: Active::default(),
             stopping: Cancel::default(),
             store: None,
+            runs_rt: None,
         }
+    }
+
+    /// Runs execute on `rt` (see [`ServerState::runs_rt`]).
+    pub fn with_run_runtime(mut self, rt: tokio::runtime::Handle) -> Self {
+        self.runs_rt = Some(rt);
+        self
     }
 
     /// Records runs in `store`.
@@ -190,7 +201,9 @@ impl ServerState {
                     e.cancel.cancel();
                 }
             }
-            self.wait_idle(Duration::from_secs(10)).await;
+            // Cancelled runs stop at their next step or await; a template
+            // being rendered ends within its fuel (about a second).
+            self.wait_idle(Duration::from_secs(3)).await;
         }
     }
 
@@ -344,7 +357,7 @@ pub(super) fn start_reserved(
     };
     let state = s.clone();
     let wf_slots = s.slots_for(&wf);
-    tokio::spawn(async move {
+    let task = async move {
         let _active = ActiveGuard(state.clone());
         let store = state.store.clone();
         // Scheduled and watched runs are committed here, before they wait.
@@ -407,7 +420,11 @@ pub(super) fn start_reserved(
         // Counted out before the slots are released to the next run.
         state.running.fetch_sub(1, Ordering::SeqCst);
         let _ = tx.send(Some(Arc::new(result)));
-    });
+    };
+    match &s.runs_rt {
+        Some(rt) => drop(rt.spawn(task)),
+        None => drop(tokio::spawn(task)),
+    }
     rx
 }
 

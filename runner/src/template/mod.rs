@@ -94,6 +94,9 @@ impl TemplateError {
 }
 
 fn error_message(e: &minijinja::Error) -> String {
+    if e.kind() == ErrorKind::OutOfFuel {
+        return "the template does too much work (it ran out of fuel, the bound on how long one rendering may take): loop over less data, or do the work in a script step".into();
+    }
     let mut msg = match e.detail() {
         Some(d) => format!("{}: {}", e.kind(), d),
         None => e.kind().to_string(),
@@ -274,6 +277,12 @@ impl minijinja::value::Object for Now {
     }
 }
 
+/// The most work one rendering may do (minijinja's fuel, about one unit per
+/// instruction; 30 million take about a second on a 2-core machine).
+/// Rendering cannot be interrupted, so this is what bounds how long a
+/// template can hold a thread past its step's timeout.
+pub const TEMPLATE_FUEL: u64 = 30_000_000;
+
 /// The template environment. Cheap to create (no template is compiled until
 /// used; strings without tags are never compiled).
 #[derive(Debug, Clone)]
@@ -309,6 +318,7 @@ impl Templates {
         env.set_unknown_method_callback(methods::call_method);
         env.add_function(compat::PAIRS_FN, compat::pairs);
         env.add_function("now", system_clock);
+        env.set_fuel(Some(TEMPLATE_FUEL));
         Templates { env }
     }
 
