@@ -226,3 +226,62 @@ fn scripts_cannot_reach_the_host_process() {
         "{items:?}"
     );
 }
+
+/// One branch keeps swapping `ws/d` for a symlink to a folder outside the
+/// roots while the other reads and writes through `ws/d`: the open itself is
+/// confined, so no read sees the outside file and nothing lands outside.
+#[test]
+fn swapping_a_folder_for_a_symlink_mid_run_never_leads_out() {
+    let d = tempdir();
+    let ws = d.path().join("ws");
+    fs::create_dir_all(ws.join("d")).unwrap();
+    fs::create_dir_all(d.path().join("outside")).unwrap();
+    fs::write(ws.join("d/secret.txt"), "inside").unwrap();
+    fs::write(d.path().join("outside/secret.txt"), "OUTSIDE").unwrap();
+    std::os::unix::fs::symlink(d.path().join("outside"), ws.join("evil")).unwrap();
+    let swapper = "const fs = require('fs');\nfor (let i = 0; i < 3000; i++) {\n  fs.renameSync('d', 'real');\n  fs.renameSync('evil', 'd');\n  fs.renameSync('d', 'evil');\n  fs.renameSync('real', 'd');\n}\nreturn 'swapped';";
+    let reader = "const fs = require('fs');\nconst seen = {};\nfor (let i = 0; i < 3000; i++) {\n  let got = 'error';\n  try { got = fs.readFileSync('d/secret.txt', 'utf8'); } catch (e) {}\n  seen[got] = (seen[got] || 0) + 1;\n  try { fs.writeFileSync('d/planted.txt', 'x'); } catch (e) {}\n  try { fs.appendFileSync('d/planted2.txt', 'x'); } catch (e) {}\n}\nreturn seen;";
+    let reads = "{% for i in range(300) %}x{% endfor %}";
+    let ind = |code: &str| -> String {
+        code.lines()
+            .map(|l| format!("              {l}\n"))
+            .collect()
+    };
+    let wf = format!(
+        "---\nworkflow: {{id: race}}\n---\n\n```yaml\ntype: parallel\nbranches:\n  - id: swap\n    steps:\n      - action: script.execute\n        inputs:\n          code: |\n{}        output_variable: swapped\n  - id: read\n    steps:\n      - action: script.execute\n        inputs:\n          code: |\n{}        output_variable: seen\n  - id: files\n    steps:\n      - type: for_each\n        items: \"{{{{ range(200) | list }}}}\"\n        steps:\n          - action: file.read\n            inputs: {{path: d/secret.txt}}\n            on_error: continue\n            output_variable: last\n          - action: file.write\n            inputs: {{path: d/planted3.txt, content: \"{reads}\"}}\n            on_error: continue\n```\n",
+        ind(swapper),
+        ind(reader)
+    );
+    fs::write(ws.join("race.md"), wf).unwrap();
+    // `run` reads the output as it comes (the JSON of 400 steps is larger
+    // than a pipe holds).
+    let r = run(crate::support::cmd(&ws).args([
+        "run",
+        "race.md",
+        "--json",
+        "--quiet",
+        "--no-store",
+        "--allow-write",
+        ".",
+    ]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = r.json();
+    assert_eq!(out["outputs"]["swap"]["swapped"], "swapped", "{out}");
+    let seen = out["outputs"]["read"]["seen"].as_object().unwrap();
+    assert!(seen.get("OUTSIDE").is_none(), "a read leaked out: {seen:?}");
+    assert!(seen.get("inside").is_some(), "the reads ran: {seen:?}");
+    for name in ["planted.txt", "planted2.txt", "planted3.txt"] {
+        assert!(
+            !d.path().join("outside").join(name).exists(),
+            "{name} was written outside"
+        );
+    }
+    // The run's file.read steps saw only the inside file (or failed).
+    let steps = out["steps"].as_array().unwrap();
+    assert!(
+        steps
+            .iter()
+            .all(|s| !s["output"].to_string().contains("OUTSIDE")),
+        "a file.read leaked out"
+    );
+}

@@ -6,7 +6,8 @@
 
 use super::{display, Args};
 use crate::core::action::{type_name, Action, ActionError, Call};
-use crate::core::files::{atomic_write, shown};
+use crate::core::confined::ConfinedError;
+use crate::core::files::shown;
 use async_trait::async_trait;
 use base64::Engine as _;
 use serde_json::{json, Value};
@@ -61,12 +62,17 @@ fn io_error(what: &str, path: &str, real: &Path, e: std::io::Error) -> ActionErr
 
 fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     let path = a.required_str("path")?;
-    let real = sb.check_read(path).map_err(denied)?;
     let max = a
         .f64("max_bytes")?
         .map(|n| n as u64)
         .unwrap_or(DEFAULT_MAX_BYTES);
-    let meta = std::fs::metadata(&real).map_err(|e| io_error("read", path, &real, e))?;
+    // Opened confined: the file read is the one the sandbox allowed.
+    let (file, real) = sb
+        .open_read(path)
+        .map_err(|e| confined_error("read", path, sb, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| io_error("read", path, &real, e))?;
     if meta.is_dir() {
         return Err(ActionError::failed(format!(
             "cannot read {}: it is a folder (use `file.list`)",
@@ -79,7 +85,9 @@ fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
             meta.len()
         )));
     }
-    let bytes = std::fs::read(&real).map_err(|e| io_error("read", path, &real, e))?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, max), &mut bytes)
+        .map_err(|e| io_error("read", path, &real, e))?;
     let encoding = a.choice("encoding", ENCODINGS, Some("utf-8"))?;
     let text = if encoding == "base64" {
         base64::engine::general_purpose::STANDARD.encode(&bytes)
@@ -103,7 +111,6 @@ fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
 
 fn write(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     let path = a.required_str("path")?;
-    let real = sb.check_write(path).map_err(denied)?;
     let content = a
         .get("content")
         .or_else(|| a.get("data"))
@@ -121,30 +128,43 @@ fn write(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
         }
     };
     let create_dirs = a.bool("create_dirs", false)? || a.bool("createDirectory", false)?;
+    let real = sb.check_write(path).map_err(denied)?;
     let parent = real.parent().unwrap_or(Path::new("/")).to_path_buf();
-    if !parent.is_dir() {
-        if create_dirs {
-            std::fs::create_dir_all(&parent)
-                .map_err(|e| io_error("create the folder of", path, &real, e))?;
-        } else {
-            return Err(ActionError::failed(format!(
-                "cannot write `{path}`: the folder `{}` does not exist (set `create_dirs: true`)",
-                parent.display()
-            )));
-        }
+    if !create_dirs && !parent.is_dir() {
+        return Err(ActionError::failed(format!(
+            "cannot write `{path}`: the folder `{}` does not exist (set `create_dirs: true`)",
+            parent.display()
+        )));
     }
     if a.bool("append", false)? {
-        match std::fs::read(&real) {
-            Ok(mut old) => {
+        match sb.open_read(path) {
+            Ok((f, _)) => {
+                let mut old = Vec::new();
+                std::io::Read::read_to_end(
+                    &mut std::io::Read::take(f, DEFAULT_MAX_BYTES),
+                    &mut old,
+                )
+                .map_err(|e| io_error("append to", path, &real, e))?;
                 old.append(&mut bytes);
                 bytes = old;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_error("append to", path, &real, e)),
+            Err(ConfinedError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(confined_error("append to", path, sb, e)),
         }
     }
-    atomic_write(&real, &bytes).map_err(|e| io_error("write", path, &real, e))?;
+    // Folders made and the file replaced through descriptors opened inside
+    // the write roots: nothing lands outside even if a folder is swapped.
+    sb.write_atomic(path, &bytes, create_dirs)
+        .map_err(|e| confined_error("write", path, sb, e))?;
     Ok(json!({"path": real.to_string_lossy(), "bytes": bytes.len()}))
+}
+
+/// A confined operation's error as the step reports it.
+fn confined_error(what: &str, path: &str, sb: &crate::Sandbox, e: ConfinedError) -> ActionError {
+    match e {
+        ConfinedError::Denied(d) => denied(d),
+        ConfinedError::Io(e) => io_error(what, path, &sb.absolute(path), e),
+    }
 }
 
 fn list(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
@@ -224,7 +244,8 @@ fn exists(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     };
     // Outside the roots is an error, not `false`: a workflow cannot probe the disk.
     let real = sb.check_read(path).map_err(denied)?;
-    let meta = std::fs::metadata(&real).ok();
+    // Asked of what a confined open reaches, not of the name.
+    let meta = sb.open_read(path).ok().and_then(|(f, _)| f.metadata().ok());
     Ok(json!({
         "exists": meta.is_some(),
         "is_file": meta.as_ref().is_some_and(|m| m.is_file()),

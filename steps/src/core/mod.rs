@@ -5,6 +5,7 @@
 pub mod action;
 pub mod cache;
 pub mod catalog;
+pub mod confined;
 pub mod files;
 pub mod hosts;
 pub mod net;

@@ -65,10 +65,11 @@ impl Action for MemoryAction {
             "stats" => Job::Stats(kinds(&inputs)?),
             m => return Err(ActionError::Input(format!("unknown method `memory.{m}`"))),
         };
-        let path = db_path(call, &inputs)?;
-        let shown = path.display().to_string();
+        let file = db_path(call, &inputs)?;
+        let shown = file.shown();
         let work = tokio::task::spawn_blocking(move || -> Result<Value, MemError> {
-            let mut db = open(&path)?;
+            // `file` (and its open folder) lives as long as the connection.
+            let mut db = open(&file.path())?;
             match job {
                 Job::Remember(a) => remember(&mut db, a),
                 Job::Recall(a) => recall(&mut db, a),
@@ -294,18 +295,48 @@ fn round(x: f64) -> f64 {
 
 // ---------------------------------------------------------------- the file
 
-/// The database file for this call, under the sandbox.
-fn db_path(call: &Call<'_>, inputs: &Value) -> Result<PathBuf, ActionError> {
+/// The database file for this call: a `db` the workflow names is reached
+/// through its folder opened inside the write roots (see
+/// `core::confined`), so SQLite cannot be sent out of them; the default file
+/// sits at a fixed place in the state folder.
+enum DbFile {
+    Confined(crate::core::confined::Dir, std::ffi::OsString),
+    Fixed(PathBuf),
+}
+
+impl DbFile {
+    /// The path SQLite opens (through the open folder when confined).
+    fn path(&self) -> PathBuf {
+        match self {
+            DbFile::Confined(dir, name) => dir.fd_path(name),
+            DbFile::Fixed(p) => p.clone(),
+        }
+    }
+
+    fn shown(&self) -> String {
+        match self {
+            DbFile::Confined(dir, name) => dir.path.join(name).display().to_string(),
+            DbFile::Fixed(p) => p.display().to_string(),
+        }
+    }
+}
+
+fn db_path(call: &Call<'_>, inputs: &Value) -> Result<DbFile, ActionError> {
     let sb = &call.caps.sandbox;
     match opt_str(inputs, "db")? {
-        Some(p) => sb.check_write(p).map_err(|e| {
-            ActionError::failed(format!("{e} (it is `db`; pass `--allow-write` for it)"))
-        }),
+        Some(p) => {
+            let (dir, name, _) = sb
+                .parent_of(p, crate::core::confined::Access::Write, true)
+                .map_err(|e| {
+                    ActionError::failed(format!("{e} (it is `db`; pass `--allow-write` for it)"))
+                })?;
+            Ok(DbFile::Confined(dir, name))
+        }
         // The default file is written even without a write root: it sits at a
         // fixed place in the state folder and holds only what memory steps put
         // there, so a workflow can neither choose where it writes nor read
         // anything new.
-        None => Ok(call.caps.state.memory_db()),
+        None => Ok(DbFile::Fixed(call.caps.state.memory_db())),
     }
 }
 

@@ -16,6 +16,7 @@
 //! directory, open 'x'` with `errno`, `code`, `syscall`, `path`).
 
 use super::js::{arg_error, error_with, fn_obj, jstr, state};
+use crate::core::confined::{Access, ConfinedError};
 use crate::core::sandbox::{Sandbox, SandboxError};
 use boa_engine::gc::{empty_trace, Finalize, Trace};
 use boa_engine::object::builtins::{JsArray, JsPromise};
@@ -26,6 +27,7 @@ use boa_engine::{
 };
 use std::fs;
 use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
@@ -105,6 +107,14 @@ fn read_ok(ctx: &mut Context, p: &str, syscall: &str) -> JsResult<PathBuf> {
 fn write_ok(ctx: &mut Context, p: &str, syscall: &str) -> JsResult<PathBuf> {
     let r = sandbox(ctx).check_write(p);
     r.map_err(|e| denied(ctx, &e, syscall, p))
+}
+
+/// A confined operation's failure as Node would throw it.
+fn confined(ctx: &mut Context, e: ConfinedError, syscall: &str, p: &str) -> JsError {
+    match e {
+        ConfinedError::Denied(d) => denied(ctx, &d, syscall, p),
+        ConfinedError::Io(e) => io_error(ctx, &e, syscall, Some(p)),
+    }
 }
 
 // ---- arguments ----
@@ -253,8 +263,8 @@ fn data_arg(v: &JsValue, ctx: &mut Context) -> JsResult<String> {
 fn read_file_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let p = path_arg(args, 0, "path")?;
     let enc = encoding_arg(args.get(1), ctx)?;
-    let real = read_ok(ctx, &p, "open")?;
-    let mut f = fs::File::open(&real).map_err(|e| io_error(ctx, &e, "open", Some(&p)))?;
+    let r = sandbox(ctx).open_read(&p);
+    let (mut f, _) = r.map_err(|e| confined(ctx, e, "open", &p))?;
     let mut buf = Vec::with_capacity(f.metadata().map(|m| m.len() as usize + 1).unwrap_or(0));
     f.read_to_end(&mut buf)
         .map_err(|e| io_error(ctx, &e, "read", None))?;
@@ -268,13 +278,15 @@ fn write_common(args: &[JsValue], ctx: &mut Context, append: bool) -> JsResult<J
     let flag = string_opt(args.get(2), "flag", ctx)?;
     let append = append || flag.is_some_and(|f| f.starts_with('a'));
     let bytes = encode(&data, enc.as_deref())?;
-    let real = write_ok(ctx, &p, "open")?;
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .append(append)
-        .truncate(!append)
-        .open(&real)
+    let r = sandbox(ctx).parent_of(&p, Access::Write, false);
+    let (dir, name, _) = r.map_err(|e| confined(ctx, e, "open", &p))?;
+    let mode = if append {
+        libc::O_APPEND
+    } else {
+        libc::O_TRUNC
+    };
+    let mut f = dir
+        .open(&name, libc::O_WRONLY | libc::O_CREAT | mode, 0o666)
         .map_err(|e| io_error(ctx, &e, "open", Some(&p)))?;
     f.write_all(&bytes)
         .map_err(|e| io_error(ctx, &e, "write", None))?;
@@ -294,11 +306,7 @@ fn exists_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsV
         return Ok(false.into());
     };
     let p = p.to_std_string_lossy();
-    Ok(match sandbox(ctx).check_read(&p) {
-        Ok(real) => fs::metadata(real).is_ok(),
-        Err(_) => false,
-    }
-    .into())
+    Ok(sandbox(ctx).open_read(&p).is_ok().into())
 }
 
 fn access_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
@@ -307,12 +315,11 @@ fn access_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsV
         Some(m) if !m.is_undefined() => m.to_u32(ctx)?,
         _ => 0,
     };
-    let real = if mode & 2 != 0 {
-        write_ok(ctx, &p, "access")?
-    } else {
-        read_ok(ctx, &p, "access")?
-    };
-    fs::metadata(&real).map_err(|e| io_error(ctx, &e, "access", Some(&p)))?;
+    if mode & 2 != 0 {
+        write_ok(ctx, &p, "access")?;
+    }
+    let r = sandbox(ctx).open_read(&p);
+    r.map_err(|e| confined(ctx, e, "access", &p))?;
     Ok(JsValue::undefined())
 }
 
@@ -484,32 +491,20 @@ fn stat_result(
 
 fn stat_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let p = path_arg(args, 0, "path")?;
-    let real = read_ok(ctx, &p, "stat")?;
-    let r = fs::metadata(&real);
+    read_ok(ctx, &p, "stat")?;
+    let r = match sandbox(ctx).open_read(&p) {
+        Ok((f, _)) => f.metadata(),
+        Err(ConfinedError::Io(e)) => Err(e),
+        Err(ConfinedError::Denied(d)) => return Err(denied(ctx, &d, "stat", &p)),
+    };
     stat_result(ctx, r, "stat", &p, args.get(1))
-}
-
-/// The path `lstat` should look at: the link itself, inside a readable parent.
-fn lstat_target(ctx: &mut Context, p: &str) -> JsResult<PathBuf> {
-    let sb = sandbox(ctx);
-    let abs = sb.absolute(p);
-    let first = sb.check_read(p);
-    let (parent, name) = (
-        abs.parent().map(Path::to_path_buf),
-        abs.file_name().map(|n| n.to_owned()),
-    );
-    if let (Some(parent), Some(name)) = (parent, name) {
-        if sb.check_read(&parent.to_string_lossy()).is_ok() {
-            return Ok(crate::core::sandbox::real_path(&parent).join(name));
-        }
-    }
-    first.map_err(|e| denied(ctx, &e, "lstat", p))
 }
 
 fn lstat_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let p = path_arg(args, 0, "path")?;
-    let target = lstat_target(ctx, &p)?;
-    let r = fs::symlink_metadata(&target);
+    let r = sandbox(ctx).name_in(&p, Access::Read);
+    let (dir, name) = r.map_err(|e| confined(ctx, e, "lstat", &p))?;
+    let r = dir.stat(&name);
     stat_result(ctx, r, "lstat", &p, args.get(1))
 }
 
@@ -548,10 +543,13 @@ fn file_type_mode(t: fs::FileType) -> u32 {
     }
 }
 
-/// Sorted entries of a directory: (name, mode bits of the entry's type).
-fn list_dir(real: &Path) -> io::Result<Vec<(String, u32)>> {
+/// Sorted entries of a directory: (name, mode bits of the entry's type),
+/// read through a confined open of it.
+fn list_dir(sb: &Sandbox, p: &str) -> Result<Vec<(String, u32)>, ConfinedError> {
+    let (dir, _) = sb.open_read(p)?;
+    let via = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
     let mut out = Vec::new();
-    for e in fs::read_dir(real)? {
+    for e in fs::read_dir(via)? {
         let e = e?;
         let mode = e.file_type().map(file_type_mode).unwrap_or(0);
         out.push((e.file_name().to_string_lossy().into_owned(), mode));
@@ -565,7 +563,8 @@ fn readdir_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<Js
     let with_types = bool_opt(args.get(1), "withFileTypes", ctx)?;
     let recursive = bool_opt(args.get(1), "recursive", ctx)?;
     let real = read_ok(ctx, &p, "scandir")?;
-    let entries = list_dir(&real).map_err(|e| io_error(ctx, &e, "scandir", Some(&p)))?;
+    let r = list_dir(sandbox(ctx), &p);
+    let entries = r.map_err(|e| confined(ctx, e, "scandir", &p))?;
     let mut items: Vec<JsValue> = Vec::with_capacity(entries.len());
     // (relative name, parent as the script sees it, mode); subdirectories are
     // visited breadth first, after the entries of their parent, like Node.
@@ -600,7 +599,7 @@ fn readdir_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<Js
         if sandbox(ctx).check_read(&dir.to_string_lossy()).is_err() {
             continue;
         }
-        if let Ok(entries) = list_dir(&dir) {
+        if let Ok(entries) = list_dir(sandbox(ctx), &dir.to_string_lossy()) {
             push(ctx, &mut items, &rel, &shown, &dir, entries, &mut queue);
         }
     }
@@ -622,54 +621,46 @@ fn mkdir_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsVa
                 None => break,
             }
         }
-        fs::create_dir_all(&real).map_err(|e| io_error(ctx, &e, "mkdir", Some(&p)))?;
+        let r = sandbox(ctx)
+            .parent_of(&p, Access::Write, true)
+            .and_then(|(dir, name, _)| Ok(dir.mkdir(&name)?));
+        r.map_err(|e| confined(ctx, e, "mkdir", &p))?;
         Ok(match first {
             Some(f) => JsString::from(f.to_string_lossy().as_ref()).into(),
             None => JsValue::undefined(),
         })
     } else {
-        fs::create_dir(&real).map_err(|e| io_error(ctx, &e, "mkdir", Some(&p)))?;
+        let _ = real;
+        let r = sandbox(ctx)
+            .parent_of(&p, Access::Write, false)
+            .and_then(|(dir, name, _)| {
+                // Node's non-recursive mkdir fails on an existing path.
+                if dir.stat(&name).is_ok() {
+                    return Err(io::Error::from_raw_os_error(libc::EEXIST).into());
+                }
+                Ok(dir.mkdir(&name)?)
+            });
+        r.map_err(|e| confined(ctx, e, "mkdir", &p))?;
         Ok(JsValue::undefined())
     }
 }
 
 fn unlink_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let p = path_arg(args, 0, "path")?;
-    let target = write_target_nofollow(ctx, &p, "unlink")?;
-    fs::remove_file(&target).map_err(|e| io_error(ctx, &e, "unlink", Some(&p)))?;
+    let r = sandbox(ctx)
+        .name_in(&p, Access::Write)
+        .and_then(|(dir, name)| Ok(dir.remove(&name, false)?));
+    r.map_err(|e| confined(ctx, e, "unlink", &p))?;
     Ok(JsValue::undefined())
-}
-
-/// For operations on a name (unlink, rm, rename): the parent must be writable;
-/// the last component is not followed (removing a symlink removes the link).
-fn write_target_nofollow(ctx: &mut Context, p: &str, syscall: &str) -> JsResult<PathBuf> {
-    let sb = sandbox(ctx);
-    let abs = sb.absolute(p);
-    if let (Some(parent), Some(name)) = (abs.parent(), abs.file_name()) {
-        let parent_s = parent.to_string_lossy().into_owned();
-        return match sb.check_write(&parent_s) {
-            Ok(real_parent) => Ok(real_parent.join(name)),
-            Err(_) => {
-                let e = sb
-                    .check_write(p)
-                    .err()
-                    .unwrap_or(SandboxError::WriteDenied {
-                        path: p.to_string(),
-                        roots: String::new(),
-                    });
-                Err(denied(ctx, &e, syscall, p))
-            }
-        };
-    }
-    write_ok(ctx, p, syscall)
 }
 
 fn rm_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let p = path_arg(args, 0, "path")?;
     let recursive = bool_opt(args.get(1), "recursive", ctx)?;
     let force = bool_opt(args.get(1), "force", ctx)?;
-    let target = write_target_nofollow(ctx, &p, "rm")?;
-    let meta = match fs::symlink_metadata(&target) {
+    let r = sandbox(ctx).name_in(&p, Access::Write);
+    let (dir, name) = r.map_err(|e| confined(ctx, e, "rm", &p))?;
+    let meta = match dir.stat(&name) {
         Ok(m) => m,
         Err(e) if force && e.kind() == io::ErrorKind::NotFound => return Ok(JsValue::undefined()),
         Err(e) => return Err(io_error(ctx, &e, "lstat", Some(&p))),
@@ -682,9 +673,11 @@ fn rm_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue
                 &[("code", jstr("ERR_FS_EISDIR"))],
             ));
         }
-        fs::remove_dir_all(&target)
+        // std's remove_dir_all walks by descriptors; the path goes through
+        // the folder opened above, so it cannot be redirected.
+        fs::remove_dir_all(dir.fd_path(&name))
     } else {
-        fs::remove_file(&target)
+        dir.remove(&name, false)
     };
     r.map_err(|e| io_error(ctx, &e, "rm", Some(&p)))?;
     Ok(JsValue::undefined())
@@ -692,17 +685,21 @@ fn rm_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue
 
 fn rmdir_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let p = path_arg(args, 0, "path")?;
-    let target = write_target_nofollow(ctx, &p, "rmdir")?;
-    fs::remove_dir(&target).map_err(|e| io_error(ctx, &e, "rmdir", Some(&p)))?;
+    let r = sandbox(ctx)
+        .name_in(&p, Access::Write)
+        .and_then(|(dir, name)| Ok(dir.remove(&name, true)?));
+    r.map_err(|e| confined(ctx, e, "rmdir", &p))?;
     Ok(JsValue::undefined())
 }
 
 fn rename_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let from = path_arg(args, 0, "oldPath")?;
     let to = path_arg(args, 1, "newPath")?;
-    let a = write_target_nofollow(ctx, &from, "rename")?;
-    let b = write_target_nofollow(ctx, &to, "rename")?;
-    fs::rename(&a, &b).map_err(|e| {
+    let a = sandbox(ctx).name_in(&from, Access::Write);
+    let (da, na) = a.map_err(|e| confined(ctx, e, "rename", &from))?;
+    let b = sandbox(ctx).name_in(&to, Access::Write);
+    let (db, nb) = b.map_err(|e| confined(ctx, e, "rename", &to))?;
+    da.rename(&na, &db, &nb).map_err(|e| {
         let msg_path = format!("{from}' -> '{to}");
         io_error(ctx, &e, "rename", Some(&msg_path))
     })?;
@@ -712,9 +709,14 @@ fn rename_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsV
 fn copy_file_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let from = path_arg(args, 0, "src")?;
     let to = path_arg(args, 1, "dest")?;
-    let a = read_ok(ctx, &from, "copyfile")?;
-    let b = write_ok(ctx, &to, "copyfile")?;
-    fs::copy(&a, &b).map_err(|e| {
+    let a = sandbox(ctx).open_read(&from);
+    let (mut src, _) = a.map_err(|e| confined(ctx, e, "copyfile", &from))?;
+    let b = sandbox(ctx).parent_of(&to, Access::Write, false);
+    let (dir, name, _) = b.map_err(|e| confined(ctx, e, "copyfile", &to))?;
+    let copied = dir
+        .open(&name, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o666)
+        .and_then(|mut dst| io::copy(&mut src, &mut dst));
+    copied.map_err(|e| {
         let msg_path = format!("{from}' -> '{to}");
         io_error(ctx, &e, "copyfile", Some(&msg_path))
     })?;
@@ -735,8 +737,10 @@ fn chmod_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsVa
         Some(s) => u32::from_str_radix(&s.to_std_string_lossy(), 8).unwrap_or(0),
         None => mode.to_u32(ctx)?,
     };
-    let real = write_ok(ctx, &p, "chmod")?;
-    fs::set_permissions(&real, fs::Permissions::from_mode(mode))
+    let r = sandbox(ctx).parent_of(&p, Access::Write, false);
+    let (dir, name, _) = r.map_err(|e| confined(ctx, e, "chmod", &p))?;
+    dir.open(&name, libc::O_RDONLY | libc::O_NONBLOCK, 0)
+        .and_then(|f| f.set_permissions(fs::Permissions::from_mode(mode)))
         .map_err(|e| io_error(ctx, &e, "chmod", Some(&p)))?;
     Ok(JsValue::undefined())
 }

@@ -179,6 +179,8 @@ impl Manifest {
 /// What an update did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UpdateStats {
+    /// Notes left out: not UTF-8 (relative paths).
+    pub skipped: Vec<String>,
     pub files: usize,
     pub chunks: usize,
     pub added: usize,
@@ -417,6 +419,10 @@ impl KbIndex {
         let _one = self.writing.lock().unwrap_or_else(|e| e.into_inner());
         self.load_manifest()?;
         let files = crate::core::walk::walk(&self.root, walk)?;
+        // Notes are read below the root's descriptor, never following a
+        // symlink: a folder swapped for a link after the walk cannot lead out.
+        let root_dir = crate::core::confined::Dir::open_path(&self.root)
+            .map_err(|e| KbError::io(&self.root, e))?;
         let options = format!("{chunking:?}");
         let old = self
             .state
@@ -466,8 +472,14 @@ impl KbIndex {
                     continue;
                 }
             }
-            let text = std::fs::read_to_string(&file.abs_path)
+            let bytes = root_dir
+                .read_rel(&file.rel_path)
                 .map_err(|e| KbError::io(&file.abs_path, e))?;
+            let Ok(text) = String::from_utf8(bytes) else {
+                // One odd file must not stop the whole knowledge base.
+                stats.skipped.push(file.rel_path.clone());
+                continue;
+            };
             let hash = hex_hash(&[text.as_bytes()]);
             if let Some(p) = prev.filter(|p| p.hash == hash) {
                 // Touched, not edited: remember the new mtime, keep the chunks.

@@ -190,7 +190,7 @@ async fn update(
     force: bool,
 ) -> Result<UpdateStats, KbError> {
     let sink = call.caps.progress.clone();
-    tokio::task::spawn_blocking(move || {
+    let stats = tokio::task::spawn_blocking(move || {
         let progress = move |done: usize, total: usize| {
             sink(crate::core::action::Progress {
                 what: "files indexed".into(),
@@ -206,7 +206,24 @@ async fn update(
             path: String::new(),
             message: format!("indexing stopped: {e}"),
         })
-    })
+    });
+    if let Ok(s) = &stats {
+        if !s.skipped.is_empty() {
+            let n = s.skipped.len();
+            let shown: Vec<&str> = s.skipped.iter().take(5).map(String::as_str).collect();
+            call.log(
+                LogLevel::Warn,
+                format!(
+                    "kb: left out {n} note{} that {} not UTF-8 text: {}{}",
+                    if n == 1 { "" } else { "s" },
+                    if n == 1 { "is" } else { "are" },
+                    shown.join(", "),
+                    if n > 5 { ", …" } else { "" }
+                ),
+            );
+        }
+    }
+    stats
 }
 
 fn dir_label(ix: &KbIndex) -> Value {
