@@ -562,6 +562,13 @@ impl Cx<'_> {
                 .push("write `key: '{{ x }}'` (or use a block scalar `key: |`)".into());
             return None;
         }
+        if let Err(e) = marktoflow_steps::core::yaml::check(&yaml.text) {
+            self.err(
+                yaml.file_pos(e.line, 1),
+                format!("YAML too complex to read: {}", e.what),
+            );
+            return None;
+        }
         match serde_yaml::from_str::<serde_yaml::Value>(&yaml.text) {
             Ok(v) => {
                 let node = positions(&yaml.text).unwrap_or(PosNode::Scalar(

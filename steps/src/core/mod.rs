@@ -14,3 +14,4 @@ pub mod sqlite;
 pub mod state;
 pub mod time;
 pub mod walk;
+pub mod yaml;

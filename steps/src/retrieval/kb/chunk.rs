@@ -196,6 +196,10 @@ fn split_frontmatter(source: &str) -> (Map<String, Value>, &str) {
         if line.trim_end() == "---" || line.trim_end() == "..." {
             let yaml = &rest[..offset];
             let body = &rest[offset + line.len()..];
+            if crate::core::yaml::check(yaml).is_err() {
+                // Read as text: a note is never refused for its frontmatter.
+                return (Map::new(), src);
+            }
             return match serde_yaml::from_str::<serde_json::Value>(yaml) {
                 Ok(Value::Object(m)) => (m, body),
                 Ok(Value::Null) => (Map::new(), body),
