@@ -61,6 +61,8 @@ pub enum KbError {
     Index { path: String, message: String },
     #[error("the index in `{0}` is being updated by another process; try again")]
     Locked(String),
+    #[error("indexing `{0}` stopped: the step's time ran out or the run was cancelled (the index is as it was)")]
+    Stopped(String),
 }
 
 impl From<crate::core::walk::WalkError> for KbError {
@@ -109,6 +111,7 @@ pub fn chunk_document(rel_path: &str, source: &str, opts: &ChunkOptions) -> Vec<
         }
     }
     normalise_metadata(&mut metadata);
+    bound_metadata(&mut metadata);
     if !metadata.contains_key("date") {
         if let Some(d) = date_in(stem) {
             metadata.insert("date".into(), Value::String(d));
@@ -333,6 +336,46 @@ fn inline_metadata(first_section: &str) -> Vec<(String, Value)> {
 
 /// `tags` becomes a list of bare lower-case tags, `type` lower-case, and a
 /// `date` that is a datetime keeps only its day.
+/// Most metadata fields kept per note, and the most text one field keeps:
+/// every chunk carries the note's metadata, so it must stay small whatever
+/// the note holds (a note of thousands of `- Key: value` lines otherwise
+/// multiplies into gigabytes).
+const MAX_META_FIELDS: usize = 32;
+const MAX_META_BYTES: usize = 512;
+
+fn bound_metadata(m: &mut Map<String, Value>) {
+    if m.len() > MAX_META_FIELDS {
+        let keep: Vec<String> = m.keys().take(MAX_META_FIELDS).cloned().collect();
+        m.retain(|k, _| keep.contains(k));
+    }
+    for v in m.values_mut() {
+        bound_value(v);
+    }
+}
+
+fn bound_value(v: &mut Value) {
+    match v {
+        Value::String(s) if s.len() > MAX_META_BYTES => {
+            let mut end = MAX_META_BYTES;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            s.truncate(end);
+        }
+        Value::Array(items) => {
+            items.truncate(MAX_META_FIELDS);
+            items.iter_mut().for_each(bound_value);
+        }
+        Value::Object(o) => {
+            // Nested mappings are rare in notes; kept, but bounded alike.
+            if serde_json::to_string(o).map_or(0, |t| t.len()) > MAX_META_BYTES * 4 {
+                *v = Value::String(String::new());
+            }
+        }
+        _ => {}
+    }
+}
+
 fn normalise_metadata(m: &mut Map<String, Value>) {
     if let Some(t) = m.get("tags").cloned() {
         let raw: Vec<String> = match t {
@@ -430,5 +473,24 @@ mod tests {
         assert!(c.len() >= 2, "{}", c.len());
         assert!(c.iter().all(|c| c.text.len() <= 700));
         assert_eq!(c[1].id, "t.md#t-1");
+    }
+
+    #[test]
+    fn metadata_stays_small_whatever_the_note_holds() {
+        let mut src = String::from("# Big\n\n");
+        for i in 0..5000 {
+            src.push_str(&format!("- Key{i}: {}\n", "v".repeat(2000)));
+        }
+        src.push_str("\nbody\n");
+        for i in 0..200 {
+            src.push_str(&format!("\n## Part {i}\n\ntext\n"));
+        }
+        let chunks = chunk_document("big.md", &src, &ChunkOptions::default());
+        assert!(chunks.len() > 100);
+        for c in &chunks {
+            assert!(c.metadata.len() <= MAX_META_FIELDS);
+            let size = serde_json::to_string(&c.metadata).unwrap().len();
+            assert!(size <= MAX_META_FIELDS * (MAX_META_BYTES + 64), "{size}");
+        }
     }
 }

@@ -415,6 +415,7 @@ impl KbIndex {
         chunking: &ChunkOptions,
         force: bool,
         progress: &dyn Fn(usize, usize),
+        stop: &dyn Fn() -> bool,
     ) -> Result<UpdateStats, KbError> {
         let _one = self.writing.lock().unwrap_or_else(|e| e.into_inner());
         self.load_manifest()?;
@@ -459,6 +460,11 @@ impl KbIndex {
         // Files whose content must be (re)indexed, with their text.
         let mut todo: Vec<(&Entry, String, bool)> = Vec::new();
         for file in &files {
+            // Between notes: a step timeout or a cancel stops indexing, and
+            // the index stays as it was (nothing is committed).
+            if stop() {
+                return Err(KbError::Stopped(self.shown().display().to_string()));
+            }
             let prev = if rebuild {
                 None
             } else {
@@ -532,6 +538,9 @@ impl KbIndex {
         }
         let total = todo.len();
         for (n, (file, text, existed)) in todo.into_iter().enumerate() {
+            if stop() {
+                return Err(KbError::Stopped(self.shown().display().to_string()));
+            }
             // Deleted even when new to our manifest: another process may have
             // indexed it since we read that manifest (no duplicates then).
             writer.delete_term(Term::from_field_text(self.f.path, &file.rel_path));

@@ -190,7 +190,12 @@ async fn update(
     force: bool,
 ) -> Result<UpdateStats, KbError> {
     let sink = call.caps.progress.clone();
+    let cancel = call.caps.cancel.clone();
+    let deadline = call.timeout.map(|t| std::time::Instant::now() + t);
     let stats = tokio::task::spawn_blocking(move || {
+        let stop = move || {
+            cancel.is_cancelled() || deadline.is_some_and(|d| std::time::Instant::now() >= d)
+        };
         let progress = move |done: usize, total: usize| {
             sink(crate::core::action::Progress {
                 what: "files indexed".into(),
@@ -198,7 +203,7 @@ async fn update(
                 total: total as u64,
             })
         };
-        ix.update(&walk, &chunking, force, &progress)
+        ix.update(&walk, &chunking, force, &progress, &stop)
     })
     .await
     .unwrap_or_else(|e| {
