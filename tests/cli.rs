@@ -462,3 +462,40 @@ fn timeouts_bound_template_rendering() {
         r.stderr
     );
 }
+
+/// SIGTERM (a supervisor, `timeout`) cancels a run as Ctrl-C does: it is
+/// recorded `cancelled`, not left `interrupted`.
+#[test]
+fn sigterm_cancels_a_run_and_records_it() {
+    let d = tempdir();
+    write(
+        d.path(),
+        "slow.md",
+        "---\nworkflow: {id: slow}\n---\n\n```yaml\naction: workflow.sleep\ninputs: {duration: 60s}\n```\n",
+    );
+    let mut child = cmd(d.path())
+        .args(["run", "slow.md", "--verbose"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the step runs (its start is printed), then ask it to stop.
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0 {
+        if line.contains("workflow.sleep") {
+            break;
+        }
+        line.clear();
+    }
+    assert!(line.contains("workflow.sleep"), "the step never started");
+    let ok = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    let h = run(cmd(d.path()).args(["history", "--json"]));
+    assert_eq!(h.json()["runs"][0]["status"], "cancelled", "{}", h.stdout);
+}

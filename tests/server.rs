@@ -944,6 +944,35 @@ fn bearer_tokens_failed_runs_and_request_timeouts() {
     assert!(r.body.contains("bearer token"), "{}", r.body);
     let r = send(Some("s3cret"), json!({}));
     assert_eq!((r.status, &r.json()["status"]), (200, &json!("completed")));
+    // The scheme's case does not matter (RFC 9110); the token's does.
+    for (auth, want) in [
+        ("bearer s3cret", 200),
+        ("BEARER s3cret", 200),
+        ("bearer S3CRET", 401),
+    ] {
+        let r = http(
+            &s.addr,
+            "POST",
+            "/guarded",
+            &[
+                ("Content-Type", "application/json"),
+                ("Authorization", auth),
+            ],
+            b"{}",
+        );
+        assert_eq!(r.status, want, "{auth}: {}", r.body);
+    }
+    // A body declared larger than the limit is refused before it is sent.
+    let mut raw = TcpStream::connect(&s.addr).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    raw.write_all(b"POST /guarded HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nContent-Length: 99999999999\r\n\r\n")
+        .unwrap();
+    let mut head = [0u8; 12];
+    raw.read_exact(&mut head).unwrap();
+    assert_eq!(
+        &head, b"HTTP/1.1 413",
+        "answered without waiting for the body"
+    );
     // A failed run: 500, naming the step and where it is.
     let r = send(Some("s3cret"), json!({"fail": true}));
     assert_eq!(r.status, 500, "{}", r.body);

@@ -53,6 +53,20 @@ pub fn main() -> i32 {
             return code;
         }
     };
+    // Commands that only print (not `run`, `retry` or `serve`, which talk to
+    // script workers and clients over pipes and sockets): a closed pipe, as
+    // in `marktoflow history --json | head -1`, ends them quietly instead
+    // of a panic.
+    let prints_only = !matches!(
+        cli.command,
+        Command::Serve(_) | Command::Run(_) | Command::Retry { .. }
+    );
+    if prints_only {
+        // SAFETY: setting a signal's disposition to the default is sound.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     match cli.command {
         Command::Run(a) => run::run(a, None),
         Command::History {

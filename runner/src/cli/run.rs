@@ -120,7 +120,8 @@ pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     // Paths named on the command line are readable (`--input knowledge_base=DIR`).
     let mut read_roots = vec![cwd.clone(), wf_dir.clone()];
     for (_, v) in &supplied {
-        if let Supplied::Text(s) = v {
+        // From the command line, or the run a retry continues.
+        if let Supplied::Text(s) | Supplied::Json(Value::String(s)) = v {
             let p = cwd.join(s);
             if !s.is_empty() && s.len() < 4096 && p.exists() {
                 read_roots.push(p);
@@ -212,7 +213,20 @@ pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     let cancel = caps.cancel.clone();
     let result = rt.block_on(async {
         let interrupt = async {
-            let _ = tokio::signal::ctrl_c().await;
+            // Ctrl-C or SIGTERM (a supervisor, `timeout`): the run is
+            // cancelled and recorded as such.
+            let term = async {
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(mut s) => {
+                        s.recv().await;
+                    }
+                    Err(_) => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term => {}
+            }
             cancel.cancel();
             // A second Ctrl-C is not waited for: the run is asked to stop.
             std::future::pending::<()>().await

@@ -89,20 +89,30 @@ pub(super) async fn get_run(
     State(s): State<Arc<ServerState>>,
     UrlPath(id): UrlPath<String>,
 ) -> Response {
-    let runs = match s.runs.lock() {
-        Ok(r) => r,
+    // The table's lock is held only to look the run up, never during a
+    // store read.
+    let known = match s.runs.lock() {
+        Ok(runs) => runs.get(&id).map(|e| {
+            run_json(
+                &id,
+                &e.workflow,
+                e.started.load(Ordering::SeqCst),
+                e.result.borrow().as_deref(),
+            )
+        }),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "run table unavailable"),
     };
-    match runs.get(&id) {
-        Some(e) => Json(run_json(
-            &id,
-            &e.workflow,
-            e.started.load(Ordering::SeqCst),
-            e.result.borrow().as_deref(),
-        ))
-        .into_response(),
-        // Older runs, and runs of earlier server processes, are in the store.
-        None => match s.store.as_ref().map(|st| st.get_run(&id)) {
+    match known {
+        Some(j) => Json(j).into_response(),
+        // Older runs, and runs of earlier server processes, are in the store
+        // (read off the async threads).
+        None => match match s.store.clone() {
+            Some(st) => {
+                let id = id.clone();
+                tokio::task::spawn_blocking(move || st.get_run(&id)).await.ok()
+            }
+            None => None,
+        } {
             Some(Ok(r)) if r.id == id => Json(json!({
                 "run_id": r.id, "workflow": r.workflow, "status": r.shown_status(),
                 "outputs": r.outputs, "error": r.error.map(|m| json!({"message": m, "step": r.error_step})),
@@ -230,6 +240,18 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
         }
         return resp;
     };
+    // A declared length over the limit is answered at once, not waited for.
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > s.config.max_body as u64) {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is larger than {} bytes", s.config.max_body),
+        );
+    }
     let body = match to_bytes(body, s.config.max_body).await {
         Ok(b) => b,
         Err(_) => {
@@ -252,7 +274,11 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(|v| {
+                // The scheme is case-insensitive (RFC 9110 §11.1).
+                let (scheme, rest) = v.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+            })
             .unwrap_or("");
         if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
             return error(StatusCode::UNAUTHORIZED, "missing or invalid bearer token");
