@@ -366,11 +366,11 @@ fn bound_value(v: &mut Value) {
             items.truncate(MAX_META_FIELDS);
             items.iter_mut().for_each(bound_value);
         }
-        Value::Object(o) => {
-            // Nested mappings are rare in notes; kept, but bounded alike.
-            if serde_json::to_string(o).map_or(0, |t| t.len()) > MAX_META_BYTES * 4 {
-                *v = Value::String(String::new());
-            }
+        // Nested mappings are rare in notes; kept, but bounded alike.
+        Value::Object(o)
+            if serde_json::to_string(o).map_or(0, |t| t.len()) > MAX_META_BYTES * 4 =>
+        {
+            *v = Value::String(String::new());
         }
         _ => {}
     }
