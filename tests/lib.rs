@@ -11,6 +11,7 @@ mod dense;
 mod errors;
 mod examples;
 mod flagship;
+mod fuzz;
 mod memory;
 mod readme;
 mod retrieval;

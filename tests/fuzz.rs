@@ -1,0 +1,221 @@
+//! A mutation fuzzer over the workflow parser and `validate`, bounded in
+//! time (`MARKTOFLOW_FUZZ_SECS`, default 60). The corpus is every workflow
+//! we ship (`examples/`, `workflows/`) plus the seeds in `tests/fuzz/`
+//! (extreme numbers, deep YAML, hostile templates). Inputs are mutated
+//! deterministically (`MARKTOFLOW_FUZZ_SEED`). No input may panic or take
+//! more than 10 s in process; every 100th goes through the real binary's
+//! `validate`, which must exit 0, 1 or 2 within 10 s.
+
+use crate::support::{cmd, repo, tempdir};
+use marktoflow::check::verify::verify;
+use marktoflow::format::model::load_str;
+use marktoflow::template::Templates;
+use marktoflow_steps::Registry;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Tokens that have broken parsers before, spliced in by the mutator.
+const TOKENS: &[&str] = &[
+    "{{",
+    "}}",
+    "{%",
+    "%}",
+    "1e308",
+    "-1e308",
+    "inf",
+    "NaN",
+    "99999999999999999999d",
+    "18446744073709551616",
+    "-0",
+    "0x",
+    "? ",
+    "[",
+    "]",
+    "{",
+    "}",
+    "\u{0}",
+    "---\n",
+    "```\n",
+    "```yaml\n",
+    "\n",
+    "    ",
+    "\t",
+    "${UNSET}",
+    "&a ",
+    "*a",
+    "!!binary ",
+    "'",
+    "\"",
+    "#",
+    ": ",
+    "- ",
+    "timeout: 1e308\n",
+    "type: parallel\n",
+    "branches: [",
+    "action: ",
+    "inputs: {",
+    "| lenght",
+    "range(99999999)",
+    "\u{feff}",
+    "é",
+    "\r\n",
+    "...\n",
+    "<<: *a\n",
+];
+
+fn corpus() -> Vec<String> {
+    let root = repo();
+    let mut files: Vec<PathBuf> = Vec::new();
+    for dir in ["examples", "workflows", "tests/fuzz"] {
+        let walk = marktoflow_steps::core::walk::walk(
+            &root.join(dir),
+            &marktoflow_steps::core::walk::WalkOptions {
+                extensions: vec!["md".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        files.extend(walk.into_iter().map(|e| e.abs_path));
+    }
+    let texts: Vec<String> = files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .filter(|t| t.starts_with("---"))
+        .collect();
+    assert!(texts.len() >= 10, "the corpus is the shipped workflows");
+    texts
+}
+
+fn mutate(rng: &mut fastrand::Rng, corpus: &[String]) -> String {
+    let mut s: Vec<u8> = corpus[rng.usize(..corpus.len())].clone().into_bytes();
+    for _ in 0..rng.usize(1..6) {
+        let at = if s.is_empty() {
+            0
+        } else {
+            rng.usize(..s.len())
+        };
+        match rng.u8(..7) {
+            0 => {
+                let t = TOKENS[rng.usize(..TOKENS.len())].as_bytes();
+                s.splice(at..at, t.iter().copied());
+            }
+            1 if !s.is_empty() => {
+                let end = (at + rng.usize(1..64)).min(s.len());
+                s.drain(at..end);
+            }
+            2 if !s.is_empty() => s[at] = rng.u8(..),
+            3 => {
+                // A line repeated, as deep nesting or long lists do.
+                let start = s[..at]
+                    .iter()
+                    .rposition(|b| *b == b'\n')
+                    .map_or(0, |i| i + 1);
+                let end = s[at..]
+                    .iter()
+                    .position(|b| *b == b'\n')
+                    .map_or(s.len(), |i| at + i + 1);
+                let line = s[start..end].to_vec();
+                for _ in 0..rng.usize(1..50) {
+                    s.splice(end..end, line.iter().copied());
+                }
+            }
+            4 => {
+                // Splice in part of another file.
+                let other = corpus[rng.usize(..corpus.len())].as_bytes();
+                let from = rng.usize(..other.len().max(1));
+                let to = (from + rng.usize(1..400)).min(other.len());
+                s.splice(at..at, other[from..to].iter().copied());
+            }
+            5 => s.truncate(at),
+            _ => {
+                // A number made extreme.
+                let t = ["1e308", "-1", "0", "99999999999999999999"][rng.usize(..4)];
+                if let Some(p) = s[at..].iter().position(u8::is_ascii_digit) {
+                    let i = at + p;
+                    s.splice(i..i + 1, t.bytes());
+                }
+            }
+        }
+    }
+    String::from_utf8_lossy(&s).into_owned()
+}
+
+/// Loads and verifies `text` as `validate` does; any outcome but a panic is fine.
+fn check_one(text: &str) {
+    let registry = Registry::standard();
+    if let Ok(l) = load_str(Path::new("fuzz.md"), text, &registry) {
+        let _ = verify(&l.workflow, &registry, &Templates::new());
+    }
+}
+
+#[test]
+fn mutated_workflows_never_panic_hang_or_exit_oddly() {
+    let secs: u64 = std::env::var("MARKTOFLOW_FUZZ_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let seed: u64 = std::env::var("MARKTOFLOW_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x6d61726b);
+    let corpus = corpus();
+    let d = tempdir();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    // One worker checks inputs; this thread watches that each ends in time.
+    let (to_worker, inputs) = mpsc::channel::<String>();
+    let (done_tx, done) = mpsc::channel::<Result<(), String>>();
+    std::thread::spawn(move || {
+        for text in inputs {
+            let r = std::panic::catch_unwind(|| check_one(&text)).map_err(|p| {
+                let what = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                format!("panicked ({what}) on:\n{text}")
+            });
+            if done_tx.send(r).is_err() {
+                return;
+            }
+        }
+    });
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < Duration::from_secs(secs) {
+        let text = mutate(&mut rng, &corpus);
+        to_worker.send(text.clone()).unwrap();
+        match done.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("input {n} (seed {seed}): {e}"),
+            Err(_) => panic!("input {n} (seed {seed}) took over 10 s:\n{text}"),
+        }
+        if n % 100 == 0 {
+            let f = d.path().join("fuzz.md");
+            std::fs::write(&f, &text).unwrap();
+            let mut c = cmd(d.path());
+            c.args(["validate", "fuzz.md"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            let mut child = c.spawn().unwrap();
+            let began = Instant::now();
+            let code = loop {
+                if let Some(st) = child.try_wait().unwrap() {
+                    break st.code();
+                }
+                if began.elapsed() > Duration::from_secs(10) {
+                    let _ = child.kill();
+                    panic!("`validate` of input {n} (seed {seed}) ran over 10 s:\n{text}");
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            assert!(
+                matches!(code, Some(0..=2)),
+                "`validate` of input {n} (seed {seed}) exited {code:?}:\n{text}"
+            );
+        }
+        n += 1;
+    }
+    eprintln!("fuzz: {n} inputs in {secs} s (seed {seed})");
+    assert!(n > 100, "the fuzzer ran only {n} inputs");
+}
