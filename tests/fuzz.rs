@@ -190,7 +190,7 @@ fn mutated_workflows_never_panic_hang_or_exit_oddly() {
             Ok(Err(e)) => panic!("input {n} (seed {seed}): {e}"),
             Err(_) => panic!("input {n} (seed {seed}) took over 10 s:\n{text}"),
         }
-        if n % 100 == 0 {
+        if n.is_multiple_of(100) {
             let f = d.path().join("fuzz.md");
             std::fs::write(&f, &text).unwrap();
             let mut c = cmd(d.path());
