@@ -1167,3 +1167,42 @@ fn runs_busy_rendering_do_not_stop_the_server_from_answering() {
         assert!(j["error"].to_string().contains("too much work"), "{j}");
     }
 }
+
+/// A server killed with -9 and not yet reaped (a zombie, whose process id
+/// still exists) owns nothing: a server started right after resumes its
+/// accepted runs at once, because ownership is a lock the kernel dropped.
+#[test]
+fn a_restart_right_after_kill_9_resumes_even_while_the_old_process_is_a_zombie() {
+    let d = tempdir();
+    chain(d.path());
+    let store = d.path().join("runs.db");
+    let store_env = store.to_str().unwrap().to_string();
+    let dir = d.path().to_str().unwrap().to_string();
+    let env = [("MARKTOFLOW_STORE", store_env.as_str())];
+    let args = ["chain.md", "--allow-write", dir.as_str()];
+    let old = serve(d.path(), &args, &env);
+    let a = post(&old.addr, "/chain", json!({"tag": "a"}));
+    assert_eq!(a.status, 202, "{}", a.body);
+    wait_for("a first step", || log_lines(d.path()).len() == 1);
+    // kill -9, and no wait: the old process stays a zombie meanwhile.
+    let killed = Command::new("kill")
+        .args(["-9", &old.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(
+        std::path::Path::new(&format!("/proc/{}", old.child.id())).exists(),
+        "still a zombie"
+    );
+    let new = serve(d.path(), &args, &env);
+    let id = a.json()["run_id"].as_str().unwrap().to_string();
+    wait_for("the run is resumed and completes", || {
+        http(&new.addr, "GET", &format!("/runs/{id}"), &[], b"").json()["status"] == "completed"
+    });
+    assert_eq!(
+        log_lines(d.path()),
+        ["a-1", "a-3"],
+        "every step exactly once"
+    );
+    drop(old);
+}

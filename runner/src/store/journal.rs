@@ -38,6 +38,8 @@ pub struct JournalStore {
     /// The first write that failed, reported at the next flush.
     failed: Mutex<Option<String>>,
     reader: Mutex<Option<Arc<SqliteStore>>>,
+    /// This process as the owner of the run (see [`super::owner`]).
+    owner: Mutex<Option<super::owner::Owner>>,
 }
 
 impl JournalStore {
@@ -61,10 +63,11 @@ impl JournalStore {
             file: Mutex::new(None),
             failed: Mutex::new(None),
             reader: Mutex::new(None),
+            owner: Mutex::new(None),
         })
     }
 
-    fn create(&self, run: NewRun) -> Result<(), StoreError> {
+    fn create(&self, mut run: NewRun) -> Result<(), StoreError> {
         // Run ids become file names: nothing but what a uuid is made of.
         let safe = !run.id.is_empty()
             && run.id.len() <= 64
@@ -90,6 +93,11 @@ impl JournalStore {
         let mut slot = self.file.lock().map_err(|_| StoreError::Closed)?;
         *slot = Some(file);
         drop(slot);
+        let owner = super::owner::Owner::acquire(&self.db)?;
+        run.owner = Some(owner.token.clone());
+        if let Ok(mut o) = self.owner.lock() {
+            *o = Some(owner);
+        }
         self.append(&Write::Create { run, at: now_ms() });
         self.failed()
     }
@@ -141,10 +149,16 @@ impl RunStore for JournalStore {
     }
 
     fn mark_running(&self, run_id: &str) {
+        let owner = self
+            .owner
+            .lock()
+            .ok()
+            .and_then(|o| o.as_ref().map(|o| o.token.clone()));
         self.append(&Write::Running {
             run_id: run_id.to_string(),
             at: now_ms(),
             pid: std::process::id(),
+            owner,
         });
     }
 
@@ -249,10 +263,10 @@ pub(super) fn lock(dir: &Path) -> Result<File, StoreError> {
     Ok(file)
 }
 
-/// The journals in `dir`, oldest run first. Files that do not start with
-/// the creation of a run are left alone.
-pub(super) fn read_pending(dir: &Path) -> Vec<Pending> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+/// The journals of the store file `db`, oldest run first. Files that do not
+/// start with the creation of a run are left alone.
+pub(super) fn read_pending(db: &Path) -> Vec<Pending> {
+    let Ok(entries) = std::fs::read_dir(dir_of(db)) else {
         return Vec::new();
     };
     let mut found: Vec<(i64, Pending)> = entries
@@ -262,26 +276,23 @@ pub(super) fn read_pending(dir: &Path) -> Vec<Pending> {
         .filter_map(|path| {
             let text = std::fs::read(&path).ok()?;
             let (writes, whole) = parse(&text);
-            let (created, pid) = match writes.first() {
-                Some(Write::Create { run, at }) => (*at, run.pid),
+            let (created, pid, owner) = match writes.first() {
+                Some(Write::Create { run, at }) => (*at, run.pid, run.owner.clone()),
                 _ => return None,
             };
-            let pid = writes
-                .iter()
-                .rev()
-                .find_map(|w| match w {
-                    Write::Running { pid, .. } => Some(*pid),
-                    _ => None,
-                })
-                .or(pid);
             let finished = writes.iter().any(|w| matches!(w, Write::Finish { .. }));
-            let ended = finished || !pid.is_some_and(process_alive);
+            // The writer's lock says whether it lives; older journals
+            // without an owner fall back on the process id.
+            let alive = match &owner {
+                Some(t) => super::owner::is_alive(db, t),
+                None => pid.is_some_and(process_alive),
+            };
             Some((
                 created,
                 Pending {
                     path,
                     writes,
-                    complete: whole && ended,
+                    complete: whole && (finished || !alive),
                 },
             ))
         })
@@ -331,6 +342,7 @@ mod tests {
             status: Status::Queued,
             retry_of: None,
             pid: Some(std::process::id()),
+            owner: None,
         }
     }
 

@@ -36,6 +36,7 @@
 //! [`RunStore::finish_run`].
 
 pub mod journal;
+pub mod owner;
 pub mod sqlite;
 
 use crate::engine::{
@@ -137,8 +138,12 @@ pub struct NewRun {
     /// The run this one retries, and how many of its top-level steps are
     /// reused (their step rows are copied to the new run).
     pub retry_of: Option<(String, usize)>,
-    /// The process running it (to tell an interrupted run from a live one).
+    /// The process running it (shown; older rows tell liveness by it).
     pub pid: Option<u32>,
+    /// The token of the process that owns it (see [`owner`]); the store
+    /// fills it in.
+    #[serde(default)]
+    pub owner: Option<String>,
 }
 
 impl NewRun {
@@ -158,6 +163,7 @@ impl NewRun {
             status: Status::Queued,
             retry_of: None,
             pid: Some(std::process::id()),
+            owner: None,
         }
     }
 }
@@ -177,6 +183,11 @@ pub struct RunRecord {
     pub error: Option<String>,
     pub error_step: Option<String>,
     pub pid: Option<u32>,
+    pub owner: Option<String>,
+    /// Whether its owner still lives, as the store found when it read the
+    /// row (None: no owner recorded; the pid decides).
+    #[serde(skip)]
+    pub alive: Option<bool>,
     /// Milliseconds since the Unix epoch.
     pub created_at: i64,
     pub finished_at: Option<i64>,
@@ -187,7 +198,10 @@ impl RunRecord {
     /// A queued or running run whose process is gone: it will never finish
     /// by itself (a server resumes such runs; see [`resume_run`]).
     pub fn is_interrupted(&self) -> bool {
-        !self.status.is_finished() && !self.pid.is_some_and(process_alive)
+        !self.status.is_finished()
+            && !self
+                .alive
+                .unwrap_or_else(|| self.pid.is_some_and(process_alive))
     }
 
     /// The status as people should read it (`interrupted` for a run whose
@@ -264,6 +278,8 @@ pub enum Write {
         run_id: String,
         at: i64,
         pid: u32,
+        #[serde(default)]
+        owner: Option<String>,
     },
     Step {
         run_id: String,

@@ -23,7 +23,8 @@ use std::time::Duration;
 
 /// The schema, one migration per entry; `schema_version` holds how many
 /// have been applied. Only ever append.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE runs (
     id TEXT PRIMARY KEY,
     workflow TEXT NOT NULL,
@@ -67,7 +68,9 @@ CREATE TABLE checkpoints (
     state TEXT NOT NULL,
     PRIMARY KEY (run_id, next_step)
 ) WITHOUT ROWID;
-"#];
+"#,
+    "ALTER TABLE runs ADD COLUMN owner TEXT;",
+];
 
 /// Most writes committed in one transaction.
 const MAX_BATCH: usize = 4096;
@@ -90,6 +93,9 @@ pub struct SqliteStore {
     writer: Mutex<Option<JoinHandle<()>>>,
     /// Opened on first use: a CLI run only writes.
     read: Mutex<Option<Connection>>,
+    /// This process as the owner of the runs it records: taken at the
+    /// first write (readers such as `history` never take one).
+    owner: std::sync::OnceLock<Option<super::owner::Owner>>,
 }
 
 fn db_err(e: rusqlite::Error) -> StoreError {
@@ -129,9 +135,28 @@ impl SqliteStore {
             tx: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
             read: Mutex::new(None),
+            owner: std::sync::OnceLock::new(),
         };
         store.absorb_journals()?;
         Ok(store)
+    }
+
+    fn owner_token(&self) -> Option<String> {
+        self.owner
+            .get_or_init(|| super::owner::Owner::acquire(&self.path).ok())
+            .as_ref()
+            .map(|o| o.token.clone())
+    }
+
+    /// `r` with whether its owner lives (for runs not finished).
+    fn live(&self, mut r: RunRecord) -> RunRecord {
+        if !r.status.is_finished() {
+            r.alive = r
+                .owner
+                .as_deref()
+                .map(|t| super::owner::is_alive(&self.path, t));
+        }
+        r
     }
 
     /// Moves in the runs recorded as journals (see [`super::journal`]).
@@ -141,7 +166,7 @@ impl SqliteStore {
             return Ok(());
         }
         let _lock = journal::lock(&dir)?;
-        let pending = journal::read_pending(&dir);
+        let pending = journal::read_pending(&self.path);
         if pending.is_empty() {
             return Ok(());
         }
@@ -295,8 +320,8 @@ fn json_text(v: &Value) -> String {
 fn insert_run(tx: &rusqlite::Transaction, run: &NewRun, now: i64) -> Result<(), rusqlite::Error> {
     let started = (run.status == Status::Running).then_some(now);
     tx.prepare_cached(
-        "INSERT INTO runs (id, workflow, file, version, trigger, retry_of, status, inputs, pid, created_at, started_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        "INSERT INTO runs (id, workflow, file, version, trigger, retry_of, status, inputs, pid, created_at, started_at, owner)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     )?
     .execute(params![
         run.id,
@@ -310,6 +335,7 @@ fn insert_run(tx: &rusqlite::Transaction, run: &NewRun, now: i64) -> Result<(), 
         run.pid,
         now,
         started,
+        run.owner,
     ])?;
     if let Some((from, reused)) = &run.retry_of {
         tx.prepare_cached(
@@ -333,12 +359,18 @@ fn step_status_str(s: StepStatus) -> &'static str {
 fn apply(tx: &rusqlite::Transaction, w: &Write) -> Result<(), rusqlite::Error> {
     match w {
         Write::Create { run, at } => insert_run(tx, run, *at)?,
-        Write::Running { run_id, at, pid } => {
+        Write::Running {
+            run_id,
+            at,
+            pid,
+            owner,
+        } => {
             tx.prepare_cached(
-                "UPDATE runs SET status = 'running', started_at = COALESCE(started_at, ?2), pid = ?3
+                "UPDATE runs SET status = 'running', started_at = COALESCE(started_at, ?2), pid = ?3,
+                 owner = COALESCE(?4, owner)
                  WHERE id = ?1 AND status IN ('queued', 'running')",
             )?
-            .execute(params![run_id, at, pid])?;
+            .execute(params![run_id, at, pid, owner])?;
         }
         Write::Step { run_id, row: s } => {
             tx.prepare_cached(
@@ -434,7 +466,7 @@ fn prune(tx: &rusqlite::Transaction, cutoff: i64) -> Result<usize, rusqlite::Err
     )
 }
 
-const RUN_COLUMNS: &str = "id, workflow, file, version, trigger, status, retry_of, inputs, outputs, error, error_step, pid, created_at, finished_at, duration_ms";
+const RUN_COLUMNS: &str = "id, workflow, file, version, trigger, status, retry_of, inputs, outputs, error, error_step, pid, created_at, finished_at, duration_ms, owner";
 
 fn parse_json(text: Option<String>) -> Value {
     text.and_then(|t| serde_json::from_str(&t).ok())
@@ -460,6 +492,8 @@ fn run_of(r: &Row) -> Result<RunRecord, rusqlite::Error> {
         created_at: r.get(12)?,
         finished_at: r.get(13)?,
         duration_ms: r.get::<_, Option<i64>>(14)?.map(|d| d.max(0) as u64),
+        owner: r.get(15)?,
+        alive: None,
     })
 }
 
@@ -485,8 +519,12 @@ fn step_of(r: &Row) -> Result<StepRow, rusqlite::Error> {
 }
 
 impl RunStore for SqliteStore {
-    fn submit_run(&self, run: NewRun) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
+    fn submit_run(
+        &self,
+        mut run: NewRun,
+    ) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
         let (reply, rx) = tokio::sync::oneshot::channel();
+        run.owner = run.owner.or_else(|| self.owner_token());
         self.send(Op::Create(Box::new(run), now_ms(), reply));
         rx
     }
@@ -496,6 +534,7 @@ impl RunStore for SqliteStore {
             run_id: run_id.to_string(),
             at: now_ms(),
             pid: std::process::id(),
+            owner: self.owner_token(),
         })));
     }
 
@@ -541,8 +580,8 @@ impl RunStore for SqliteStore {
         })?;
         match rows.as_slice() {
             [] => Err(StoreError::NotFound(id.to_string())),
-            [one, ..] if one.id == id => Ok(one.clone()),
-            [one] => Ok(one.clone()),
+            [one, ..] if one.id == id => Ok(self.live(one.clone())),
+            [one] => Ok(self.live(one.clone())),
             _ => Err(StoreError::Ambiguous(id.to_string())),
         }
     }
@@ -559,8 +598,9 @@ impl RunStore for SqliteStore {
                 params![f.workflow, f.status.map(Status::as_str), limit],
                 run_of,
             )?;
-            rows.collect()
+            rows.collect::<Result<Vec<_>, _>>()
         })
+        .map(|rows| rows.into_iter().map(|r| self.live(r)).collect())
     }
 
     fn steps_of(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
@@ -604,7 +644,11 @@ impl RunStore for SqliteStore {
             let rows = st.query_map([], run_of)?;
             rows.collect::<Result<Vec<_>, _>>()
         })?;
-        Ok(rows.into_iter().filter(|r| r.is_interrupted()).collect())
+        Ok(rows
+            .into_iter()
+            .map(|r| self.live(r))
+            .filter(|r| r.is_interrupted())
+            .collect())
     }
 
     fn prune(&self, older_than: Duration) -> Result<usize, StoreError> {
@@ -632,6 +676,8 @@ mod tests {
             trigger: trigger.into(),
             status: Status::Queued,
             retry_of: None,
+            // A dead process's run names an owner whose lock nobody holds.
+            owner: (pid == Some(u32::MAX)).then(|| "gone".to_string()),
             pid,
         }
     }
