@@ -230,8 +230,63 @@ impl Drop for SqliteStore {
     }
 }
 
-/// Answers one queued write once its batch is committed (None) or failed.
-type Acknowledge = Box<dyn FnOnce(Option<&str>)>;
+/// What one queued write came to inside its transaction.
+enum Done {
+    Unit(Result<(), rusqlite::Error>),
+    Count(Result<usize, rusqlite::Error>),
+}
+
+/// Another process holds the write lock past the busy timeout.
+fn busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// How often a batch is tried again while the database is locked (each try
+/// already waits up to the busy timeout): a write is never dropped for a
+/// lock another process holds a while.
+const LOCKED_RETRIES: u32 = 12;
+
+/// Applies `batch` in one transaction; a lock held by another process
+/// rolls it back and it is tried again, whole.
+fn commit_batch(conn: &mut Connection, batch: &[Op]) -> (Vec<Done>, Option<rusqlite::Error>) {
+    let mut tries = 0;
+    loop {
+        let mut done = Vec::with_capacity(batch.len());
+        let outcome = (|| -> Result<(), rusqlite::Error> {
+            let tx = conn.transaction()?;
+            for op in batch {
+                let d = match op {
+                    Op::Create(run, at, _) => Done::Unit(insert_run(&tx, run, *at)),
+                    Op::Prune(cutoff, _) => Done::Count(prune(&tx, *cutoff)),
+                    Op::Absorb(journals, _) => Done::Unit(absorb(&tx, journals)),
+                    Op::Write(w) => Done::Unit(apply(&tx, w)),
+                    Op::Flush(_) => Done::Unit(Ok(())),
+                };
+                if let Done::Unit(Err(e)) | Done::Count(Err(e)) = &d {
+                    if busy(e) {
+                        return Err(rusqlite::Error::SqliteFailure(
+                            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+                            None,
+                        ));
+                    }
+                }
+                done.push(d);
+            }
+            tx.commit()
+        })();
+        match outcome {
+            Err(e) if busy(&e) && tries < LOCKED_RETRIES => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(50 * u64::from(tries)));
+            }
+            Err(e) => return (done, Some(e)),
+            Ok(()) => return (done, None),
+        }
+    }
+}
 
 fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Op>) {
     // An error of a queued write, reported at the next flush.
@@ -245,72 +300,56 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Op>) {
                 Err(_) => break,
             }
         }
-        let mut replies: Vec<Acknowledge> = Vec::new();
-        let outcome = (|| -> Result<(), rusqlite::Error> {
-            let tx = conn.transaction()?;
-            for op in batch {
-                match op {
-                    Op::Create(run, at, reply) => {
-                        let r = insert_run(&tx, &run, at);
-                        replies.push(Box::new(move |commit_err| {
-                            let r = match (r, commit_err) {
-                                (Err(e), _) => Err(db_err(e)),
-                                (Ok(()), Some(e)) => Err(StoreError::Db(e.to_string())),
-                                (Ok(()), None) => Ok(()),
-                            };
-                            let _ = reply.send(r);
-                        }));
-                    }
-                    Op::Prune(cutoff, reply) => {
-                        let r = prune(&tx, cutoff);
-                        replies.push(Box::new(move |commit_err| {
-                            let r = match (r, commit_err) {
-                                (Err(e), _) => Err(db_err(e)),
-                                (Ok(_), Some(e)) => Err(StoreError::Db(e.to_string())),
-                                (Ok(n), None) => Ok(n),
-                            };
-                            let _ = reply.send(r);
-                        }));
-                    }
-                    Op::Flush(reply) => {
-                        let pending = deferred.take();
-                        replies.push(Box::new(move |commit_err| {
-                            let r = match (pending, commit_err) {
-                                (Some(e), _) => Err(StoreError::Db(e)),
-                                (None, Some(e)) => Err(StoreError::Db(e.to_string())),
-                                (None, None) => Ok(()),
-                            };
-                            let _ = reply.send(r);
-                        }));
-                    }
-                    Op::Absorb(journals, reply) => {
-                        let r = absorb(&tx, &journals);
-                        replies.push(Box::new(move |commit_err| {
-                            let r = match (r, commit_err) {
-                                (Err(e), _) => Err(db_err(e)),
-                                (Ok(()), Some(e)) => Err(StoreError::Db(e.to_string())),
-                                (Ok(()), None) => Ok(()),
-                            };
-                            let _ = reply.send(r);
-                        }));
-                    }
-                    Op::Write(w) => {
-                        if let Err(e) = apply(&tx, &w) {
-                            deferred.get_or_insert_with(|| e.to_string());
-                        }
-                    }
-                }
-            }
-            tx.commit()
-        })();
-        let commit_err = outcome.err().map(|e| e.to_string());
+        let (done, failed) = commit_batch(&mut conn, &batch);
+        let commit_err = failed.map(|e| e.to_string());
         if let Some(e) = &commit_err {
             deferred.get_or_insert_with(|| e.clone());
         }
-        for reply in replies {
-            reply(commit_err.as_deref());
+        let answer_unit = |r: Option<&Done>| -> Result<(), StoreError> {
+            match (r, &commit_err) {
+                (_, Some(e)) => Err(StoreError::Db(e.clone())),
+                (Some(Done::Unit(Err(e))), None) => Err(db_err_ref(e)),
+                _ => Ok(()),
+            }
+        };
+        for (i, op) in batch.into_iter().enumerate() {
+            let d = done.get(i);
+            match op {
+                Op::Create(_, _, reply) => {
+                    let _ = reply.send(answer_unit(d));
+                }
+                Op::Absorb(_, reply) => {
+                    let _ = reply.send(answer_unit(d));
+                }
+                Op::Prune(_, reply) => {
+                    let r = match (d, &commit_err) {
+                        (_, Some(e)) => Err(StoreError::Db(e.clone())),
+                        (Some(Done::Count(Ok(n))), None) => Ok(*n),
+                        (Some(Done::Count(Err(e))), None) => Err(db_err_ref(e)),
+                        _ => Ok(0),
+                    };
+                    let _ = reply.send(r);
+                }
+                Op::Write(_) => {
+                    if let Some(Done::Unit(Err(e))) = d {
+                        deferred.get_or_insert_with(|| e.to_string());
+                    }
+                }
+                Op::Flush(reply) => {
+                    let r = match (deferred.take(), &commit_err) {
+                        (Some(e), _) => Err(StoreError::Db(e)),
+                        (None, Some(e)) => Err(StoreError::Db(e.clone())),
+                        (None, None) => Ok(()),
+                    };
+                    let _ = reply.send(r);
+                }
+            }
         }
     }
+}
+
+fn db_err_ref(e: &rusqlite::Error) -> StoreError {
+    StoreError::Db(e.to_string())
 }
 
 fn json_text(v: &Value) -> String {
@@ -778,5 +817,39 @@ mod tests {
         std::fs::write(&p, "not sqlite at all, just text that is long enough").unwrap();
         let e = SqliteStore::open(&p).err().expect("refused");
         assert!(e.to_string().contains("x.db"), "{e}");
+    }
+
+    #[test]
+    fn a_store_locked_by_another_process_for_a_while_loses_no_write() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("runs.db");
+        let s = SqliteStore::open(&path).unwrap();
+        s.create_run(new_run("cccc-1", "w", "cli", None)).unwrap();
+        // Another connection takes the write lock and holds it past the
+        // busy timeout (5 s): the writer must wait it out, not drop rows.
+        let (locked_tx, locked) = std::sync::mpsc::channel();
+        let holder = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let c = Connection::open(&path).unwrap();
+                c.execute_batch("BEGIN IMMEDIATE").unwrap();
+                locked_tx.send(()).unwrap();
+                std::thread::sleep(Duration::from_secs(6));
+                c.execute_batch("COMMIT").unwrap();
+            })
+        };
+        locked.recv().unwrap();
+        s.record_step("cccc-1", step("one", 1));
+        s.save_checkpoint(
+            "cccc-1",
+            &Checkpoint {
+                next_step: 1,
+                ..Default::default()
+            },
+        );
+        s.flush().expect("written once the lock is free");
+        holder.join().unwrap();
+        assert_eq!(s.steps_of("cccc-1").unwrap().len(), 1);
+        assert!(s.checkpoint("cccc-1", Some(1)).unwrap().is_some());
     }
 }
