@@ -252,12 +252,27 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             format!("the body is larger than {} bytes", s.config.max_body),
         );
     }
-    let body = match to_bytes(body, s.config.max_body).await {
-        Ok(b) => b,
-        Err(_) => {
+    // A body sent too slowly does not hold the connection for ever.
+    let body = match tokio::time::timeout(
+        s.config.request_timeout,
+        to_bytes(body, s.config.max_body),
+    )
+    .await
+    {
+        Ok(Ok(b)) => b,
+        Ok(Err(_)) => {
             return error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("the body is larger than {} bytes", s.config.max_body),
+            )
+        }
+        Err(_) => {
+            return error(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the body did not arrive within {}s",
+                    s.config.request_timeout.as_secs()
+                ),
             )
         }
     };
