@@ -167,6 +167,7 @@ def bench(name, wf, args, extra):
               f"errors {sock + non2xx}  peak RSS {rss:5.1f} MB  "
               f"recorded {counts if counts is not None else 'n/a (no store)'}")
         sys.stdout.flush()
+        return rps
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -176,6 +177,8 @@ def main():
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--only", choices=list(WORKFLOWS))
+    ap.add_argument("--compare-store", action="store_true",
+                    help="the core.set workflow recorded and with --no-store, alternating (2 each), and their ratio")
     ap.add_argument("serve_args", nargs="*", help="extra `serve` flags after --")
     args = ap.parse_args()
     if not os.path.exists(BIN):
@@ -184,6 +187,14 @@ def main():
         sys.exit("needs wrk: apt-get install wrk")
     print(f"marktoflow serve, wrk -t2 -c{args.connections}, >= {args.requests} requests each, "
           f"{os.cpu_count()} cores")
+    if args.compare_store:
+        recorded, unrecorded = [], []
+        for _ in range(2):
+            recorded.append(bench("recorded", WORKFLOWS["core.set"], args, args.serve_args))
+            unrecorded.append(bench("no-store", WORKFLOWS["core.set"], args, args.serve_args + ["--no-store"]))
+        r, u = sorted(recorded)[len(recorded) // 2], sorted(unrecorded)[len(unrecorded) // 2]
+        print(f"recorded / --no-store throughput: {r:.0f} / {u:.0f} req/s = {r / u:.2f}")
+        return
     for name, wf in WORKFLOWS.items():
         if args.only and name != args.only:
             continue
