@@ -1206,3 +1206,52 @@ fn a_restart_right_after_kill_9_resumes_even_while_the_old_process_is_a_zombie()
     );
     drop(old);
 }
+
+/// Keys are kept with their runs in the store: after a restart, a repeated
+/// request gets the run it started, and nothing runs twice.
+#[test]
+fn an_idempotency_key_survives_a_restart() {
+    let d = tempdir();
+    let wf = "---\nworkflow: {id: once}\ntriggers:\n  - {type: webhook, path: /once}\n---\n\n```yaml\naction: script.execute\ninputs:\n  code: |\n    require('fs').appendFileSync('ran.txt', 'x');\n    return 1;\n```\n\n```yaml\naction: workflow.set_outputs\ninputs: {done: true}\n```\n";
+    std::fs::write(d.path().join("once.md"), wf).unwrap();
+    let store = d.path().join("runs.db");
+    let store_env = store.to_str().unwrap().to_string();
+    let dir = d.path().to_str().unwrap().to_string();
+    let env = [("MARKTOFLOW_STORE", store_env.as_str())];
+    let args = ["once.md", "--allow-write", dir.as_str()];
+    let send = |addr: &str, key: &str| {
+        http(
+            addr,
+            "POST",
+            "/once",
+            &[
+                ("Content-Type", "application/json"),
+                ("Idempotency-Key", key),
+            ],
+            b"{}",
+        )
+    };
+    let mut s = serve(d.path(), &args, &env);
+    let first = send(&s.addr, "pay-7");
+    assert_eq!(first.status, 200, "{}", first.body);
+    // Stopped as a supervisor stops it: what is queued for the store is written.
+    sigterm(&s);
+    assert_eq!(exit_code_within(&mut s, Duration::from_secs(30)), Some(0));
+    drop(s);
+    let s = serve(d.path(), &args, &env);
+    let again = send(&s.addr, "pay-7");
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.json()["run_id"], first.json()["run_id"]);
+    assert_eq!(again.json()["outputs"], json!({"done": true}));
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("ran.txt")).unwrap(),
+        "x",
+        "ran once"
+    );
+    // Another key is another run.
+    assert_eq!(send(&s.addr, "pay-8").status, 200);
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("ran.txt")).unwrap(),
+        "xx"
+    );
+}

@@ -253,29 +253,27 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
         );
     }
     // A body sent too slowly does not hold the connection for ever.
-    let body = match tokio::time::timeout(
-        s.config.request_timeout,
-        to_bytes(body, s.config.max_body),
-    )
-    .await
-    {
-        Ok(Ok(b)) => b,
-        Ok(Err(_)) => {
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the body is larger than {} bytes", s.config.max_body),
-            )
-        }
-        Err(_) => {
-            return error(
-                StatusCode::REQUEST_TIMEOUT,
-                format!(
-                    "the body did not arrive within {}s",
-                    s.config.request_timeout.as_secs()
-                ),
-            )
-        }
-    };
+    let body =
+        match tokio::time::timeout(s.config.request_timeout, to_bytes(body, s.config.max_body))
+            .await
+        {
+            Ok(Ok(b)) => b,
+            Ok(Err(_)) => {
+                return error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the body is larger than {} bytes", s.config.max_body),
+                )
+            }
+            Err(_) => {
+                return error(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "the body did not arrive within {}s",
+                        s.config.request_timeout.as_secs()
+                    ),
+                )
+            }
+        };
     if let Some(secret) = &route.secret {
         if !signature_ok(secret, &parts.headers, &body) {
             return error(
@@ -381,6 +379,36 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
         let runs = s.runs.lock().ok()?;
         runs.get(&known).map(|e| (known.clone(), e.result.clone()))
     });
+    // Not in memory (an earlier server process, or forgotten): the store
+    // keeps keys with their runs for a day.
+    if let (None, Some(k), Some(store)) = (&existing, &key, s.store.clone()) {
+        let k = k.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            let id = store.run_for_key(&k).ok().flatten()?;
+            store.get_run(&id).ok()
+        })
+        .await
+        .ok()
+        .flatten();
+        if let Some(r) = found {
+            let status = match r.status {
+                crate::store::Status::Completed => StatusCode::OK,
+                crate::store::Status::Failed | crate::store::Status::Cancelled => {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                }
+                _ => StatusCode::ACCEPTED,
+            };
+            return (
+                status,
+                Json(json!({
+                    "run_id": r.id, "workflow": r.workflow, "status": r.shown_status(),
+                    "outputs": r.outputs, "error": r.error.map(|m| json!({"message": m, "step": r.error_step})),
+                    "location": format!("/runs/{}", r.id),
+                })),
+            )
+                .into_response();
+        }
+    }
     let (run_id, rx) = match existing {
         Some(found) => found,
         None => {
@@ -393,7 +421,8 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             // Committed before anyone hears of the run: a crash after the
             // answer cannot lose it.
             if let Some(store) = &s.store {
-                let new = NewRun::new(run_id.clone(), &wf, inputs.clone(), "webhook");
+                let mut new = NewRun::new(run_id.clone(), &wf, inputs.clone(), "webhook");
+                new.idempotency_key = key.clone();
                 match store.submit_run(new).await {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),

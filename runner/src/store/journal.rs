@@ -343,6 +343,7 @@ mod tests {
             retry_of: None,
             pid: Some(std::process::id()),
             owner: None,
+            idempotency_key: None,
         }
     }
 

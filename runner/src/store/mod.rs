@@ -144,7 +144,14 @@ pub struct NewRun {
     /// fills it in.
     #[serde(default)]
     pub owner: Option<String>,
+    /// The request's `Idempotency-Key` (with its route), kept with the run
+    /// for [`IDEMPOTENCY_RETENTION`] so a repeat finds it after a restart.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
 }
+
+/// How long an `Idempotency-Key` finds the run it started.
+pub const IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
 impl NewRun {
     /// A queued run of `wf`, owned by this process.
@@ -164,6 +171,7 @@ impl NewRun {
             retry_of: None,
             pid: Some(std::process::id()),
             owner: None,
+            idempotency_key: None,
         }
     }
 }
@@ -339,6 +347,11 @@ pub trait RunStore: Send + Sync {
     /// Deletes finished runs that ended more than `older_than` ago; returns
     /// how many.
     fn prune(&self, older_than: Duration) -> Result<usize, StoreError>;
+
+    /// The run an `Idempotency-Key` started within the retention, if any.
+    fn run_for_key(&self, _key: &str) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
 
     /// [`RunStore::submit_run`], waiting for the commit (not from async code).
     fn create_run(&self, run: NewRun) -> Result<(), StoreError> {

@@ -70,6 +70,13 @@ CREATE TABLE checkpoints (
 ) WITHOUT ROWID;
 "#,
     "ALTER TABLE runs ADD COLUMN owner TEXT;",
+    r#"
+CREATE TABLE idempotency (
+    key TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+"#,
 ];
 
 /// Most writes committed in one transaction.
@@ -376,6 +383,13 @@ fn insert_run(tx: &rusqlite::Transaction, run: &NewRun, now: i64) -> Result<(), 
         started,
         run.owner,
     ])?;
+    if let Some(key) = &run.idempotency_key {
+        // With the run, in its transaction: a repeat after a crash finds it.
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO idempotency (key, run_id, created_at) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![key, run.id, now])?;
+    }
     if let Some((from, reused)) = &run.retry_of {
         tx.prepare_cached(
             "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused)
@@ -498,6 +512,11 @@ fn prune(tx: &rusqlite::Transaction, cutoff: i64) -> Result<usize, rusqlite::Err
     tx.execute(
         &format!("DELETE FROM checkpoints WHERE run_id IN ({OLD})"),
         [cutoff],
+    )?;
+    let keys_cutoff = now_ms().saturating_sub(super::IDEMPOTENCY_RETENTION.as_millis() as i64);
+    tx.execute(
+        "DELETE FROM idempotency WHERE created_at < ?1",
+        [keys_cutoff],
     )?;
     tx.execute(
         "DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < ?1",
@@ -690,6 +709,15 @@ impl RunStore for SqliteStore {
             .collect())
     }
 
+    fn run_for_key(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let since = now_ms().saturating_sub(super::IDEMPOTENCY_RETENTION.as_millis() as i64);
+        self.read(|c| {
+            c.prepare_cached("SELECT run_id FROM idempotency WHERE key = ?1 AND created_at >= ?2")?
+                .query_row(params![key, since], |r| r.get(0))
+                .optional()
+        })
+    }
+
     fn prune(&self, older_than: Duration) -> Result<usize, StoreError> {
         self.absorb_journals()?;
         let cutoff = now_ms().saturating_sub(older_than.as_millis().min(i64::MAX as u128) as i64);
@@ -718,6 +746,7 @@ mod tests {
             // A dead process's run names an owner whose lock nobody holds.
             owner: (pid == Some(u32::MAX)).then(|| "gone".to_string()),
             pid,
+            idempotency_key: None,
         }
     }
 
