@@ -740,6 +740,14 @@ async fn limit_tests(s: &mut Suite) {
     );
     s.eq("host fine after memory failures", "return 7;", json!(7))
         .await;
+    let r = s.run("return 'x'.repeat(20 * 1024 * 1024);").await;
+    s.check(
+        "a result over 16 MiB refused, not held",
+        matches!(&r, Err(ScriptError::TooLarge(_))),
+        r.map(|v| v.to_string().len()).map_err(|e| e.to_string()),
+    );
+    s.eq("host fine after a refused result", "return 8;", json!(8))
+        .await;
 
     // A worker that crashes (native stack overflow in boa's parser) is
     // reported with its stderr and replaced.

@@ -78,6 +78,9 @@ pub enum ScriptError {
     /// The worker reported an internal failure (engine panic).
     #[error("{0}")]
     Internal(String),
+    /// The script returned (or logged in one line) more than this many bytes.
+    #[error("the script returned more than {} MiB; return less (write large data to a file)", .0 >> 20)]
+    TooLarge(usize),
 }
 
 fn position(line: Option<u32>, column: Option<u32>) -> String {

@@ -352,8 +352,11 @@ impl ScriptHost {
         }
         loop {
             buf.clear();
+            // One reply (or log line) at most MAX_REPLY_BYTES: a script
+            // returning more must not take the run's memory with it.
+            let mut bounded = (&mut worker.stdout).take(MAX_REPLY_BYTES as u64 + 1);
             let ev = tokio::select! {
-                r = worker.stdout.read_line(&mut buf) => Event::Line(r),
+                r = bounded.read_line(&mut buf) => Event::Line(r),
                 _ = tokio::time::sleep_until(deadline) => Event::Timeout,
                 _ = cancel.cancelled() => Event::Cancel,
             };
@@ -370,6 +373,10 @@ impl ScriptHost {
                     return Err(worker.death(self.limits.memory_bytes).await);
                 }
                 Event::Line(Ok(_)) => {}
+            }
+            if buf.len() > MAX_REPLY_BYTES {
+                worker.kill().await;
+                return Err(ScriptError::TooLarge(MAX_REPLY_BYTES));
             }
             let reply: Reply = match serde_json::from_str(buf.trim_end()) {
                 Ok(r) => r,
@@ -402,6 +409,9 @@ impl ScriptHost {
         }
     }
 }
+
+/// The most a script may return (its value as JSON), or log in one line.
+const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
 
 async fn send(w: &mut Worker, line: &str) -> std::io::Result<()> {
     w.stdin.write_all(line.as_bytes()).await?;
