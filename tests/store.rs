@@ -264,3 +264,29 @@ fn state_is_found_like_git_finds_its_folder() {
     let h = at(&p.join("loose"), &["history", "--json"]);
     assert_eq!(h.json()["runs"][0]["workflow"], "loose");
 }
+
+/// A folder named by an `--input` is readable in the run, and again when
+/// the run is retried (its inputs are the stored ones).
+#[test]
+fn a_retry_keeps_the_folders_its_inputs_name_readable() {
+    let d = tempdir();
+    let p = d.path();
+    let notes = tempdir();
+    std::fs::write(notes.path().join("n.md"), "# Note\n\nhello").unwrap();
+    std::fs::write(
+        p.join("r.md"),
+        "---\nworkflow: {id: reads}\ninputs:\n  dir: {type: string}\n---\n\n```yaml\naction: file.list\ninputs: {path: '{{ inputs.dir }}'}\noutput_variable: listed\n```\n\n```yaml\naction: workflow.fail\nconditions: ['{{ not env.FIXED }}']\ninputs: {message: not yet}\n```\n\n```yaml\naction: file.read\ninputs: {path: \"{{ inputs.dir }}/n.md\"}\noutput_variable: note\n```\n",
+    )
+    .unwrap();
+    let dir = notes.path().to_str().unwrap();
+    let r = mtf(p, &["run", "r.md", "--input", &format!("dir={dir}"), "-q"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("not yet"), "{}", r.stderr);
+    let h: Value = serde_json::from_str(&mtf(p, &["history", "--json"]).stdout).unwrap();
+    let id = h["runs"][0]["id"].as_str().unwrap().to_string();
+    let r = run(cmd(p)
+        .args(["retry", &id, "--json", "-q"])
+        .env("FIXED", "1"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["outputs"]["note"]["content"], "# Note\n\nhello");
+}
