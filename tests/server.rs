@@ -1255,3 +1255,28 @@ fn an_idempotency_key_survives_a_restart() {
         "xx"
     );
 }
+
+/// A client that never finishes its headers is cut off (after 10 s), not
+/// kept for ever.
+#[test]
+fn a_client_that_sends_headers_slowly_is_cut_off() {
+    let d = tempdir();
+    sleeper(d.path(), 1);
+    let s = serve(d.path(), &["."], &[]);
+    let mut slow = TcpStream::connect(&s.addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    slow.write_all(b"POST /slow HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    // The server still answers others meanwhile.
+    assert_eq!(http(&s.addr, "GET", "/health", &[], b"").status, 200);
+    // The server closes it (this socket's 60 s timeout would be an error).
+    let mut buf = Vec::new();
+    let r = slow.read_to_end(&mut buf);
+    assert!(r.is_ok(), "the connection was held: {r:?}");
+    let text = String::from_utf8_lossy(&buf);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "{text}"
+    );
+}

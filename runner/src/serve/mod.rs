@@ -15,6 +15,7 @@
 pub mod cron;
 pub mod file_watch;
 mod http;
+pub mod listen;
 mod routes;
 mod schedule;
 
