@@ -85,7 +85,11 @@ fn runs_are_recorded_and_a_retry_reuses_finished_steps() {
     assert_eq!(first["error_step"], "second");
     let id = first["id"].as_str().unwrap().to_string();
     // `show` takes a prefix and lists each step.
-    let show = mtf(p, &["show", &id[..8]]);
+    // `history` shows the end of the id (its start is the time); `show`
+    // takes that, as it takes a unique start.
+    let short = &id[id.len() - 8..];
+    assert!(mtf(p, &["history"]).stdout.contains(short));
+    let show = mtf(p, &["show", short]);
     assert_eq!(show.code, 0, "{}", show.stderr);
     assert!(show.stdout.contains("completed first"), "{}", show.stdout);
     assert!(

@@ -189,7 +189,7 @@ pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let run_id = uuid::Uuid::new_v4().to_string();
+    let run_id = crate::store::new_run_id();
     // The run's row is committed while the first step runs (nobody waits
     // for an answer, unlike a webhook); its outcome is checked at the end.
     let created = store.as_ref().map(|store| {
@@ -212,20 +212,16 @@ pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     let checkpoint = retry.map(|p| p.checkpoint).unwrap_or_default();
     let cancel = caps.cancel.clone();
     let result = rt.block_on(async {
+        // Ctrl-C or SIGTERM (a supervisor, `timeout`): the run is cancelled
+        // and recorded as such. Both are listened for before the run starts,
+        // so none arrives while the default action (exit) still holds.
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).ok();
+        let mut int = signal(SignalKind::interrupt()).ok();
         let interrupt = async {
-            // Ctrl-C or SIGTERM (a supervisor, `timeout`): the run is
-            // cancelled and recorded as such.
-            let term = async {
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(mut s) => {
-                        s.recv().await;
-                    }
-                    Err(_) => std::future::pending::<()>().await,
-                }
-            };
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term => {}
+                _ = recv(&mut int) => {}
+                _ = recv(&mut term) => {}
             }
             cancel.cancel();
             // A second Ctrl-C is not waited for: the run is asked to stop.
@@ -258,5 +254,15 @@ pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     match result.status {
         RunStatus::Completed => EXIT_OK,
         _ => EXIT_RUN_FAILED,
+    }
+}
+
+/// The next signal of `s` (never, when it could not be listened for).
+async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+    match s {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending::<()>().await,
     }
 }

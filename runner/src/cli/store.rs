@@ -120,7 +120,7 @@ pub fn history(
     for r in &runs {
         println!(
             "{:<8}  {:<24}  {:<11}  {:<8}  {:<19}  {:>9}",
-            &r.id[..r.id.len().min(8)],
+            crate::store::short_id(&r.id),
             r.workflow,
             r.shown_status(),
             r.trigger,

@@ -294,7 +294,7 @@ pub async fn run_file_watches(
         supplied.push((w.input.clone(), Supplied::Json(json!(paths))));
         match inputs::resolve(&w.workflow, supplied, &state.caps.env) {
             Ok(inputs) => {
-                let run_id = uuid::Uuid::new_v4().to_string();
+                let run_id = crate::store::new_run_id();
                 match start_run(
                     &state,
                     w.workflow.clone(),

@@ -412,7 +412,7 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
     let (run_id, rx) = match existing {
         Some(found) => found,
         None => {
-            let run_id = uuid::Uuid::new_v4().to_string();
+            let run_id = crate::store::new_run_id();
             // A place first: a request refused (503) leaves no trace.
             let place = match reserve(&s) {
                 Ok(p) => p,

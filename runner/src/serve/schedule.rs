@@ -88,7 +88,7 @@ pub async fn run_schedules(state: Arc<ServerState>, schedules: Vec<Schedule>) {
                 .collect();
             match inputs::resolve(&s.workflow, supplied, &state.caps.env) {
                 Ok(inputs) => {
-                    let run_id = uuid::Uuid::new_v4().to_string();
+                    let run_id = crate::store::new_run_id();
                     match start_run(
                         &state,
                         s.workflow.clone(),

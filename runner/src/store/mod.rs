@@ -329,7 +329,8 @@ pub trait RunStore: Send + Sync {
     /// Waits until everything queued before it is committed.
     fn flush(&self) -> Result<(), StoreError>;
 
-    /// A run by id or unique id prefix.
+    /// A run by id, or a unique start or end of it (`history` shows the
+    /// end: ids begin with the time, so runs of a minute share the start).
     fn get_run(&self, id: &str) -> Result<RunRecord, StoreError>;
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError>;
     /// The run's steps in the order they finished.
@@ -359,6 +360,21 @@ pub trait RunStore: Send + Sync {
             .blocking_recv()
             .map_err(|_| StoreError::Closed)?
     }
+}
+
+/// A new run's id: a UUID whose first bits are the time (v7), so runs,
+/// their steps and checkpoints are inserted at the end of the store's
+/// indexes rather than all over them (far fewer pages written per commit).
+/// Its last characters are random: [`short_id`] shows those.
+pub fn new_run_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// The part of a run id people read and type: its last 8 characters (the
+/// start is the time, shared by the runs of a minute).
+pub fn short_id(id: &str) -> &str {
+    let n = id.len();
+    id.get(n.saturating_sub(8)..).unwrap_or(id)
 }
 
 /// The version of a workflow: sha256 of its file's text.

@@ -631,7 +631,8 @@ impl RunStore for SqliteStore {
         }
         let rows = self.read(|c| {
             let mut st = c.prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1 OR id LIKE ?1 || '%' ORDER BY id = ?1 DESC LIMIT 2"
+                "SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1 OR id LIKE ?1 || '%' OR id LIKE '%' || ?1
+                 ORDER BY id = ?1 DESC LIMIT 2"
             ))?;
             let rows = st.query_map([id], run_of)?;
             rows.collect::<Result<Vec<_>, _>>()
