@@ -181,17 +181,6 @@ impl Dir {
     pub fn fd_path(&self, name: &OsStr) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd())).join(name)
     }
-
-    /// The names in this folder, sorted.
-    pub fn names(&self) -> io::Result<Vec<OsString>> {
-        let me = self.openat(OsStr::new("."), libc::O_DIRECTORY | libc::O_RDONLY, 0)?;
-        let path = PathBuf::from(format!("/proc/self/fd/{}", me.as_raw_fd()));
-        let mut out: Vec<OsString> = std::fs::read_dir(path)?
-            .map(|e| e.map(|e| e.file_name()))
-            .collect::<io::Result<_>>()?;
-        out.sort();
-        Ok(out)
-    }
 }
 
 /// The root of `roots` that holds `real` (the longest), and the rest of the path.
