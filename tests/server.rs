@@ -51,7 +51,7 @@ fn serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         Some(d)
     };
     // State (indexes, memory) in the test's folder, never the real home.
-    c.env("MARKTOFLOW_HOME", cwd.join(".marktoflow"));
+    c.env("MARKTOFLOW_HOME", crate::support::state_home(cwd));
     c.envs(env.iter().copied())
         .env("NO_COLOR", "1")
         .stderr(Stdio::piped())

@@ -21,6 +21,17 @@ pub fn shared() -> Option<PathBuf> {
     p.is_dir().then_some(p)
 }
 
+/// The per-user state folder for a test working in `cwd`: inside the test's
+/// folder, or the build's scratch folder when `cwd` is in the checkout (a
+/// test never writes into the source tree).
+pub fn state_home(cwd: &Path) -> PathBuf {
+    if cwd.starts_with(repo()) {
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("home")
+    } else {
+        cwd.join(".marktoflow")
+    }
+}
+
 /// A command for the binary with a clean provider environment.
 pub fn cmd(cwd: &Path) -> Command {
     let mut c = Command::new(bin());
@@ -41,8 +52,9 @@ pub fn cmd(cwd: &Path) -> Command {
     }
     c.env("NO_COLOR", "1");
     // The per-user state folder, kept inside the test's folder: tests never
-    // write to the real home (tests of state discovery set their own).
-    c.env("MARKTOFLOW_HOME", cwd.join(".marktoflow"));
+    // write to the real home (tests of state discovery set their own), nor
+    // into the checkout when they run in one of its folders.
+    c.env("MARKTOFLOW_HOME", state_home(cwd));
     c.env_remove("MARKTOFLOW_STORE");
     c.env("MTF_TEST_GREETING", "bonjour");
     c.env("MARKTOFLOW_RETRY_BASE_MS", "10");
