@@ -294,3 +294,72 @@ fn a_retry_keeps_the_folders_its_inputs_name_readable() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.json()["outputs"]["note"]["content"], "# Note\n\nhello");
 }
+
+/// A 2 MB variable set by the first of 21 steps; step `s12` fails unless
+/// `FIXED` is set; the last step reports what every earlier step set.
+fn big_state_workflow() -> String {
+    let mut wf = String::from(
+        "---\nworkflow: {id: big-state}\n---\n\n## s1\n\n```yaml\nid: s1\naction: script.execute\ninputs:\n  code: \"return 'x'.repeat(2000000);\"\noutput_variable: big\n```\n",
+    );
+    for i in 2..=20 {
+        let fail = if i == 12 {
+            "conditions: ['{{ not env.FIXED }}']\naction: workflow.fail\ninputs: {message: s12 failed}\n".to_string()
+        } else {
+            format!("action: core.set\ninputs: {{n: {i}}}\noutput_variable: v{i}\n")
+        };
+        wf.push_str(&format!("\n## s{i}\n\n```yaml\nid: s{i}\n{fail}```\n"));
+    }
+    wf.push_str("\n## s21\n\n```yaml\nid: s21\naction: core.set\ninputs:\n  big: '{{ big | length }}'\n  sum: '{{ v2.n + v11.n + v13.n + v20.n }}'\noutput_variable: report\n```\n");
+    wf
+}
+
+#[test]
+fn checkpoints_store_each_value_once_and_still_resume_every_step() {
+    let d = tempdir();
+    let p = d.path();
+    std::fs::write(p.join("big.md"), big_state_workflow()).unwrap();
+    let r = mtf(p, &["run", "big.md", "-q"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let h: Value = serde_json::from_str(&mtf(p, &["history", "--json"]).stdout).unwrap();
+    let id = h["runs"][0]["id"].as_str().unwrap().to_string();
+    // Eleven checkpoints of a state holding the 2 MB value three times (the
+    // variable, `steps.s1.output`, the last output): whole, they took 66 MB.
+    let db = rusqlite::Connection::open(p.join(".marktoflow/runs.db")).unwrap();
+    let (rows, bytes): (i64, i64) = db
+        .query_row(
+            "SELECT count(*), sum(length(state)) FROM checkpoints WHERE run_id = ?1",
+            [&id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(rows, 11, "one before each step after the first");
+    assert!(bytes < 6_100_000, "checkpoints took {bytes} bytes");
+    // A retry continues at s12 with the state the deltas fold back to.
+    let r = run(cmd(p)
+        .args(["retry", &id, "--json", "-q"])
+        .env("FIXED", "1"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let report = &r.json()["outputs"]["report"];
+    assert_eq!(report["big"], 2_000_000, "{report}");
+    assert_eq!(report["sum"], 2 + 11 + 13 + 20, "{report}");
+    // Its checkpoints: after s12 … s20; none after the last step of a run
+    // that ended (nothing resumes it, `--from` starts before a step).
+    let retry_id = r.json()["run_id"].as_str().unwrap().to_string();
+    mtf(p, &["history"]);
+    let steps_saved: Vec<i64> = db
+        .prepare("SELECT next_step FROM checkpoints WHERE run_id = ?1 ORDER BY next_step")
+        .unwrap()
+        .query_map([&retry_id], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(steps_saved, (12..=20).collect::<Vec<i64>>());
+    // And from a step in the middle of the deltas.
+    let r = run(cmd(p)
+        .args(["retry", &id, "--from", "s7", "--json", "-q"])
+        .env("FIXED", "1"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["outputs"]["report"]["big"], 2_000_000);
+    let steps = r.json()["steps"].as_array().unwrap().len();
+    assert_eq!(steps, 15, "s7..s21 ran again");
+}

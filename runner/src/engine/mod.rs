@@ -87,7 +87,7 @@ pub enum RunEvent {
     },
     /// After each top-level step: enough to continue the run from the next
     /// one without running the finished steps again (see [`Engine::resume`]).
-    Checkpoint(Checkpoint),
+    Checkpoint(Arc<Checkpoint>),
     RunFinished {
         status: RunStatus,
         duration_ms: u64,
@@ -393,13 +393,13 @@ impl Engine {
             if let Some(v) = self.exec_step(wf, step, st, cfg, 0, i + 1).await? {
                 st.last_top_output = Some(v);
             }
-            cfg.emit(RunEvent::Checkpoint(Checkpoint {
+            cfg.emit(RunEvent::Checkpoint(Arc::new(Checkpoint {
                 next_step: i + 1,
                 variables: st.variables.clone(),
                 steps: st.meta.clone(),
                 set_outputs: st.set_outputs.clone(),
                 last_output: st.last_top_output.clone(),
-            }));
+            })));
         }
         Ok(())
     }

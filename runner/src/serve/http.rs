@@ -409,6 +409,7 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
                 .into_response();
         }
     }
+    let mut created = None;
     let (run_id, rx) = match existing {
         Some(found) => found,
         None => {
@@ -419,19 +420,20 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
                 Err(why) => return why.response(s.config.max_queue),
             };
             // Committed before anyone hears of the run: a crash after the
-            // answer cannot lose it.
+            // answer cannot lose it. An asynchronous caller hears of it now;
+            // a waiting caller hears when it ends, so its run starts at once
+            // and the answer waits for the commit of all of it (below). Its
+            // rows are queued after this one, so none is ever stored alone.
             if let Some(store) = &s.store {
                 let mut new = NewRun::new(run_id.clone(), &wf, inputs.clone(), "webhook");
                 new.idempotency_key = key.clone();
-                match store.submit_run(new).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-                    Err(_) => {
-                        return error(
-                            StatusCode::INTERNAL_SERVER_ERROR,
-                            "the run store has stopped",
-                        )
+                let commit = store.submit_run(new);
+                if want_async {
+                    if let Err(e) = committed(commit).await {
+                        return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
                     }
+                } else {
+                    created = Some(commit);
                 }
             }
             let rx = start_reserved(&s, wf.clone(), Job::Recorded(inputs), run_id.clone(), place);
@@ -468,6 +470,24 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
         }
     })
     .await;
+    // What the answer tells is stored: the run (and, when it ended, all of it).
+    if let Some(store) = &s.store {
+        let recorded = async {
+            if let Some(commit) = created {
+                committed(commit).await?;
+            }
+            if waited.is_ok() {
+                committed(store.submit_flush()).await?;
+            }
+            Ok::<(), crate::store::StoreError>(())
+        };
+        if let Err(e) = recorded.await {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("run {run_id} could not be recorded: {e}"),
+            );
+        }
+    }
     match waited {
         Ok(r) => {
             let status = if r.status == RunStatus::Completed { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR };
@@ -479,6 +499,13 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
         )
             .into_response(),
     }
+}
+
+/// Waits for a store commit's answer.
+async fn committed(
+    rx: tokio::sync::oneshot::Receiver<Result<(), crate::store::StoreError>>,
+) -> Result<(), crate::store::StoreError> {
+    rx.await.map_err(|_| crate::store::StoreError::Closed)?
 }
 
 pub(super) fn url_pairs(q: &str) -> Vec<(String, String)> {

@@ -14,8 +14,8 @@
 //! parse stops the reading of its file, which is then never deleted.
 
 use super::{
-    now_ms, process_alive, Checkpoint, NewRun, RunEnd, RunFilter, RunRecord, RunStore, SqliteStore,
-    StepRow, StoreError, Write,
+    now_ms, process_alive, Checkpoint, CheckpointRow, NewRun, RunEnd, RunFilter, RunRecord,
+    RunStore, SqliteStore, StepRow, StoreError, Write,
 };
 use std::fs::File;
 use std::io::Write as _;
@@ -169,10 +169,11 @@ impl RunStore for JournalStore {
         });
     }
 
-    fn save_checkpoint(&self, run_id: &str, cp: &Checkpoint) {
+    fn save_checkpoint(&self, run_id: &str, row: CheckpointRow, last: bool) {
         self.append(&Write::Checkpoint {
             run_id: run_id.to_string(),
-            checkpoint: cp.clone(),
+            checkpoint: row,
+            last,
         });
     }
 
@@ -184,8 +185,11 @@ impl RunStore for JournalStore {
         });
     }
 
-    fn flush(&self) -> Result<(), StoreError> {
-        self.failed()
+    fn submit_flush(&self) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
+        // Appends are written as they are made: nothing to wait for.
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        let _ = reply.send(self.failed());
+        rx
     }
 
     fn get_run(&self, id: &str) -> Result<RunRecord, StoreError> {

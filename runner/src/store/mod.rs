@@ -35,6 +35,7 @@
 //! with others (the CLI's progress printer); they end the run with
 //! [`RunStore::finish_run`].
 
+pub mod checkpoint;
 pub mod journal;
 pub mod owner;
 pub mod sqlite;
@@ -50,6 +51,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use checkpoint::CheckpointRow;
 pub use sqlite::SqliteStore;
 
 #[derive(Debug, thiserror::Error)]
@@ -295,7 +297,11 @@ pub enum Write {
     },
     Checkpoint {
         run_id: String,
-        checkpoint: Checkpoint,
+        checkpoint: CheckpointRow,
+        /// Taken after the last step: never needed once the run's end is
+        /// committed with it.
+        #[serde(default)]
+        last: bool,
     },
     Finish {
         run_id: String,
@@ -324,10 +330,18 @@ pub trait RunStore: Send + Sync {
     fn submit_run(&self, run: NewRun) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>>;
     fn mark_running(&self, run_id: &str);
     fn record_step(&self, run_id: &str, row: StepRow);
-    fn save_checkpoint(&self, run_id: &str, cp: &Checkpoint);
+    /// `last`: the checkpoint after the workflow's last step.
+    fn save_checkpoint(&self, run_id: &str, row: CheckpointRow, last: bool);
     fn finish_run(&self, run_id: &str, end: RunEnd);
-    /// Waits until everything queued before it is committed.
-    fn flush(&self) -> Result<(), StoreError>;
+    /// Answers once everything queued before it is committed (with the
+    /// first error of a queued write since the last flush, if any).
+    fn submit_flush(&self) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>>;
+    /// [`RunStore::submit_flush`], waiting for it (not from async code).
+    fn flush(&self) -> Result<(), StoreError> {
+        self.submit_flush()
+            .blocking_recv()
+            .map_err(|_| StoreError::Closed)?
+    }
 
     /// A run by id, or a unique start or end of it (`history` shows the
     /// end: ids begin with the time, so runs of a minute share the start).
@@ -403,6 +417,9 @@ pub use marktoflow_steps::core::time::parse_age;
 #[derive(Default)]
 struct SinkState {
     top_index: usize,
+    total_steps: usize,
+    /// The run's previous checkpoint: the next row holds what changed.
+    prev: Option<Arc<Checkpoint>>,
     /// Retries seen per step id, until the step finishes.
     retries: HashMap<String, u32>,
 }
@@ -413,7 +430,12 @@ struct SinkState {
 pub fn recording_sink(store: Arc<dyn RunStore>, run_id: String) -> EventSink {
     let state = Mutex::new(SinkState::default());
     Arc::new(move |e: &Event| match &e.kind {
-        RunEvent::RunStarted { .. } => store.mark_running(&run_id),
+        RunEvent::RunStarted { total_steps, .. } => {
+            if let Ok(mut s) = state.lock() {
+                s.total_steps = *total_steps;
+            }
+            store.mark_running(&run_id)
+        }
         RunEvent::StepStarted { depth, index, .. } => {
             if *depth == 0 {
                 if let Ok(mut s) = state.lock() {
@@ -456,7 +478,17 @@ pub fn recording_sink(store: Arc<dyn RunStore>, run_id: String) -> EventSink {
                 },
             );
         }
-        RunEvent::Checkpoint(cp) => store.save_checkpoint(&run_id, cp),
+        RunEvent::Checkpoint(cp) => {
+            let (row, last) = match state.lock() {
+                Ok(mut s) => {
+                    let row = CheckpointRow::between(s.prev.as_deref(), cp);
+                    s.prev = Some(cp.clone());
+                    (row, cp.next_step >= s.total_steps)
+                }
+                Err(_) => (CheckpointRow::Whole((**cp).clone()), false),
+            };
+            store.save_checkpoint(&run_id, row, last)
+        }
         RunEvent::Log { .. } | RunEvent::Progress { .. } | RunEvent::RunFinished { .. } => {}
     })
 }

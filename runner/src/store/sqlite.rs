@@ -7,6 +7,7 @@
 //! not a power cut right after it. Reads use their own connection and never
 //! wait for the writer.
 
+use super::checkpoint::{self, CheckpointRow};
 use super::journal;
 use super::{
     now_ms, NewRun, RunEnd, RunFilter, RunRecord, RunStore, Status, StepRow, StoreError, Write,
@@ -15,6 +16,7 @@ use crate::engine::{Checkpoint, StepStatus};
 use marktoflow_steps::core::sqlite::{self, DbError};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Mutex;
@@ -259,6 +261,16 @@ const LOCKED_RETRIES: u32 = 12;
 /// Applies `batch` in one transaction; a lock held by another process
 /// rolls it back and it is tried again, whole.
 fn commit_batch(conn: &mut Connection, batch: &[Op]) -> (Vec<Done>, Option<rusqlite::Error>) {
+    let ending: HashSet<&str> = batch
+        .iter()
+        .filter_map(|op| match op {
+            Op::Write(w) => match &**w {
+                Write::Finish { run_id, .. } => Some(run_id.as_str()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
     let mut tries = 0;
     loop {
         let mut done = Vec::with_capacity(batch.len());
@@ -269,6 +281,7 @@ fn commit_batch(conn: &mut Connection, batch: &[Op]) -> (Vec<Done>, Option<rusql
                     Op::Create(run, at, _) => Done::Unit(insert_run(&tx, run, *at)),
                     Op::Prune(cutoff, _) => Done::Count(prune(&tx, *cutoff)),
                     Op::Absorb(journals, _) => Done::Unit(absorb(&tx, journals)),
+                    Op::Write(w) if needless(w, &ending) => Done::Unit(Ok(())),
                     Op::Write(w) => Done::Unit(apply(&tx, w)),
                     Op::Flush(_) => Done::Unit(Ok(())),
                 };
@@ -293,6 +306,12 @@ fn commit_batch(conn: &mut Connection, batch: &[Op]) -> (Vec<Done>, Option<rusql
             Ok(()) => return (done, None),
         }
     }
+}
+
+/// A checkpoint after the last step committed with the run's end: a
+/// finished run is never resumed, and `retry --from` starts before a step.
+fn needless(w: &Write, ending: &HashSet<&str>) -> bool {
+    matches!(w, Write::Checkpoint { run_id, last: true, .. } if ending.contains(run_id.as_str()))
 }
 
 fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Op>) {
@@ -445,12 +464,14 @@ fn apply(tx: &rusqlite::Transaction, w: &Write) -> Result<(), rusqlite::Error> {
                 s.reused,
             ])?;
         }
-        Write::Checkpoint { run_id, checkpoint } => {
+        Write::Checkpoint {
+            run_id, checkpoint, ..
+        } => {
             let state = serde_json::to_string(checkpoint).unwrap_or_default();
             tx.prepare_cached(
                 "INSERT OR REPLACE INTO checkpoints (run_id, next_step, state) VALUES (?1, ?2, ?3)",
             )?
-            .execute(params![run_id, checkpoint.next_step as i64, state])?;
+            .execute(params![run_id, checkpoint.next_step() as i64, state])?;
         }
         Write::Finish { run_id, end, at } => {
             tx.prepare_cached(
@@ -496,8 +517,11 @@ fn absorb(tx: &rusqlite::Transaction, journals: &[Vec<Write>]) -> Result<(), rus
             tx.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), [id])?;
         }
         tx.execute("DELETE FROM runs WHERE id = ?1", [id])?;
+        let ending: HashSet<&str> = finished.then_some(id).into_iter().collect();
         for w in writes.iter().filter(|w| w.run_id() == id) {
-            apply(tx, w)?;
+            if !needless(w, &ending) {
+                apply(tx, w)?;
+            }
         }
     }
     Ok(())
@@ -603,10 +627,11 @@ impl RunStore for SqliteStore {
         })));
     }
 
-    fn save_checkpoint(&self, run_id: &str, cp: &Checkpoint) {
+    fn save_checkpoint(&self, run_id: &str, row: CheckpointRow, last: bool) {
         self.send(Op::Write(Box::new(Write::Checkpoint {
             run_id: run_id.to_string(),
-            checkpoint: cp.clone(),
+            checkpoint: row,
+            last,
         })));
     }
 
@@ -618,10 +643,10 @@ impl RunStore for SqliteStore {
         })));
     }
 
-    fn flush(&self) -> Result<(), StoreError> {
+    fn submit_flush(&self) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
         let (reply, rx) = tokio::sync::oneshot::channel();
         self.send(Op::Flush(reply));
-        rx.blocking_recv().map_err(|_| StoreError::Closed)?
+        rx
     }
 
     fn get_run(&self, id: &str) -> Result<RunRecord, StoreError> {
@@ -678,20 +703,38 @@ impl RunStore for SqliteStore {
         run_id: &str,
         next_step: Option<usize>,
     ) -> Result<Option<Checkpoint>, StoreError> {
-        let text: Option<String> = self.read(|c| {
+        // The rows up to it, latest first, down to the nearest whole one.
+        let texts: Vec<(i64, String)> = self.read(|c| {
             let mut st = c.prepare_cached(
-                "SELECT state FROM checkpoints WHERE run_id = ?1 AND (?2 IS NULL OR next_step = ?2)
-                 ORDER BY next_step DESC LIMIT 1",
+                "SELECT next_step, state FROM checkpoints WHERE run_id = ?1 AND (?2 IS NULL OR next_step <= ?2)
+                 ORDER BY next_step DESC",
             )?;
-            st.query_row(params![run_id, next_step.map(|n| n as i64)], |r| r.get(0))
-                .optional()
+            let rows = st.query_map(params![run_id, next_step.map(|n| n as i64)], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?;
+            rows.collect()
         })?;
-        text.map(|t| {
-            serde_json::from_str(&t).map_err(|e| {
-                StoreError::Db(format!("checkpoint of run `{run_id}` is unreadable: {e}"))
-            })
-        })
-        .transpose()
+        let unreadable = |why: String| {
+            StoreError::Db(format!("checkpoint of run `{run_id}` is unreadable: {why}"))
+        };
+        match (texts.first(), next_step) {
+            (None, _) => return Ok(None),
+            (Some((n, _)), Some(want)) if *n != want as i64 => return Ok(None),
+            _ => {}
+        }
+        let mut rows = Vec::new();
+        for (_, text) in &texts {
+            let row: CheckpointRow =
+                serde_json::from_str(text).map_err(|e| unreadable(e.to_string()))?;
+            let whole = matches!(row, CheckpointRow::Whole(_));
+            rows.push(row);
+            if whole {
+                break;
+            }
+        }
+        checkpoint::fold(rows)
+            .map(Some)
+            .ok_or_else(|| unreadable("its earlier rows are missing".into()))
     }
 
     fn incomplete_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
@@ -779,11 +822,12 @@ mod tests {
             s.record_step("aaaa-1", step("one", 1));
             s.save_checkpoint(
                 "aaaa-1",
-                &Checkpoint {
+                CheckpointRow::Whole(Checkpoint {
                     next_step: 1,
                     variables: json!({"x": 1}).as_object().unwrap().clone(),
                     ..Default::default()
-                },
+                }),
+                false,
             );
             s.finish_run(
                 "aaab-2",
@@ -872,10 +916,11 @@ mod tests {
         s.record_step("cccc-1", step("one", 1));
         s.save_checkpoint(
             "cccc-1",
-            &Checkpoint {
+            CheckpointRow::Whole(Checkpoint {
                 next_step: 1,
                 ..Default::default()
-            },
+            }),
+            false,
         );
         s.flush().expect("written once the lock is free");
         holder.join().unwrap();
