@@ -106,3 +106,44 @@ fn without_a_model_the_error_says_how_to_get_one() {
         "Personal/Bread.md"
     );
 }
+
+/// `kb.search` over the vault with `dense` set as given.
+fn hybrid_flow(dir: &Path, dense: &str) {
+    std::fs::write(
+        dir.join("hy.md"),
+        format!("---\nworkflow: {{id: hy}}\ninputs:\n  q: {{type: string}}\n---\n\n```yaml\naction: kb.search\ninputs: {{kb: kb, query: '{{{{ inputs.q }}}}', top_k: 2, per_file: true, dense: {dense}}}\noutput_variable: r\n```\n"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn hybrid_search_finds_by_meaning_what_words_miss() {
+    let Some(model) = crate::support::embed_model() else {
+        return;
+    };
+    let d = tempdir();
+    vault(d.path());
+    hybrid_flow(d.path(), "auto");
+    let go = |q: &str| {
+        let r = run(cmd(d.path()).env("MARKTOFLOW_EMBED_MODEL", &model).args([
+            "run",
+            "hy.md",
+            "--json",
+            "--quiet",
+            "--input",
+            &format!("q={q}"),
+        ]));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.json()["outputs"]["r"].clone()
+    };
+    // No word of the note ("Lisbon", "flights") is in the question; the
+    // model named by the environment needs no --allow-read.
+    let r = go("When do I fly to Portugal?");
+    assert_eq!(r["ranking"]["dense"], true, "{r}");
+    assert_eq!(r["hits"][0]["path"], "Personal/Trip.md", "{r}");
+    assert!(r["hits"][0]["dense_score"].is_number(), "{r}");
+    // Words still count: an exact key finds its note first.
+    let r = go("APOLLO-KEY-7f3a");
+    assert_eq!(r["hits"][0]["path"], "Work/Apollo.md", "{r}");
+    assert!(r["hits"][0]["bm25_score"].is_number(), "{r}");
+}

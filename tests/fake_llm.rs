@@ -151,7 +151,7 @@ pub fn lifeos_reply(json_analysis: bool, answer: &'static str) -> Reply {
                     json!({"search_terms": ["api key", "apollo"], "entities": ["Apollo"], "time_context": null,
                            "query_type": "factual", "expected_location": "Work/Projects/Apollo"})
                 } else {
-                    json!({"search_terms": ["zzqx-nothing-matches"], "entities": [], "time_context": null,
+                    json!({"search_terms": ["zzqx-vrrkt"], "entities": [], "time_context": null,
                            "query_type": "factual", "expected_location": null})
                 };
                 (

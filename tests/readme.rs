@@ -45,7 +45,7 @@ fn the_readme_run_command_works() {
         .nth(1)
         .expect("runs the release binary");
     let args = words(cmdline);
-    assert_eq!(args[..2], ["run", "workflows/lifeos/retrieval.md"]);
+    assert_eq!(args[..2], ["run", "workflows/lifeos/retrieval-indexed.md"]);
     let llm = FakeLlm::start(lifeos_reply(true, "Answer: APOLLO-KEY-7f3a-EXAMPLE\nSources: [Work/Projects/Apollo/Overview.md]\nConfidence: high"));
     let r = run(cmd(&repo())
         .args(&args)

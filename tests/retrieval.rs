@@ -526,3 +526,65 @@ fn long_indexing_shows_progress() {
     assert!(text[..bar].contains("\r\x1b[2K    [###"), "{text:?}");
     assert!(text[bar..step].contains("\r\x1b[2K"), "{text:?}");
 }
+
+#[test]
+fn kb_search_without_a_model_says_so_once_and_ranks_by_words() {
+    let d = crate::support::tempdir();
+    let kb = d.path().join("kb");
+    std::fs::create_dir_all(kb.join("Travel")).unwrap();
+    std::fs::create_dir_all(kb.join("Tasks")).unwrap();
+    std::fs::write(
+        kb.join("Travel/Lisbon.md"),
+        "# Lisbon trip\n\n## Flights\n\nThe flight leaves at 09:40 on 2027-03-11.\n",
+    )
+    .unwrap();
+    // Question words everywhere: "What", "time", "my" must not outrank the flight.
+    for i in 0..4 {
+        std::fs::write(
+            kb.join(format!("Tasks/Task {i}.md")),
+            format!("# Task {i}\n\n## What\n\nWhat my time goes to: what I did and what I do.\n"),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        kb.join("Tasks/Cutover.md"),
+        "# Database move\n\nThe switchover happens on Tuesday.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join("s.md"),
+        "---\nworkflow: {id: s}\ninputs:\n  q: {type: string}\n---\n\n```yaml\naction: kb.search\ninputs: {kb: kb, query: '{{ inputs.q }}', per_file: true, dense: auto}\noutput_variable: a\n```\n\n```yaml\naction: kb.search\ninputs: {kb: kb, query: '{{ inputs.q }}', per_file: true, dense: auto}\noutput_variable: b\n```\n",
+    )
+    .unwrap();
+    let go = |q: &str| {
+        let r = run(cmd(d.path()).env_remove("MARKTOFLOW_EMBED_MODEL").args([
+            "run",
+            "s.md",
+            "--json",
+            "--input",
+            &format!("q={q}"),
+        ]));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r
+    };
+    let r = go("What time is my flight?");
+    let a = &r.json()["outputs"]["a"];
+    assert_eq!(a["ranking"]["dense"], false, "{a}");
+    assert_eq!(a["hits"][0]["path"], "Travel/Lisbon.md", "{a}");
+    assert_eq!(
+        r.stderr.matches("no embedding model").count(),
+        1,
+        "said once for two searches: {}",
+        r.stderr
+    );
+    // A hyphenated word also matches the word written together.
+    let r = go("when is the switch-over");
+    let hit = &r.json()["outputs"]["a"]["hits"][0];
+    assert_eq!(hit["path"], "Tasks/Cutover.md", "{hit}");
+    // Its only chunk is headed by the title: counted as the title, not again
+    // as a section.
+    assert_eq!(
+        (&hit["title"], &hit["section"]),
+        (&json!("Database move"), &json!(""))
+    );
+}

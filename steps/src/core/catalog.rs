@@ -85,6 +85,7 @@ pub const MAPPING: &[Ty] = &[Ty::Object];
 pub const DURATION: &[Ty] = &[Ty::Duration];
 pub const ANY: &[Ty] = &[Ty::Any];
 pub const STRING_OR_LIST: &[Ty] = &[Ty::String, Ty::Array];
+pub const BOOLEAN_OR_STRING: &[Ty] = &[Ty::Boolean, Ty::String];
 pub const LIST_OR_MAPPING: &[Ty] = &[Ty::Array, Ty::Object];
 
 /// One input of an action.

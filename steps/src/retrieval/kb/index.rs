@@ -35,7 +35,7 @@ use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 
 /// Bumped when the schema or chunking changes: an index with another version
 /// is rebuilt.
-const SCHEMA_VERSION: u32 = 2;
+const SCHEMA_VERSION: u32 = 3;
 const MANIFEST_PREFIX: &str = "kb-manifest-";
 const TOKENIZER: &str = "kb_en";
 
@@ -627,7 +627,11 @@ impl KbIndex {
             d.add_text(f.path_prefix, &acc);
         }
         d.add_text(f.title, &c.title);
-        d.add_text(f.section, &c.section);
+        // A note's first chunk is headed by its title: counted once, as the
+        // title, not again as a section heading.
+        if !c.section.trim().eq_ignore_ascii_case(c.title.trim()) {
+            d.add_text(f.section, &c.section);
+        }
         d.add_text(f.body, &c.text);
         if let Some(days) = c
             .metadata
@@ -679,12 +683,27 @@ impl KbIndex {
         let p = &req.parsed;
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         let mut must: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        for t in &p.terms {
+        let terms: Vec<&str> = if req.question_words {
+            p.terms.iter().map(String::as_str).collect()
+        } else {
+            super::query::content_terms(&p.terms)
+        };
+        for t in terms {
             let toks = tokens(t);
             if toks.len() > 1 {
-                // One word that splits into several (`X-Api-Key`, `e-mail`)
-                // is read as a phrase, as search boxes usually do.
+                // One word that splits into several (`X-Api-Key`,
+                // `switch-over`): the phrase, and each part and the parts
+                // written together as words, so "switch-over" also finds
+                // "switchover" and a note that says "switch ... over".
                 should.push((Occur::Should, across(&fields, |fl| phrase_q(fl, &toks))));
+                let joined: String = t.chars().filter(|c| c.is_alphanumeric()).collect();
+                let mut parts: Vec<String> = toks.iter().map(|(_, w)| w.clone()).collect();
+                parts.extend(tokens(&joined).into_iter().map(|(_, w)| w));
+                parts.sort();
+                parts.dedup();
+                for w in parts {
+                    should.push((Occur::Should, across(&fields, |fl| term_q(fl, &w))));
+                }
             } else if let Some((_, tok)) = toks.first() {
                 should.push((Occur::Should, across(&fields, |fl| term_q(fl, tok))));
             }
@@ -928,6 +947,8 @@ pub struct SearchRequest {
     pub snippet_chars: usize,
     /// One hit per file (its best chunk).
     pub collapse: bool,
+    /// Search question words too (see [`super::query::QUESTION_WORDS`]).
+    pub question_words: bool,
 }
 
 /// `field` must equal one of `values` (case-insensitive); `negate` inverts.

@@ -9,6 +9,8 @@
 //! The index lives in `<kb>/.marktoflow/index/` unless `index_dir` is given.
 
 pub mod chunk;
+mod dense;
+mod hybrid;
 pub mod index;
 pub mod query;
 
@@ -320,6 +322,7 @@ fn request(
         boosts: [3.0, 2.0, 1.0],
         snippet_chars: 160,
         collapse: opt_bool(inputs, "per_file", false)?,
+        question_words: opt_bool(inputs, "question_words", false)?,
         parsed,
     };
     if let Some(d) = req.parsed.bad_dates.first() {
@@ -501,22 +504,98 @@ async fn search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionE
     };
     let today = today(inputs, call.caps.clock.as_ref())?;
     let parsed = query::parse(q, opt_bool(inputs, "operators", true)?, today);
-    let req = request(inputs, parsed, today)?;
+    let dense_text = match opt_str(inputs, "dense_query")? {
+        Some(d) if !d.trim().is_empty() => query::parse(d, true, today).text(),
+        _ => parsed.text(),
+    };
+    let mut req = request(inputs, parsed, today)?;
+    let model = dense_model(call, inputs)?;
     let ix = open(call, inputs)?;
     let refreshed = ensure_fresh(call, &ix, inputs).await?;
-    let (hits, total) = ix.search(&req).map_err(kb_err)?;
+    let (hits, total, mode) = match model {
+        Some((path, weight)) if !dense_text.trim().is_empty() => {
+            let want = req.top_k;
+            req.top_k = want.max(hybrid::BM25_CANDIDATES);
+            let (bm25, total) = ix.search(&req).map_err(kb_err)?;
+            let found = dense::search(
+                call,
+                ix.clone(),
+                &req,
+                dense_text,
+                path,
+                hybrid::DENSE_CANDIDATES.max(want),
+                req.snippet_chars,
+            )
+            .await?;
+            let floor = opt_num(inputs, "dense_min")?.unwrap_or(hybrid::DENSE_MIN);
+            let hits = hybrid::fuse(&bm25, &found.hits, weight, floor, req.collapse, want);
+            let mode = json!({"dense": true, "model": found.model, "dense_weight": weight});
+            (hits, total, mode)
+        }
+        _ => {
+            let (hits, total) = ix.search(&req).map_err(kb_err)?;
+            (hits, total, json!({"dense": false}))
+        }
+    };
     let mut out = json!({
         "query": q,
         "found": !hits.is_empty(),
         "count": hits.len(),
         "total": total,
         "hits": hits,
+        "ranking": mode,
         "took_ms": ms(started.elapsed()),
     });
     if let Some(s) = refreshed.filter(UpdateStats::changed) {
         out["indexed"] = json!({"added": s.added, "updated": s.updated, "removed": s.removed});
     }
     Ok(out)
+}
+
+/// Whether `kb.search` fuses dense search in, with which model and weight:
+/// `dense: true` needs the model, `auto` uses it when one is configured
+/// (and says once per process when none is), `false` (the default) never.
+fn dense_model(call: &Call<'_>, inputs: &Value) -> Result<Option<(PathBuf, f64)>, ActionError> {
+    let mode = match inputs.get("dense") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => return Ok(None),
+        Some(Value::Bool(true)) => "true",
+        Some(Value::String(s)) => match s.trim().to_ascii_lowercase().as_str() {
+            "" | "false" | "off" | "no" => return Ok(None),
+            "true" | "on" | "yes" => "true",
+            "auto" => "auto",
+            other => {
+                return Err(ActionError::Input(format!(
+                    "input `dense` must be true, false or auto, got `{other}`"
+                )))
+            }
+        },
+        Some(other) => {
+            return Err(ActionError::Input(format!(
+                "input `dense` must be true, false or auto, got {}",
+                type_name(other)
+            )))
+        }
+    };
+    let weight = opt_num(inputs, "dense_weight")?.unwrap_or(hybrid::DENSE_WEIGHT);
+    if !(0.0..=1.0).contains(&weight) {
+        return Err(ActionError::Input(
+            "input `dense_weight` must be between 0 and 1".into(),
+        ));
+    }
+    if mode == "auto" && dense::configured(call, inputs)?.is_err() {
+        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            call.log(
+                LogLevel::Warn,
+                format!(
+                    "kb.search: no embedding model, so notes are found by their words only (BM25); for search by meaning too, {}",
+                    crate::retrieval::embed::SETUP_HINT
+                ),
+            );
+        }
+        return Ok(None);
+    }
+    Ok(Some((dense::model_path(call, inputs)?, weight)))
 }
 
 async fn facets_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionError> {
@@ -570,21 +649,9 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
         q.clone()
     };
     let req = request(inputs, parsed, today)?;
-    let tool_dir = call
-        .tool
-        .and_then(|t| t.options.get("model_dir"))
-        .and_then(Value::as_str);
-    let dir =
-        crate::retrieval::embed::model_dir(opt_str(inputs, "model_dir")?, tool_dir, &call.caps.env)
-            .map_err(|e| ActionError::failed(e.to_string()))?;
-    let model_path = call
-        .caps
-        .sandbox
-        .check_read(&dir.to_string_lossy())
-        .map_err(|e| ActionError::failed(format!("the embedding model: {e}")))?;
+    let model_path = dense::model_path(call, inputs)?;
     let ix = open(call, inputs)?;
     let refreshed = ensure_fresh(call, &ix, inputs).await?;
-    let (table, keep) = ix.chunk_table(&req).map_err(kb_err)?;
     let top_k = opt_num(inputs, "top_k")?
         .map(|n| n.max(0.0) as usize)
         .unwrap_or(10);
@@ -592,93 +659,30 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
     let snippet_chars = opt_num(inputs, "snippet_chars")?
         .map(|n| n as usize)
         .unwrap_or(240);
-    let key = ix
-        .dir
-        .clone()
-        .unwrap_or_else(|| ix.root.join(".marktoflow-in-memory"));
-    // Embedding is CPU work: off the async threads.
-    let sink = call.caps.progress.clone();
-    let caches = call.caps.caches.clone();
-    let work = tokio::task::spawn_blocking(move || {
-        let progress = move |done: usize, total: usize| {
-            sink(crate::core::action::Progress {
-                what: "chunks embedded".into(),
-                done: done as u64,
-                total: total as u64,
-            })
-        };
-        let embedder = crate::retrieval::embed::load_cached(&caches, &model_path)?;
-        let file = ix.dir.as_ref().and_then(|d| {
-            let name = format!(
-                "vectors-{}.bin",
-                crate::retrieval::kb::chunk::slug(embedder.model_id())
-            );
-            d.parent().map(|p| p.join(name))
-        });
-        let (matrix, stats) = crate::retrieval::embed::search::vectors_for(
-            &caches,
-            &*embedder,
-            &table,
-            &key,
-            file.as_deref(),
-            &progress,
-        )?;
-        let qv = embedder.embed(&[text.as_str()])?.remove(0);
-        let dim = embedder.dim();
-        let found = crate::retrieval::embed::topk::top_k(&qv, &matrix, dim, top_k, |row| {
-            keep.as_ref().is_none_or(|k| k[row])
-        });
-        Ok::<_, crate::retrieval::embed::EmbedError>((
-            table,
-            found,
-            stats,
-            embedder.model_id().to_string(),
-        ))
-    });
-    let (table, found, stats, model) = tokio::select! {
-        _ = call.caps.cancel.cancelled() => return Err(ActionError::Cancelled),
-        r = work => r
-            .map_err(|e| ActionError::failed(format!("vector search stopped: {e}")))?
-            .map_err(|e| ActionError::failed(e.to_string()))?,
-    };
+    let found = dense::search(call, ix, &req, text, model_path, top_k, snippet_chars).await?;
     let hits: Vec<Value> = found
+        .hits
         .into_iter()
-        .filter(|(_, s)| threshold.is_none_or(|t| (*s as f64) >= t))
-        .map(|(row, score)| {
-            let r = &table.rows[row];
-            let snippet: String = r.text.chars().take(snippet_chars).collect();
-            json!({
-                "id": r.id, "path": r.path, "title": r.title, "section": r.section,
-                "text": r.text, "snippet": snippet,
-                "score": (score as f64 * 1e4).round() / 1e4,
-                "metadata": r.metadata, "mtime_ms": r.mtime_ms,
-            })
-        })
+        .filter(|h| threshold.is_none_or(|t| h["score"].as_f64().unwrap_or(0.0) >= t))
         .collect();
     let mut out = json!({
         "query": q,
         "found": !hits.is_empty(),
         "count": hits.len(),
         "hits": hits,
-        "model": model,
-        "embedded": stats.embedded,
+        "model": found.model,
+        "embedded": found.embedded,
         "took_ms": ms(started.elapsed()),
     });
     if let Some(s) = refreshed.filter(UpdateStats::changed) {
         out["indexed"] = json!({"added": s.added, "updated": s.updated, "removed": s.removed});
     }
-    if let Some(why) = stats.discarded {
-        call.log(
-            LogLevel::Warn,
-            format!("the vector cache was unusable ({why}); rebuilt it"),
-        );
-    }
     Ok(out)
 }
 
 use crate::core::catalog::{
-    alias, input, spec, Input, Spec, Traits, BOOLEAN, EFFECTS, INTEGER, LIST, MAPPING, NUMBER,
-    STRING, STRING_OR_LIST,
+    alias, input, spec, Input, Spec, Traits, BOOLEAN, BOOLEAN_OR_STRING, EFFECTS, INTEGER, LIST,
+    MAPPING, NUMBER, STRING, STRING_OR_LIST,
 };
 
 const KB: Input = input("kb", STRING, "The knowledge base folder.").required();
@@ -747,6 +751,12 @@ const TODAY: Input = input(
     "The date relative dates count from (YYYY-MM-DD).",
 );
 
+const MODEL_DIR: Input = input(
+    "model_dir",
+    STRING,
+    "The sentence-embedding model folder (else the tool's `options.model_dir`, else MARKTOFLOW_EMBED_MODEL).",
+);
+
 /// The index inputs, the freshness inputs, the search inputs, then `$extra`.
 macro_rules! kb_inputs {
     ($($extra:expr),* $(,)?) => {
@@ -766,9 +776,16 @@ pub const SPECS: &[Spec] = &[
         .inputs(&[KB, KB_ALIAS, INDEX_DIR, FORCE, EXTENSIONS, HIDDEN, CHUNK_CHARS, SPLIT_LEVEL])
         .returns("{files, chunks, added, updated, removed, unchanged, rebuilt, duration_ms, index_dir}")
         .traits(KB_TRAITS),
-    spec("kb", "search", "Full-text (BM25) search of the notes.")
-        .inputs(kb_inputs!())
-        .returns("{query, found, count, total, hits: [{id, path, title, section, text, snippet, score, metadata, mtime_ms}], took_ms}")
+    spec("kb", "search", "Full-text (BM25) search of the notes, fused with dense search when asked.")
+        .inputs(kb_inputs!(
+            input("question_words", BOOLEAN, "Search question words and pronouns too (what, when, my, did, …).").default("false"),
+            input("dense", BOOLEAN_OR_STRING, "Fuse dense (embedding) search in: true, false or auto (when a model is configured).").default("false"),
+            input("dense_weight", NUMBER, "The dense list's weight in the fusion, 0..1.").default("0.6"),
+            input("dense_min", NUMBER, "The lowest cosine at which a hit found by meaning alone is kept.").default("0.3"),
+            input("dense_query", STRING, "The text to embed (default: the query without operators)."),
+            MODEL_DIR,
+        ))
+        .returns("{query, found, count, total, hits: [{id, path, title, section, text, snippet, score, metadata, mtime_ms}], ranking, took_ms}")
         .traits(KB_TRAITS),
     spec("kb", "facets", "Counts notes by a metadata field.")
         .inputs(kb_inputs!(
@@ -778,11 +795,7 @@ pub const SPECS: &[Spec] = &[
         .returns("{field, values: [{value, count}], files}")
         .traits(KB_TRAITS),
     spec("kb", "vector_search", "Dense (embedding) search of the notes.")
-        .inputs(kb_inputs!(input(
-            "model_dir",
-            STRING,
-            "The sentence-embedding model folder (else the tool's `options.model_dir`, else MARKTOFLOW_EMBED_MODEL)."
-        )))
+        .inputs(kb_inputs!(MODEL_DIR))
         .returns("{query, found, count, hits, took_ms}")
         .traits(KB_TRAITS),
 ];

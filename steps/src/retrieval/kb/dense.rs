@@ -1,0 +1,138 @@
+//! Dense search over a knowledge base's chunks: what `kb.vector_search`
+//! returns and what `kb.search` fuses with BM25 when asked to.
+
+use super::index::{KbIndex, SearchRequest};
+use super::{kb_err, opt_str};
+use crate::core::action::{ActionError, Call, LogLevel};
+use crate::retrieval::embed::EmbedError;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Chunks by cosine similarity to the query, best first.
+pub struct DenseFound {
+    /// Hits shaped like `kb.search`'s; `score` is the cosine.
+    pub hits: Vec<Value>,
+    pub model: String,
+    /// How many chunks this call embedded.
+    pub embedded: usize,
+}
+
+/// The embedding model's folder: the step's `model_dir`, else the tool's
+/// `options.model_dir` (both must be readable by the run), else
+/// `MARKTOFLOW_EMBED_MODEL` (set by whoever started marktoflow, not by a
+/// workflow, so it needs no read root of its own).
+pub fn model_path(call: &Call<'_>, inputs: &Value) -> Result<PathBuf, ActionError> {
+    let dir = configured(call, inputs)?.map_err(|e| ActionError::failed(e.to_string()))?;
+    let from_workflow = opt_str(inputs, "model_dir")?.is_some_and(|d| !d.trim().is_empty())
+        || call
+            .tool
+            .and_then(|t| t.options.get("model_dir"))
+            .and_then(Value::as_str)
+            .is_some_and(|d| !d.trim().is_empty());
+    if !from_workflow {
+        return Ok(dir);
+    }
+    call.caps
+        .sandbox
+        .check_read(&dir.to_string_lossy())
+        .map_err(|e| ActionError::failed(format!("the embedding model: {e}")))
+}
+
+/// The model folder if one is configured (`Err` inside: none is).
+pub fn configured(
+    call: &Call<'_>,
+    inputs: &Value,
+) -> Result<Result<PathBuf, EmbedError>, ActionError> {
+    let tool_dir = call
+        .tool
+        .and_then(|t| t.options.get("model_dir"))
+        .and_then(Value::as_str);
+    Ok(crate::retrieval::embed::model_dir(
+        opt_str(inputs, "model_dir")?,
+        tool_dir,
+        &call.caps.env,
+    ))
+}
+
+/// The `top_k` chunks `req` allows closest to `text`, embedding the chunks
+/// not embedded yet (vectors are cached beside the index).
+pub async fn search(
+    call: &Call<'_>,
+    ix: Arc<KbIndex>,
+    req: &SearchRequest,
+    text: String,
+    model_path: PathBuf,
+    top_k: usize,
+    snippet_chars: usize,
+) -> Result<DenseFound, ActionError> {
+    let (table, keep) = ix.chunk_table(req).map_err(kb_err)?;
+    let key = ix
+        .dir
+        .clone()
+        .unwrap_or_else(|| ix.root.join(".marktoflow-in-memory"));
+    // Embedding is CPU work: off the async threads.
+    let sink = call.caps.progress.clone();
+    let caches = call.caps.caches.clone();
+    let work = tokio::task::spawn_blocking(move || {
+        let progress = move |done: usize, total: usize| {
+            sink(crate::core::action::Progress {
+                what: "chunks embedded".into(),
+                done: done as u64,
+                total: total as u64,
+            })
+        };
+        let embedder = crate::retrieval::embed::load_cached(&caches, &model_path)?;
+        let file = ix.dir.as_ref().and_then(|d| {
+            let name = format!(
+                "vectors-{}.bin",
+                crate::retrieval::kb::chunk::slug(embedder.model_id())
+            );
+            d.parent().map(|p| p.join(name))
+        });
+        let (matrix, stats) = crate::retrieval::embed::search::vectors_for(
+            &caches,
+            &*embedder,
+            &table,
+            &key,
+            file.as_deref(),
+            &progress,
+        )?;
+        let qv = embedder.embed(&[text.as_str()])?.remove(0);
+        let dim = embedder.dim();
+        let found = crate::retrieval::embed::topk::top_k(&qv, &matrix, dim, top_k, |row| {
+            keep.as_ref().is_none_or(|k| k[row])
+        });
+        Ok::<_, EmbedError>((table, found, stats, embedder.model_id().to_string()))
+    });
+    let (table, found, stats, model) = tokio::select! {
+        _ = call.caps.cancel.cancelled() => return Err(ActionError::Cancelled),
+        r = work => r
+            .map_err(|e| ActionError::failed(format!("vector search stopped: {e}")))?
+            .map_err(|e| ActionError::failed(e.to_string()))?,
+    };
+    if let Some(why) = &stats.discarded {
+        call.log(
+            LogLevel::Warn,
+            format!("the vector cache was unusable ({why}); rebuilt it"),
+        );
+    }
+    let hits = found
+        .into_iter()
+        .map(|(row, score)| {
+            let r = &table.rows[row];
+            let snippet: String = r.text.chars().take(snippet_chars).collect();
+            json!({
+                "id": r.id, "path": r.path, "title": r.title, "section": r.section,
+                "text": r.text, "snippet": snippet,
+                "score": (score as f64 * 1e4).round() / 1e4,
+                "metadata": r.metadata, "mtime_ms": r.mtime_ms,
+            })
+        })
+        .collect();
+    Ok(DenseFound {
+        hits,
+        model,
+        embedded: stats.embedded,
+    })
+}
