@@ -1,7 +1,9 @@
 //! Retrieval over notes: the [`kb`] index and search, dense [`embed`]dings,
-//! [`rank`] fusion and reranking, [`query`] analysis and [`context`] packing.
+//! [`rank`] fusion and reranking, [`query`] analysis (with spoken [`dates`])
+//! and [`context`] packing.
 
 pub mod context;
+pub mod dates;
 pub mod embed;
 pub mod kb;
 pub mod query;

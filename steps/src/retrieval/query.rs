@@ -194,6 +194,9 @@ fn time_in_text(lower: &str, today: NaiveDate) -> Option<(String, DateRange)> {
         .split(|c: char| !c.is_alphanumeric() && c != '-')
         .filter(|w| !w.is_empty())
         .collect();
+    if let Some((said, r)) = crate::retrieval::dates::day_range(&words, today) {
+        return Some((said.join(" "), r));
+    }
     for (i, w) in words.iter().enumerate() {
         // "last 10 days", "past 3 days"
         if (*w == "last" || *w == "past") && i + 2 < words.len() && words[i + 2].starts_with("day")
@@ -268,7 +271,7 @@ fn entities(text: &str) -> Vec<String> {
         let w = w.strip_suffix("'s").unwrap_or(w);
         let capital = w.chars().next().is_some_and(char::is_uppercase);
         let leading = LEADING.contains(&w) && (sentence_start || cur.is_empty());
-        let is_month = MONTHS.contains(&w.to_lowercase().as_str());
+        let is_month = crate::retrieval::dates::is_calendar_word(&w.to_lowercase());
         if capital && !leading && !is_month && w.len() > 1 {
             cur.push(w);
         } else {
@@ -466,6 +469,27 @@ mod tests {
         assert_eq!(a("List all my work tasks")["kind"], "list");
         let v = a("trip in May");
         assert_eq!(v["time"]["from"], "2026-05-01");
+        // Day-level dates (2026-11-20 is a Friday) and open ranges.
+        let v = a("What did John say on November 17?");
+        assert_eq!(
+            (&v["time"]["from"], &v["time"]["to"]),
+            (&json!("2026-11-17"), &json!("2026-11-17"))
+        );
+        assert_eq!(v["time_context"], "november 17");
+        assert_eq!(v["entities"], json!(["John"]));
+        let v = a("What is due Dec 1?");
+        assert_eq!(v["time"]["from"], "2026-12-01");
+        assert_eq!(v["entities"], json!([]), "a month is not an entity");
+        assert_eq!(v["terms"], json!(["due"]));
+        let v = a("What meetings do I have next Friday?");
+        assert_eq!(v["time"]["from"], "2026-11-27");
+        assert_eq!(v["entities"], json!([]));
+        let v = a("tasks due before 2026-12-01");
+        assert_eq!(
+            (&v["time"]["from"], &v["time"]["to"]),
+            (&Value::Null, &json!("2026-11-30"))
+        );
+        assert_eq!(v["filters"]["date"]["to"], "2026-11-30");
     }
 
     #[test]
