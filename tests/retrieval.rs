@@ -588,3 +588,37 @@ fn kb_search_without_a_model_says_so_once_and_ranks_by_words() {
         (&json!("Database move"), &json!(""))
     );
 }
+
+#[test]
+fn a_notes_short_intro_brings_its_best_section_along() {
+    let d = crate::support::tempdir();
+    let kb = d.path().join("kb");
+    std::fs::create_dir_all(&kb).unwrap();
+    std::fs::write(
+        kb.join("Boiler.md"),
+        "# Boiler service\n\n- Type: home\n- Company: Visser Heating\n- Date: 2026-12-02\n\n## Before the engineer comes\n\nClear the hallway cupboard so the engineer can reach the boiler.\n\n## History\n\nLast serviced in 2025.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join("s.md"),
+        "---\nworkflow: {id: s}\n---\n\n```yaml\naction: kb.search\ninputs: {kb: kb, query: 'home boiler cupboard', per_file: true}\noutput_variable: r\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(d.path()).args(["run", "s.md", "--json", "--quiet"]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let hits = r.json()["outputs"]["r"]["hits"].clone();
+    assert_eq!(
+        hits.as_array().unwrap().len(),
+        1,
+        "one hit per note: {hits}"
+    );
+    let text = hits[0]["text"].as_str().unwrap();
+    assert!(text.contains("Type: home"), "the intro: {text}");
+    assert!(
+        text.contains("Clear the hallway cupboard"),
+        "and its best section: {text}"
+    );
+    assert!(!text.contains("Last serviced"), "not every section: {text}");
+    assert_eq!(hits[0]["section"], "Before the engineer comes");
+    assert_eq!(hits[0]["merged"].as_array().unwrap().len(), 2);
+}

@@ -57,6 +57,19 @@ pub fn vectors_for(
     file: Option<&Path>,
     progress: &dyn Fn(usize, usize),
 ) -> Result<(Arc<Vec<f32>>, VectorStats), EmbedError> {
+    vectors_in_parts(caches, embedder, table, key, file, progress, EMBED_PART)
+}
+
+/// [`vectors_for`], embedding `part` chunks at a time.
+fn vectors_in_parts(
+    caches: &crate::core::cache::Caches,
+    embedder: &dyn Embedder,
+    table: &ChunkTable,
+    key: &Path,
+    file: Option<&Path>,
+    progress: &dyn Fn(usize, usize),
+    part_len: usize,
+) -> Result<(Arc<Vec<f32>>, VectorStats), EmbedError> {
     let model = embedder.model_id().to_string();
     let akey = (key.to_path_buf(), model.clone());
     let ready = caches.with(|c: &mut AlignedMap| {
@@ -109,16 +122,26 @@ pub fn vectors_for(
             // In parts, so that progress can be shown. Sorted by length first,
             // as the embedder sorts its batches: similar lengths pad least.
             missing.sort_by_key(|&i| texts[i].len());
-            for (n, part) in missing.chunks(EMBED_PART).enumerate() {
+            let mut next_save = 1;
+            for (n, part) in missing.chunks(part_len).enumerate() {
                 let batch: Vec<&str> = part.iter().map(|&i| texts[i].as_str()).collect();
                 let vecs = embedder.embed(&batch)?;
                 for (&i, v) in part.iter().zip(&vecs) {
                     cache.insert(&hashes[i], v);
                 }
                 progress(
-                    (n * EMBED_PART + part.len()).min(missing.len()),
+                    (n * part_len + part.len()).min(missing.len()),
                     missing.len(),
                 );
+                // Saved as it goes, after parts 1, 2, 4, 8, …: a run killed
+                // midway keeps at least half of what it embedded, and the
+                // saves cost at most twice the final one.
+                if n + 1 == next_save && n + 1 < missing.len().div_ceil(part_len) {
+                    next_save *= 2;
+                    if let Some(f) = file {
+                        let _ = cache.save(f);
+                    }
+                }
             }
             stats.embedded = missing.len();
         }
@@ -150,4 +173,95 @@ pub fn vectors_for(
         crate::core::cache::bound(aligned, &akey, MAX_CACHED);
     });
     Ok((matrix, stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The real model, made to fail from its `after`-th call on: a run
+    /// stopped midway (killed, timed out, out of memory).
+    struct StopsAfter {
+        model: super::super::minilm::MiniLm,
+        calls: AtomicUsize,
+        after: usize,
+    }
+
+    impl Embedder for StopsAfter {
+        fn model_id(&self) -> &str {
+            self.model.model_id()
+        }
+        fn dim(&self) -> usize {
+            self.model.dim()
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            if self.calls.fetch_add(1, Ordering::SeqCst) >= self.after {
+                return Err(EmbedError::Run("stopped".into()));
+            }
+            self.model.embed(texts)
+        }
+    }
+
+    fn row(i: usize) -> ChunkRow {
+        ChunkRow {
+            id: format!("n{i}.md#1"),
+            path: format!("n{i}.md"),
+            title: format!("Note {i}"),
+            section: String::new(),
+            text: format!("Item {i}: a short line about topic number {i}."),
+            metadata: serde_json::json!({}),
+            mtime_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_cold_run_stopped_midway_keeps_what_it_embedded() {
+        let Some(dir) = std::env::var_os(super::super::MODEL_ENV) else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must set MARKTOFLOW_EMBED_MODEL"
+            );
+            eprintln!("skipped: set MARKTOFLOW_EMBED_MODEL to run the embedding model test");
+            return;
+        };
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("vectors.bin");
+        // Parts of 8 chunks: the schedule is the same at any size.
+        const PART: usize = 8;
+        let table = ChunkTable::from_rows((0..PART * 5).map(row).collect());
+        let load = || super::super::minilm::MiniLm::load(Path::new(&dir)).unwrap();
+        // Parts 1-3 embedded, part 4 fails: saved after parts 1 and 2.
+        let stopping = StopsAfter {
+            model: load(),
+            calls: AtomicUsize::new(0),
+            after: 3,
+        };
+        let caches = crate::core::cache::Caches::default();
+        let r = vectors_in_parts(
+            &caches,
+            &stopping,
+            &table,
+            d.path(),
+            Some(&file),
+            &|_, _| {},
+            PART,
+        );
+        assert!(r.is_err());
+        let (saved, _) = VectorCache::load(&file, stopping.model_id(), stopping.dim());
+        assert_eq!(saved.len(), 2 * PART, "what the first two parts embedded");
+        // The next run (another process: fresh caches) embeds only the rest.
+        let model = load();
+        let (_, stats) = vectors_in_parts(
+            &crate::core::cache::Caches::default(),
+            &model,
+            &table,
+            d.path(),
+            Some(&file),
+            &|_, _| {},
+            PART,
+        )
+        .unwrap();
+        assert_eq!((stats.embedded, stats.reused), (3 * PART, 2 * PART));
+    }
 }

@@ -239,6 +239,18 @@ pub struct ChunkTable {
     by_addr: HashMap<tantivy::DocAddress, usize>,
 }
 
+#[cfg(test)]
+impl ChunkTable {
+    /// A table of `rows` at generation 0, for tests of what reads tables.
+    pub fn from_rows(rows: Vec<ChunkRow>) -> ChunkTable {
+        ChunkTable {
+            generation: 0,
+            rows,
+            by_addr: HashMap::new(),
+        }
+    }
+}
+
 /// Indexes kept open (see `core::cache`).
 const MAX_OPEN_INDEXES: usize = 32;
 
@@ -764,8 +776,11 @@ impl KbIndex {
         let mut snippets = tantivy::snippet::SnippetGenerator::create(&searcher, &query, f.body)
             .map_err(|e| index_err(self.shown(), e))?;
         snippets.set_max_num_chars(req.snippet_chars);
-        let mut hits = Vec::new();
-        let mut seen_paths = std::collections::HashSet::new();
+        let mut hits: Vec<Value> = Vec::new();
+        // With `collapse`: each note's hit, and whether it may still take in
+        // its note's next matching chunk (see `INTRO_CHARS`).
+        let mut by_path: std::collections::HashMap<String, (usize, bool)> =
+            std::collections::HashMap::new();
         for (score, addr) in top {
             if req.threshold.is_some_and(|t| (score as f64) < t) {
                 break;
@@ -779,13 +794,39 @@ impl KbIndex {
                     .to_string()
             };
             let path = s(f.path);
-            if req.collapse && !seen_paths.insert(path.clone()) {
-                continue;
+            if req.collapse {
+                if let Some((at, open)) = by_path.get_mut(&path) {
+                    if *open {
+                        // A note's short intro ranked first: its best
+                        // section comes with it, so the hit says something.
+                        *open = false;
+                        let hit = &mut hits[*at];
+                        let section = s(f.section);
+                        let mut text = hit["text"].as_str().unwrap_or("").to_string();
+                        text.push_str("\n\n");
+                        if !section.is_empty() {
+                            text.push_str(&format!("## {section}\n\n"));
+                        }
+                        text.push_str(&s(f.body));
+                        hit["text"] = json!(text);
+                        hit["section"] = json!(section);
+                        hit["merged"] = json!([hit["id"].clone(), json!(s(f.id))]);
+                    }
+                    continue;
+                }
+                if hits.len() >= want {
+                    // Full: later chunks only complete notes already in.
+                    continue;
+                }
             }
             let text = s(f.body);
             let snippet = snippet_text(&snippets.snippet(&text), &text, req.snippet_chars);
             let metadata: Value = serde_json::from_str(&s(f.meta)).unwrap_or(json!({}));
             let mtime = doc.get_first(f.mtime).and_then(|v| v.as_i64()).unwrap_or(0);
+            if req.collapse {
+                let intro = s(f.section).is_empty() && text.chars().count() <= INTRO_CHARS;
+                by_path.insert(path.clone(), (hits.len(), intro));
+            }
             hits.push(json!({
                 "id": s(f.id),
                 "path": path,
@@ -797,7 +838,7 @@ impl KbIndex {
                 "metadata": metadata,
                 "mtime_ms": mtime,
             }));
-            if hits.len() >= want {
+            if hits.len() >= want && !req.collapse {
                 break;
             }
         }
@@ -932,6 +973,12 @@ impl KbIndex {
         Ok((out, per_file.len()))
     }
 }
+
+/// A note's first chunk without a heading of its own (its title and
+/// metadata lines) at most this long is an intro: as a note's best hit it
+/// takes in the note's next matching chunk, rather than spending a result
+/// on a few lines of metadata.
+const INTRO_CHARS: usize = 400;
 
 /// Parsed `kb.search` inputs.
 #[derive(Debug, Clone)]
