@@ -499,3 +499,37 @@ fn sigterm_cancels_a_run_and_records_it() {
     let h = run(cmd(d.path()).args(["history", "--json"]));
     assert_eq!(h.json()["runs"][0]["status"], "cancelled", "{}", h.stdout);
 }
+
+#[test]
+fn a_loops_iterations_are_not_kept_again_in_the_step_list() {
+    let d = crate::support::tempdir();
+    // 30 iterations, each returning 10 KB.
+    std::fs::write(
+        d.path().join("big.md"),
+        "---\nworkflow: {id: big}\noutputs:\n  all: {type: array}\n---\n\n```yaml\ntype: for_each\nitems: '{{ range(30) | list }}'\nitem_variable: i\noutput_variable: all\nsteps:\n  - action: script.execute\n    inputs:\n      code: \"return 'x'.repeat(10000);\"\n    output_variable: piece\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(d.path()).args(["run", "big.md", "--json", "--quiet"]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let j = r.json();
+    // What the docs promise: the outputs and the loop's own output, whole.
+    assert_eq!(j["outputs"]["all"].as_array().unwrap().len(), 30);
+    // Each iteration gives the outputs of its steps that set a variable.
+    assert_eq!(j["outputs"]["all"][29][0].as_str().unwrap().len(), 10_000);
+    let steps = j["steps"].as_array().unwrap();
+    let inner: Vec<&serde_json::Value> = steps.iter().filter(|s| s["id"] != "step_1").collect();
+    assert_eq!(inner.len(), 30, "every iteration is listed");
+    for s in &inner {
+        assert_eq!(s["status"], "completed");
+        let note = s["output"]["omitted"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{s}"));
+        assert!(note.contains("10002 bytes"), "{note}");
+    }
+    // Each 10 KB piece twice (outputs, the loop's step), not three times.
+    assert!(
+        r.stdout.len() < 2 * 30 * 10_000 + 40_000,
+        "{} bytes",
+        r.stdout.len()
+    );
+}

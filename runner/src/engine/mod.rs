@@ -141,6 +141,50 @@ pub struct StepRecord {
     pub depth: usize,
 }
 
+/// The most of a step's output inside a loop, branch or try block that its
+/// record and `StepFinished` event keep (the JSON bytes).
+pub const NESTED_OUTPUT_BYTES: usize = 4096;
+
+/// A nested step's output as its record keeps it: whole when small, else
+/// a note of its size. A loop's own output (and the variables) still hold
+/// every iteration's; without this, a 50-iteration loop kept each
+/// iteration's output again in the run's step list, the store and `--json`.
+fn bounded_nested(output: Value) -> Value {
+    /// Counts JSON bytes without keeping them; fails past `limit`.
+    struct Count {
+        n: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.n += b.len();
+            if self.n > self.limit {
+                return Err(std::io::Error::other("over the limit"));
+            }
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut small = Count {
+        n: 0,
+        limit: NESTED_OUTPUT_BYTES,
+    };
+    if serde_json::to_writer(&mut small, &output).is_ok() {
+        return output;
+    }
+    let mut all = Count {
+        n: 0,
+        limit: usize::MAX,
+    };
+    let _ = serde_json::to_writer(&mut all, &output);
+    let bytes = all.n;
+    json!({"omitted": format!(
+        "the output of a step inside a loop, branch or try block, {bytes} bytes (records keep at most {NESTED_OUTPUT_BYTES}); its loop's output and the variables hold it"
+    )})
+}
+
 /// Why a run failed, and where the failing step is.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunFailure {
@@ -474,6 +518,11 @@ impl Engine {
                 step.id.clone(),
                 json!({"status": status, "output": output, "error": error, "retries": retries, "duration_ms": duration_ms}),
             );
+            let output = if depth > 0 {
+                bounded_nested(output)
+            } else {
+                output
+            };
             emit(RunEvent::StepFinished {
                 id: step.id.clone(),
                 name: step.display_name().to_string(),
