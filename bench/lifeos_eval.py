@@ -14,7 +14,9 @@ question is run end to end, one fresh process each, against a fake LLM on
 - `seed scan`: `workflows/lifeos/retrieval.md`, the seed's own file scan;
 - `bm25`: the flagship `retrieval-indexed.md` without an embedding model;
 - `dense`: `kb.vector_search` alone, hits collapsed to notes (needs --model);
-- `hybrid`: the flagship with the model (BM25 and dense fused by note).
+- `hybrid`: the flagship with the model (BM25 and dense fused by note);
+- `served`: the same flagship under `marktoflow serve`, each question POSTed
+  to its webhook (the model and the index loaded once).
 
 recall@5: the share of a question's answering notes among the first five
 sources, averaged; MRR@5: 1/rank of the first answering note (0 past 5).
@@ -179,6 +181,49 @@ def cross_validate(qs, env, tmp):
               f"{statistics.mean(scores(fuse(*dumps[i], w), qs[i]['notes'])[0] for i in all_i):.3f}")
 
 
+def served(qs, env):
+    """The flagship under `marktoflow serve`: each question POSTed to its
+    webhook once the server is up and has answered one (model and index
+    loaded); client-side latency, fake LLM answering at once."""
+    import socket
+    import urllib.request
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    proc = subprocess.Popen([BIN, "serve", "workflows/lifeos/retrieval-indexed.md", "--port", str(port), "--no-store"],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/lifeos/query-indexed"
+
+    def ask(q):
+        req = urllib.request.Request(url, data=json.dumps({"query": q}).encode(),
+                                     headers={"content-type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.loads(r.read())
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                ask(qs[0]["q"])
+                break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    sys.exit("the server did not start")
+                time.sleep(0.1)
+        ms, recs = [], []
+        for q in qs:
+            t = time.perf_counter()
+            out = ask(q["q"])
+            ms.append((time.perf_counter() - t) * 1000)
+            recs.append(scores(dedupe([note_of(x) for x in out["outputs"].get("sources") or []]), q["notes"])[0])
+        ms.sort()
+        print(f"served     recall@5 {statistics.mean(recs):.3f}  per request p50 {statistics.median(ms):.1f} ms, "
+              f"p99 {ms[min(len(ms) - 1, int(len(ms) * 0.99))]:.1f} ms")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.environ.get("MARKTOFLOW_EMBED_MODEL"),
@@ -228,6 +273,7 @@ def main():
                 print(f"  [{name}] miss: {q['q']}\n      want {q['notes']}\n      got  {dedupe(ranked)[:5]}")
         print(f"{name:10} recall@5 {statistics.mean(recs):.3f}  MRR@5 {statistics.mean(rrs):.3f}  "
               f"per question p50 {statistics.median(ms):.0f} ms")
+    served(qs, with_model or base)
     srv.shutdown()
 
 
