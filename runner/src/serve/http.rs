@@ -470,18 +470,10 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
         }
     })
     .await;
-    // What the answer tells is stored: the run (and, when it ended, all of it).
-    if let Some(store) = &s.store {
-        let recorded = async {
-            if let Some(commit) = created {
-                committed(commit).await?;
-            }
-            if waited.is_ok() {
-                committed(store.submit_flush()).await?;
-            }
-            Ok::<(), crate::store::StoreError>(())
-        };
-        if let Err(e) = recorded.await {
+    // What the answer tells is stored: the run (and, when it ended, all of
+    // it: a run's result is published once its end is committed).
+    if let Some(commit) = created {
+        if let Err(e) = committed(commit).await {
             return error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("run {run_id} could not be recorded: {e}"),

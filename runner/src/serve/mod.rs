@@ -418,6 +418,16 @@ pub(super) fn start_reserved(
                 r
             }
         };
+        // Its result is told once its end is committed (the run's writes
+        // and this flush go to the writer together: one commit).
+        let result = match &store {
+            Some(store) => match store.submit_flush().await {
+                Ok(Ok(())) => result,
+                Ok(Err(e)) => not_recorded(result, &wf, &e.to_string()),
+                Err(_) => not_recorded(result, &wf, "the run store has stopped"),
+            },
+            None => result,
+        };
         // Counted out before the slots are released to the next run.
         state.running.fetch_sub(1, Ordering::SeqCst);
         let _ = tx.send(Some(Arc::new(result)));
@@ -427,6 +437,19 @@ pub(super) fn start_reserved(
         None => drop(tokio::spawn(task)),
     }
     rx
+}
+
+/// A run that ended but whose end could not be committed: failed, saying so.
+fn not_recorded(mut r: RunResult, wf: &Workflow, why: &str) -> RunResult {
+    r.status = RunStatus::Failed;
+    r.error = Some(crate::engine::RunFailure {
+        message: format!("the run ended but could not be recorded: {why}"),
+        step_id: None,
+        step_name: None,
+        file: wf.source.path.display().to_string(),
+        pos: None,
+    });
+    r
 }
 
 /// The result of a run whose task panicked (a bug of ours, never of input).
