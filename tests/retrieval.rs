@@ -622,3 +622,48 @@ fn a_notes_short_intro_brings_its_best_section_along() {
     assert_eq!(hits[0]["section"], "Before the engineer comes");
     assert_eq!(hits[0]["merged"].as_array().unwrap().len(), 2);
 }
+
+#[test]
+fn kb_search_can_read_the_question_first() {
+    let d = crate::support::tempdir();
+    let kb = d.path().join("kb");
+    std::fs::create_dir_all(&kb).unwrap();
+    for (day, text) in [
+        ("2026-11-17", "Talked about the launch plan."),
+        ("2026-11-24", "Talked about the launch budget."),
+    ] {
+        std::fs::write(
+            kb.join(format!("{day} Sync.md")),
+            format!("# {day} Sync\n\n- Date: {day}\n\n## Notes\n\n{text}\n"),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        d.path().join("s.md"),
+        "---\nworkflow: {id: s}\ninputs:\n  analyze: {type: boolean}\n---\n\n```yaml\naction: kb.search\ninputs: {kb: kb, query: 'What did we talk about in the sync on November 17?', per_file: true, today: '2026-11-25', analyze: '{{ inputs.analyze }}'}\noutput_variable: r\n```\n",
+    )
+    .unwrap();
+    let paths = |analyze: bool| -> Vec<String> {
+        let r = run(cmd(d.path()).args([
+            "run",
+            "s.md",
+            "--json",
+            "--quiet",
+            "--input",
+            &format!("analyze={analyze}"),
+        ]));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.json()["outputs"]["r"]["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(paths(false).len(), 2, "both syncs match the words");
+    assert_eq!(
+        paths(true),
+        ["2026-11-17 Sync.md"],
+        "the day the question names"
+    );
+}

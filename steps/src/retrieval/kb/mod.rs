@@ -503,7 +503,10 @@ async fn search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionE
         }
     };
     let today = today(inputs, call.caps.clock.as_ref())?;
-    let parsed = query::parse(q, opt_bool(inputs, "operators", true)?, today);
+    let mut parsed = query::parse(q, opt_bool(inputs, "operators", true)?, today);
+    if opt_bool(inputs, "analyze", false)? {
+        analyzed(&mut parsed, q, today, call)?;
+    }
     let dense_text = match opt_str(inputs, "dense_query")? {
         Some(d) if !d.trim().is_empty() => query::parse(d, true, today).text(),
         _ => parsed.text(),
@@ -550,6 +553,46 @@ async fn search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionE
         out["indexed"] = json!({"added": s.added, "updated": s.updated, "removed": s.removed});
     }
     Ok(out)
+}
+
+/// `analyze: true`: the words `query.analyze` keeps (no stop, question or
+/// time words) are searched, and a date it reads in the text ("on November
+/// 17", "last week") filters like a `date:` operator unless one is given.
+fn analyzed(
+    parsed: &mut query::ParsedQuery,
+    q: &str,
+    today: NaiveDate,
+    call: &Call<'_>,
+) -> Result<(), ActionError> {
+    let a = crate::retrieval::query::analyze(
+        &json!({"query": q, "today": today.to_string()}),
+        call.caps.clock.as_ref(),
+    )?;
+    let terms: Vec<String> = a["terms"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|w| w.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !terms.is_empty() {
+        parsed.terms = terms;
+    }
+    if parsed.date.is_none() {
+        let day = |k: &str| {
+            a["time"][k]
+                .as_str()
+                .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
+        };
+        if day("from").is_some() || day("to").is_some() {
+            parsed.date = Some(query::DateRange {
+                from: day("from"),
+                to: day("to"),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Whether `kb.search` fuses dense search in, with which model and weight:
@@ -778,6 +821,7 @@ pub const SPECS: &[Spec] = &[
         .traits(KB_TRAITS),
     spec("kb", "search", "Full-text (BM25) search of the notes, fused with dense search when asked.")
         .inputs(kb_inputs!(
+            input("analyze", BOOLEAN, "Search the words `query.analyze` keeps, and filter by a date the text names.").default("false"),
             input("question_words", BOOLEAN, "Search question words and pronouns too (what, when, my, did, …).").default("false"),
             input("dense", BOOLEAN_OR_STRING, "Fuse dense (embedding) search in: true, false or auto (when a model is configured).").default("false"),
             input("dense_weight", NUMBER, "The dense list's weight in the fusion, 0..1.").default("0.6"),
