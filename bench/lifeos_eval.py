@@ -8,8 +8,9 @@
 Questions and the notes that answer them: `bench/lifeos_questions.jsonl`
 (written the way people ask; each listed note answers the question). Every
 question is run end to end, one fresh process each, against a fake LLM on
-127.0.0.1 (its answers are not judged; the notes a workflow returns as
-`sources` are). Methods:
+127.0.0.1 (kb_bench's: it answers the flagship's analysis step with JSON
+search terms, as a model does; answers are not judged, the notes a workflow
+returns as `sources` are). Methods:
 
 - `seed scan`: `workflows/lifeos/retrieval.md`, the seed's own file scan;
 - `bm25`: the flagship `retrieval-indexed.md` without an embedding model;
@@ -35,28 +36,13 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kb_bench import FakeLlm  # noqa: E402  (one fake LLM for the benches)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(REPO, "target", "release", "marktoflow")
 KB = os.path.join(REPO, "examples", "lifeos")
 QUESTIONS = os.path.join(REPO, "bench", "lifeos_questions.jsonl")
-
-
-class FakeAnthropic(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        n = int(self.headers.get("content-length", 0))
-        self.rfile.read(n)
-        text = "Answer: (fake)\nSources: []\nConfidence: low"
-        body = json.dumps({"id": "m", "type": "message", "role": "assistant", "model": "fake",
-                           "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
-                           "usage": {"input_tokens": 1, "output_tokens": 1}}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *a):
-        pass
 
 
 def note_of(path):
@@ -235,7 +221,7 @@ def main():
     if not os.path.exists(BIN):
         sys.exit("build first: cargo build --release")
     qs = [json.loads(line) for line in open(args.questions) if line.strip()]
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeAnthropic)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeLlm)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     tmp = tempfile.mkdtemp(prefix="mtf-lifeos-eval-")
     base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "OLLAMA_", "MARKTOFLOW_"))}

@@ -163,15 +163,10 @@ mod tests {
     /// Without it the test says so and passes, outside CI only.
     #[test]
     fn matches_sentence_transformers() {
-        let Some(dir) = std::env::var_os(super::super::MODEL_ENV) else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must set MARKTOFLOW_EMBED_MODEL"
-            );
-            eprintln!("skipped: set MARKTOFLOW_EMBED_MODEL to run the embedding model test");
+        let Some(dir) = super::super::test_model_dir() else {
             return;
         };
-        let m = MiniLm::load(Path::new(&dir)).unwrap();
+        let m = MiniLm::load(&dir).unwrap();
         assert_eq!(m.dim(), 384);
         let v = m
             .embed(&[

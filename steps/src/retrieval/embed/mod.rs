@@ -78,3 +78,20 @@ pub fn load_cached(
         m
     }))
 }
+
+/// The model folder for tests that need the real model: `MARKTOFLOW_EMBED_MODEL`
+/// (CI sets it). Without it the test says it is skipped, outside CI only.
+#[cfg(test)]
+pub(crate) fn test_model_dir() -> Option<PathBuf> {
+    match std::env::var_os(MODEL_ENV) {
+        Some(d) => Some(PathBuf::from(d)),
+        None => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must set MARKTOFLOW_EMBED_MODEL"
+            );
+            eprintln!("skipped: set MARKTOFLOW_EMBED_MODEL to run the embedding model test");
+            None
+        }
+    }
+}

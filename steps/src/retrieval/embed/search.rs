@@ -217,12 +217,7 @@ mod tests {
 
     #[test]
     fn a_cold_run_stopped_midway_keeps_what_it_embedded() {
-        let Some(dir) = std::env::var_os(super::super::MODEL_ENV) else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must set MARKTOFLOW_EMBED_MODEL"
-            );
-            eprintln!("skipped: set MARKTOFLOW_EMBED_MODEL to run the embedding model test");
+        let Some(dir) = super::super::test_model_dir() else {
             return;
         };
         let d = tempfile::tempdir().unwrap();
@@ -230,7 +225,7 @@ mod tests {
         // Parts of 8 chunks: the schedule is the same at any size.
         const PART: usize = 8;
         let table = ChunkTable::from_rows((0..PART * 5).map(row).collect());
-        let load = || super::super::minilm::MiniLm::load(Path::new(&dir)).unwrap();
+        let load = || super::super::minilm::MiniLm::load(&dir).unwrap();
         // Parts 1-3 embedded, part 4 fails: saved after parts 1 and 2.
         let stopping = StopsAfter {
             model: load(),
