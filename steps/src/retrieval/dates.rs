@@ -133,32 +133,30 @@ pub fn day_range(words: &[&str], today: NaiveDate) -> Option<(Vec<String>, DateR
     for i in 0..words.len() {
         let found = day_at(words, i, today).or_else(|| weekday_at(words, i, today));
         let Some((day, n)) = found else { continue };
-        let mut said: Vec<String> = words[i..i + n].iter().map(|w| w.to_string()).collect();
         let prefix = i.checked_sub(1).map(|p| words[p]);
-        let range = match prefix {
-            Some("before") => DateRange {
+        let open = match prefix {
+            Some("before") => Some(DateRange {
                 from: None,
                 to: day.pred_opt(),
-            },
-            Some("after") => DateRange {
+            }),
+            Some("after") => Some(DateRange {
                 from: day.succ_opt(),
                 to: None,
-            },
-            Some("since" | "from") => DateRange {
+            }),
+            Some("since" | "from") => Some(DateRange {
                 from: Some(day),
                 to: None,
-            },
-            Some("until" | "till" | "by") => DateRange {
+            }),
+            Some("until" | "till" | "by") => Some(DateRange {
                 from: None,
                 to: Some(day),
-            },
-            _ => DateRange::day(day),
+            }),
+            _ => None,
         };
-        if range != DateRange::day(day) {
-            if let Some(p) = prefix {
-                said.insert(0, p.to_string());
-            }
-        }
+        // The words taken include the prefix when it made the range open.
+        let start = if open.is_some() { i - 1 } else { i };
+        let said = words[start..i + n].iter().map(|w| w.to_string()).collect();
+        let range = open.unwrap_or(DateRange::day(day));
         return Some((said, range));
     }
     None

@@ -24,13 +24,7 @@ pub struct DenseFound {
 /// workflow, so it needs no read root of its own).
 pub fn model_path(call: &Call<'_>, inputs: &Value) -> Result<PathBuf, ActionError> {
     let dir = configured(call, inputs)?.map_err(|e| ActionError::failed(e.to_string()))?;
-    let from_workflow = opt_str(inputs, "model_dir")?.is_some_and(|d| !d.trim().is_empty())
-        || call
-            .tool
-            .and_then(|t| t.options.get("model_dir"))
-            .and_then(Value::as_str)
-            .is_some_and(|d| !d.trim().is_empty());
-    if !from_workflow {
+    if named_by_workflow(call, inputs)?.is_none() {
         return Ok(dir);
     }
     call.caps
@@ -39,18 +33,28 @@ pub fn model_path(call: &Call<'_>, inputs: &Value) -> Result<PathBuf, ActionErro
         .map_err(|e| ActionError::failed(format!("the embedding model: {e}")))
 }
 
+/// The model folder the step or its tool names, if any.
+fn named_by_workflow<'a>(
+    call: &'a Call<'_>,
+    inputs: &'a Value,
+) -> Result<Option<&'a str>, ActionError> {
+    let named = |d: &&str| !d.trim().is_empty();
+    let tool_dir = call
+        .tool
+        .and_then(|t| t.options.get("model_dir"))
+        .and_then(Value::as_str)
+        .filter(named);
+    Ok(opt_str(inputs, "model_dir")?.filter(named).or(tool_dir))
+}
+
 /// The model folder if one is configured (`Err` inside: none is).
 pub fn configured(
     call: &Call<'_>,
     inputs: &Value,
 ) -> Result<Result<PathBuf, EmbedError>, ActionError> {
-    let tool_dir = call
-        .tool
-        .and_then(|t| t.options.get("model_dir"))
-        .and_then(Value::as_str);
     Ok(crate::retrieval::embed::model_dir(
-        opt_str(inputs, "model_dir")?,
-        tool_dir,
+        named_by_workflow(call, inputs)?,
+        None,
         &call.caps.env,
     ))
 }
