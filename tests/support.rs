@@ -47,6 +47,10 @@ pub fn cmd(cwd: &Path) -> Command {
         "OLLAMA_MODEL",
         "MARKTOFLOW_AGENT",
         "MARKTOFLOW_MODEL",
+        // Tests of the local model name it themselves; the others never
+        // fall back to one installed on the machine.
+        "MARKTOFLOW_MODELS_DIR",
+        "MARKTOFLOW_LOCAL_MODEL",
     ] {
         c.env_remove(v);
     }

@@ -88,6 +88,25 @@ pub enum Command {
         #[arg(long, default_value = "mermaid", value_parser = ["mermaid", "dot", "svg"])]
         format: String,
     },
+    /// The models marktoflow runs itself: the local chat model, the embedding model.
+    Model {
+        #[command(subcommand)]
+        command: ModelCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ModelCommand {
+    /// Fetch models into the models folder (all known ones when none is named); idempotent.
+    Install {
+        /// `qwen2.5-coder-0.5b` (the local chat model), `all-minilm-l6-v2` (embeddings).
+        names: Vec<String>,
+    },
+    /// Show the installed models.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug)]

@@ -4,6 +4,7 @@
 pub mod actions;
 pub mod args;
 pub mod env;
+pub mod models;
 pub mod progress;
 pub mod report;
 pub mod run;
@@ -99,6 +100,10 @@ pub fn main() -> i32 {
             EXIT_OK
         }
         Command::Actions { name, json } => crate::cli::actions::print(name.as_deref(), json),
+        Command::Model { command } => match command {
+            ModelCommand::Install { names } => models::install(&names),
+            ModelCommand::List { json } => models::list(json),
+        },
         Command::Graph { file, format } => {
             let wf = match load(&file, &Registry::standard()) {
                 Ok(w) => w,

@@ -17,6 +17,12 @@ impl Style {
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
         }
     }
+    pub(super) fn stdout() -> Self {
+        Style {
+            color: std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        }
+    }
     pub(super) fn paint(&self, code: &str, s: &str) -> String {
         if self.color {
             format!("\x1b[{code}m{s}\x1b[0m")

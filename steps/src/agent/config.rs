@@ -13,6 +13,8 @@ use std::time::Duration;
 
 /// Default per-request timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default time limit of a local generation (prompt reading included).
+pub const DEFAULT_LOCAL_TIMEOUT: Duration = Duration::from_secs(600);
 /// Default number of retries after the first attempt.
 pub const DEFAULT_MAX_RETRIES: u32 = 3;
 /// Default `max_tokens` for Anthropic (where the API requires one).
@@ -23,10 +25,15 @@ pub const ANTHROPIC_DEFAULT_MODEL: &str = "claude-sonnet-4-5-20250929";
 
 const SUPPORTED_SDKS: &str =
     "claude-agent, claude, claude-code, anthropic (Anthropic Messages API); \
-openai, openai-compatible, vllm (OpenAI chat completions); ollama (Ollama chat API)";
+openai, openai-compatible, vllm (OpenAI chat completions); ollama (Ollama chat API); \
+local (a GGUF model run in-process)";
 
 const SUPPORTED_AGENTS: &str =
-    "anthropic (also claude, claude-agent, claude-code), openai (also openai-compatible, vllm), ollama";
+    "anthropic (also claude, claude-agent, claude-code), openai (also openai-compatible, vllm), ollama, local";
+
+/// How to get the built-in model, for messages.
+pub const LOCAL_INSTALL_HINT: &str =
+    "`marktoflow model install` (the built-in local model, about 490 MB; no key or network needed afterwards)";
 
 /// An LLM provider spoken over HTTP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +44,8 @@ pub enum Provider {
     OpenAi,
     /// `POST {host}/api/chat`.
     Ollama,
+    /// A GGUF model run in this process by llama.cpp.
+    Local,
 }
 
 impl Provider {
@@ -46,6 +55,7 @@ impl Provider {
             "claude-agent" | "claude" | "claude-code" | "anthropic" => Some(Provider::Anthropic),
             "openai" | "openai-compatible" | "vllm" => Some(Provider::OpenAi),
             "ollama" => Some(Provider::Ollama),
+            "local" | "llama.cpp" | "llamacpp" | "gguf" => Some(Provider::Local),
             _ => None,
         }
     }
@@ -56,6 +66,7 @@ impl Provider {
             Provider::Anthropic => "anthropic",
             Provider::OpenAi => "openai",
             Provider::Ollama => "ollama",
+            Provider::Local => "local",
         }
     }
 
@@ -65,6 +76,7 @@ impl Provider {
             Provider::Anthropic => "Anthropic",
             Provider::OpenAi => "OpenAI",
             Provider::Ollama => "Ollama",
+            Provider::Local => "the local model",
         }
     }
 
@@ -74,6 +86,7 @@ impl Provider {
             Provider::Anthropic => "ANTHROPIC_API_KEY",
             Provider::OpenAi => "OPENAI_API_KEY",
             Provider::Ollama => "OLLAMA_API_KEY",
+            Provider::Local => "",
         }
     }
 
@@ -83,6 +96,7 @@ impl Provider {
             Provider::Anthropic => "ANTHROPIC_BASE_URL",
             Provider::OpenAi => "OPENAI_BASE_URL",
             Provider::Ollama => "OLLAMA_HOST",
+            Provider::Local => "",
         }
     }
 
@@ -92,6 +106,7 @@ impl Provider {
             Provider::Anthropic => "ANTHROPIC_MODEL",
             Provider::OpenAi => "OPENAI_MODEL",
             Provider::Ollama => "OLLAMA_MODEL",
+            Provider::Local => crate::core::models::MODEL_ENV,
         }
     }
 
@@ -101,6 +116,7 @@ impl Provider {
             Provider::Anthropic => "https://api.anthropic.com",
             Provider::OpenAi => "https://api.openai.com/v1",
             Provider::Ollama => "http://127.0.0.1:11434",
+            Provider::Local => "",
         }
     }
 }
@@ -181,6 +197,11 @@ pub struct Resolved {
     pub(crate) auth: Auth,
     /// Where the key came from, for hints (`ANTHROPIC_API_KEY`, `tool `agent` auth.api_key`).
     pub(crate) key_source: String,
+    /// The GGUF file, for [`Provider::Local`].
+    pub local_model: Option<std::path::PathBuf>,
+    /// Why the local model stands in for the tool's provider (its key is not
+    /// set), when it does.
+    pub fallback: Option<String>,
 }
 
 impl fmt::Debug for Resolved {
@@ -220,6 +241,10 @@ impl Resolved {
                 let base = base.strip_suffix("/api").unwrap_or(base);
                 format!("{base}/api/chat")
             }
+            Provider::Local => match &self.local_model {
+                Some(p) => p.display().to_string(),
+                None => "in-process".into(),
+            },
         }
     }
 
@@ -381,6 +406,9 @@ pub(crate) fn resolve(
     };
     // The file's own settings (models, endpoint, key) only apply to the file's provider.
     let keep_file = file_provider == Some(provider);
+    if provider == Provider::Local {
+        return resolve_local(overrides, tool, tool_name, keep_file, step_model, env, None);
+    }
     let who = match agent {
         Some(a) => format!(
             "`--agent {a}` selects {} for tool `{tool_name}`",
@@ -446,7 +474,19 @@ pub(crate) fn resolve(
                         display_url(&base_url)
                     ));
                 }
-                msg.push_str(", or pick another provider: `--agent openai` with OPENAI_API_KEY or OPENAI_BASE_URL, `--agent ollama` with OLLAMA_HOST");
+                if agent.is_none() && default_base {
+                    if let Some(local) = local_fallback(
+                        overrides,
+                        tool,
+                        tool_name,
+                        env,
+                        "ANTHROPIC_API_KEY is not set",
+                    ) {
+                        return local;
+                    }
+                }
+                msg.push_str(", or pick another provider: `--agent openai` with OPENAI_API_KEY or OPENAI_BASE_URL, `--agent ollama` with OLLAMA_HOST; or install the local model: ");
+                msg.push_str(LOCAL_INSTALL_HINT);
                 return Err(msg);
             }
         }
@@ -458,11 +498,23 @@ pub(crate) fn resolve(
             } else if !default_base {
                 (Auth::None, "OPENAI_API_KEY".to_string())
             } else {
+                if agent.is_none() {
+                    if let Some(local) = local_fallback(
+                        overrides,
+                        tool,
+                        tool_name,
+                        env,
+                        "neither OPENAI_API_KEY nor OPENAI_BASE_URL is set",
+                    ) {
+                        return local;
+                    }
+                }
                 return Err(format!(
                     "{who}, but neither OPENAI_API_KEY nor OPENAI_BASE_URL is set. \
                      Set OPENAI_API_KEY for api.openai.com, or OPENAI_BASE_URL for a local or compatible server \
                      (e.g. http://127.0.0.1:8000/v1; no key needed), \
-                     or pick another provider: `--agent anthropic` with ANTHROPIC_API_KEY, `--agent ollama` with OLLAMA_HOST"
+                     or pick another provider: `--agent anthropic` with ANTHROPIC_API_KEY, `--agent ollama` with OLLAMA_HOST; \
+                     or install the local model: {LOCAL_INSTALL_HINT}"
                 ));
             }
         }
@@ -475,6 +527,7 @@ pub(crate) fn resolve(
                 (Auth::None, "OLLAMA_API_KEY".to_string())
             }
         }
+        Provider::Local => (Auth::None, String::new()),
     };
 
     // Model.
@@ -508,7 +561,7 @@ pub(crate) fn resolve(
                 chosen = Some((claude_model_id(m), src));
                 break;
             }
-            Provider::OpenAi | Provider::Ollama => {
+            Provider::OpenAi | Provider::Ollama | Provider::Local => {
                 if claude_alias(m).is_some() {
                     skipped.push(format!("`{m}` ({src})"));
                     continue;
@@ -543,28 +596,12 @@ pub(crate) fn resolve(
     };
 
     // Generic options (kept under --agent: they are not provider-specific).
-    let o = &tool.options;
-    let timeout = o
-        .get("timeout")
-        .and_then(value_f64)
-        .filter(|t| *t > 0.0)
-        .and_then(crate::core::time::from_secs)
-        .unwrap_or(DEFAULT_TIMEOUT);
-    let max_retries = o
-        .get("max_retries")
-        .and_then(value_f64)
-        .filter(|n| n.is_finite() && *n >= 0.0)
-        .map(|n| n.min(10.0) as u32)
-        .unwrap_or(DEFAULT_MAX_RETRIES);
-    let max_tokens = o
-        .get("max_tokens")
-        .and_then(value_f64)
-        .filter(|n| n.is_finite() && *n >= 1.0)
-        .map(|n| n as u64);
-    let temperature = o
-        .get("temperature")
-        .and_then(value_f64)
-        .filter(|t| t.is_finite());
+    let Generic {
+        timeout,
+        max_retries,
+        max_tokens,
+        temperature,
+    } = generic_options(tool);
 
     Ok(Resolved {
         provider,
@@ -578,6 +615,158 @@ pub(crate) fn resolve(
         temperature,
         auth,
         key_source,
+        local_model: None,
+        fallback: None,
+    })
+}
+
+/// The tool's generic options: timeout, retries, max_tokens, temperature.
+struct Generic {
+    timeout: Duration,
+    max_retries: u32,
+    max_tokens: Option<u64>,
+    temperature: Option<f64>,
+}
+
+fn generic_options(tool: &ToolConfig) -> Generic {
+    let o = &tool.options;
+    Generic {
+        timeout: o
+            .get("timeout")
+            .and_then(value_f64)
+            .filter(|t| *t > 0.0)
+            .and_then(crate::core::time::from_secs)
+            .unwrap_or(DEFAULT_TIMEOUT),
+        max_retries: o
+            .get("max_retries")
+            .and_then(value_f64)
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .map(|n| n.min(10.0) as u32)
+            .unwrap_or(DEFAULT_MAX_RETRIES),
+        max_tokens: o
+            .get("max_tokens")
+            .and_then(value_f64)
+            .filter(|n| n.is_finite() && *n >= 1.0)
+            .map(|n| n as u64),
+        temperature: o
+            .get("temperature")
+            .and_then(value_f64)
+            .filter(|t| t.is_finite()),
+    }
+}
+
+/// The local model standing in for a cloud provider whose key is missing,
+/// when one is installed (`None` otherwise).
+fn local_fallback(
+    overrides: &AgentOverrides,
+    tool: &ToolConfig,
+    tool_name: &str,
+    env: &BTreeMap<String, String>,
+    why: &str,
+) -> Option<Result<Resolved, String>> {
+    crate::core::models::default_gguf(env)?;
+    Some(resolve_local(
+        overrides,
+        tool,
+        tool_name,
+        false,
+        None,
+        env,
+        Some(why.to_string()),
+    ))
+}
+
+/// Which GGUF a local step runs: the step's `model:`, the tool's
+/// `options.model`, `--model`, `MARKTOFLOW_LOCAL_MODEL`, else the installed
+/// default. A name is a path to a `.gguf` or a file in the models folder;
+/// a Claude alias (`haiku`) names no local model and is passed over.
+fn resolve_local(
+    overrides: &AgentOverrides,
+    tool: &ToolConfig,
+    tool_name: &str,
+    keep_file: bool,
+    step_model: Option<&str>,
+    env: &BTreeMap<String, String>,
+    fallback: Option<String>,
+) -> Result<Resolved, String> {
+    use crate::core::models as catalog;
+    let mut candidates: Vec<(String, String)> = Vec::new();
+    if keep_file {
+        if let Some(m) = step_model {
+            candidates.push((m.to_string(), "step `model:`".to_string()));
+        }
+        if let Some(m) = tool.options.get("model").and_then(value_str) {
+            candidates.push((
+                substitute(&m, env),
+                format!("tool `{tool_name}` options.model"),
+            ));
+        }
+    }
+    if let Some(m) = &overrides.model {
+        candidates.push((m.clone(), "--model".to_string()));
+    }
+    let mut chosen: Option<(std::path::PathBuf, String)> = None;
+    for (m, src) in candidates {
+        let m = m.trim();
+        if m.is_empty() || m.eq_ignore_ascii_case("auto") || claude_alias(m).is_some() {
+            continue;
+        }
+        match catalog::resolve_gguf(m, env) {
+            Some(p) => {
+                chosen = Some((p, src));
+                break;
+            }
+            // A model named for the cloud provider means nothing here.
+            None if fallback.is_some() => continue,
+            None => return Err(format!(
+                "the local model `{m}` ({src}) is not installed: give the path of a .gguf file, \
+                     a file name in {}, or install the default model with {LOCAL_INSTALL_HINT}",
+                catalog::models_dir(env).display()
+            )),
+        }
+    }
+    let (path, source) = match chosen {
+        Some(c) => c,
+        None => match catalog::default_gguf(env) {
+            Some(p) => {
+                let src = if env_get(env, catalog::MODEL_ENV).is_some() {
+                    catalog::MODEL_ENV.to_string()
+                } else {
+                    "default".to_string()
+                };
+                (p, src)
+            }
+            None => {
+                return Err(format!(
+                    "tool `{tool_name}` uses the local model, but none is installed in {}. \
+                     Install it with {LOCAL_INSTALL_HINT}, or give a GGUF file with `--model /path/model.gguf` \
+                     (or the tool's `options.model`, or {})",
+                    catalog::models_dir(env).display(),
+                    catalog::MODEL_ENV
+                ))
+            }
+        },
+    };
+    let g = generic_options(tool);
+    Ok(Resolved {
+        provider: Provider::Local,
+        tool: tool_name.to_string(),
+        model: super::local::short_name(&path),
+        model_source: source,
+        base_url: String::new(),
+        // Reading a long prompt on two cores takes a while.
+        timeout: if tool.options.contains_key("timeout") {
+            g.timeout
+        } else {
+            DEFAULT_LOCAL_TIMEOUT
+        },
+        max_retries: 0,
+        max_tokens: g.max_tokens,
+        temperature: g.temperature,
+        auth: Auth::None,
+        key_source: String::new(),
+        local_model: Some(path),
+        fallback,
     })
 }
 

@@ -72,19 +72,27 @@
 //! message and a hint. API keys never appear in messages.
 
 mod config;
+pub mod local;
+mod schema;
 pub(crate) mod transport;
 mod wire;
 
 pub use config::{
     claude_alias, claude_model_id, Provider, Resolved, ANTHROPIC_DEFAULT_MODEL,
-    DEFAULT_MAX_RETRIES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT,
+    DEFAULT_LOCAL_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT,
+    LOCAL_INSTALL_HINT,
 };
 
 use crate::core::action::{Action, ActionError, Call, LogLevel, ToolConfig};
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+
+/// Whether this process has said that the local model stands in for a
+/// provider without a key (said once, not per step or per run).
+static FALLBACK_SAID: AtomicBool = AtomicBool::new(false);
 
 /// CLI overrides for every agent step.
 #[derive(Debug, Clone, Default)]
@@ -189,6 +197,22 @@ impl AgentHub {
             );
         }
         let timeout = call.timeout.unwrap_or(resolved.timeout);
+        if let Some(why) = &resolved.fallback {
+            if !FALLBACK_SAID.swap(true, Ordering::Relaxed) {
+                call.log(
+                    LogLevel::Warn,
+                    format!(
+                        "{why}: agent steps use the local model {} ({}); set the key to use the tool's provider",
+                        resolved.model,
+                        config::display_url(&resolved.endpoint())
+                    ),
+                );
+            }
+        }
+        if resolved.provider == Provider::Local {
+            let parsed = local::complete(call, &resolved, &prompt, timeout).await?;
+            return finish(call, &prompt, parsed);
+        }
         call.log(
             LogLevel::Debug,
             format!(
@@ -205,10 +229,25 @@ impl AgentHub {
         let parsed = wire::parse_reply(resolved.provider, &reply).map_err(|e| {
             ActionError::failed(format!("unexpected {} reply: {e}", resolved.provider))
         })?;
-        if let Some(w) = parsed.warning {
-            call.log(LogLevel::Warn, format!("{}: {w}", call.action));
-        }
-        Ok(parsed.text)
+        finish(call, &prompt, parsed)
+    }
+}
+
+/// The reply text, its warning logged; with `format`/`output_schema`, the
+/// JSON text once it is checked.
+fn finish(
+    call: &Call<'_>,
+    prompt: &wire::Prompt,
+    reply: wire::Reply,
+) -> Result<String, ActionError> {
+    if let Some(w) = reply.warning {
+        call.log(LogLevel::Warn, format!("{}: {w}", call.action));
+    }
+    match &prompt.format {
+        None => Ok(reply.text),
+        Some(f) => f
+            .check(&reply.text)
+            .map_err(|e| ActionError::failed(format!("{}: {e}", call.action))),
     }
 }
 
@@ -230,7 +269,9 @@ impl Action for AgentAction {
     }
 }
 
-use crate::core::catalog::{input, spec, Input, Spec, ANY, EFFECTS, INTEGER, LIST, NUMBER};
+use crate::core::catalog::{
+    input, spec, Input, Spec, ANY, EFFECTS, INTEGER, LIST, MAPPING, NUMBER, STRING,
+};
 
 const AGENT_INPUTS: &[Input] = &[
     input(
@@ -249,7 +290,26 @@ const AGENT_INPUTS: &[Input] = &[
         INTEGER,
         "Longest reply (Anthropic: 4096 by default).",
     ),
-    input("temperature", NUMBER, "Sampling temperature (0 or more)."),
+    input(
+        "temperature",
+        NUMBER,
+        "Sampling temperature (0 or more; the local model is greedy by default).",
+    ),
+    input(
+        "seed",
+        INTEGER,
+        "Sampling seed (local model, OpenAI, Ollama): the same seed and prompt give the same reply.",
+    ),
+    input(
+        "format",
+        STRING,
+        "`json`: the reply is one JSON object (local: grammar-constrained; OpenAI/Ollama: JSON mode; Anthropic: asked and checked).",
+    ),
+    input(
+        "output_schema",
+        MAPPING,
+        "A JSON Schema the reply must follow (local: grammar-constrained; OpenAI/Ollama: structured output; Anthropic: asked and checked).",
+    ),
     input(
         "model",
         ANY,

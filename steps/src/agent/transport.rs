@@ -172,6 +172,7 @@ fn status_failure(r: &Resolved, status: StatusCode, msg: &str, url: &str) -> Str
                 "check the model `{}` ({}): run `ollama pull {}`, and the host {url}",
                 r.model, r.model_source, r.model
             ),
+            Provider::Local => format!("check the model `{}`", r.model),
         }),
         _ => None,
     };

@@ -18,9 +18,60 @@ pub(crate) struct Prompt {
     pub system: Option<String>,
     pub max_tokens: Option<u64>,
     pub temperature: Option<f64>,
+    /// `seed`: the same seed and prompt give the same sampled reply (local model).
+    pub seed: Option<u64>,
+    /// `format: json` / `output_schema`: the reply must be JSON.
+    pub format: Option<OutputFormat>,
 }
 
-fn text_of(v: &Value) -> String {
+/// What shape the reply must have.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum OutputFormat {
+    /// Any JSON object.
+    Json,
+    /// JSON following this JSON Schema.
+    Schema(Value),
+}
+
+impl OutputFormat {
+    /// The schema the reply follows (any object for `format: json`).
+    pub fn schema(&self) -> Value {
+        match self {
+            OutputFormat::Json => json!({"type": "object"}),
+            OutputFormat::Schema(s) => s.clone(),
+        }
+    }
+
+    /// Said to the model in the system prompt (a grammar or a JSON mode
+    /// then holds it to it).
+    pub fn instruction(&self) -> String {
+        match self {
+            OutputFormat::Json => "Reply with one JSON object and nothing else.".into(),
+            OutputFormat::Schema(s) => format!(
+                "Reply with one JSON value and nothing else, following this JSON Schema:\n{s}"
+            ),
+        }
+    }
+
+    /// The reply's JSON text (a surrounding Markdown fence removed), or why
+    /// it does not conform.
+    pub fn check(&self, text: &str) -> Result<String, String> {
+        let t = text.trim();
+        let t = t
+            .strip_prefix("```json")
+            .or_else(|| t.strip_prefix("```"))
+            .and_then(|r| r.trim_end().strip_suffix("```"))
+            .map(str::trim)
+            .unwrap_or(t);
+        let v: Value = serde_json::from_str(t)
+            .map_err(|e| format!("the reply is not JSON ({e}): {}", snippet(t)))?;
+        super::schema::check(&self.schema(), &v)
+            .map_err(|e| format!("the reply does not follow `output_schema`: {e}"))?;
+        Ok(t.to_string())
+    }
+}
+
+pub(crate) fn text_of(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -141,11 +192,57 @@ pub(crate) fn parse_inputs(inputs: &Value) -> Result<Prompt, ActionError> {
             }
         }
     };
+    let seed = match obj.get("seed") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        {
+            Some(n) => Some(n),
+            None => {
+                return Err(ActionError::Input(format!(
+                    "input `seed` must be a non-negative integer, got {v}"
+                )))
+            }
+        },
+    };
+    let given = |k: &str| obj.get(k).filter(|v| !v.is_null());
+    let format = match (given("output_schema"), given("format")) {
+        (Some(s @ Value::Object(_)), _) => {
+            super::schema::validate_schema(s)
+                .map_err(|e| ActionError::Input(format!("input `output_schema`: {e}")))?;
+            Some(OutputFormat::Schema(s.clone()))
+        }
+        (Some(other), _) => {
+            return Err(ActionError::Input(format!(
+                "input `output_schema` must be a JSON Schema (a mapping), got {}",
+                type_name(other)
+            )))
+        }
+        (None, None) => None,
+        (None, Some(Value::String(f))) => match f.trim().to_ascii_lowercase().as_str() {
+            "json" => Some(OutputFormat::Json),
+            "text" | "" => None,
+            _ => {
+                return Err(ActionError::Input(format!(
+                    "input `format` must be `json` or `text`, got `{f}`"
+                )))
+            }
+        },
+        (None, Some(other)) => {
+            return Err(ActionError::Input(format!(
+                "input `format` must be `json` or `text`, got {}",
+                type_name(other)
+            )))
+        }
+    };
     Ok(Prompt {
         messages,
         system,
         max_tokens,
         temperature,
+        seed,
+        format,
     })
 }
 
@@ -169,6 +266,11 @@ pub(crate) fn request_body(r: &Resolved, p: &Prompt) -> Value {
                 };
                 messages.push(json!({"role": m.role, "content": content}));
             }
+            // The Messages API has no JSON mode: the instruction asks, the
+            // reply is checked.
+            if let Some(f) = &p.format {
+                system.push(f.instruction());
+            }
             let mut body = json!({
                 "model": r.model,
                 "max_tokens": max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
@@ -184,7 +286,7 @@ pub(crate) fn request_body(r: &Resolved, p: &Prompt) -> Value {
         }
         Provider::OpenAi => {
             let mut messages = Vec::new();
-            if let Some(s) = &p.system {
+            if let Some(s) = system_with_format(p) {
                 messages.push(json!({"role": "system", "content": s}));
             }
             for m in &p.messages {
@@ -208,11 +310,26 @@ pub(crate) fn request_body(r: &Resolved, p: &Prompt) -> Value {
             if let Some(t) = temperature {
                 body["temperature"] = json!(t);
             }
+            if let Some(seed) = p.seed {
+                body["seed"] = json!(seed);
+            }
+            match &p.format {
+                None => {}
+                Some(OutputFormat::Json) => {
+                    body["response_format"] = json!({"type": "json_object"});
+                }
+                Some(OutputFormat::Schema(s)) => {
+                    body["response_format"] = json!({
+                        "type": "json_schema",
+                        "json_schema": {"name": "output", "schema": s},
+                    });
+                }
+            }
             body
         }
         Provider::Ollama => {
             let mut messages = Vec::new();
-            if let Some(s) = &p.system {
+            if let Some(s) = system_with_format(p) {
                 messages.push(json!({"role": "system", "content": s}));
             }
             for m in &p.messages {
@@ -226,12 +343,33 @@ pub(crate) fn request_body(r: &Resolved, p: &Prompt) -> Value {
             if let Some(t) = temperature {
                 options.insert("temperature".into(), json!(t));
             }
+            if let Some(seed) = p.seed {
+                options.insert("seed".into(), json!(seed));
+            }
             if !options.is_empty() {
                 body["options"] = Value::Object(options);
             }
+            match &p.format {
+                None => {}
+                Some(OutputFormat::Json) => body["format"] = json!("json"),
+                Some(OutputFormat::Schema(s)) => body["format"] = s.clone(),
+            }
             body
         }
+        // Runs in-process: no request body.
+        Provider::Local => Value::Null,
     }
+}
+
+/// The system prompt with the output format's instruction appended.
+fn system_with_format(p: &Prompt) -> Option<String> {
+    let parts: Vec<String> = p
+        .system
+        .iter()
+        .cloned()
+        .chain(p.format.as_ref().map(OutputFormat::instruction))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n\n"))
 }
 
 /// A parsed reply: the text, plus a warning worth logging (truncation, empty reply).
@@ -330,6 +468,7 @@ pub(crate) fn parse_reply(provider: Provider, body: &Value) -> Result<Reply, Str
                 warning,
             })
         }
+        Provider::Local => Err("the local model has no HTTP reply".into()),
     }
 }
 

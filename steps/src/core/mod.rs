@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod confined;
 pub mod files;
 pub mod hosts;
+pub mod models;
 pub mod net;
 pub mod sandbox;
 pub mod sqlite;

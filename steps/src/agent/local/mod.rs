@@ -1,0 +1,197 @@
+//! The `local` provider: a GGUF chat model run in this process by llama.cpp.
+//!
+//! One model per process ([`Caches`](crate::core::cache::Caches) keeps one),
+//! loaded on first use and memory-mapped; each call renders the model's chat
+//! template, waits for one of a bounded number of generation slots (queued
+//! beyond that), and generates off the async threads until the reply ends,
+//! `max_tokens`, the step's time limit or cancellation.
+
+pub mod chat;
+pub mod engine;
+
+use super::config::Resolved;
+use super::wire::{text_of, Prompt, Reply};
+use crate::core::action::{ActionError, Call, LogLevel};
+use engine::{Finish, GenRequest, Halt, LocalError, LocalModel};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+/// Reply length when neither the step nor the tool sets `max_tokens`.
+pub const DEFAULT_MAX_TOKENS: u32 = 1024;
+
+/// A loaded model and the slots its generations take.
+pub struct Loaded {
+    pub model: LocalModel,
+    slots: Arc<Semaphore>,
+}
+
+/// Generations at once: each already uses every core, so more would only
+/// share them; one per 8 cores, at least one.
+fn slot_count() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get() / 8)
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// The model at `path`, loaded once per [`Caches`](crate::core::cache::Caches)
+/// (one at a time: loading another drops the previous).
+pub fn load_cached(
+    caches: &crate::core::cache::Caches,
+    path: &Path,
+) -> Result<Arc<Loaded>, LocalError> {
+    type Models = HashMap<PathBuf, Arc<Loaded>>;
+    let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    if let Some(m) = caches.with(|c: &mut Models| c.get(&key).cloned()) {
+        return Ok(m);
+    }
+    let loaded = Arc::new(Loaded {
+        model: LocalModel::load(&key)?,
+        slots: Arc::new(Semaphore::new(slot_count())),
+    });
+    Ok(caches.with(|c: &mut Models| {
+        let m = c.entry(key.clone()).or_insert(loaded).clone();
+        crate::core::cache::bound(c, &key, 1);
+        m
+    }))
+}
+
+/// Runs one agent call on the local model.
+pub(crate) async fn complete(
+    call: &Call<'_>,
+    r: &Resolved,
+    prompt: &Prompt,
+    timeout: Duration,
+) -> Result<Reply, ActionError> {
+    let path = r
+        .local_model
+        .clone()
+        .ok_or_else(|| ActionError::failed("no local model resolved".to_string()))?;
+    let deadline = Instant::now() + timeout;
+    let caches = call.caps.caches.clone();
+    let load_path = path.clone();
+    let loading = tokio::task::spawn_blocking(move || load_cached(&caches, &load_path));
+    let loaded = tokio::select! {
+        biased;
+        _ = call.caps.cancel.cancelled() => return Err(ActionError::Cancelled),
+        r = loading => r
+            .map_err(|e| ActionError::failed(format!("loading the local model stopped: {e}")))?
+            .map_err(|e| ActionError::failed(e.to_string()))?,
+    };
+
+    let mut messages = Vec::new();
+    let mut system: Vec<String> = prompt.system.iter().cloned().collect();
+    if let Some(f) = &prompt.format {
+        system.push(f.instruction());
+    }
+    if !system.is_empty() {
+        messages.push(chat::ChatMessage {
+            role: "system".into(),
+            content: system.join("\n\n"),
+        });
+    }
+    for m in &prompt.messages {
+        messages.push(chat::ChatMessage {
+            role: m.role.clone(),
+            content: text_of(&m.content),
+        });
+    }
+    let today = call.caps.clock.now().date_naive();
+    let model = &loaded.model;
+    let text = chat::render(
+        model.chat_template.as_deref(),
+        &messages,
+        &model.bos,
+        &model.eos,
+        today,
+    )
+    .map_err(ActionError::failed)?;
+    let grammar = match &prompt.format {
+        None => None,
+        Some(f) => Some(
+            LocalModel::grammar_for_schema(&f.schema())
+                .map_err(|e| ActionError::Input(format!("input `output_schema`: {e}")))?,
+        ),
+    };
+    let req = GenRequest {
+        prompt: text,
+        max_tokens: prompt
+            .max_tokens
+            .or(r.max_tokens)
+            .map(|n| n.min(u64::from(u32::MAX)) as u32)
+            .unwrap_or(DEFAULT_MAX_TOKENS),
+        temperature: prompt.temperature.or(r.temperature).unwrap_or(0.0) as f32,
+        seed: prompt.seed.unwrap_or(0) as u32,
+        grammar,
+    };
+
+    // Wait for a slot (cancellable, and counted against the time limit).
+    let slots = loaded.slots.clone();
+    let permit = tokio::select! {
+        biased;
+        _ = call.caps.cancel.cancelled() => return Err(ActionError::Cancelled),
+        _ = tokio::time::sleep_until(deadline.into()) => return Err(timed_out(timeout)),
+        p = slots.acquire_owned() => p.map_err(|e| ActionError::failed(e.to_string()))?,
+    };
+    let cancel = call.caps.cancel.clone();
+    let gen_model = loaded.clone();
+    let work = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let halt = || {
+            if cancel.is_cancelled() {
+                Some(Halt::Cancelled)
+            } else if Instant::now() >= deadline {
+                Some(Halt::TimedOut)
+            } else {
+                None
+            }
+        };
+        gen_model.model.generate(&req, &halt)
+    });
+    let generation = match work.await {
+        Ok(Ok(g)) => g,
+        Ok(Err(LocalError::Cancelled)) => return Err(ActionError::Cancelled),
+        Ok(Err(LocalError::TimedOut)) => return Err(timed_out(timeout)),
+        Ok(Err(e)) => return Err(ActionError::failed(e.to_string())),
+        Err(e) => return Err(ActionError::failed(format!("generation stopped: {e}"))),
+    };
+    call.log(
+        LogLevel::Debug,
+        format!(
+            "{}: local {} prompt tokens in {:.2}s, {} reply tokens in {:.2}s",
+            call.action,
+            generation.prompt_tokens,
+            generation.prompt_time.as_secs_f64(),
+            generation.reply_tokens,
+            generation.reply_time.as_secs_f64()
+        ),
+    );
+    let warning = match generation.finish {
+        Finish::Length => Some(
+            "the reply was cut off at max_tokens; raise `max_tokens` for a complete answer".into(),
+        ),
+        Finish::End if generation.text.trim().is_empty() => Some("the reply has no text".into()),
+        Finish::End => None,
+    };
+    Ok(Reply {
+        text: generation.text,
+        warning,
+    })
+}
+
+fn timed_out(limit: Duration) -> ActionError {
+    ActionError::failed(format!(
+        "the local model gave no complete reply within {}",
+        crate::core::net::fmt_duration(limit)
+    ))
+}
+
+/// For `--dry-run` and messages: the model file's short name.
+pub fn short_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().trim_end_matches(".gguf").to_string())
+        .unwrap_or_else(|| path.display().to_string())
+}
