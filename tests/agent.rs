@@ -114,3 +114,145 @@ branches:
         "exactly two calls were in flight at the peak"
     );
 }
+
+const STRUCTURED: &str = r#"---
+workflow: {id: structured, name: Structured}
+tools:
+  ai: {sdk: openai, options: {model: gpt-test}}
+---
+## Ask
+```yaml
+action: ai.run
+inputs:
+  prompt: Give me the terms.
+  output_schema:
+    type: object
+    properties:
+      terms: {type: array, items: {type: string}}
+    required: [terms]
+output_variable: raw
+```
+"#;
+
+#[test]
+fn a_reply_that_breaks_the_output_schema_fails_the_step() {
+    let d = crate::support::tempdir();
+    std::fs::write(d.path().join("s.md"), STRUCTURED).unwrap();
+    let replies = Arc::new(AtomicUsize::new(0));
+    let n = replies.clone();
+    let llm = FakeLlm::start(Arc::new(move |_| match n.fetch_add(1, Ordering::SeqCst) {
+        0 => (200, "```json\n{\"terms\": [\"apollo\"]}\n```".into()),
+        1 => (200, "{\"words\": [\"apollo\"]}".into()),
+        _ => (200, "Sure! Here are the terms: apollo".into()),
+    }));
+    let go = || {
+        run(cmd(d.path())
+            .args(["run", "s.md", "--json", "--quiet"])
+            .env("OPENAI_BASE_URL", format!("{}/v1", llm.base)))
+    };
+    // Conforming JSON (its Markdown fence removed) is the step's output.
+    let r = go();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["outputs"]["raw"], "{\"terms\": [\"apollo\"]}");
+    let body = &llm.requests()[0].body;
+    assert_eq!(body["response_format"]["type"], "json_schema", "{body}");
+    // JSON of another shape, or no JSON at all, fails with the reason.
+    let r = go();
+    assert_eq!(r.code, 1, "{r:?}");
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(msg.contains("`terms` is missing"), "{msg}");
+    let r = go();
+    assert_eq!(r.code, 1, "{r:?}");
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(msg.contains("the reply is not JSON"), "{msg}");
+}
+
+#[test]
+fn without_a_key_or_a_local_model_the_error_says_how_to_get_either() {
+    let r = run(cmd(&repo()).args([
+        "run",
+        "workflows/lifeos/retrieval-indexed.md",
+        "--input",
+        "query=x",
+    ]));
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("ANTHROPIC_API_KEY is not set"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("marktoflow model install"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_local_model_that_is_not_a_gguf_is_refused_naming_the_file() {
+    let d = crate::support::tempdir();
+    let fake = d.path().join("model.gguf");
+    std::fs::write(&fake, "not a model").unwrap();
+    let r = run(cmd(&repo())
+        .args([
+            "run",
+            "examples/agent.md",
+            "--json",
+            "--quiet",
+            "--agent",
+            "local",
+            "--model",
+        ])
+        .arg(&fake));
+    assert_eq!(r.code, 1, "{r:?}");
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        msg.contains(&fake.display().to_string()) && msg.contains("is not a GGUF model"),
+        "{msg}"
+    );
+    // A name that is no file and no installed model is refused before the run.
+    let r = run(cmd(&repo()).args([
+        "run",
+        "examples/agent.md",
+        "--agent",
+        "local",
+        "--model",
+        "no-such-model",
+    ]));
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("`no-such-model` (--model) is not installed"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn model_list_shows_the_models_folder() {
+    let d = crate::support::tempdir();
+    std::fs::write(d.path().join("tiny.gguf"), b"GGUF....").unwrap();
+    let r = run(cmd(d.path())
+        .args(["model", "list", "--json"])
+        .env("MARKTOFLOW_MODELS_DIR", d.path()));
+    assert_eq!(r.code, 0, "{r:?}");
+    let list = r.json();
+    assert_eq!(list[0]["name"], "tiny");
+    assert_eq!(list[0]["bytes"], 8);
+    let r = run(cmd(d.path())
+        .args(["model", "list"])
+        .env("MARKTOFLOW_MODELS_DIR", d.path()));
+    assert!(
+        r.stdout
+            .contains("not installed: qwen2.5-coder-0.5b, all-minilm-l6-v2"),
+        "{}",
+        r.stdout
+    );
+    let r = run(cmd(d.path()).args(["model", "install", "gpt-5"]));
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("known models: qwen2.5-coder-0.5b"),
+        "{}",
+        r.stderr
+    );
+}

@@ -12,6 +12,7 @@ mod errors;
 mod examples;
 mod flagship;
 mod fuzz;
+mod local_model;
 mod memory;
 mod readme;
 mod retrieval;

@@ -125,3 +125,20 @@ pub fn embed_model() -> Option<PathBuf> {
         }
     }
 }
+
+/// The local chat model's GGUF from `MARKTOFLOW_LOCAL_MODEL` (`.ci/run`
+/// installs the default one). Missing, the real-model tests say they are
+/// skipped, except in CI, where a missing model fails them.
+pub fn local_model() -> Option<PathBuf> {
+    match std::env::var_os("MARKTOFLOW_LOCAL_MODEL") {
+        Some(p) => Some(PathBuf::from(p)),
+        None => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must set MARKTOFLOW_LOCAL_MODEL (see .ci/run)"
+            );
+            eprintln!("skipped: set MARKTOFLOW_LOCAL_MODEL to run the local model tests");
+            None
+        }
+    }
+}

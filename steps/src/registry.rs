@@ -26,18 +26,6 @@ pub enum ActionKind {
     Network,
 }
 
-/// SDK names that select the LLM providers.
-pub const AGENT_SDKS: &[&str] = &[
-    "claude-agent",
-    "claude",
-    "claude-code",
-    "anthropic",
-    "openai",
-    "openai-compatible",
-    "vllm",
-    "ollama",
-];
-
 /// Tools every workflow has without declaring them.
 pub const IMPLICIT_TOOLS: &[&str] = &[
     "core", "workflow", "script", "file", "http", "kb", "rank", "context", "query", "memory",
@@ -98,7 +86,7 @@ impl Registry {
         by_sdk.insert("query", (ActionKind::Builtin, Arc::new(QueryAction)));
         by_sdk.insert("memory", (ActionKind::Builtin, Arc::new(MemoryAction)));
         let agent: Arc<dyn Action> = Arc::new(AgentAction);
-        for sdk in AGENT_SDKS {
+        for (sdk, _) in crate::agent::SDKS {
             by_sdk.insert(sdk, (ActionKind::Agent, agent.clone()));
         }
         Registry { by_sdk }

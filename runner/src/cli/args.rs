@@ -179,7 +179,7 @@ pub struct RunArgs {
     /// Render every step and show what would be called, calling nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Use this LLM provider for every agent tool: anthropic, openai, ollama (or any sdk name).
+    /// Use this LLM provider for every agent tool: anthropic, openai, ollama, local (or any sdk name).
     #[arg(short, long, env = "MARKTOFLOW_AGENT")]
     pub agent: Option<String>,
     /// The model for agent steps that name none (and for every step when --agent switches provider).

@@ -5,7 +5,8 @@
 use crate::format::model::{
     InputType, COMMON_KEYS, INPUT_KEYS, KINDS, META_KEYS, TOOL_KEYS, TOP_KEYS,
 };
-use marktoflow_steps::registry::{AGENT_SDKS, IMPLICIT_TOOLS};
+use marktoflow_steps::agent::SDKS;
+use marktoflow_steps::registry::IMPLICIT_TOOLS;
 use serde_json::{json, Map, Value};
 
 /// What each key holds, for editors' completion and hover text.
@@ -174,7 +175,7 @@ pub fn schema() -> Value {
         "description" => json!({"type": "string"}),
         _ => json!({}),
     });
-    let mut sdks: Vec<&str> = AGENT_SDKS.to_vec();
+    let mut sdks: Vec<&str> = SDKS.iter().map(|(name, _)| *name).collect();
     sdks.extend(IMPLICIT_TOOLS.iter().copied());
     let tool = object(TOOL_KEYS, |k| match k {
         "sdk" => json!({"type": "string", "examples": sdks}),

@@ -48,16 +48,26 @@ pub enum Provider {
     Local,
 }
 
+/// Every tool `sdk` (and `--agent` value) naming a provider.
+pub const SDKS: &[(&str, Provider)] = &[
+    ("claude-agent", Provider::Anthropic),
+    ("claude", Provider::Anthropic),
+    ("claude-code", Provider::Anthropic),
+    ("anthropic", Provider::Anthropic),
+    ("openai", Provider::OpenAi),
+    ("openai-compatible", Provider::OpenAi),
+    ("vllm", Provider::OpenAi),
+    ("ollama", Provider::Ollama),
+    ("local", Provider::Local),
+];
+
 impl Provider {
     /// The provider for a tool `sdk` (or a `--agent` value), case-insensitive.
     pub fn from_sdk(sdk: &str) -> Option<Provider> {
-        match sdk.trim().to_ascii_lowercase().as_str() {
-            "claude-agent" | "claude" | "claude-code" | "anthropic" => Some(Provider::Anthropic),
-            "openai" | "openai-compatible" | "vllm" => Some(Provider::OpenAi),
-            "ollama" => Some(Provider::Ollama),
-            "local" | "llama.cpp" | "llamacpp" | "gguf" => Some(Provider::Local),
-            _ => None,
-        }
+        let sdk = sdk.trim();
+        SDKS.iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(sdk))
+            .map(|(_, p)| *p)
     }
 
     /// Short lowercase id: `anthropic`, `openai`, `ollama`.
@@ -718,11 +728,13 @@ fn resolve_local(
             }
             // A model named for the cloud provider means nothing here.
             None if fallback.is_some() => continue,
-            None => return Err(format!(
+            None => {
+                return Err(format!(
                 "the local model `{m}` ({src}) is not installed: give the path of a .gguf file, \
                      a file name in {}, or install the default model with {LOCAL_INSTALL_HINT}",
                 catalog::models_dir(env).display()
-            )),
+            ))
+            }
         }
     }
     let (path, source) = match chosen {
@@ -812,6 +824,171 @@ mod tests {
             display_url("https://u:p@h.example/v1"),
             "https://h.example/v1"
         );
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn tool(sdk: &str, model: Option<&str>) -> ToolConfig {
+        let mut t = ToolConfig {
+            name: "agent".into(),
+            sdk: sdk.into(),
+            ..Default::default()
+        };
+        if let Some(m) = model {
+            t.options.insert("model".into(), Value::String(m.into()));
+        }
+        t
+    }
+
+    /// A models folder holding a file named like the default model (its
+    /// content is never read by resolution).
+    fn models_with_default() -> (std::path::PathBuf, BTreeMap<String, String>) {
+        let d = std::env::temp_dir().join(format!(
+            "mtf-local-{}-{}",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(crate::core::models::DEFAULT_CHAT.file), b"GGUF").unwrap();
+        let e = env(&[
+            ("HOME", "/nowhere"),
+            (crate::core::models::MODELS_DIR_ENV, d.to_str().unwrap()),
+        ]);
+        (d, e)
+    }
+
+    #[test]
+    fn the_local_model_stands_in_for_a_provider_without_a_key() {
+        let (d, e) = models_with_default();
+        let r = resolve(
+            &AgentOverrides::default(),
+            &tool("claude-agent", Some("sonnet")),
+            Some("haiku"),
+            &e,
+        )
+        .unwrap();
+        assert_eq!(r.provider, Provider::Local);
+        assert_eq!(
+            r.local_model,
+            Some(d.join(crate::core::models::DEFAULT_CHAT.file))
+        );
+        assert!(r.fallback.as_deref().unwrap().contains("ANTHROPIC_API_KEY"));
+        assert_eq!(r.model_source, "default");
+        // A key, or an endpoint of one's own, keeps the tool's provider.
+        let mut with_key = e.clone();
+        with_key.insert("ANTHROPIC_API_KEY".into(), "k".into());
+        let r = resolve(
+            &AgentOverrides::default(),
+            &tool("claude", None),
+            None,
+            &with_key,
+        )
+        .unwrap();
+        assert_eq!(r.provider, Provider::Anthropic);
+        let mut proxy = e.clone();
+        proxy.insert("ANTHROPIC_BASE_URL".into(), "http://127.0.0.1:9".into());
+        assert!(resolve(
+            &AgentOverrides::default(),
+            &tool("claude", None),
+            None,
+            &proxy
+        )
+        .is_err());
+        // So does an explicit --agent: it says what to set instead.
+        let over = AgentOverrides {
+            agent: Some("openai".into()),
+            model: Some("gpt".into()),
+        };
+        assert!(resolve(&over, &tool("claude", None), None, &e).is_err());
+        let r = resolve(
+            &AgentOverrides::default(),
+            &tool("openai", Some("gpt-4o")),
+            None,
+            &e,
+        )
+        .unwrap();
+        assert_eq!(r.provider, Provider::Local);
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn without_a_key_or_a_local_model_the_error_says_how_to_get_either() {
+        let e = env(&[("HOME", "/nowhere")]);
+        let err = resolve(
+            &AgentOverrides::default(),
+            &tool("claude-agent", None),
+            None,
+            &e,
+        )
+        .unwrap_err();
+        assert!(err.contains("ANTHROPIC_API_KEY"), "{err}");
+        assert!(err.contains("marktoflow model install"), "{err}");
+        let err = resolve(&AgentOverrides::default(), &tool("local", None), None, &e).unwrap_err();
+        assert!(
+            err.contains("none is installed in /nowhere/.local/share/marktoflow/models"),
+            "{err}"
+        );
+        assert!(
+            err.contains("marktoflow model install") && err.contains("--model /path/model.gguf"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_local_step_names_its_model_by_path_or_installed_name() {
+        let (d, e) = models_with_default();
+        let other = d.join("other.gguf");
+        std::fs::write(&other, b"GGUF").unwrap();
+        let r = resolve(
+            &AgentOverrides::default(),
+            &tool("local", Some("other")),
+            None,
+            &e,
+        )
+        .unwrap();
+        assert_eq!(r.local_model.as_deref(), Some(other.as_path()));
+        assert_eq!(r.model, "other");
+        let p = other.display().to_string();
+        let r = resolve(
+            &AgentOverrides::default(),
+            &tool("local", None),
+            Some(&p),
+            &e,
+        )
+        .unwrap();
+        assert_eq!(r.model_source, "step `model:`");
+        let over = AgentOverrides {
+            agent: Some("local".into()),
+            model: Some(p.clone()),
+        };
+        let r = resolve(&over, &tool("claude", Some("sonnet")), None, &e).unwrap();
+        assert_eq!(r.local_model.as_deref(), Some(other.as_path()));
+        let err = resolve(
+            &AgentOverrides::default(),
+            &tool("local", Some("nope.gguf")),
+            None,
+            &e,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("`nope.gguf` (tool `agent` options.model) is not installed"),
+            "{err}"
+        );
+        // A Claude alias names no local model: the default is used.
+        let r = resolve(
+            &AgentOverrides::default(),
+            &tool("local", Some("haiku")),
+            None,
+            &e,
+        )
+        .unwrap();
+        assert_eq!(r.model_source, "default");
+        std::fs::remove_dir_all(d).unwrap();
     }
 
     #[test]

@@ -80,7 +80,7 @@ mod wire;
 pub use config::{
     claude_alias, claude_model_id, Provider, Resolved, ANTHROPIC_DEFAULT_MODEL,
     DEFAULT_LOCAL_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT,
-    LOCAL_INSTALL_HINT,
+    LOCAL_INSTALL_HINT, SDKS,
 };
 
 use crate::core::action::{Action, ActionError, Call, LogLevel, ToolConfig};

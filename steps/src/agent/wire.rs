@@ -527,6 +527,80 @@ mod tests {
         assert_eq!(p.system.as_deref(), Some("s"));
     }
 
+    fn resolved(provider: Provider, base: &str) -> Resolved {
+        let mut tool = crate::core::action::ToolConfig {
+            name: "agent".into(),
+            sdk: provider.id().into(),
+            ..Default::default()
+        };
+        tool.auth
+            .insert("api_key".into(), Value::String("k".into()));
+        tool.auth
+            .insert("base_url".into(), Value::String(base.into()));
+        tool.options
+            .insert("model".into(), Value::String("m".into()));
+        super::super::config::resolve(&Default::default(), &tool, None, &Default::default())
+            .unwrap()
+    }
+
+    #[test]
+    fn json_output_in_each_providers_terms() {
+        let schema = json!({"type": "object", "required": ["a"]});
+        let p = parse_inputs(&json!({"prompt": "q", "output_schema": schema, "seed": 7})).unwrap();
+        assert_eq!(p.format, Some(OutputFormat::Schema(schema.clone())));
+        assert_eq!(p.seed, Some(7));
+
+        let b = request_body(&resolved(Provider::OpenAi, "http://127.0.0.1:1/v1"), &p);
+        assert_eq!(b["response_format"]["type"], "json_schema");
+        assert_eq!(b["response_format"]["json_schema"]["schema"], schema);
+        assert_eq!(b["seed"], 7);
+        let b = request_body(&resolved(Provider::Ollama, "http://127.0.0.1:1"), &p);
+        assert_eq!(b["format"], schema);
+        assert_eq!(b["options"]["seed"], 7);
+        let b = request_body(&resolved(Provider::Anthropic, "http://127.0.0.1:1"), &p);
+        assert!(b["system"].as_str().unwrap().contains("JSON Schema"), "{b}");
+
+        let p = parse_inputs(&json!({"prompt": "q", "format": "JSON"})).unwrap();
+        assert_eq!(p.format, Some(OutputFormat::Json));
+        let b = request_body(&resolved(Provider::OpenAi, "http://127.0.0.1:1/v1"), &p);
+        assert_eq!(b["response_format"], json!({"type": "json_object"}));
+        assert!(b["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("JSON"));
+        assert_eq!(parse_inputs(&json!({"prompt": "q"})).unwrap().format, None);
+
+        for bad in [
+            json!({"prompt": "q", "format": "yaml"}),
+            json!({"prompt": "q", "format": 1}),
+            json!({"prompt": "q", "output_schema": "object"}),
+            json!({"prompt": "q", "output_schema": {"type": "obj"}}),
+            json!({"prompt": "q", "seed": -1}),
+        ] {
+            assert!(
+                matches!(parse_inputs(&bad), Err(ActionError::Input(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn replies_are_checked_against_the_format() {
+        let f = OutputFormat::Schema(json!({"type": "object", "required": ["a"]}));
+        assert_eq!(f.check("```json\n{\"a\": 1}\n```").unwrap(), "{\"a\": 1}");
+        assert_eq!(f.check(" {\"a\": 1} ").unwrap(), "{\"a\": 1}");
+        assert!(f
+            .check("{\"b\": 1}")
+            .unwrap_err()
+            .contains("`a` is missing"));
+        assert!(f
+            .check("Sure! {\"a\": 1}")
+            .unwrap_err()
+            .contains("not JSON"));
+        assert!(OutputFormat::Json.check("[1]").is_err());
+        assert!(OutputFormat::Json.check("{}").is_ok());
+    }
+
     #[test]
     fn errors() {
         assert_eq!(

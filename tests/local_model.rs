@@ -1,0 +1,168 @@
+//! The real local model (llama.cpp in-process, the default GGUF): checks of
+//! structure, not wording. Skipped without `MARKTOFLOW_LOCAL_MODEL` outside
+//! CI; `.ci/run` installs the model and sets it.
+
+use crate::support::{cmd, embed_model, local_model, repo, run, tempdir};
+use serde_json::Value;
+
+const ANALYSIS: &str = r#"---
+workflow: {id: analysis, name: Analysis}
+tools:
+  ai: {sdk: local}
+inputs:
+  q: {type: string}
+---
+## Analyze
+```yaml
+action: ai.run
+inputs:
+  max_tokens: 200
+  prompt: |
+    Extract search parameters from this question: "{{ inputs.q }}"
+    search_terms: its key words; entities: the names it mentions;
+    query_type: factual, list, summary or exploratory.
+  output_schema:
+    type: object
+    properties:
+      search_terms: {type: array, items: {type: string}, minItems: 1, maxItems: 6}
+      entities: {type: array, items: {type: string}, maxItems: 6}
+      query_type: {enum: [factual, list, summary, exploratory]}
+    required: [search_terms, entities, query_type]
+output_variable: raw
+```
+"#;
+
+#[test]
+fn the_analysis_step_returns_json_that_follows_its_schema() {
+    let Some(model) = local_model() else { return };
+    let d = tempdir();
+    std::fs::write(d.path().join("a.md"), ANALYSIS).unwrap();
+    for q in [
+        "When is the Apollo deadline?",
+        "list every task due before Friday",
+        "what did Priya say about the rollout at last week's sync",
+    ] {
+        let r = run(cmd(d.path())
+            .args(["run", "a.md", "--json", "--quiet", "--input"])
+            .arg(format!("q={q}"))
+            .env("MARKTOFLOW_LOCAL_MODEL", &model));
+        assert_eq!(r.code, 0, "{r:?}");
+        let raw = r.json()["steps"][0]["output"].clone();
+        let v: Value = serde_json::from_str(raw.as_str().expect("the reply is text"))
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {raw}"));
+        let terms = v["search_terms"].as_array().expect("search_terms");
+        assert!((1..=6).contains(&terms.len()), "{v}");
+        assert!(terms.iter().all(Value::is_string), "{v}");
+        assert!(
+            v["entities"].as_array().is_some_and(|e| e.len() <= 6),
+            "{v}"
+        );
+        assert!(
+            ["factual", "list", "summary", "exploratory"]
+                .contains(&v["query_type"].as_str().unwrap_or("")),
+            "{v}"
+        );
+    }
+}
+
+fn flagship(query: &str) -> crate::support::Run {
+    let model = local_model().expect("checked by the caller");
+    let mut c = cmd(&repo());
+    c.arg("run")
+        .arg(repo().join("workflows/lifeos/retrieval-indexed.md"))
+        .args(["--json", "--input"])
+        .arg(format!("query={query}"))
+        .arg("--input")
+        .arg(format!(
+            "knowledge_base={}",
+            repo().join("examples/lifeos").display()
+        ))
+        .env("MARKTOFLOW_LOCAL_MODEL", &model);
+    if let Some(e) = embed_model() {
+        c.env("MARKTOFLOW_EMBED_MODEL", e);
+    }
+    run(&mut c)
+}
+
+#[test]
+fn the_flagship_answers_from_the_notes_with_no_key() {
+    if local_model().is_none() {
+        return;
+    }
+    let r = flagship("What is the API key for Apollo?");
+    assert_eq!(r.code, 0, "{r:?}");
+    // No key is set: the local model stands in, and says so once.
+    assert_eq!(
+        r.stderr.matches("agent steps use the local model").count(),
+        1,
+        "{}",
+        r.stderr
+    );
+    let out = &r.json()["outputs"];
+    assert!(
+        out["answer"]
+            .as_str()
+            .unwrap()
+            .contains("APOLLO-KEY-7f3a-EXAMPLE"),
+        "{out}"
+    );
+    let sources: Vec<&str> = out["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        sources.contains(&"Work/Projects/Apollo/Apollo API Key and Access.md"),
+        "{sources:?}"
+    );
+}
+
+#[test]
+fn a_question_no_note_touches_takes_the_couldnt_find_branch() {
+    if local_model().is_none() {
+        return;
+    }
+    let r = flagship("How tall is the Eiffel tower in metres?");
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = &r.json()["outputs"];
+    assert!(
+        out["answer"]
+            .as_str()
+            .unwrap()
+            .starts_with("I couldn't find any information"),
+        "{out}"
+    );
+    assert_eq!(out["confidence"], 0);
+}
+
+#[test]
+fn generation_stops_at_the_step_time_limit() {
+    let Some(model) = local_model() else { return };
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("long.md"),
+        r#"---
+workflow: {id: long, name: Long}
+tools:
+  ai: {sdk: local}
+---
+## Write
+```yaml
+action: ai.run
+timeout: 2s
+inputs:
+  max_tokens: 4000
+  prompt: Write a very long story about a lighthouse keeper, chapter by chapter.
+```
+"#,
+    )
+    .unwrap();
+    let r = run(cmd(d.path())
+        .args(["run", "long.md", "--json", "--quiet"])
+        .env("MARKTOFLOW_LOCAL_MODEL", &model));
+    assert_eq!(r.code, 1, "{r:?}");
+    let err = r.json()["error"]["message"].as_str().unwrap().to_string();
+    // The step's limit stops it (4000 tokens take far longer on any CPU).
+    assert!(err.contains("timed out after 2s"), "{err}");
+}
