@@ -256,3 +256,29 @@ fn model_list_shows_the_models_folder() {
         r.stderr
     );
 }
+
+#[test]
+fn a_model_file_the_workflow_names_must_be_readable_by_the_run() {
+    let models = crate::support::tempdir();
+    let model = models.path().join("m.gguf");
+    std::fs::write(&model, "GGUF and then nothing").unwrap();
+    let d = crate::support::tempdir();
+    std::fs::write(
+        d.path().join("w.md"),
+        format!(
+            "---\nworkflow: {{id: w, name: W}}\ntools:\n  ai: {{sdk: local, options: {{model: '{}'}}}}\n---\n## Ask\n```yaml\naction: ai.run\ninputs: {{prompt: hi}}\n```\n",
+            model.display()
+        ),
+    )
+    .unwrap();
+    let r = run(cmd(d.path()).args(["run", "w.md", "--json", "--quiet"]));
+    assert_eq!(r.code, 1, "{r:?}");
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(msg.contains("outside the allowed read roots"), "{msg}");
+    // Allowed, the file is read (and refused for what it is).
+    let r = run(cmd(d.path())
+        .args(["run", "w.md", "--json", "--quiet", "--allow-read"])
+        .arg(models.path()));
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(msg.contains("llama.cpp could not load"), "{msg}");
+}

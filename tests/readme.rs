@@ -40,6 +40,11 @@ fn the_readme_run_command_works() {
         .lines()
         .find(|l| l.contains("marktoflow run"))
         .expect("the run command");
+    assert!(
+        line.starts_with("bash scripts/setup.sh && "),
+        "the first command sets up a fresh machine: {line}"
+    );
+    assert!(repo().join("scripts/setup.sh").is_file());
     let cmdline = line
         .split("./target/release/marktoflow ")
         .nth(1)

@@ -209,6 +209,11 @@ pub struct Resolved {
     pub(crate) key_source: String,
     /// The GGUF file, for [`Provider::Local`].
     pub local_model: Option<std::path::PathBuf>,
+    /// Whether the workflow named that file (its step `model:` or tool
+    /// `options.model`): then it must be readable by the run, like any file
+    /// a workflow reads. `--model`, the environment and the installed
+    /// default are chosen by whoever started marktoflow.
+    pub local_named_by_workflow: bool,
     /// Why the local model stands in for the tool's provider (its key is not
     /// set), when it does.
     pub fallback: Option<String>,
@@ -626,6 +631,7 @@ pub(crate) fn resolve(
         auth,
         key_source,
         local_model: None,
+        local_named_by_workflow: false,
         fallback: None,
     })
 }
@@ -700,30 +706,32 @@ fn resolve_local(
     fallback: Option<String>,
 ) -> Result<Resolved, String> {
     use crate::core::models as catalog;
-    let mut candidates: Vec<(String, String)> = Vec::new();
+    // (name, where it came from, whether the workflow named it)
+    let mut candidates: Vec<(String, String, bool)> = Vec::new();
     if keep_file {
         if let Some(m) = step_model {
-            candidates.push((m.to_string(), "step `model:`".to_string()));
+            candidates.push((m.to_string(), "step `model:`".to_string(), true));
         }
         if let Some(m) = tool.options.get("model").and_then(value_str) {
             candidates.push((
                 substitute(&m, env),
                 format!("tool `{tool_name}` options.model"),
+                true,
             ));
         }
     }
     if let Some(m) = &overrides.model {
-        candidates.push((m.clone(), "--model".to_string()));
+        candidates.push((m.clone(), "--model".to_string(), false));
     }
-    let mut chosen: Option<(std::path::PathBuf, String)> = None;
-    for (m, src) in candidates {
+    let mut chosen: Option<(std::path::PathBuf, String, bool)> = None;
+    for (m, src, by_workflow) in candidates {
         let m = m.trim();
         if m.is_empty() || m.eq_ignore_ascii_case("auto") || claude_alias(m).is_some() {
             continue;
         }
         match catalog::resolve_gguf(m, env) {
             Some(p) => {
-                chosen = Some((p, src));
+                chosen = Some((p, src, by_workflow));
                 break;
             }
             // A model named for the cloud provider means nothing here.
@@ -737,7 +745,7 @@ fn resolve_local(
             }
         }
     }
-    let (path, source) = match chosen {
+    let (path, source, by_workflow) = match chosen {
         Some(c) => c,
         None => match catalog::default_gguf(env) {
             Some(p) => {
@@ -746,7 +754,7 @@ fn resolve_local(
                 } else {
                     "default".to_string()
                 };
-                (p, src)
+                (p, src, false)
             }
             None => {
                 return Err(format!(
@@ -778,6 +786,7 @@ fn resolve_local(
         auth: Auth::None,
         key_source: String::new(),
         local_model: Some(path),
+        local_named_by_workflow: by_workflow,
         fallback,
     })
 }

@@ -70,6 +70,14 @@ pub(crate) async fn complete(
         .local_model
         .clone()
         .ok_or_else(|| ActionError::failed("no local model resolved".to_string()))?;
+    let path = if r.local_named_by_workflow {
+        call.caps
+            .sandbox
+            .check_read(&path.to_string_lossy())
+            .map_err(|e| ActionError::failed(format!("the local model: {e}")))?
+    } else {
+        path
+    };
     let deadline = Instant::now() + timeout;
     let caches = call.caps.caches.clone();
     let load_path = path.clone();
