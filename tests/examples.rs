@@ -21,6 +21,7 @@ fn expected(name: &str) -> Option<Value> {
             "optional_status": "failed"
         }),
         "agent.md" => json!({"summary": "Apollo ships mid-December."}),
+        "structured.md" => json!({"deadline": "2026-12-15", "owner": "John Carter"}),
         "collections.md" => json!({"billed": ["tea", "scone"], "grand_total": 13.0}),
         "parallel.md" => {
             json!({"facts": "Facts about tides", "questions": ["Why? (tides)", "When? (tides)"]})
@@ -55,7 +56,14 @@ fn contains(actual: &Value, expected: &Value) -> bool {
 #[test]
 fn every_example_runs() {
     let dir = repo().join("examples");
-    let llm = FakeLlm::start(Arc::new(|_| {
+    let llm = FakeLlm::start(Arc::new(|req| {
+        // A step with `output_schema` asks for JSON in the system prompt.
+        if req.body["system"].as_str().is_some_and(|s| s.contains("JSON")) {
+            return (
+                200,
+                r#"{"deadline": "2026-12-15", "owner": "John Carter"}"#.to_string(),
+            );
+        }
         (200, "Apollo ships mid-December.".to_string())
     }));
     let mut names: Vec<String> = std::fs::read_dir(&dir)
@@ -81,8 +89,8 @@ fn every_example_runs() {
         );
     }
     let reqs = llm.requests();
-    assert_eq!(reqs.len(), 1, "only agent.md calls the LLM");
-    assert_eq!(reqs[0].model(), "claude-haiku-4-5-20251001");
+    assert_eq!(reqs.len(), 2, "agent.md and structured.md call the LLM");
+    assert!(reqs.iter().all(|r| r.model() == "claude-haiku-4-5-20251001"));
 }
 
 #[test]
