@@ -78,7 +78,8 @@ pub(crate) async fn complete(
     } else {
         path
     };
-    let deadline = Instant::now() + timeout;
+    let started = Instant::now();
+    let deadline = started + timeout;
     let caches = call.caps.caches.clone();
     let load_path = path.clone();
     let loading = tokio::task::spawn_blocking(move || load_cached(&caches, &load_path));
@@ -89,6 +90,16 @@ pub(crate) async fn complete(
             .map_err(|e| ActionError::failed(format!("loading the local model stopped: {e}")))?
             .map_err(|e| ActionError::failed(e.to_string()))?,
     };
+    call.log(
+        LogLevel::Debug,
+        format!(
+            "{}: local model {} ready in {:.3}s (loaded in {:.3}s)",
+            call.action,
+            r.model,
+            started.elapsed().as_secs_f64(),
+            loaded.model.load_time.as_secs_f64()
+        ),
+    );
 
     let mut messages = Vec::new();
     let mut system: Vec<String> = prompt.system.iter().cloned().collect();
