@@ -58,7 +58,10 @@ fn every_example_runs() {
     let dir = repo().join("examples");
     let llm = FakeLlm::start(Arc::new(|req| {
         // A step with `output_schema` asks for JSON in the system prompt.
-        if req.body["system"].as_str().is_some_and(|s| s.contains("JSON")) {
+        if req.body["system"]
+            .as_str()
+            .is_some_and(|s| s.contains("JSON"))
+        {
             return (
                 200,
                 r#"{"deadline": "2026-12-15", "owner": "John Carter"}"#.to_string(),
@@ -90,7 +93,9 @@ fn every_example_runs() {
     }
     let reqs = llm.requests();
     assert_eq!(reqs.len(), 2, "agent.md and structured.md call the LLM");
-    assert!(reqs.iter().all(|r| r.model() == "claude-haiku-4-5-20251001"));
+    assert!(reqs
+        .iter()
+        .all(|r| r.model() == "claude-haiku-4-5-20251001"));
 }
 
 #[test]

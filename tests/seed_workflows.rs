@@ -423,6 +423,7 @@ fn serve(cwd: &Path, args: &[&str], env: &[(String, String)]) -> Server {
     ] {
         c.env_remove(v);
     }
+    crate::support::no_local_model(&mut c);
     // State (indexes, memory) in the test's folder, never the real home.
     c.env("MARKTOFLOW_HOME", crate::support::state_home(cwd));
     c.envs(env.iter().map(|(k, v)| (k, v)))

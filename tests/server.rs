@@ -1,7 +1,7 @@
 //! `marktoflow serve`: the real binary on 127.0.0.1, real HTTP requests.
 
 use crate::fake_llm::{lifeos_reply, FakeLlm};
-use crate::support::{bin, repo, shared, tempdir};
+use crate::support::{bin, cmd, repo, shared, tempdir};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -42,6 +42,7 @@ fn serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
     ] {
         c.env_remove(v);
     }
+    crate::support::no_local_model(&mut c);
     // Each server gets its own run store, so no test resumes another's runs.
     let store = if env.iter().any(|(k, _)| *k == "MARKTOFLOW_STORE") {
         None
@@ -1112,13 +1113,9 @@ fn serving_a_folder_without_an_api_key_leaves_out_only_the_agent_workflows() {
     let r = post(&s.addr, "/lifeos/query", json!({"query": "x"}));
     assert_eq!(r.status, 404, "{}", r.body);
     // Named on the command line, an agent workflow without a provider is an error.
-    let out = Command::new(bin())
-        .current_dir(repo())
+    // (`cmd` clears the provider variables and any local model.)
+    let out = cmd(&repo())
         .args(["serve", "workflows/lifeos/retrieval.md", "--port", "0"])
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OLLAMA_HOST")
-        .env_remove("MARKTOFLOW_AGENT")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));

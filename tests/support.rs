@@ -47,13 +47,10 @@ pub fn cmd(cwd: &Path) -> Command {
         "OLLAMA_MODEL",
         "MARKTOFLOW_AGENT",
         "MARKTOFLOW_MODEL",
-        // Tests of the local model name it themselves; the others never
-        // fall back to one installed on the machine.
-        "MARKTOFLOW_MODELS_DIR",
-        "MARKTOFLOW_LOCAL_MODEL",
     ] {
         c.env_remove(v);
     }
+    no_local_model(&mut c);
     c.env("NO_COLOR", "1");
     // The per-user state folder, kept inside the test's folder: tests never
     // write to the real home (tests of state discovery set their own), nor
@@ -102,6 +99,17 @@ pub fn output(o: Output) -> Run {
 
 pub fn run(c: &mut Command) -> Run {
     output(c.output().expect("run marktoflow"))
+}
+
+/// Tests of the local model name it themselves (`MARKTOFLOW_LOCAL_MODEL`);
+/// every other run sees an empty models folder, so an agent step never
+/// falls back to a model installed on the machine.
+pub fn no_local_model(c: &mut Command) {
+    c.env_remove("MARKTOFLOW_LOCAL_MODEL");
+    c.env(
+        "MARKTOFLOW_MODELS_DIR",
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-models"),
+    );
 }
 
 /// A fresh temporary directory.

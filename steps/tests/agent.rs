@@ -710,7 +710,8 @@ fn preflight_anthropic_without_key() {
         "tool `agent` uses sdk `claude-agent` (Anthropic), but ANTHROPIC_API_KEY is not set. \
          Set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a proxy or a compatible server), \
          or pick another provider: `--agent openai` with OPENAI_API_KEY or OPENAI_BASE_URL, \
-         `--agent ollama` with OLLAMA_HOST"
+         `--agent ollama` with OLLAMA_HOST; or install the local model: `marktoflow model install` \
+         (the built-in local model, about 490 MB; no key or network needed afterwards)"
     );
     // With a proxy URL but no key, the message says so.
     let m = hub(None, None)
