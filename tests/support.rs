@@ -118,34 +118,28 @@ pub fn tempdir() -> tempfile::TempDir {
 }
 
 /// The embedding model folder from `MARKTOFLOW_EMBED_MODEL` (`.ci/run`
-/// installs it). Missing, the dense tests say they are skipped, except in CI,
-/// where a missing model fails them.
+/// installs it).
 pub fn embed_model() -> Option<PathBuf> {
-    match std::env::var_os("MARKTOFLOW_EMBED_MODEL") {
-        Some(p) => Some(PathBuf::from(p)),
-        None => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must set MARKTOFLOW_EMBED_MODEL (see .ci/run)"
-            );
-            eprintln!("skipped: set MARKTOFLOW_EMBED_MODEL to run the dense search tests");
-            None
-        }
-    }
+    model_from_env("MARKTOFLOW_EMBED_MODEL", "the dense search tests")
 }
 
 /// The local chat model's GGUF from `MARKTOFLOW_LOCAL_MODEL` (`.ci/run`
-/// installs the default one). Missing, the real-model tests say they are
-/// skipped, except in CI, where a missing model fails them.
+/// installs the default one).
 pub fn local_model() -> Option<PathBuf> {
-    match std::env::var_os("MARKTOFLOW_LOCAL_MODEL") {
+    model_from_env("MARKTOFLOW_LOCAL_MODEL", "the local model tests")
+}
+
+/// The model `var` names. Missing, the tests that need it say they are
+/// skipped, except in CI, where a missing model fails them.
+fn model_from_env(var: &str, tests: &str) -> Option<PathBuf> {
+    match std::env::var_os(var) {
         Some(p) => Some(PathBuf::from(p)),
         None => {
             assert!(
                 std::env::var_os("CI").is_none(),
-                "CI must set MARKTOFLOW_LOCAL_MODEL (see .ci/run)"
+                "CI must set {var} (see .ci/run)"
             );
-            eprintln!("skipped: set MARKTOFLOW_LOCAL_MODEL to run the local model tests");
+            eprintln!("skipped: set {var} to run {tests}");
             None
         }
     }
