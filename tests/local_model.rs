@@ -166,3 +166,16 @@ inputs:
     // The step's limit stops it (4000 tokens take far longer on any CPU).
     assert!(err.contains("timed out after 2s"), "{err}");
 }
+
+#[test]
+fn a_question_the_notes_only_brush_against_gets_a_low_confidence() {
+    if local_model().is_none() || embed_model().is_none() {
+        return;
+    }
+    // Words of it match notes (a name, "my"), but no passage is about it:
+    // whatever the model answers, the confidence says not to trust it.
+    let r = flagship("What is the name of my dog?");
+    assert_eq!(r.code, 0, "{r:?}");
+    let confidence = r.json()["outputs"]["confidence"].as_i64().unwrap();
+    assert!(confidence <= 40, "{}", r.json()["outputs"]);
+}
