@@ -12,7 +12,6 @@
 //! Outside string literals `===`→`==`, `!==`→`!=`, `&&`→`and`, `||`→`or`,
 //! `!x`→`not x`, and `null`/`undefined`→`none`.
 
-use minijinja::value::{merge_maps, ValueKind};
 use minijinja::Value;
 
 use super::values::{is_truthy_text, to_json};
@@ -314,8 +313,8 @@ pub(crate) fn translate_js(src: &str) -> Option<Translated> {
 impl Templates {
     /// Evaluates a condition to a boolean.
     ///
-    /// Names are looked up in `ctx`, then among the step metadata in
-    /// `ctx.steps` (so `first.status == 'completed'` works as in the peer).
+    /// Names are looked up in `ctx`, where step metadata answers to bare step
+    /// ids (`first.status == 'completed'`, as in the peer).
     ///
     /// - A bare expression (JavaScript operators accepted, see the module
     ///   docs) is evaluated; its value's truthiness decides: empty text,
@@ -330,16 +329,6 @@ impl Templates {
         if cond.trim().is_empty() {
             return Err(TemplateError::new("empty condition"));
         }
-        // As in the peer, step metadata is reachable by bare step id
-        // (`first.status == 'completed'`) unless a variable or input has that name.
-        let merged;
-        let ctx = match ctx.get_attr("steps") {
-            Ok(steps) if steps.kind() == ValueKind::Map => {
-                merged = merge_maps([steps, ctx.clone()]);
-                &merged
-            }
-            _ => ctx,
-        };
         if let Some(range) = single_expression(cond) {
             let v = self.eval_js_expr(cond, range.start, range.end, ctx)?;
             return Ok(match v.as_str() {

@@ -194,7 +194,7 @@ fn items(v: &Value) -> Result<Vec<Value>, Error> {
 }
 
 /// Splits trailing keyword arguments off a `Rest` list.
-fn split_kwargs(mut args: Vec<Value>) -> (Vec<Value>, Option<Kwargs>) {
+pub(super) fn split_kwargs(mut args: Vec<Value>) -> (Vec<Value>, Option<Kwargs>) {
     if args.last().is_some_and(Value::is_kwargs) {
         let kw = args.pop().and_then(|v| Kwargs::try_from(v).ok());
         (args, kw)

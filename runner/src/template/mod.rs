@@ -1,6 +1,6 @@
 //! Templates: `{{ … }}` / `{% … %}` in step inputs and conditions, on
 //! minijinja, following the peer's Nunjucks setup (`trimBlocks`,
-//! `lstripBlocks`, no autoescape, lenient undefined) but failing loudly:
+//! `lstripBlocks`, no autoescape, chainable undefined) but failing loudly:
 //! syntax errors, unknown filters and runtime errors are errors with the
 //! line and column inside the failing string (the caller adds the string's
 //! position in the `.md` file).
@@ -26,6 +26,7 @@ pub mod conditions;
 pub mod dates;
 pub mod filters;
 pub mod methods;
+mod nunjucks;
 mod values;
 
 use marktoflow_steps::core::time::Clock;
@@ -131,7 +132,6 @@ const FILTER_ALIASES: &[(&str, &str)] = &[
     ("tolowercase", "lower"),
     ("json", "to_json"),
     ("stringify", "to_json"),
-    ("dump", "to_json"),
     ("parsejson", "parse_json"),
     ("fromjson", "parse_json"),
     ("size", "length"),
@@ -148,6 +148,7 @@ pub(crate) fn suggest_filter(name: &str) -> Option<&'static str> {
     }
     filters::CUSTOM_FILTERS
         .iter()
+        .chain(nunjucks::NUNJUCKS_FILTERS)
         .chain(filters::BUILTIN_FILTERS)
         .map(|c| (edit_distance(&name, &c.to_lowercase()), *c))
         .filter(|(d, c)| *d <= (c.len() / 3).max(1))
@@ -308,11 +309,15 @@ impl Templates {
                 .expect("default delimiters are valid"),
         );
         env.set_auto_escape_callback(|_| AutoEscape::None);
-        env.set_undefined_behavior(UndefinedBehavior::Lenient);
+        // Chainable, as Nunjucks with `throwOnUndefined: false`: `maybe.field`
+        // of an unset `maybe` is undefined (so `| default(…)` and a polling
+        // `while` work); `validate` warns about names nothing defines.
+        env.set_undefined_behavior(UndefinedBehavior::Chainable);
         env.set_formatter(values::formatter);
         // Debug mode names the undefined value in errors ("`a.b` is undefined").
         env.set_debug(true);
         filters::register(&mut env);
+        nunjucks::register(&mut env);
         // `x == null` in conditions becomes `(x) is nullish` (see conditions).
         env.add_test("nullish", |v: &Value| v.is_none() || v.is_undefined());
         env.set_unknown_method_callback(methods::call_method);
@@ -339,8 +344,10 @@ impl Templates {
         merge_maps([now, ctx])
     }
 
-    /// Context for rendering: `{...inputs, ...variables, inputs: inputs,
-    /// steps: steps, env: env}` — variables win over bare input names.
+    /// Context for rendering: `{...steps, ...inputs, ...variables, inputs:
+    /// inputs, steps: steps, env: env}` — a step's metadata answers to its
+    /// bare id (`{{ first.status }}`, as the peer documents) unless an input
+    /// or variable has that name; variables win over bare input names.
     pub fn context(
         inputs: &Json,
         variables: &serde_json::Map<String, Json>,
@@ -348,7 +355,14 @@ impl Templates {
         env: &Json,
     ) -> Value {
         let inputs_v = values::from_json(inputs);
+        let steps_v = values::from_json(steps);
         let mut pairs: Vec<(Value, Value)> = Vec::with_capacity(variables.len() + 8);
+        if let Some(meta) = steps.as_object() {
+            for k in meta.keys() {
+                let v = steps_v.get_attr(k).unwrap_or_default();
+                pairs.push((Value::from(k.as_str()), v));
+            }
+        }
         if inputs_v.kind() == minijinja::value::ValueKind::Map {
             if let Ok(keys) = inputs_v.try_iter() {
                 for k in keys {
@@ -361,7 +375,7 @@ impl Templates {
             pairs.push((Value::from(k.as_str()), values::from_json(v)));
         }
         pairs.push((Value::from("inputs"), inputs_v));
-        pairs.push((Value::from("steps"), values::from_json(steps)));
+        pairs.push((Value::from("steps"), steps_v));
         pairs.push((Value::from("env"), values::from_json(env)));
         Value::from_pairs(pairs)
     }

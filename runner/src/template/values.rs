@@ -166,14 +166,33 @@ pub(crate) fn text(v: &Value) -> String {
     }
 }
 
-/// The environment's formatter: writes [`text`] of every emitted value.
+/// The environment's formatter: writes [`text`] of every emitted value,
+/// except that a list inside text is joined with commas, as JavaScript
+/// prints it (`Services: {{ ['api', 'web'] }}` is `Services: api,web`).
 pub(crate) fn formatter(out: &mut Output, _state: &mut State, v: &Value) -> Result<(), Error> {
     match v.kind() {
         ValueKind::String => out.write_str(v.as_str().unwrap_or_default()),
         ValueKind::Undefined | ValueKind::None => Ok(()),
+        ValueKind::Seq | ValueKind::Iterable => out.write_str(&js_join(v)),
         _ => out.write_str(&text(v)),
     }
     .map_err(|_| Error::new(ErrorKind::WriteFailure, "failed to write output"))
+}
+
+/// A list as JavaScript's `String(list)`: items joined with `,`, nested
+/// lists flattened the same way, none as nothing; a mapping item as compact
+/// JSON (JavaScript would print `[object Object]`).
+fn js_join(v: &Value) -> String {
+    let Ok(items) = v.try_iter() else {
+        return text(v);
+    };
+    let parts: Vec<String> = items
+        .map(|item| match item.kind() {
+            ValueKind::Seq | ValueKind::Iterable => js_join(&item),
+            _ => text(&item),
+        })
+        .collect();
+    parts.join(",")
 }
 
 /// A number as filters see it: integers stay integers where possible.
