@@ -2,6 +2,7 @@
 
 use crate::fake_llm::FakeLlm;
 use crate::support::{cmd, repo, run};
+use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -281,4 +282,53 @@ fn a_model_file_the_workflow_names_must_be_readable_by_the_run() {
         .arg(models.path()));
     let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(msg.contains("llama.cpp could not load"), "{msg}");
+}
+
+#[test]
+fn openai_style_chat_completions_and_list_models() {
+    let d = crate::support::tempdir();
+    std::fs::write(
+        d.path().join("c.md"),
+        "---\nworkflow: {id: c}\ntools:\n  vllm:\n    sdk: vllm\n    auth: {base_url: '${BASE}', api_key: dummy}\n---\n\n```yaml\naction: vllm.listModels\noutput_variable: models\n```\n\n```yaml\naction: vllm.chat.completions\ninputs:\n  model: fake-large\n  messages:\n    - {role: system, content: Be brief.}\n    - {role: user, content: Say hi.}\noutput_variable: chat\n```\n\n```yaml\naction: workflow.set_outputs\ninputs:\n  ids: \"{{ models | map(attribute='id') | list }}\"\n  owner: \"{{ models[0].owned_by }}\"\n  text: \"{{ chat.choices[0].message.content }}\"\n```\n",
+    )
+    .unwrap();
+    let llm = FakeLlm::start(Arc::new(|req| (200, format!("hi from {}", req.model()))));
+    let r = run(cmd(d.path())
+        .args(["run", "c.md", "--json", "--quiet"])
+        .env("BASE", format!("{}/v1", llm.base)));
+    assert_eq!(r.code, 0, "{r:?}");
+    let o = &r.json()["outputs"];
+    assert_eq!(o["ids"], json!(["fake-small", "fake-large"]));
+    assert_eq!(o["owner"], "fake-lab");
+    // The input `model` picks the model, as the peer's method does.
+    assert_eq!(o["text"], "hi from fake-large");
+    let reqs = llm.requests();
+    assert_eq!(reqs[0].path, "/v1/models");
+    assert_eq!(reqs[0].header("authorization"), Some("Bearer dummy"));
+    assert_eq!(reqs[1].body["messages"][0]["content"], "Be brief.");
+}
+
+#[test]
+fn an_undeclared_agent_tool_uses_the_provider_whose_key_is_set() {
+    let d = crate::support::tempdir();
+    std::fs::write(
+        d.path().join("a.md"),
+        "---\nworkflow: {id: a}\n---\n\n```yaml\naction: agent.chat.completions\ninputs:\n  messages: [{role: user, content: ping}]\noutput_variable: reply\n```\n",
+    )
+    .unwrap();
+    let llm = FakeLlm::start(Arc::new(|_| (200, "pong".into())));
+    let r = run(cmd(d.path())
+        .args(["run", "a.md", "--json", "--quiet"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", format!("{}/v1", llm.base)));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json()["outputs"]["reply"]["choices"][0]["message"]["content"],
+        "pong"
+    );
+    // No model named and a server of one's own: the first it lists is used.
+    let reqs = llm.requests();
+    assert_eq!(reqs[0].path, "/v1/models");
+    assert_eq!(reqs[1].path, "/v1/chat/completions");
+    assert_eq!(reqs[1].model(), "fake-small");
 }

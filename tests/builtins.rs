@@ -483,3 +483,32 @@ fn redirects_are_followed_only_to_allowed_hosts() {
         assert_eq!(r.code, 0, "{r:?}");
     }
 }
+
+#[test]
+fn a_tool_declared_with_an_http_client_sdk_is_the_builtin_http() {
+    let srv = server();
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("x.md"),
+        "---\nworkflow: {id: x}\ninputs:\n  base: {type: string}\ntools:\n  http:\n    sdk: axios\n---\n\n```yaml\naction: http.get\ninputs:\n  url: '{{ inputs.base }}/echo'\n  params: {page: 2}\noutput_variable: page\n```\n\n```yaml\naction: http.post\ninputs:\n  url: '{{ inputs.base }}/echo'\n  data: {job: export}\noutput_variable: posted\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(d.path()).args([
+        "run",
+        "x.md",
+        "--json",
+        "--quiet",
+        "--input",
+        &format!("base={}", srv.base),
+    ]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let o = &r.json()["outputs"];
+    // axios' names: `params` is the query, `data` the body and the reply.
+    assert_eq!(o["page"]["data"]["query"], "page=2");
+    assert_eq!(o["page"]["data"], o["page"]["body"]);
+    assert_eq!(o["posted"]["data"]["method"], "POST");
+    assert_eq!(
+        serde_json::from_str::<Value>(o["posted"]["data"]["body"].as_str().unwrap()).unwrap(),
+        json!({"job": "export"})
+    );
+}

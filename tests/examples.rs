@@ -33,6 +33,13 @@ fn expected(name: &str) -> Option<Value> {
             "fused_top": "Work/Projects/Apollo/Apollo API Key and Access.md"
         }),
         "subworkflow.md" => json!({"greetings": ["Hello, Ada.", "Hello, Grace!"]}),
+        "from-the-peer.md" => json!({
+            "title": "RELEASE NOTES FOR THE APOLLO LAUNCH",
+            "words": 6,
+            "tool_status": "completed",
+            "polls": 3,
+            "notified": "Teams: web,api"
+        }),
         "builtins.md" => json!({
             "report": "Apollo (John Carter): on track, with one dependency at risk.\nDeadline 2026-12-15, 22 days after 2026-11-23.\nNotes: Apollo API Key and Access; Apollo Architecture; Apollo Milestones and Deadline; Apollo Overview; Apollo Risks and Decisions",
             "deadline": "2026-12-15",

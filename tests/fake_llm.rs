@@ -108,7 +108,12 @@ fn serve(mut stream: TcpStream, rec: &Mutex<Vec<Request>>, reply: &Reply) -> std
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         };
         rec.lock().unwrap().push(req.clone());
-        let (status, text) = reply(&req);
+        // Model lists (`GET /models`, Ollama's `/api/tags`) need no reply.
+        let (status, text) = if path.ends_with("/models") || path.ends_with("/api/tags") {
+            (200, String::new())
+        } else {
+            reply(&req)
+        };
         let payload = if status != 200 {
             json!({"error": {"type": "fake_error", "message": text}})
         } else if path.ends_with("/messages") {
@@ -118,6 +123,10 @@ fn serve(mut stream: TcpStream, rec: &Mutex<Vec<Request>>, reply: &Reply) -> std
         } else if path.ends_with("/chat/completions") {
             json!({"id": "cmpl_fake", "object": "chat.completion", "model": req.model(),
                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
+        } else if path.ends_with("/models") {
+            json!({"object": "list", "data": [{"id": "fake-small", "owned_by": "fake-lab"}, {"id": "fake-large"}]})
+        } else if path.ends_with("/api/tags") {
+            json!({"models": [{"name": "llama3:8b"}, {"name": "qwen2.5:0.5b"}]})
         } else if path.ends_with("/api/chat") {
             json!({"model": req.model(), "message": {"role": "assistant", "content": text}, "done": true})
         } else {

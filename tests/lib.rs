@@ -17,6 +17,7 @@ mod memory;
 mod readme;
 mod retrieval;
 mod sandbox;
+mod script_tool;
 mod seed_workflows;
 mod server;
 mod store;

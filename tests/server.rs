@@ -372,6 +372,43 @@ fn signed_triggers_need_a_valid_hmac() {
 }
 
 #[test]
+fn webhook_events_select_which_requests_start_a_run() {
+    let d = tempdir();
+    let wf = "---\nworkflow: {id: pr}\ninputs:\n  number: {type: integer, default: 0}\ntriggers:\n  - type: webhook\n    path: /github\n    provider: github\n    events: [pull_request.opened, issues]\n---\n\n```yaml\naction: core.set\ninputs: {seen: '{{ inputs.number }}'}\noutput_variable: out\n```\n";
+    std::fs::write(d.path().join("pr.md"), wf).unwrap();
+    let s = serve(d.path(), &["."], &[]);
+    let send = |event: &str, body: Value| {
+        http(
+            &s.addr,
+            "POST",
+            "/github",
+            &[
+                ("Content-Type", "application/json"),
+                ("X-GitHub-Event", event),
+            ],
+            body.to_string().as_bytes(),
+        )
+    };
+    // GitHub's ping, and an action not listed: accepted, nothing runs.
+    let r = send("ping", json!({"zen": "Keep it simple."}));
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.json()["ignored"], true);
+    assert_eq!(r.json()["event"], "ping");
+    let r = send("pull_request", json!({"action": "closed", "number": 7}));
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.json()["event"], "pull_request.closed");
+    // Listed: `pull_request.opened` exactly, `issues` with any action.
+    let r = send("pull_request", json!({"action": "opened", "number": 7}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["outputs"]["out"], json!({"seen": 7}));
+    let r = send("issues", json!({"action": "labeled", "number": 9}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Without the header, the body's `type` names the event.
+    let r = post(&s.addr, "/github", json!({"type": "deployment"}));
+    assert_eq!(r.status, 202, "{}", r.body);
+}
+
+#[test]
 fn duplicate_routes_are_a_startup_error_naming_both_files() {
     let d = tempdir();
     let wf = |id: &str| {

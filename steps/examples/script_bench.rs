@@ -145,6 +145,7 @@ fn compare(code: &str, context: &serde_json::Value, work: &Path, kb: &Path, runs
     let sandbox = Sandbox::new(work.to_path_buf(), vec![kb.to_path_buf()], vec![]);
     let run_once = || {
         let job = ScriptJob {
+            globals: Default::default(),
             code: code.clone(),
             context: context.clone(),
             sandbox: sandbox.clone(),

@@ -2,7 +2,7 @@
 
 use crate::agent::AgentAction;
 use crate::builtin::{CoreAction, FileAction, HttpAction, WorkflowAction};
-use crate::core::action::{Action, ToolConfig};
+use crate::core::action::{canonical_sdk, Action, ToolConfig};
 use crate::core::catalog::Spec;
 use crate::memory::MemoryAction;
 use crate::retrieval::context::ContextAction;
@@ -24,7 +24,72 @@ pub enum ActionKind {
     Builtin,
     /// Reaches other machines (`http.*`): not called by `--dry-run`.
     Network,
+    /// Runs a program: an external script tool (`sdk: script` with a path).
+    Process,
 }
+
+/// The peer's service integrations, which we do not ship: sdk → what it
+/// reaches, for the message that says so.
+pub const PEER_SERVICES: &[(&str, &str)] = &[
+    ("@slack/web-api", "Slack"),
+    ("discord", "Discord"),
+    ("telegram", "Telegram"),
+    ("whatsapp", "WhatsApp"),
+    ("google-gmail", "Gmail"),
+    (
+        "@microsoft/microsoft-graph-client",
+        "Outlook (Microsoft Graph)",
+    ),
+    ("teams", "Microsoft Teams"),
+    ("jira.js", "Jira"),
+    ("jira-client", "Jira"),
+    ("linear", "Linear"),
+    ("asana", "Asana"),
+    ("trello", "Trello"),
+    ("monday", "monday.com"),
+    ("notion", "Notion"),
+    ("confluence", "Confluence"),
+    ("@octokit/rest", "GitHub"),
+    ("gitlab", "GitLab"),
+    ("pagerduty", "PagerDuty"),
+    ("@pagerduty/pdjs", "PagerDuty"),
+    ("sentry", "Sentry"),
+    ("airtable", "Airtable"),
+    ("supabase", "Supabase"),
+    ("pg", "PostgreSQL"),
+    ("mysql2", "MySQL"),
+    ("stripe", "Stripe"),
+    ("@shopify/shopify-api", "Shopify"),
+    ("twilio", "Twilio"),
+    ("@sendgrid/mail", "SendGrid"),
+    ("@mailchimp/mailchimp_marketing", "Mailchimp"),
+    ("node-zendesk", "Zendesk"),
+    ("intercom", "Intercom"),
+    ("calendly", "Calendly"),
+    ("hubspot", "HubSpot"),
+    ("salesforce", "Salesforce"),
+    ("dropbox", "Dropbox"),
+    ("@aws-sdk/client-s3", "Amazon S3"),
+    ("google-sheets", "Google Sheets"),
+    ("google-calendar", "Google Calendar"),
+    ("google-drive", "Google Drive"),
+    ("google-docs", "Google Docs"),
+    ("rss", "RSS feeds"),
+    ("playwright", "a browser (Playwright)"),
+    ("opencode", "the OpenCode agent"),
+    ("github-copilot", "the GitHub Copilot agent"),
+    ("@github/copilot-sdk", "the GitHub Copilot agent"),
+    ("codex", "the Codex agent"),
+    ("@openai/codex-sdk", "the Codex agent"),
+    ("gemini-cli", "the Gemini CLI agent"),
+    ("google-gemini-cli", "the Gemini CLI agent"),
+    ("@google/gemini-cli", "the Gemini CLI agent"),
+    ("qwen-code", "the Qwen Code agent"),
+    ("@qwen-code/sdk", "the Qwen Code agent"),
+];
+
+/// The AI tool a workflow may use without declaring it.
+pub const IMPLICIT_AGENT: &str = "agent";
 
 /// Tools every workflow has without declaring them.
 pub const IMPLICIT_TOOLS: &[&str] = &[
@@ -59,6 +124,8 @@ impl std::fmt::Debug for Resolved {
 pub struct ResolveError {
     pub message: String,
     pub hint: Option<String>,
+    /// The tool whose sdk marktoflow does not provide, when that is why.
+    pub unsupported_tool: Option<String>,
 }
 
 pub struct Registry {
@@ -110,7 +177,7 @@ impl Registry {
     }
 
     pub fn knows_sdk(&self, sdk: &str) -> bool {
-        self.by_sdk.contains_key(sdk)
+        self.by_sdk.contains_key(canonical_sdk(sdk))
     }
 
     pub fn sdks(&self) -> impl Iterator<Item = &'static str> + '_ {
@@ -125,12 +192,17 @@ impl Registry {
                     "invalid action `{action}`: expected `tool.method`, e.g. `core.set`"
                 ),
                 hint: None,
+                unsupported_tool: None,
             });
         };
         let declared = tools.iter().find(|t| t.name == tool_name);
         let sdk = match declared {
-            Some(t) => t.sdk.as_str(),
+            Some(t) => canonical_sdk(t.sdk.as_str()),
             None if IMPLICIT_TOOLS.contains(&tool_name) => tool_name,
+            // The provider of an undeclared `agent` is chosen when it runs
+            // (`--agent`, a key in the environment, else the local model);
+            // every provider sdk has the same action.
+            None if tool_name == IMPLICIT_AGENT => "anthropic",
             None => {
                 let names: Vec<&str> = tools
                     .iter()
@@ -145,20 +217,24 @@ impl Registry {
                             "declare it in the frontmatter: `tools: {{ {tool_name}: {{ sdk: ... }} }}`"
                         ),
                     }),
+                    unsupported_tool: None,
                 });
             }
         };
+        if let Some(t) = declared.filter(|_| sdk == "script") {
+            if crate::script::external::external_path(&t.options).is_some() {
+                return Ok(Resolved {
+                    tool_name: tool_name.to_string(),
+                    method: method.to_string(),
+                    kind: ActionKind::Process,
+                    action: Arc::new(crate::script::external::ExternalToolAction),
+                    tool: Some(t.clone()),
+                    spec: &crate::script::external::EXTERNAL_SPEC,
+                });
+            }
+        }
         let Some((kind, act)) = self.by_sdk.get(sdk) else {
-            let known: Vec<&str> = self.by_sdk.keys().copied().collect();
-            return Err(ResolveError {
-                message: format!(
-                    "tool `{tool_name}` uses sdk `{sdk}`, which marktoflow does not provide"
-                ),
-                hint: Some(match closest(sdk, &known) {
-                    Some(c) => format!("did you mean sdk `{c}`?"),
-                    None => format!("supported sdks: {}", known.join(", ")),
-                }),
-            });
+            return Err(unsupported_sdk(tool_name, sdk, self.by_sdk.keys().copied()));
         };
         let Some(spec) = act.specs().iter().find(|s| s.method == method) else {
             let methods: Vec<&str> = act.specs().iter().map(|s| s.method).collect();
@@ -170,6 +246,7 @@ impl Registry {
                     Some(c) => format!("did you mean `{tool_name}.{c}`?"),
                     None => format!("`{tool_name}` methods: {}", methods.join(", ")),
                 }),
+                unsupported_tool: None,
             });
         };
         Ok(Resolved {
@@ -180,6 +257,45 @@ impl Registry {
             tool: declared.cloned(),
             spec,
         })
+    }
+}
+
+/// Why tool `tool_name`'s sdk cannot be used, with what to do instead.
+pub fn unsupported_sdk<'a>(
+    tool_name: &str,
+    sdk: &str,
+    known: impl Iterator<Item = &'a str>,
+) -> ResolveError {
+    if let Some((_, what)) = PEER_SERVICES.iter().find(|(s, _)| *s == sdk) {
+        return ResolveError {
+            message: format!(
+                "tool `{tool_name}` uses sdk `{sdk}` ({what}), an integration of the TypeScript marktoflow that this runner does not ship"
+            ),
+            hint: Some(
+                "call the service's REST API with `http.request` (the token from the environment: `headers: {Authorization: 'Bearer {{ env.TOKEN }}'}`); docs/compatibility.md lists every integration and its replacement".into(),
+            ),
+            unsupported_tool: Some(tool_name.to_string()),
+        };
+    }
+    if sdk.starts_with("@modelcontextprotocol/") {
+        return ResolveError {
+            message: format!(
+                "tool `{tool_name}` uses sdk `{sdk}`, an MCP server, which this runner does not load"
+            ),
+            hint: Some(
+                "use the built-in actions (`file.*` for files, `http.request` for web APIs); docs/compatibility.md lists replacements".into(),
+            ),
+            unsupported_tool: Some(tool_name.to_string()),
+        };
+    }
+    let known: Vec<&str> = known.collect();
+    ResolveError {
+        message: format!("tool `{tool_name}` uses sdk `{sdk}`, which marktoflow does not provide"),
+        hint: Some(match closest(sdk, &known) {
+            Some(c) => format!("did you mean sdk `{c}`?"),
+            None => format!("supported sdks: {}", known.join(", ")),
+        }),
+        unsupported_tool: Some(tool_name.to_string()),
     }
 }
 
@@ -217,5 +333,46 @@ mod tests {
         let e = r.resolve("agnt.run", &tools).unwrap_err();
         assert_eq!(e.hint.as_deref(), Some("did you mean `agent.run`?"));
         assert!(r.resolve("sleep", &tools).is_err());
+    }
+
+    #[test]
+    fn every_peer_integration_has_its_replacement_documented() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/compatibility.md");
+        let doc = std::fs::read_to_string(path).unwrap();
+        let table = &doc[doc
+            .find("## Integrations")
+            .expect("the integrations section")..];
+        let missing: Vec<&str> = PEER_SERVICES
+            .iter()
+            .map(|(sdk, _)| *sdk)
+            .filter(|sdk| !table.contains(&format!("`{sdk}`")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "docs/compatibility.md misses {missing:?}"
+        );
+    }
+
+    #[test]
+    fn a_peer_integration_is_named_with_what_to_do_instead() {
+        let tools = vec![ToolConfig {
+            name: "gh".into(),
+            sdk: "@octokit/rest".into(),
+            ..Default::default()
+        }];
+        let e = Registry::standard()
+            .resolve("gh.pulls.list", &tools)
+            .unwrap_err();
+        assert!(e.message.contains("(GitHub)"), "{e:?}");
+        assert_eq!(e.unsupported_tool.as_deref(), Some("gh"));
+        assert!(e.hint.unwrap().contains("http.request"));
+        // HTTP client libraries are the built-in `http`.
+        let tools = vec![ToolConfig {
+            name: "api".into(),
+            sdk: "axios".into(),
+            ..Default::default()
+        }];
+        let r = Registry::standard().resolve("api.get", &tools).unwrap();
+        assert_eq!(r.kind, ActionKind::Network);
     }
 }

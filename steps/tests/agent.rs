@@ -209,6 +209,7 @@ async fn run_with(
 ) -> Result<Value, ActionError> {
     let action = format!("agent.{method}");
     let call = Call {
+        globals: None,
         action: &action,
         method,
         tool: Some(tool),
@@ -745,7 +746,7 @@ fn preflight_openai_needs_key_or_base_and_a_model() {
             .unwrap(),
         "openai gpt-4o"
     );
-    // A local server: no key needed, but a model is.
+    // A local server: no key needed; a Claude alias is no model for it.
     let e = env(&[("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")]);
     let m = hub(None, None)
         .preflight(&t, Some("haiku"), &e)
@@ -755,6 +756,11 @@ fn preflight_openai_needs_key_or_base_and_a_model() {
         "{m}"
     );
     assert!(m.contains("`haiku`"), "the skipped alias is named: {m}");
+    // Naming none there, the server's first model is used when the step runs.
+    assert_eq!(
+        hub(None, None).preflight(&t, None, &e).unwrap(),
+        "openai auto"
+    );
     let e = env(&[
         ("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1"),
         ("OPENAI_MODEL", "qwen"),

@@ -34,6 +34,7 @@ impl Suite {
             move |l: LogLine| logs.lock().unwrap().push(l)
         };
         let job = ScriptJob {
+            globals: Default::default(),
             code: code.to_string(),
             context,
             sandbox: self.sandbox.clone(),
@@ -789,6 +790,7 @@ async fn limit_tests(s: &mut Suite) {
         c2.cancel();
     });
     let job = ScriptJob {
+        globals: Default::default(),
         code: "while (true) {}".into(),
         context: json!({}),
         sandbox: s.sandbox.clone(),
@@ -829,6 +831,7 @@ async fn limit_tests(s: &mut Suite) {
         seen2.lock().unwrap().get_or_insert_with(Instant::now);
     };
     let job = ScriptJob {
+        globals: Default::default(),
         code: "console.log('early'); await new Promise(r => setTimeout(r, 300)); return 1;".into(),
         context: json!({}),
         sandbox: s.sandbox.clone(),
@@ -973,6 +976,7 @@ async fn action(s: &mut Suite) {
         allowed_hosts: None,
     };
     let call = Call {
+        globals: None,
         action: "script.execute",
         method: "execute",
         tool: None,
@@ -1026,6 +1030,7 @@ async fn action(s: &mut Suite) {
         &r,
     );
     let step = Call {
+        globals: None,
         timeout: Some(Duration::from_millis(150)),
         ..call
     };

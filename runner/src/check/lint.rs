@@ -30,8 +30,14 @@ pub fn lint(wf: &Workflow, t: &Templates) -> Vec<Diagnostic> {
         used_text: String::new(),
     };
     for s in wf.walk() {
+        // Step metadata answers to the bare step id (`{{ first.status }}`).
+        cx.defined_anywhere.insert(s.id.clone());
         if let Some(v) = &s.output_variable {
             cx.defined_anywhere.insert(v.clone());
+        }
+        if let StepKind::While { initial, .. } = &s.kind {
+            cx.defined_anywhere
+                .extend(initial.iter().map(|(name, _)| name.clone()));
         }
         if let StepKind::Parallel { branches, .. } = &s.kind {
             for b in branches {
@@ -69,6 +75,7 @@ impl Lint<'_> {
     fn steps(&mut self, steps: &[Step], scope: &mut BTreeSet<String>, in_loop: bool) {
         for s in steps {
             self.step(s, scope, in_loop);
+            scope.insert(s.id.clone());
             if let Some(v) = &s.output_variable {
                 scope.insert(v.clone());
             }
@@ -295,8 +302,15 @@ impl Lint<'_> {
                 self.steps(steps, &mut inner, true);
             }
             StepKind::While {
-                condition, steps, ..
+                condition,
+                steps,
+                initial,
+                ..
             } => {
+                for (name, v) in initial {
+                    self.value(s, &["variables", name], v, scope, in_loop);
+                }
+                scope.extend(initial.iter().map(|(name, _)| name.clone()));
                 self.names(s, &["condition"], condition, true, scope, true);
                 self.steps(steps, &mut scope.clone(), true);
             }

@@ -4,7 +4,7 @@
 //! `.md` file.
 
 use super::{
-    human_duration, retry_delay, substitute_env, Engine, Event, Failure, KindFuture, RunConfig,
+    human_duration, retry_delay, substitute_env, ActionFuture, Engine, Event, Failure, RunConfig,
     RunEvent, RunState,
 };
 use crate::format::model::{Step, StepKind};
@@ -23,7 +23,7 @@ impl Engine {
         step: &'a Step,
         st: &'a mut RunState,
         cfg: &'a RunConfig,
-    ) -> KindFuture<'a> {
+    ) -> ActionFuture<'a> {
         Box::pin(async move {
             let StepKind::Action {
                 action,
@@ -55,12 +55,14 @@ impl Engine {
                     let pos = step.field_pos(&["timeout"]);
                     return (Err(self.fail(step, pos, message)), attempt);
                 }
+                let globals = script_globals(resolved, st);
                 let call = Call {
                     action,
                     method: &resolved.method,
                     tool: tool.as_ref(),
                     model: step.model.as_deref(),
                     timeout: step.timeout,
+                    globals: globals.as_ref(),
                     caps: &caps,
                 };
                 let e = match call_with_timeout(resolved, &call, rendered).await {
@@ -176,6 +178,7 @@ impl Engine {
             tool: fb.tool.as_ref(),
             model: step.model.as_deref(),
             timeout: step.timeout,
+            globals: None,
             caps,
         };
         fb.action.call(&call, rendered).await.map_err(|e2| {
@@ -212,17 +215,24 @@ impl Engine {
 
 /// The action's tool with `${VAR}`s of its auth and options filled in.
 fn tool_config(resolved: &Resolved, cfg: &RunConfig) -> Option<ToolConfig> {
-    let fill =
-        |m: &Map<String, Value>| match substitute_env(&Value::Object(m.clone()), &cfg.caps.env) {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        };
-    resolved.tool.as_ref().map(|t| ToolConfig {
-        name: t.name.clone(),
-        sdk: t.sdk.clone(),
-        auth: fill(&t.auth),
-        options: fill(&t.options),
-    })
+    resolved.tool.as_ref().map(|t| with_env(t, &cfg.caps.env))
+}
+
+/// `tool` with the `${VAR}`s of its auth and options filled in from `env`.
+pub(crate) fn with_env(
+    tool: &ToolConfig,
+    env: &std::collections::BTreeMap<String, String>,
+) -> ToolConfig {
+    let fill = |m: &Map<String, Value>| match substitute_env(&Value::Object(m.clone()), env) {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    ToolConfig {
+        name: tool.name.clone(),
+        sdk: tool.sdk.clone(),
+        auth: fill(&tool.auth),
+        options: fill(&tool.options),
+    }
 }
 
 /// The run's capabilities, with the action's log lines and progress sent
@@ -266,4 +276,16 @@ async fn call_with_timeout(
             .unwrap_or(Err(ActionError::Timeout(t))),
         None => fut.await,
     }
+}
+
+/// What a script sees besides `context`, as in the peer's `type: script`:
+/// `variables`, `inputs` and `steps` (the step metadata), deep-frozen copies.
+fn script_globals(resolved: &Resolved, st: &RunState) -> Option<Map<String, Value>> {
+    (resolved.kind == ActionKind::Script).then(|| {
+        let mut g = Map::new();
+        g.insert("variables".into(), Value::Object(st.variables.clone()));
+        g.insert("inputs".into(), st.inputs.clone());
+        g.insert("steps".into(), Value::Object(st.meta.clone()));
+        g
+    })
 }

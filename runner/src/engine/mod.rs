@@ -599,11 +599,17 @@ impl Engine {
             (_, r) => r,
         };
         match result {
-            Ok(output) => {
+            Ok(done) => {
+                let (status, output) = match done {
+                    Done::Ran(v) => (StepStatus::Completed, v),
+                    Done::Skipped(v) => (StepStatus::Skipped, v),
+                };
+                // Unlike the peer, a skipped container still sets its
+                // (empty) output, so later templates can rely on it.
                 if let Some(var) = &step.output_variable {
                     st.variables.insert(var.clone(), output.clone());
                 }
-                finish(st, StepStatus::Completed, output.clone(), None, retries);
+                finish(st, status, output.clone(), None, retries);
                 Ok(Some(output))
             }
             Err(f) => {
@@ -696,7 +702,7 @@ impl Engine {
     ) -> KindFuture<'a> {
         Box::pin(async move {
             match &step.kind {
-                StepKind::Action { .. } => self.exec_action(step, st, cfg).await,
+                StepKind::Action { .. } => ran(self.exec_action(step, st, cfg).await),
                 StepKind::If {
                     condition,
                     then,
@@ -708,7 +714,14 @@ impl Engine {
                         let outs = self
                             .exec_list(wf, branch, st, cfg, depth + 1, false)
                             .await?;
-                        Ok(json!({"branch": if take { "then" } else { "else" }, "outputs": outs}))
+                        let out =
+                            json!({"branch": if take { "then" } else { "else" }, "outputs": outs});
+                        // No branch to run: skipped, as in the peer.
+                        Ok(if branch.is_empty() {
+                            Done::Skipped(out)
+                        } else {
+                            Done::Ran(out)
+                        })
                     }
                     .await;
                     (r, 0)
@@ -738,7 +751,12 @@ impl Engine {
                         let outs = self
                             .exec_list(wf, branch, st, cfg, depth + 1, false)
                             .await?;
-                        Ok(json!({"case": key, "outputs": outs}))
+                        let out = json!({"case": key, "outputs": outs});
+                        Ok(if branch.is_empty() {
+                            Done::Skipped(out)
+                        } else {
+                            Done::Ran(out)
+                        })
                     }
                     .await;
                     (r, 0)
@@ -754,8 +772,8 @@ impl Engine {
                         item: item_variable,
                         index: index_variable.as_deref(),
                     };
-                    (
-                        self.exec_for_each(
+                    let r = self
+                        .exec_for_each(
                             wf,
                             step,
                             items,
@@ -766,16 +784,25 @@ impl Engine {
                             cfg,
                             depth,
                         )
-                        .await,
-                        0,
-                    )
+                        .await;
+                    // Every item gives an entry: empty means no items, skipped.
+                    let r = r.map(|out| match out.as_array() {
+                        Some(a) if a.is_empty() => Done::Skipped(out),
+                        _ => Done::Ran(out),
+                    });
+                    (r, 0)
                 }
                 StepKind::While {
                     condition,
                     max_iterations,
                     steps,
+                    initial,
                 } => {
                     let r = async {
+                        for (name, v) in initial {
+                            let v = self.render(step, &["variables", name], v, st)?;
+                            st.variables.insert(name.clone(), v);
+                        }
                         let mut n = 0u64;
                         while self.condition(step, &["condition".into()], condition, st)? {
                             if n >= *max_iterations {
@@ -791,7 +818,7 @@ impl Engine {
                         Ok(json!({"iterations": n}))
                     }
                     .await;
-                    (r, 0)
+                    (r.map(Done::Ran), 0)
                 }
                 StepKind::Try {
                     body,
@@ -825,7 +852,7 @@ impl Engine {
                         outcome
                     }
                     .await;
-                    (r, 0)
+                    (r.map(Done::Ran), 0)
                 }
                 StepKind::Wait { duration } => {
                     let r = async {
@@ -833,12 +860,15 @@ impl Engine {
                         let d = marktoflow_steps::builtin::parse_duration(&d)
                             .map_err(|e| self.fail(step, step.field_pos(&["duration"]), e))?;
                         tokio::select! {
-                            _ = tokio::time::sleep(d) => Ok(json!({"waited_ms": d.as_millis() as u64})),
+                            _ = tokio::time::sleep(d) => {
+                                let ms = d.as_millis() as u64;
+                                Ok(json!({"waited": ms, "waited_ms": ms}))
+                            }
                             _ = cfg.caps.cancel.cancelled() => Err(Failure { cancelled: true, ..self.fail(step, step.pos, "cancelled") }),
                         }
                     }
                     .await;
-                    (r, 0)
+                    (r.map(Done::Ran), 0)
                 }
                 StepKind::Map {
                     items,
@@ -862,7 +892,7 @@ impl Engine {
                         Ok(Value::Array(out))
                     }
                     .await;
-                    (r, 0)
+                    (r.map(Done::Ran), 0)
                 }
                 StepKind::Filter {
                     items,
@@ -889,7 +919,7 @@ impl Engine {
                             Ok(Value::Array(out))
                         }
                         .await;
-                    (r, 0)
+                    (r.map(Done::Ran), 0)
                 }
                 StepKind::Reduce {
                     items,
@@ -918,21 +948,21 @@ impl Engine {
                         Ok(acc)
                     }
                     .await;
-                    (r, 0)
+                    (r.map(Done::Ran), 0)
                 }
                 StepKind::Parallel {
                     branches,
                     max_concurrent,
-                } => (
+                } => ran((
                     self.exec_parallel(wf, step, branches, *max_concurrent, st, cfg, depth)
                         .await,
                     0,
-                ),
-                StepKind::SubWorkflow { path, inputs } => (
+                )),
+                StepKind::SubWorkflow { path, inputs } => ran((
                     self.exec_subworkflow(wf, step, path, inputs, st, cfg, depth)
                         .await,
                     0,
-                ),
+                )),
             }
         })
     }
@@ -1331,7 +1361,22 @@ fn locals(pairs: &[(&str, Value)]) -> Map<String, Value> {
 }
 
 /// A step's result and how many retries it took.
-type KindFuture<'a> = Pin<Box<dyn Future<Output = (Result<Value, Failure>, u32)> + Send + 'a>>;
+type KindFuture<'a> = Pin<Box<dyn Future<Output = (Result<Done, Failure>, u32)> + Send + 'a>>;
+/// An action's result and how many retries it took.
+type ActionFuture<'a> = Pin<Box<dyn Future<Output = (Result<Value, Failure>, u32)> + Send + 'a>>;
+
+/// How a step of any kind ended, when it did not fail.
+enum Done {
+    Ran(Value),
+    /// A container with nothing to run (an `if` without the branch taken, a
+    /// `switch` without a matching case or default, a `for_each` over no
+    /// items): reported `skipped`, as in the peer, with its output kept.
+    Skipped(Value),
+}
+
+fn ran((r, retries): (Result<Value, Failure>, u32)) -> (Result<Done, Failure>, u32) {
+    (r.map(Done::Ran), retries)
+}
 
 fn restore(st: &mut RunState, saved: Vec<(String, Option<Value>)>) {
     for (k, v) in saved {

@@ -1,6 +1,7 @@
 //! Preflight checks and `--dry-run` plans: what a run would call, calling nothing.
 
 use crate::diag::Diagnostic;
+use crate::engine::action::with_env;
 use crate::engine::Engine;
 use crate::format::model::{Step, StepKind, Workflow};
 use crate::template::Templates;
@@ -14,17 +15,21 @@ use serde_json::{Map, Value};
 pub fn preflight(wf: &Workflow, caps: &Capabilities) -> Result<(), Vec<Diagnostic>> {
     let mut errors: Vec<Diagnostic> = Vec::new();
     for step in wf.walk() {
-        let StepKind::Action { resolved, .. } = &step.kind else {
+        let StepKind::Action {
+            resolved, inputs, ..
+        } = &step.kind
+        else {
             continue;
         };
-        if resolved.kind != ActionKind::Agent {
+        // Listing models needs no model; its errors come when it runs.
+        if resolved.kind != ActionKind::Agent || resolved.method == "listModels" {
             continue;
         }
         let tool = resolved.tool.clone().unwrap_or_default();
-        let tool = with_env(&tool, caps);
+        let tool = with_env(&tool, &caps.env);
         if let Err(msg) = caps
             .agents
-            .preflight(&tool, step.model.as_deref(), &caps.env)
+            .preflight(&tool, step_model(step, inputs), &caps.env)
         {
             // One message per distinct problem is enough.
             if !errors.iter().any(|d| d.message == msg) {
@@ -43,23 +48,15 @@ pub fn preflight(wf: &Workflow, caps: &Capabilities) -> Result<(), Vec<Diagnosti
     }
 }
 
-fn with_env(
-    tool: &marktoflow_steps::ToolConfig,
-    caps: &Capabilities,
-) -> marktoflow_steps::ToolConfig {
-    let sub = |m: &Map<String, Value>| match crate::format::inputs::substitute_env(
-        &Value::Object(m.clone()),
-        &caps.env,
-    ) {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    };
-    marktoflow_steps::ToolConfig {
-        name: tool.name.clone(),
-        sdk: tool.sdk.clone(),
-        auth: sub(&tool.auth),
-        options: sub(&tool.options),
-    }
+/// The model a step names: its `model:`, else a literal `inputs.model`
+/// (as the peer's methods read it).
+fn step_model<'a>(step: &'a Step, inputs: &'a Value) -> Option<&'a str> {
+    step.model.as_deref().or_else(|| {
+        inputs
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|m| !m.trim().is_empty() && !crate::template::has_tags(m))
+    })
 }
 
 /// One step as a dry run shows it.
@@ -129,11 +126,11 @@ fn walk(
                 p.action = Some(action.clone());
                 p.inputs = render_lenient(t, inputs, ctx);
                 if resolved.kind == ActionKind::Agent {
-                    let tool = with_env(&resolved.tool.clone().unwrap_or_default(), caps);
+                    let tool = with_env(&resolved.tool.clone().unwrap_or_default(), &caps.env);
                     p.target = Some(
                         match caps
                             .agents
-                            .preflight(&tool, step.model.as_deref(), &caps.env)
+                            .preflight(&tool, step_model(step, inputs), &caps.env)
                         {
                             Ok(d) => d,
                             Err(e) => format!("not configured: {e}"),

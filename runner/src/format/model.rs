@@ -135,6 +135,13 @@ impl Spans {
         let p = self.node.key_pos(key).unwrap_or(self.node.pos());
         self.yaml.file_pos(p.line, p.col)
     }
+    /// File position of the key `key` of the mapping at `path` (else of
+    /// that mapping).
+    pub fn key_pos_in(&self, path: &[String], key: &str) -> Pos {
+        let node = self.node.lookup(path);
+        let p = node.key_pos(key).unwrap_or(node.pos());
+        self.yaml.file_pos(p.line, p.col)
+    }
     /// File position of 1-based `line`/`col` inside the string value at `path`.
     pub fn pos_in_string(&self, path: &[String], line: usize, col: usize) -> Pos {
         match self.node.lookup(path) {
@@ -221,6 +228,9 @@ pub enum StepKind {
         condition: String,
         max_iterations: u64,
         steps: Vec<Step>,
+        /// `variables: {name: {initial: value}}`: set (rendered) before the
+        /// first check of the condition.
+        initial: Vec<(String, Value)>,
     },
     Try {
         body: Vec<Step>,
@@ -389,8 +399,22 @@ pub fn load_str(path: &Path, text: &str, registry: &Registry) -> Result<Loaded, 
         warnings: Vec::new(),
         tools: Vec::new(),
         ids: Vec::new(),
+        sdk_unknown: Vec::new(),
+        sdk_reported: Default::default(),
     };
     let wf = cx.workflow(&doc);
+    for (name, pos, sdk) in std::mem::take(&mut cx.sdk_unknown) {
+        if !cx.sdk_reported.contains(&name) {
+            let e = marktoflow_steps::registry::unsupported_sdk(&name, &sdk, registry.sdks());
+            let mut d = Diagnostic::warning(
+                &cx.src,
+                Some(pos),
+                format!("{}; steps that use it will be rejected", e.message),
+            );
+            d.hints.extend(e.hint);
+            cx.warnings.push(d);
+        }
+    }
     if cx.errors.is_empty() {
         Ok(Loaded {
             workflow: wf,
@@ -485,9 +509,17 @@ pub const COMMON_KEYS: &[&str] = &[
 pub const KINDS: &[(&str, &[&str])] = &[
     (
         "action",
-        &["action", "inputs", "prompt", "prompt_inputs", "permissions"],
+        &[
+            "action",
+            "inputs",
+            "prompt",
+            "prompt_inputs",
+            "permissions",
+            "condition",
+            "retry",
+        ],
     ),
-    ("script", &["inputs", "code"]),
+    ("script", &["inputs", "code", "condition", "retry"]),
     ("if", &["condition", "then", "else", "steps"]),
     ("switch", &["expression", "cases", "default"]),
     (
@@ -500,9 +532,12 @@ pub const KINDS: &[(&str, &[&str])] = &[
             "max_concurrent",
         ],
     ),
-    ("while", &["condition", "max_iterations", "steps"]),
+    (
+        "while",
+        &["condition", "max_iterations", "steps", "variables"],
+    ),
     ("try", &["try", "catch", "finally"]),
-    ("wait", &["duration", "mode"]),
+    ("wait", &["duration", "mode", "fields", "webhook_path"]),
     ("map", &["items", "item_variable", "expression"]),
     ("filter", &["items", "item_variable", "condition"]),
     (
@@ -518,7 +553,13 @@ pub const KINDS: &[(&str, &[&str])] = &[
     ("parallel", &["branches", "max_concurrent"]),
     (
         "workflow",
-        &["workflow", "inputs", "use_subagent", "subagent_config"],
+        &[
+            "workflow",
+            "inputs",
+            "use_subagent",
+            "subagent_config",
+            "condition",
+        ],
     ),
 ];
 
@@ -532,6 +573,10 @@ struct Cx<'r> {
     warnings: Vec<Diagnostic>,
     tools: Vec<ToolConfig>,
     ids: Vec<(String, Pos)>,
+    /// Tools whose sdk we do not provide (name, where its `sdk:` is, sdk):
+    /// an error once, at the first step using one; a warning if none does.
+    sdk_unknown: Vec<(String, Pos, String)>,
+    sdk_reported: std::collections::BTreeSet<String>,
 }
 
 /// A YAML text parsed twice: values (serde_yaml) and positions (yaml-rust2).
@@ -545,6 +590,15 @@ impl Cx<'_> {
         self.errors
             .push(Diagnostic::error(&self.src, Some(pos), msg));
         self.errors.last_mut().unwrap()
+    }
+
+    /// False for a second use of a tool whose sdk we do not provide: that
+    /// was said once, at its first use.
+    fn first_report(&mut self, e: &marktoflow_steps::registry::ResolveError) -> bool {
+        match &e.unsupported_tool {
+            Some(tool) => self.sdk_reported.insert(tool.clone()),
+            None => true,
+        }
     }
 
     fn warn(&mut self, pos: Pos, msg: impl Into<String>) {
@@ -653,10 +707,20 @@ impl Cx<'_> {
         let fm = match &doc.frontmatter {
             Some(fm) => self.parse_yaml(fm),
             None => {
-                self.errors.push(
+                let text = self.src.text.trim_start_matches('\u{feff}');
+                let d = if text.lines().next().is_some_and(|l| l.trim_end() == "---") {
+                    // A YAML block is there, without any key of a workflow.
+                    Diagnostic::error(
+                        &self.src,
+                        Some(Pos { line: 1, col: 1 }),
+                        "the frontmatter has no `workflow:` (nor `tools:`, `inputs:`, `steps:`, `triggers:`, `outputs:`)",
+                    )
+                    .with_hint("a workflow's frontmatter starts with `workflow: {id: ..., name: ...}`; the peer's daemon files (`metadata:`, `mode: daemon`, `sources:`) are not supported")
+                } else {
                     Diagnostic::error(&self.src, Some(Pos { line: 1, col: 1 }), "no workflow frontmatter found")
-                        .with_hint("add a YAML block between two `---` lines with at least `workflow:` (it may follow a title and prose)"),
-                );
+                        .with_hint("add a YAML block between two `---` lines with at least `workflow:` (it may follow a title and prose)")
+                };
+                self.errors.push(d);
                 None
             }
         };
@@ -804,14 +868,10 @@ impl Cx<'_> {
                 }
             };
             if !self.registry.knows_sdk(&sdk) {
-                let known: Vec<&str> = self.registry.sdks().collect();
-                let hint = did_you_mean(&sdk, &known)
-                    .map(|c| format!("; did you mean `{c}`?"))
-                    .unwrap_or_default();
                 let mut p = path.clone();
                 p.push("sdk".into());
                 let pos = spans.pos(&p);
-                self.warn(pos, format!("tool `{name}`: sdk `{sdk}` is not provided by marktoflow{hint}; steps that use it will be rejected"));
+                self.sdk_unknown.push((name.clone(), pos, sdk.clone()));
             }
             let obj = |k: &str| match t.get(k) {
                 Some(Value::Object(m)) => m.clone(),
@@ -1026,8 +1086,10 @@ impl Cx<'_> {
                     "input_mapping",
                     "response",
                     "max_concurrent",
+                    "provider",
+                    "events",
                 ],
-                "schedule" => &["cron", "schedule", "inputs", "max_concurrent"],
+                "schedule" => &["cron", "schedule", "inputs", "max_concurrent", "timezone"],
                 "file_watch" => &["path", "paths", "debounce", "input", "max_concurrent"],
                 // Kinds this runner does not start itself keep whatever they say.
                 _ => &[],
@@ -1052,6 +1114,19 @@ impl Cx<'_> {
                     // otherwise serve the route without authentication.
                     let d = self.err(at, format!("unknown key `{k}` in a `{kind}` trigger"));
                     d.hints.push(hint);
+                }
+            }
+            if kind == "webhook" {
+                match fields.get("provider").map(scalar_string).as_deref() {
+                    None | Some("generic" | "github") => {}
+                    Some(p @ ("slack" | "telegram" | "discord")) => self.warn(
+                        pos,
+                        format!("`provider: {p}`: its handshake and request signing are not implemented; the route is a generic JSON webhook (authenticate it with `secret:` or `token_env:`)"),
+                    ),
+                    Some(other) => {
+                        let d = self.err(pos, format!("unknown webhook provider `{other}`"));
+                        d.hints.push("expected generic, github, slack, telegram or discord".into());
+                    }
                 }
             }
             out.push(Trigger { kind, fields, pos });
@@ -1201,119 +1276,302 @@ impl Cx<'_> {
         }
     }
 
-    fn error_policy(&mut self, m: &Map<String, Value>, field: &dyn Fn(&str) -> Pos) -> ErrorPolicy {
+    /// `error_handling`/`errorHandling`/`on_error` (snake_case or the peer's
+    /// camelCase keys inside), then the peer examples' `retry:` for what
+    /// those left unset. `field` gives the position of a key path.
+    fn error_policy(
+        &mut self,
+        m: &Map<String, Value>,
+        field: &dyn Fn(&[&str]) -> Pos,
+    ) -> ErrorPolicy {
         let mut pol = ErrorPolicy::default();
         let key = ["error_handling", "errorHandling", "on_error"]
             .into_iter()
             .find(|k| m.contains_key(*k));
-        let Some(key) = key else { return pol };
-        let parse_action = |cx: &mut Self, s: &str| match s {
+        if let Some(key) = key {
+            self.error_handling(key, &m[key], field, &mut pol);
+        }
+        if let Some(r) = m.get("retry") {
+            self.retry_block(r, field, &mut pol);
+        }
+        pol
+    }
+
+    fn error_action(&mut self, s: &str, at: Pos) -> Option<OnError> {
+        match s {
             "stop" | "fail" | "fallback" => Some(OnError::Stop),
             "continue" | "skip" | "ignore" => Some(OnError::Continue),
             other => {
                 let hint = did_you_mean(other, &["stop", "continue", "fallback"]);
-                let d = cx.err(field(key), format!("unknown error action `{other}`"));
+                let d = self.err(at, format!("unknown error action `{other}`"));
                 d.hints.push(match hint {
                     Some(c) => format!("did you mean `{c}`?"),
                     None => "expected `stop`, `continue` or `fallback`".into(),
                 });
                 None
             }
-        };
-        match &m[key] {
+        }
+    }
+
+    fn error_handling(
+        &mut self,
+        key: &str,
+        v: &Value,
+        field: &dyn Fn(&[&str]) -> Pos,
+        pol: &mut ErrorPolicy,
+    ) {
+        const EH_KEYS: &[&str] = &[
+            "action",
+            "max_retries",
+            "retry_delay_seconds",
+            "backoff",
+            "max_delay_seconds",
+            "fallback_action",
+        ];
+        let o = match v {
             Value::String(s) => {
-                if let Some(a) = parse_action(self, s) {
+                if let Some(a) = self.error_action(s, field(&[key])) {
                     pol.action = a;
                 }
+                return;
             }
-            Value::Object(o) => {
-                const EH_KEYS: &[&str] = &[
-                    "action",
-                    "max_retries",
-                    "retry_delay_seconds",
-                    "backoff",
-                    "max_delay_seconds",
-                    "fallback_action",
-                ];
-                for k in o.keys() {
-                    if !EH_KEYS.contains(&k.as_str()) {
-                        let hint = did_you_mean(k, EH_KEYS).map(|c| format!("did you mean `{c}`?"));
-                        let d = self.err(field(key), format!("unknown key `{k}` in `{key}`"));
-                        d.hints.push(
-                            hint.unwrap_or_else(|| {
-                                format!("expected one of: {}", EH_KEYS.join(", "))
-                            }),
-                        );
-                    }
+            Value::Object(o) => o,
+            _ => {
+                self.err(
+                    field(&[key]),
+                    format!("`{key}` must be `stop`, `continue` or a mapping"),
+                );
+                return;
+            }
+        };
+        // The peer reads camelCase here (`maxRetries`); both spellings work.
+        let mut written: Map<String, Value> = Map::new();
+        let mut spelled: Vec<(&'static str, String)> = Vec::new();
+        for (k, val) in o {
+            let snake = snake_case(k);
+            match EH_KEYS.iter().find(|c| **c == snake) {
+                Some(c) => {
+                    written.insert(c.to_string(), val.clone());
+                    spelled.push((c, k.clone()));
                 }
-                if let Some(Value::String(a)) = o.get("action") {
-                    if let Some(a) = parse_action(self, a) {
+                None => {
+                    // Suggest in the spelling the author uses.
+                    let camel = k.chars().any(|c| c.is_ascii_uppercase());
+                    let hint = did_you_mean(&snake, EH_KEYS).map(|c| {
+                        let c = if camel { camel_case(c) } else { c.to_string() };
+                        format!("did you mean `{c}`?")
+                    });
+                    let d = self.err(field(&[key, k]), format!("unknown key `{k}` in `{key}`"));
+                    d.hints.push(
+                        hint.unwrap_or_else(|| format!("expected one of: {}", EH_KEYS.join(", "))),
+                    );
+                }
+            }
+        }
+        // The key as the author spelled it.
+        let spelled_as = |name: &'static str| -> String {
+            spelled
+                .iter()
+                .find(|(c, _)| *c == name)
+                .map_or(name.to_string(), |(_, k)| k.clone())
+        };
+        let at = |name: &'static str| field(&[key, &spelled_as(name)]);
+        if let Some(a) = written.get("action") {
+            match a.as_str() {
+                Some(a) => {
+                    if let Some(a) = self.error_action(a, at("action")) {
                         pol.action = a;
                     }
                 }
-                let wants_fallback = o.get("action").and_then(Value::as_str) == Some("fallback");
-                match o.get("fallback_action") {
-                    Some(Value::String(fa)) => match self.registry.resolve(fa, &self.tools) {
-                        Ok(r) => pol.fallback = Some((fa.clone(), Box::new(r))),
-                        Err(e) => {
-                            let d =
-                                self.err(field(key), format!("`fallback_action`: {}", e.message));
-                            d.hints.extend(e.hint);
-                        }
-                    },
-                    Some(_) => {
-                        self.err(
-                            field(key),
-                            "`fallback_action` must be an action name like `core.set`",
-                        );
-                    }
-                    None if wants_fallback => {
-                        self.err(
-                            field(key),
-                            "`action: fallback` needs `fallback_action: tool.method`",
-                        );
-                    }
-                    None => {}
+                None => {
+                    self.err(
+                        at("action"),
+                        "`action` must be `stop`, `continue` or `fallback`",
+                    );
                 }
-                if let Some(v) = o.get("max_retries") {
-                    match v.as_u64() {
-                        Some(n) => pol.max_retries = Some(n.min(100) as u32),
-                        None => {
-                            self.err(field(key), "`max_retries` must be a whole number");
-                        }
-                    }
-                }
-                for name in ["retry_delay_seconds", "max_delay_seconds"] {
-                    let Some(v) = o.get(name) else { continue };
-                    let d = v.as_f64().and_then(marktoflow_steps::core::time::from_secs);
-                    if d.is_none() {
-                        self.err(
-                            field(key),
-                            format!("`{name}` must be a number of seconds from 0 to 100 years"),
-                        );
-                    }
-                    if name == "retry_delay_seconds" {
-                        pol.retry_delay = d;
-                    } else {
-                        pol.max_delay = d;
-                    }
-                }
-                if let Some(Value::String(b)) = o.get("backoff") {
-                    pol.backoff = match b.as_str() {
-                        "fixed" | "constant" => Backoff::Fixed,
-                        _ => Backoff::Exponential,
-                    };
-                }
-            }
-            _ => {
-                self.err(
-                    field(key),
-                    format!("`{key}` must be `stop`, `continue` or a mapping"),
-                );
             }
         }
-        pol
+        let wants_fallback = written.get("action").and_then(Value::as_str) == Some("fallback");
+        match written.get("fallback_action") {
+            Some(Value::String(fa)) => match self.registry.resolve(fa, &self.tools) {
+                Ok(r) => pol.fallback = Some((fa.clone(), Box::new(r))),
+                Err(e) => {
+                    if self.first_report(&e) {
+                        let d = self.err(
+                            at("fallback_action"),
+                            format!("`{}`: {}", spelled_as("fallback_action"), e.message),
+                        );
+                        d.hints.extend(e.hint);
+                    }
+                }
+            },
+            Some(_) => {
+                self.err(
+                    at("fallback_action"),
+                    format!(
+                        "`{}` must be an action name like `core.set`",
+                        spelled_as("fallback_action")
+                    ),
+                );
+            }
+            None if wants_fallback => {
+                self.err(
+                    at("action"),
+                    "`action: fallback` needs `fallback_action: tool.method`",
+                );
+            }
+            None => {}
+        }
+        if let Some(v) = written.get("max_retries") {
+            match v.as_u64() {
+                Some(n) => pol.max_retries = Some(n.min(100) as u32),
+                None => {
+                    self.err(
+                        at("max_retries"),
+                        format!("`{}` must be a whole number", spelled_as("max_retries")),
+                    );
+                }
+            }
+        }
+        for name in ["retry_delay_seconds", "max_delay_seconds"] {
+            let Some(v) = written.get(name) else { continue };
+            let d = v.as_f64().and_then(marktoflow_steps::core::time::from_secs);
+            if d.is_none() {
+                self.err(
+                    at(name),
+                    format!(
+                        "`{}` must be a number of seconds from 0 to 100 years",
+                        spelled_as(name)
+                    ),
+                );
+            }
+            if name == "retry_delay_seconds" {
+                pol.retry_delay = d;
+            } else {
+                pol.max_delay = d;
+            }
+        }
+        if let Some(b) = written.get("backoff") {
+            if let Some(b) = self.backoff(b, at("backoff")) {
+                pol.backoff = b;
+            }
+        }
     }
+
+    fn backoff(&mut self, v: &Value, at: Pos) -> Option<Backoff> {
+        match v.as_str() {
+            Some("fixed" | "constant") => Some(Backoff::Fixed),
+            Some("exponential" | "linear") => Some(Backoff::Exponential),
+            _ => {
+                let d = self.err(at, "`backoff` must be `exponential` or `fixed`");
+                d.hints.push("`linear` is read as `exponential`".into());
+                None
+            }
+        }
+    }
+
+    /// The peer examples' `retry: {max_attempts, delay, initial_delay,
+    /// max_delay, backoff, on_failure}` (delays in milliseconds): fills what
+    /// `error_handling` left unset.
+    fn retry_block(&mut self, v: &Value, field: &dyn Fn(&[&str]) -> Pos, pol: &mut ErrorPolicy) {
+        const KEYS: &[&str] = &[
+            "max_attempts",
+            "delay",
+            "initial_delay",
+            "max_delay",
+            "backoff",
+            "on_failure",
+        ];
+        let Value::Object(o) = v else {
+            self.err(
+                field(&["retry"]),
+                "`retry` must be a mapping like `{max_attempts: 3, delay: 1000}`",
+            );
+            return;
+        };
+        for (k, val) in o {
+            let at = field(&["retry", k]);
+            match snake_case(k).as_str() {
+                "max_attempts" => match val.as_u64() {
+                    Some(n) if n >= 1 => {
+                        pol.max_retries.get_or_insert((n - 1).min(100) as u32);
+                    }
+                    _ => {
+                        self.err(at, "`max_attempts` must be a whole number from 1");
+                    }
+                },
+                name @ ("delay" | "initial_delay" | "max_delay") => {
+                    match val
+                        .as_f64()
+                        .and_then(|ms| marktoflow_steps::core::time::from_secs(ms / 1000.0))
+                    {
+                        Some(d) if name == "max_delay" => {
+                            pol.max_delay.get_or_insert(d);
+                        }
+                        Some(d) => {
+                            pol.retry_delay.get_or_insert(d);
+                        }
+                        None => {
+                            self.err(at, format!("`{name}` must be a number of milliseconds"));
+                        }
+                    }
+                }
+                "backoff" => {
+                    if let Some(b) = self.backoff(val, at) {
+                        pol.backoff = b;
+                    }
+                }
+                "on_failure" => match val.as_str() {
+                    Some(a) => {
+                        if let Some(a) = self.error_action(a, at) {
+                            pol.action = a;
+                        }
+                    }
+                    None => {
+                        self.err(at, "`on_failure` must be `stop` or `continue`");
+                    }
+                },
+                _ => {
+                    let hint = did_you_mean(k, KEYS).map(|c| format!("did you mean `{c}`?"));
+                    let d = self.err(at, format!("unknown key `{k}` in `retry`"));
+                    d.hints.push(
+                        hint.unwrap_or_else(|| format!("expected one of: {}", KEYS.join(", "))),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `max_retries` → `maxRetries`.
+fn camel_case(k: &str) -> String {
+    let mut out = String::with_capacity(k.len());
+    let mut up = false;
+    for c in k.chars() {
+        if c == '_' {
+            up = true;
+        } else if up {
+            out.push(c.to_ascii_uppercase());
+            up = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `maxRetries` → `max_retries`; snake_case stays as it is.
+fn snake_case(k: &str) -> String {
+    let mut out = String::with_capacity(k.len() + 4);
+    for c in k.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Line and column (1-based) of the first plain YAML value that starts with

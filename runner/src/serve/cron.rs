@@ -1,6 +1,6 @@
 //! Five-field cron expressions (`minute hour day-of-month month day-of-week`)
 //! for `schedule` triggers: `*`, lists, ranges, steps, and names of months
-//! and weekdays. Times are UTC.
+//! and weekdays. Times are UTC unless the trigger names a `timezone`.
 
 use chrono::{DateTime, Datelike, Duration, Timelike, Utc};
 
@@ -14,6 +14,8 @@ pub struct Cron {
     /// Standard cron: when both day fields are restricted, either may match.
     days_restricted: bool,
     weekdays_restricted: bool,
+    /// Whose wall clock the fields are read on; UTC when none.
+    tz: Option<chrono_tz::Tz>,
 }
 
 fn field(
@@ -96,10 +98,25 @@ impl Cron {
             weekdays,
             days_restricted,
             weekdays_restricted,
+            tz: None,
         })
     }
 
+    /// The same expression read on the wall clock of `tz` (the trigger's
+    /// `timezone:`): a local time skipped by a DST change never matches, one
+    /// repeated matches twice.
+    pub fn in_zone(self, tz: chrono_tz::Tz) -> Cron {
+        Cron {
+            tz: Some(tz),
+            ..self
+        }
+    }
+
     pub fn matches(&self, t: DateTime<Utc>) -> bool {
+        let t = match self.tz {
+            Some(tz) => t.with_timezone(&tz).naive_local(),
+            None => t.naive_utc(),
+        };
         let dom = self.days[t.day() as usize];
         let dow = self.weekdays[t.weekday().num_days_from_sunday() as usize];
         let day = match (self.days_restricted, self.weekdays_restricted) {
@@ -173,5 +190,26 @@ mod tests {
         ] {
             assert!(Cron::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn reads_the_fields_on_the_trigger_zone_clock() {
+        let ny: chrono_tz::Tz = "America/New_York".parse().unwrap();
+        let c = Cron::parse("0 9 * * *").unwrap().in_zone(ny);
+        // 09:00 in New York is 14:00 UTC in winter, 13:00 in summer.
+        assert_eq!(
+            c.next_after(at(2026, 1, 10, 0, 0)),
+            Some(at(2026, 1, 10, 14, 0))
+        );
+        assert_eq!(
+            c.next_after(at(2026, 7, 10, 0, 0)),
+            Some(at(2026, 7, 10, 13, 0))
+        );
+        // 02:30 does not exist on the spring-forward day (2026-03-08).
+        let c = Cron::parse("30 2 * * *").unwrap().in_zone(ny);
+        assert_eq!(
+            c.next_after(at(2026, 3, 8, 0, 0)),
+            Some(at(2026, 3, 9, 6, 30))
+        );
     }
 }

@@ -316,6 +316,25 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             }
         }
     };
+    if !route.events.is_empty() {
+        let event = super::routes::event_of(&parts.headers, &payload);
+        if !event
+            .as_deref()
+            .is_some_and(|e| super::routes::event_wanted(&route.events, e))
+        {
+            // Accepted and ignored: the sender (GitHub's `ping`, other
+            // actions) must not see a failure or retry.
+            return (
+                StatusCode::ACCEPTED,
+                Json(json!({
+                    "ignored": true,
+                    "event": event,
+                    "reason": format!("the workflow runs on {}", route.events.join(", ")),
+                })),
+            )
+                .into_response();
+        }
+    }
     let wf = route.workflow.clone();
     let query: Vec<(String, String)> = parts.uri.query().map(url_pairs).unwrap_or_default();
     let want_async = route.respond_async

@@ -21,6 +21,9 @@ pub struct Route {
     /// `inputMapping`: input name → dotted path into the body.
     pub input_mapping: Vec<(String, String)>,
     pub respond_async: bool,
+    /// `events:` — only these events start a run (`pull_request.opened`,
+    /// or `pull_request` for every action of it); empty: every request.
+    pub events: Vec<String>,
 }
 
 /// The routes of every workflow's webhook triggers; duplicates are errors
@@ -163,6 +166,23 @@ pub fn routes_of(
                     .collect(),
                 _ => Vec::new(),
             };
+            let events = match t.fields.get("events") {
+                None => Vec::new(),
+                Some(Value::Array(list)) if list.iter().all(Value::is_string) => list
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect(),
+                Some(Value::String(one)) => vec![one.clone()],
+                Some(_) => {
+                    errors.push(Diagnostic::error(
+                        &wf.source,
+                        Some(t.pos),
+                        "`events` must be a list of event names, e.g. `[pull_request.opened]`",
+                    ));
+                    continue;
+                }
+            };
             routes.push(Route {
                 path,
                 method,
@@ -171,6 +191,7 @@ pub fn routes_of(
                 token,
                 input_mapping,
                 respond_async: f("response").as_deref() == Some("async"),
+                events,
             });
         }
     }
@@ -179,6 +200,41 @@ pub fn routes_of(
     } else {
         Err(errors)
     }
+}
+
+/// The event a webhook request carries: GitHub's `X-GitHub-Event` header,
+/// else the body's `event.event_type` (PagerDuty), `event` or `type`; with
+/// the body's `action` appended (`pull_request.opened`) when it has one.
+pub(super) fn event_of(headers: &axum::http::HeaderMap, body: &Value) -> Option<String> {
+    let name = headers
+        .get("x-github-event")
+        .or_else(|| headers.get("x-event-type"))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| {
+            let e = body.get("event");
+            e.and_then(|e| e.get("event_type"))
+                .or(e)
+                .or_else(|| body.get("type"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })?;
+    match body.get("action").and_then(Value::as_str) {
+        Some(action) if !name.contains('.') => Some(format!("{name}.{action}")),
+        _ => Some(name),
+    }
+}
+
+/// Whether `event` is one `wanted` names (`pull_request` names every
+/// `pull_request.*`).
+pub(super) fn event_wanted(wanted: &[String], event: &str) -> bool {
+    wanted.iter().any(|w| {
+        w == event
+            || w == "*"
+            || event
+                .strip_prefix(w.as_str())
+                .is_some_and(|rest| rest.starts_with('.'))
+    })
 }
 
 /// The variable names a `${NAME}` / `${NAME:-default}` text refers to.

@@ -38,7 +38,41 @@ pub fn schedules_of(workflows: &[Arc<Workflow>]) -> Result<Vec<Schedule>, Vec<Di
                 ));
                 continue;
             };
-            match crate::serve::cron::Cron::parse(expr) {
+            let tz = match t.fields.get("timezone") {
+                None => None,
+                Some(Value::String(name)) => match name.parse::<chrono_tz::Tz>() {
+                    Ok(tz) => Some(tz),
+                    Err(_) => {
+                        let names: Vec<&str> =
+                            chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name()).collect();
+                        let hint = match crate::diag::did_you_mean(name, &names) {
+                            Some(c) => format!("did you mean `{c}`?"),
+                            None => "use an IANA name such as `Europe/Lisbon`, `America/New_York` or `UTC`".into(),
+                        };
+                        errors.push(
+                            Diagnostic::error(
+                                &wf.source,
+                                Some(t.pos),
+                                format!("unknown time zone `{name}`"),
+                            )
+                            .with_hint(hint),
+                        );
+                        continue;
+                    }
+                },
+                Some(_) => {
+                    errors.push(Diagnostic::error(
+                        &wf.source,
+                        Some(t.pos),
+                        "`timezone` must be an IANA name such as `Europe/Lisbon`",
+                    ));
+                    continue;
+                }
+            };
+            match crate::serve::cron::Cron::parse(expr).map(|c| match tz {
+                Some(tz) => c.in_zone(tz),
+                None => c,
+            }) {
                 Ok(cron) => out.push(Schedule {
                     workflow: wf.clone(),
                     cron,
@@ -63,7 +97,8 @@ pub fn schedules_of(workflows: &[Arc<Workflow>]) -> Result<Vec<Schedule>, Vec<Di
     }
 }
 
-/// Starts each scheduled run at its minute (UTC), with the trigger's inputs
+/// Starts each scheduled run at its minute (UTC, or the trigger's
+/// `timezone`), with the trigger's inputs
 /// checked and defaulted like any other run. Runs show in `/runs/{id}`.
 pub async fn run_schedules(state: Arc<ServerState>, schedules: Vec<Schedule>) {
     if schedules.is_empty() {

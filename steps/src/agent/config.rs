@@ -64,7 +64,7 @@ pub const SDKS: &[(&str, Provider)] = &[
 impl Provider {
     /// The provider for a tool `sdk` (or a `--agent` value), case-insensitive.
     pub fn from_sdk(sdk: &str) -> Option<Provider> {
-        let sdk = sdk.trim();
+        let sdk = crate::core::action::canonical_sdk(sdk.trim());
         SDKS.iter()
             .find(|(name, _)| name.eq_ignore_ascii_case(sdk))
             .map(|(_, p)| *p)
@@ -182,6 +182,9 @@ impl Auth {
     }
 }
 
+/// The model name that means "the first the server lists".
+pub const AUTO_MODEL: &str = "auto";
+
 /// The outcome of resolution: everything needed to call the provider.
 ///
 /// `Debug` never shows the key.
@@ -260,6 +263,21 @@ impl Resolved {
                 Some(p) => p.display().to_string(),
                 None => "in-process".into(),
             },
+        }
+    }
+
+    /// Where the provider lists its models (`GET`); none for the local model.
+    pub fn models_url(&self) -> Option<String> {
+        let base = &self.base_url;
+        match self.provider {
+            Provider::Anthropic if base.ends_with("/v1") => Some(format!("{base}/models")),
+            Provider::Anthropic => Some(format!("{base}/v1/models")),
+            Provider::OpenAi => Some(format!("{base}/models")),
+            Provider::Ollama => {
+                let base = base.strip_suffix("/api").unwrap_or(base);
+                Some(format!("{base}/api/tags"))
+            }
+            Provider::Local => None,
         }
     }
 
@@ -404,6 +422,28 @@ pub(crate) fn resolve(
         })?,
         None => match file_provider {
             Some(p) => p,
+            // An undeclared `agent` tool (the peer's examples leave the
+            // choice to `--agent`): the provider whose key is set, else the
+            // local model.
+            None if sdk.is_empty() && tool_name == "agent" => {
+                if env_get(env, Provider::Anthropic.key_var()).is_some() {
+                    Provider::Anthropic
+                } else if env_get(env, Provider::OpenAi.key_var()).is_some() {
+                    Provider::OpenAi
+                } else {
+                    // As a fallback: model names meant for a cloud provider
+                    // are passed over, and the notice says why.
+                    return resolve_local(
+                        overrides,
+                        tool,
+                        tool_name,
+                        true,
+                        step_model,
+                        env,
+                        Some("neither ANTHROPIC_API_KEY nor OPENAI_API_KEY is set".into()),
+                    );
+                }
+            }
             None if sdk.is_empty() => {
                 return Err(format!(
                     "tool `{tool_name}` has no `sdk` (or is not declared under `tools:` in the frontmatter). \
@@ -420,7 +460,9 @@ pub(crate) fn resolve(
         },
     };
     // The file's own settings (models, endpoint, key) only apply to the file's provider.
-    let keep_file = file_provider == Some(provider);
+    // An undeclared `agent` has no file settings but its steps' `model:`.
+    let implicit = sdk.is_empty() && tool_name == "agent" && agent.is_none();
+    let keep_file = file_provider == Some(provider) || implicit;
     if provider == Provider::Local {
         return resolve_local(overrides, tool, tool_name, keep_file, step_model, env, None);
     }
@@ -591,6 +633,12 @@ pub(crate) fn resolve(
         None if provider == Provider::Anthropic => {
             (ANTHROPIC_DEFAULT_MODEL.to_string(), "default".to_string())
         }
+        // A compatible server of one's own (vLLM, llama.cpp) usually serves
+        // one model: ask it, as the peer does.
+        None if provider == Provider::OpenAi && !default_base && skipped.is_empty() => (
+            AUTO_MODEL.to_string(),
+            "the server's model list".to_string(),
+        ),
         None => {
             let mut msg = format!(
                 "{who}, but no model is set. Pass `--model <name>` or set {}",

@@ -84,6 +84,7 @@ pub use config::{
 };
 
 use crate::core::action::{Action, ActionError, Call, LogLevel, ToolConfig};
+pub use crate::core::hosts::ModelInfo;
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -123,6 +124,10 @@ impl crate::core::hosts::Llm for AgentHub {
 
     async fn complete(&self, call: &Call<'_>, inputs: &Value) -> Result<String, ActionError> {
         AgentHub::complete(self, call, inputs).await
+    }
+
+    async fn list_models(&self, call: &Call<'_>) -> Result<Vec<ModelInfo>, ActionError> {
+        AgentHub::list_models(self, call).await
     }
 }
 
@@ -170,8 +175,9 @@ impl AgentHub {
             .map_err(|e| ActionError::failed(e.clone()))
     }
 
-    /// Runs one agent call and returns the reply text.
-    pub async fn complete(&self, call: &Call<'_>, inputs: &Value) -> Result<String, ActionError> {
+    /// The provider, endpoint and model of `call`'s tool (an undeclared one
+    /// is named by the action's first part).
+    fn resolve_call(&self, call: &Call<'_>) -> Result<Resolved, ActionError> {
         let undeclared;
         let tool = match call.tool {
             Some(t) => t,
@@ -183,19 +189,60 @@ impl AgentHub {
                 &undeclared
             }
         };
-        let resolved = self
-            .resolve(tool, call.model, &call.caps.env)
-            .map_err(ActionError::failed)?;
+        self.resolve(tool, call.model, &call.caps.env)
+            .map_err(ActionError::failed)
+    }
+
+    /// The models the tool's provider serves.
+    pub async fn list_models(&self, call: &Call<'_>) -> Result<Vec<ModelInfo>, ActionError> {
+        let resolved = self.resolve_call(call)?;
+        let Some(url) = resolved.models_url() else {
+            return Ok(crate::core::models::installed(&call.caps.env)
+                .into_iter()
+                .filter(|m| {
+                    m.known
+                        .is_none_or(|k| k.kind == crate::core::models::Kind::Chat)
+                })
+                .map(|m| ModelInfo {
+                    id: m.name,
+                    owned_by: "local".into(),
+                })
+                .collect());
+        };
+        let timeout = call.timeout.unwrap_or(resolved.timeout);
+        let reply = transport::get_json(self.client()?, call, &resolved, &url, timeout).await?;
+        wire::parse_models(resolved.provider, &reply).map_err(|e| {
+            ActionError::failed(format!("unexpected {} model list: {e}", resolved.provider))
+        })
+    }
+
+    /// The first model the server lists (for `auto`).
+    async fn first_model(
+        &self,
+        call: &Call<'_>,
+        resolved: &Resolved,
+        timeout: std::time::Duration,
+    ) -> Result<String, ActionError> {
+        let Some(url) = resolved.models_url() else {
+            return Err(ActionError::failed("no model is set"));
+        };
+        let reply = transport::get_json(self.client()?, call, resolved, &url, timeout).await?;
+        let models = wire::parse_models(resolved.provider, &reply).map_err(|e| {
+            ActionError::failed(format!("unexpected {} model list: {e}", resolved.provider))
+        })?;
+        models.into_iter().next().map(|m| m.id).ok_or_else(|| {
+            ActionError::failed(format!(
+                "no model is set and the server at {} lists none: pass `--model <name>` or set {}",
+                config::display_url(&url),
+                resolved.provider.model_var()
+            ))
+        })
+    }
+
+    /// Runs one agent call and returns the reply text.
+    pub async fn complete(&self, call: &Call<'_>, inputs: &Value) -> Result<String, ActionError> {
+        let resolved = self.resolve_call(call)?;
         let prompt = wire::parse_inputs(inputs)?;
-        if inputs.get("model").is_some_and(|m| !m.is_null()) {
-            call.log(
-                LogLevel::Warn,
-                format!(
-                    "{}: input `model` is ignored; set the step's `model:` or the tool's `options.model` (using {})",
-                    call.action, resolved.model
-                ),
-            );
-        }
         let timeout = call.timeout.unwrap_or(resolved.timeout);
         if let Some(why) = &resolved.fallback {
             if !FALLBACK_SAID.swap(true, Ordering::Relaxed) {
@@ -223,6 +270,10 @@ impl AgentHub {
                 config::display_url(&resolved.endpoint())
             ),
         );
+        let mut resolved = resolved;
+        if resolved.model == config::AUTO_MODEL {
+            resolved.model = self.first_model(call, &resolved, timeout).await?;
+        }
         let body = wire::request_body(&resolved, &prompt);
         let client = self.client()?;
         let reply = transport::post_json(client, call, &resolved, &body, timeout).await?;
@@ -251,6 +302,35 @@ fn finish(
     }
 }
 
+/// One completion. As the peer's methods do (`generate({prompt, model})`),
+/// an input `model` names the model when the step has no `model:`.
+async fn complete_naming_model(call: &Call<'_>, mut inputs: Value) -> Result<String, ActionError> {
+    let named = match &mut inputs {
+        Value::Object(m) => match m.remove("model") {
+            Some(Value::String(s)) if !s.trim().is_empty() => Some(s),
+            _ => None,
+        },
+        _ => None,
+    };
+    if let (Some(step), Some(input)) = (call.model, &named) {
+        if step != input {
+            call.log(
+                LogLevel::Warn,
+                format!(
+                    "{}: input `model` ({input}) is ignored: the step's `model:` ({step}) wins",
+                    call.action
+                ),
+            );
+        }
+    }
+    let model = call.model.map(str::to_string).or(named);
+    let call = Call {
+        model: model.as_deref(),
+        ..call.reborrow()
+    };
+    call.caps.agents.complete(&call, &inputs).await
+}
+
 /// `agent.run`, `agent.generate`, `agent.chat`: all return the reply text.
 pub struct AgentAction;
 
@@ -261,11 +341,24 @@ impl Action for AgentAction {
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
-        call.caps
-            .agents
-            .complete(call, &inputs)
-            .await
-            .map(Value::String)
+        match call.method {
+            "listModels" => {
+                let models = call.caps.agents.list_models(call).await?;
+                Ok(Value::Array(
+                    models
+                        .into_iter()
+                        .map(|m| serde_json::json!({"id": m.id, "owned_by": m.owned_by}))
+                        .collect(),
+                ))
+            }
+            "chat.completions" => {
+                let text = complete_naming_model(call, inputs).await?;
+                Ok(serde_json::json!({
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]
+                }))
+            }
+            _ => complete_naming_model(call, inputs).await.map(Value::String),
+        }
     }
 }
 
@@ -313,7 +406,7 @@ const AGENT_INPUTS: &[Input] = &[
     input(
         "model",
         ANY,
-        "Ignored, with a warning: set the step's `model:` or the tool's `options.model`.",
+        "The model, when the step has no `model:` (as the peer's `generate({prompt, model})`); it wins over the tool's `options.model`.",
     ),
 ];
 
@@ -331,4 +424,16 @@ pub const SPECS: &[Spec] = &[
     agent("run", "Asks the model; returns its reply."),
     agent("generate", "Same as `run`."),
     agent("chat", "Same as `run`."),
+    agent(
+        "chat.completions",
+        "Same as `run`, answered in OpenAI's shape (as the peer's tools do).",
+    )
+    .returns("{choices: [{message: {role, content}}]}"),
+    spec(
+        "agent",
+        "listModels",
+        "The models the provider serves (`GET /models`; the local model: those installed).",
+    )
+    .returns("[{id, owned_by}]")
+    .traits(EFFECTS),
 ];

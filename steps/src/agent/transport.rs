@@ -1,5 +1,5 @@
-//! POST a JSON body with a timeout, retries (exponential backoff, full jitter,
-//! `Retry-After`) and cancellation.
+//! Provider requests (POST a JSON body, or GET) with a timeout, retries
+//! (exponential backoff, full jitter, `Retry-After`) and cancellation.
 
 use super::config::{display_url, Auth, Provider, Resolved};
 use super::wire::{error_message, snippet};
@@ -35,8 +35,30 @@ pub(crate) async fn post_json(
     body: &Value,
     timeout: Duration,
 ) -> Result<Value, ActionError> {
-    let url = r.endpoint();
-    let shown_url = display_url(&url);
+    exchange_json(client, call, r, &r.endpoint(), Some(body), timeout).await
+}
+
+/// GETs `url` from the provider (with its key) and returns the JSON reply.
+pub(crate) async fn get_json(
+    client: &reqwest::Client,
+    call: &Call<'_>,
+    r: &Resolved,
+    url: &str,
+    timeout: Duration,
+) -> Result<Value, ActionError> {
+    exchange_json(client, call, r, url, None, timeout).await
+}
+
+/// POSTs `body` (GETs without one) to `url`; the decoded JSON reply.
+async fn exchange_json(
+    client: &reqwest::Client,
+    call: &Call<'_>,
+    r: &Resolved,
+    url: &str,
+    body: Option<&Value>,
+    timeout: Duration,
+) -> Result<Value, ActionError> {
+    let shown_url = display_url(url);
     let base_ms = retry_base_ms(call);
     let who = r.provider.id();
     let mut attempt: u32 = 0;
@@ -44,7 +66,11 @@ pub(crate) async fn post_json(
         if call.caps.cancel.is_cancelled() {
             return Err(ActionError::Cancelled);
         }
-        let mut req = client.post(&url).timeout(timeout).json(body);
+        let mut req = match body {
+            Some(b) => client.post(url).json(b),
+            None => client.get(url),
+        }
+        .timeout(timeout);
         match &r.auth {
             Auth::None => {}
             Auth::XApiKey(k) => req = req.header("x-api-key", k),

@@ -379,6 +379,35 @@ pub(crate) struct Reply {
     pub warning: Option<String>,
 }
 
+/// The model list of `GET /models` (`{data: [{id, owned_by}]}`) or Ollama's
+/// `GET /api/tags` (`{models: [{name}]}`).
+pub(crate) fn parse_models(
+    provider: Provider,
+    body: &Value,
+) -> Result<Vec<super::ModelInfo>, String> {
+    let (list, id_key) = match provider {
+        Provider::Ollama => ("models", "name"),
+        _ => ("data", "id"),
+    };
+    let items = body
+        .get(list)
+        .and_then(Value::as_array)
+        .ok_or_else(|| format!("no `{list}` list in {}", snippet(&body.to_string())))?;
+    let owner = provider.id();
+    Ok(items
+        .iter()
+        .filter_map(|m| {
+            let id = m.get(id_key)?.as_str()?.to_string();
+            let owned_by = m
+                .get("owned_by")
+                .and_then(Value::as_str)
+                .unwrap_or(owner)
+                .to_string();
+            Some(super::ModelInfo { id, owned_by })
+        })
+        .collect())
+}
+
 /// Extracts the reply text; `Err` when the body has not the provider's shape.
 pub(crate) fn parse_reply(provider: Provider, body: &Value) -> Result<Reply, String> {
     match provider {

@@ -88,7 +88,14 @@ fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     std::io::Read::read_to_end(&mut std::io::Read::take(file, max), &mut bytes)
         .map_err(|e| io_error("read", path, &real, e))?;
-    let encoding = a.choice("encoding", ENCODINGS, Some("utf-8"))?;
+    let asked = a.str("encoding")?.is_some();
+    let format = a.choice("format", READ_FORMATS, Some("text"))?;
+    let mut encoding = a.choice("encoding", ENCODINGS, Some("utf-8"))?;
+    // Bytes that are not text come back in base64 unless text was asked
+    // for (as the peer returns binary files).
+    if !asked && format == "text" && std::str::from_utf8(&bytes).is_err() {
+        encoding = "base64";
+    }
     let text = if encoding == "base64" {
         base64::engine::general_purpose::STANDARD.encode(&bytes)
     } else {
@@ -98,7 +105,6 @@ fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
             ))
         })?
     };
-    let format = a.choice("format", READ_FORMATS, Some("text"))?;
     let content = match format {
         "json" => serde_json::from_str(&text)
             .map_err(|e| ActionError::failed(format!("`{path}` is not valid JSON: {e}")))?,
@@ -108,7 +114,14 @@ fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
             .map_err(|e| ActionError::failed(format!("`{path}` is not valid YAML: {e}")))?,
         _ => Value::String(text),
     };
-    Ok(json!({"content": content, "path": real.to_string_lossy(), "size": meta.len()}))
+    let encoding = if encoding == "base64" {
+        "base64"
+    } else {
+        "utf-8"
+    };
+    Ok(
+        json!({"content": content, "path": real.to_string_lossy(), "size": meta.len(), "encoding": encoding}),
+    )
 }
 
 fn write(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {

@@ -271,7 +271,7 @@ fn build_url(a: &Args, options: Option<&Map<String, Value>>) -> Result<reqwest::
     if !matches!(url.scheme(), "http" | "https") {
         return Err(a.invalid("url", format!("`{text}`: only http and https URLs")));
     }
-    match a.get("query") {
+    match a.get("query").or_else(|| a.get("params")) {
         None => {}
         Some(Value::Object(q)) => {
             let mut pairs = url.query_pairs_mut();
@@ -386,7 +386,10 @@ fn response_value(
         }
         _ => Value::String(text),
     };
-    Ok(json!({"status": status.as_u16(), "ok": status.is_success(), "headers": h, "body": body}))
+    // `data` repeats the body under the name axios and the peer use.
+    Ok(
+        json!({"status": status.as_u16(), "ok": status.is_success(), "headers": h, "data": body.clone(), "body": body}),
+    )
 }
 
 fn snippet(body: &Value) -> String {
@@ -417,6 +420,7 @@ const HTTP_INPUTS: &[Input] = &[
         MAPPING,
         "Query parameters; list values repeat the name.",
     ),
+    alias("params", "query"),
     input(
         "headers",
         MAPPING,

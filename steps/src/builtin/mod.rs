@@ -197,7 +197,10 @@ impl Action for WorkflowAction {
                     None => return Err(ActionError::Input("missing input `duration`".into())),
                 };
                 tokio::select! {
-                    _ = tokio::time::sleep(d) => Ok(json!({"slept_ms": d.as_millis() as u64})),
+                    _ = tokio::time::sleep(d) => {
+                        let ms = d.as_millis() as u64;
+                        Ok(json!({"slept": ms, "slept_ms": ms}))
+                    }
                     _ = call.caps.cancel.cancelled() => Err(ActionError::Cancelled),
                 }
             }
@@ -219,7 +222,7 @@ impl Action for WorkflowAction {
                 };
                 Ok(json!({ "timestamp": ts }))
             }
-            "noop" => Ok(Value::Null),
+            "noop" => Ok(json!({"success": true})),
             m => Err(ActionError::Input(format!("unknown method `workflow.{m}`"))),
         }
     }
@@ -230,6 +233,12 @@ fn log(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionError> {
         Some(m) => display(m),
         None => return Err(ActionError::Input("missing input `message`".into())),
     };
+    let line = match inputs.get("metadata") {
+        Some(Value::Object(m)) if !m.is_empty() => {
+            format!("{message} {}", Value::Object(m.clone()))
+        }
+        _ => message.clone(),
+    };
     let level = match inputs.get("level").and_then(Value::as_str) {
         Some(l) => LogLevel::parse(l).ok_or_else(|| {
             ActionError::Input(format!(
@@ -238,8 +247,8 @@ fn log(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionError> {
         })?,
         None => LogLevel::Info,
     };
-    call.log(level, message.clone());
-    Ok(json!({ "message": message }))
+    call.log(level, line);
+    Ok(json!({ "logged": true, "message": message }))
 }
 
 /// Strings as they are; anything else as JSON.
@@ -278,7 +287,7 @@ pub const CORE_SPECS: &[Spec] = &[
     .returns("the rendered inputs"),
     spec("core", "log", "Writes a line to the run log.")
         .inputs(LOG_INPUTS)
-        .returns("{message}"),
+        .returns("{logged: true, message}"),
     spec(
         "core",
         "transform",
@@ -403,6 +412,11 @@ const LOG_INPUTS: &[crate::core::catalog::Input] = &[
     input("level", STRING, "Its level.")
         .default("info")
         .one_of(&["debug", "trace", "info", "log", "warn", "warning", "error"]),
+    input(
+        "metadata",
+        MAPPING,
+        "Fields written after the line, as JSON.",
+    ),
 ];
 
 /// The contracts of `workflow.*`.
@@ -416,7 +430,7 @@ pub const WORKFLOW_SPECS: &[Spec] = &[
         }),
     spec("workflow", "log", "Writes a line to the run log.")
         .inputs(LOG_INPUTS)
-        .returns("{message}"),
+        .returns("{logged: true, message}"),
     spec("workflow", "fail", "Fails the step with a message.")
         .inputs(&[
             input("message", ANY, "Why.").default("workflow failed"),
@@ -430,7 +444,7 @@ pub const WORKFLOW_SPECS: &[Spec] = &[
             "How long (`2s`, `500ms`, or milliseconds).",
         )
         .required()])
-        .returns("{slept_ms}")
+        .returns("{slept, slept_ms}: milliseconds")
         .traits(EFFECTS),
     spec("workflow", "timestamp", "The current time.")
         .inputs(&[input("format", STRING, "iso, unix (seconds) or ms.")
@@ -438,5 +452,5 @@ pub const WORKFLOW_SPECS: &[Spec] = &[
             .one_of(&["iso", "unix", "ms"])])
         .returns("{timestamp}")
         .traits(EFFECTS),
-    spec("workflow", "noop", "Does nothing.").returns("null"),
+    spec("workflow", "noop", "Does nothing.").returns("{success: true}"),
 ];

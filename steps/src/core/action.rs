@@ -89,6 +89,28 @@ pub struct ToolConfig {
     pub options: Map<String, Value>,
 }
 
+/// Other names of the sdks we provide, as the peer's workflows write them:
+/// HTTP client libraries all mean the built-in `http`.
+pub const SDK_ALIASES: &[(&str, &str)] = &[
+    ("axios", "http"),
+    ("node-fetch", "http"),
+    ("fetch", "http"),
+    ("got", "http"),
+    ("undici", "http"),
+    ("superagent", "http"),
+    ("ky", "http"),
+    ("@anthropic-ai/claude-agent-sdk", "claude-agent"),
+    ("@anthropic-ai/sdk", "anthropic"),
+];
+
+/// The sdk `sdk` stands for (itself unless it is an alias).
+pub fn canonical_sdk(sdk: &str) -> &str {
+    SDK_ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == sdk)
+        .map_or(sdk, |(_, to)| to)
+}
+
 /// Everything an action may use besides its inputs. Built once per run.
 #[derive(Clone)]
 pub struct Capabilities {
@@ -125,10 +147,26 @@ pub struct Call<'a> {
     pub model: Option<&'a str>,
     /// Step timeout, when one applies.
     pub timeout: Option<Duration>,
+    /// Read-only globals a script step sees besides `context` (the peer's
+    /// `variables`, `inputs`, `steps`); none for other actions.
+    pub globals: Option<&'a serde_json::Map<String, Value>>,
     pub caps: &'a Capabilities,
 }
 
-impl Call<'_> {
+impl<'a> Call<'a> {
+    /// A copy to change a field of (`Call { model, ..call.reborrow() }`).
+    pub fn reborrow(&self) -> Call<'a> {
+        Call {
+            action: self.action,
+            method: self.method,
+            tool: self.tool,
+            model: self.model,
+            timeout: self.timeout,
+            globals: self.globals,
+            caps: self.caps,
+        }
+    }
+
     pub fn progress(&self, what: &str, done: usize, total: usize) {
         (self.caps.progress)(Progress {
             what: what.to_string(),

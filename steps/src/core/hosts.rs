@@ -22,6 +22,13 @@ pub trait ScriptRunner: Send + Sync {
     ) -> Result<Value, ScriptError>;
 }
 
+/// One model a provider serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelInfo {
+    pub id: String,
+    pub owned_by: String,
+}
+
 /// Answers agent steps.
 #[async_trait]
 pub trait Llm: Send + Sync {
@@ -35,6 +42,10 @@ pub trait Llm: Send + Sync {
     ) -> Result<String, String>;
     /// One call; the reply text.
     async fn complete(&self, call: &Call<'_>, inputs: &Value) -> Result<String, ActionError>;
+    /// The models the provider of `call`'s tool serves.
+    async fn list_models(&self, _call: &Call<'_>) -> Result<Vec<ModelInfo>, ActionError> {
+        Err(ActionError::failed("listing models is not available here"))
+    }
 }
 
 /// One script to run.
@@ -44,6 +55,9 @@ pub struct ScriptJob {
     pub code: String,
     /// The `context` global.
     pub context: Value,
+    /// More globals, deep-frozen (writes are ignored): the peer's
+    /// `variables`, `inputs` and `steps` for `type: script`.
+    pub globals: serde_json::Map<String, Value>,
     pub sandbox: Sandbox,
     /// Overrides [`ScriptLimits::timeout`].
     pub timeout: Option<Duration>,

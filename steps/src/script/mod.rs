@@ -19,6 +19,7 @@
 //! all confined to the run's [`Sandbox`]. There is no `process`, no network
 //! and no child processes. `fs` has no `Buffer`: reads return strings.
 
+pub mod external;
 mod fast;
 mod fs;
 mod inspect;
@@ -319,6 +320,7 @@ impl ScriptHost {
         let req = Request {
             code: job.code,
             context: job.context,
+            globals: job.globals,
             sandbox: job.sandbox,
             limits: EngineLimits {
                 recursion: self.limits.recursion,
@@ -464,6 +466,7 @@ impl Action for ScriptAction {
         let job = ScriptJob {
             code,
             context,
+            globals: call.globals.cloned().unwrap_or_default(),
             sandbox: (*call.caps.sandbox).clone(),
             timeout,
         };

@@ -11,6 +11,8 @@ use serde_json::Value;
 pub(crate) struct Request {
     pub code: String,
     pub context: Value,
+    #[serde(default)]
+    pub globals: serde_json::Map<String, Value>,
     pub sandbox: Sandbox,
     pub limits: EngineLimits,
 }

@@ -217,9 +217,29 @@ fn require(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue
     Ok(m.into())
 }
 
-fn install_globals(ctx: &mut Context, context_value: &Value) -> JsResult<()> {
+/// Freezes an object and everything inside it.
+const DEEP_FREEZE: &str = "(function freeze(o) { if (o !== null && typeof o === 'object') { Object.freeze(o); for (const k of Object.keys(o)) freeze(o[k]); } return o; })";
+
+fn install_globals(
+    ctx: &mut Context,
+    context_value: &Value,
+    frozen: &serde_json::Map<String, Value>,
+) -> JsResult<()> {
     let value = JsValue::from_json(context_value, ctx)?;
     ctx.register_global_property(js_string!("context"), value, Attribute::all())?;
+    if !frozen.is_empty() {
+        let freeze = ctx.eval(Source::from_bytes(DEEP_FREEZE))?;
+        let freeze = freeze
+            .as_callable()
+            .ok_or_else(|| JsNativeError::typ().with_message("deep freeze is not callable"))?
+            .clone();
+        for (name, v) in frozen {
+            let v = JsValue::from_json(v, ctx)?;
+            let v = freeze.call(&JsValue::undefined(), &[v], ctx)?;
+            // Read-only and not configurable: a script cannot swap them either.
+            ctx.register_global_property(JsString::from(name.as_str()), v, Attribute::ENUMERABLE)?;
+        }
+    }
     let console = console_object(ctx);
     ctx.register_global_property(js_string!("console"), console, Attribute::all())?;
     let natives: [(&str, NativeFunction, usize); 8] = [
@@ -372,6 +392,7 @@ fn compile_failure(message: &str, code: &str) -> Failure {
 pub(crate) struct Job<'a> {
     pub code: &'a str,
     pub context: &'a Value,
+    pub globals: &'a serde_json::Map<String, Value>,
     pub sandbox: Sandbox,
     pub limits: EngineLimits,
 }
@@ -394,7 +415,9 @@ pub(crate) fn run(job: Job<'_>, console: ConsoleSink) -> Result<Value, Failure> 
         protos: RefCell::new(HashMap::new()),
     });
     let ctx = &mut ctx;
-    if let Err(e) = super::fast::install(ctx).and_then(|()| install_globals(ctx, job.context)) {
+    if let Err(e) =
+        super::fast::install(ctx).and_then(|()| install_globals(ctx, job.context, job.globals))
+    {
         return Err(thrown(format!(
             "cannot set up the script's globals: {}",
             thrown_message(e, ctx)

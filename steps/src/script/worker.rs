@@ -59,6 +59,7 @@ fn serve() -> i32 {
         let job = runtime::Job {
             code: &req.code,
             context: &req.context,
+            globals: &req.globals,
             sandbox: req.sandbox.clone(),
             limits: req.limits,
         };

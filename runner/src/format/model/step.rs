@@ -33,6 +33,11 @@ impl Fields<'_> {
         self.spans.pos(&self.path_to(&[key]))
     }
 
+    /// Where the key `key` itself is (not its value).
+    fn key_at(&self, key: &str) -> Pos {
+        self.spans.key_pos_in(self.path, key)
+    }
+
     /// Where `key` is written, else the step itself.
     fn at_or_step(&self, key: &str) -> Pos {
         if self.m.contains_key(key) {
@@ -94,7 +99,7 @@ impl Cx<'_> {
             .get("name")
             .map(scalar_string)
             .or_else(|| heading.map(str::to_string));
-        let conditions = match m.get("conditions") {
+        let mut conditions = match m.get("conditions") {
             None => Vec::new(),
             Some(Value::Array(c)) => c.iter().map(scalar_string).collect(),
             Some(Value::String(s)) => vec![s.clone()],
@@ -106,12 +111,27 @@ impl Cx<'_> {
                 Vec::new()
             }
         };
+        // The peer's examples guard actions with a single `condition:`.
+        if matches!(kind, "action" | "script" | "workflow") {
+            match m.get("condition") {
+                None => {}
+                Some(Value::String(c)) => conditions.push(c.clone()),
+                Some(Value::Bool(b)) => conditions.push(b.to_string()),
+                Some(_) => {
+                    self.err(f.at("condition"), "`condition` must be an expression");
+                }
+            }
+        }
         let timeout = match m.get("timeout") {
             None => None,
             // The peer's `timeout` is in milliseconds when a bare number.
             Some(t) => self.duration(t, f.at("timeout"), "timeout"),
         };
-        let on_error = self.error_policy(m, &|k| f.at(k));
+        // Errors point at the key they are about.
+        let on_error = self.error_policy(m, &|keys| match keys.split_last() {
+            Some((last, parent)) => f.spans.key_pos_in(&f.path_to(parent), last),
+            None => f.pos,
+        });
         let kind = self.step_kind(&f, &on_error)?;
         if self.errors.len() > n_errors {
             return None;
@@ -325,15 +345,14 @@ impl Cx<'_> {
                 condition: self.req_str(f, "condition")?,
                 max_iterations: self.positive(f, "max_iterations", 100),
                 steps: self.children(f, "steps", &format!("{id}_step")),
+                initial: self.loop_variables(f),
             },
             "try" => StepKind::Try {
                 body: self.children(f, "try", &format!("{id}_try")),
                 catch: self.children(f, "catch", &format!("{id}_catch")),
                 finally: self.children(f, "finally", &format!("{id}_finally")),
             },
-            "wait" => StepKind::Wait {
-                duration: f.m.get("duration").cloned().unwrap_or(Value::Null),
-            },
+            "wait" => self.wait_kind(f)?,
             "map" | "filter" | "reduce" => self.collection_kind(f)?,
             "parallel" => self.parallel_kind(f)?,
             "workflow" => {
@@ -360,7 +379,9 @@ impl Cx<'_> {
     /// literal inputs checked against the action's contract.
     fn action_kind(&mut self, f: &Fields, on_error: &ErrorPolicy) -> Option<StepKind> {
         let m = f.m;
-        let (action, inputs) = if f.kind == "script" {
+        // `action: script` (the peer's examples) means `type: script`.
+        let bare_script = m.get("action").and_then(Value::as_str) == Some("script");
+        let (action, inputs) = if f.kind == "script" || bare_script {
             let mut inputs = match m.get("inputs") {
                 Some(Value::Object(i)) => i.clone(),
                 _ => Map::new(),
@@ -377,9 +398,9 @@ impl Cx<'_> {
         let resolved = match self.registry.resolve(&action, &self.tools) {
             Ok(r) => r,
             Err(e) => {
-                let d = self.err(f.at_or_step("action"), e.message);
-                if let Some(h) = e.hint {
-                    d.hints.push(h);
+                if self.first_report(&e) {
+                    let d = self.err(f.at_or_step("action"), e.message);
+                    d.hints.extend(e.hint);
                 }
                 return None;
             }
@@ -401,6 +422,73 @@ impl Cx<'_> {
             resolved: Box::new(resolved),
             inputs,
         })
+    }
+
+    /// A `while`'s `variables: {name: {initial: value}}` (a bare value is
+    /// taken as the initial one).
+    fn loop_variables(&mut self, f: &Fields) -> Vec<(String, Value)> {
+        match f.m.get("variables") {
+            None => Vec::new(),
+            Some(Value::Object(vars)) => vars
+                .iter()
+                .map(|(k, v)| {
+                    let init = match v {
+                        Value::Object(o) if o.len() == 1 && o.contains_key("initial") => {
+                            o["initial"].clone()
+                        }
+                        other => other.clone(),
+                    };
+                    (k.clone(), init)
+                })
+                .collect(),
+            Some(_) => {
+                self.err(
+                    f.at("variables"),
+                    "`variables` must be a mapping of names to `{initial: value}`",
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    /// `type: wait`: a duration. The peer's `webhook` and `form` modes do not
+    /// pause its runs either; here they are refused rather than skipped.
+    fn wait_kind(&mut self, f: &Fields) -> Option<StepKind> {
+        let mode = f.m.get("mode").map(scalar_string);
+        match mode.as_deref() {
+            None | Some("duration") => {}
+            Some(m @ ("webhook" | "form")) => {
+                let d = self.err(
+                    f.at("mode"),
+                    format!("`wait` with `mode: {m}` is not supported: this runner does not pause runs for outside input"),
+                );
+                d.hints.push("end the workflow here and start a second one from a webhook trigger (`serve`) with the answer as its inputs".into());
+                return None;
+            }
+            Some(other) => {
+                let d = self.err(f.at("mode"), format!("unknown wait mode `{other}`"));
+                d.hints.push("expected `duration`".into());
+                return None;
+            }
+        }
+        for key in ["fields", "webhook_path"] {
+            if f.m.contains_key(key) {
+                self.warn(
+                    f.key_at(key),
+                    format!(
+                        "`{key}` is ignored: it belongs to the `form` and `webhook` wait modes"
+                    ),
+                );
+            }
+        }
+        let Some(duration) = f.m.get("duration").cloned() else {
+            self.err(
+                f.pos,
+                "a `wait` step needs `duration` (`5s`, `2m`, or milliseconds)",
+            );
+            return None;
+        };
+        Some(StepKind::Wait { duration })
     }
 
     fn switch_kind(&mut self, f: &Fields) -> Option<StepKind> {
