@@ -13,6 +13,7 @@ mod examples;
 mod flagship;
 mod fuzz;
 mod local_model;
+mod mcp;
 mod memory;
 mod readme;
 mod retrieval;

@@ -6,14 +6,16 @@
 //!
 //! Layers, each using only those before it: [`diag`] (positioned messages),
 //! [`template`] (minijinja), [`format`], [`engine`], [`store`], [`serve`]
-//! (HTTP, schedules, file watches), [`check`] (what `validate` verifies),
-//! [`cli`] (the `marktoflow` command, a thin edge).
+//! (HTTP, schedules, file watches), [`mcp`] (workflows as MCP tools),
+//! [`check`] (what `validate` verifies), [`cli`] (the `marktoflow` command,
+//! a thin edge).
 
 pub mod check;
 pub mod cli;
 pub mod diag;
 pub mod engine;
 pub mod format;
+pub mod mcp;
 pub mod serve;
 pub mod store;
 pub mod template;
@@ -24,7 +26,7 @@ mod layers {
     #[test]
     fn modules_only_use_lower_layers() {
         const ORDER: &[&str] = &[
-            "diag", "template", "format", "engine", "store", "serve", "check", "cli",
+            "diag", "template", "format", "engine", "store", "serve", "mcp", "check", "cli",
         ];
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut bad = Vec::new();

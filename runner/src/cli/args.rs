@@ -40,6 +40,8 @@ pub enum Command {
     },
     /// Serve the workflows' webhook triggers over HTTP.
     Serve(ServeArgs),
+    /// Serve workflows as MCP tools over stdio (for Claude Code, Cursor, …).
+    Mcp(McpArgs),
     /// List recorded runs, newest first.
     History {
         /// Only runs of this workflow (its id).
@@ -119,6 +121,27 @@ pub struct ServeArgs {
     /// 0 picks a free port (the address is printed on stderr).
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
+    /// Largest request body, in bytes.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    pub max_body: usize,
+    /// How long a synchronous request waits for its run (seconds) before answering 504.
+    #[arg(long, default_value_t = 300)]
+    pub request_timeout: u64,
+    /// Also serve the workflows as MCP tools at `/mcp` (Streamable HTTP).
+    #[arg(long)]
+    pub mcp: bool,
+    /// Clients of `/mcp` must send `Authorization: Bearer $VAR` (required
+    /// unless the server listens on a loopback address).
+    #[arg(long, value_name = "VAR", requires = "mcp")]
+    pub mcp_token_env: Option<String>,
+    #[command(flatten)]
+    pub server: ServerOpts,
+}
+
+/// What `serve` and `mcp` share: the sandbox, the providers, the limits and
+/// the run store of the runs they start.
+#[derive(Args, Debug)]
+pub struct ServerOpts {
     /// Let scripts and file actions read below DIR (fixed for the server's life).
     #[arg(long, value_name = "DIR")]
     pub allow_read: Vec<PathBuf>,
@@ -128,12 +151,6 @@ pub struct ServeArgs {
     /// Let http actions call only these hosts.
     #[arg(long, value_name = "HOST")]
     pub allow_host: Vec<String>,
-    /// Largest request body, in bytes.
-    #[arg(long, default_value_t = 1024 * 1024)]
-    pub max_body: usize,
-    /// How long a synchronous request waits for its run (seconds) before answering 504.
-    #[arg(long, default_value_t = 300)]
-    pub request_timeout: u64,
     /// Runs executing at once over all workflows; more wait in the queue.
     #[arg(long, default_value_t = 64)]
     pub max_concurrent: usize,
@@ -155,6 +172,16 @@ pub struct ServeArgs {
     /// Delete finished runs older than this at start and every hour (`30d`, `12h`).
     #[arg(long, value_name = "AGE")]
     pub retention: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct McpArgs {
+    /// Workflow files (each is a tool) or folders (their workflows with a
+    /// `type: mcp` trigger are tools).
+    #[arg(default_value = ".")]
+    pub paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub server: ServerOpts,
 }
 
 #[derive(Args, Debug)]

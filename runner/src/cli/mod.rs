@@ -4,6 +4,7 @@
 pub mod actions;
 pub mod args;
 pub mod env;
+pub mod mcp;
 pub mod models;
 pub mod progress;
 pub mod report;
@@ -60,7 +61,7 @@ pub fn main() -> i32 {
     // of a panic.
     let prints_only = !matches!(
         cli.command,
-        Command::Serve(_) | Command::Run(_) | Command::Retry { .. }
+        Command::Serve(_) | Command::Mcp(_) | Command::Run(_) | Command::Retry { .. }
     );
     if prints_only {
         // SAFETY: setting a signal's disposition to the default is sound.
@@ -95,6 +96,7 @@ pub fn main() -> i32 {
             strict,
         } => validate::validate(&files, json, strict),
         Command::Serve(a) => serve::serve(a),
+        Command::Mcp(a) => mcp::mcp(a),
         Command::Schema => {
             print!("{}", crate::format::schema::schema_text());
             EXIT_OK

@@ -1,5 +1,6 @@
 //! `marktoflow serve`: wiring the server (routes, schedules, watches, store) from the command line.
 
+use super::args::ServerOpts;
 use super::env::environment;
 use super::report::{plural, print_diagnostics};
 use super::validate::discover;
@@ -57,7 +58,30 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    if routes.is_empty() && schedules.is_empty() && watches.is_empty() {
+    // Tools for `/mcp`: the files named, and folder workflows with a
+    // `type: mcp` trigger.
+    let mut tools = Vec::new();
+    if a.mcp {
+        let (named, in_folders): (Vec<_>, Vec<_>) = workflows
+            .iter()
+            .cloned()
+            .partition(|w| a.paths.contains(&w.source.path));
+        tools = match crate::mcp::tools_of(&named, &in_folders) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_USAGE;
+            }
+        };
+    }
+    let mcp_token = match mcp_token(&a, &env) {
+        Ok(t) => t,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return EXIT_USAGE;
+        }
+    };
+    if routes.is_empty() && schedules.is_empty() && watches.is_empty() && tools.is_empty() {
         let paths: Vec<String> = a
             .paths
             .iter()
@@ -70,39 +94,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         eprintln!("  = hint: add `triggers: [{{type: webhook, path: /my-hook, method: POST}}]` to a workflow's frontmatter");
         return EXIT_USAGE;
     }
-    // Roots are fixed now: nothing in a request can widen them.
-    let mut read_roots = vec![cwd.clone()];
-    for w in &workflows {
-        if let Some(d) = w.source.path.parent() {
-            read_roots.push(cwd.join(d));
-        }
-    }
-    read_roots.extend(a.allow_read.iter().cloned());
-    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
-    let caps = Capabilities {
-        clock: Arc::new(marktoflow_steps::core::time::SystemClock),
-        caches: Default::default(),
-        state: Arc::new(state_dir(&serve_root)),
-        sandbox: Arc::new(Sandbox::new(cwd, read_roots, a.allow_write.clone())),
-        log: Arc::new(|_| {}),
-        progress: marktoflow_steps::core::action::no_progress(),
-        cancel: Cancel::default(),
-        // A server runs scripts concurrently: keep enough warm workers that
-        // requests do not pay for process starts.
-        scripts: Arc::new(ScriptHost::with_limits(
-            exe,
-            marktoflow_steps::script::ScriptLimits {
-                max_idle_workers: 16,
-                ..Default::default()
-            },
-        )),
-        agents: Arc::new(AgentHub::new(AgentOverrides {
-            agent: a.agent.clone(),
-            model: a.model.clone(),
-        })),
-        env: Arc::new(env),
-        allowed_hosts: (!a.allow_host.is_empty()).then(|| Arc::new(a.allow_host.clone())),
-    };
+    let caps = server_caps(&a.server, &cwd, &workflows, &serve_root, env);
     // A workflow named on the command line must be servable; one found in a
     // folder whose agent steps have no provider is left out, saying so, and
     // the others are served (`serve workflows/` without an API key).
@@ -131,8 +123,9 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         routes.retain(|r| served(&r.workflow));
         schedules.retain(|s| served(&s.workflow));
         watches.retain(|w| served(&w.workflow));
+        tools.retain(|t| served(&t.workflow));
         workflows.retain(|w| served(w));
-        if routes.is_empty() && schedules.is_empty() && watches.is_empty() {
+        if routes.is_empty() && schedules.is_empty() && watches.is_empty() && tools.is_empty() {
             eprintln!("marktoflow: not serving: every workflow found needs an LLM provider");
             return EXIT_USAGE;
         }
@@ -140,12 +133,13 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
     let config = ServeConfig {
         max_body: a.max_body,
         request_timeout: std::time::Duration::from_secs(a.request_timeout),
-        max_concurrent: a.max_concurrent,
-        max_concurrent_per_workflow: a.max_concurrent_per_workflow,
-        max_queue: a.max_queue,
+        max_concurrent: a.server.max_concurrent,
+        max_concurrent_per_workflow: a.server.max_concurrent_per_workflow,
+        max_queue: a.server.max_queue,
     };
-    let grace = std::time::Duration::from_secs(a.grace_period);
+    let grace = std::time::Duration::from_secs(a.server.grace_period);
     let n = routes.len();
+    let n_tools = tools.len();
     let mut listing: Vec<String> = routes
         .iter()
         .map(|r| format!("  {} {} → {}", r.method, r.path, r.workflow.source.name))
@@ -155,6 +149,12 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             .iter()
             .map(|s| format!("  schedule `{}` (UTC) → {}", s.expr, s.workflow.source.name)),
     );
+    listing.extend(tools.iter().map(|t| {
+        format!(
+            "  MCP tool `{}` at /mcp → {}",
+            t.name, t.workflow.source.name
+        )
+    }));
     listing.extend(watches.iter().map(|w| {
         format!(
             "  file_watch `{}` → {}",
@@ -163,6 +163,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         )
     }));
     let retention = match a
+        .server
         .retention
         .as_deref()
         .map(|r| (r, crate::store::parse_age(r)))
@@ -174,13 +175,9 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let store = match a.store.open(&serve_root) {
+    let store = match open_store(&a.server, &serve_root) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            eprintln!("  = hint: `--store FILE` records runs elsewhere; `--no-store` keeps them in memory only");
-            return EXIT_USAGE;
-        }
+        Err(code) => return code,
     };
     let build = |name: &str| {
         tokio::runtime::Builder::new_multi_thread()
@@ -212,8 +209,13 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             }
         };
         let local = listener.local_addr().map(|a| a.to_string()).unwrap_or(addr);
+        let also = if n_tools > 0 {
+            format!(" and {n_tools} MCP tool{}", plural(n_tools))
+        } else {
+            String::new()
+        };
         eprintln!(
-            "marktoflow: serving {n} route{} on http://{local}",
+            "marktoflow: serving {n} route{}{also} on http://{local}",
             plural(n)
         );
         for l in &listing {
@@ -267,7 +269,20 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         crate::serve::resume_stored_runs(&state, &workflows);
         tokio::spawn(run_schedules(state.clone(), schedules));
         tokio::spawn(run_file_watches(state.clone(), watches));
-        crate::serve::listen::serve_http(listener, router(state), shutdown).await;
+        let mut app = router(state.clone());
+        if a.mcp {
+            let loopback = ["127.0.0.1", "localhost", "::1"].contains(&a.host.as_str());
+            // On loopback the Host header is checked (DNS rebinding); on
+            // other addresses the bearer token guards the route.
+            let hosts = if loopback {
+                vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
+            } else {
+                Vec::new()
+            };
+            let mcp = crate::mcp::McpServer::new(state.clone(), tools);
+            app = crate::mcp::mcp_router(mcp, mcp_token, hosts).merge(app);
+        }
+        crate::serve::listen::serve_http(listener, app, shutdown).await;
         let _ = drained_rx.await;
         if let Some(store) = store.clone() {
             // `flush` blocks: not on the async threads.
@@ -284,4 +299,91 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
     runs_rt.shutdown_background();
     rt.shutdown_background();
     code
+}
+
+/// The run store of a server's runs (None with `--no-store`); an error
+/// said on stderr, as an exit code, when it cannot be opened.
+pub(super) fn open_store(
+    opts: &ServerOpts,
+    root: &Path,
+) -> Result<Option<Arc<dyn crate::store::RunStore>>, i32> {
+    opts.store.open(root).map_err(|e| {
+        eprintln!("error: {e}");
+        eprintln!("  = hint: `--store FILE` records runs elsewhere; `--no-store` keeps them in memory only");
+        EXIT_USAGE
+    })
+}
+
+/// The bearer token `/mcp` requires: `--mcp-token-env`'s variable, which
+/// must be set; none on a loopback address without it. Serving `/mcp` on
+/// another address without a token is refused: never open by accident.
+fn mcp_token(
+    a: &ServeArgs,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<Option<String>, String> {
+    if !a.mcp {
+        return Ok(None);
+    }
+    match &a.mcp_token_env {
+        Some(var) => match env.get(var).filter(|v| !v.trim().is_empty()) {
+            Some(t) => Ok(Some(t.clone())),
+            None => Err(format!(
+                "`--mcp-token-env {var}`: `{var}` is not set; /mcp is not served without its token"
+            )),
+        },
+        None if ["127.0.0.1", "localhost", "::1"].contains(&a.host.as_str()) => Ok(None),
+        None => Err(format!(
+            "serving /mcp on {} needs `--mcp-token-env VAR` (clients then send `Authorization: Bearer $VAR`)",
+            a.host
+        )),
+    }
+}
+
+/// The capabilities of a server's runs: roots fixed at start (the working
+/// folder, the workflows' folders, `--allow-read`), warm script workers,
+/// the providers.
+pub(super) fn server_caps(
+    opts: &ServerOpts,
+    cwd: &Path,
+    workflows: &[Arc<Workflow>],
+    serve_root: &Path,
+    env: std::collections::BTreeMap<String, String>,
+) -> Capabilities {
+    // Roots are fixed now: nothing in a request can widen them.
+    let mut read_roots = vec![cwd.to_path_buf()];
+    for w in workflows {
+        if let Some(d) = w.source.path.parent() {
+            read_roots.push(cwd.join(d));
+        }
+    }
+    read_roots.extend(opts.allow_read.iter().cloned());
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
+    Capabilities {
+        clock: Arc::new(marktoflow_steps::core::time::SystemClock),
+        caches: Default::default(),
+        state: Arc::new(state_dir(serve_root)),
+        sandbox: Arc::new(Sandbox::new(
+            cwd.to_path_buf(),
+            read_roots,
+            opts.allow_write.clone(),
+        )),
+        log: Arc::new(|_| {}),
+        progress: marktoflow_steps::core::action::no_progress(),
+        cancel: Cancel::default(),
+        // A server runs scripts concurrently: keep enough warm workers that
+        // requests do not pay for process starts.
+        scripts: Arc::new(ScriptHost::with_limits(
+            exe,
+            marktoflow_steps::script::ScriptLimits {
+                max_idle_workers: 16,
+                ..Default::default()
+            },
+        )),
+        agents: Arc::new(AgentHub::new(AgentOverrides {
+            agent: opts.agent.clone(),
+            model: opts.model.clone(),
+        })),
+        env: Arc::new(env),
+        allowed_hosts: (!opts.allow_host.is_empty()).then(|| Arc::new(opts.allow_host.clone())),
+    }
 }

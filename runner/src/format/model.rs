@@ -1040,7 +1040,14 @@ impl Cx<'_> {
     }
 
     fn triggers(&mut self, top: &Map<String, Value>, spans: &Arc<Spans>) -> Vec<Trigger> {
-        const KINDS: &[&str] = &["manual", "webhook", "schedule", "event", "file_watch"];
+        const KINDS: &[&str] = &[
+            "manual",
+            "webhook",
+            "schedule",
+            "event",
+            "file_watch",
+            "mcp",
+        ];
         let mut out = Vec::new();
         let Some(t) = top.get("triggers") else {
             return out;
@@ -1091,6 +1098,7 @@ impl Cx<'_> {
                 ],
                 "schedule" => &["cron", "schedule", "inputs", "max_concurrent", "timezone"],
                 "file_watch" => &["path", "paths", "debounce", "input", "max_concurrent"],
+                "mcp" => &["max_concurrent"],
                 // Kinds this runner does not start itself keep whatever they say.
                 _ => &[],
             };

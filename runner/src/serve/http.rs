@@ -178,6 +178,21 @@ pub(super) async fn get_events(
         .unwrap_or_else(|_| error(StatusCode::INTERNAL_SERVER_ERROR, "cannot stream"))
 }
 
+/// Whether `headers` carry `Authorization: Bearer <token>` (compared in
+/// constant time).
+pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            // The scheme is case-insensitive (RFC 9110 §11.1).
+            let (scheme, rest) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        })
+        .unwrap_or("");
+    constant_time_eq(given.as_bytes(), token.as_bytes())
+}
+
 pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
@@ -283,17 +298,7 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
         }
     }
     if let Some(token) = &route.token {
-        let given = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                // The scheme is case-insensitive (RFC 9110 §11.1).
-                let (scheme, rest) = v.split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-            })
-            .unwrap_or("");
-        if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
+        if !bearer_matches(&parts.headers, token) {
             return error(StatusCode::UNAUTHORIZED, "missing or invalid bearer token");
         }
     }

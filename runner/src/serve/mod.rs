@@ -20,7 +20,7 @@ mod routes;
 mod schedule;
 
 pub use file_watch::run_file_watches;
-pub use http::router;
+pub use http::{bearer_matches, router};
 pub use routes::{routes_of, Route};
 pub use schedule::{run_schedules, schedules_of, Schedule};
 
@@ -286,6 +286,35 @@ pub(super) fn reserve(s: &Arc<ServerState>) -> Result<QueuePlace, Refused> {
         return Err(Refused::QueueFull);
     }
     Ok(QueuePlace(s.clone()))
+}
+
+/// A run started for a caller that waits for it (an MCP tool call): its
+/// id, its result when it ends, its events so far, and how to cancel it.
+pub struct Started {
+    pub run_id: String,
+    pub result: watch::Receiver<Option<Arc<RunResult>>>,
+    pub events: Arc<Mutex<Vec<Event>>>,
+    pub cancel: Cancel,
+}
+
+/// Starts a new run of `wf` with checked `inputs`, recorded with `trigger`,
+/// under the server's limits.
+pub fn start_new(
+    s: &Arc<ServerState>,
+    wf: Arc<Workflow>,
+    inputs: Map<String, Value>,
+    trigger: &'static str,
+) -> Result<Started, Refused> {
+    let run_id = crate::store::new_run_id();
+    let result = start_run(s, wf, Job::New(inputs, trigger), run_id.clone())?;
+    let runs = s.runs.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = runs.get(&run_id);
+    Ok(Started {
+        events: entry.map(|e| e.events.clone()).unwrap_or_default(),
+        cancel: entry.map(|e| e.cancel.clone()).unwrap_or_default(),
+        run_id,
+        result,
+    })
 }
 
 fn start_run(

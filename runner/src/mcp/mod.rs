@@ -1,0 +1,14 @@
+//! Workflows as tools for coding agents, over the Model Context Protocol:
+//! `marktoflow mcp` (stdio) and `/mcp` under `marktoflow serve` (Streamable
+//! HTTP). A thin layer over the server's state, as `serve` is.
+//!
+//! - [`tools`]: which workflows are tools, their names and schemas;
+//! - [`server`]: the MCP handler that runs them.
+
+pub mod http;
+pub mod server;
+pub mod tools;
+
+pub use http::mcp_router;
+pub use server::McpServer;
+pub use tools::{tool_of, tools_of, WorkflowTool};

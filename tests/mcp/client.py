@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""A real MCP client — the Python SDK (`pip install mcp`) — driving
+marktoflow's MCP server for the end-to-end tests.
+
+    client.py stdio ACTIONS_JSON -- COMMAND [ARGS...]
+    client.py http ACTIONS_JSON URL [BEARER_TOKEN]
+
+ACTIONS_JSON is a list of steps: {"do": "list"}, {"do": "call", "name",
+"arguments", "progress": bool}, {"do": "cancel", "name", "arguments",
+"after": seconds}. One JSON object per step is printed on stdout.
+"""
+
+import json
+import os
+import sys
+
+import anyio
+import httpx2
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+
+def dump(model):
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def run(session, actions):
+    await session.initialize()
+    for a in actions:
+        if a["do"] == "list":
+            r = await session.list_tools()
+            out = {"tools": [dump(t) for t in r.tools]}
+        elif a["do"] == "call":
+            progress = []
+
+            async def on_progress(p, total, message):
+                progress.append({"progress": p, "total": total, "message": message})
+
+            r = await session.call_tool(
+                a["name"], a.get("arguments", {}),
+                progress_callback=on_progress if a.get("progress") else None)
+            out = {"result": dump(r), "progress": progress}
+        elif a["do"] == "cancel":
+            started = anyio.current_time()
+            with anyio.move_on_after(a["after"]) as scope:
+                await session.call_tool(a["name"], a.get("arguments", {}))
+            out = {"cancelled": scope.cancelled_caught,
+                   "seconds": round(anyio.current_time() - started, 2)}
+        else:
+            raise SystemExit(f"unknown action {a}")
+        print(json.dumps(out), flush=True)
+
+
+async def main():
+    mode, actions = sys.argv[1], json.loads(sys.argv[2])
+    if mode == "stdio":
+        argv = sys.argv[sys.argv.index("--") + 1:]
+        # The server gets this process's environment (the test sets it).
+        params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await run(session, actions)
+    else:
+        url = sys.argv[3]
+        headers = {"Authorization": f"Bearer {sys.argv[4]}"} if len(sys.argv) > 4 else {}
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            async with streamable_http_client(url, http_client=http) as (read, write, *_):
+                async with ClientSession(read, write) as session:
+                    await run(session, actions)
+
+
+anyio.run(main)
