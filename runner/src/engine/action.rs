@@ -55,7 +55,11 @@ impl Engine {
                     let pos = step.field_pos(&["timeout"]);
                     return (Err(self.fail(step, pos, message)), attempt);
                 }
-                let globals = script_globals(resolved, st);
+                let code = rendered
+                    .get("code")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let globals = script_globals(resolved, code, st);
                 let call = Call {
                     action,
                     method: &resolved.method,
@@ -280,12 +284,20 @@ async fn call_with_timeout(
 
 /// What a script sees besides `context`, as in the peer's `type: script`:
 /// `variables`, `inputs` and `steps` (the step metadata), deep-frozen copies.
-fn script_globals(resolved: &Resolved, st: &RunState) -> Option<Map<String, Value>> {
+/// Each is sent to the script worker only when the code names it: step
+/// metadata holds every step's output, and most scripts read `context`.
+fn script_globals(resolved: &Resolved, code: &str, st: &RunState) -> Option<Map<String, Value>> {
     (resolved.kind == ActionKind::Script).then(|| {
         let mut g = Map::new();
-        g.insert("variables".into(), Value::Object(st.variables.clone()));
-        g.insert("inputs".into(), st.inputs.clone());
-        g.insert("steps".into(), Value::Object(st.meta.clone()));
+        if code.contains("variables") {
+            g.insert("variables".into(), Value::Object(st.variables.clone()));
+        }
+        if code.contains("inputs") {
+            g.insert("inputs".into(), st.inputs.clone());
+        }
+        if code.contains("steps") {
+            g.insert("steps".into(), Value::Object(st.meta.clone()));
+        }
         g
     })
 }
