@@ -3,10 +3,10 @@
 //! (`marktoflow mcp`) and Streamable HTTP (`marktoflow serve --mcp`).
 
 use crate::fake_llm::{lifeos_reply, FakeLlm};
-use crate::support::{bin, repo, tempdir};
+use crate::support::{bin, repo, tempdir, try_serve, Server};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const ANSWER: &str = "Answer: The API key for Apollo is APOLLO-KEY-7f3a-EXAMPLE.\nSources: [Work/Projects/Apollo/Apollo API Key and Access.md]\nConfidence: high";
@@ -260,47 +260,11 @@ fn a_client_cancelling_a_call_cancels_the_run() {
     assert!(statuses.contains(&"cancelled".to_string()), "{statuses:?}");
 }
 
-struct Served(Child, String);
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-// The child is reaped by `Served`'s `Drop`, which clippy cannot follow.
-#[allow(clippy::zombie_processes)]
-fn serve_mcp(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Served, String> {
-    let mut c = Command::new(bin());
-    c.current_dir(cwd)
-        .args(["serve", "--port", "0", "--mcp", "--no-store"])
-        .args(args)
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    crate::support::no_local_model(&mut c);
-    let mut child = c.spawn().unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut all = String::new();
-    loop {
-        let mut line = String::new();
-        if std::io::BufRead::read_line(&mut err, &mut line).unwrap_or(0) == 0 {
-            let _ = child.wait();
-            return Err(all);
-        }
-        all.push_str(&line);
-        if let Some(addr) = line.split("on http://").nth(1) {
-            let addr = addr.trim().to_string();
-            std::thread::spawn(move || {
-                let mut sink = String::new();
-                while std::io::BufRead::read_line(&mut err, &mut sink).unwrap_or(0) > 0 {
-                    sink.clear();
-                }
-            });
-            return Ok(Served(child, addr));
-        }
-    }
+/// `marktoflow serve --mcp ARGS` (no run store).
+fn serve_mcp(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
+    let mut all = vec!["--mcp", "--no-store"];
+    all.extend_from_slice(args);
+    try_serve(cwd, &all, env)
 }
 
 #[test]
@@ -316,7 +280,7 @@ fn serve_mounts_mcp_over_http_behind_its_token() {
         &[("MCP_TOKEN", "s3cret")],
     )
     .unwrap();
-    let url = format!("http://{}/mcp", s.1);
+    let url = format!("http://{}/mcp", s.addr);
     let mut c = Command::new("python3");
     c.arg(repo().join("tests/mcp/client.py"))
         .arg("http")

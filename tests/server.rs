@@ -1,90 +1,13 @@
 //! `marktoflow serve`: the real binary on 127.0.0.1, real HTTP requests.
 
 use crate::fake_llm::{lifeos_reply, FakeLlm};
-use crate::support::{bin, cmd, repo, shared, tempdir};
+use crate::support::{bin, cmd, repo, serve, shared, tempdir, Server};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Server {
-    child: Child,
-    addr: String,
-    /// Holds the server's own run store, unless the test gave one.
-    _store: Option<tempfile::TempDir>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-// The child is reaped by `Server`'s `Drop`, which clippy cannot follow.
-#[allow(clippy::zombie_processes)]
-fn serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
-    let mut c = Command::new(bin());
-    c.current_dir(cwd)
-        .arg("serve")
-        .args(args)
-        .args(["--port", "0"]);
-    for v in [
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "OLLAMA_HOST",
-        "MARKTOFLOW_AGENT",
-        "MARKTOFLOW_MODEL",
-    ] {
-        c.env_remove(v);
-    }
-    crate::support::no_local_model(&mut c);
-    // Each server gets its own run store, so no test resumes another's runs.
-    let store = if env.iter().any(|(k, _)| *k == "MARKTOFLOW_STORE") {
-        None
-    } else {
-        let d = tempdir();
-        c.env("MARKTOFLOW_STORE", d.path().join("runs.db"));
-        Some(d)
-    };
-    // State (indexes, memory) in the test's folder, never the real home.
-    c.env("MARKTOFLOW_HOME", crate::support::state_home(cwd));
-    c.envs(env.iter().copied())
-        .env("NO_COLOR", "1")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null());
-    let mut child = c.spawn().unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let start = Instant::now();
-    loop {
-        line.clear();
-        if err.read_line(&mut line).unwrap() == 0 || start.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("server did not start: {line}");
-        }
-        if let Some(rest) = line.split("on http://").nth(1) {
-            let addr = rest.trim().to_string();
-            // Keep draining stderr so the server never blocks on it.
-            std::thread::spawn(move || {
-                let mut sink = String::new();
-                while err.read_line(&mut sink).unwrap_or(0) > 0 {
-                    sink.clear();
-                }
-            });
-            return Server {
-                child,
-                addr,
-                _store: store,
-            };
-        }
-    }
-}
 
 struct Resp {
     status: u16,

@@ -144,3 +144,93 @@ fn model_from_env(var: &str, tests: &str) -> Option<PathBuf> {
         }
     }
 }
+
+/// A `marktoflow serve` on 127.0.0.1 (a free port), killed when dropped.
+pub struct Server {
+    pub child: std::process::Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    /// Holds the server's own run store, unless the test gave one.
+    _store: Option<tempfile::TempDir>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `marktoflow serve ARGS` in `cwd`; panics when it does not listen.
+pub fn serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+    try_serve(cwd, args, env).unwrap_or_else(|e| panic!("server did not start: {e}"))
+}
+
+/// Starts `marktoflow serve ARGS` in `cwd`, with no provider keys, no local
+/// model, its own run store (unless `env` names one) and state in the
+/// test's folder; `Err` holds what it printed when it ended without
+/// listening.
+// The child is reaped by `Server`'s `Drop`, which clippy cannot follow.
+#[allow(clippy::zombie_processes)]
+pub fn try_serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
+    use std::io::BufRead;
+    let mut c = Command::new(bin());
+    c.current_dir(cwd)
+        .arg("serve")
+        .args(args)
+        .args(["--port", "0"]);
+    for v in [
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OLLAMA_HOST",
+        "MARKTOFLOW_AGENT",
+        "MARKTOFLOW_MODEL",
+    ] {
+        c.env_remove(v);
+    }
+    no_local_model(&mut c);
+    // Each server gets its own run store, so no test resumes another's runs.
+    let store = if env.iter().any(|(k, _)| *k == "MARKTOFLOW_STORE") {
+        None
+    } else {
+        let d = tempdir();
+        c.env("MARKTOFLOW_STORE", d.path().join("runs.db"));
+        Some(d)
+    };
+    // State (indexes, memory) in the test's folder, never the real home.
+    c.env("MARKTOFLOW_HOME", state_home(cwd));
+    c.envs(env.iter().copied())
+        .env("NO_COLOR", "1")
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut all = String::new();
+    loop {
+        let mut line = String::new();
+        // A server that never listens ends (the test's own timeout bounds a hang).
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(all);
+        }
+        all.push_str(&line);
+        if let Some(rest) = line.split("on http://").nth(1) {
+            let addr = rest.trim().to_string();
+            // Keep draining stderr so the server never blocks on it.
+            std::thread::spawn(move || {
+                let mut sink = String::new();
+                while err.read_line(&mut sink).unwrap_or(0) > 0 {
+                    sink.clear();
+                }
+            });
+            return Ok(Server {
+                child,
+                addr,
+                _store: store,
+            });
+        }
+    }
+}
