@@ -33,6 +33,7 @@ fn expected(name: &str) -> Option<Value> {
             "fused_top": "Work/Projects/Apollo/Apollo API Key and Access.md"
         }),
         "subworkflow.md" => json!({"greetings": ["Hello, Ada.", "Hello, Grace!"]}),
+        "mcp-client.md" => json!({"words": 6, "longest": "workflows"}),
         "mcp-tool.md" => json!({"words": 5, "lines": 2, "characters": 33, "longest": "workflows,"}),
         "from-the-peer.md" => json!({
             "title": "RELEASE NOTES FOR THE APOLLO LAUNCH",

@@ -267,19 +267,24 @@ fn serve_mcp(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Server, 
     try_serve(cwd, &all, env)
 }
 
+/// `serve --mcp` of the greeter in `dir`, with the token `s3cret`.
+fn greeter_behind_token(dir: &Path) -> Server {
+    write(dir, "greet.md", GREET);
+    serve_mcp(
+        dir,
+        &["greet.md", "--mcp-token-env", "MCP_TOKEN"],
+        &[("MCP_TOKEN", "s3cret")],
+    )
+    .unwrap()
+}
+
 #[test]
 fn serve_mounts_mcp_over_http_behind_its_token() {
     if !have_client() {
         return;
     }
     let d = tempdir();
-    write(d.path(), "greet.md", GREET);
-    let s = serve_mcp(
-        d.path(),
-        &["greet.md", "--mcp-token-env", "MCP_TOKEN"],
-        &[("MCP_TOKEN", "s3cret")],
-    )
-    .unwrap();
+    let s = greeter_behind_token(d.path());
     let url = format!("http://{}/mcp", s.addr);
     let mut c = Command::new("python3");
     c.arg(repo().join("tests/mcp/client.py"))
@@ -317,4 +322,212 @@ fn serve_mounts_mcp_over_http_behind_its_token() {
         .err()
         .unwrap();
     assert!(e.contains("needs `--mcp-token-env VAR`"), "{e}");
+}
+
+/// A workflow calling tools of the Python SDK's server over stdio.
+fn python_tools(dir: &Path, started: &Path, extra: &str, steps: &str) -> String {
+    format!(
+        "---\nworkflow: {{id: py-tools}}\ntools:\n  py:\n    sdk: mcp\n    command: python3\n    args: [{server}, --started, {started}]\n    env: {{SHOWN: shown-value}}\n{extra}---\n\n{steps}",
+        server = repo().join("tests/mcp/server.py").display(),
+        started = started.display(),
+    )
+    .replace("{dir}", &dir.display().to_string())
+}
+
+fn step(id: &str, action: &str, inputs: &str) -> String {
+    format!("```yaml\nid: {id}\naction: {action}\ninputs: {inputs}\n```\n\n")
+}
+
+fn alive(pid: &str) -> bool {
+    // A zombie has exited; only its entry is left.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|r| !r.trim_start().starts_with('Z'))
+    })
+}
+
+#[test]
+fn a_workflow_calls_an_mcp_servers_tools_which_sees_only_declared_env() {
+    if !have_client() {
+        return;
+    }
+    let d = tempdir();
+    let started = d.path().join("started");
+    let steps = [
+        step("sum", "py.add", "{a: 2, b: 3}"),
+        step("secret", "py.getenv", "{name: RUN_SECRET}"),
+        step("key", "py.getenv", "{name: ANTHROPIC_API_KEY}"),
+        step("shown", "py.getenv", "{name: SHOWN}"),
+        step(
+            "loud",
+            "py.echo",
+            "{text: \"{{ steps.sum.output.sum }} apples\", shout: true}",
+        ),
+    ]
+    .concat();
+    write(
+        d.path(),
+        "wf.md",
+        &python_tools(d.path(), &started, "", &steps),
+    );
+    let r = crate::support::run(
+        crate::support::cmd(d.path())
+            .args(["run", "wf.md", "--json", "--quiet", "--no-store"])
+            .env("RUN_SECRET", "hunter2")
+            .env("ANTHROPIC_API_KEY", "sk-not-for-servers"),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let out: Vec<Value> = r.json()["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["output"].clone())
+        .collect();
+    assert_eq!(out[0], json!({"sum": 5}));
+    // The run's environment stays with the run.
+    assert_eq!(out[1], json!({"result": ""}));
+    assert_eq!(out[2], json!({"result": ""}));
+    assert_eq!(out[3], json!({"result": "shown-value"}));
+    assert_eq!(out[4], json!({"result": "5 APPLES"}));
+    // One server for the whole run, stopped when the run ended.
+    let pid = std::fs::read_to_string(&started).unwrap();
+    assert!(!alive(&pid), "the server {pid} outlived the run");
+
+    // A tool's error fails the step, placed at its action.
+    let steps = step("boom", "py.fail", "{message: disk full}");
+    write(
+        d.path(),
+        "fail.md",
+        &python_tools(d.path(), &started, "", &steps),
+    );
+    let r =
+        crate::support::run(crate::support::cmd(d.path()).args(["run", "fail.md", "--no-store"]));
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("fail.md:13:9: error: step `boom` failed: MCP tool `py.fail` failed"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn validate_starts_servers_only_when_online_and_checks_calls_against_them() {
+    if !have_client() {
+        return;
+    }
+    let d = tempdir();
+    let started = d.path().join("started");
+    let steps = [
+        step("one", "py.ad", "{a: 1, b: 2}"),
+        step("two", "py.echo", "{txt: hi}"),
+        step("three", "py.add", "{a: 1}"),
+    ]
+    .concat();
+    write(
+        d.path(),
+        "wf.md",
+        &python_tools(d.path(), &started, "", &steps),
+    );
+    let r = crate::support::run(crate::support::cmd(d.path()).args(["validate", "wf.md"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!started.exists(), "plain validate started the server");
+
+    let r =
+        crate::support::run(crate::support::cmd(d.path()).args(["validate", "--online", "wf.md"]));
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(started.exists());
+    for want in [
+        "wf.md:13:9: error: `py.ad`: the MCP server of `py` has no tool `ad`",
+        "did you mean `py.add`?",
+        "wf.md:20:10: error: `py.echo` has no argument `txt`",
+        "did you mean `text`?",
+        "error: `py.add` needs argument `b`",
+    ] {
+        assert!(r.stderr.contains(want), "missing {want:?} in\n{}", r.stderr);
+    }
+    for want in [
+        "tool `py`: MCP server `python3 ",
+        "py.add(a, b)",
+        "py.echo(text, shout?)",
+    ] {
+        assert!(r.stdout.contains(want), "missing {want:?} in\n{}", r.stdout);
+    }
+    let pid = std::fs::read_to_string(&started).unwrap();
+    assert!(!alive(&pid), "validate left the server {pid} running");
+
+    // `allowed` is checked without the server.
+    let allowed = "    allowed: [echo]\n";
+    let steps = step("one", "py.add", "{a: 1, b: 2}");
+    write(
+        d.path(),
+        "limited.md",
+        &python_tools(d.path(), &started, allowed, &steps),
+    );
+    std::fs::remove_file(&started).unwrap();
+    let r = crate::support::run(crate::support::cmd(d.path()).args([
+        "run",
+        "limited.md",
+        "--no-store",
+    ]));
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("tool `add` is not in the `allowed` list of `py`"),
+        "{}",
+        r.stderr
+    );
+    assert!(!started.exists(), "a refused call started the server");
+}
+
+#[test]
+fn a_workflow_calls_tools_over_streamable_http_within_the_allowed_hosts() {
+    if !have_client() {
+        return;
+    }
+    let d = tempdir();
+    let s = greeter_behind_token(d.path());
+    let caller = d.path().join("caller");
+    std::fs::create_dir(&caller).unwrap();
+    let wf = format!(
+        "---\nworkflow: {{id: caller}}\ntools:\n  remote:\n    sdk: mcp\n    url: http://{}/mcp\n    headers: {{Authorization: \"Bearer ${{REMOTE_TOKEN}}\"}}\n---\n\n{}",
+        s.addr,
+        step("hi", "remote.greet", "{who: Ada, tone: dry}")
+    );
+    write(&caller, "caller.md", &wf);
+    let run = |token: &str, extra: &[&str]| {
+        crate::support::run(
+            crate::support::cmd(&caller)
+                .args(["run", "caller.md", "--json", "--quiet", "--no-store"])
+                .args(extra)
+                .env("REMOTE_TOKEN", token),
+        )
+    };
+    let r = run("s3cret", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json()["steps"][0]["output"],
+        json!({"greeting": "dry hello Ada."})
+    );
+    // A wrong token: the server refuses, the step says so.
+    let r = run("wrong", &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.json()["steps"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("MCP server `http://"),
+        "{r:?}"
+    );
+    // The allowed hosts bound MCP servers as they bound `http.*`.
+    let r = run("s3cret", &["--allow-host", "example.com"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.json()["steps"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("is not allowed"),
+        "{r:?}"
+    );
 }

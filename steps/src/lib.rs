@@ -7,12 +7,13 @@
 //!
 //! Layers, each using only those before it: [`core`] (the action contract,
 //! the catalog, the sandbox, state), the action families ([`script`],
-//! [`agent`], [`builtin`], [`retrieval`], [`memory`]), and the [`registry`]
+//! [`agent`], [`builtin`], [`retrieval`], [`memory`], [`mcp`]), and the [`registry`]
 //! that puts them together.
 
 pub mod agent;
 pub mod builtin;
 pub mod core;
+pub mod mcp;
 pub mod memory;
 pub mod registry;
 pub mod retrieval;
@@ -30,7 +31,7 @@ mod layers {
     /// the registry sits on top.
     #[test]
     fn families_use_core_only() {
-        const FAMILIES: &[&str] = &["script", "agent", "builtin", "retrieval", "memory"];
+        const FAMILIES: &[&str] = &["script", "agent", "builtin", "retrieval", "memory", "mcp"];
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut bad = Vec::new();
         let mut stack = vec![src.clone()];

@@ -24,7 +24,8 @@ pub enum ActionKind {
     Builtin,
     /// Reaches other machines (`http.*`): not called by `--dry-run`.
     Network,
-    /// Runs a program: an external script tool (`sdk: script` with a path).
+    /// Runs a program: an external script tool (`sdk: script` with a path),
+    /// or calls an MCP server (`sdk: mcp`).
     Process,
 }
 
@@ -152,6 +153,10 @@ impl Registry {
         by_sdk.insert("context", (ActionKind::Builtin, Arc::new(ContextAction)));
         by_sdk.insert("query", (ActionKind::Builtin, Arc::new(QueryAction)));
         by_sdk.insert("memory", (ActionKind::Builtin, Arc::new(MemoryAction)));
+        by_sdk.insert(
+            "mcp",
+            (ActionKind::Process, Arc::new(crate::mcp::McpAction)),
+        );
         let agent: Arc<dyn Action> = Arc::new(AgentAction);
         for (sdk, _) in crate::agent::SDKS {
             by_sdk.insert(sdk, (ActionKind::Agent, agent.clone()));
@@ -221,6 +226,17 @@ impl Registry {
                 });
             }
         };
+        if let Some(t) = declared.filter(|_| sdk == "mcp") {
+            // Any name: the server says which tools it has, when it runs.
+            return Ok(Resolved {
+                tool_name: tool_name.to_string(),
+                method: method.to_string(),
+                kind: ActionKind::Process,
+                action: Arc::new(crate::mcp::McpAction),
+                tool: Some(t.clone()),
+                spec: &crate::mcp::MCP_SPEC,
+            });
+        }
         if let Some(t) = declared.filter(|_| sdk == "script") {
             if crate::script::external::external_path(&t.options).is_some() {
                 return Ok(Resolved {
@@ -280,11 +296,11 @@ pub fn unsupported_sdk<'a>(
     if sdk.starts_with("@modelcontextprotocol/") {
         return ResolveError {
             message: format!(
-                "tool `{tool_name}` uses sdk `{sdk}`, an MCP server, which this runner does not load"
+                "tool `{tool_name}` uses sdk `{sdk}`, an MCP server as a JavaScript module, which this runner does not load"
             ),
-            hint: Some(
-                "use the built-in actions (`file.*` for files, `http.request` for web APIs); docs/compatibility.md lists replacements".into(),
-            ),
+            hint: Some(format!(
+                "run it as an MCP server instead: `{tool_name}: {{sdk: mcp, command: npx, args: [-y, {sdk}]}}` (docs/reference.md, MCP servers as tools)"
+            )),
             unsupported_tool: Some(tool_name.to_string()),
         };
     }

@@ -157,6 +157,7 @@ fn caps(env: &[(&str, &str)], overrides: AgentOverrides) -> (Capabilities, Logs)
     let caps = Capabilities {
         clock: Arc::new(marktoflow_steps::core::time::SystemClock),
         caches: Default::default(),
+        mcp: Default::default(),
         sandbox: Arc::new(Sandbox::closed(std::env::temp_dir())),
         state: Arc::new(marktoflow_steps::core::state::StateDir {
             root: std::env::temp_dir().join("marktoflow-test-state"),

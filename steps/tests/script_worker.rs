@@ -962,6 +962,7 @@ async fn action(s: &mut Suite) {
     let caps = Capabilities {
         clock: Arc::new(marktoflow_steps::core::time::SystemClock),
         caches: Default::default(),
+        mcp: Default::default(),
         sandbox: Arc::new(s.sandbox.clone()),
         state: Arc::new(marktoflow_steps::core::state::StateDir {
             root: std::env::temp_dir().join("marktoflow-test-state"),

@@ -7,6 +7,7 @@
 use crate::diag::{did_you_mean, Diagnostic, Severity};
 use crate::format::model::{self, StepKind, Workflow};
 use crate::template::{has_tags, Templates};
+use marktoflow_steps::core::mcp;
 use marktoflow_steps::Registry;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -19,7 +20,48 @@ use std::sync::Arc;
 pub fn verify(wf: &Workflow, registry: &Registry, templates: &Templates) -> Vec<Diagnostic> {
     let mut out = crate::check::lint::lint(wf, templates);
     sub_workflows(wf, registry, &mut out);
+    mcp_allowed(wf, &mut out);
     out
+}
+
+/// A call of an MCP tool the server's `allowed` list leaves out.
+fn mcp_allowed(wf: &Workflow, out: &mut Vec<Diagnostic>) {
+    for step in wf.walk() {
+        let StepKind::Action {
+            action, resolved, ..
+        } = &step.kind
+        else {
+            continue;
+        };
+        let Some(tool) = resolved.tool.as_ref().filter(|t| t.sdk == "mcp") else {
+            continue;
+        };
+        let Ok(config) = mcp::ServerConfig::from_options(&tool.options) else {
+            continue;
+        };
+        if config.allows(&resolved.method) {
+            continue;
+        }
+        let allowed = config.allowed.unwrap_or_default();
+        let mut d = Diagnostic::error(
+            &wf.source,
+            Some(step.field_pos(&["action"])),
+            format!(
+                "`{action}`: tool `{}` is not in the `allowed` list of `{}`",
+                resolved.method, tool.name
+            ),
+        );
+        d.hints.push(
+            match did_you_mean(
+                &resolved.method,
+                &allowed.iter().map(String::as_str).collect::<Vec<_>>(),
+            ) {
+                Some(c) => format!("did you mean `{}.{c}`?", tool.name),
+                None => format!("allowed: {}", allowed.join(", ")),
+            },
+        );
+        out.push(d);
+    }
 }
 
 /// Trigger problems over a set of workflows served together: each

@@ -27,6 +27,10 @@ pub enum Command {
         /// Treat warnings (unknown variables, unused inputs, …) as errors.
         #[arg(long)]
         strict: bool,
+        /// Also start the MCP servers the workflows declare: list their
+        /// tools and check each call's tool and argument names.
+        #[arg(long)]
+        online: bool,
     },
     /// Print the JSON Schema of the workflow format (for editors).
     Schema,

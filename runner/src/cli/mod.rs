@@ -94,7 +94,8 @@ pub fn main() -> i32 {
             files,
             json,
             strict,
-        } => validate::validate(&files, json, strict),
+            online,
+        } => validate::validate(&files, json, strict, online),
         Command::Serve(a) => serve::serve(a),
         Command::Mcp(a) => mcp::mcp(a),
         Command::Schema => {

@@ -142,6 +142,7 @@ pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     let caps = Capabilities {
         clock: Arc::new(marktoflow_steps::core::time::SystemClock),
         caches: Default::default(),
+        mcp: Default::default(),
         state: Arc::new(state_dir(&wf_dir)),
         sandbox: Arc::new(sandbox),
         log: Arc::new(|_| {}),
@@ -240,6 +241,8 @@ pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
             _ = interrupt => unreachable!("the interrupt future never completes"),
         }
     });
+    // The run has ended: so do the MCP servers it started.
+    rt.block_on(caps.mcp.shutdown());
     if let Some(store) = &store {
         let flushed = store.flush();
         let created = created.map(|c| {

@@ -361,6 +361,7 @@ pub(super) fn server_caps(
     Capabilities {
         clock: Arc::new(marktoflow_steps::core::time::SystemClock),
         caches: Default::default(),
+        mcp: Default::default(),
         state: Arc::new(state_dir(serve_root)),
         sandbox: Arc::new(Sandbox::new(
             cwd.to_path_buf(),

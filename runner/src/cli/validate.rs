@@ -3,6 +3,7 @@
 use super::env::environment;
 use super::report::{plural, print_diagnostics};
 use super::{EXIT_OK, EXIT_USAGE};
+use crate::check::online::ServerReport;
 use crate::diag::Diagnostic;
 use crate::format::model::{self};
 use marktoflow_steps::Registry;
@@ -10,7 +11,7 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub(super) fn validate(files: &[PathBuf], as_json: bool, strict: bool) -> i32 {
+pub(super) fn validate(files: &[PathBuf], as_json: bool, strict: bool, online: bool) -> i32 {
     let registry = Registry::standard();
     let templates = crate::template::Templates::new();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
@@ -19,8 +20,14 @@ pub(super) fn validate(files: &[PathBuf], as_json: bool, strict: bool) -> i32 {
     // (file, steps when it loaded, diagnostics)
     let mut entries: Vec<(PathBuf, Option<usize>, Vec<Diagnostic>)> = Vec::new();
     let mut loaded = Vec::new();
+    let mut servers: Vec<(PathBuf, Vec<ServerReport>)> = Vec::new();
     for (f, l) in found {
         let mut diags = l.warnings;
+        if online {
+            let (d, reports) = check_online(&l.workflow, &cwd, &env);
+            diags.extend(d);
+            servers.push((f.clone(), reports));
+        }
         diags.extend(crate::check::verify::verify(
             &l.workflow,
             &registry,
@@ -88,9 +95,18 @@ pub(super) fn validate(files: &[PathBuf], as_json: bool, strict: bool) -> i32 {
                 ),
             }
         }
+        let reports = servers.iter().find(|s| s.0 == f).map(|s| &s.1);
+        if !as_json {
+            for r in reports.into_iter().flatten() {
+                print_server(r);
+            }
+        }
         let mut entry = json!({"file": f, "ok": ok, "diagnostics": diags});
         if let Some(n) = steps {
             entry["steps"] = json!(n);
+        }
+        if let Some(r) = reports {
+            entry["mcp_servers"] = json!(r);
         }
         report.push(entry);
     }
@@ -104,6 +120,68 @@ pub(super) fn validate(files: &[PathBuf], as_json: bool, strict: bool) -> i32 {
         EXIT_USAGE
     } else {
         EXIT_OK
+    }
+}
+
+/// Starts `wf`'s MCP servers, checks its calls of them, and stops them.
+fn check_online(
+    wf: &model::Workflow,
+    cwd: &Path,
+    env: &std::collections::BTreeMap<String, String>,
+) -> (Vec<Diagnostic>, Vec<ServerReport>) {
+    use marktoflow_steps::core::action::{no_progress, Cancel, Capabilities};
+    let caps = Capabilities {
+        clock: Arc::new(marktoflow_steps::core::time::SystemClock),
+        caches: Default::default(),
+        mcp: Default::default(),
+        state: Arc::new(super::state_dir(cwd)),
+        sandbox: Arc::new(marktoflow_steps::Sandbox::closed(cwd.to_path_buf())),
+        log: Arc::new(|_| {}),
+        progress: no_progress(),
+        cancel: Cancel::default(),
+        scripts: Arc::new(marktoflow_steps::script::ScriptHost::new(PathBuf::from(
+            "marktoflow",
+        ))),
+        agents: Arc::new(marktoflow_steps::agent::AgentHub::new(Default::default())),
+        env: Arc::new(env.clone()),
+        allowed_hosts: wf.allowed_hosts.clone().map(Arc::new),
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let d = Diagnostic::file_error(
+                &wf.source.name,
+                format!("cannot start the async runtime: {e}"),
+            );
+            return (vec![d], Vec::new());
+        }
+    };
+    rt.block_on(async {
+        let out = crate::check::online::check_mcp(wf, &caps).await;
+        caps.mcp.shutdown().await;
+        out
+    })
+}
+
+/// `  tool `fs` (npx -y server): read_file(path), …`
+fn print_server(r: &ServerReport) {
+    println!("  tool `{}`: MCP server `{}`", r.tool, r.server);
+    for t in &r.tools {
+        let args: Vec<String> = t
+            .arguments
+            .iter()
+            .map(|a| {
+                if t.required.contains(a) {
+                    a.clone()
+                } else {
+                    format!("{a}?")
+                }
+            })
+            .collect();
+        println!("    {}.{}({})", r.tool, t.name, args.join(", "));
     }
 }
 

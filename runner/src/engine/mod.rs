@@ -4,6 +4,7 @@
 //! everything it does goes out as [`RunEvent`]s and the returned [`RunResult`].
 
 mod action;
+pub(crate) use action::with_env;
 pub mod core_ops;
 pub mod plan;
 

@@ -1,7 +1,7 @@
 //! Preflight checks and `--dry-run` plans: what a run would call, calling nothing.
 
 use crate::diag::Diagnostic;
-use crate::engine::action::with_env;
+use crate::engine::with_env;
 use crate::engine::Engine;
 use crate::format::model::{Step, StepKind, Workflow};
 use crate::template::Templates;

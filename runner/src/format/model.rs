@@ -5,6 +5,7 @@ use crate::diag::{did_you_mean, Diagnostic, Pos, Source};
 use crate::format::document::{parse_document, Block, Document, YamlText};
 use crate::format::yamlpos::{positions, PosNode, ScalarStyle, YPos};
 use marktoflow_steps::core::catalog::{self, Problem};
+use marktoflow_steps::core::mcp;
 use marktoflow_steps::registry::{Registry, Resolved};
 use marktoflow_steps::ToolConfig;
 use serde_json::{Map, Value};
@@ -858,7 +859,6 @@ impl Cx<'_> {
                 self.err(pos, format!("tool `{name}` must be a mapping with `sdk:`"));
                 continue;
             };
-            self.check_keys(t, TOOL_KEYS, spans, &path, &format!("tool `{name}`"));
             let sdk = match t.get("sdk") {
                 Some(Value::String(s)) => s.clone(),
                 _ => {
@@ -867,6 +867,26 @@ impl Cx<'_> {
                     continue;
                 }
             };
+            let is_mcp = sdk == "mcp";
+            let keys: Vec<&str> = if is_mcp {
+                TOOL_KEYS.iter().chain(mcp::SERVER_KEYS).copied().collect()
+            } else {
+                TOOL_KEYS.to_vec()
+            };
+            let mut rest = t.clone();
+            if !is_mcp {
+                // An MCP server's key on another tool: say what it is for.
+                for k in mcp::SERVER_KEYS.iter().filter(|k| t.contains_key(**k)) {
+                    rest.remove(*k);
+                    let pos = spans.key_pos_in(&path, k);
+                    self.err(pos, format!("unknown key `{k}` in tool `{name}`"))
+                        .hints
+                        .push(format!(
+                            "`{k}` belongs to MCP servers (`sdk: mcp`); a tool with sdk `{sdk}` takes settings under `options`"
+                        ));
+                }
+            }
+            self.check_keys(&rest, &keys, spans, &path, &format!("tool `{name}`"));
             if !self.registry.knows_sdk(&sdk) {
                 let mut p = path.clone();
                 p.push("sdk".into());
@@ -877,13 +897,57 @@ impl Cx<'_> {
                 Some(Value::Object(m)) => m.clone(),
                 _ => Map::new(),
             };
+            let mut options = obj("options");
+            if is_mcp {
+                // The server's keys may sit beside `sdk` (as MCP clients write
+                // them) or inside `options` (as the peer's tools do).
+                for k in mcp::SERVER_KEYS {
+                    if let Some(v) = t.get(*k) {
+                        options.insert(k.to_string(), v.clone());
+                    }
+                }
+                self.mcp_server(name, &options, t, spans, &path);
+            }
             self.tools.push(ToolConfig {
                 name: name.clone(),
                 sdk,
                 auth: obj("auth"),
-                options: obj("options"),
+                options,
             });
         }
+    }
+
+    /// Checks a `sdk: mcp` tool's server keys; `${VAR}`s are filled in
+    /// only when it runs, so a `url` or `timeout` made of one is not judged.
+    fn mcp_server(
+        &mut self,
+        name: &str,
+        options: &Map<String, Value>,
+        tool: &Map<String, Value>,
+        spans: &Spans,
+        path: &[String],
+    ) {
+        let mut probe = options.clone();
+        let deferred =
+            |v: Option<&Value>| v.and_then(Value::as_str).is_some_and(|s| s.contains("${"));
+        if deferred(probe.get("url")) {
+            probe.insert("url".into(), Value::String("http://env.invalid/".into()));
+        }
+        if deferred(probe.get("timeout")) {
+            probe.remove("timeout");
+        }
+        let Err(e) = mcp::ServerConfig::from_options(&probe) else {
+            return;
+        };
+        let mut p = path.to_vec();
+        if !e.field.is_empty() {
+            if !tool.contains_key(e.field) {
+                p.push("options".into());
+            }
+            p.push(e.field.into());
+        }
+        let pos = spans.pos(&p);
+        self.err(pos, format!("tool `{name}`: {}", e.message));
     }
 
     fn inputs(&mut self, top: &Map<String, Value>, spans: &Arc<Spans>) -> Vec<InputDef> {

@@ -6,6 +6,7 @@ use crate::format::model::{
     InputType, COMMON_KEYS, INPUT_KEYS, KINDS, META_KEYS, TOOL_KEYS, TOP_KEYS,
 };
 use marktoflow_steps::agent::SDKS;
+use marktoflow_steps::core::mcp::SERVER_KEYS;
 use marktoflow_steps::registry::IMPLICIT_TOOLS;
 use serde_json::{json, Map, Value};
 
@@ -177,9 +178,22 @@ pub fn schema() -> Value {
     });
     let mut sdks: Vec<&str> = SDKS.iter().map(|(name, _)| *name).collect();
     sdks.extend(IMPLICIT_TOOLS.iter().copied());
-    let tool = object(TOOL_KEYS, |k| match k {
+    sdks.push("mcp");
+    // An MCP server's keys sit beside `sdk: mcp`.
+    let tool_keys: Vec<&str> = TOOL_KEYS.iter().chain(SERVER_KEYS).copied().collect();
+    let tool = object(&tool_keys, |k| match k {
         "sdk" => json!({"type": "string", "examples": sdks}),
         "auth" | "options" => json!({"type": "object"}),
+        "args" | "allowed" => {
+            json!({"type": "array", "items": {"type": "string"}, "description": "For `sdk: mcp`"})
+        }
+        "env" | "headers" => {
+            json!({"type": "object", "additionalProperties": {"type": "string"}, "description": "For `sdk: mcp`"})
+        }
+        "timeout" => {
+            json!({"type": ["number", "string"], "description": "For `sdk: mcp`: seconds to start"})
+        }
+        "command" | "url" | "cwd" => json!({"type": "string", "description": "For `sdk: mcp`"}),
         _ => json!({"type": "string"}),
     });
     let top = object(TOP_KEYS, |k| match k {

@@ -193,7 +193,7 @@ impl ServerState {
 
     /// Begins shutdown: no new runs start, queued runs are left unstarted.
     /// Waits up to `grace` for executing runs, then cancels the rest and
-    /// waits for them to record their end.
+    /// waits for them to record their end; then stops the MCP servers.
     pub async fn drain(&self, grace: Duration) {
         self.stopping.cancel();
         if !self.wait_idle(grace).await {
@@ -206,6 +206,8 @@ impl ServerState {
             // being rendered ends within its fuel (about a second).
             self.wait_idle(Duration::from_secs(3)).await;
         }
+        // The MCP servers the runs started are stopped with the server.
+        self.caps.mcp.shutdown().await;
     }
 
     /// True when every run task ended within `limit`.

@@ -166,8 +166,7 @@ impl AgentHub {
     fn client(&self) -> Result<&reqwest::Client, ActionError> {
         self.client
             .get_or_init(|| {
-                reqwest::Client::builder()
-                    .user_agent(concat!("marktoflow/", env!("CARGO_PKG_VERSION")))
+                crate::core::net::client_builder()
                     .build()
                     .map_err(|e| format!("cannot start the HTTP client: {e}"))
             })

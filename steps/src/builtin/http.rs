@@ -8,8 +8,8 @@
 use super::{display, Args};
 use crate::core::action::{type_name, Action, ActionError, Call, LogLevel};
 use crate::core::net::{
-    backoff, describe_reqwest, fmt_duration, retry_after, retry_base_ms, retryable_status,
-    sleep_or_cancel, status_text,
+    backoff, check_host, describe_reqwest, fmt_duration, retry_after, retry_base_ms,
+    retryable_status, sleep_or_cancel, status_text,
 };
 use async_trait::async_trait;
 use reqwest::Method;
@@ -27,8 +27,7 @@ const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
 fn client() -> &'static reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT.get_or_init(|| {
-        reqwest::Client::builder()
-            .user_agent(concat!("marktoflow/", env!("CARGO_PKG_VERSION")))
+        crate::core::net::client_builder()
             // Redirects are followed by `send`, each hop checked against
             // the allowed hosts.
             .redirect(reqwest::redirect::Policy::none())
@@ -302,45 +301,6 @@ fn build_url(a: &Args, options: Option<&Map<String, Value>>) -> Result<reqwest::
     Ok(url)
 }
 
-/// `host` or `host:port`, matched against `example.com`, `*.example.com`
-/// (subdomains) and `host:port` entries.
-pub fn host_allowed(url: &reqwest::Url, allowed: &[String]) -> bool {
-    let Some(host) = url.host_str() else {
-        return false;
-    };
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_ascii_lowercase();
-    let port = url.port_or_known_default();
-    allowed.iter().any(|entry| {
-        let entry = entry.trim().to_ascii_lowercase();
-        let (h, p) = match entry.rsplit_once(':') {
-            Some((h, p)) if p.parse::<u16>().is_ok() && !h.is_empty() => {
-                (h.to_string(), p.parse().ok())
-            }
-            _ => (entry.clone(), None),
-        };
-        let host_ok = match h.strip_prefix("*.") {
-            Some(suffix) => host.ends_with(&format!(".{suffix}")),
-            None => host == h,
-        };
-        host_ok && p.is_none_or(|p| Some(p) == port)
-    })
-}
-
-fn check_host(url: &reqwest::Url, call: &Call<'_>) -> Result<(), ActionError> {
-    match &call.caps.allowed_hosts {
-        Some(allowed) if !host_allowed(url, allowed) => Err(ActionError::Input(format!(
-            "`{}`: the host `{}` is not allowed (allowed: {}); add it to `permissions.hosts` or pass `--allow-host`",
-            call.action,
-            url.host_str().unwrap_or(""),
-            allowed.join(", ")
-        ))),
-        _ => Ok(()),
-    }
-}
-
 /// The URL without credentials, for messages.
 fn shown_url(url: &reqwest::Url) -> String {
     let mut u = url.clone();
@@ -472,27 +432,3 @@ pub const SPECS: &[Spec] = &[
     http("delete", "A DELETE request."),
     http("head", "A HEAD request."),
 ];
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hosts() {
-        let allow = |u: &str, list: &[&str]| {
-            let list: Vec<String> = list.iter().map(|s| s.to_string()).collect();
-            host_allowed(&reqwest::Url::parse(u).unwrap(), &list)
-        };
-        assert!(allow("https://api.example.com/x", &["api.example.com"]));
-        assert!(allow("https://a.b.example.com/", &["*.example.com"]));
-        assert!(!allow("https://example.com/", &["*.example.com"]));
-        assert!(!allow("https://evil-example.com/", &["*.example.com"]));
-        assert!(allow("http://127.0.0.1:8080/", &["127.0.0.1:8080"]));
-        assert!(!allow("http://127.0.0.1:9090/", &["127.0.0.1:8080"]));
-        assert!(allow("http://127.0.0.1:9090/", &["127.0.0.1"]));
-        assert!(!allow(
-            "https://api.example.com.evil.io/",
-            &["api.example.com"]
-        ));
-    }
-}

@@ -133,6 +133,11 @@ pub struct Capabilities {
     pub clock: Arc<dyn crate::core::time::Clock>,
     /// Open indexes, loaded models and vectors kept between runs.
     pub caches: Arc<crate::core::cache::Caches>,
+    /// The MCP servers started for `sdk: mcp` tools; whoever made the
+    /// capabilities stops them ([`McpServers::shutdown`]) when done.
+    ///
+    /// [`McpServers::shutdown`]: crate::core::mcp::McpServers::shutdown
+    pub mcp: Arc<crate::core::mcp::McpServers>,
 }
 
 /// One call of an action by one step.

@@ -1,6 +1,9 @@
 //! What every action family builds on: the [`action`] contract, the
-//! [`catalog`] of declared inputs, [`files`] helpers, the HTTP retry rules ([`net`]), the script runner and LLM as traits ([`hosts`]), the filesystem [`sandbox`], opening [`sqlite`] files, the
-//! [`state`] folder, [`time`] (durations, one way) and the one folder [`walk`]er.
+//! [`catalog`] of declared inputs, [`files`] helpers, calling out over HTTP
+//! ([`net`]), sessions to MCP servers ([`mcp`]), the script runner and LLM
+//! as traits ([`hosts`]), the filesystem [`sandbox`], opening [`sqlite`]
+//! files, the [`state`] folder, [`time`] (durations, one way) and the one
+//! folder [`walk`]er.
 
 pub mod action;
 pub mod cache;
@@ -8,6 +11,7 @@ pub mod catalog;
 pub mod confined;
 pub mod files;
 pub mod hosts;
+pub mod mcp;
 pub mod models;
 pub mod net;
 pub mod sandbox;

@@ -1,10 +1,12 @@
-//! HTTP retry rules shared by every action that calls out (`http.*`, the
-//! LLM providers): which statuses to retry, how long to wait (the one
-//! backoff, `Retry-After`), and how to describe a transport error.
+//! Calling out over HTTP, shared by every action that does (`http.*`, the
+//! LLM providers, MCP servers): the client, the allowed hosts, which
+//! statuses to retry, how long to wait (the one backoff, `Retry-After`),
+//! and how to describe a transport error.
 
 use crate::core::action::{ActionError, Call};
 use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
+use std::sync::Once;
 use std::time::Duration;
 
 /// Longest wait taken from a `Retry-After` header.
@@ -102,6 +104,56 @@ pub fn retry_base_ms(call: &Call<'_>) -> u64 {
         .unwrap_or(DEFAULT_BASE_MS)
 }
 
+/// A client builder with our user agent and the TLS crypto provider
+/// installed: every HTTP client (`http.*`, LLM providers, MCP servers) starts here.
+pub fn client_builder() -> reqwest::ClientBuilder {
+    static PROVIDER: Once = Once::new();
+    PROVIDER.call_once(|| {
+        // Err only when another provider is installed already, which serves too.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::builder().user_agent(concat!("marktoflow/", env!("CARGO_PKG_VERSION")))
+}
+
+/// `host` or `host:port`, matched against `example.com`, `*.example.com`
+/// (subdomains) and `host:port` entries.
+pub fn host_allowed(url: &reqwest::Url, allowed: &[String]) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    let port = url.port_or_known_default();
+    allowed.iter().any(|entry| {
+        let entry = entry.trim().to_ascii_lowercase();
+        let (h, p) = match entry.rsplit_once(':') {
+            Some((h, p)) if p.parse::<u16>().is_ok() && !h.is_empty() => {
+                (h.to_string(), p.parse().ok())
+            }
+            _ => (entry.clone(), None),
+        };
+        let host_ok = match h.strip_prefix("*.") {
+            Some(suffix) => host.ends_with(&format!(".{suffix}")),
+            None => host == h,
+        };
+        host_ok && p.is_none_or(|p| Some(p) == port)
+    })
+}
+
+pub fn check_host(url: &reqwest::Url, call: &Call<'_>) -> Result<(), ActionError> {
+    match &call.caps.allowed_hosts {
+        Some(allowed) if !host_allowed(url, allowed) => Err(ActionError::Input(format!(
+            "`{}`: the host `{}` is not allowed (allowed: {}); add it to `permissions.hosts` or pass `--allow-host`",
+            call.action,
+            url.host_str().unwrap_or(""),
+            allowed.join(", ")
+        ))),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +210,24 @@ mod tests {
         for s in [400, 401, 403, 404, 422] {
             assert!(!retryable_status(StatusCode::from_u16(s).unwrap()));
         }
+    }
+
+    #[test]
+    fn hosts() {
+        let allow = |u: &str, list: &[&str]| {
+            let list: Vec<String> = list.iter().map(|s| s.to_string()).collect();
+            host_allowed(&reqwest::Url::parse(u).unwrap(), &list)
+        };
+        assert!(allow("https://api.example.com/x", &["api.example.com"]));
+        assert!(allow("https://a.b.example.com/", &["*.example.com"]));
+        assert!(!allow("https://example.com/", &["*.example.com"]));
+        assert!(!allow("https://evil-example.com/", &["*.example.com"]));
+        assert!(allow("http://127.0.0.1:8080/", &["127.0.0.1:8080"]));
+        assert!(!allow("http://127.0.0.1:9090/", &["127.0.0.1:8080"]));
+        assert!(allow("http://127.0.0.1:9090/", &["127.0.0.1"]));
+        assert!(!allow(
+            "https://api.example.com.evil.io/",
+            &["api.example.com"]
+        ));
     }
 }
