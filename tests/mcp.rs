@@ -129,7 +129,7 @@ fn tools_have_schemas_from_inputs_and_calls_return_outputs_or_errors() {
     );
     assert_eq!(
         greet["outputSchema"],
-        json!({"type": "object", "properties": {"greeting": {"type": "string", "description": "The greeting"}}})
+        json!({"type": "object", "properties": {"greeting": {"type": ["string", "null"], "description": "The greeting"}}})
     );
     assert_eq!(tools[2]["description"], "Counts notes.");
 
@@ -530,4 +530,96 @@ fn a_workflow_calls_tools_over_streamable_http_within_the_allowed_hosts() {
             .contains("is not allowed"),
         "{r:?}"
     );
+}
+
+#[test]
+fn conhubs_tools_are_served_under_the_seeds_names_with_its_fields() {
+    if !have_client() {
+        return;
+    }
+    let d = tempdir();
+    crate::support::copy_dir(&repo().join("examples/conhub"), &d.path().join("kb"));
+    let conhub = repo().join("workflows/conhub");
+    let store = json!({
+        "text": "Decision: the retry queue moves to Redis streams in December; Carol owns the migration.",
+        "source_type": "chat",
+        "metadata": {"repo": "billing", "tags": ["decision"]},
+        "today": "2026-11-23",
+        "knowledge_base": "kb",
+    });
+    // The seed's example call, with its `strategy` argument.
+    let search = json!({
+        "query": "Who owns the retry queue migration?",
+        "sources": ["chat", "docs"],
+        "max_blocks": 10,
+        "strategy": "keyword",
+        "knowledge_base": "kb",
+        "today": "2026-11-23",
+    });
+    let out = stdio(
+        d.path(),
+        json!([
+            {"do": "list"},
+            {"do": "call", "name": "memory.analyze_query", "arguments": {"query": "What happened with the billing deploy last week?", "today": "2026-11-23"}},
+            {"do": "call", "name": "memory.store", "arguments": store},
+            {"do": "call", "name": "memory.search", "arguments": search},
+        ]),
+        &[conhub.to_str().unwrap(), "--allow-write", "kb"],
+        &[],
+    );
+    let tools = out[0]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["memory.analyze_query", "memory.search", "memory.store"],
+        "{tools:?}"
+    );
+    let search_tool = &tools[1];
+    for field in [
+        "query",
+        "sources",
+        "filters",
+        "max_blocks",
+        "max_tokens",
+        "strategy",
+        "force_strategy",
+        "include_debug",
+        "tenant_id",
+        "user_id",
+    ] {
+        assert!(
+            search_tool["inputSchema"]["properties"]
+                .get(field)
+                .is_some(),
+            "memory.search lacks `{field}`: {search_tool}"
+        );
+    }
+    assert_eq!(search_tool["inputSchema"]["required"], json!(["query"]));
+
+    let analysis = &out[1]["result"]["structuredContent"];
+    assert_eq!(analysis["query_kind"], "episodic_lookup", "{analysis}");
+    assert_eq!(analysis["strategy"], "recent");
+    assert_eq!(analysis["time"]["from"], "2026-11-16");
+
+    let stored = &out[2]["result"]["structuredContent"];
+    assert_eq!(stored["stored"], true, "{}", out[2]);
+    let note = stored["source_id"].as_str().unwrap();
+    assert!(note.starts_with("stored/2026-11-23-decision-"), "{note}");
+    assert!(d.path().join("kb").join(note).is_file());
+
+    let found = &out[3]["result"]["structuredContent"];
+    assert_eq!(found["strategy_used"], "keyword", "{found}");
+    let first = &found["blocks"][0];
+    assert_eq!(first["source_id"], note, "{found}");
+    assert_eq!(first["source_type"], "chat");
+    assert_eq!(first["metadata"]["repo"], "billing");
+    for field in ["id", "text", "score", "token_count"] {
+        assert!(first.get(field).is_some(), "block lacks `{field}`: {first}");
+    }
+    for field in ["total_results", "query_kind", "took_ms"] {
+        assert!(
+            found.get(field).is_some(),
+            "response lacks `{field}`: {found}"
+        );
+    }
 }

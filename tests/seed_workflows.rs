@@ -4,7 +4,7 @@
 //! index is private to the test).
 
 use crate::fake_llm::FakeLlm;
-use crate::support::{bin, cmd, repo, run, tempdir, Run};
+use crate::support::{bin, cmd, copy_dir, repo, run, tempdir, Run};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -12,23 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let name = e.file_name();
-        if name == ".marktoflow" {
-            continue;
-        }
-        let ty = e.file_type().unwrap();
-        if ty.is_dir() {
-            copy_dir(&e.path(), &to.join(&name));
-        } else if ty.is_file() {
-            std::fs::copy(e.path(), to.join(&name)).unwrap();
-        }
-    }
-}
 
 /// A private copy of `examples/<name>`.
 fn example_kb(dir: &Path, name: &str) -> PathBuf {

@@ -1,7 +1,7 @@
 //! `marktoflow serve`: the real binary on 127.0.0.1, real HTTP requests.
 
 use crate::fake_llm::{lifeos_reply, FakeLlm};
-use crate::support::{bin, cmd, repo, serve, shared, tempdir, Server};
+use crate::support::{bin, cmd, copy_dir, repo, serve, shared, tempdir, Server};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -792,16 +792,6 @@ fn shutdown_keeps_queued_runs_for_the_next_start() {
         log_lines(d.path()).len() == 3
     });
     assert_eq!(log_lines(d.path()), ["a-1", "b-1", "b-3"]);
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_file() {
-            std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
-        }
-    }
 }
 
 #[test]

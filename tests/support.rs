@@ -234,3 +234,21 @@ pub fn try_serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Serv
         }
     }
 }
+
+/// Copies the folder `from` to `to`, without any `.marktoflow` state inside.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if name == ".marktoflow" {
+            continue;
+        }
+        let ty = e.file_type().unwrap();
+        if ty.is_dir() {
+            copy_dir(&e.path(), &to.join(&name));
+        } else if ty.is_file() {
+            std::fs::copy(e.path(), to.join(&name)).unwrap();
+        }
+    }
+}

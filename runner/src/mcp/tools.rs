@@ -163,8 +163,10 @@ fn output_schema(wf: &Workflow) -> Option<Map<String, Value>> {
     let mut props = Map::new();
     for o in &wf.outputs {
         let mut p = Map::new();
+        // An output a run did not set (a step skipped, debug left out) is
+        // null: valid beside the declared type.
         if let Some(t) = o.ty.as_deref().filter(|t| InputType::NAMES.contains(t)) {
-            p.insert("type".into(), json!(t));
+            p.insert("type".into(), json!([t, "null"]));
         }
         if let Some(d) = &o.description {
             p.insert("description".into(), json!(d));
