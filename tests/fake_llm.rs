@@ -46,6 +46,10 @@ impl Request {
 
 pub type Reply = Arc<dyn Fn(&Request) -> (u16, String) + Send + Sync>;
 
+/// A reply status meaning: send the text as the whole JSON body, with 200
+/// (for replies the text-only shapes cannot express, such as tool calls).
+pub const RAW: u16 = 0;
+
 pub struct FakeLlm {
     pub base: String,
     pub requests: Arc<Mutex<Vec<Request>>>,
@@ -114,23 +118,13 @@ fn serve(mut stream: TcpStream, rec: &Mutex<Vec<Request>>, reply: &Reply) -> std
         } else {
             reply(&req)
         };
-        let payload = if status != 200 {
-            json!({"error": {"type": "fake_error", "message": text}})
-        } else if path.ends_with("/messages") {
-            json!({"id": "msg_fake", "type": "message", "role": "assistant", "model": req.model(),
-                   "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
-                   "usage": {"input_tokens": 1, "output_tokens": 1}})
-        } else if path.ends_with("/chat/completions") {
-            json!({"id": "cmpl_fake", "object": "chat.completion", "model": req.model(),
-                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
-        } else if path.ends_with("/models") {
-            json!({"object": "list", "data": [{"id": "fake-small", "owned_by": "fake-lab"}, {"id": "fake-large"}]})
-        } else if path.ends_with("/api/tags") {
-            json!({"models": [{"name": "llama3:8b"}, {"name": "qwen2.5:0.5b"}]})
-        } else if path.ends_with("/api/chat") {
-            json!({"model": req.model(), "message": {"role": "assistant", "content": text}, "done": true})
+        let (status, payload) = if status == RAW {
+            (
+                200,
+                serde_json::from_str(&text).expect("a RAW reply is JSON"),
+            )
         } else {
-            json!({"error": "unknown path"})
+            (status, shaped(&path, &req, status, text))
         };
         let body = payload.to_string();
         let reason = if status == 200 { "OK" } else { "Error" };
@@ -140,6 +134,28 @@ fn serve(mut stream: TcpStream, rec: &Mutex<Vec<Request>>, reply: &Reply) -> std
             body.len()
         )?;
         stream.flush()?;
+    }
+}
+
+/// `text` in the reply shape of the API at `path`.
+fn shaped(path: &str, req: &Request, status: u16, text: String) -> Value {
+    if status != 200 {
+        json!({"error": {"type": "fake_error", "message": text}})
+    } else if path.ends_with("/messages") {
+        json!({"id": "msg_fake", "type": "message", "role": "assistant", "model": req.model(),
+                   "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                   "usage": {"input_tokens": 1, "output_tokens": 1}})
+    } else if path.ends_with("/chat/completions") {
+        json!({"id": "cmpl_fake", "object": "chat.completion", "model": req.model(),
+                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
+    } else if path.ends_with("/models") {
+        json!({"object": "list", "data": [{"id": "fake-small", "owned_by": "fake-lab"}, {"id": "fake-large"}]})
+    } else if path.ends_with("/api/tags") {
+        json!({"models": [{"name": "llama3:8b"}, {"name": "qwen2.5:0.5b"}]})
+    } else if path.ends_with("/api/chat") {
+        json!({"model": req.model(), "message": {"role": "assistant", "content": text}, "done": true})
+    } else {
+        json!({"error": "unknown path"})
     }
 }
 

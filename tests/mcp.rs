@@ -623,3 +623,148 @@ fn conhubs_tools_are_served_under_the_seeds_names_with_its_fields() {
         );
     }
 }
+
+/// A workflow whose agent step may call the Python server's tools.
+fn agent_with_tools(dir: &Path, started: &Path, sdk: &str, extra_inputs: &str) -> String {
+    python_tools(
+        dir,
+        started,
+        &format!("  llm: {{sdk: {sdk}, options: {{model: fake-model}}}}\n"),
+        &step(
+            "ask",
+            "llm.run",
+            &format!("{{prompt: \"What is 2 + 3?\", tools: [py.add, py.echo]{extra_inputs}}}"),
+        ),
+    )
+}
+
+#[test]
+fn an_agent_step_calls_mcp_tools_in_the_providers_format() {
+    if !have_client() {
+        return;
+    }
+    use crate::fake_llm::RAW;
+    let d = tempdir();
+    let started = d.path().join("started");
+    // Anthropic: a tool_use first, then the answer once the result is back.
+    let llm = FakeLlm::start(std::sync::Arc::new(|req| {
+        let msgs = req.body["messages"].as_array().unwrap();
+        match msgs.last().unwrap()["content"][0]["type"].as_str() {
+            Some("tool_result") => (
+                200,
+                format!(
+                    "The sum is {}.",
+                    msgs.last().unwrap()["content"][0]["content"]
+                        .as_str()
+                        .unwrap()
+                ),
+            ),
+            _ => (
+                RAW,
+                json!({"content": [
+                {"type": "text", "text": "I will add them."},
+                {"type": "tool_use", "id": "tu_1", "name": "py__add", "input": {"a": 2, "b": 3}}
+            ], "stop_reason": "tool_use"})
+                .to_string(),
+            ),
+        }
+    }));
+    write(
+        d.path(),
+        "a.md",
+        &agent_with_tools(d.path(), &started, "anthropic", ""),
+    );
+    let r = crate::support::run(
+        crate::support::cmd(d.path())
+            .args(["run", "a.md", "--json", "--quiet", "--no-store"])
+            .env("ANTHROPIC_BASE_URL", &llm.base)
+            .env("ANTHROPIC_API_KEY", "k"),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    // The server's text result (the Python SDK's JSON) went back to the model.
+    let answer = r.json()["steps"][0]["output"].as_str().unwrap().to_string();
+    assert!(
+        answer.starts_with("The sum is {") && answer.contains("\"sum\": 5"),
+        "{answer}"
+    );
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 2);
+    let offered: Vec<&str> = reqs[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["py__add", "py__echo"]);
+    assert_eq!(
+        reqs[0].body["tools"][0]["input_schema"]["required"],
+        json!(["a", "b"])
+    );
+    assert_eq!(reqs[1].body["messages"][1]["content"][1]["id"], "tu_1");
+    assert_eq!(reqs[1].body["messages"][2]["content"][0]["is_error"], false);
+
+    // OpenAI: tool_calls with JSON-text arguments, results as `tool` messages;
+    // a call of a tool not offered goes back to the model as an error.
+    let llm = FakeLlm::start(std::sync::Arc::new(|req| {
+        let msgs = req.body["messages"].as_array().unwrap();
+        let tool_msgs: Vec<&Value> = msgs.iter().filter(|m| m["role"] == "tool").collect();
+        if tool_msgs.is_empty() {
+            return (RAW, json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "py__echo", "arguments": "{\"text\": \"hi\", \"shout\": true}"}},
+                {"id": "c2", "type": "function", "function": {"name": "py__getenv", "arguments": "{\"name\": \"HOME\"}"}}
+            ]}}]}).to_string());
+        }
+        (
+            200,
+            format!(
+                "{} | {}",
+                tool_msgs[0]["content"].as_str().unwrap(),
+                tool_msgs[1]["content"].as_str().unwrap()
+            ),
+        )
+    }));
+    write(
+        d.path(),
+        "o.md",
+        &agent_with_tools(d.path(), &started, "openai", ""),
+    );
+    let r = crate::support::run(
+        crate::support::cmd(d.path())
+            .args(["run", "o.md", "--json", "--quiet", "--no-store"])
+            .env("OPENAI_BASE_URL", &llm.base)
+            .env("OPENAI_API_KEY", "k"),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = r.json()["steps"][0]["output"].as_str().unwrap().to_string();
+    assert!(
+        out.starts_with("HI | there is no tool `py__getenv`"),
+        "{out}"
+    );
+    assert_eq!(
+        llm.requests()[0].body["tools"][0]["function"]["name"],
+        "py__add"
+    );
+
+    // A model that never stops calling tools is stopped at `max_turns`.
+    let llm = FakeLlm::start(std::sync::Arc::new(|_| {
+        (RAW, json!({"content": [{"type": "tool_use", "id": "t", "name": "py__add", "input": {"a": 1, "b": 1}}], "stop_reason": "tool_use"}).to_string())
+    }));
+    write(
+        d.path(),
+        "loop.md",
+        &agent_with_tools(d.path(), &started, "anthropic", ", max_turns: 3"),
+    );
+    let r = crate::support::run(
+        crate::support::cmd(d.path())
+            .args(["run", "loop.md", "--no-store"])
+            .env("ANTHROPIC_BASE_URL", &llm.base)
+            .env("ANTHROPIC_API_KEY", "k"),
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("still calling tools after 3 requests"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(llm.requests().len(), 3);
+}

@@ -214,6 +214,7 @@ async fn run_with(
         action: &action,
         method,
         tool: Some(tool),
+        declared: &[],
         model,
         timeout,
         caps,

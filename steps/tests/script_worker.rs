@@ -981,6 +981,7 @@ async fn action(s: &mut Suite) {
         action: "script.execute",
         method: "execute",
         tool: None,
+        declared: &[],
         model: None,
         timeout: None,
         caps: &caps,

@@ -60,13 +60,14 @@ pub async fn check_mcp(wf: &Workflow, caps: &Capabilities) -> (Vec<Diagnostic>, 
             action,
             method: &resolved.method,
             tool: Some(&tool),
+            declared: &[],
             model: None,
             timeout: None,
             globals: None,
             caps,
         };
         let listed = async {
-            let session = marktoflow_steps::mcp::connect(&call, &tool.name, &config).await?;
+            let session = marktoflow_steps::core::mcp::connect(&call, &tool.name, &config).await?;
             session.tools().await.map(<[_]>::to_vec)
         };
         let listed = match listed.await {

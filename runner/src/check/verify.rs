@@ -21,7 +21,51 @@ pub fn verify(wf: &Workflow, registry: &Registry, templates: &Templates) -> Vec<
     let mut out = crate::check::lint::lint(wf, templates);
     sub_workflows(wf, registry, &mut out);
     mcp_allowed(wf, &mut out);
+    agent_tools(wf, &mut out);
     out
+}
+
+/// The MCP servers an agent step offers (`tools:`) must be declared ones.
+fn agent_tools(wf: &Workflow, out: &mut Vec<Diagnostic>) {
+    let servers: Vec<&str> = wf
+        .tools
+        .iter()
+        .filter(|t| t.sdk == "mcp")
+        .map(|t| t.name.as_str())
+        .collect();
+    for step in wf.walk() {
+        let StepKind::Action {
+            resolved, inputs, ..
+        } = &step.kind
+        else {
+            continue;
+        };
+        if resolved.kind != marktoflow_steps::registry::ActionKind::Agent {
+            continue;
+        }
+        let Some(Value::Array(names)) = inputs.get("tools") else {
+            continue;
+        };
+        for (i, name) in names.iter().enumerate() {
+            let Some(name) = name.as_str().filter(|n| !has_tags(n)) else {
+                continue;
+            };
+            let server = name.split('.').next().unwrap_or(name);
+            if servers.contains(&server) {
+                continue;
+            }
+            let mut d = Diagnostic::error(
+                &wf.source,
+                Some(step.field_pos(&["inputs", "tools", &i.to_string()])),
+                format!("input `tools`: `{server}` is not an MCP server this workflow declares"),
+            );
+            d.hints.push(match did_you_mean(server, &servers) {
+                Some(c) => format!("did you mean `{c}`?"),
+                None => format!("declare it: `tools: {{{server}: {{sdk: mcp, command: ...}}}}`"),
+            });
+            out.push(d);
+        }
+    }
 }
 
 /// A call of an MCP tool the server's `allowed` list leaves out.

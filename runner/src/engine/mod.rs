@@ -280,6 +280,9 @@ struct RunState {
     env: Value,
     /// What `now()` answers.
     clock: Arc<dyn marktoflow_steps::core::time::Clock>,
+    /// The workflow's tools, `${VAR}`s filled in (an agent step may offer
+    /// its MCP servers to the model).
+    tools: Arc<Vec<marktoflow_steps::ToolConfig>>,
 }
 
 impl Engine {
@@ -337,6 +340,12 @@ impl Engine {
             last_top_output: from.last_output,
             env: Value::Object(env),
             clock: cfg.caps.clock.clone(),
+            tools: Arc::new(
+                wf.tools
+                    .iter()
+                    .map(|t| with_env(t, &cfg.caps.env))
+                    .collect(),
+            ),
         };
         let body = async {
             if start > wf.steps.len() {

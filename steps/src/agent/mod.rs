@@ -74,6 +74,7 @@
 mod config;
 pub mod local;
 mod schema;
+mod tools;
 pub(crate) mod transport;
 mod wire;
 
@@ -256,6 +257,12 @@ impl AgentHub {
             }
         }
         if resolved.provider == Provider::Local {
+            if !prompt.tools.is_empty() {
+                return Err(ActionError::Input(format!(
+                    "{}: input `tools` needs a provider that calls tools (anthropic, openai, ollama); the local model {} does not",
+                    call.action, resolved.model
+                )));
+            }
             let parsed = local::complete(call, &resolved, &prompt, timeout).await?;
             return finish(call, &prompt, parsed);
         }
@@ -275,11 +282,51 @@ impl AgentHub {
         }
         let body = wire::request_body(&resolved, &prompt);
         let client = self.client()?;
+        if !prompt.tools.is_empty() {
+            return self.converse(call, &resolved, &prompt, body, timeout).await;
+        }
         let reply = transport::post_json(client, call, &resolved, &body, timeout).await?;
         let parsed = wire::parse_reply(resolved.provider, &reply).map_err(|e| {
             ActionError::failed(format!("unexpected {} reply: {e}", resolved.provider))
         })?;
         finish(call, &prompt, parsed)
+    }
+}
+
+impl AgentHub {
+    /// A step that offers MCP tools: requests until the model answers
+    /// without calling one, each call run and its result sent back.
+    async fn converse(
+        &self,
+        call: &Call<'_>,
+        resolved: &Resolved,
+        prompt: &wire::Prompt,
+        mut body: Value,
+        timeout: std::time::Duration,
+    ) -> Result<String, ActionError> {
+        let offered = tools::offer(call, &prompt.tools).await?;
+        body["tools"] = tools::definitions(resolved.provider, &offered);
+        let client = self.client()?;
+        for _ in 0..prompt.max_turns {
+            let reply = transport::post_json(client, call, resolved, &body, timeout).await?;
+            let calls = tools::calls(resolved.provider, &reply);
+            if calls.is_empty() {
+                let parsed = wire::parse_reply(resolved.provider, &reply).map_err(|e| {
+                    ActionError::failed(format!("unexpected {} reply: {e}", resolved.provider))
+                })?;
+                return finish(call, prompt, parsed);
+            }
+            let mut results = Vec::with_capacity(calls.len());
+            for tc in calls {
+                let (text, is_error) = tools::run(call, &offered, &tc).await?;
+                results.push((tc, text, is_error));
+            }
+            tools::append_turn(resolved.provider, &mut body, &reply, &results);
+        }
+        Err(ActionError::failed(format!(
+            "{}: the model was still calling tools after {} requests; raise `max_turns` or narrow the task",
+            call.action, prompt.max_turns
+        )))
     }
 }
 
@@ -401,6 +448,16 @@ const AGENT_INPUTS: &[Input] = &[
         "output_schema",
         MAPPING,
         "A JSON Schema the reply must follow (local: grammar-constrained; OpenAI/Ollama: structured output; Anthropic: asked and checked).",
+    ),
+    input(
+        "tools",
+        LIST,
+        "MCP servers the model may call: declared `sdk: mcp` tools (`[fs]`: all the tools they allow) or one tool (`fs.read_file`).",
+    ),
+    input(
+        "max_turns",
+        INTEGER,
+        "With `tools`: the most requests to the model (10); it fails when the model is still calling tools.",
     ),
     input(
         "model",

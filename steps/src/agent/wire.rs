@@ -22,6 +22,10 @@ pub(crate) struct Prompt {
     pub seed: Option<u64>,
     /// `format: json` / `output_schema`: the reply must be JSON.
     pub format: Option<OutputFormat>,
+    /// `tools`: MCP servers (or `server.tool`) the model may call.
+    pub tools: Vec<String>,
+    /// `max_turns`: the most requests of one step that offers tools.
+    pub max_turns: u32,
 }
 
 /// What shape the reply must have.
@@ -236,6 +240,40 @@ pub(crate) fn parse_inputs(inputs: &Value) -> Result<Prompt, ActionError> {
             )))
         }
     };
+    let tools = match given("tools") {
+        None => Vec::new(),
+        Some(Value::String(t)) => vec![t.trim().to_string()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| match v {
+                Value::String(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+                other => Err(ActionError::Input(format!(
+                    "input `tools` lists MCP tools by name (`fs`, `fs.read_file`), got {}",
+                    type_name(other)
+                ))),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => {
+            return Err(ActionError::Input(format!(
+                "input `tools` must be a list of MCP tool names (`[fs, tickets.search]`), got {}",
+                type_name(other)
+            )))
+        }
+    };
+    let max_turns = match given("max_turns") {
+        None => super::tools::DEFAULT_MAX_TURNS,
+        Some(v) => match v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        {
+            Some(n @ 1..=100) => n as u32,
+            _ => {
+                return Err(ActionError::Input(format!(
+                    "input `max_turns` must be an integer from 1 to 100, got {v}"
+                )))
+            }
+        },
+    };
     Ok(Prompt {
         messages,
         system,
@@ -243,6 +281,8 @@ pub(crate) fn parse_inputs(inputs: &Value) -> Result<Prompt, ActionError> {
         temperature,
         seed,
         format,
+        tools,
+        max_turns,
     })
 }
 

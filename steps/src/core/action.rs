@@ -148,6 +148,9 @@ pub struct Call<'a> {
     pub method: &'a str,
     /// The tool the action belongs to, when declared in the frontmatter.
     pub tool: Option<&'a ToolConfig>,
+    /// Every tool the workflow declares (`${VAR}`s filled in): an agent step
+    /// may offer MCP servers among them to its model.
+    pub declared: &'a [ToolConfig],
     /// The step's `model:` field.
     pub model: Option<&'a str>,
     /// Step timeout, when one applies.
@@ -165,6 +168,7 @@ impl<'a> Call<'a> {
             action: self.action,
             method: self.method,
             tool: self.tool,
+            declared: self.declared,
             model: self.model,
             timeout: self.timeout,
             globals: self.globals,

@@ -391,6 +391,26 @@ impl McpServers {
     }
 }
 
+/// The session to tool `name`'s server, after checking that a server
+/// reached by URL is on the allowed hosts.
+pub async fn connect(
+    call: &crate::core::action::Call<'_>,
+    name: &str,
+    config: &ServerConfig,
+) -> Result<Arc<Session>, ActionError> {
+    if let Transport::Http { url, .. } = &config.transport {
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|e| ActionError::Input(format!("tool `{name}`: invalid `url`: {e}")))?;
+        crate::core::net::check_host(&parsed, call)?;
+    }
+    let cx = StartContext {
+        env: &call.caps.env,
+        base_dir: &call.caps.sandbox.absolute("."),
+        cancel: &call.caps.cancel,
+    };
+    call.caps.mcp.session(name, config, &cx).await
+}
+
 fn client_info() -> ClientConfig {
     ClientConfig::new(
         ClientCapabilities::default(),

@@ -4,9 +4,7 @@
 
 use crate::core::action::{type_name, Action, ActionError, Call};
 use crate::core::catalog::{closest, spec, Spec, EFFECTS};
-use crate::core::mcp::{
-    argument_names, required_arguments, result_value, ServerConfig, StartContext, Transport,
-};
+use crate::core::mcp::{argument_names, connect, required_arguments, result_value, ServerConfig};
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
@@ -63,26 +61,6 @@ impl Action for McpAction {
             ActionError::failed(format!("MCP tool `{}` failed: {text}", call.action))
         })
     }
-}
-
-/// The session to tool `name`'s server, after checking that a server
-/// reached by URL is on the allowed hosts.
-pub async fn connect(
-    call: &Call<'_>,
-    name: &str,
-    config: &ServerConfig,
-) -> Result<std::sync::Arc<crate::core::mcp::Session>, ActionError> {
-    if let Transport::Http { url, .. } = &config.transport {
-        let parsed = reqwest::Url::parse(url)
-            .map_err(|e| ActionError::Input(format!("tool `{name}`: invalid `url`: {e}")))?;
-        crate::core::net::check_host(&parsed, call)?;
-    }
-    let cx = StartContext {
-        env: &call.caps.env,
-        base_dir: &call.caps.sandbox.absolute("."),
-        cancel: &call.caps.cancel,
-    };
-    call.caps.mcp.session(name, config, &cx).await
 }
 
 /// Refuses a call that names a tool or arguments the server does not

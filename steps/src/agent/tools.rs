@@ -1,0 +1,366 @@
+//! Agent steps with MCP tools (`tools: [fs, tickets.search]` on
+//! `agent.run`): the servers' tools are offered to the model in its
+//! provider's format; each tool call it makes is run on the server and its
+//! result sent back, until the model answers in text or `max_turns`
+//! requests have been made.
+
+use super::config::Provider;
+use crate::core::action::{ActionError, Call, LogLevel};
+use crate::core::mcp::{connect, result_text, ServerConfig, Session};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+/// Turns (requests to the model) unless the step sets `max_turns`.
+pub(crate) const DEFAULT_MAX_TURNS: u32 = 10;
+/// The most of one tool result sent back to the model.
+const MAX_RESULT_CHARS: usize = 32_000;
+
+/// One tool offered to the model.
+pub(crate) struct Offered {
+    /// The name the model sees: `fs__read_file` (providers allow only
+    /// letters, digits, `_` and `-`).
+    wire: String,
+    /// `fs.read_file`, for logs.
+    shown: String,
+    /// The server's name for it.
+    name: String,
+    description: String,
+    schema: Value,
+    session: Arc<Session>,
+}
+
+/// A tool call the model made.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ToolCall {
+    /// The provider's id for it (Ollama gives none).
+    pub id: String,
+    pub wire: String,
+    /// The arguments; `Err` when the model sent text that is not a JSON object.
+    pub args: Result<Map<String, Value>, String>,
+}
+
+fn wire_name(tool: &str, name: &str) -> String {
+    let mut w: String = format!("{tool}__{name}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    w.truncate(64);
+    w
+}
+
+/// The tools `wanted` names: a declared `sdk: mcp` tool (all the tools its
+/// server allows) or `<tool>.<name>` (one of them). Servers are started now.
+pub(crate) async fn offer(call: &Call<'_>, wanted: &[String]) -> Result<Vec<Offered>, ActionError> {
+    let mut out: Vec<Offered> = Vec::new();
+    for w in wanted {
+        let (tool_name, only) = match w.split_once('.') {
+            Some((t, n)) => (t, Some(n)),
+            None => (w.as_str(), None),
+        };
+        let Some(tool) = call
+            .declared
+            .iter()
+            .find(|t| t.name == tool_name && t.sdk == "mcp")
+        else {
+            let mcp: Vec<&str> = call
+                .declared
+                .iter()
+                .filter(|t| t.sdk == "mcp")
+                .map(|t| t.name.as_str())
+                .collect();
+            return Err(ActionError::Input(format!(
+                "input `tools`: `{tool_name}` is not an MCP server the workflow declares (`tools: {{{tool_name}: {{sdk: mcp, command: ...}}}}`){}",
+                if mcp.is_empty() {
+                    String::new()
+                } else {
+                    format!("; declared: {}", mcp.join(", "))
+                }
+            )));
+        };
+        let config = ServerConfig::from_options(&tool.options)
+            .map_err(|e| ActionError::Input(format!("tool `{}`: {e}", tool.name)))?;
+        if let Some(n) = only.filter(|n| !config.allows(n)) {
+            return Err(ActionError::Input(format!(
+                "input `tools`: `{w}`: tool `{n}` is not in the `allowed` list of `{tool_name}`"
+            )));
+        }
+        let session = connect(call, &tool.name, &config).await?;
+        let before = out.len();
+        for t in session.tools().await? {
+            let name: &str = &t.name;
+            if !config.allows(name) || only.is_some_and(|o| o != name) {
+                continue;
+            }
+            let wire = wire_name(&tool.name, name);
+            if out.iter().any(|o| o.wire == wire) {
+                continue;
+            }
+            out.push(Offered {
+                wire,
+                shown: format!("{}.{name}", tool.name),
+                name: name.to_string(),
+                description: t.description.as_deref().unwrap_or_default().to_string(),
+                schema: Value::Object((*t.input_schema).clone()),
+                session: session.clone(),
+            });
+        }
+        if out.len() == before {
+            return Err(ActionError::Input(format!(
+                "input `tools`: the MCP server of `{tool_name}` has {}",
+                match only {
+                    Some(n) => format!("no tool `{n}`"),
+                    None => "no tools the workflow may call".into(),
+                }
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// The request's `tools` field.
+pub(crate) fn definitions(provider: Provider, offered: &[Offered]) -> Value {
+    Value::Array(
+        offered
+            .iter()
+            .map(|o| match provider {
+                Provider::Anthropic => json!({
+                    "name": o.wire, "description": o.description, "input_schema": o.schema,
+                }),
+                _ => json!({"type": "function", "function": {
+                    "name": o.wire, "description": o.description, "parameters": o.schema,
+                }}),
+            })
+            .collect(),
+    )
+}
+
+/// The tool calls in a reply (none: the model answered).
+pub(crate) fn calls(provider: Provider, reply: &Value) -> Vec<ToolCall> {
+    let object = |v: &Value| match v {
+        Value::Object(m) => Ok(m.clone()),
+        Value::Null => Ok(Map::new()),
+        // OpenAI sends the arguments as JSON text.
+        Value::String(s) if s.trim().is_empty() => Ok(Map::new()),
+        Value::String(s) => match serde_json::from_str::<Value>(s) {
+            Ok(Value::Object(m)) => Ok(m),
+            _ => Err(format!("the arguments are not a JSON object: {s}")),
+        },
+        other => Err(format!("the arguments are not a JSON object: {other}")),
+    };
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
+    match provider {
+        Provider::Anthropic => reply
+            .get("content")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            .map(|b| ToolCall {
+                id: text(b.get("id")),
+                wire: text(b.get("name")),
+                args: object(b.get("input").unwrap_or(&Value::Null)),
+            })
+            .collect(),
+        _ => {
+            let message = match provider {
+                Provider::OpenAi => reply.pointer("/choices/0/message"),
+                _ => reply.get("message"),
+            };
+            message
+                .and_then(|m| m.get("tool_calls"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|c| ToolCall {
+                    id: text(c.get("id")),
+                    wire: text(c.pointer("/function/name")),
+                    args: object(c.pointer("/function/arguments").unwrap_or(&Value::Null)),
+                })
+                .collect()
+        }
+    }
+}
+
+/// Runs one call; the text for the model and whether it is an error (an
+/// error goes back to the model, which may try again).
+pub(crate) async fn run(
+    call: &Call<'_>,
+    offered: &[Offered],
+    tc: &ToolCall,
+) -> Result<(String, bool), ActionError> {
+    let Some(o) = offered.iter().find(|o| o.wire == tc.wire) else {
+        let names: Vec<&str> = offered.iter().map(|o| o.wire.as_str()).collect();
+        return Ok((
+            format!(
+                "there is no tool `{}`; the tools are: {}",
+                tc.wire,
+                names.join(", ")
+            ),
+            true,
+        ));
+    };
+    let args = match &tc.args {
+        Ok(a) => a.clone(),
+        Err(e) => return Ok((e.clone(), true)),
+    };
+    call.log(
+        LogLevel::Info,
+        format!("{}: calling {}", call.action, o.shown),
+    );
+    let (text, is_error) = match o.session.call(&o.name, args, &call.caps.cancel).await {
+        Ok(r) => {
+            let mut text = result_text(&r);
+            if text.is_empty() {
+                text = r
+                    .structured_content
+                    .as_ref()
+                    .map(Value::to_string)
+                    .unwrap_or_default();
+            }
+            (text, r.is_error == Some(true))
+        }
+        Err(ActionError::Cancelled) => return Err(ActionError::Cancelled),
+        // A refused or failed call: the model is told, and may recover.
+        Err(e) => (e.to_string(), true),
+    };
+    if is_error {
+        call.log(
+            LogLevel::Warn,
+            format!("{}: {} failed: {text}", call.action, o.shown),
+        );
+    }
+    Ok((cap(text), is_error))
+}
+
+fn cap(mut text: String) -> String {
+    if text.len() > MAX_RESULT_CHARS {
+        let mut end = MAX_RESULT_CHARS;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("\n[… cut: the result was longer]");
+    }
+    text
+}
+
+/// Appends the model's turn and the results of its calls to the request.
+pub(crate) fn append_turn(
+    provider: Provider,
+    body: &mut Value,
+    reply: &Value,
+    results: &[(ToolCall, String, bool)],
+) {
+    let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) else {
+        return;
+    };
+    match provider {
+        Provider::Anthropic => {
+            messages.push(json!({"role": "assistant", "content": reply.get("content").cloned().unwrap_or(json!([]))}));
+            let blocks: Vec<Value> = results
+                .iter()
+                .map(|(tc, text, is_error)| {
+                    json!({"type": "tool_result", "tool_use_id": tc.id, "content": text, "is_error": is_error})
+                })
+                .collect();
+            messages.push(json!({"role": "user", "content": blocks}));
+        }
+        Provider::OpenAi => {
+            let mut m = reply
+                .pointer("/choices/0/message")
+                .cloned()
+                .unwrap_or(json!({"role": "assistant"}));
+            m["role"] = json!("assistant");
+            messages.push(m);
+            for (tc, text, _) in results {
+                messages.push(json!({"role": "tool", "tool_call_id": tc.id, "content": text}));
+            }
+        }
+        _ => {
+            let mut m = reply
+                .get("message")
+                .cloned()
+                .unwrap_or(json!({"role": "assistant"}));
+            m["role"] = json!("assistant");
+            messages.push(m);
+            for (tc, text, _) in results {
+                messages.push(json!({"role": "tool", "tool_name": tc.wire, "content": text}));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_names_fit_every_provider() {
+        assert_eq!(wire_name("fs", "read_file"), "fs__read_file");
+        assert_eq!(wire_name("kb", "memory.search"), "kb__memory_search");
+        assert_eq!(wire_name("t", &"x".repeat(100)).len(), 64);
+    }
+
+    #[test]
+    fn reads_tool_calls_in_each_format() {
+        let anthropic = json!({"content": [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "tu_1", "name": "fs__read", "input": {"path": "a.md"}}
+        ], "stop_reason": "tool_use"});
+        assert_eq!(
+            calls(Provider::Anthropic, &anthropic),
+            [ToolCall {
+                id: "tu_1".into(),
+                wire: "fs__read".into(),
+                args: Ok(json!({"path": "a.md"}).as_object().unwrap().clone())
+            }]
+        );
+        let openai = json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "fs__read", "arguments": "{\"path\": \"b.md\"}"}},
+            {"id": "c2", "type": "function", "function": {"name": "fs__read", "arguments": "not json"}}
+        ]}}]});
+        let c = calls(Provider::OpenAi, &openai);
+        assert_eq!(
+            c[0].args,
+            Ok(json!({"path": "b.md"}).as_object().unwrap().clone())
+        );
+        assert!(c[1].args.is_err());
+        let ollama = json!({"message": {"role": "assistant", "content": "", "tool_calls": [
+            {"function": {"name": "fs__read", "arguments": {"path": "c.md"}}}
+        ]}});
+        assert_eq!(calls(Provider::Ollama, &ollama)[0].wire, "fs__read");
+        assert!(calls(
+            Provider::OpenAi,
+            &json!({"choices": [{"message": {"content": "done"}}]})
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn results_go_back_in_each_format() {
+        let tc = ToolCall {
+            id: "id1".into(),
+            wire: "fs__read".into(),
+            args: Ok(Map::new()),
+        };
+        let results = [(tc, "text".to_string(), false)];
+        let mut body = json!({"messages": [{"role": "user", "content": "q"}]});
+        let reply = json!({"content": [{"type": "tool_use", "id": "id1", "name": "fs__read", "input": {}}]});
+        append_turn(Provider::Anthropic, &mut body, &reply, &results);
+        assert_eq!(body["messages"][1]["role"], "assistant");
+        assert_eq!(body["messages"][2]["content"][0]["tool_use_id"], "id1");
+        let mut body = json!({"messages": []});
+        let reply = json!({"choices": [{"message": {"role": "assistant", "tool_calls": []}}]});
+        append_turn(Provider::OpenAi, &mut body, &reply, &results);
+        assert_eq!(
+            body["messages"][1],
+            json!({"role": "tool", "tool_call_id": "id1", "content": "text"})
+        );
+    }
+}
