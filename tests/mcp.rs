@@ -768,3 +768,59 @@ fn an_agent_step_calls_mcp_tools_in_the_providers_format() {
     );
     assert_eq!(llm.requests().len(), 3);
 }
+
+#[test]
+fn with_watch_the_tool_list_follows_the_files_and_clients_are_told() {
+    if !have_client() {
+        return;
+    }
+    let d = tempdir();
+    let tools = d.path().join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    let tool = |id: &str| {
+        format!("---\nworkflow: {{id: {id}, description: The {id} tool.}}\ntriggers: [{{type: mcp}}]\n---\n\n```yaml\naction: workflow.set_outputs\ninputs: {{who: {id}}}\n```\n")
+    };
+    write(&tools, "one.md", &tool("one"));
+    write(&tools, "notes.md", "# Not a workflow\n");
+    let two = tools.join("two.md");
+    let one = tools.join("one.md");
+    let out = stdio(
+        d.path(),
+        json!([
+            {"do": "list"},
+            {"do": "write", "path": two, "text": tool("two")},
+            {"do": "wait_list_changed", "within": 20},
+            {"do": "list"},
+            {"do": "call", "name": "two"},
+            // A broken edit keeps the last list that loaded.
+            {"do": "write", "path": one, "text": "---\nworkflow: {id: one\n---\n"},
+            {"do": "wait_list_changed", "within": 2},
+            {"do": "call", "name": "one"},
+            {"do": "remove", "path": two},
+            {"do": "write", "path": one, "text": tool("one")},
+            {"do": "wait_list_changed", "within": 20},
+            {"do": "list"},
+        ]),
+        &["--watch", "tools"],
+        &[],
+    );
+    let names = |v: &Value| -> Vec<String> {
+        v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(&out[0]), ["one"]);
+    assert_eq!(out[2]["changed"], true, "{out:?}");
+    assert_eq!(names(&out[3]), ["one", "two"]);
+    assert_eq!(out[4]["result"]["structuredContent"], json!({"who": "two"}));
+    assert_eq!(
+        out[6]["changed"], false,
+        "a file that does not load changed the list: {out:?}"
+    );
+    assert_eq!(out[7]["result"]["structuredContent"], json!({"who": "one"}));
+    assert_eq!(out[10]["changed"], true, "{out:?}");
+    assert_eq!(names(&out[11]), ["one"]);
+}

@@ -7,7 +7,10 @@ marktoflow's MCP server for the end-to-end tests.
 
 ACTIONS_JSON is a list of steps: {"do": "list"}, {"do": "call", "name",
 "arguments", "progress": bool}, {"do": "cancel", "name", "arguments",
-"after": seconds}. One JSON object per step is printed on stdout.
+"after": seconds}, {"do": "write", "path", "text"} (a file, from here, so it
+happens between two steps), {"do": "remove", "path"}, {"do":
+"wait_list_changed", "within": seconds} (until the server says its tool list
+changed). One JSON object per step is printed on stdout.
 """
 
 import json
@@ -16,6 +19,7 @@ import sys
 
 import anyio
 import httpx2
+from mcp import types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -24,7 +28,18 @@ def dump(model):
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+LIST_CHANGED = anyio.Event()
+CHANGES = []
+
+
+async def on_message(message):
+    if isinstance(message, types.ToolListChangedNotification):
+        CHANGES.append(1)
+        LIST_CHANGED.set()
+
+
 async def run(session, actions):
+    global LIST_CHANGED
     await session.initialize()
     for a in actions:
         if a["do"] == "list":
@@ -46,6 +61,18 @@ async def run(session, actions):
                 await session.call_tool(a["name"], a.get("arguments", {}))
             out = {"cancelled": scope.cancelled_caught,
                    "seconds": round(anyio.current_time() - started, 2)}
+        elif a["do"] == "write":
+            with open(a["path"], "w") as f:
+                f.write(a["text"])
+            out = {"written": a["path"]}
+        elif a["do"] == "remove":
+            os.remove(a["path"])
+            out = {"removed": a["path"]}
+        elif a["do"] == "wait_list_changed":
+            with anyio.move_on_after(a["within"]):
+                await LIST_CHANGED.wait()
+            out = {"changed": LIST_CHANGED.is_set(), "notifications": len(CHANGES)}
+            LIST_CHANGED = anyio.Event()
         else:
             raise SystemExit(f"unknown action {a}")
         print(json.dumps(out), flush=True)
@@ -58,14 +85,14 @@ async def main():
         # The server gets this process's environment (the test sets it).
         params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
         async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, message_handler=on_message) as session:
                 await run(session, actions)
     else:
         url = sys.argv[3]
         headers = {"Authorization": f"Bearer {sys.argv[4]}"} if len(sys.argv) > 4 else {}
         async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
             async with streamable_http_client(url, http_client=http) as (read, write, *_):
-                async with ClientSession(read, write) as session:
+                async with ClientSession(read, write, message_handler=on_message) as session:
                     await run(session, actions)
 
 

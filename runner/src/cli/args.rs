@@ -184,6 +184,10 @@ pub struct McpArgs {
     /// `type: mcp` trigger are tools).
     #[arg(default_value = ".")]
     pub paths: Vec<PathBuf>,
+    /// Follow the files: when a workflow changes, is added or removed, the
+    /// tool list changes and clients are told (`tools/list_changed`).
+    #[arg(long)]
+    pub watch: bool,
     #[command(flatten)]
     pub server: ServerOpts,
 }

@@ -7,56 +7,57 @@ use super::report::{plural, print_diagnostics};
 use super::serve::{open_store, server_caps};
 use super::validate::discover;
 use super::{FileLoader, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
-use crate::mcp::{tools_of, McpServer};
+use crate::format::model::Workflow;
+use crate::mcp::{tools_of, McpServer, WorkflowTool};
 use crate::serve::{ServeConfig, ServerState};
 use marktoflow_steps::Registry;
 use rmcp::ServiceExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub(super) fn mcp(a: McpArgs) -> i32 {
-    let registry = Registry::standard();
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let (found, errors) = discover(&a.paths, &registry);
+/// The tools `paths` offer (a file named is a tool; below a folder, the
+/// workflows with a `type: mcp` trigger), and the workflows named.
+fn offered(
+    paths: &[PathBuf],
+    registry: &Registry,
+) -> Result<(Vec<WorkflowTool>, Vec<Arc<Workflow>>), String> {
+    let (found, errors) = discover(paths, registry);
     if !errors.is_empty() {
         print_diagnostics(&errors);
-        return EXIT_USAGE;
+        return Err(format!(
+            "{} error{} in the workflows",
+            errors.len(),
+            plural(errors.len())
+        ));
     }
-    let serve_root = match a.paths.first() {
-        Some(p) if p.is_file() => p.parent().map(Path::to_path_buf).unwrap_or_default(),
-        Some(p) => p.clone(),
-        None => PathBuf::from("."),
-    };
     let mut named = Vec::new();
     let mut in_folders = Vec::new();
     for (path, l) in found {
         print_diagnostics(&l.warnings);
         let wf = Arc::new(l.workflow);
-        if a.paths.contains(&path) {
+        if paths.contains(&path) {
             named.push(wf);
         } else {
             in_folders.push(wf);
         }
     }
-    let mut tools = match tools_of(&named, &in_folders) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USAGE;
-        }
-    };
+    let tools = tools_of(&named, &in_folders).map_err(|e| e.to_string())?;
     if tools.is_empty() {
-        eprintln!("error: no workflow to offer as a tool: name workflow files, or give the workflows below a folder a trigger `type: mcp`");
-        return EXIT_USAGE;
+        return Err("no workflow to offer as a tool: name workflow files, or give the workflows below a folder a trigger `type: mcp`".into());
     }
-    let workflows: Vec<_> = tools.iter().map(|t| t.workflow.clone()).collect();
-    let env = environment(&cwd);
-    let caps = server_caps(&a.server, &cwd, &workflows, &serve_root, env);
-    // A file named on the command line must be able to run; one found in a
-    // folder whose agent steps have no provider is left out, saying so.
+    Ok((tools, named))
+}
+
+/// `tools` whose agent steps can reach a provider. A file named on the
+/// command line must; one found in a folder is left out, saying so.
+fn runnable(
+    mut tools: Vec<WorkflowTool>,
+    named: &[Arc<Workflow>],
+    caps: &marktoflow_steps::Capabilities,
+) -> Result<Vec<WorkflowTool>, Vec<crate::diag::Diagnostic>> {
     let mut problems = Vec::new();
     tools.retain(
-        |t| match crate::engine::plan::preflight(&t.workflow, &caps) {
+        |t| match crate::engine::plan::preflight(&t.workflow, caps) {
             Ok(()) => true,
             Err(d)
                 if named
@@ -73,11 +74,39 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
             }
         },
     );
-    if !problems.is_empty() {
-        print_diagnostics(&problems);
-        eprintln!("marktoflow: not serving: agent steps have no LLM provider they can reach");
-        return EXIT_USAGE;
+    if problems.is_empty() {
+        Ok(tools)
+    } else {
+        Err(problems)
     }
+}
+
+pub(super) fn mcp(a: McpArgs) -> i32 {
+    let registry = Registry::standard();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let serve_root = match a.paths.first() {
+        Some(p) if p.is_file() => p.parent().map(Path::to_path_buf).unwrap_or_default(),
+        Some(p) => p.clone(),
+        None => PathBuf::from("."),
+    };
+    let (tools, named) = match offered(&a.paths, &registry) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let workflows: Vec<_> = tools.iter().map(|t| t.workflow.clone()).collect();
+    let env = environment(&cwd);
+    let caps = server_caps(&a.server, &cwd, &workflows, &serve_root, env);
+    let tools = match runnable(tools, &named, &caps) {
+        Ok(t) => t,
+        Err(problems) => {
+            print_diagnostics(&problems);
+            eprintln!("marktoflow: not serving: agent steps have no LLM provider they can reach");
+            return EXIT_USAGE;
+        }
+    };
     let store = match open_store(&a.server, &serve_root) {
         Ok(s) => s,
         Err(code) => return code,
@@ -109,8 +138,27 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
     for t in &tools {
         eprintln!("  {} → {}", t.name, t.workflow.source.name);
     }
+    let watched = a.watch.then(|| ServedFiles::of(&a.paths, &cwd));
     let code = rt.block_on(async move {
-        let server = McpServer::new(state.clone(), tools);
+        let mut server = McpServer::new(state.clone(), tools);
+        if let Some(files) = watched {
+            server = server.watching();
+            let (server, state, paths) = (server.clone(), state.clone(), a.paths.clone());
+            // Until the process ends.
+            tokio::spawn(async move {
+                let caps = state.caps.clone();
+                let reload = |_: &ServedFiles, changed: Vec<String>| {
+                    let (server, paths, caps) = (server.clone(), paths.clone(), caps.clone());
+                    tokio::spawn(async move { reload(&server, &paths, &caps, changed).await });
+                };
+                if let Err(e) =
+                    crate::serve::file_watch::watch(vec![files], std::future::pending(), reload)
+                        .await
+                {
+                    eprintln!("marktoflow: cannot watch the workflows: {e}");
+                }
+            });
+        }
         let service = match server.serve(rmcp::transport::stdio()).await {
             Ok(s) => s,
             Err(e) => {
@@ -132,4 +180,86 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
     });
     rt.shutdown_background();
     code
+}
+
+/// The workflow files `marktoflow mcp --watch` follows: the files named,
+/// and the Markdown files below the folders named.
+struct ServedFiles {
+    roots: Vec<PathBuf>,
+    files: Vec<PathBuf>,
+    folders: Vec<PathBuf>,
+}
+
+impl ServedFiles {
+    fn of(paths: &[PathBuf], cwd: &Path) -> ServedFiles {
+        let abs = |p: &PathBuf| marktoflow_steps::core::sandbox::normalize(&cwd.join(p));
+        let files: Vec<PathBuf> = paths.iter().filter(|p| p.is_file()).map(abs).collect();
+        let folders: Vec<PathBuf> = paths.iter().filter(|p| p.is_dir()).map(abs).collect();
+        let mut roots: Vec<PathBuf> = folders.clone();
+        roots.extend(
+            files
+                .iter()
+                .filter_map(|f| f.parent().map(Path::to_path_buf)),
+        );
+        roots.sort();
+        roots.dedup();
+        ServedFiles {
+            roots,
+            files,
+            folders,
+        }
+    }
+}
+
+impl crate::serve::file_watch::Watched for ServedFiles {
+    fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    fn matches(&self, p: &Path) -> bool {
+        self.files.iter().any(|f| f == p)
+            || (p.extension().is_some_and(|e| e == "md")
+                && self.folders.iter().any(|d| p.starts_with(d)))
+    }
+
+    fn debounce(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(300)
+    }
+
+    fn shown(&self, p: &Path) -> String {
+        p.display().to_string()
+    }
+}
+
+/// Loads the workflows again; when they all load, they are the tools from
+/// now on and clients are told. Otherwise the last good list stays.
+async fn reload(
+    server: &McpServer,
+    paths: &[PathBuf],
+    caps: &marktoflow_steps::Capabilities,
+    changed: Vec<String>,
+) {
+    let registry = Registry::standard();
+    let loaded = offered(paths, &registry).and_then(|(tools, named)| {
+        runnable(tools, &named, caps).map_err(|problems| {
+            print_diagnostics(&problems);
+            "agent steps have no LLM provider they can reach".to_string()
+        })
+    });
+    match loaded {
+        Ok(tools) => {
+            let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+            if server.replace_tools(tools).await {
+                eprintln!(
+                    "marktoflow: {} changed: offering {}",
+                    changed.join(", "),
+                    names.join(", ")
+                );
+            }
+        }
+        Err(e) => eprintln!(
+            "marktoflow: {} changed, still offering the last tools that loaded: {e}",
+            changed.join(", ")
+        ),
+    }
 }

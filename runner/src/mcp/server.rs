@@ -14,30 +14,80 @@ use rmcp::model::{
     ListToolsResult, NumberOrString, PaginatedRequestParams, ProgressNotificationParam,
     ProgressToken, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{json, Map, Value};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-/// The server: the workflows it offers and the state runs share.
+/// The server: the workflows it offers and the state runs share. Clones
+/// (one per HTTP session) share the tool list and the clients to tell when
+/// it changes.
 #[derive(Clone)]
 pub struct McpServer {
     state: Arc<ServerState>,
-    tools: Arc<Vec<WorkflowTool>>,
+    tools: Arc<RwLock<Arc<Vec<WorkflowTool>>>>,
+    /// Whether the list may change (`--watch`): said to clients, who are
+    /// then told of each change.
+    list_changes: bool,
+    clients: Arc<Mutex<Vec<Peer<RoleServer>>>>,
 }
 
 impl McpServer {
     pub fn new(state: Arc<ServerState>, tools: Vec<WorkflowTool>) -> Self {
         McpServer {
             state,
-            tools: Arc::new(tools),
+            tools: Arc::new(RwLock::new(Arc::new(tools))),
+            list_changes: false,
+            clients: Arc::default(),
         }
+    }
+
+    /// A server whose list follows the files: [`McpServer::replace_tools`].
+    pub fn watching(mut self) -> Self {
+        self.list_changes = true;
+        self
+    }
+
+    fn tools(&self) -> Arc<Vec<WorkflowTool>> {
+        self.tools.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Offers `tools` from now on (calls already running finish with the
+    /// workflow they started with) and tells every client the list changed,
+    /// when it did.
+    pub async fn replace_tools(&self, tools: Vec<WorkflowTool>) -> bool {
+        let same = |a: &[WorkflowTool], b: &[WorkflowTool]| {
+            a.len() == b.len()
+                && a.iter().zip(b).all(|(x, y)| {
+                    x.name == y.name
+                        && x.description == y.description
+                        && x.input_schema == y.input_schema
+                        && x.output_schema == y.output_schema
+                        && x.workflow.source.text == y.workflow.source.text
+                })
+        };
+        {
+            let mut current = self.tools.write().unwrap_or_else(|e| e.into_inner());
+            if same(&current, &tools) {
+                return false;
+            }
+            *current = Arc::new(tools);
+        }
+        let clients: Vec<Peer<RoleServer>> = {
+            let mut c = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+            c.retain(|p| !p.is_transport_closed());
+            c.clone()
+        };
+        for peer in clients {
+            let _ = peer.notify_tool_list_changed().await;
+        }
+        true
     }
 
     /// The tools as MCP describes them.
     pub fn tool_list(&self) -> Vec<Tool> {
-        self.tools
+        self.tools()
             .iter()
             .map(|t| {
                 let tool = Tool::new(
@@ -60,8 +110,9 @@ impl McpServer {
         args: Map<String, Value>,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let Some(tool) = self.tools.iter().find(|t| t.name == name) else {
-            let names: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
+        let tools = self.tools();
+        let Some(tool) = tools.iter().find(|t| t.name == name) else {
+            let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
             return Err(McpError::invalid_params(
                 format!("no tool `{name}`; tools: {}", names.join(", ")),
                 None,
@@ -232,11 +283,25 @@ fn answer(r: &RunResult, wf: &crate::format::model::Workflow) -> CallToolResult 
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let caps = ServerCapabilities::builder().enable_tools();
+        let caps = if self.list_changes {
+            caps.enable_tool_list_changed().build()
+        } else {
+            caps.build()
+        };
+        ServerConfig::new(caps)
             .with_server_info(Implementation::new("marktoflow", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Each tool runs a marktoflow workflow with the given inputs and returns its outputs.",
             )
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if self.list_changes {
+            let mut c = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+            c.retain(|p| !p.is_transport_closed());
+            c.push(context.peer);
+        }
     }
 
     async fn list_tools(

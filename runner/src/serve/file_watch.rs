@@ -197,27 +197,45 @@ fn literal_prefix(p: &Path) -> PathBuf {
     out
 }
 
-impl FileWatch {
-    /// The changed path as the run sees it: relative to the workflow's folder
-    /// when inside it.
-    pub fn shown(&self, p: &Path) -> String {
+/// Something [`watch`] watches: folders, which paths in them count, and
+/// how long to wait for quiet.
+pub trait Watched {
+    /// Folders to watch (recursively), absolute.
+    fn roots(&self) -> &[PathBuf];
+    fn matches(&self, p: &Path) -> bool;
+    fn debounce(&self) -> Duration;
+    /// The changed path as handed on.
+    fn shown(&self, p: &Path) -> String;
+}
+
+impl Watched for FileWatch {
+    fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    fn matches(&self, p: &Path) -> bool {
+        self.matcher.is_match(p)
+    }
+
+    fn debounce(&self) -> Duration {
+        self.debounce
+    }
+
+    /// Relative to the workflow's folder when inside it.
+    fn shown(&self, p: &Path) -> String {
         p.strip_prefix(&self.base)
             .unwrap_or(p)
             .to_string_lossy()
             .replace('\\', "/")
     }
-
-    pub fn matches(&self, p: &Path) -> bool {
-        self.matcher.is_match(p)
-    }
 }
 
 /// Collects changes and hands each debounced batch to `start`. Returns when
 /// `stop` resolves or the watcher cannot be set up (the error is returned).
-pub async fn watch(
-    watches: Vec<FileWatch>,
+pub async fn watch<W: Watched>(
+    watches: Vec<W>,
     stop: impl std::future::Future<Output = ()>,
-    start: impl Fn(&FileWatch, Vec<String>),
+    start: impl Fn(&W, Vec<String>),
 ) -> Result<(), notify::Error> {
     use notify::{RecursiveMode, Watcher};
     if watches.is_empty() {
@@ -234,7 +252,7 @@ pub async fn watch(
             }
         }
     })?;
-    let mut roots: Vec<&PathBuf> = watches.iter().flat_map(|w| w.roots.iter()).collect();
+    let mut roots: Vec<&PathBuf> = watches.iter().flat_map(|w| w.roots().iter()).collect();
     roots.sort();
     roots.dedup();
     for r in roots {
@@ -259,7 +277,7 @@ pub async fn watch(
                     if w.matches(&p) {
                         pending[i].insert(w.shown(&p));
                         // The quiet time starts again with every change.
-                        due[i] = Some(tokio::time::Instant::now() + w.debounce);
+                        due[i] = Some(tokio::time::Instant::now() + w.debounce());
                     }
                 }
             }
