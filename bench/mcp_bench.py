@@ -2,7 +2,9 @@
 """MCP tool-call throughput and latency: a one-step workflow called N times
 in a row over stdio (`marktoflow mcp`) and Streamable HTTP (`serve --mcp`),
 with the Python MCP SDK as the client, beside `marktoflow run` of the same
-workflow (a process per run). Prints figures; asserts nothing.
+workflow (a process per run); and the other direction, a workflow calling
+that tool N times through `sdk: mcp` (our client, one server for the run).
+Prints figures; asserts nothing.
 
     python3 bench/mcp_bench.py [--bin target/release/marktoflow] [--calls 500]
 """
@@ -30,6 +32,30 @@ inputs:
 ```yaml
 action: workflow.set_outputs
 inputs: {echo: "{{ inputs.text }}"}
+```
+"""
+
+
+CLIENT = """---
+workflow: {{id: caller}}
+tools:
+  srv: {{sdk: mcp, command: marktoflow, args: [mcp, {wf}, --no-store]}}
+inputs:
+  n: {{type: integer, default: 10}}
+---
+
+```yaml
+action: srv.echo
+inputs: {{text: warm}}
+```
+
+```yaml
+type: for_each
+items: "{{{{ range(inputs.n) }}}}"
+item_variable: i
+steps:
+  - action: srv.echo
+    inputs: {{text: "call {{{{ i }}}}"}}
 ```
 """
 
@@ -108,6 +134,18 @@ def main():
                        stdout=subprocess.DEVNULL, check=True, cwd=d)
         runs.append(time.perf_counter() - t)
     run_med = report("marktoflow run", sum(runs), runs)
+    caller = os.path.join(d, "caller.md")
+    with open(caller, "w") as f:
+        f.write(CLIENT.format(wf=wf))
+    timed = {}
+    for n in (0, a.calls):
+        t = time.perf_counter()
+        subprocess.run([binary, "run", caller, "--quiet", "--no-store", "--input", f"n={n}"],
+                       stdout=subprocess.DEVNULL, check=True, cwd=d)
+        timed[n] = time.perf_counter() - t
+    per_call = (timed[a.calls] - timed[0]) / a.calls * 1000
+    print(f"{'sdk: mcp client':>18}: {a.calls / (timed[a.calls] - timed[0]):8.0f} calls/s   "
+          f"{per_call:6.2f} ms per call from a workflow (server start and first call: {timed[0] * 1000:.0f} ms)")
     print(f"\nan MCP call over stdio (served warm) takes {stdio_med:.2f} ms; a `marktoflow run` "
           f"process {run_med:.2f} ms ({run_med / stdio_med:.1f}x)")
     return 0
