@@ -394,6 +394,41 @@ fn a_workflow_calls_an_mcp_servers_tools_which_sees_only_declared_env() {
     let pid = std::fs::read_to_string(&started).unwrap();
     assert!(!alive(&pid), "the server {pid} outlived the run");
 
+    // A server that dies is started again by the next call.
+    let steps = [
+        step("before", "py.pid", "{}"),
+        step("crash", "py.crash", "{}").replace("inputs: {}\n", "inputs: {}\non_error: continue\n"),
+        step("after", "py.pid", "{}"),
+    ]
+    .concat();
+    write(
+        d.path(),
+        "crash.md",
+        &python_tools(d.path(), &started, "", &steps),
+    );
+    let r = crate::support::run(crate::support::cmd(d.path()).args([
+        "run",
+        "crash.md",
+        "--json",
+        "--quiet",
+        "--no-store",
+    ]));
+    assert_eq!(r.code, 0, "{r:?}");
+    let steps = r.json()["steps"].clone();
+    assert_eq!(steps[1]["status"], "failed", "{steps}");
+    assert!(
+        steps[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("Transport closed"),
+        "{steps}"
+    );
+    assert_ne!(
+        steps[0]["output"], steps[2]["output"],
+        "the same server answered: {steps}"
+    );
+    assert!(steps[2]["output"]["result"].as_i64().is_some(), "{steps}");
+
     // A tool's error fails the step, placed at its action.
     let steps = step("boom", "py.fail", "{message: disk full}");
     write(

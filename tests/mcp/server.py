@@ -37,6 +37,18 @@ def fail(message: str) -> str:
     raise ValueError(message)
 
 
+@server.tool()
+def pid() -> int:
+    """This server's process id."""
+    return os.getpid()
+
+
+@server.tool()
+def crash() -> str:
+    """Exits the server at once, without answering."""
+    os._exit(3)
+
+
 def main():
     args = sys.argv[1:]
     if "--started" in args:

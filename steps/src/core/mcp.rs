@@ -251,6 +251,8 @@ impl ServerConfig {
 /// One connected server.
 pub struct Session {
     service: RunningService<RoleClient, ClientConfig>,
+    /// Set when a call finds the server gone: the next call starts it again.
+    gone: std::sync::atomic::AtomicBool,
     tools: tokio::sync::OnceCell<Vec<Tool>>,
     stderr: Arc<Mutex<Vec<u8>>>,
     described: String,
@@ -283,10 +285,22 @@ impl Session {
         // Dropping the request on cancellation tells the server so.
         tokio::select! {
             r = self.service.peer().call_tool(params) => {
-                r.map_err(|e| self.failure(format!("calling `{name}` failed: {e}")))
+                r.map_err(|e| {
+                    if matches!(e, rmcp::ServiceError::TransportClosed) {
+                        self.gone.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    self.failure(format!("calling `{name}` failed: {e}"))
+                })
             }
             _ = cancel.cancelled() => Err(ActionError::Cancelled),
         }
+    }
+
+    /// Whether the server has exited or its connection is closed.
+    fn is_gone(&self) -> bool {
+        self.gone.load(std::sync::atomic::Ordering::SeqCst)
+            || self.service.is_closed()
+            || self.service.peer().is_transport_closed()
     }
 
     fn failure(&self, message: String) -> ActionError {
@@ -344,7 +358,7 @@ impl McpServers {
             let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
             let cell = sessions.entry(key.clone()).or_default();
             // A server that exited is started again.
-            if cell.get().is_some_and(|s| s.service.is_closed()) {
+            if cell.get().is_some_and(|s| s.is_gone()) {
                 *cell = Default::default();
             }
             cell.clone()
@@ -503,6 +517,7 @@ async fn start(config: &ServerConfig, cx: &StartContext<'_>) -> Result<Session, 
     };
     Ok(Session {
         service,
+        gone: Default::default(),
         tools: Default::default(),
         stderr,
         described,
