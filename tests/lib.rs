@@ -12,6 +12,7 @@ mod errors;
 mod examples;
 mod flagship;
 mod fuzz;
+mod graph;
 mod local_model;
 mod mcp;
 mod memory;

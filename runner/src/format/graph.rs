@@ -48,10 +48,12 @@ type Exit = (String, Option<String>);
 impl Graph {
     pub fn of(wf: &Workflow) -> Graph {
         let mut g = Graph::default();
-        g.node("start", "start", None, Shape::Terminal);
-        let exits = g.seq(&wf.steps, vec![("start".into(), None)]);
-        g.node("end", "end", None, Shape::Terminal);
-        g.link(exits, "end");
+        // `end` is a keyword in Mermaid (and `start` reads badly next to it):
+        // the terminals get ids no step can have (step ids are `s_…`).
+        g.node("wf_start", "start", None, Shape::Terminal);
+        let exits = g.seq(&wf.steps, vec![("wf_start".into(), None)]);
+        g.node("wf_end", "end", None, Shape::Terminal);
+        g.link(exits, "wf_end");
         g
     }
 
@@ -446,7 +448,7 @@ mod tests {
             "{m}"
         );
         assert!(m.contains("s_has_results_then_2 --> s_set_outputs"), "{m}");
-        assert!(m.contains("s_set_outputs --> end"), "{m}");
+        assert!(m.contains("s_set_outputs --> wf_end"), "{m}");
         let d = g.dot();
         assert!(d.contains("s_has_results [label=\"Step 4: Generate Answer\\nif {{ search_results.found }}\", shape=diamond];"), "{d}");
         let svg = g.svg();
