@@ -533,3 +533,83 @@ fn a_loops_iterations_are_not_kept_again_in_the_step_list() {
         r.stdout.len()
     );
 }
+
+#[test]
+fn list_shows_each_workflow_with_its_triggers_and_inputs() {
+    let d = tempdir();
+    fs::create_dir(d.path().join("flows")).unwrap();
+    write(
+        &d.path().join("flows"),
+        "hook.md",
+        "---\nworkflow: {id: hook, name: Hook}\ntriggers:\n  - type: webhook\n    path: /hook\n  - type: schedule\n    cron: '0 9 * * 1'\ninputs:\n  q: {type: string, required: true}\n  n: {type: integer, default: 3}\n---\n\n```yaml\naction: core.log\ninputs: {message: hi}\n```\n",
+    );
+    write(
+        &d.path().join("flows"),
+        "README.md",
+        "# Notes, not a workflow\n",
+    );
+    let r = run(cmd(d.path()).args(["list", "flows"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("flows/hook.md  Hook (hook)"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("triggers: webhook POST /hook; schedule 0 9 * * 1"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("inputs: q: string, n?: integer"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.ends_with("1 workflow\n"), "{}", r.stdout);
+
+    let r = run(cmd(d.path()).args(["list", "flows", "--json"]));
+    let v = r.json();
+    assert_eq!(v["workflows"][0]["id"], "hook");
+    assert_eq!(
+        v["workflows"][0]["inputs"][0],
+        json!({"name": "q", "type": "string", "required": true, "default": null, "description": null})
+    );
+
+    // A file that does not load is named, the others are still listed.
+    write(
+        &d.path().join("flows"),
+        "broken.md",
+        "---\nworkflow: {id: broken\n---\n",
+    );
+    let r = run(cmd(d.path()).args(["list", "flows"]));
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stdout.contains("flows/hook.md"), "{}", r.stdout);
+    assert!(r.stderr.contains("flows/broken.md:3:1: error: invalid YAML"), "{}", r.stderr);
+    assert!(r.stderr.contains("1 file did not load"), "{}", r.stderr);
+}
+
+#[test]
+fn completions_are_scripts_the_shell_reads() {
+    let d = tempdir();
+    let r = run(cmd(d.path()).args(["completions", "bash"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    let script = write(d.path(), "marktoflow.bash", &r.stdout);
+    let checked = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .status()
+        .unwrap();
+    assert!(checked.success(), "bash cannot read the completions");
+    // Every command is completed.
+    for c in ["run", "validate", "serve", "mcp", "list", "history"] {
+        assert!(r.stdout.contains(c), "{c} is not completed");
+    }
+    for shell in ["zsh", "fish"] {
+        let r = run(cmd(d.path()).args(["completions", shell]));
+        assert_eq!(r.code, 0, "{r:?}");
+        assert!(r.stdout.contains("marktoflow"));
+    }
+    let r = run(cmd(d.path()).args(["completions", "tcsh"]));
+    assert_eq!(r.code, 2, "{r:?}");
+}

@@ -32,6 +32,19 @@ pub enum Command {
         #[arg(long)]
         online: bool,
     },
+    /// List the workflows below folders (or the files named): triggers and inputs.
+    List {
+        #[arg(default_value = ".")]
+        paths: Vec<PathBuf>,
+        /// Print the list as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a shell completion script: `marktoflow completions bash > ~/.local/share/bash-completion/completions/marktoflow`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
     /// Print the JSON Schema of the workflow format (for editors).
     Schema,
     /// List every action with its inputs, or show one (`marktoflow actions kb.search`).

@@ -4,6 +4,7 @@
 pub mod actions;
 pub mod args;
 pub mod env;
+pub mod list;
 pub mod mcp;
 pub mod models;
 pub mod progress;
@@ -98,6 +99,13 @@ pub fn main() -> i32 {
         } => validate::validate(&files, json, strict, online),
         Command::Serve(a) => serve::serve(a),
         Command::Mcp(a) => mcp::mcp(a),
+        Command::List { paths, json } => list::list(&paths, json),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut cmd = args::Cli::command();
+            clap_complete::generate(shell, &mut cmd, "marktoflow", &mut std::io::stdout());
+            EXIT_OK
+        }
         Command::Schema => {
             print!("{}", crate::format::schema::schema_text());
             EXIT_OK

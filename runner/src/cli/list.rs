@@ -1,0 +1,122 @@
+//! `marktoflow list`: the workflows below folders, with how each is started
+//! and what it takes.
+
+use super::report::{plural, print_diagnostics};
+use super::validate::discover;
+use super::{EXIT_OK, EXIT_USAGE};
+use crate::format::model::{Trigger, Workflow};
+use marktoflow_steps::Registry;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+pub(super) fn list(paths: &[PathBuf], as_json: bool) -> i32 {
+    let (found, errors) = discover(paths, &Registry::standard());
+    let mut rows: Vec<Value> = found.iter().map(|(f, l)| row(f, &l.workflow)).collect();
+    rows.sort_by(|a, b| a["file"].as_str().cmp(&b["file"].as_str()));
+    if as_json {
+        let broken: Vec<&String> = errors.iter().map(|d| &d.file).collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"workflows": rows, "failed_to_load": broken}))
+                .unwrap_or_default()
+        );
+    } else {
+        for r in &rows {
+            print_row(r);
+        }
+        let n = rows.len();
+        println!("{n} workflow{}", plural(n));
+    }
+    if !errors.is_empty() {
+        print_diagnostics(&errors);
+        let mut files: Vec<&str> = errors.iter().map(|d| d.file.as_str()).collect();
+        files.dedup();
+        eprintln!(
+            "marktoflow: {} file{} did not load (`marktoflow validate` says more)",
+            files.len(),
+            plural(files.len())
+        );
+        return EXIT_USAGE;
+    }
+    if rows.is_empty() {
+        eprintln!("error: no workflow files found");
+        return EXIT_USAGE;
+    }
+    EXIT_OK
+}
+
+fn row(file: &std::path::Path, wf: &Workflow) -> Value {
+    let inputs: Vec<Value> = wf
+        .inputs
+        .iter()
+        .map(|i| {
+            json!({"name": i.name, "type": i.ty.name(), "required": i.required && i.default.is_none(),
+                   "default": i.default, "description": i.description})
+        })
+        .collect();
+    json!({
+        "file": file.display().to_string(),
+        "id": wf.meta.id,
+        "name": wf.meta.name,
+        "description": wf.meta.description,
+        "triggers": wf.triggers.iter().map(trigger).collect::<Vec<_>>(),
+        "inputs": inputs,
+        "steps": wf.walk().len(),
+    })
+}
+
+/// `webhook POST /lifeos/query`, `schedule 0 9 * * *`, `mcp notes.search`.
+fn trigger(t: &Trigger) -> String {
+    let field = |k: &str| t.fields.get(k).and_then(Value::as_str).map(str::to_string);
+    let detail = match t.kind.as_str() {
+        "webhook" => {
+            let method = field("method").unwrap_or_else(|| "POST".into());
+            field("path").map(|p| format!("{} {p}", method.to_ascii_uppercase()))
+        }
+        "schedule" => field("cron").or_else(|| field("schedule")),
+        "file_watch" => field("path").or_else(|| {
+            t.fields.get("paths").and_then(Value::as_array).map(|p| {
+                p.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+        }),
+        "mcp" => field("name"),
+        _ => None,
+    };
+    match detail {
+        Some(d) => format!("{} {d}", t.kind),
+        None => t.kind.clone(),
+    }
+}
+
+fn print_row(r: &Value) {
+    let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+    println!("{}  {} ({})", s("file"), s("name"), s("id"));
+    let triggers: Vec<&str> = r["triggers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if !triggers.is_empty() {
+        println!("  triggers: {}", triggers.join("; "));
+    }
+    let inputs: Vec<String> = r["inputs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| {
+            let mark = if i["required"] == true { "" } else { "?" };
+            format!(
+                "{}{mark}: {}",
+                i["name"].as_str().unwrap_or_default(),
+                i["type"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    if !inputs.is_empty() {
+        println!("  inputs: {}", inputs.join(", "));
+    }
+}
