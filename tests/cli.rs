@@ -585,7 +585,12 @@ fn list_shows_each_workflow_with_its_triggers_and_inputs() {
     let r = run(cmd(d.path()).args(["list", "flows"]));
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stdout.contains("flows/hook.md"), "{}", r.stdout);
-    assert!(r.stderr.contains("flows/broken.md:3:1: error: invalid YAML"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("flows/broken.md:3:1: error: invalid YAML"),
+        "{}",
+        r.stderr
+    );
     assert!(r.stderr.contains("1 file did not load"), "{}", r.stderr);
 }
 
