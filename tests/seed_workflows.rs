@@ -4,14 +4,13 @@
 //! index is private to the test).
 
 use crate::fake_llm::FakeLlm;
-use crate::support::{bin, cmd, copy_dir, repo, run, tempdir, Run};
+use crate::support::{cmd, copy_dir, repo, run, serve, tempdir, Run};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A private copy of `examples/<name>`.
 fn example_kb(dir: &Path, name: &str) -> PathBuf {
@@ -374,70 +373,6 @@ fn conhub_filters_rerank_and_token_budget() {
     assert!(r.stderr.contains("unknown source \"wiki\""), "{r:?}");
 }
 
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-// The child is reaped by `Server`'s `Drop`, which clippy cannot follow.
-#[allow(clippy::zombie_processes)]
-fn serve(cwd: &Path, args: &[&str], env: &[(String, String)]) -> Server {
-    let mut c = Command::new(bin());
-    c.current_dir(cwd)
-        .arg("serve")
-        .args(args)
-        .args(["--port", "0"]);
-    for v in [
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "OLLAMA_HOST",
-        "MARKTOFLOW_AGENT",
-        "MARKTOFLOW_MODEL",
-        "MARKTOFLOW_EMBED_MODEL",
-    ] {
-        c.env_remove(v);
-    }
-    crate::support::no_local_model(&mut c);
-    // State (indexes, memory) in the test's folder, never the real home.
-    c.env("MARKTOFLOW_HOME", crate::support::state_home(cwd));
-    c.envs(env.iter().map(|(k, v)| (k, v)))
-        .env("NO_COLOR", "1")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null());
-    let mut child = c.spawn().unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let start = Instant::now();
-    loop {
-        line.clear();
-        if err.read_line(&mut line).unwrap() == 0 || start.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("server did not start: {line}");
-        }
-        if let Some(rest) = line.split("on http://").nth(1) {
-            let addr = rest.trim().to_string();
-            // Keep draining stderr so the server never blocks on it.
-            std::thread::spawn(move || {
-                let mut sink = String::new();
-                while err.read_line(&mut sink).unwrap_or(0) > 0 {
-                    sink.clear();
-                }
-            });
-            return Server { child, addr };
-        }
-    }
-}
-
 /// POSTs JSON; answers (status, body). The server closes the connection.
 fn post(addr: &str, path: &str, body: &Value) -> (u16, Value) {
     let body = body.to_string();
@@ -490,6 +425,9 @@ fn conhub_serves_api_memory_search() {
         args.push(r.to_string_lossy().into_owned());
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // The embedding model reaches the server only as `model_args` passes it
+    // (the one it reads from this process's environment).
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let server = serve(&repo(), &args, &env);
     // The seed's request body, plus where the notes are.
     let (status, body) = post(
