@@ -1,6 +1,6 @@
 //! `marktoflow graph`: every example's and shipped workflow's Mermaid
 //! output parses in the real Mermaid (npm `mermaid` with `jsdom`, which
-//! `.ci/run` installs and names in `MARKTOFLOW_MERMAID_MODULES`).
+//! `.ci/run` installs and names in `MARKTOFLOW_NODE_MODULES`).
 
 use crate::support::{cmd, repo, run};
 use serde_json::json;
@@ -10,17 +10,15 @@ use std::process::{Command, Stdio};
 /// The `node_modules` folder that holds `mermaid` and `jsdom`; in CI its
 /// absence fails the test.
 fn mermaid_modules() -> Option<PathBuf> {
-    let dir = std::env::var_os("MARKTOFLOW_MERMAID_MODULES").map(PathBuf::from);
+    let dir = std::env::var_os("MARKTOFLOW_NODE_MODULES").map(PathBuf::from);
     let ok = dir
         .as_ref()
         .is_some_and(|d| d.join("mermaid").is_dir() && d.join("jsdom").is_dir());
     if !ok && std::env::var_os("CI").is_some() {
-        panic!("MARKTOFLOW_MERMAID_MODULES must name a node_modules with mermaid and jsdom (`.ci/run` installs them)");
+        panic!("MARKTOFLOW_NODE_MODULES must name a node_modules with mermaid and jsdom (`.ci/run` installs them)");
     }
     if !ok {
-        eprintln!(
-            "skipped: set MARKTOFLOW_MERMAID_MODULES to a node_modules with mermaid and jsdom"
-        );
+        eprintln!("skipped: set MARKTOFLOW_NODE_MODULES to a node_modules with mermaid and jsdom");
     }
     dir.filter(|_| ok)
 }

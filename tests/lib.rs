@@ -5,8 +5,10 @@ mod fake_llm;
 mod support;
 
 mod agent;
+mod api;
 mod builtins;
 mod cli;
+mod console;
 mod dense;
 mod errors;
 mod examples;

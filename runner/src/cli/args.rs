@@ -151,6 +151,11 @@ pub struct ServeArgs {
     /// unless the server listens on a loopback address).
     #[arg(long, value_name = "VAR", requires = "mcp")]
     pub mcp_token_env: Option<String>,
+    /// The console (`/console`) and the run API (`/runs`, `/workflows`,
+    /// cancel, retry) need `Authorization: Bearer $VAR`; without it they
+    /// are served on a loopback address only.
+    #[arg(long, value_name = "VAR")]
+    pub api_token_env: Option<String>,
     #[command(flatten)]
     pub server: ServerOpts,
 }

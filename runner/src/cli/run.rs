@@ -8,7 +8,7 @@ use marktoflow_steps::agent::{AgentHub, AgentOverrides};
 use marktoflow_steps::core::action::{Cancel, Capabilities};
 use marktoflow_steps::script::ScriptHost;
 use marktoflow_steps::{Registry, Sandbox};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -59,14 +59,7 @@ pub(super) fn supplied_inputs(a: &RunArgs) -> Result<Vec<(String, Supplied)>, St
     Ok(out)
 }
 
-/// What `retry` continues: the run it retries, its inputs, and where.
-pub struct RetryPlan {
-    pub of: String,
-    pub inputs: Map<String, Value>,
-    pub checkpoint: crate::engine::Checkpoint,
-    /// Top-level steps reused from the earlier run.
-    pub reused: usize,
-}
+pub use crate::store::retry::RetryPlan;
 
 pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     let registry = Registry::standard();

@@ -81,14 +81,39 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    if routes.is_empty() && schedules.is_empty() && watches.is_empty() && tools.is_empty() {
+    let loopback = ["127.0.0.1", "localhost", "::1"].contains(&a.host.as_str());
+    let api = match &a.api_token_env {
+        None => crate::serve::ApiAccess {
+            token: None,
+            loopback,
+        },
+        Some(var) => match env.get(var).filter(|v| !v.trim().is_empty()) {
+            Some(t) => crate::serve::ApiAccess {
+                token: Some(t.clone()),
+                loopback,
+            },
+            None => {
+                eprintln!("error: `--api-token-env {var}`: `{var}` is not set; the console and the run API are not served without their token");
+                return EXIT_USAGE;
+            }
+        },
+    };
+    // Workflows without triggers are still served to the console and the
+    // run API, where those are served.
+    let console = api.token.is_some() || api.loopback;
+    if routes.is_empty()
+        && schedules.is_empty()
+        && watches.is_empty()
+        && tools.is_empty()
+        && !(console && !workflows.is_empty())
+    {
         let paths: Vec<String> = a
             .paths
             .iter()
             .map(|p| format!("`{}`", p.display()))
             .collect();
         eprintln!(
-            "error: no webhook, schedule or file_watch triggers found under {}",
+            "error: no workflows with webhook, schedule or file_watch triggers found under {}",
             paths.join(", ")
         );
         eprintln!("  = hint: add `triggers: [{{type: webhook, path: /my-hook, method: POST}}]` to a workflow's frontmatter");
@@ -125,7 +150,9 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         watches.retain(|w| served(&w.workflow));
         tools.retain(|t| served(&t.workflow));
         workflows.retain(|w| served(w));
-        if routes.is_empty() && schedules.is_empty() && watches.is_empty() && tools.is_empty() {
+        let untriggered =
+            routes.is_empty() && schedules.is_empty() && watches.is_empty() && tools.is_empty();
+        if workflows.is_empty() || (untriggered && !console) {
             eprintln!("marktoflow: not serving: every workflow found needs an LLM provider");
             return EXIT_USAGE;
         }
@@ -196,6 +223,8 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
     };
     let state = Arc::new(
         ServerState::new(routes, caps, Arc::new(FileLoader(registry)), config)
+            .with_workflows(workflows.clone())
+            .with_api(api)
             .with_store(store.clone())
             .with_run_runtime(runs_rt.handle().clone()),
     );
@@ -220,6 +249,10 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         );
         for l in &listing {
             eprintln!("{l}");
+        }
+        if console {
+            let w = state.workflows.len();
+            eprintln!("  console at http://{local}/console ({w} workflow{})", plural(w));
         }
         let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
         let draining = state.clone();
@@ -271,7 +304,6 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         tokio::spawn(run_file_watches(state.clone(), watches));
         let mut app = router(state.clone());
         if a.mcp {
-            let loopback = ["127.0.0.1", "localhost", "::1"].contains(&a.host.as_str());
             // On loopback the Host header is checked (DNS rebinding); on
             // other addresses the bearer token guards the route.
             let hosts = if loopback {

@@ -1,7 +1,8 @@
 //! `marktoflow history`, `show`, `retry` and `prune`: the run store from the
 //! command line. Data goes to stdout, problems to stderr.
 
-use crate::cli::{RetryPlan, RunArgs, StoreArgs, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
+use crate::cli::{RunArgs, StoreArgs, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
+use crate::store::retry::{RetryError, RetryPlan};
 use crate::store::{RunFilter, RunRecord, RunStore, Status, StepRow};
 use clap::Args;
 use serde_json::{json, Value};
@@ -94,6 +95,7 @@ pub fn history(
         workflow,
         status,
         limit: Some(limit),
+        ..Default::default()
     }) {
         Ok(r) => r,
         Err(e) => {
@@ -224,14 +226,6 @@ pub fn retry_plan(
         eprintln!("error: {e}");
         EXIT_USAGE
     })?;
-    if !run.status.is_finished() && !run.is_interrupted() {
-        eprintln!(
-            "error: run `{}` is still {}; retry it once it ends",
-            run.id,
-            run.status.as_str()
-        );
-        return Err(EXIT_USAGE);
-    }
     let file = PathBuf::from(&run.file);
     let wf = crate::format::model::load_file(&file, &marktoflow_steps::Registry::standard())
         .map_err(|d| {
@@ -239,50 +233,17 @@ pub fn retry_plan(
             EXIT_USAGE
         })?;
     let wf = wf.workflow;
-    if crate::store::version_of(&wf) != run.version {
-        eprintln!(
-            "error: `{}` changed since run `{}`; its earlier outputs may not fit the steps as they are now",
-            run.file, run.id
-        );
-        eprintln!("  = hint: `marktoflow run {}` starts afresh", run.file);
-        return Err(EXIT_USAGE);
-    }
-    let index = match from {
-        None => None,
-        Some(step) => match wf.steps.iter().position(|s| s.id == step) {
-            Some(i) => Some(i),
-            None => {
-                let ids: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();
-                eprintln!("error: `{step}` is not a top-level step of `{}`", run.file);
-                eprintln!("  = hint: the top-level steps are {}", ids.join(", "));
-                return Err(EXIT_USAGE);
+    let plan = crate::store::retry::plan(s.as_ref(), &run, &wf, from).map_err(|e| {
+        eprintln!("error: {e}");
+        match e {
+            RetryError::Changed { file, .. } => {
+                eprintln!("  = hint: `marktoflow run {file}` starts afresh");
+                EXIT_USAGE
             }
-        },
-    };
-    let checkpoint = match index {
-        Some(0) => Some(Default::default()),
-        _ => s.checkpoint(&run.id, index).map_err(|e| {
-            eprintln!("error: {e}");
-            EXIT_RUN_FAILED
-        })?,
-    };
-    let checkpoint = match (checkpoint, index) {
-        (Some(c), _) => c,
-        (None, None) => Default::default(),
-        (None, Some(i)) => {
-            eprintln!(
-                "error: run `{}` never got past step `{}`; nothing before it can be reused",
-                run.id,
-                wf.steps[i - 1].id
-            );
-            return Err(EXIT_USAGE);
+            RetryError::Store(_) => EXIT_RUN_FAILED,
+            _ => EXIT_USAGE,
         }
-    };
-    let inputs = match &run.inputs {
-        Value::Object(m) => m.clone(),
-        _ => Default::default(),
-    };
-    let reused = checkpoint.next_step;
+    })?;
     let args = RunArgs {
         strict: false,
         file,
@@ -299,15 +260,7 @@ pub fn retry_plan(
         allow_host: a.allow_host.clone(),
         store: a.store.clone(),
     };
-    Ok((
-        args,
-        RetryPlan {
-            of: run.id,
-            inputs,
-            checkpoint,
-            reused,
-        },
-    ))
+    Ok((args, plan))
 }
 
 pub fn prune(store: &StoreArgs, older_than: &str) -> i32 {

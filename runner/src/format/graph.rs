@@ -287,47 +287,124 @@ impl Graph {
             rows[*l].push(i);
         }
         let widest = rows.iter().map(Vec::len).max().unwrap_or(1) as f64;
-        let width = widest * (W + GX) + GX;
-        let height = depth as f64 * (H + GY) + GY;
+        let inner = widest * (W + GX) + GX;
         let mut pos = vec![(0.0, 0.0); self.nodes.len()];
         for (r, row) in rows.iter().enumerate() {
             let row_w = row.len() as f64 * (W + GX) - GX;
-            let x0 = (width - row_w) / 2.0;
+            let x0 = (inner - row_w) / 2.0;
             for (k, &i) in row.iter().enumerate() {
                 pos[i] = (x0 + k as f64 * (W + GX), GY + r as f64 * (H + GY));
             }
         }
+        // Edges never cross a box: an edge between neighbouring rows stays in
+        // the gap between them; a longer one that a direct curve would draw
+        // through a box, and every edge back to an earlier step, leaves its
+        // box downwards, runs along a lane of its own beside the drawing
+        // (the nearer side for forward edges, the right for back edges)
+        // and enters the
+        // target from above.
+        let boxes: Vec<(f64, f64)> = pos.clone();
+        let hits_box = |a: usize, b: usize, pts: &[(f64, f64)]| {
+            pts.iter().any(|&(x, y)| {
+                boxes.iter().enumerate().any(|(i, &(bx, by))| {
+                    i != a
+                        && i != b
+                        && x > bx - 4.0
+                        && x < bx + W + 4.0
+                        && y > by - 4.0
+                        && y < by + H + 4.0
+                })
+            })
+        };
+        enum Route {
+            Direct,
+            Left(usize),
+            Right(usize),
+        }
+        let (mut n_left, mut n_right) = (0, 0);
+        let routes: Vec<Option<Route>> = self
+            .edges
+            .iter()
+            .map(|e| {
+                let (&a, &b) = (index.get(e.from.as_str())?, index.get(e.to.as_str())?);
+                if e.back {
+                    n_right += 1;
+                    return Some(Route::Right(n_right - 1));
+                }
+                let (ax, ay) = (pos[a].0 + W / 2.0, pos[a].1 + H);
+                let (bx, by) = (pos[b].0 + W / 2.0, pos[b].1);
+                let curve = bezier(
+                    (ax, ay),
+                    (ax, (ay + by) / 2.0),
+                    (bx, (ay + by) / 2.0),
+                    (bx, by),
+                );
+                if layer[b] == layer[a] + 1 || !hits_box(a, b, &curve) {
+                    Some(Route::Direct)
+                } else if ax + bx < inner {
+                    n_left += 1;
+                    Some(Route::Left(n_left - 1))
+                } else {
+                    n_right += 1;
+                    Some(Route::Right(n_right - 1))
+                }
+            })
+            .collect();
+        const LANE: f64 = 12.0;
+        let shift = n_left as f64 * LANE;
+        for p in pos.iter_mut() {
+            p.0 += shift;
+        }
+        let right_edge = pos.iter().map(|p| p.0 + W).fold(0.0, f64::max);
+        let width = (inner + shift).max(right_edge + GX) + n_right as f64 * LANE;
+        let height = depth as f64 * (H + GY) + GY;
         let mut out = format!(
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {width:.0} {height:.0}\" font-family=\"Helvetica, Arial, sans-serif\">\n<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#555\"/></marker></defs>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
         );
-        for e in &self.edges {
-            let (Some(&a), Some(&b)) = (index.get(e.from.as_str()), index.get(e.to.as_str()))
+        for (e, route) in self.edges.iter().zip(&routes) {
+            let (Some(&a), Some(&b), Some(route)) =
+                (index.get(e.from.as_str()), index.get(e.to.as_str()), route)
             else {
                 continue;
             };
             let (ax, ay) = (pos[a].0 + W / 2.0, pos[a].1 + H);
             let (bx, by) = (pos[b].0 + W / 2.0, pos[b].1);
-            let dash = if e.dashed {
+            let dash = if e.dashed || e.back {
                 " stroke-dasharray=\"5,4\""
             } else {
                 ""
             };
-            if e.back {
-                // Loop-back edges go around the right side.
-                let (sx, sy) = (pos[a].0 + W, pos[a].1 + H / 2.0);
-                let (tx, ty) = (pos[b].0 + W, pos[b].1 + H / 2.0);
-                let bend = sx.max(tx) + GX * 0.6;
-                let _ = writeln!(out, "<path d=\"M{sx:.1},{sy:.1} C{bend:.1},{sy:.1} {bend:.1},{ty:.1} {tx:.1},{ty:.1}\" fill=\"none\" stroke=\"#888\"{dash} marker-end=\"url(#arrow)\"/>");
-            } else {
-                let my = (ay + by) / 2.0;
-                let _ = writeln!(out, "<path d=\"M{ax:.1},{ay:.1} C{ax:.1},{my:.1} {bx:.1},{my:.1} {bx:.1},{by:.1}\" fill=\"none\" stroke=\"#555\"{dash} marker-end=\"url(#arrow)\"/>");
-            }
+            let color = if e.back { "#888" } else { "#555" };
+            // Lanes of different edges cross the gaps at different heights.
+            let lane_path = |x: f64, k: usize| {
+                let dy = (k % 3) as f64 * 5.0 - 5.0;
+                let (down, up) = (ay + GY / 2.0 + dy, by - GY / 2.0 + dy);
+                format!("M{ax:.1},{ay:.1} V{down:.1} H{x:.1} V{up:.1} H{bx:.1} V{by:.1}")
+            };
+            let (d, (lx, ly)) = match route {
+                Route::Direct => {
+                    let my = (ay + by) / 2.0;
+                    (
+                        format!(
+                            "M{ax:.1},{ay:.1} C{ax:.1},{my:.1} {bx:.1},{my:.1} {bx:.1},{by:.1}"
+                        ),
+                        ((ax + bx) / 2.0 + 4.0, my - 3.0),
+                    )
+                }
+                Route::Left(k) => (
+                    lane_path(GX / 2.0 + *k as f64 * LANE, *k),
+                    (ax + 4.0, ay + 12.0),
+                ),
+                Route::Right(k) => (
+                    lane_path(right_edge + GX / 2.0 + *k as f64 * LANE, *k),
+                    (ax + 4.0, ay + 12.0),
+                ),
+            };
+            let _ = writeln!(
+                out,
+                "<path d=\"{d}\" fill=\"none\" stroke=\"{color}\"{dash} marker-end=\"url(#arrow)\"/>"
+            );
             if let Some(l) = &e.label {
-                let (lx, ly) = if e.back {
-                    (pos[a].0 + W + 6.0, pos[a].1 + H / 2.0 - 6.0)
-                } else {
-                    ((ax + bx) / 2.0 + 4.0, (ay + by) / 2.0 - 3.0)
-                };
                 let _ = writeln!(
                     out,
                     "<text x=\"{lx:.1}\" y=\"{ly:.1}\" font-size=\"11\" fill=\"#555\">{}</text>",
@@ -365,6 +442,21 @@ impl Graph {
         out.push_str("</svg>\n");
         out
     }
+}
+
+/// Points along a cubic Bézier curve (for telling whether it crosses a box).
+fn bezier(p0: (f64, f64), p1: (f64, f64), p2: (f64, f64), p3: (f64, f64)) -> Vec<(f64, f64)> {
+    (1..50)
+        .map(|i| {
+            let t = i as f64 / 50.0;
+            let u = 1.0 - t;
+            let (a, b, c, d) = (u * u * u, 3.0 * u * u * t, 3.0 * u * t * t, t * t * t);
+            (
+                a * p0.0 + b * p1.0 + c * p2.0 + d * p3.0,
+                a * p0.1 + b * p1.1 + c * p2.1 + d * p3.1,
+            )
+        })
+        .collect()
 }
 
 fn sanitize(id: &str) -> String {
@@ -424,6 +516,110 @@ mod tests {
     use super::*;
     use marktoflow_steps::Registry;
     use std::path::Path;
+
+    /// Points along an SVG path of `M`, `C`, `H` and `V` commands.
+    fn path_points(d: &str) -> Vec<(f64, f64)> {
+        let nums = |t: &str| -> Vec<f64> {
+            t.split([',', ' '])
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse().unwrap())
+                .collect()
+        };
+        let mut pts = Vec::new();
+        let mut cur = (0.0, 0.0);
+        let mut rest = d.trim();
+        while let Some(c) = rest.chars().next() {
+            let end = rest[1..]
+                .find(|ch: char| ch.is_ascii_alphabetic())
+                .map_or(rest.len(), |i| i + 1);
+            let v = nums(&rest[1..end]);
+            let line = |from: (f64, f64), to: (f64, f64)| -> Vec<(f64, f64)> {
+                (1..=40)
+                    .map(|i| {
+                        let t = i as f64 / 40.0;
+                        (from.0 + (to.0 - from.0) * t, from.1 + (to.1 - from.1) * t)
+                    })
+                    .collect()
+            };
+            let next = match c {
+                'M' => (v[0], v[1]),
+                'H' => (v[0], cur.1),
+                'V' => (cur.0, v[0]),
+                'C' => {
+                    pts.extend(bezier(cur, (v[0], v[1]), (v[2], v[3]), (v[4], v[5])));
+                    (v[4], v[5])
+                }
+                other => panic!("unexpected path command {other} in {d}"),
+            };
+            if c == 'H' || c == 'V' {
+                pts.extend(line(cur, next));
+            }
+            cur = next;
+            rest = rest[end..].trim();
+        }
+        pts
+    }
+
+    #[test]
+    fn no_edge_is_drawn_through_a_box() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut checked = 0;
+        for dir in [
+            "examples",
+            "examples/lib",
+            "workflows/lifeos",
+            "workflows/conhub",
+            "workflows/atlas",
+            "workflows/luka",
+            "workflows/memoryscope",
+            "tests/console",
+        ] {
+            for e in std::fs::read_dir(root.join(dir)).unwrap() {
+                let path = e.unwrap().path();
+                if path.extension().is_none_or(|x| x != "md") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let Ok(loaded) =
+                    crate::format::model::load_str(&path, &text, &Registry::standard())
+                else {
+                    continue;
+                };
+                let svg = Graph::of(&loaded.workflow).svg();
+                let attr = |tag: &str, name: &str| -> Option<String> {
+                    let i = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+                    Some(tag[i..].split('"').next()?.to_string())
+                };
+                let mut boxes = Vec::new();
+                let mut paths = Vec::new();
+                for tag in svg.split('<') {
+                    if tag.starts_with("rect ") && !tag.contains("width=\"100%\"") {
+                        let n = |k| attr(tag, k).unwrap().parse::<f64>().unwrap();
+                        boxes.push((n("x"), n("y"), n("width"), n("height")));
+                    } else if tag.starts_with("path ") && tag.contains("marker-end") {
+                        paths.push(attr(tag, "d").unwrap());
+                    }
+                }
+                for d in &paths {
+                    for (x, y) in path_points(d) {
+                        for (bx, by, w, h) in &boxes {
+                            let inside = x > bx + 1.0
+                                && x < bx + w - 1.0
+                                && y > by + 1.0
+                                && y < by + h - 1.0;
+                            assert!(
+                                !inside,
+                                "{}: edge `{d}` crosses the box at ({bx}, {by})",
+                                path.display()
+                            );
+                        }
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 20, "{checked} graphs");
+    }
 
     #[test]
     fn seed_graph_has_branches() {

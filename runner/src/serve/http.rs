@@ -1,6 +1,7 @@
 //! The HTTP surface: webhook requests (auth, inputs from body and query),
 //! runs and their events, health and the list of workflows.
 
+use super::api::{self, run_json};
 use super::{reserve, start_reserved, Job, Route, ServerState, MAX_RUNS_KEPT};
 use crate::engine::{Event, RunResult, RunStatus};
 use crate::format::inputs::{self, Supplied};
@@ -9,20 +10,25 @@ use axum::body::{to_bytes, Body, Bytes};
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{header, HeaderMap, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use hmac::{Hmac, Mac};
 use serde_json::{json, Map, Value};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub fn router(state: Arc<ServerState>) -> Router {
     Router::new()
         .route("/health", get(health))
-        .route("/workflows", get(list_workflows))
-        .route("/runs/{id}", get(get_run))
+        .route("/workflows", get(api::list_workflows))
+        .route("/workflows/{id}", get(api::get_workflow))
+        .route("/workflows/{id}/runs", post(api::start_workflow_run))
+        .route("/runs", get(api::list_runs))
+        .route("/runs/{id}", get(api::get_run))
         .route("/runs/{id}/events", get(get_events))
+        .route("/runs/{id}/cancel", post(api::cancel_run))
+        .route("/runs/{id}/retry", post(api::retry_run))
+        .merge(super::console::routes())
         .fallback(webhook)
         .with_state(state)
 }
@@ -44,84 +50,6 @@ pub(super) async fn health(State(s): State<Arc<ServerState>>) -> Response {
         Json(json!({"status": status, "workflows": s.routes.len(), "running": running, "queued": queued})),
     )
         .into_response()
-}
-
-pub(super) async fn list_workflows(State(s): State<Arc<ServerState>>) -> Response {
-    let list: Vec<Value> = s
-        .routes
-        .iter()
-        .map(|r| {
-            let inputs: Vec<Value> = r
-                .workflow
-                .inputs
-                .iter()
-                .map(|i| json!({"name": i.name, "type": i.ty.name(), "required": i.required && i.default.is_none(), "default": i.default, "description": i.description}))
-                .collect();
-            json!({"workflow": r.workflow.meta.id, "name": r.workflow.meta.name, "method": r.method.as_str(), "path": r.path,
-                   "file": r.workflow.source.name, "inputs": inputs, "auth": r.secret.is_some() || r.token.is_some()})
-        })
-        .collect();
-    Json(json!({"workflows": list})).into_response()
-}
-
-pub(super) fn run_json(
-    id: &str,
-    workflow: &str,
-    started: bool,
-    result: Option<&RunResult>,
-) -> Value {
-    match result {
-        None => {
-            json!({"run_id": id, "workflow": workflow, "status": if started { "running" } else { "queued" }})
-        }
-        Some(r) => {
-            let error = r.error.as_ref().map(|f| {
-                json!({"message": f.message, "step": f.step_id, "file": f.file, "line": f.pos.map(|p| p.line), "column": f.pos.map(|p| p.col)})
-            });
-            json!({"run_id": id, "workflow": workflow, "status": r.status, "outputs": r.outputs, "error": error,
-                   "duration_ms": r.duration_ms,
-                   "steps": r.steps.iter().map(|s| json!({"id": s.id, "name": s.name, "status": s.status, "error": s.error, "duration_ms": s.duration_ms})).collect::<Vec<_>>()})
-        }
-    }
-}
-
-pub(super) async fn get_run(
-    State(s): State<Arc<ServerState>>,
-    UrlPath(id): UrlPath<String>,
-) -> Response {
-    // The table's lock is held only to look the run up, never during a
-    // store read.
-    let known = match s.runs.lock() {
-        Ok(runs) => runs.get(&id).map(|e| {
-            run_json(
-                &id,
-                &e.workflow,
-                e.started.load(Ordering::SeqCst),
-                e.result.borrow().as_deref(),
-            )
-        }),
-        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "run table unavailable"),
-    };
-    match known {
-        Some(j) => Json(j).into_response(),
-        // Older runs, and runs of earlier server processes, are in the store
-        // (read off the async threads).
-        None => match match s.store.clone() {
-            Some(st) => {
-                let id = id.clone();
-                tokio::task::spawn_blocking(move || st.get_run(&id)).await.ok()
-            }
-            None => None,
-        } {
-            Some(Ok(r)) if r.id == id => Json(json!({
-                "run_id": r.id, "workflow": r.workflow, "status": r.shown_status(),
-                "outputs": r.outputs, "error": r.error.map(|m| json!({"message": m, "step": r.error_step})),
-                "duration_ms": r.duration_ms,
-            }))
-            .into_response(),
-            _ => error(StatusCode::NOT_FOUND, format!("no run `{id}`")),
-        },
-    }
 }
 
 /// The run's events so far, as Server-Sent Events (the stream ends with the run).
@@ -238,6 +166,9 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
     let same_path: Vec<&Route> = s.routes.iter().filter(|r| r.path == path).collect();
+    if same_path.is_empty() && path == "/" && parts.method == axum::http::Method::GET {
+        return axum::response::Redirect::to("/console").into_response();
+    }
     if same_path.is_empty() {
         return error(
             StatusCode::NOT_FOUND,
@@ -460,7 +391,13 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
                     created = Some(commit);
                 }
             }
-            let rx = start_reserved(&s, wf.clone(), Job::Recorded(inputs), run_id.clone(), place);
+            let rx = start_reserved(
+                &s,
+                wf.clone(),
+                Job::Recorded(inputs, "webhook"),
+                run_id.clone(),
+                place,
+            );
             if let (Some(k), Ok(mut map)) = (key, s.idempotency.lock()) {
                 if map.len() >= MAX_RUNS_KEPT {
                     map.clear();
@@ -518,7 +455,7 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
 }
 
 /// Waits for a store commit's answer.
-async fn committed(
+pub(super) async fn committed(
     rx: tokio::sync::oneshot::Receiver<Result<(), crate::store::StoreError>>,
 ) -> Result<(), crate::store::StoreError> {
     rx.await.map_err(|_| crate::store::StoreError::Closed)?

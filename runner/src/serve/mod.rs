@@ -12,6 +12,8 @@
 //! `routes` (webhook triggers compiled, auth failing closed), `schedule`
 //! and [`cron`], [`file_watch`].
 
+mod api;
+mod console;
 pub mod cron;
 pub mod file_watch;
 mod http;
@@ -19,6 +21,7 @@ pub mod listen;
 mod routes;
 mod schedule;
 
+pub use api::ApiAccess;
 pub use file_watch::run_file_watches;
 pub use http::{bearer_matches, router};
 pub use routes::{routes_of, Route};
@@ -68,6 +71,12 @@ impl Default for ServeConfig {
 /// A run the server knows about.
 struct RunEntry {
     workflow: String,
+    /// The workflow's file, absolute (finds the served workflow again).
+    file: PathBuf,
+    trigger: String,
+    inputs: Arc<Map<String, Value>>,
+    /// Milliseconds since the Unix epoch.
+    created_at: i64,
     result: watch::Receiver<Option<Arc<RunResult>>>,
     events: Arc<Mutex<Vec<Event>>>,
     /// False while the run waits for a concurrency slot.
@@ -95,6 +104,11 @@ impl Drop for ActiveGuard {
 pub struct ServerState {
     pub engine: Engine,
     pub routes: Vec<Route>,
+    /// Every workflow served (by any trigger): the console and the run API
+    /// start, show and retry runs of these only.
+    pub workflows: Vec<Arc<Workflow>>,
+    /// Who may use the run API and the console.
+    pub api: ApiAccess,
     pub caps: Capabilities,
     pub loader: Arc<dyn WorkflowLoader>,
     pub config: ServeConfig,
@@ -133,6 +147,8 @@ impl ServerState {
         ServerState {
             engine: Engine::new(),
             global_slots: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
+            workflows: routes.iter().map(|r| r.workflow.clone()).collect(),
+            api: ApiAccess::default(),
             routes,
             caps,
             loader,
@@ -154,6 +170,30 @@ impl ServerState {
     pub fn with_run_runtime(mut self, rt: tokio::runtime::Handle) -> Self {
         self.runs_rt = Some(rt);
         self
+    }
+
+    /// Serves `workflows` (every one with a trigger this server serves) to
+    /// the console and the run API.
+    pub fn with_workflows(mut self, workflows: Vec<Arc<Workflow>>) -> Self {
+        self.workflows = workflows;
+        self
+    }
+
+    /// Guards the run API and the console with `api`.
+    pub fn with_api(mut self, api: ApiAccess) -> Self {
+        self.api = api;
+        self
+    }
+
+    /// The served workflow whose file is `file` (absolute or as loaded).
+    fn workflow_at(&self, file: &std::path::Path) -> Option<Arc<Workflow>> {
+        self.workflows
+            .iter()
+            .find(|w| {
+                w.source.path == file
+                    || std::path::absolute(&w.source.path).ok().as_deref() == Some(file)
+            })
+            .cloned()
     }
 
     /// Records runs in `store`.
@@ -258,8 +298,10 @@ impl Refused {
 pub enum Job {
     /// A new run, recorded when it starts (`trigger` says by what).
     New(Map<String, Value>, &'static str),
-    /// A new run already committed to the store.
-    Recorded(Map<String, Value>),
+    /// A new run already committed to the store (started by `trigger`).
+    Recorded(Map<String, Value>, &'static str),
+    /// A retry already committed to the store, continuing from a checkpoint.
+    Retry(Map<String, Value>, Box<crate::engine::Checkpoint>),
     /// A stored run that did not finish, continued from its checkpoint.
     Resume(Box<RunRecord>),
 }
@@ -344,11 +386,23 @@ pub(super) fn start_reserved(
     let events: Arc<Mutex<Vec<Event>>> = Arc::default();
     let started = Arc::new(AtomicBool::new(false));
     let cancel = Cancel::default();
+    let (trigger, inputs) = match &job {
+        Job::New(i, t) | Job::Recorded(i, t) => (t.to_string(), i.clone()),
+        Job::Retry(i, _) => ("retry".to_string(), i.clone()),
+        Job::Resume(r) => (
+            r.trigger.clone(),
+            r.inputs.as_object().cloned().unwrap_or_default(),
+        ),
+    };
     if let (Ok(mut runs), Ok(mut order)) = (s.runs.lock(), s.order.lock()) {
         runs.insert(
             run_id.clone(),
             RunEntry {
                 workflow: wf.meta.id.clone(),
+                file: std::path::absolute(&wf.source.path).unwrap_or(wf.source.path.clone()),
+                trigger,
+                inputs: Arc::new(inputs),
+                created_at: crate::store::now_ms(),
                 result: rx.clone(),
                 events: events.clone(),
                 started: started.clone(),
@@ -369,7 +423,7 @@ pub(super) fn start_reserved(
         }
     }
     let mut caps = s.caps.clone();
-    caps.cancel = cancel;
+    caps.cancel = cancel.clone();
     let sink_events = events.clone();
     let sink: EventSink = Arc::new(move |e: &Event| {
         // Checkpoints are for the store; streams and memory do without them.
@@ -409,14 +463,28 @@ pub(super) fn start_reserved(
             Some((a, b))
         };
         let permits = tokio::select! {
-            p = slots => p,
-            _ = state.stopping.cancelled() => None,
+            p = slots => p.ok_or(false),
+            _ = state.stopping.cancelled() => Err(false),
+            _ = cancel.cancelled() => Err(true),
         };
         drop(place);
-        let Some(_permits) = permits else {
+        let _permits = match permits {
+            Ok(p) => p,
+            // Cancelled while queued: it ends here, recorded as cancelled.
+            Err(true) => {
+                let r = cancelled_queued(&run_id, &wf);
+                if let Some(store) = &store {
+                    store.finish_run(&run_id, crate::store::RunEnd::from(&r));
+                    let _ = store.submit_flush().await;
+                }
+                let _ = tx.send(Some(Arc::new(r)));
+                return;
+            }
             // Not started: in the store it stays queued, for the next start.
-            let _ = tx.send(Some(Arc::new(not_started(&run_id, &wf, store.is_some()))));
-            return;
+            Err(false) => {
+                let _ = tx.send(Some(Arc::new(not_started(&run_id, &wf, store.is_some()))));
+                return;
+            }
         };
         started.store(true, Ordering::SeqCst);
         state.running.fetch_add(1, Ordering::SeqCst);
@@ -425,13 +493,16 @@ pub(super) fn start_reserved(
                 (Some(store), Job::Resume(record)) => {
                     crate::store::resume_run(store, &state.engine, &wf, &record, cfg).await
                 }
-                (Some(store), Job::New(inputs, _) | Job::Recorded(inputs)) => {
+                (Some(store), Job::New(inputs, _) | Job::Recorded(inputs, _)) => {
                     crate::store::run_recorded(store, &state.engine, &wf, inputs, cfg).await
                 }
-                (None, Job::New(inputs, _) | Job::Recorded(inputs)) => {
+                (Some(store), Job::Retry(inputs, cp)) => {
+                    crate::store::resume_from(store, &state.engine, &wf, inputs, cfg, *cp).await
+                }
+                (None, Job::New(inputs, _) | Job::Recorded(inputs, _)) => {
                     state.engine.run(&wf, inputs, cfg).await
                 }
-                (None, Job::Resume(_)) => not_started(&run_id, &wf, false),
+                (None, Job::Resume(_) | Job::Retry(..)) => not_started(&run_id, &wf, false),
             }
         };
         let result = match std::panic::AssertUnwindSafe(go).catch_unwind().await {
@@ -541,6 +612,15 @@ pub fn resume_stored_runs(state: &Arc<ServerState>, workflows: &[Arc<Workflow>])
         }
     }
     n
+}
+
+/// The result of a run cancelled while it waited for a slot.
+fn cancelled_queued(run_id: &str, wf: &Workflow) -> RunResult {
+    let mut r = not_started(run_id, wf, false);
+    if let Some(e) = &mut r.error {
+        e.message = "cancelled before it started".into();
+    }
+    r
 }
 
 /// The result of a queued run that shutdown kept from starting.

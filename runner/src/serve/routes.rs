@@ -69,6 +69,17 @@ pub fn routes_of(
                 );
                 continue;
             }
+            if let Some(reserved) = reserved_path(&path) {
+                errors.push(
+                    Diagnostic::error(
+                        &wf.source,
+                        Some(t.pos),
+                        format!("webhook `path:` `{path}` is the server's own ({reserved})"),
+                    )
+                    .with_hint("give the webhook another `path:`, e.g. `/hooks/my-workflow`"),
+                );
+                continue;
+            }
             let method = match Method::from_bytes(
                 f("method")
                     .unwrap_or_else(|| "POST".into())
@@ -199,6 +210,23 @@ pub fn routes_of(
         Ok(routes)
     } else {
         Err(errors)
+    }
+}
+
+/// What the server itself answers at `path`, when it does.
+fn reserved_path(path: &str) -> Option<&'static str> {
+    let path = path.trim_end_matches('/');
+    let under = |p: &str| path == p || path.starts_with(&format!("{p}/"));
+    if path == "/health" {
+        Some("its health check")
+    } else if under("/runs") || under("/workflows") {
+        Some("the run API")
+    } else if under("/console") {
+        Some("the console")
+    } else if under("/mcp") {
+        Some("the MCP endpoint")
+    } else {
+        None
     }
 }
 

@@ -200,6 +200,10 @@ impl RunStore for JournalStore {
         self.reader()?.list_runs(filter)
     }
 
+    fn count_runs(&self, filter: &RunFilter) -> Result<usize, StoreError> {
+        self.reader()?.count_runs(filter)
+    }
+
     fn steps_of(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
         self.reader()?.steps_of(run_id)
     }

@@ -38,6 +38,7 @@
 pub mod checkpoint;
 pub mod journal;
 pub mod owner;
+pub mod retry;
 pub mod sqlite;
 
 use crate::engine::{
@@ -249,7 +250,15 @@ pub struct StepRow {
 pub struct RunFilter {
     pub workflow: Option<String>,
     pub status: Option<Status>,
+    /// What started the runs (`webhook`, `cli`, `console`, `retry`, …).
+    pub trigger: Option<String>,
+    /// Created at or after (milliseconds since the Unix epoch).
+    pub since: Option<i64>,
+    /// Created before (milliseconds since the Unix epoch).
+    pub until: Option<i64>,
     pub limit: Option<usize>,
+    /// Runs skipped first (paging).
+    pub offset: usize,
 }
 
 /// How a run ended, for [`RunStore::finish_run`].
@@ -347,6 +356,8 @@ pub trait RunStore: Send + Sync {
     /// end: ids begin with the time, so runs of a minute share the start).
     fn get_run(&self, id: &str) -> Result<RunRecord, StoreError>;
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError>;
+    /// How many runs `filter` matches, ignoring its limit and offset.
+    fn count_runs(&self, filter: &RunFilter) -> Result<usize, StoreError>;
     /// The run's steps in the order they finished.
     fn steps_of(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError>;
     /// The checkpoint taken before top-level step `next_step` (0-based), or

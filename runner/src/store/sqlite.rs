@@ -548,6 +548,11 @@ fn prune(tx: &rusqlite::Transaction, cutoff: i64) -> Result<usize, rusqlite::Err
     )
 }
 
+/// [`RunFilter`]'s conditions, its fields as `?1`…`?5`.
+const RUN_FILTER: &str = "(?1 IS NULL OR workflow = ?1) AND (?2 IS NULL OR status = ?2)
+     AND (?3 IS NULL OR trigger = ?3) AND (?4 IS NULL OR created_at >= ?4)
+     AND (?5 IS NULL OR created_at < ?5)";
+
 const RUN_COLUMNS: &str = "id, workflow, file, version, trigger, status, retry_of, inputs, outputs, error, error_step, pid, created_at, finished_at, duration_ms, owner";
 
 fn parse_json(text: Option<String>) -> Value {
@@ -673,18 +678,43 @@ impl RunStore for SqliteStore {
     fn list_runs(&self, f: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
         self.read(|c| {
             let mut st = c.prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs
-                 WHERE (?1 IS NULL OR workflow = ?1) AND (?2 IS NULL OR status = ?2)
-                 ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+                "SELECT {RUN_COLUMNS} FROM runs WHERE {RUN_FILTER}
+                 ORDER BY created_at DESC, rowid DESC LIMIT ?6 OFFSET ?7"
             ))?;
             let limit = f.limit.map(|n| n as i64).unwrap_or(-1);
             let rows = st.query_map(
-                params![f.workflow, f.status.map(Status::as_str), limit],
+                params![
+                    f.workflow,
+                    f.status.map(Status::as_str),
+                    f.trigger,
+                    f.since,
+                    f.until,
+                    limit,
+                    f.offset as i64
+                ],
                 run_of,
             )?;
             rows.collect::<Result<Vec<_>, _>>()
         })
         .map(|rows| rows.into_iter().map(|r| self.live(r)).collect())
+    }
+
+    fn count_runs(&self, f: &RunFilter) -> Result<usize, StoreError> {
+        self.read(|c| {
+            let mut st =
+                c.prepare_cached(&format!("SELECT count(*) FROM runs WHERE {RUN_FILTER}"))?;
+            st.query_row(
+                params![
+                    f.workflow,
+                    f.status.map(Status::as_str),
+                    f.trigger,
+                    f.since,
+                    f.until
+                ],
+                |r| r.get::<_, i64>(0),
+            )
+        })
+        .map(|n| n.max(0) as usize)
     }
 
     fn steps_of(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {

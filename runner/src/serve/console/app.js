@@ -1,0 +1,482 @@
+// The marktoflow run console: a thin page over the run API (docs/console.md).
+// Everything shown is built with DOM nodes and text, never parsed as HTML:
+// a workflow's text or a run's output cannot inject markup.
+"use strict";
+
+const main = document.getElementById("main");
+const announce = document.getElementById("announce");
+let leave = []; // what the current page stops when another opens
+
+// ---------- helpers ----------
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "on") for (const [ev, fn] of Object.entries(v)) el.addEventListener(ev, fn);
+    else if (k === "class") el.className = v;
+    else if (v === true) el.setAttribute(k, "");
+    else el.setAttribute(k, v);
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function say(text) {
+  announce.textContent = text;
+}
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.error) || `HTTP ${status}`);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+function token() {
+  return sessionStorage.getItem("marktoflow-token");
+}
+
+async function api(path, opts = {}) {
+  const headers = Object.assign({ Accept: "application/json" }, opts.headers || {});
+  if (token()) headers.Authorization = `Bearer ${token()}`;
+  if (opts.json !== undefined) {
+    headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(opts.json);
+  }
+  const r = await fetch(path, { method: opts.method || "GET", headers, body: opts.body });
+  let body = null;
+  try {
+    body = await r.json();
+  } catch (_) {
+    body = null;
+  }
+  if (r.status === 401) askToken();
+  if (!r.ok) throw new ApiError(r.status, body);
+  return body;
+}
+
+function askToken() {
+  const form = document.getElementById("token-form");
+  form.hidden = false;
+  document.getElementById("token-input").focus();
+}
+
+document.getElementById("token-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  sessionStorage.setItem("marktoflow-token", document.getElementById("token-input").value);
+  e.target.hidden = true;
+  route();
+});
+
+function badge(status) {
+  return h("span", { class: `badge s-${status}`, "data-status": status }, status);
+}
+
+function ms(n) {
+  if (n === null || n === undefined) return "";
+  if (n < 1000) return `${n} ms`;
+  if (n < 60000) return `${(n / 1000).toFixed(n < 10000 ? 2 : 1)} s`;
+  const m = Math.floor(n / 60000);
+  return `${m} min ${Math.round((n % 60000) / 1000)} s`;
+}
+
+function when(t) {
+  if (!t) return "";
+  const d = new Date(t);
+  return d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
+}
+
+function short(id) {
+  return id.slice(-8);
+}
+
+function json(v) {
+  return JSON.stringify(v, null, 2);
+}
+
+function problem(err) {
+  return h("div", { class: "notice bad", role: "alert" }, err.message || String(err));
+}
+
+function page(title, ...children) {
+  document.title = `${title} · marktoflow`;
+  main.replaceChildren(h("h1", {}, title), ...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+}
+
+/// Repeats `fn` every `ms` while this page is shown and the tab visible.
+function every(msec, fn) {
+  const t = setInterval(() => {
+    if (!document.hidden) fn();
+  }, msec);
+  leave.push(() => clearInterval(t));
+}
+
+// ---------- workflows ----------
+
+async function workflowsPage() {
+  const { workflows } = await api("/workflows");
+  const rows = workflows.map((w) =>
+    h("tr", {},
+      h("td", {}, h("a", { href: `#/workflows/${encodeURIComponent(w.workflow)}` }, w.name || w.workflow)),
+      h("td", {}, (w.triggers || []).join(", ")),
+      h("td", {}, w.path ? h("code", {}, `${w.method} ${w.path}`) : ""),
+      h("td", { class: "muted" }, w.file),
+      h("td", {}, h("a", { href: `#/runs?workflow=${encodeURIComponent(w.workflow)}` }, "runs")),
+    ));
+  page("Workflows",
+    workflows.length
+      ? h("table", {},
+        h("thead", {}, h("tr", {}, ["Workflow", "Triggers", "Route", "File", ""].map((t) => h("th", { scope: "col" }, t)))),
+        h("tbody", {}, rows))
+      : h("p", { class: "muted" }, "This server serves no workflows."));
+}
+
+function field(input) {
+  const id = `in-${input.name}`;
+  const label = h("label", { for: id }, input.name, input.required ? " *" : "");
+  let control;
+  const def = input.default;
+  if (input.enum && input.enum.length) {
+    control = h("select", { id, name: input.name, required: input.required },
+      input.required ? null : h("option", { value: "" }, "(default)"),
+      input.enum.map((v) => h("option", { value: JSON.stringify(v), selected: JSON.stringify(v) === JSON.stringify(def) }, String(v))));
+  } else if (input.type === "boolean") {
+    control = h("input", { id, name: input.name, type: "checkbox", checked: def === true });
+  } else if (input.type === "number" || input.type === "integer") {
+    control = h("input", {
+      id, name: input.name, type: "number", required: input.required,
+      step: input.type === "integer" ? "1" : "any", min: input.min, max: input.max,
+      value: def ?? "",
+    });
+  } else if (input.type === "array" || input.type === "object") {
+    control = h("textarea", { id, name: input.name, required: input.required, spellcheck: "false", placeholder: input.type === "array" ? "[ … ] (JSON)" : "{ … } (JSON)" },
+      def !== null && def !== undefined ? json(def) : "");
+  } else {
+    control = h("input", { id, name: input.name, type: "text", required: input.required, value: def ?? "" });
+  }
+  control.dataset.type = input.type;
+  const hintId = `${id}-hint`;
+  const hint = input.description ? h("div", { class: "hint", id: hintId }, input.description) : null;
+  if (hint) control.setAttribute("aria-describedby", hintId);
+  return h("div", { class: "field", "data-input": input.name }, label, control, hint,
+    h("div", { class: "problem", id: `${id}-problem`, role: "status" }));
+}
+
+function readForm(form, inputs) {
+  const values = {};
+  let ok = true;
+  for (const input of inputs) {
+    const el = form.elements[input.name];
+    const problem = form.querySelector(`#in-${CSS.escape(input.name)}-problem`);
+    problem.textContent = "";
+    if (input.type === "boolean" && !(input.enum && input.enum.length)) {
+      values[input.name] = el.checked;
+      continue;
+    }
+    const text = el.value;
+    if (text === "") continue; // the default applies
+    try {
+      if (input.enum && input.enum.length) values[input.name] = JSON.parse(text);
+      else if (input.type === "number" || input.type === "integer") values[input.name] = Number(text);
+      else if (input.type === "array" || input.type === "object") values[input.name] = JSON.parse(text);
+      else values[input.name] = text;
+    } catch (e) {
+      problem.textContent = `Not valid JSON: ${e.message}`;
+      el.setAttribute("aria-invalid", "true");
+      ok = false;
+    }
+  }
+  return ok ? values : null;
+}
+
+async function workflowPage(id) {
+  const wf = await api(`/workflows/${encodeURIComponent(id)}`);
+  const form = h("form", { class: "inputs", "aria-label": "Start a run" }, wf.inputs.map(field));
+  const status = h("div", { role: "status" });
+  const start = h("button", { type: "submit" }, "Start run");
+  form.append(h("div", { class: "row" }, start, status));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const values = readForm(form, wf.inputs);
+    if (!values) return;
+    start.disabled = true;
+    status.replaceChildren("Starting…");
+    try {
+      const r = await api(`/workflows/${encodeURIComponent(id)}/runs`, { method: "POST", json: values });
+      say("Run started");
+      location.hash = `#/runs/${r.run_id}`;
+    } catch (err) {
+      start.disabled = false;
+      status.replaceChildren(problem(err));
+      for (const f of (err.body && err.body.fields) || []) {
+        const p = form.querySelector(`#in-${CSS.escape(f.input)}-problem`);
+        if (p) p.textContent = f.message + (f.hint ? ` (${f.hint})` : "");
+      }
+    }
+  });
+  const url = URL.createObjectURL(new Blob([wf.graph.svg], { type: "image/svg+xml" }));
+  leave.push(() => URL.revokeObjectURL(url));
+  const triggers = wf.triggers.length
+    ? h("ul", {}, wf.triggers.map((t) => h("li", {}, h("strong", {}, t.type), " ",
+      h("code", {}, Object.entries(t.config).filter(([k]) => k !== "type").map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ")))))
+    : h("p", { class: "muted" }, "No triggers: started from here, the CLI or the API.");
+  page(wf.name || wf.workflow,
+    wf.description ? h("p", { class: "description" }, wf.description) : null,
+    h("p", { class: "muted" }, h("code", {}, wf.file), " · version ", wf.version, " · ",
+      h("a", { href: `#/runs?workflow=${encodeURIComponent(wf.workflow)}` }, "runs of this workflow")),
+    h("h2", {}, "Start a run"),
+    h("div", { class: "card" }, wf.inputs.length ? null : h("p", { class: "muted" }, "This workflow takes no inputs."), form),
+    h("h2", {}, "Triggers"), triggers,
+    h("h2", {}, "Steps"),
+    h("div", { class: "card graph" }, h("img", { src: url, alt: `Flowchart of ${wf.name}: ${wf.steps.map((s) => s.name).join(", then ")}` })),
+    h("details", {}, h("summary", {}, "Mermaid source"), h("pre", {}, wf.graph.mermaid)));
+}
+
+// ---------- runs ----------
+
+const STATUSES = ["queued", "running", "completed", "failed", "cancelled", "interrupted"];
+const TRIGGERS = ["webhook", "api", "schedule", "file_watch", "mcp", "retry", "cli"];
+const SINCE = [["", "any time"], ["1h", "last hour"], ["24h", "last 24 hours"], ["7d", "last 7 days"], ["30d", "last 30 days"]];
+
+async function runsPage(params) {
+  const { workflows } = await api("/workflows").catch(() => ({ workflows: [] }));
+  const select = (name, label, options) => h("label", {}, label,
+    h("select", { name, on: { change: apply } },
+      options.map(([v, t]) => h("option", { value: v, selected: (params.get(name) || "") === v }, t))));
+  const filters = h("form", { class: "filters", "aria-label": "Filter runs" },
+    select("workflow", "Workflow", [["", "all"], ...workflows.map((w) => [w.workflow, w.name || w.workflow])]),
+    select("status", "Status", [["", "all"], ...STATUSES.map((s) => [s, s])]),
+    select("trigger", "Trigger", [["", "all"], ...TRIGGERS.map((s) => [s, s])]),
+    select("since", "Started", SINCE));
+  function apply() {
+    const q = new URLSearchParams();
+    for (const el of filters.elements) if (el.value) q.set(el.name, el.value);
+    location.hash = `#/runs${q.toString() ? "?" + q : ""}`;
+  }
+  const body = h("div", {});
+  const live = h("p", { class: "live" });
+  page("Runs", filters, body, live);
+  async function load() {
+    const q = new URLSearchParams(params);
+    if (!q.get("limit")) q.set("limit", "25");
+    const r = await api(`/runs?${q}`);
+    const offset = r.offset || 0;
+    const rows = r.runs.map((run) => h("tr", { "data-run": run.run_id },
+      h("td", {}, h("a", { href: `#/runs/${run.run_id}` }, h("code", {}, short(run.run_id)))),
+      h("td", {}, run.workflow),
+      h("td", {}, badge(run.status)),
+      h("td", {}, run.trigger || ""),
+      h("td", {}, when(run.created_at)),
+      h("td", {}, ms(run.duration_ms))));
+    const pageTo = (off) => {
+      const n = new URLSearchParams(params);
+      if (off > 0) n.set("offset", off); else n.delete("offset");
+      location.hash = `#/runs?${n}`;
+    };
+    body.replaceChildren(
+      r.runs.length
+        ? h("table", {}, h("caption", { class: "visually-hidden" }, "Runs, newest first"),
+          h("thead", {}, h("tr", {}, ["Run", "Workflow", "Status", "Trigger", "Started", "Duration"].map((t) => h("th", { scope: "col" }, t)))),
+          h("tbody", {}, rows))
+        : h("p", { class: "muted" }, "No runs match."),
+      h("div", { class: "pager" },
+        h("button", { class: "secondary", disabled: offset === 0, on: { click: () => pageTo(Math.max(0, offset - r.limit)) } }, "Newer"),
+        h("span", { class: "muted" }, r.total ? `${offset + 1}–${offset + r.runs.length} of ${r.total}` : ""),
+        h("button", { class: "secondary", disabled: !r.next, on: { click: () => pageTo(offset + r.limit) } }, "Older")));
+    live.textContent = `Updated ${new Date().toLocaleTimeString()}; refreshes every 2 s.`;
+  }
+  await load();
+  every(2000, () => load().catch(() => {}));
+}
+
+function stepNode(step, retryFrom, onRetry) {
+  const title = h("span", { class: "name" }, step.name);
+  const meta = [
+    badge(step.status),
+    step.iteration ? h("span", { class: "muted" }, `iteration ${step.iteration}`) : null,
+    step.duration_ms !== null && step.duration_ms !== undefined ? h("span", { class: "muted" }, ms(step.duration_ms)) : null,
+    step.attempts > 1 ? h("span", { class: "muted" }, `${step.attempts} attempts`) : null,
+    step.reused ? h("span", { class: "muted" }, "reused from the earlier run") : null,
+    step.name !== step.id ? h("code", { class: "muted" }, step.id) : null,
+  ];
+  const retry = step.depth === 0 && retryFrom.includes(step.id)
+    ? h("button", { class: "secondary", "data-retry": step.id, on: { click: () => onRetry(step.id) } }, "Retry from here")
+    : null;
+  const details = [];
+  if (step.error) details.push(h("pre", { class: "step-error" }, step.error));
+  if (step.output !== null && step.output !== undefined && step.status !== "running") {
+    details.push(h("details", {}, h("summary", {}, "Output"), h("pre", {}, json(step.output))));
+  }
+  return h("li", { class: "step", "data-step": step.id, "data-step-status": step.status },
+    h("div", { class: "head" }, title, ...meta, retry),
+    ...details,
+    step.children && step.children.length
+      ? h("ol", { "aria-label": `Steps inside ${step.name}` }, step.children.map((c) => stepNode(c, retryFrom, onRetry)))
+      : null);
+}
+
+function errorBox(err) {
+  if (!err) return null;
+  const place = err.place || (err.line ? { file: err.file, line: err.line, column: err.column } : null);
+  return h("div", { class: "card error", role: "alert", "data-error": "" },
+    h("strong", {}, err.step ? `Step ${err.step} failed` : "The run failed"),
+    h("pre", {}, err.message),
+    place ? h("div", { class: "where" }, `${place.file}:${place.line}:${place.column}`) : null,
+    place && place.source ? h("pre", {}, `${String(place.line).padStart(4)} | ${place.source}`) : null);
+}
+
+function outputsView(outputs) {
+  if (outputs === null || outputs === undefined) return h("p", { class: "muted" }, "None yet.");
+  if (typeof outputs === "object" && !Array.isArray(outputs)) {
+    return h("dl", {}, Object.entries(outputs).map(([k, v]) => [
+      h("dt", {}, h("strong", {}, k)),
+      h("dd", { "data-output": k }, typeof v === "string" ? h("pre", {}, v) : h("pre", {}, json(v))),
+    ]));
+  }
+  return h("pre", {}, json(outputs));
+}
+
+async function runPage(id) {
+  let stream = null;
+  let reload = null;
+  const controller = new AbortController();
+  leave.push(() => controller.abort());
+  leave.push(() => clearTimeout(reload));
+  const liveLine = h("p", { class: "live", "aria-live": "polite" });
+
+  async function retry(from) {
+    try {
+      const q = from ? `?from=${encodeURIComponent(from)}` : "";
+      const r = await api(`/runs/${id}/retry${q}`, { method: "POST" });
+      say("Retry started");
+      location.hash = `#/runs/${r.run_id}`;
+    } catch (err) {
+      main.prepend(problem(err));
+    }
+  }
+  async function cancel() {
+    try {
+      await api(`/runs/${id}/cancel`, { method: "POST" });
+      say("Cancelling");
+      liveLine.textContent = "Cancelling…";
+    } catch (err) {
+      main.prepend(problem(err));
+    }
+  }
+  async function render() {
+    const run = await api(`/runs/${id}`);
+    const going = run.status === "queued" || run.status === "running";
+    const actions = h("div", { class: "row" },
+      run.cancellable ? h("button", { class: "danger", "data-action": "cancel", on: { click: cancel } }, "Cancel run") : null,
+      run.retry_from && run.retry_from.length ? h("button", { class: "secondary", "data-action": "retry", on: { click: () => retry(null) } }, "Retry") : null);
+    page(`Run ${short(run.run_id)}`,
+      h("div", { class: "row" }, badge(run.status),
+        h("a", { href: `#/workflows/${encodeURIComponent(run.workflow)}` }, run.workflow),
+        h("span", { class: "muted" }, `started ${when(run.created_at)} by ${run.trigger || "?"}`),
+        run.duration_ms ? h("span", { class: "muted" }, ms(run.duration_ms)) : null,
+        run.retry_of ? h("span", {}, "retry of ", h("a", { href: `#/runs/${run.retry_of}` }, short(run.retry_of))) : null),
+      h("p", { class: "muted" }, h("code", {}, run.run_id)),
+      actions, liveLine,
+      errorBox(run.error),
+      h("h2", {}, "Outputs"), h("div", { class: "card", "data-outputs": "" }, outputsView(run.outputs)),
+      h("h2", {}, "Steps"),
+      h("div", { class: "card" }, run.steps && run.steps.length
+        ? h("ol", { class: "timeline", "aria-label": "Steps" }, run.steps.map((s) => stepNode(s, run.retry_from || [], retry)))
+        : h("p", { class: "muted" }, going ? "Waiting for the first step…" : "No steps ran.")),
+      h("h2", {}, "Inputs"), h("pre", {}, json(run.inputs || {})),
+      run.logs && run.logs.length
+        ? [h("h2", {}, "Logs"), h("pre", { class: "logs" }, run.logs.map((l) => `[${l.level}] ${l.step}: ${l.message}`).join("\n"))]
+        : null);
+    if (going && !stream) follow();
+    if (!going) {
+      liveLine.textContent = "";
+      say(`Run ${run.status}`);
+    }
+    return run;
+  }
+  function later() {
+    clearTimeout(reload);
+    reload = setTimeout(() => render().catch(() => {}), 250);
+  }
+  // Live progress: the run's event stream (SSE), read with fetch so the
+  // token header goes with it; each event re-reads the run.
+  async function follow() {
+    stream = true;
+    try {
+      const headers = token() ? { Authorization: `Bearer ${token()}` } : {};
+      const r = await fetch(`/runs/${id}/events`, { headers, signal: controller.signal });
+      if (!r.ok || !r.body) throw new Error(`HTTP ${r.status}`);
+      const reader = r.body.getReader();
+      const dec = new TextDecoder();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, { stream: true });
+        let i;
+        while ((i = buf.indexOf("\n\n")) >= 0) {
+          const chunk = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          const data = chunk.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+          if (!data) continue;
+          const ev = JSON.parse(data);
+          if (ev.event === "step_started") liveLine.textContent = `Running ${ev.name}…`;
+          later();
+        }
+      }
+    } catch (_) {
+      // The stream is gone (the run is not in this server's memory, or
+      // the page changed): fall back to polling.
+      if (!controller.signal.aborted) every(1500, () => render().catch(() => {}));
+      return;
+    }
+    later();
+  }
+  await render();
+}
+
+// ---------- router ----------
+
+async function health() {
+  try {
+    const r = await fetch("/health");
+    const j = await r.json();
+    document.getElementById("health").textContent = `${j.status} · ${j.running} running · ${j.queued} queued`;
+  } catch (_) {
+    document.getElementById("health").textContent = "server unreachable";
+  }
+}
+
+async function route() {
+  for (const f of leave) f();
+  leave = [];
+  const hash = location.hash.replace(/^#/, "") || "/workflows";
+  const [path, query] = hash.split("?");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  for (const a of document.querySelectorAll("[data-nav]")) {
+    if (a.dataset.nav === parts[0]) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  main.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+  try {
+    if (parts[0] === "runs" && parts[1]) await runPage(parts[1]);
+    else if (parts[0] === "runs") await runsPage(new URLSearchParams(query || ""));
+    else if (parts[0] === "workflows" && parts[1]) await workflowPage(parts[1]);
+    else await workflowsPage();
+  } catch (err) {
+    page("Something went wrong", problem(err));
+  }
+  main.focus({ preventScroll: true });
+}
+
+window.addEventListener("hashchange", route);
+health();
+setInterval(() => {
+  if (!document.hidden) health();
+}, 5000);
+route();

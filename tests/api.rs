@@ -1,0 +1,307 @@
+//! The run API (`/runs`, `/workflows`, cancel, retry) on the real server:
+//! what the console uses, used on its own, and who may use it.
+
+use crate::support::{http, post, repo, serve, tempdir, try_serve, Resp};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+fn get(addr: &str, path: &str) -> Resp {
+    http(addr, "GET", path, &[], b"")
+}
+
+/// Polls `GET /runs/{id}` until the run has ended.
+fn ended(addr: &str, id: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let j = get(addr, &format!("/runs/{id}")).json();
+        if !["queued", "running"].contains(&j["status"].as_str().unwrap_or("")) {
+            return j;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "run {id} did not end: {j}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn start(addr: &str, workflow: &str, inputs: Value) -> String {
+    let r = post(addr, &format!("/workflows/{workflow}/runs"), inputs);
+    assert_eq!(r.status, 202, "{}", r.body);
+    r.json()["run_id"].as_str().unwrap().to_string()
+}
+
+fn console_server(
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (crate::support::Server, tempfile::TempDir) {
+    let tmp = tempdir();
+    let mut args = vec![
+        "tests/console/flaky.md",
+        "tests/console/slow.md",
+        "examples/hello.md",
+        "--allow-read",
+    ];
+    let dir = tmp.path().to_str().unwrap().to_string();
+    args.push(&dir);
+    args.extend(extra);
+    (serve(&repo(), &args, env), tmp)
+}
+
+#[test]
+fn runs_are_listed_filtered_paged_and_shown_with_their_steps() {
+    let (s, tmp) = console_server(&[], &[]);
+    let flag = tmp.path().join("flag.txt");
+    let failed = start(&s.addr, "console-flaky", json!({"flag": flag}));
+    let failed_run = ended(&s.addr, &failed);
+    assert_eq!(failed_run["status"], "failed");
+    let mut ok = Vec::new();
+    for name in ["a", "b", "c"] {
+        ok.push(start(&s.addr, "hello", json!({"name": name})));
+    }
+    for id in &ok {
+        assert_eq!(ended(&s.addr, id)["status"], "completed");
+    }
+
+    // Filters, newest first, paged with a link to the next page.
+    let all = get(&s.addr, "/runs").json();
+    assert_eq!(all["total"], 4);
+    assert_eq!(all["runs"][0]["run_id"], ok[2].as_str());
+    let page = get(&s.addr, "/runs?workflow=hello&limit=2").json();
+    assert_eq!(page["total"], 3);
+    assert_eq!(page["runs"].as_array().unwrap().len(), 2);
+    let next = page["next"].as_str().expect("a next page");
+    let rest = get(&s.addr, next).json();
+    assert_eq!(rest["runs"][0]["run_id"], ok[0].as_str());
+    assert!(rest["next"].is_null(), "{rest}");
+    let failed_only = get(&s.addr, "/runs?status=failed").json();
+    assert_eq!(failed_only["runs"][0]["run_id"], failed.as_str());
+    assert_eq!(failed_only["total"], 1);
+    assert_eq!(
+        get(&s.addr, "/runs?trigger=api&since=1h").json()["total"],
+        4
+    );
+    assert_eq!(get(&s.addr, "/runs?until=2020-01-01").json()["total"], 0);
+    let bad = get(&s.addr, "/runs?status=lost");
+    assert_eq!(bad.status, 400);
+    assert!(bad.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("status=lost"));
+
+    // One run: inputs, the error where it is written, every step with the
+    // loop's iterations under it.
+    let run = get(&s.addr, &format!("/runs/{failed}")).json();
+    assert_eq!(run["inputs"]["flag"], flag.to_str().unwrap());
+    assert_eq!(run["trigger"], "api");
+    assert_eq!(run["error"]["step"], "check");
+    let place = &run["error"]["place"];
+    assert_eq!(place["file"], "tests/console/flaky.md");
+    assert!(
+        place["source"].as_str().unwrap().contains("file.read"),
+        "{place}"
+    );
+    let steps = run["steps"].as_array().unwrap();
+    let ids: Vec<&str> = steps.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["prepare", "each_item", "check"]);
+    let kids = steps[1]["children"].as_array().unwrap();
+    assert_eq!(kids.len(), 3);
+    assert_eq!(kids[2]["iteration"], 3);
+    assert_eq!(kids[2]["output"], "C");
+    assert_eq!(
+        run["retry_from"],
+        json!(["prepare", "each_item", "check", "finish"])
+    );
+
+    // The workflow: its inputs as a form would need them, and its graph.
+    let wf = get(&s.addr, "/workflows/console-flaky").json();
+    assert_eq!(wf["inputs"][0]["required"], true);
+    assert_eq!(wf["inputs"][1]["default"], json!(["a", "b", "c"]));
+    assert!(wf["graph"]["svg"].as_str().unwrap().starts_with("<svg"));
+    assert!(wf["graph"]["mermaid"]
+        .as_str()
+        .unwrap()
+        .starts_with("flowchart"));
+    assert_eq!(get(&s.addr, "/workflows/nope").status, 404);
+    // Inputs are checked as on the command line.
+    let r = post(
+        &s.addr,
+        "/workflows/console-slow/runs",
+        json!({"seconds": 0}),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.json()["fields"][0]["input"], "seconds");
+    let r = post(&s.addr, "/workflows/hello/runs", json!({"nmae": "x"}));
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("no input `nmae`"), "{}", r.body);
+}
+
+#[test]
+fn a_run_is_retried_from_a_step_and_cancelled() {
+    let (s, tmp) = console_server(&["--max-concurrent", "1"], &[]);
+    let flag = tmp.path().join("flag.txt");
+    let failed = start(&s.addr, "console-flaky", json!({"flag": flag}));
+    assert_eq!(ended(&s.addr, &failed)["status"], "failed");
+    let r = http(
+        &s.addr,
+        "POST",
+        &format!("/runs/{failed}/retry?from=nope"),
+        &[],
+        b"",
+    );
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("is not a top-level step"), "{}", r.body);
+    std::fs::write(&flag, "ok\n").unwrap();
+    let r = http(
+        &s.addr,
+        "POST",
+        &format!("/runs/{failed}/retry?from=check"),
+        &[],
+        b"",
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let j = r.json();
+    assert_eq!(
+        (j["from"].clone(), j["reused_steps"].clone()),
+        (json!("check"), json!(2))
+    );
+    let retry = ended(&s.addr, j["run_id"].as_str().unwrap());
+    assert_eq!(retry["status"], "completed", "{retry}");
+    assert_eq!(retry["outputs"]["result"], "checked: ok");
+    assert_eq!(retry["retry_of"], failed.as_str());
+    let reused: Vec<bool> = retry["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["reused"].as_bool().unwrap())
+        .collect();
+    assert_eq!(reused, [true, true, false, false]);
+    // A run that is still going cannot be retried.
+
+    // Cancel: the running run stops; the one queued behind it (one slot)
+    // never starts.
+    let slow = start(&s.addr, "console-slow", json!({"seconds": 60}));
+    let queued = start(&s.addr, "console-slow", json!({"seconds": 60}));
+    let t = Instant::now();
+    while get(&s.addr, &format!("/runs/{slow}")).json()["status"] != "running" {
+        assert!(t.elapsed() < Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        get(&s.addr, &format!("/runs/{queued}")).json()["status"],
+        "queued"
+    );
+    let r = http(&s.addr, "POST", &format!("/runs/{slow}/retry"), &[], b"");
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(r.body.contains("still running"), "{}", r.body);
+    let r = http(&s.addr, "POST", &format!("/runs/{queued}/cancel"), &[], b"");
+    assert_eq!(r.status, 202, "{}", r.body);
+    let q = ended(&s.addr, &queued);
+    assert_eq!(q["status"], "cancelled");
+    assert!(q["steps"].as_array().unwrap().is_empty(), "{q}");
+    let r = http(&s.addr, "POST", &format!("/runs/{slow}/cancel"), &[], b"");
+    assert_eq!(r.status, 202, "{}", r.body);
+    let run = ended(&s.addr, &slow);
+    assert_eq!(run["status"], "cancelled");
+    assert!(t.elapsed() < Duration::from_secs(30), "cancelled at once");
+    let r = http(&s.addr, "POST", &format!("/runs/{slow}/cancel"), &[], b"");
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(
+        get(&s.addr, "/runs?status=cancelled").json()["total"],
+        2,
+        "both are recorded as cancelled"
+    );
+}
+
+#[test]
+fn only_the_owner_uses_the_run_api() {
+    // On loopback without a token: open to local callers, closed to a page
+    // elsewhere (DNS rebinding: another Host; a cross-site form: another Origin).
+    let (s, _tmp) = console_server(&[], &[]);
+    let id = start(&s.addr, "hello", json!({}));
+    ended(&s.addr, &id);
+    let r = http(&s.addr, "GET", "/runs", &[("Host", "evil.example:80")], b"");
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = http(
+        &s.addr,
+        "POST",
+        "/workflows/hello/runs",
+        &[("Origin", "http://evil.example")],
+        b"{}",
+    );
+    assert_eq!(r.status, 403, "{}", r.body);
+    let origin = format!("http://{}", s.addr);
+    let r = http(
+        &s.addr,
+        "POST",
+        "/workflows/hello/runs",
+        &[("Origin", &origin)],
+        b"{}",
+    );
+    assert_eq!(r.status, 202, "same origin: {}", r.body);
+    // A caller holding a run id (a webhook's async answer) still reads its
+    // status and outputs, not its inputs or steps.
+    let r = http(
+        &s.addr,
+        "GET",
+        &format!("/runs/{id}"),
+        &[("Host", "evil.example")],
+        b"",
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["status"], "completed");
+    assert!(r.json().get("inputs").is_none(), "{}", r.body);
+    // The console's page itself holds no data: served to anyone.
+    let r = get(&s.addr, "/console");
+    assert_eq!(r.status, 200);
+    assert!(r
+        .header("content-security-policy")
+        .unwrap()
+        .contains("script-src 'self'"));
+    assert_eq!(get(&s.addr, "/").status, 303, "/ leads to the console");
+    drop(s);
+
+    // With a token: every caller must bring it.
+    let (s, _tmp) = console_server(
+        &["--api-token-env", "API_TOKEN"],
+        &[("API_TOKEN", "s3cret-token")],
+    );
+    let r = get(&s.addr, "/runs");
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+    let r = http(
+        &s.addr,
+        "GET",
+        "/runs",
+        &[("Authorization", "Bearer wrong")],
+        b"",
+    );
+    assert_eq!(r.status, 401);
+    let r = http(
+        &s.addr,
+        "GET",
+        "/runs",
+        &[("Authorization", "Bearer s3cret-token")],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    drop(s);
+
+    // A token variable that is not set: the server does not start open.
+    let err = try_serve(
+        &repo(),
+        &["examples/hello.md", "--api-token-env", "NOT_SET_ANYWHERE"],
+        &[],
+    )
+    .err()
+    .expect("refused");
+    assert!(err.contains("`NOT_SET_ANYWHERE` is not set"), "{err}");
+
+    // On every address without a token: webhooks are served, the run API is not.
+    let (s, _tmp) = console_server(&["--host", "0.0.0.0"], &[]);
+    let addr = s.addr.replace("0.0.0.0", "127.0.0.1");
+    let r = get(&addr, "/runs");
+    assert_eq!(r.status, 403);
+    assert!(r.body.contains("--api-token-env"), "{}", r.body);
+    assert_eq!(get(&addr, "/health").status, 200);
+}

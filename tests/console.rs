@@ -1,0 +1,83 @@
+//! The run console in a real browser: headless Chromium (Debian's
+//! `chromium`) driven by Playwright (npm `playwright-core`), against the
+//! real server with a fake LLM. `tests/console/console.mjs` does what a
+//! person would; its screenshots are kept in `target/console-screenshots`.
+
+use crate::fake_llm::{lifeos_reply, FakeLlm};
+use crate::support::{repo, serve, tempdir};
+use std::path::PathBuf;
+use std::process::Command;
+
+const ANSWER: &str = "Answer: The key is APOLLO-KEY-7f3a-EXAMPLE.\nSources: [Work/Projects/Apollo/Overview.md]\nConfidence: high";
+
+/// The browser and the `node_modules` holding `playwright-core`; in CI
+/// (which installs both) their absence fails the test.
+fn browser() -> Option<(PathBuf, PathBuf)> {
+    let chromium = std::env::var_os("MARKTOFLOW_CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    let modules = std::env::var_os("MARKTOFLOW_NODE_MODULES").map(PathBuf::from);
+    let ok = chromium.is_file()
+        && modules
+            .as_ref()
+            .is_some_and(|m| m.join("playwright-core").is_dir());
+    if !ok && std::env::var_os("CI").is_some() {
+        panic!("the console test needs Chromium (MARKTOFLOW_CHROMIUM, default /usr/bin/chromium) and playwright-core in MARKTOFLOW_NODE_MODULES (`.ci/run` installs both)");
+    }
+    if !ok {
+        eprintln!("skipped: install chromium and set MARKTOFLOW_NODE_MODULES to a node_modules with playwright-core");
+        return None;
+    }
+    modules.map(|m| (chromium, m))
+}
+
+#[test]
+fn the_console_starts_watches_retries_and_cancels_runs_in_a_browser() {
+    let Some((chromium, modules)) = browser() else {
+        return;
+    };
+    let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
+    let tmp = tempdir();
+    let flag = tmp.path().join("flag.txt");
+    let s = serve(
+        &repo(),
+        &[
+            "workflows/lifeos/retrieval.md",
+            "tests/console/flaky.md",
+            "tests/console/slow.md",
+            "--allow-read",
+            tmp.path().to_str().unwrap(),
+        ],
+        &[
+            ("ANTHROPIC_BASE_URL", &llm.base),
+            ("ANTHROPIC_API_KEY", "test-key"),
+        ],
+    );
+    let shots = repo().join("target/console-screenshots");
+    let _ = std::fs::remove_dir_all(&shots);
+    std::fs::create_dir_all(&shots).unwrap();
+    let out = Command::new("node")
+        .arg(repo().join("tests/console/console.mjs"))
+        .env("BASE", format!("http://{}", s.addr))
+        .env("MODULES", &modules)
+        .env("CHROMIUM", &chromium)
+        .env("SHOTS", &shots)
+        .env("FLAG", &flag)
+        .output()
+        .expect("node runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("console: all checks passed"), "{text}");
+    for name in [
+        "01-workflows",
+        "03-flagship-run",
+        "05-retried-run",
+        "09-phone",
+    ] {
+        assert!(shots.join(format!("{name}.png")).is_file(), "{name}.png");
+    }
+}

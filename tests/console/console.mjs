@@ -1,0 +1,181 @@
+// Drives the run console in headless Chromium with Playwright (npm
+// `playwright-core`, Debian's `chromium`), as a person would: start the
+// flagship from its form, watch runs live, open them, retry from a step,
+// cancel a slow run; screenshots go to SHOTS. Exits non-zero on the first
+// failed expectation, printing what it saw.
+//
+// Environment: BASE (http://127.0.0.1:PORT), MODULES (a node_modules with
+// playwright-core), CHROMIUM (the browser), SHOTS (a folder), FLAG (a file
+// the flaky workflow waits for; this script creates it).
+import { createRequire } from "module";
+import fs from "fs";
+import os from "os";
+import path from "path";
+
+const { BASE, MODULES, CHROMIUM, SHOTS, FLAG } = process.env;
+const require = createRequire(path.join(MODULES, "noop.js"));
+const { chromium } = require("playwright-core");
+
+const errors = [];
+const step = (what) => console.log(`· ${what}`);
+function expect(cond, what) {
+  if (!cond) throw new Error(`expected: ${what}`);
+}
+
+const profile = fs.mkdtempSync(path.join(os.tmpdir(), "marktoflow-chromium-"));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: CHROMIUM,
+  headless: true,
+  args: [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
+  ],
+  viewport: { width: 1280, height: 900 },
+});
+const page = context.pages()[0] || (await context.newPage());
+page.setDefaultTimeout(30000);
+page.on("console", (m) => {
+  if (m.type() === "error") errors.push(`console: ${m.text()}`);
+});
+page.on("pageerror", (e) => errors.push(`page error: ${e.message}`));
+const shot = (name) => page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+const runStatus = () => page.locator("main .row .badge").first().getAttribute("data-status");
+async function waitStatus(want, timeout = 60000) {
+  await page.waitForFunction(
+    (w) => {
+      const b = document.querySelector("main .row .badge");
+      return b && w.includes(b.dataset.status);
+    },
+    want, { timeout });
+  return runStatus();
+}
+const runId = () => decodeURIComponent(new URL(page.url()).hash.split("/")[2] || "");
+
+try {
+  // The workflows page lists what the server serves.
+  step("workflows page");
+  await page.goto(`${BASE}/`);
+  await page.waitForSelector("main table");
+  expect(page.url().endsWith("/console#/workflows") || page.url().endsWith("/console"), `redirected to the console, at ${page.url()}`);
+  const names = await page.locator("main tbody tr td:first-child").allTextContents();
+  for (const n of ["LifeOS Retrieval Engine", "Slow", "Flaky"]) expect(names.includes(n), `${n} in ${names}`);
+  await shot("01-workflows");
+
+  // The flagship's form, generated from its inputs, starts a run.
+  step("flagship form");
+  await page.getByRole("link", { name: "LifeOS Retrieval Engine" }).click();
+  await page.waitForSelector("form.inputs");
+  const labels = await page.locator("form.inputs label").allTextContents();
+  expect(labels.some((l) => l.startsWith("query") && l.includes("*")), `query is required: ${labels}`);
+  // Every control has a label (accessible names).
+  const unlabelled = await page.$$eval("form.inputs input, form.inputs select, form.inputs textarea",
+    (els) => els.filter((e) => !e.labels || e.labels.length === 0).map((e) => e.name));
+  expect(unlabelled.length === 0, `every input has a label: ${unlabelled}`);
+  const graph = await page.locator(".graph img").evaluate((img) => img.decode().then(() => img.naturalWidth));
+  expect(graph > 100, `the graph is drawn (${graph}px wide)`);
+  await page.getByLabel("query").fill("What is the API key for Apollo?");
+  await shot("02-flagship-form");
+  // Keyboard only: Enter in the field submits the form.
+  await page.getByLabel("query").press("Enter");
+  await page.waitForURL(/#\/runs\/[0-9a-f-]+$/);
+  const flagship = runId();
+  expect(await waitStatus(["completed", "failed"]) === "completed", "the flagship run completes");
+  const answer = await page.locator('[data-output="answer"]').textContent();
+  expect(answer.includes("APOLLO-KEY-7f3a-EXAMPLE"), `the answer is shown: ${answer}`);
+  const steps = await page.locator(".timeline > li[data-step]").count();
+  expect(steps >= 3, `the steps are listed (${steps})`);
+  expect(await page.getByText("What is the API key for Apollo?").count() > 0, "the inputs are shown");
+  await shot("03-flagship-run");
+
+  // A failing run shows its error where it is written; retried from the
+  // failed step once its cause is fixed, it completes, reusing the rest.
+  step("flaky run, error and retry from a step");
+  await page.goto(`${BASE}/console#/workflows/console-flaky`);
+  await page.getByLabel("flag").fill(FLAG);
+  await page.getByRole("button", { name: "Start run" }).click();
+  await page.waitForURL(/#\/runs\/[0-9a-f-]+$/);
+  const failed = runId();
+  expect(await waitStatus(["completed", "failed"]) === "failed", "the flaky run fails first");
+  const where = await page.locator("[data-error] .where").textContent();
+  expect(/flaky\.md:\d+:\d+$/.test(where), `the error says where: ${where}`);
+  const src = await page.locator("[data-error] pre").last().textContent();
+  expect(src.includes("|"), `the source line is shown: ${src}`);
+  const iterations = await page.locator('li[data-step="each_item"] li[data-step="shout"]').allTextContents();
+  expect(iterations.length === 3 && iterations[2].includes("iteration 3"), `loop iterations are told apart: ${iterations}`);
+  await shot("04-failed-run");
+  fs.writeFileSync(FLAG, "ok\n");
+  await page.locator('button[data-retry="check"]').click();
+  await page.waitForURL((u) => u.hash.startsWith("#/runs/") && !u.hash.endsWith(failed));
+  expect(await waitStatus(["completed", "failed"]) === "completed", "the retry completes");
+  expect(await page.getByText("reused from the earlier run").count() >= 2, "steps before `check` are reused");
+  expect((await page.locator('[data-output="result"]').textContent()).includes("checked: ok"), "the retry's output");
+  expect(await page.getByRole("link", { name: failed.slice(-8) }).count() === 1, "the retry links to the run it retries");
+  await shot("05-retried-run");
+
+  // A slow run: live progress over the event stream, then cancelled.
+  step("slow run, live, cancelled");
+  await page.goto(`${BASE}/console#/workflows/console-slow`);
+  await page.getByRole("button", { name: "Start run" }).click();
+  await page.waitForURL(/#\/runs\/[0-9a-f-]+$/);
+  await waitStatus(["running"]);
+  await page.waitForSelector('li[data-step="busy"][data-step-status="running"]');
+  await shot("06-running");
+  await page.getByRole("button", { name: "Cancel run" }).click();
+  expect(await waitStatus(["cancelled", "failed", "completed"], 20000) === "cancelled", "the run is cancelled");
+
+  // The runs list: filters and live updates.
+  step("runs list");
+  await page.goto(`${BASE}/console#/runs`);
+  await page.waitForSelector("main tbody tr");
+  const rows = await page.locator("main tbody tr").count();
+  expect(rows >= 4, `every run is listed (${rows})`);
+  await page.getByLabel("Status").selectOption("failed");
+  await page.waitForFunction(() => location.hash.includes("status=failed"));
+  await page.waitForFunction(() => {
+    const b = [...document.querySelectorAll("main tbody .badge")].map((e) => e.dataset.status);
+    return b.length > 0 && b.every((s) => s === "failed");
+  });
+  expect((await page.locator("main tbody tr").count()) === 1, "only the failed run");
+  await shot("07-runs-failed");
+  // A run started elsewhere (here: the API) appears without reloading.
+  await page.getByLabel("Status").selectOption("");
+  await page.waitForFunction(() => !location.hash.includes("status="));
+  await page.waitForFunction(() => document.querySelectorAll("main tbody tr").length > 1);
+  const started = await (await fetch(`${BASE}/workflows/console-slow/runs`, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ seconds: 1 }),
+  })).json();
+  // Found without navigating: the list refreshes itself.
+  await page.waitForSelector(`tr[data-run="${started.run_id}"]`, { timeout: 10000 });
+  expect(page.url().endsWith("#/runs"), "still on the same page");
+
+  // Dark mode and a phone-sized screen.
+  step("dark mode, phone");
+  await page.emulateMedia({ colorScheme: "dark" });
+  await page.goto(`${BASE}/console#/runs/${flagship}`);
+  await waitStatus(["completed"]);
+  const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  expect(bg !== "rgb(247, 248, 250)", `the dark scheme applies (${bg})`);
+  await shot("08-dark");
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.reload();
+  await waitStatus(["completed"]);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  expect(overflow <= 1, `no sideways scrolling on a phone (${overflow}px)`);
+  await shot("09-phone");
+
+  expect(errors.length === 0, `no console errors: ${errors.join("; ")}`);
+  console.log("console: all checks passed");
+  await context.close();
+  fs.rmSync(profile, { recursive: true, force: true });
+} catch (e) {
+  console.log(`FAILED: ${e.message}`);
+  console.log(`at ${page.url()}`);
+  if (errors.length) console.log(`console errors: ${errors.join("; ")}`);
+  try {
+    await shot("failure");
+    console.log((await page.locator("main").innerText()).slice(0, 3000));
+  } catch (_) {}
+  await context.close();
+  fs.rmSync(profile, { recursive: true, force: true });
+  process.exit(1);
+}
