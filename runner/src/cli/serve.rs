@@ -105,7 +105,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         && schedules.is_empty()
         && watches.is_empty()
         && tools.is_empty()
-        && !(console && !workflows.is_empty())
+        && (!console || workflows.is_empty())
     {
         let paths: Vec<String> = a
             .paths
