@@ -618,3 +618,159 @@ fn completions_are_scripts_the_shell_reads() {
     let r = run(cmd(d.path()).args(["completions", "tcsh"]));
     assert_eq!(r.code, 2, "{r:?}");
 }
+
+#[test]
+fn init_and_new_give_workflows_that_validate_and_run() {
+    let d = tempdir();
+    let proj = d.path().join("proj");
+    let r = run(cmd(d.path()).args(["init", "proj"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    for f in [
+        "workflows/hello.md",
+        ".env.example",
+        ".marktoflow/workflow.schema.json",
+        ".vscode/tasks.json",
+    ] {
+        assert!(proj.join(f).is_file(), "{f}: {}", r.stderr);
+    }
+    let ignore = fs::read_to_string(proj.join(".gitignore")).unwrap();
+    assert!(ignore.lines().any(|l| l == ".env"), "{ignore}");
+    // The schema is the one `marktoflow schema` prints.
+    let schema = run(cmd(d.path()).arg("schema")).stdout;
+    assert_eq!(
+        fs::read_to_string(proj.join(".marktoflow/workflow.schema.json")).unwrap(),
+        schema
+    );
+    // The VS Code task's problem matcher reads our diagnostics.
+    let tasks: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(proj.join(".vscode/tasks.json")).unwrap())
+            .unwrap();
+    let re = tasks["tasks"][0]["problemMatcher"]["pattern"]["regexp"]
+        .as_str()
+        .unwrap();
+    assert!(
+        re.starts_with("^(.+?):(\\d+):(\\d+): (error|warning)"),
+        "{re}"
+    );
+    // The sample runs, and its runs are the project's (`.marktoflow/runs.db`).
+    let r = run(cmd(&proj).args([
+        "run",
+        "workflows/hello.md",
+        "--input",
+        "name=Ada",
+        "--json",
+        "-q",
+    ]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json()["outputs"],
+        json!({"greeting": "Hello, Ada!", "letters": 3})
+    );
+    let h = run(cmd(&proj).args(["history", "--json"]));
+    assert_eq!(h.json()["runs"].as_array().unwrap().len(), 1, "{h:?}");
+    // Again: nothing is overwritten.
+    fs::write(proj.join("workflows/hello.md"), "mine").unwrap();
+    let r = run(cmd(d.path()).args(["init", "proj"]));
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stderr.contains("kept  workflows/hello.md"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        fs::read_to_string(proj.join("workflows/hello.md")).unwrap(),
+        "mine"
+    );
+    let again = fs::read_to_string(proj.join(".gitignore")).unwrap();
+    assert_eq!(again, ignore, "no line is added twice");
+
+    // Every template gives a workflow that validates without warnings.
+    for t in ["basic", "webhook", "schedule", "rag", "agent"] {
+        let name = format!("workflows/my {t}");
+        let r = run(cmd(&proj).args(["new", &name, "--template", t]));
+        assert_eq!(r.code, 0, "{t}: {r:?}");
+        let file = format!("workflows/my-{t}.md");
+        assert_eq!(r.stdout.trim(), file);
+        let text = fs::read_to_string(proj.join(&file)).unwrap();
+        assert!(text.contains(&format!("id: my-{t}")), "{text}");
+        let v = run(cmd(&proj).args(["validate", "--strict", &file]));
+        assert_eq!(v.code, 0, "{t}: {v:?}");
+    }
+    // The ones that need no model run as they are.
+    let r = run(cmd(&proj).args([
+        "run",
+        "workflows/my-webhook.md",
+        "--input",
+        "message=ship it today",
+        "--json",
+        "-q",
+    ]));
+    assert_eq!(r.json()["outputs"]["words"], 3, "{r:?}");
+    fs::create_dir_all(proj.join("notes")).unwrap();
+    fs::write(proj.join("notes/a.md"), "# A\n").unwrap();
+    let r = run(cmd(&proj).args(["run", "workflows/my-schedule.md", "--json", "-q"]));
+    assert_eq!(r.json()["outputs"]["changed"], json!(["a.md"]), "{r:?}");
+    // An existing file is kept; an unknown template is refused.
+    let r = run(cmd(&proj).args(["new", "workflows/my-basic"]));
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("exists; nothing was written"),
+        "{}",
+        r.stderr
+    );
+    let r = run(cmd(&proj).args(["new", "x", "--template", "nope"]));
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("webhook"), "{}", r.stderr);
+}
+
+#[test]
+fn run_event_runs_a_webhook_workflow_on_a_saved_body() {
+    let repo = crate::support::repo();
+    let r = run(cmd(&repo).args([
+        "run",
+        "examples/webhook.md",
+        "--event",
+        "examples/events/release.json",
+        "--json",
+        "-q",
+    ]));
+    assert_eq!(r.code, 0, "{r:?}");
+    // `inputMapping` took the version and author from the body.
+    assert_eq!(
+        r.json()["outputs"],
+        json!({"announcement": "priya released v2.4.0", "via": "webhook", "agent": "none"})
+    );
+    // `--input` wins over the body.
+    let r = run(cmd(&repo).args([
+        "run",
+        "examples/webhook.md",
+        "--event",
+        "examples/events/release.json",
+        "--input",
+        "version=v9",
+        "--json",
+        "-q",
+    ]));
+    assert_eq!(r.json()["outputs"]["announcement"], "priya released v9");
+    // A workflow without a webhook trigger, and a body that is not JSON.
+    let r = run(cmd(&repo).args([
+        "run",
+        "examples/hello.md",
+        "--event",
+        "examples/events/release.json",
+    ]));
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("has no webhook trigger"), "{}", r.stderr);
+    let d = tempdir();
+    let bad = write(d.path(), "bad.json", "{\n  \"a\": 1,\n}\n");
+    let r = run(cmd(&repo)
+        .args(["run", "examples/webhook.md", "--event"])
+        .arg(&bad));
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr
+            .contains("bad.json:3:1: the event is not valid JSON"),
+        "{}",
+        r.stderr
+    );
+}

@@ -32,6 +32,7 @@ fn expected(name: &str) -> Option<Value> {
             "types": ["meeting", "task", "person"],
             "fused_top": "Work/Projects/Apollo/Apollo API Key and Access.md"
         }),
+        "webhook.md" => json!({"announcement": "someone released v0.0.0", "via": "cli"}),
         "subworkflow.md" => json!({"greetings": ["Hello, Ada.", "Hello, Grace!"]}),
         "mcp-client.md" => json!({"words": 6, "longest": "workflows"}),
         "mcp-tool.md" => json!({"words": 5, "lines": 2, "characters": 33, "longest": "workflows,"}),

@@ -1159,3 +1159,67 @@ fn a_client_that_sends_headers_slowly_is_cut_off() {
         "{text}"
     );
 }
+
+#[test]
+fn a_webhook_run_sees_its_request_but_no_credentials() {
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("ctx.md"),
+        r#"---
+workflow: {id: ctx}
+triggers:
+  - type: webhook
+    path: /ctx
+    token_env: CTX_TOKEN
+inputs:
+  n: {type: integer, default: 1}
+---
+
+## Look
+
+```yaml
+action: script
+inputs:
+  code: |
+    const t = context.trigger;
+    return { method: t.method, path: t.path, agent: t.headers["user-agent"], id: t.headers["x-request-id"],
+             names: Object.keys(t.headers).sort(), q: t.query.tag, extra: t.body.extra, type: t.type };
+output_variable: seen
+```
+"#,
+    )
+    .unwrap();
+    let s = serve(d.path(), &["ctx.md"], &[("CTX_TOKEN", "tok-123")]);
+    let r = http(
+        &s.addr,
+        "POST",
+        "/ctx?tag=blue",
+        &[
+            ("Authorization", "Bearer tok-123"),
+            ("User-Agent", "tester/1.0"),
+            ("X-Request-Id", "req-7"),
+            ("Cookie", "session=secret"),
+        ],
+        br#"{"n": 2, "extra": "kept"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let seen = &r.json()["outputs"]["seen"];
+    assert_eq!(seen["method"], "POST");
+    assert_eq!(seen["path"], "/ctx");
+    assert_eq!(seen["agent"], "tester/1.0");
+    assert_eq!(seen["id"], "req-7");
+    assert_eq!(seen["q"], "blue");
+    assert_eq!(seen["extra"], "kept", "the whole body, not only the inputs");
+    assert_eq!(seen["type"], "webhook");
+    let names: Vec<&str> = seen["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        !names.contains(&"authorization") && !names.contains(&"cookie"),
+        "{names:?}"
+    );
+    assert!(!r.body.contains("tok-123") && !r.body.contains("session=secret"));
+}

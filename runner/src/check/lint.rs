@@ -13,6 +13,7 @@ const ALWAYS: &[&str] = &[
     "inputs",
     "steps",
     "env",
+    "trigger",
     "true",
     "false",
     "none",

@@ -47,6 +47,23 @@ pub enum Command {
     },
     /// Print the JSON Schema of the workflow format (for editors).
     Schema,
+    /// Start a project: a sample workflow, `.env.example`, the state folder, editor wiring.
+    Init {
+        /// The project folder (created when missing).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Write a new workflow from a template (`marktoflow new workflows/digest --template schedule`).
+    New {
+        /// The new file (`.md` is added when missing); its id and name come from it.
+        name: String,
+        /// basic, webhook, schedule, rag or agent.
+        #[arg(short, long, default_value = "basic", value_parser = ["basic", "webhook", "schedule", "rag", "agent"])]
+        template: String,
+        /// Replace the file when it exists.
+        #[arg(long)]
+        force: bool,
+    },
     /// List every action with its inputs, or show one (`marktoflow actions kb.search`).
     Actions {
         /// An action, `tool.method`.
@@ -220,6 +237,11 @@ pub struct RunArgs {
     /// A JSON file with an object of inputs (`--input` wins on the same name).
     #[arg(long, value_name = "FILE")]
     pub inputs_file: Option<PathBuf>,
+    /// Run a webhook workflow on a saved request body (a JSON file), as its
+    /// trigger would: its `inputMapping` applies, its authentication does
+    /// not; the run sees the body as `trigger.body` (`--input` wins).
+    #[arg(long, value_name = "FILE")]
+    pub event: Option<PathBuf>,
     /// Print one JSON object with the outputs, status and every step.
     #[arg(long)]
     pub json: bool,

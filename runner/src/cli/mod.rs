@@ -10,6 +10,7 @@ pub mod models;
 pub mod progress;
 pub mod report;
 pub mod run;
+pub mod scaffold;
 pub mod serve;
 pub mod store;
 pub mod validate;
@@ -106,6 +107,12 @@ pub fn main() -> i32 {
             clap_complete::generate(shell, &mut cmd, "marktoflow", &mut std::io::stdout());
             EXIT_OK
         }
+        Command::Init { dir } => scaffold::init(&dir),
+        Command::New {
+            name,
+            template,
+            force,
+        } => scaffold::new(&name, &template, force),
         Command::Schema => {
             print!("{}", crate::format::schema::schema_text());
             EXIT_OK

@@ -3,12 +3,12 @@
 use crate::diag::Diagnostic;
 use crate::engine::{Engine, RunConfig, RunStatus};
 use crate::format::inputs::{self, Supplied};
-use crate::format::model::{self};
+use crate::format::model::{self, Workflow};
 use marktoflow_steps::agent::{AgentHub, AgentOverrides};
 use marktoflow_steps::core::action::{Cancel, Capabilities};
 use marktoflow_steps::script::ScriptHost;
 use marktoflow_steps::{Registry, Sandbox};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -61,6 +61,81 @@ pub(super) fn supplied_inputs(a: &RunArgs) -> Result<Vec<(String, Supplied)>, St
 
 pub use crate::store::retry::RetryPlan;
 
+/// With `--event FILE`: the inputs the saved request body supplies through
+/// the workflow's webhook trigger (as `serve` would take them), and what
+/// the run sees as `trigger`. Without it: none, and `{type: cli}`.
+fn event_inputs(a: &RunArgs, wf: &Workflow) -> Result<(Vec<(String, Supplied)>, Value), String> {
+    let Some(file) = &a.event else {
+        return Ok((Vec::new(), json!({"type": "cli"})));
+    };
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        format!(
+            "cannot read event file `{}`: {}",
+            file.display(),
+            model::io_reason(&e)
+        )
+    })?;
+    let body: Value = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{}:{}:{}: the event is not valid JSON: {e}",
+            file.display(),
+            e.line(),
+            e.column()
+        )
+    })?;
+    if !body.is_object() {
+        return Err(format!(
+            "{}: a webhook body must be a JSON object, as the server requires",
+            file.display()
+        ));
+    }
+    let Some(t) = wf
+        .triggers
+        .iter()
+        .find(|t| t.kind == "webhook" && t.fields.get("enabled") != Some(&Value::Bool(false)))
+    else {
+        return Err(format!(
+            "`{}` has no webhook trigger; `--event` runs a webhook workflow on a saved request body (use `--inputs-file` for plain inputs)",
+            wf.source.name
+        ));
+    };
+    let field = |k: &str| t.fields.get(k).and_then(Value::as_str);
+    let headers = axum::http::HeaderMap::new();
+    let event = crate::serve::event_of(&headers, &body);
+    let wanted: Vec<String> = match t.fields.get("events") {
+        Some(Value::Array(l)) => l
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        Some(Value::String(one)) => vec![one.clone()],
+        _ => Vec::new(),
+    };
+    if !wanted.is_empty()
+        && !event
+            .as_deref()
+            .is_some_and(|e| crate::serve::event_wanted(&wanted, e))
+    {
+        return Err(format!(
+            "the trigger runs on {} and would ignore this request (its event: {})",
+            wanted.join(", "),
+            event.as_deref().unwrap_or("none")
+        ));
+    }
+    let method = axum::http::Method::from_bytes(
+        field("method")
+            .unwrap_or("POST")
+            .to_ascii_uppercase()
+            .as_bytes(),
+    )
+    .unwrap_or(axum::http::Method::POST);
+    let path = field("path").unwrap_or("/");
+    let context =
+        crate::serve::request_context(&method, path, &headers, &[], &body, event.as_deref());
+    let supplied = crate::serve::request_inputs(wf, &crate::serve::input_mapping(t), &body, &[]);
+    Ok((supplied, context))
+}
+
 pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     let registry = Registry::standard();
     let wf = match load(&a.file, &registry) {
@@ -95,6 +170,7 @@ pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
         );
         return EXIT_USAGE;
     }
+    let mut trigger = json!({"type": "cli"});
     let supplied = match &retry {
         // A retry runs with the inputs the run had.
         Some(p) => p
@@ -102,7 +178,11 @@ pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
             .iter()
             .map(|(k, v)| (k.clone(), Supplied::Json(v.clone())))
             .collect(),
-        None => match supplied_inputs(&a) {
+        None => match event_inputs(&a, &wf).and_then(|(mut from_event, context)| {
+            from_event.extend(supplied_inputs(&a)?);
+            trigger = context;
+            Ok(from_event)
+        }) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -202,6 +282,7 @@ pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
         events: Arc::new(move |e: &crate::engine::Event| sink.event(&e.kind)),
         loader: Some(Arc::new(FileLoader(registry))),
         callers: Vec::new(),
+        trigger,
     };
     let checkpoint = retry.map(|p| p.checkpoint).unwrap_or_default();
     let cancel = caps.cancel.clone();

@@ -249,6 +249,7 @@ pub fn retry_plan(
         file,
         input: Vec::new(),
         inputs_file: None,
+        event: None,
         json: a.json,
         verbose: a.verbose,
         quiet: a.quiet,

@@ -238,6 +238,10 @@ pub struct RunConfig {
     pub loader: Option<Arc<dyn WorkflowLoader>>,
     /// The workflows that called this one (outermost first), to find cycles.
     pub callers: Vec<PathBuf>,
+    /// What started the run (`{type: webhook, method, headers, body, …}`),
+    /// seen as the variable `trigger` unless the run already has one (a
+    /// resumed run keeps its own). Null: none.
+    pub trigger: Value,
 }
 
 impl RunConfig {
@@ -283,6 +287,8 @@ struct RunState {
     /// The workflow's tools, `${VAR}`s filled in (an agent step may offer
     /// its MCP servers to the model).
     tools: Arc<Vec<marktoflow_steps::ToolConfig>>,
+    /// The `trigger` variable the run was started with: not an output.
+    trigger: Value,
 }
 
 impl Engine {
@@ -346,7 +352,13 @@ impl Engine {
                     .map(|t| with_env(t, &cfg.caps.env))
                     .collect(),
             ),
+            trigger: Value::Null,
         };
+        if !cfg.trigger.is_null() && !st.variables.contains_key("trigger") {
+            st.variables
+                .insert("trigger".to_string(), cfg.trigger.clone());
+        }
+        st.trigger = st.variables.get("trigger").cloned().unwrap_or_default();
         let body = async {
             if start > wf.steps.len() {
                 return Err(Failure {
@@ -1219,6 +1231,8 @@ impl Engine {
             events: child_events,
             loader: Some(loader),
             callers: chain,
+            // A sub-workflow is called with inputs, not by a request.
+            trigger: Value::Null,
         };
         let result = Box::pin(self.run(&child, child_inputs, child_cfg)).await;
         match result.status {
@@ -1437,7 +1451,12 @@ fn workflow_outputs(wf: &Workflow, st: &RunState) -> Value {
             return Value::Object(out);
         }
     }
-    Value::Object(st.variables.clone())
+    let mut all = st.variables.clone();
+    // What started the run is the caller's, not an output of the workflow.
+    if !st.trigger.is_null() && all.get("trigger") == Some(&st.trigger) {
+        all.remove("trigger");
+    }
+    Value::Object(all)
 }
 
 #[cfg(test)]

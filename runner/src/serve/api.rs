@@ -301,7 +301,13 @@ pub(super) async fn start_workflow_run(
             return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
         }
     }
-    start_reserved(&s, wf, Job::Recorded(inputs, "api"), run_id.clone(), place);
+    start_reserved(
+        &s,
+        wf,
+        Job::Recorded(inputs, "api", json!({"type": "api"})),
+        run_id.clone(),
+        place,
+    );
     accepted(&run_id, json!({}))
 }
 

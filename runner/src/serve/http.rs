@@ -4,7 +4,7 @@
 use super::api::{self, run_json};
 use super::{reserve, start_reserved, Job, Route, ServerState, MAX_RUNS_KEPT};
 use crate::engine::{Event, RunResult, RunStatus};
-use crate::format::inputs::{self, Supplied};
+use crate::format::inputs;
 use crate::store::NewRun;
 use axum::body::{to_bytes, Body, Bytes};
 use axum::extract::{Path as UrlPath, State};
@@ -148,20 +148,6 @@ pub(super) fn signature_ok(secret: &str, headers: &HeaderMap, body: &[u8]) -> bo
     )
 }
 
-pub(super) fn dotted<'v>(v: &'v Value, path: &str) -> Option<&'v Value> {
-    let path = path
-        .strip_prefix("payload.")
-        .or_else(|| path.strip_prefix("body."))
-        .unwrap_or(path);
-    path.split('.')
-        .filter(|s| !s.is_empty())
-        .try_fold(v, |cur, seg| match cur {
-            Value::Object(m) => m.get(seg),
-            Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
-            _ => None,
-        })
-}
-
 pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
@@ -252,24 +238,23 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             }
         }
     };
-    if !route.events.is_empty() {
-        let event = super::routes::event_of(&parts.headers, &payload);
-        if !event
+    let event = super::routes::event_of(&parts.headers, &payload);
+    let ignored = !route.events.is_empty()
+        && !event
             .as_deref()
-            .is_some_and(|e| super::routes::event_wanted(&route.events, e))
-        {
-            // Accepted and ignored: the sender (GitHub's `ping`, other
-            // actions) must not see a failure or retry.
-            return (
-                StatusCode::ACCEPTED,
-                Json(json!({
-                    "ignored": true,
-                    "event": event,
-                    "reason": format!("the workflow runs on {}", route.events.join(", ")),
-                })),
-            )
-                .into_response();
-        }
+            .is_some_and(|e| super::routes::event_wanted(&route.events, e));
+    if ignored {
+        // Accepted and ignored: the sender (GitHub's `ping`, other
+        // actions) must not see a failure or retry.
+        return (
+            StatusCode::ACCEPTED,
+            Json(json!({
+                "ignored": true,
+                "event": event,
+                "reason": format!("the workflow runs on {}", route.events.join(", ")),
+            })),
+        )
+            .into_response();
     }
     let wf = route.workflow.clone();
     let query: Vec<(String, String)> = parts.uri.query().map(url_pairs).unwrap_or_default();
@@ -282,28 +267,7 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             .get("prefer")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("respond-async"));
-    // Inputs: query string, then body fields by name, then inputMapping.
-    let mut supplied: Vec<(String, Supplied)> = Vec::new();
-    let mut put = |name: &str, v: Supplied| {
-        supplied.retain(|(n, _)| n != name);
-        supplied.push((name.to_string(), v));
-    };
-    for def in &wf.inputs {
-        if let Some((_, v)) = query.iter().rev().find(|(k, _)| *k == def.name) {
-            put(&def.name, Supplied::Text(v.clone()));
-        }
-        if let Some(v) = payload.get(&def.name) {
-            put(&def.name, Supplied::Json(v.clone()));
-        }
-    }
-    for (name, path) in &route.input_mapping {
-        if let Some(v) = dotted(&payload, path) {
-            put(name, Supplied::Json(v.clone()));
-        }
-    }
-    if wf.inputs.is_empty() {
-        put("payload", Supplied::Json(payload.clone()));
-    }
+    let supplied = super::routes::request_inputs(&wf, &route.input_mapping, &payload, &query);
     let inputs = match inputs::resolve(&wf, supplied, &s.caps.env) {
         Ok(i) => i,
         Err(errs) => {
@@ -391,10 +355,18 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
                     created = Some(commit);
                 }
             }
+            let context = super::routes::request_context(
+                &parts.method,
+                &path,
+                &parts.headers,
+                &query,
+                &payload,
+                event.as_deref(),
+            );
             let rx = start_reserved(
                 &s,
                 wf.clone(),
-                Job::Recorded(inputs, "webhook"),
+                Job::Recorded(inputs, "webhook", context),
                 run_id.clone(),
                 place,
             );
@@ -521,7 +493,10 @@ mod tests {
         assert!(!signature_ok("s3cret", &h, b"{\"a\":2}"));
         assert!(!signature_ok("s3cret", &HeaderMap::new(), b""));
         let v = json!({"a": {"b": [1, {"c": "x"}]}});
-        assert_eq!(dotted(&v, "payload.a.b.1.c"), Some(&json!("x")));
+        assert_eq!(
+            super::super::routes::dotted(&v, "payload.a.b.1.c"),
+            Some(&json!("x"))
+        );
         assert_eq!(
             url_pairs("q=a+b%20c&async=true"),
             vec![

@@ -24,7 +24,9 @@ mod schedule;
 pub use api::ApiAccess;
 pub use file_watch::run_file_watches;
 pub use http::{bearer_matches, router};
-pub use routes::{routes_of, Route};
+pub use routes::{
+    event_of, event_wanted, input_mapping, request_context, request_inputs, routes_of, Route,
+};
 pub use schedule::{run_schedules, schedules_of, Schedule};
 
 use crate::engine::{
@@ -298,8 +300,9 @@ impl Refused {
 pub enum Job {
     /// A new run, recorded when it starts (`trigger` says by what).
     New(Map<String, Value>, &'static str),
-    /// A new run already committed to the store (started by `trigger`).
-    Recorded(Map<String, Value>, &'static str),
+    /// A new run already committed to the store (started by `trigger`,
+    /// which the run sees as `trigger`: a request's method, headers, body).
+    Recorded(Map<String, Value>, &'static str, Value),
     /// A retry already committed to the store, continuing from a checkpoint.
     Retry(Map<String, Value>, Box<crate::engine::Checkpoint>),
     /// A stored run that did not finish, continued from its checkpoint.
@@ -387,7 +390,7 @@ pub(super) fn start_reserved(
     let started = Arc::new(AtomicBool::new(false));
     let cancel = Cancel::default();
     let (trigger, inputs) = match &job {
-        Job::New(i, t) | Job::Recorded(i, t) => (t.to_string(), i.clone()),
+        Job::New(i, t) | Job::Recorded(i, t, _) => (t.to_string(), i.clone()),
         Job::Retry(i, _) => ("retry".to_string(), i.clone()),
         Job::Resume(r) => (
             r.trigger.clone(),
@@ -434,12 +437,20 @@ pub(super) fn start_reserved(
             v.push(e.clone());
         }
     });
+    let trigger_context = match &job {
+        Job::New(_, t) => serde_json::json!({"type": t}),
+        Job::Recorded(_, _, context) => context.clone(),
+        // A resumed run's checkpoint holds what it had; a retry starts
+        // from the run it retries.
+        Job::Retry(..) | Job::Resume(_) => Value::Null,
+    };
     let cfg = RunConfig {
         run_id: run_id.clone(),
         caps,
         events: sink,
         loader: Some(s.loader.clone()),
         callers: Vec::new(),
+        trigger: trigger_context,
     };
     let state = s.clone();
     let wf_slots = s.slots_for(&wf);
@@ -493,13 +504,13 @@ pub(super) fn start_reserved(
                 (Some(store), Job::Resume(record)) => {
                     crate::store::resume_run(store, &state.engine, &wf, &record, cfg).await
                 }
-                (Some(store), Job::New(inputs, _) | Job::Recorded(inputs, _)) => {
+                (Some(store), Job::New(inputs, _) | Job::Recorded(inputs, ..)) => {
                     crate::store::run_recorded(store, &state.engine, &wf, inputs, cfg).await
                 }
                 (Some(store), Job::Retry(inputs, cp)) => {
                     crate::store::resume_from(store, &state.engine, &wf, inputs, cfg, *cp).await
                 }
-                (None, Job::New(inputs, _) | Job::Recorded(inputs, _)) => {
+                (None, Job::New(inputs, _) | Job::Recorded(inputs, ..)) => {
                     state.engine.run(&wf, inputs, cfg).await
                 }
                 (None, Job::Resume(_) | Job::Retry(..)) => not_started(&run_id, &wf, false),

@@ -2,7 +2,7 @@
 //! methods, and authentication that fails closed.
 
 use crate::diag::Diagnostic;
-use crate::format::inputs::{self};
+use crate::format::inputs::{self, Supplied};
 use crate::format::model::Workflow;
 use axum::http::Method;
 use serde_json::Value;
@@ -166,17 +166,7 @@ pub fn routes_of(
                     }
                 },
             };
-            let input_mapping = match t
-                .fields
-                .get("inputMapping")
-                .or_else(|| t.fields.get("input_mapping"))
-            {
-                Some(Value::Object(m)) => m
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                    .collect(),
-                _ => Vec::new(),
-            };
+            let input_mapping = input_mapping(t);
             let events = match t.fields.get("events") {
                 None => Vec::new(),
                 Some(Value::Array(list)) if list.iter().all(Value::is_string) => list
@@ -230,10 +220,25 @@ fn reserved_path(path: &str) -> Option<&'static str> {
     }
 }
 
+/// A webhook trigger's `inputMapping`: input name → dotted path into the body.
+pub fn input_mapping(t: &crate::format::model::Trigger) -> Vec<(String, String)> {
+    match t
+        .fields
+        .get("inputMapping")
+        .or_else(|| t.fields.get("input_mapping"))
+    {
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// The event a webhook request carries: GitHub's `X-GitHub-Event` header,
 /// else the body's `event.event_type` (PagerDuty), `event` or `type`; with
 /// the body's `action` appended (`pull_request.opened`) when it has one.
-pub(super) fn event_of(headers: &axum::http::HeaderMap, body: &Value) -> Option<String> {
+pub fn event_of(headers: &axum::http::HeaderMap, body: &Value) -> Option<String> {
     let name = headers
         .get("x-github-event")
         .or_else(|| headers.get("x-event-type"))
@@ -255,7 +260,7 @@ pub(super) fn event_of(headers: &axum::http::HeaderMap, body: &Value) -> Option<
 
 /// Whether `event` is one `wanted` names (`pull_request` names every
 /// `pull_request.*`).
-pub(super) fn event_wanted(wanted: &[String], event: &str) -> bool {
+pub fn event_wanted(wanted: &[String], event: &str) -> bool {
     wanted.iter().any(|w| {
         w == event
             || w == "*"
@@ -263,6 +268,102 @@ pub(super) fn event_wanted(wanted: &[String], event: &str) -> bool {
                 .strip_prefix(w.as_str())
                 .is_some_and(|rest| rest.starts_with('.'))
     })
+}
+
+/// The value at a dotted path (`payload.a.b.0`) of a request body.
+pub fn dotted<'v>(v: &'v Value, path: &str) -> Option<&'v Value> {
+    let path = path
+        .strip_prefix("payload.")
+        .or_else(|| path.strip_prefix("body."))
+        .unwrap_or(path);
+    path.split('.')
+        .filter(|s| !s.is_empty())
+        .try_fold(v, |cur, seg| match cur {
+            Value::Object(m) => m.get(seg),
+            Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
+            _ => None,
+        })
+}
+
+/// The inputs a webhook request supplies to `wf`: the query string's
+/// values, then the body's fields of the same names, then `inputMapping`;
+/// a workflow without inputs gets the whole body as `payload`. `marktoflow
+/// run --event` reads a saved body the same way.
+pub fn request_inputs(
+    wf: &Workflow,
+    input_mapping: &[(String, String)],
+    payload: &Value,
+    query: &[(String, String)],
+) -> Vec<(String, Supplied)> {
+    let mut supplied: Vec<(String, Supplied)> = Vec::new();
+    let mut put = |name: &str, v: Supplied| {
+        supplied.retain(|(n, _)| n != name);
+        supplied.push((name.to_string(), v));
+    };
+    for def in &wf.inputs {
+        if let Some((_, v)) = query.iter().rev().find(|(k, _)| *k == def.name) {
+            put(&def.name, Supplied::Text(v.clone()));
+        }
+        if let Some(v) = payload.get(&def.name) {
+            put(&def.name, Supplied::Json(v.clone()));
+        }
+    }
+    for (name, path) in input_mapping {
+        if let Some(v) = dotted(payload, path) {
+            put(name, Supplied::Json(v.clone()));
+        }
+    }
+    if wf.inputs.is_empty() {
+        put("payload", Supplied::Json(payload.clone()));
+    }
+    supplied
+}
+
+/// Headers a workflow never sees: credentials.
+const HIDDEN_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-hub-signature",
+    "x-hub-signature-256",
+    "x-signature",
+];
+
+/// What a run started by a request knows of it, as `trigger` in templates
+/// and scripts: `{type: webhook, method, path, headers, query, body,
+/// event}`. Header names are lower case; credentials are left out.
+pub fn request_context(
+    method: &Method,
+    path: &str,
+    headers: &axum::http::HeaderMap,
+    query: &[(String, String)],
+    body: &Value,
+    event: Option<&str>,
+) -> Value {
+    let mut h = serde_json::Map::new();
+    for (name, value) in headers {
+        let name = name.as_str().to_ascii_lowercase();
+        if HIDDEN_HEADERS.contains(&name.as_str()) {
+            continue;
+        }
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        // A repeated header reads as its values joined, as HTTP allows.
+        match h.get_mut(&name) {
+            Some(Value::String(prev)) => {
+                prev.push_str(", ");
+                prev.push_str(&value);
+            }
+            _ => {
+                h.insert(name, Value::String(value));
+            }
+        }
+    }
+    let q: serde_json::Map<String, Value> = query
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    serde_json::json!({"type": "webhook", "method": method.as_str(), "path": path,
+                       "headers": h, "query": q, "body": body, "event": event})
 }
 
 /// The variable names a `${NAME}` / `${NAME:-default}` text refers to.
