@@ -774,3 +774,53 @@ fn run_event_runs_a_webhook_workflow_on_a_saved_body() {
         r.stderr
     );
 }
+
+#[test]
+fn doctor_asks_each_provider_and_checks_store_and_routes() {
+    use crate::fake_llm::FakeLlm;
+    let llm = FakeLlm::start(std::sync::Arc::new(|_| (200, "OK".to_string())));
+    let repo = crate::support::repo();
+    let d = tempdir();
+    let r = run(cmd(&repo)
+        .args(["doctor", "examples/webhook.md", "--json"])
+        .env("ANTHROPIC_BASE_URL", &llm.base)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("MARKTOFLOW_STORE", d.path().join("runs.db")));
+    assert_eq!(r.code, 0, "{r:?}");
+    let j = r.json();
+    let says = |section: &str| -> Vec<String> {
+        j["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["section"] == section)
+            .map(|c| format!("{} {}", c["ok"], c["message"].as_str().unwrap()))
+            .collect()
+    };
+    assert!(
+        says("providers")[0].starts_with("true anthropic"),
+        "{:?}",
+        says("providers")
+    );
+    assert!(says("providers")[0].contains("answered `OK`"));
+    assert_eq!(llm.requests().len(), 1, "one tiny request");
+    assert!(
+        says("routes")[0].contains("POST /hooks/release → examples/webhook.md"),
+        "{:?}",
+        says("routes")
+    );
+    assert!(!says("store").is_empty());
+
+    // A provider that fails is a problem: exit 1, saying why.
+    let bad = FakeLlm::start(std::sync::Arc::new(|_| {
+        (401, "invalid x-api-key".to_string())
+    }));
+    let r = run(cmd(&repo)
+        .arg("doctor")
+        .env("ANTHROPIC_BASE_URL", &bad.base)
+        .env("ANTHROPIC_API_KEY", "wrong")
+        .env("MARKTOFLOW_STORE", d.path().join("runs.db")));
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stdout.contains("FAIL anthropic"), "{}", r.stdout);
+    assert!(r.stdout.contains("1 problem found"), "{}", r.stdout);
+}

@@ -47,6 +47,24 @@ pub enum Command {
     },
     /// Print the JSON Schema of the workflow format (for editors).
     Schema,
+    /// Check this machine and project: LLM providers (asked a tiny question), models, the run store, routes.
+    Doctor {
+        /// Workflow files or folders: also check that they load and list what `serve` would serve.
+        paths: Vec<PathBuf>,
+        /// Check only this provider: anthropic, openai, ollama, local.
+        #[arg(short, long, env = "MARKTOFLOW_AGENT")]
+        agent: Option<String>,
+        /// The model to ask.
+        #[arg(short, long, env = "MARKTOFLOW_MODEL")]
+        model: Option<String>,
+        /// Ask no cloud provider (the local model still answers).
+        #[arg(long)]
+        offline: bool,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Start a project: a sample workflow, `.env.example`, the state folder, editor wiring.
     Init {
         /// The project folder (created when missing).

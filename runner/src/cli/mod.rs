@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod args;
+pub mod doctor;
 pub mod env;
 pub mod list;
 pub mod mcp;
@@ -108,6 +109,21 @@ pub fn main() -> i32 {
             EXIT_OK
         }
         Command::Init { dir } => scaffold::init(&dir),
+        Command::Doctor {
+            paths,
+            agent,
+            model,
+            offline,
+            json,
+            store,
+        } => doctor::doctor(
+            &paths,
+            agent.as_deref(),
+            model.as_deref(),
+            offline,
+            &store,
+            json,
+        ),
         Command::New {
             name,
             template,

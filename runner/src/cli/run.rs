@@ -211,28 +211,16 @@ pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
         }
     };
     let sandbox = Sandbox::new(cwd, read_roots, a.allow_write.clone());
-    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
-    let caps = Capabilities {
-        clock: Arc::new(marktoflow_steps::core::time::SystemClock),
-        caches: Default::default(),
-        mcp: Default::default(),
-        state: Arc::new(state_dir(&wf_dir)),
-        sandbox: Arc::new(sandbox),
-        log: Arc::new(|_| {}),
-        progress: marktoflow_steps::core::action::no_progress(),
-        cancel: Cancel::default(),
-        scripts: Arc::new(ScriptHost::new(exe)),
-        agents: Arc::new(AgentHub::new(AgentOverrides {
-            agent: a.agent.clone(),
-            model: a.model.clone(),
-        })),
-        env: Arc::new(env),
-        allowed_hosts: if a.allow_host.is_empty() {
-            wf.allowed_hosts.clone().map(Arc::new)
-        } else {
-            Some(Arc::new(a.allow_host.clone()))
-        },
+    let allowed_hosts = if a.allow_host.is_empty() {
+        wf.allowed_hosts.clone()
+    } else {
+        Some(a.allow_host.clone())
     };
+    let overrides = AgentOverrides {
+        agent: a.agent.clone(),
+        model: a.model.clone(),
+    };
+    let caps = one_run_caps(&wf_dir, sandbox, overrides, env, allowed_hosts);
     let engine = Engine::new();
     if a.dry_run {
         let plan = crate::engine::plan::dry_run(&engine, &wf, &inputs, &caps);
@@ -331,6 +319,32 @@ pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     match result.status {
         RunStatus::Completed => EXIT_OK,
         _ => EXIT_RUN_FAILED,
+    }
+}
+
+/// The capabilities of one run in this process: the system clock, the
+/// state folder found from `wf_dir`, script workers started on demand.
+pub(super) fn one_run_caps(
+    wf_dir: &Path,
+    sandbox: Sandbox,
+    agents: AgentOverrides,
+    env: std::collections::BTreeMap<String, String>,
+    allowed_hosts: Option<Vec<String>>,
+) -> Capabilities {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
+    Capabilities {
+        clock: Arc::new(marktoflow_steps::core::time::SystemClock),
+        caches: Default::default(),
+        mcp: Default::default(),
+        state: Arc::new(state_dir(wf_dir)),
+        sandbox: Arc::new(sandbox),
+        log: Arc::new(|_| {}),
+        progress: marktoflow_steps::core::action::no_progress(),
+        cancel: Cancel::default(),
+        scripts: Arc::new(ScriptHost::new(exe)),
+        agents: Arc::new(AgentHub::new(agents)),
+        env: Arc::new(env),
+        allowed_hosts: allowed_hosts.map(Arc::new),
     }
 }
 
