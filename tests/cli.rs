@@ -824,3 +824,101 @@ fn doctor_asks_each_provider_and_checks_store_and_routes() {
     assert!(r.stdout.contains("FAIL anthropic"), "{}", r.stdout);
     assert!(r.stdout.contains("1 problem found"), "{}", r.stdout);
 }
+
+#[test]
+fn workflow_exit_ends_the_run_completed_from_inside_loops_and_tries() {
+    let d = tempdir();
+    let f = write(
+        d.path(),
+        "exit.md",
+        r#"---
+workflow: {id: exiting}
+inputs:
+  stop_at: {type: integer, default: 2}
+---
+
+## Before
+```yaml
+action: core.set
+inputs: {seen: before}
+output_variable: before
+```
+
+## Loop
+```yaml
+type: for_each
+items: [1, 2, 3]
+item_variable: n
+steps:
+  - type: try
+    id: guard
+    try:
+      - type: if
+        condition: '{{ n == inputs.stop_at }}'
+        then:
+          - action: workflow.exit
+            id: stop
+            inputs:
+              message: 'stopping at {{ n }}'
+              outputs: {stopped_at: '{{ n }}', before: '{{ before.seen }}'}
+    catch:
+      - action: core.set
+        inputs: {caught: true}
+        output_variable: caught
+```
+
+## After
+```yaml
+action: file.write
+inputs: {path: after.txt, content: should not exist}
+```
+"#,
+    );
+    let r = run(cmd(d.path())
+        .args(["run"])
+        .arg(&f)
+        .args(["--json", "-q", "--allow-write", "."]));
+    assert_eq!(r.code, 0, "{r:?}");
+    let j = r.json();
+    assert_eq!(j["status"], "completed");
+    assert_eq!(j["outputs"], json!({"stopped_at": 2, "before": "before"}));
+    assert!(
+        !d.path().join("after.txt").exists(),
+        "no step after the exit runs"
+    );
+    let ids: Vec<&str> = j["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        !ids.contains(&"after") && !ids.contains(&"caught"),
+        "{ids:?}"
+    );
+    // The first iteration's `if` was skipped; nothing failed.
+    assert!(
+        j["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["status"] != "failed"),
+        "{j}"
+    );
+    let last = j["steps"].as_array().unwrap().last().unwrap();
+    assert_eq!(
+        (last["id"].as_str(), last["status"].as_str()),
+        (Some("loop"), Some("completed"))
+    );
+    // Past the last item, the run goes on as usual.
+    let r = run(cmd(d.path()).args(["run"]).arg(&f).args([
+        "--input",
+        "stop_at=9",
+        "--json",
+        "-q",
+        "--allow-write",
+        ".",
+    ]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(d.path().join("after.txt").exists());
+}

@@ -1223,3 +1223,41 @@ output_variable: seen
     );
     assert!(!r.body.contains("tok-123") && !r.body.contains("session=secret"));
 }
+
+#[test]
+fn workflow_exit_chooses_the_webhook_answer() {
+    let s = serve(&repo(), &["examples/webhook.md"], &[]);
+    let r = post(
+        &s.addr,
+        "/hooks/release",
+        json!({"release": {"tag_name": "v3.0.0-rc1", "prerelease": true}, "sender": {"login": "sam"}}),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        json!({"skipped": true, "reason": "pre-release v3.0.0-rc1"})
+    );
+    let r = post(
+        &s.addr,
+        "/hooks/release",
+        json!({"release": {"tag_name": "v3.0.0"}, "sender": {"login": "sam"}}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["outputs"]["announcement"], "sam released v3.0.0");
+    drop(s);
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("text.md"),
+        "---\nworkflow: {id: text}\ntriggers: [{type: webhook, path: /t}]\ninputs:\n  code: {type: integer, default: 201}\n---\n\n```yaml\naction: workflow.exit\ninputs: {status: '{{ inputs.code }}', body: 'made it'}\n```\n",
+    )
+    .unwrap();
+    let s = serve(d.path(), &["text.md"], &[]);
+    let r = post(&s.addr, "/t", json!({}));
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body, "made it");
+    assert!(r.header("content-type").unwrap().starts_with("text/plain"));
+    // A status that is not HTTP's fails the step, saying so.
+    let r = post(&s.addr, "/t", json!({"code": 700}));
+    assert_eq!(r.status, 500, "{}", r.body);
+    assert!(r.body.contains("from 100 to 599"), "{}", r.body);
+}

@@ -75,6 +75,12 @@ impl Engine {
                         if resolved.spec.traits.sets_outputs {
                             st.set_outputs = Some(out.clone());
                         }
+                        if resolved.spec.traits.exits {
+                            if let Some(o) = out.get("outputs").filter(|o| o.is_object()) {
+                                st.set_outputs = Some(o.clone());
+                            }
+                            st.exit = Some(out.clone());
+                        }
                         return (Ok(out), attempt);
                     }
                     Err(e) => e,

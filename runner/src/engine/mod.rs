@@ -215,6 +215,10 @@ pub struct RunResult {
     pub steps: Vec<StepRecord>,
     pub error: Option<RunFailure>,
     pub duration_ms: u64,
+    /// What a waiting webhook caller gets instead of the run's JSON, when
+    /// `workflow.exit` said so: `{status, body}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response: Option<Value>,
 }
 
 /// Loads sub-workflows (`workflow: path.md` steps): the engine itself never
@@ -289,6 +293,8 @@ struct RunState {
     tools: Arc<Vec<marktoflow_steps::ToolConfig>>,
     /// The `trigger` variable the run was started with: not an output.
     trigger: Value,
+    /// Set by `workflow.exit` (its output): the run ends, successfully.
+    exit: Option<Value>,
 }
 
 impl Engine {
@@ -353,6 +359,7 @@ impl Engine {
                     .collect(),
             ),
             trigger: Value::Null,
+            exit: None,
         };
         if !cfg.trigger.is_null() && !st.variables.contains_key("trigger") {
             st.variables
@@ -405,6 +412,7 @@ impl Engine {
         };
         let (status, error) = match outcome {
             Ok(_) => (RunStatus::Completed, None),
+            Err(f) if f.cancelled && st.exit.is_some() => (RunStatus::Completed, None),
             Err(f) => (
                 if f.cancelled && cfg.caps.cancel.is_cancelled() {
                     RunStatus::Cancelled
@@ -434,6 +442,7 @@ impl Engine {
             steps: st.records,
             error,
             duration_ms,
+            response: st.exit.as_ref().and_then(exit_response),
         }
     }
 
@@ -632,7 +641,19 @@ impl Engine {
                     st.variables.insert(var.clone(), output.clone());
                 }
                 finish(st, status, output.clone(), None, retries);
+                if st.exit.is_some() {
+                    // `workflow.exit`: unwind to the top, nothing after it runs.
+                    return Err(Failure {
+                        cancelled: true,
+                        ..self.fail(step, step.pos, "the workflow exited")
+                    });
+                }
                 Ok(Some(output))
+            }
+            // The steps around a `workflow.exit` completed.
+            Err(f) if f.cancelled && st.exit.is_some() => {
+                finish(st, StepStatus::Completed, Value::Null, None, retries);
+                Err(f)
             }
             Err(f) => {
                 finish(
@@ -1089,6 +1110,9 @@ impl Engine {
             if bst.set_outputs.is_some() {
                 st.set_outputs = bst.set_outputs;
             }
+            if bst.exit.is_some() {
+                st.exit = bst.exit;
+            }
             match r {
                 Ok(_) => {
                     let set: Map<String, Value> = bst
@@ -1357,6 +1381,9 @@ impl Engine {
             if ist.set_outputs.is_some() {
                 st.set_outputs = ist.set_outputs;
             }
+            if ist.exit.is_some() {
+                st.exit = ist.exit;
+            }
             for (k, v) in ist.variables {
                 if !loop_keys.contains(&k) && before.get(&k) != Some(&v) {
                     st.variables.insert(k, v);
@@ -1427,6 +1454,13 @@ fn retry_delay(
 }
 
 pub use marktoflow_steps::core::time::human as human_duration;
+
+/// The HTTP answer a `workflow.exit` asks for (`status`, `body`), if any.
+fn exit_response(exit: &Value) -> Option<Value> {
+    let status = exit.get("status").cloned();
+    let body = exit.get("body").cloned();
+    (status.is_some() || body.is_some()).then(|| json!({"status": status, "body": body}))
+}
 
 /// The workflow's outputs:
 /// 1. the last `workflow.set_outputs` call, wherever it ran;

@@ -398,6 +398,7 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
                     steps: Vec::new(),
                     error: None,
                     duration_ms: 0,
+                    response: None,
                 });
             }
         }
@@ -414,15 +415,38 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
         }
     }
     match waited {
-        Ok(r) => {
-            let status = if r.status == RunStatus::Completed { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR };
-            (status, Json(run_json(&run_id, &wf.meta.id, true, Some(&r)))).into_response()
-        }
+        Ok(r) => match (&r.response, r.status) {
+            // `workflow.exit` chose the answer.
+            (Some(answer), RunStatus::Completed) => exit_answer(answer, run_json(&run_id, &wf.meta.id, true, Some(&r))),
+            _ => {
+                let status = if r.status == RunStatus::Completed { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR };
+                (status, Json(run_json(&run_id, &wf.meta.id, true, Some(&r)))).into_response()
+            }
+        },
         Err(_) => (
             StatusCode::GATEWAY_TIMEOUT,
             Json(json!({"run_id": run_id, "status": "running", "error": format!("the run is still going after {}s; poll /runs/{run_id}", s.config.request_timeout.as_secs())})),
         )
             .into_response(),
+    }
+}
+
+/// The answer `workflow.exit` asked for: its `status` (default 200), and its
+/// `body` (text as `text/plain`, anything else as JSON), else the run's JSON.
+fn exit_answer(answer: &Value, run: Value) -> Response {
+    let status = answer["status"]
+        .as_u64()
+        .and_then(|s| StatusCode::from_u16(s as u16).ok())
+        .unwrap_or(StatusCode::OK);
+    match &answer["body"] {
+        Value::Null => (status, Json(run)).into_response(),
+        Value::String(text) => (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            text.clone(),
+        )
+            .into_response(),
+        other => (status, Json(other.clone())).into_response(),
     }
 }
 

@@ -583,6 +583,7 @@ fn crashed(run_id: &str, wf: &Workflow, what: &str) -> RunResult {
             pos: None,
         }),
         duration_ms: 0,
+        response: None,
     }
 }
 
@@ -654,6 +655,7 @@ fn not_started(run_id: &str, wf: &Workflow, kept: bool) -> RunResult {
             pos: None,
         }),
         duration_ms: 0,
+        response: None,
     }
 }
 

@@ -552,6 +552,7 @@ pub async fn resume_run(
                 pos: None,
             }),
             duration_ms: 0,
+            response: None,
         };
         store.finish_run(&run.id, RunEnd::from(&result));
         result

@@ -223,6 +223,30 @@ impl Action for WorkflowAction {
                 Ok(json!({ "timestamp": ts }))
             }
             "noop" => Ok(json!({"success": true})),
+            // The engine ends the run once this returns.
+            "exit" => {
+                if let Some(status) = inputs.get("status") {
+                    match status.as_u64() {
+                        Some(100..=599) => {}
+                        _ => {
+                            return Err(ActionError::Input(format!(
+                                "`status` must be an HTTP status from 100 to 599, got {}",
+                                display(status)
+                            )))
+                        }
+                    }
+                }
+                if let Some(m) = inputs.get("message").filter(|m| !m.is_null()) {
+                    call.log(LogLevel::Info, display(m));
+                }
+                let mut out = json!({"exited": true});
+                for k in ["outputs", "status", "body"] {
+                    if let Some(v) = inputs.get(k) {
+                        out[k] = v.clone();
+                    }
+                }
+                Ok(out)
+            }
             m => Err(ActionError::Input(format!("unknown method `workflow.{m}`"))),
         }
     }
@@ -262,8 +286,8 @@ pub fn display(v: &Value) -> String {
 pub use crate::core::time::parse_duration;
 
 use crate::core::catalog::{
-    alias, input, spec, Spec, Traits, ANY, BOOLEAN, DURATION, EFFECTS, LIST, MAPPING, NUMBER, PURE,
-    STRING,
+    alias, input, spec, Spec, Traits, ANY, BOOLEAN, DURATION, EFFECTS, INTEGER, LIST, MAPPING,
+    NUMBER, PURE, STRING,
 };
 
 const ENGINE: Traits = Traits {
@@ -453,4 +477,32 @@ pub const WORKFLOW_SPECS: &[Spec] = &[
         .returns("{timestamp}")
         .traits(EFFECTS),
     spec("workflow", "noop", "Does nothing.").returns("{success: true}"),
+    spec(
+        "workflow",
+        "exit",
+        "Ends the run now, successfully; the steps after it do not run.",
+    )
+    .inputs(&[
+        input(
+            "outputs",
+            MAPPING,
+            "The run's outputs (else they are found as usual).",
+        ),
+        input(
+            "status",
+            INTEGER,
+            "The HTTP status a waiting webhook caller gets (default 200).",
+        ),
+        input(
+            "body",
+            ANY,
+            "What a waiting webhook caller gets instead of the run's JSON.",
+        ),
+        input("message", STRING, "Why: written to the run log."),
+    ])
+    .returns("{exited: true, outputs?, status?, body?}")
+    .traits(Traits {
+        exits: true,
+        ..PURE
+    }),
 ];

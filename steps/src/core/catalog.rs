@@ -155,6 +155,8 @@ pub struct Traits {
     pub engine_op: bool,
     /// Its output becomes the run's outputs (`workflow.set_outputs`).
     pub sets_outputs: bool,
+    /// Ends the run successfully once it returns (`workflow.exit`).
+    pub exits: bool,
     /// No effects outside the run: `--dry-run` may call it.
     pub pure: bool,
 }
@@ -162,6 +164,7 @@ pub struct Traits {
 pub const PURE: Traits = Traits {
     engine_op: false,
     sets_outputs: false,
+    exits: false,
     pure: true,
 };
 
