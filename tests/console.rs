@@ -39,12 +39,16 @@ fn the_console_starts_watches_retries_and_cancels_runs_in_a_browser() {
     let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
     let tmp = tempdir();
     let flag = tmp.path().join("flag.txt");
+    let watched = tmp.path().join("watched");
+    std::fs::create_dir_all(&watched).unwrap();
     let s = serve(
         &repo(),
         &[
             "workflows/lifeos/retrieval.md",
             "tests/console/flaky.md",
             "tests/console/slow.md",
+            watched.to_str().unwrap(),
+            "--watch",
             "--allow-read",
             tmp.path().to_str().unwrap(),
         ],
@@ -63,6 +67,7 @@ fn the_console_starts_watches_retries_and_cancels_runs_in_a_browser() {
         .env("CHROMIUM", &chromium)
         .env("SHOTS", &shots)
         .env("FLAG", &flag)
+        .env("WATCHED", &watched)
         .output()
         .expect("node runs");
     let text = format!(
@@ -76,7 +81,8 @@ fn the_console_starts_watches_retries_and_cancels_runs_in_a_browser() {
         "01-workflows",
         "03-flagship-run",
         "05-retried-run",
-        "09-phone",
+        "08-broken-file",
+        "10-phone",
     ] {
         assert!(shots.join(format!("{name}.png")).is_file(), "{name}.png");
     }

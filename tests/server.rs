@@ -1261,3 +1261,75 @@ fn workflow_exit_chooses_the_webhook_answer() {
     assert_eq!(r.status, 500, "{}", r.body);
     assert!(r.body.contains("from 100 to 599"), "{}", r.body);
 }
+
+/// Polls `GET /workflows` until `done` holds (or fails after 20 s).
+fn workflows_until(addr: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let j = http(addr, "GET", "/workflows", &[], b"").json();
+        if done(&j) {
+            return j;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{what}: {j}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn serve_watch_follows_the_files_and_skips_what_does_not_load() {
+    let d = tempdir();
+    let hook = |id: &str, path: &str| {
+        format!("---\nworkflow: {{id: {id}}}\ntriggers: [{{type: webhook, path: {path}}}]\n---\n\n```yaml\naction: workflow.set_outputs\ninputs: {{who: {id}}}\n```\n")
+    };
+    std::fs::write(d.path().join("a.md"), hook("a", "/a")).unwrap();
+    // Broken from the start: reported, skipped, the server starts.
+    std::fs::write(
+        d.path().join("bad.md"),
+        "---\nworkflow: {id: bad}\n---\n\n```yaml\naction: core.nope\n```\n",
+    )
+    .unwrap();
+    let s = serve(d.path(), &[".", "--watch"], &[]);
+    let ids = |j: &Value| -> Vec<String> {
+        j["workflows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["workflow"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let j = http(&s.addr, "GET", "/workflows", &[], b"").json();
+    assert_eq!(ids(&j), ["a"]);
+    assert_eq!(j["broken"][0]["file"], "./bad.md");
+    assert_eq!(j["broken"][0]["line"], 6);
+
+    // A new file is served; its route answers.
+    std::fs::write(d.path().join("b.md"), hook("b", "/b")).unwrap();
+    workflows_until(&s.addr, "b is added", |j| ids(j).contains(&"b".to_string()));
+    let r = post(&s.addr, "/b", json!({}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["outputs"]["who"], "b");
+
+    // An edit that takes another's route: that file is skipped, saying
+    // why; the others go on being served.
+    std::fs::write(d.path().join("b.md"), hook("b", "/a")).unwrap();
+    let j = workflows_until(&s.addr, "b conflicts", |j| {
+        !ids(j).contains(&"b".to_string())
+    });
+    let broken = j["broken"].to_string();
+    assert!(broken.contains("is already served by"), "{broken}");
+    assert_eq!(post(&s.addr, "/a", json!({})).json()["outputs"]["who"], "a");
+    assert_eq!(post(&s.addr, "/b", json!({})).status, 404);
+
+    // Fixed, and the broken file fixed too: all three are served.
+    std::fs::write(d.path().join("b.md"), hook("b", "/b")).unwrap();
+    std::fs::write(d.path().join("bad.md"), hook("bad", "/bad")).unwrap();
+    let j = workflows_until(&s.addr, "all load", |j| ids(j).len() == 3);
+    assert_eq!(j["broken"], json!([]));
+    // A removed file is no longer served.
+    std::fs::remove_file(d.path().join("a.md")).unwrap();
+    workflows_until(&s.addr, "a is removed", |j| {
+        !ids(j).contains(&"a".to_string())
+    });
+    assert_eq!(post(&s.addr, "/a", json!({})).status, 404);
+    assert_eq!(http(&s.addr, "GET", "/health", &[], b"").status, 200);
+}

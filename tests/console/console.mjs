@@ -6,13 +6,14 @@
 //
 // Environment: BASE (http://127.0.0.1:PORT), MODULES (a node_modules with
 // playwright-core), CHROMIUM (the browser), SHOTS (a folder), FLAG (a file
-// the flaky workflow waits for; this script creates it).
+// the flaky workflow waits for; this script creates it), WATCHED (a folder
+// the server follows with `--watch`; this script writes workflows into it).
 import { createRequire } from "module";
 import fs from "fs";
 import os from "os";
 import path from "path";
 
-const { BASE, MODULES, CHROMIUM, SHOTS, FLAG } = process.env;
+const { BASE, MODULES, CHROMIUM, SHOTS, FLAG, WATCHED } = process.env;
 const require = createRequire(path.join(MODULES, "noop.js"));
 const { chromium } = require("playwright-core");
 
@@ -148,6 +149,19 @@ try {
   await page.waitForSelector(`tr[data-run="${started.run_id}"]`, { timeout: 10000 });
   expect(page.url().endsWith("#/runs"), "still on the same page");
 
+  // `serve --watch`: a file that does not load is listed with its error;
+  // fixed, it is served.
+  step("a broken file, then fixed");
+  await page.goto(`${BASE}/console#/workflows`);
+  fs.writeFileSync(path.join(WATCHED, "draft.md"), "---\nworkflow: {id: draft, name: Draft}\n---\n\n```yaml\naction: core.nope\n```\n");
+  await page.waitForSelector("[data-broken]", { timeout: 15000 });
+  const broken = await page.locator("[data-broken]").textContent();
+  expect(broken.includes("draft.md:6:9") && broken.includes("core.nope"), `the error is shown: ${broken}`);
+  await shot("08-broken-file");
+  fs.writeFileSync(path.join(WATCHED, "draft.md"), "---\nworkflow: {id: draft, name: Draft}\n---\n\n```yaml\naction: core.set\ninputs: {ok: true}\n```\n");
+  await page.waitForSelector('a[href="#/workflows/draft"]', { timeout: 15000 });
+  expect(await page.locator("[data-broken]").count() === 0, "the error is gone once fixed");
+
   // Dark mode and a phone-sized screen.
   step("dark mode, phone");
   await page.emulateMedia({ colorScheme: "dark" });
@@ -155,13 +169,13 @@ try {
   await waitStatus(["completed"]);
   const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
   expect(bg !== "rgb(247, 248, 250)", `the dark scheme applies (${bg})`);
-  await shot("08-dark");
+  await shot("09-dark");
   await page.setViewportSize({ width: 390, height: 844 });
   await page.reload();
   await waitStatus(["completed"]);
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   expect(overflow <= 1, `no sideways scrolling on a phone (${overflow}px)`);
-  await shot("09-phone");
+  await shot("10-phone");
 
   expect(errors.length === 0, `no console errors: ${errors.join("; ")}`);
   console.log("console: all checks passed");

@@ -191,6 +191,11 @@ pub struct ServeArgs {
     /// are served on a loopback address only.
     #[arg(long, value_name = "VAR")]
     pub api_token_env: Option<String>,
+    /// Follow the files: load the workflows again when one is edited, added
+    /// or removed. A file that does not load is reported and skipped (the
+    /// console lists it with its error); the server keeps running.
+    #[arg(long)]
+    pub watch: bool,
     #[command(flatten)]
     pub server: ServerOpts,
 }

@@ -138,7 +138,9 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
     for t in &tools {
         eprintln!("  {} → {}", t.name, t.workflow.source.name);
     }
-    let watched = a.watch.then(|| ServedFiles::of(&a.paths, &cwd));
+    let watched = a
+        .watch
+        .then(|| crate::serve::file_watch::ServedFiles::of(&a.paths, &cwd));
     let code = rt.block_on(async move {
         let mut server = McpServer::new(state.clone(), tools);
         if let Some(files) = watched {
@@ -147,7 +149,7 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
             // Until the process ends.
             tokio::spawn(async move {
                 let caps = state.caps.clone();
-                let reload = |_: &ServedFiles, changed: Vec<String>| {
+                let reload = |_: &crate::serve::file_watch::ServedFiles, changed: Vec<String>| {
                     let (server, paths, caps) = (server.clone(), paths.clone(), caps.clone());
                     tokio::spawn(async move { reload(&server, &paths, &caps, changed).await });
                 };
@@ -180,55 +182,6 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
     });
     rt.shutdown_background();
     code
-}
-
-/// The workflow files `marktoflow mcp --watch` follows: the files named,
-/// and the Markdown files below the folders named.
-struct ServedFiles {
-    roots: Vec<PathBuf>,
-    files: Vec<PathBuf>,
-    folders: Vec<PathBuf>,
-}
-
-impl ServedFiles {
-    fn of(paths: &[PathBuf], cwd: &Path) -> ServedFiles {
-        let abs = |p: &PathBuf| marktoflow_steps::core::sandbox::normalize(&cwd.join(p));
-        let files: Vec<PathBuf> = paths.iter().filter(|p| p.is_file()).map(abs).collect();
-        let folders: Vec<PathBuf> = paths.iter().filter(|p| p.is_dir()).map(abs).collect();
-        let mut roots: Vec<PathBuf> = folders.clone();
-        roots.extend(
-            files
-                .iter()
-                .filter_map(|f| f.parent().map(Path::to_path_buf)),
-        );
-        roots.sort();
-        roots.dedup();
-        ServedFiles {
-            roots,
-            files,
-            folders,
-        }
-    }
-}
-
-impl crate::serve::file_watch::Watched for ServedFiles {
-    fn roots(&self) -> &[PathBuf] {
-        &self.roots
-    }
-
-    fn matches(&self, p: &Path) -> bool {
-        self.files.iter().any(|f| f == p)
-            || (p.extension().is_some_and(|e| e == "md")
-                && self.folders.iter().any(|d| p.starts_with(d)))
-    }
-
-    fn debounce(&self) -> std::time::Duration {
-        std::time::Duration::from_millis(300)
-    }
-
-    fn shown(&self, p: &Path) -> String {
-        p.display().to_string()
-    }
 }
 
 /// Loads the workflows again; when they all load, they are the tools from

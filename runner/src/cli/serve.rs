@@ -32,6 +32,14 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         workflows.push(Arc::new(l.workflow));
     }
     let env = environment(&cwd);
+    // Following the files, nothing that fails to load stops the server:
+    // it is reported, skipped and shown in the console.
+    let mut broken = Vec::new();
+    if a.watch {
+        print_diagnostics(&errors);
+        broken = std::mem::take(&mut errors);
+        workflows = servable(workflows, &env, &cwd, None, &mut broken);
+    }
     let mut routes = match routes_of(&workflows, &env) {
         Ok(r) if errors.is_empty() => r,
         Ok(_) => {
@@ -106,6 +114,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         && watches.is_empty()
         && tools.is_empty()
         && (!console || workflows.is_empty())
+        && !a.watch
     {
         let paths: Vec<String> = a
             .paths
@@ -127,7 +136,10 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
     let mut left_out = Vec::new();
     for w in &workflows {
         if let Err(d) = crate::engine::plan::preflight(w, &caps) {
-            if a.paths.contains(&w.source.path) {
+            if a.watch {
+                broken.extend(d.iter().cloned());
+            }
+            if a.paths.contains(&w.source.path) && !a.watch {
                 problems.extend(d);
             } else {
                 left_out.push((w.meta.id.clone(), d));
@@ -152,7 +164,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         workflows.retain(|w| served(w));
         let untriggered =
             routes.is_empty() && schedules.is_empty() && watches.is_empty() && tools.is_empty();
-        if workflows.is_empty() || (untriggered && !console) {
+        if (workflows.is_empty() || (untriggered && !console)) && !a.watch {
             eprintln!("marktoflow: not serving: every workflow found needs an LLM provider");
             return EXIT_USAGE;
         }
@@ -228,6 +240,14 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             .with_store(store.clone())
             .with_run_runtime(runs_rt.handle().clone()),
     );
+    if !broken.is_empty() {
+        let now = state.served();
+        state.replace_served(crate::serve::Served {
+            routes: now.routes.clone(),
+            workflows: now.workflows.clone(),
+            broken,
+        });
+    }
     let code = rt.block_on(async move {
         let addr = format!("{}:{}", a.host, a.port);
         let listener = match tokio::net::TcpListener::bind(&addr).await {
@@ -251,7 +271,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             eprintln!("{l}");
         }
         if console {
-            let w = state.workflows.len();
+            let w = state.served().workflows.len();
             eprintln!("  console at http://{local}/console ({w} workflow{})", plural(w));
         }
         let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
@@ -300,9 +320,12 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             });
         }
         crate::serve::resume_stored_runs(&state, &workflows);
-        tokio::spawn(run_schedules(state.clone(), schedules));
-        tokio::spawn(run_file_watches(state.clone(), watches));
+        let triggers = Arc::new(std::sync::Mutex::new(vec![
+            tokio::spawn(run_schedules(state.clone(), schedules)),
+            tokio::spawn(run_file_watches(state.clone(), watches)),
+        ]));
         let mut app = router(state.clone());
+        let mut mcp_server = None;
         if a.mcp {
             // On loopback the Host header is checked (DNS rebinding); on
             // other addresses the bearer token guards the route.
@@ -311,8 +334,46 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             } else {
                 Vec::new()
             };
-            let mcp = crate::mcp::McpServer::new(state.clone(), tools);
+            let mut mcp = crate::mcp::McpServer::new(state.clone(), tools);
+            if a.watch {
+                mcp = mcp.watching();
+            }
+            mcp_server = Some(mcp.clone());
             app = crate::mcp::mcp_router(mcp, mcp_token, hosts).merge(app);
+        }
+        if a.watch {
+            let files = crate::serve::file_watch::ServedFiles::of(&a.paths, &cwd);
+            let follow = Following {
+                state: state.clone(),
+                paths: a.paths.clone(),
+                env: (*state.caps.env).clone(),
+                cwd: cwd.clone(),
+                triggers,
+                mcp: mcp_server,
+            };
+            tokio::spawn(async move {
+                let follow = Arc::new(follow);
+                let reload = |_: &crate::serve::file_watch::ServedFiles, changed: Vec<String>| {
+                    let follow = follow.clone();
+                    tokio::spawn(async move { follow.reload(changed).await });
+                };
+                // Once watching, load again: what changed since the first
+                // load, before the watch began, is not missed.
+                let first = follow.clone();
+                let ready = move || {
+                    tokio::spawn(async move { first.reload(Vec::new()).await });
+                };
+                if let Err(e) = crate::serve::file_watch::watch_then(
+                    vec![files],
+                    std::future::pending(),
+                    reload,
+                    ready,
+                )
+                .await
+                {
+                    eprintln!("marktoflow: cannot watch the workflows: {e}");
+                }
+            });
         }
         crate::serve::listen::serve_http(listener, app, shutdown).await;
         let _ = drained_rx.await;
@@ -331,6 +392,153 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
     runs_rt.shutdown_background();
     rt.shutdown_background();
     code
+}
+
+/// Workflows that can be served, each checked alone: its webhook routes
+/// (auth that fails closed, a route another workflow already has), its
+/// schedules and file watches, and with `caps`, its agent steps' provider.
+/// The others go to `broken` with their errors.
+fn servable(
+    workflows: Vec<Arc<Workflow>>,
+    env: &std::collections::BTreeMap<String, String>,
+    cwd: &Path,
+    caps: Option<&Capabilities>,
+    broken: &mut Vec<crate::diag::Diagnostic>,
+) -> Vec<Arc<Workflow>> {
+    let mut accepted = Vec::new();
+    let mut taken: Vec<crate::serve::Route> = Vec::new();
+    for wf in workflows {
+        let one = std::slice::from_ref(&wf);
+        let mut problems = Vec::new();
+        let routes = crate::serve::routes_of(one, env).unwrap_or_else(|d| {
+            problems.extend(d);
+            Vec::new()
+        });
+        for r in &routes {
+            if let Some(other) = taken
+                .iter()
+                .find(|t| t.path == r.path && t.method == r.method)
+            {
+                problems.push(crate::diag::Diagnostic::error(
+                    &wf.source,
+                    None,
+                    format!(
+                        "route `{} {}` is already served by `{}`",
+                        r.method, r.path, other.workflow.source.name
+                    ),
+                ));
+            }
+        }
+        if let Err(d) = crate::serve::schedules_of(one) {
+            problems.extend(d);
+        }
+        if let Err(d) = crate::serve::file_watch::file_watches_of(one, cwd) {
+            problems.extend(d);
+        }
+        if let Some(caps) = caps {
+            if let Err(d) = crate::engine::plan::preflight(&wf, caps) {
+                problems.extend(d);
+            }
+        }
+        if problems.is_empty() {
+            taken.extend(routes);
+            accepted.push(wf);
+        } else {
+            broken.extend(problems);
+        }
+    }
+    accepted
+}
+
+/// `serve --watch`: what a reload needs.
+struct Following {
+    state: Arc<crate::serve::ServerState>,
+    paths: Vec<PathBuf>,
+    env: std::collections::BTreeMap<String, String>,
+    cwd: PathBuf,
+    /// The schedule and file-watch tasks, replaced at each reload.
+    triggers: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    mcp: Option<crate::mcp::McpServer>,
+}
+
+impl Following {
+    /// Loads the workflows again and serves what loads from now on; what
+    /// does not is reported and listed in the console. Runs under way keep
+    /// the workflow they started with.
+    async fn reload(&self, changed: Vec<String>) {
+        let (paths, env, cwd, caps) = (
+            self.paths.clone(),
+            self.env.clone(),
+            self.cwd.clone(),
+            self.state.caps.clone(),
+        );
+        let loaded = tokio::task::spawn_blocking(move || {
+            let registry = Registry::standard();
+            let (found, mut broken) = discover(&paths, &registry);
+            let workflows: Vec<Arc<Workflow>> = found
+                .into_iter()
+                .map(|(_, l)| Arc::new(l.workflow))
+                .collect();
+            let workflows = servable(workflows, &env, &cwd, Some(&caps), &mut broken);
+            // Each was checked alone above: together they are sound too.
+            let routes = crate::serve::routes_of(&workflows, &env).unwrap_or_default();
+            let schedules = crate::serve::schedules_of(&workflows).unwrap_or_default();
+            let watches =
+                crate::serve::file_watch::file_watches_of(&workflows, &cwd).unwrap_or_default();
+            let (named, in_folders): (Vec<_>, Vec<_>) = workflows
+                .iter()
+                .cloned()
+                .partition(|w| paths.contains(&w.source.path));
+            let tools = crate::mcp::tools_of(&named, &in_folders);
+            (workflows, routes, schedules, watches, tools, broken)
+        })
+        .await;
+        let Ok((workflows, routes, schedules, watches, tools, broken)) = loaded else {
+            return;
+        };
+        if !changed.is_empty() {
+            print_diagnostics(&broken);
+        }
+        if let Ok(mut tasks) = self.triggers.lock() {
+            for t in tasks.drain(..) {
+                t.abort();
+            }
+            tasks.push(tokio::spawn(crate::serve::run_schedules(
+                self.state.clone(),
+                schedules,
+            )));
+            tasks.push(tokio::spawn(crate::serve::run_file_watches(
+                self.state.clone(),
+                watches,
+            )));
+        }
+        let (n_routes, n_workflows, n_broken) = (routes.len(), workflows.len(), broken.len());
+        self.state.replace_served(crate::serve::Served {
+            routes,
+            workflows,
+            broken,
+        });
+        if let (Some(mcp), Ok(tools)) = (&self.mcp, tools) {
+            mcp.replace_tools(tools).await;
+        }
+        if changed.is_empty() {
+            return;
+        }
+        eprintln!(
+            "marktoflow: {} changed: serving {n_routes} route{} and {n_workflows} workflow{}{}",
+            changed.join(", "),
+            plural(n_routes),
+            plural(n_workflows),
+            if n_broken > 0 {
+                format!(
+                    "; {n_broken} problem{} (skipped files above)",
+                    plural(n_broken)
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
 }
 
 /// The run store of a server's runs (None with `--no-store`); an error

@@ -121,7 +121,8 @@ fn is_loopback_host(host: &str) -> bool {
 
 /// The served workflow with this id.
 fn workflow(s: &ServerState, id: &str) -> Result<Arc<Workflow>, Refusal> {
-    s.workflows
+    s.served()
+        .workflows
         .iter()
         .find(|w| w.meta.id == id)
         .cloned()
@@ -162,11 +163,12 @@ pub(super) async fn list_workflows(State(s): State<Arc<ServerState>>, parts: Par
     if let Err(r) = guard(&s, &parts.method, &parts.headers) {
         return r.into_response();
     }
-    let list: Vec<Value> = s
+    let served = s.served();
+    let list: Vec<Value> = served
         .workflows
         .iter()
         .map(|wf| {
-            let routes: Vec<Value> = s
+            let routes: Vec<Value> = served
                 .routes
                 .iter()
                 .filter(|r| Arc::ptr_eq(&r.workflow, wf))
@@ -180,7 +182,13 @@ pub(super) async fn list_workflows(State(s): State<Arc<ServerState>>, parts: Par
                    "steps": wf.steps.len()})
         })
         .collect();
-    Json(json!({"workflows": list})).into_response()
+    // Files `serve --watch` could not load: skipped, with their errors.
+    let broken: Vec<Value> = served
+        .broken
+        .iter()
+        .map(|d| json!({"file": d.file, "line": d.pos.map(|p| p.line), "column": d.pos.map(|p| p.col), "message": d.message}))
+        .collect();
+    Json(json!({"workflows": list, "broken": broken})).into_response()
 }
 
 /// `GET /workflows/{id}`: one workflow: inputs, outputs, triggers (without
@@ -199,6 +207,7 @@ pub(super) async fn get_workflow(
     };
     let graph = Graph::of(&wf);
     let routes: Vec<Value> = s
+        .served()
         .routes
         .iter()
         .filter(|r| Arc::ptr_eq(&r.workflow, &wf))

@@ -230,12 +230,72 @@ impl Watched for FileWatch {
     }
 }
 
+/// The workflow files `marktoflow mcp --watch` and `serve --watch` follow: the files named,
+/// and the Markdown files below the folders named.
+pub struct ServedFiles {
+    roots: Vec<PathBuf>,
+    files: Vec<PathBuf>,
+    folders: Vec<PathBuf>,
+}
+
+impl ServedFiles {
+    pub fn of(paths: &[PathBuf], cwd: &Path) -> ServedFiles {
+        let abs = |p: &PathBuf| marktoflow_steps::core::sandbox::normalize(&cwd.join(p));
+        let files: Vec<PathBuf> = paths.iter().filter(|p| p.is_file()).map(abs).collect();
+        let folders: Vec<PathBuf> = paths.iter().filter(|p| p.is_dir()).map(abs).collect();
+        let mut roots: Vec<PathBuf> = folders.clone();
+        roots.extend(
+            files
+                .iter()
+                .filter_map(|f| f.parent().map(Path::to_path_buf)),
+        );
+        roots.sort();
+        roots.dedup();
+        ServedFiles {
+            roots,
+            files,
+            folders,
+        }
+    }
+}
+
+impl Watched for ServedFiles {
+    fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    fn matches(&self, p: &Path) -> bool {
+        self.files.iter().any(|f| f == p)
+            || (p.extension().is_some_and(|e| e == "md")
+                && self.folders.iter().any(|d| p.starts_with(d)))
+    }
+
+    fn debounce(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(300)
+    }
+
+    fn shown(&self, p: &Path) -> String {
+        p.display().to_string()
+    }
+}
+
 /// Collects changes and hands each debounced batch to `start`. Returns when
 /// `stop` resolves or the watcher cannot be set up (the error is returned).
 pub async fn watch<W: Watched>(
     watches: Vec<W>,
     stop: impl std::future::Future<Output = ()>,
     start: impl Fn(&W, Vec<String>),
+) -> Result<(), notify::Error> {
+    watch_then(watches, stop, start, || {}).await
+}
+
+/// [`watch`], calling `ready` once the folders are watched: a change made
+/// after it is never missed.
+pub async fn watch_then<W: Watched>(
+    watches: Vec<W>,
+    stop: impl std::future::Future<Output = ()>,
+    start: impl Fn(&W, Vec<String>),
+    ready: impl FnOnce(),
 ) -> Result<(), notify::Error> {
     use notify::{RecursiveMode, Watcher};
     if watches.is_empty() {
@@ -258,6 +318,7 @@ pub async fn watch<W: Watched>(
     for r in roots {
         watcher.watch(r, RecursiveMode::Recursive)?;
     }
+    ready();
     let mut pending: Vec<BTreeSet<String>> = vec![BTreeSet::new(); watches.len()];
     let mut due: Vec<Option<tokio::time::Instant>> = vec![None; watches.len()];
     tokio::pin!(stop);

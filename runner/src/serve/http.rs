@@ -47,7 +47,7 @@ pub(super) async fn health(State(s): State<Arc<ServerState>>) -> Response {
     };
     (
         code,
-        Json(json!({"status": status, "workflows": s.routes.len(), "running": running, "queued": queued})),
+        Json(json!({"status": status, "workflows": s.served().routes.len(), "running": running, "queued": queued})),
     )
         .into_response()
 }
@@ -151,7 +151,8 @@ pub(super) fn signature_ok(secret: &str, headers: &HeaderMap, body: &[u8]) -> bo
 pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
-    let same_path: Vec<&Route> = s.routes.iter().filter(|r| r.path == path).collect();
+    let served = s.served();
+    let same_path: Vec<&Route> = served.routes.iter().filter(|r| r.path == path).collect();
     if same_path.is_empty() && path == "/" && parts.method == axum::http::Method::GET {
         return axum::response::Redirect::to("/console").into_response();
     }

@@ -103,12 +103,21 @@ impl Drop for ActiveGuard {
     }
 }
 
-pub struct ServerState {
-    pub engine: Engine,
+/// What the server serves now; `serve --watch` replaces it as a whole
+/// when the files change (requests under way keep the one they started with).
+#[derive(Default)]
+pub struct Served {
     pub routes: Vec<Route>,
     /// Every workflow served (by any trigger): the console and the run API
     /// start, show and retry runs of these only.
     pub workflows: Vec<Arc<Workflow>>,
+    /// Files that did not load at the last reload, and why: skipped.
+    pub broken: Vec<crate::diag::Diagnostic>,
+}
+
+pub struct ServerState {
+    pub engine: Engine,
+    served: std::sync::RwLock<Arc<Served>>,
     /// Who may use the run API and the console.
     pub api: ApiAccess,
     pub caps: Capabilities,
@@ -149,9 +158,12 @@ impl ServerState {
         ServerState {
             engine: Engine::new(),
             global_slots: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
-            workflows: routes.iter().map(|r| r.workflow.clone()).collect(),
+            served: std::sync::RwLock::new(Arc::new(Served {
+                workflows: routes.iter().map(|r| r.workflow.clone()).collect(),
+                routes,
+                broken: Vec::new(),
+            })),
             api: ApiAccess::default(),
-            routes,
             caps,
             loader,
             config,
@@ -176,9 +188,28 @@ impl ServerState {
 
     /// Serves `workflows` (every one with a trigger this server serves) to
     /// the console and the run API.
-    pub fn with_workflows(mut self, workflows: Vec<Arc<Workflow>>) -> Self {
-        self.workflows = workflows;
+    pub fn with_workflows(self, workflows: Vec<Arc<Workflow>>) -> Self {
+        let routes = self.served().routes.clone();
+        self.replace_served(Served {
+            routes,
+            workflows,
+            broken: Vec::new(),
+        });
         self
+    }
+
+    /// What is served now.
+    pub fn served(&self) -> Arc<Served> {
+        self.served
+            .read()
+            .map(|s| s.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// Serves `served` from now on.
+    pub fn replace_served(&self, served: Served) {
+        let mut slot = self.served.write().unwrap_or_else(|e| e.into_inner());
+        *slot = Arc::new(served);
     }
 
     /// Guards the run API and the console with `api`.
@@ -189,7 +220,8 @@ impl ServerState {
 
     /// The served workflow whose file is `file` (absolute or as loaded).
     fn workflow_at(&self, file: &std::path::Path) -> Option<Arc<Workflow>> {
-        self.workflows
+        self.served()
+            .workflows
             .iter()
             .find(|w| {
                 w.source.path == file

@@ -119,7 +119,27 @@ function every(msec, fn) {
 // ---------- workflows ----------
 
 async function workflowsPage() {
-  const { workflows } = await api("/workflows");
+  let shown = "";
+  async function render() {
+    const data = await api("/workflows");
+    // Redrawn only when something changed (`serve --watch` reloaded), so
+    // focus and reading are not disturbed.
+    const text = JSON.stringify(data);
+    if (text === shown) return;
+    shown = text;
+    drawWorkflows(data);
+  }
+  await render();
+  every(3000, () => render().catch(() => {}));
+}
+
+function drawWorkflows({ workflows, broken }) {
+  const problems = (broken || []).length
+    ? h("div", { class: "card error", role: "alert", "data-broken": "" },
+      h("strong", {}, "Files that did not load (skipped until fixed)"),
+      h("ul", {}, broken.map((b) => h("li", {},
+        h("code", {}, b.line ? `${b.file}:${b.line}:${b.column}` : b.file), " ", b.message))))
+    : null;
   const rows = workflows.map((w) =>
     h("tr", {},
       h("td", {}, h("a", { href: `#/workflows/${encodeURIComponent(w.workflow)}` }, w.name || w.workflow)),
@@ -128,7 +148,7 @@ async function workflowsPage() {
       h("td", { class: "muted" }, w.file),
       h("td", {}, h("a", { href: `#/runs?workflow=${encodeURIComponent(w.workflow)}` }, "runs")),
     ));
-  page("Workflows",
+  page("Workflows", problems,
     workflows.length
       ? h("table", {},
         h("thead", {}, h("tr", {}, ["Workflow", "Triggers", "Route", "File", ""].map((t) => h("th", { scope: "col" }, t)))),
