@@ -2,7 +2,7 @@
 //! `prune`, on a real SQLite file.
 
 use crate::support::{cmd, run, tempdir};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::path::Path;
 
 /// Step one counts its runs in `count.txt`; step two fails unless `FIXED`
@@ -156,6 +156,87 @@ fn runs_are_recorded_and_a_retry_reuses_finished_steps() {
     let r = mtf(p, &["retry", &id]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("changed since run"), "{}", r.stderr);
+    assert!(r.stderr.contains("--force"), "{}", r.stderr);
+    // `--force` retries anyway: steps matched by id (a step inserted before
+    // the failed one shifts positions), saying what changed.
+    std::fs::write(
+        p.join("c.md"),
+        COUNTER.replace(
+            "## Second",
+            "## Inserted\n\n```yaml\naction: core.set\ninputs: {extra: 1}\noutput_variable: extra\n```\n\n## Second",
+        ),
+    )
+    .unwrap();
+    let before = count(p);
+    let r = run(cmd(p)
+        .args([
+            "retry",
+            &id,
+            "--force",
+            "--allow-write",
+            ".",
+            "--json",
+            "-q",
+        ])
+        .env("FIXED", "1"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("changed since run"), "{}", r.stderr);
+    assert!(r.stderr.contains("added: `inserted`"), "{}", r.stderr);
+    assert!(r.stderr.contains("retrying from `second`"), "{}", r.stderr);
+    assert_eq!(count(p), before, "`first` is reused, not run again");
+    assert_eq!(r.json()["outputs"]["result"]["first"], 1);
+    let r = mtf(p, &["retry", &id, "--force", "--from", "inserted"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("not a step run"), "{}", r.stderr);
+}
+
+#[test]
+fn run_from_or_only_a_step_with_given_variables() {
+    let d = tempdir();
+    let p = d.path();
+    std::fs::write(p.join("c.md"), COUNTER).unwrap();
+    // `--only third` with what `first` would have set: nothing else runs.
+    let r = run(cmd(p).args([
+        "run", "c.md", "--only", "third", "--var", "first=41", "--json", "-q",
+    ]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["outputs"]["result"]["first"], 41);
+    assert_eq!(count(p), "", "`first` did not run");
+    assert_eq!(r.json()["steps"].as_array().unwrap().len(), 1);
+    // Without it, a warning names the variable the step reads.
+    let r = run(cmd(p).args(["run", "c.md", "--only", "third", "-q"]));
+    assert!(r.stderr.contains("reads `first`"), "{}", r.stderr);
+    // `--from second` runs second and third.
+    let r = run(cmd(p)
+        .args([
+            "run",
+            "c.md",
+            "--from",
+            "second",
+            "--var",
+            "first={\"n\": 2}",
+            "--json",
+            "-q",
+        ])
+        .env("FIXED", "1"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["outputs"]["result"]["first"], json!({"n": 2}));
+    assert_eq!(r.json()["steps"].as_array().unwrap().len(), 2);
+    // Mistakes: an unknown step, `--var` alone.
+    let r = run(cmd(p).args(["run", "c.md", "--from", "fourth"]));
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("they are first, second, third"),
+        "{}",
+        r.stderr
+    );
+    let r = run(cmd(p).args(["run", "c.md", "--var", "x=1"]));
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("`--var` gives variables to"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

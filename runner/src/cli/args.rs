@@ -125,6 +125,10 @@ pub enum Command {
         /// The top-level step to start from (its id); default: where the run stopped.
         #[arg(long, value_name = "STEP")]
         from: Option<String>,
+        /// Retry although the workflow file changed since the run: steps are
+        /// matched by id, and what changed is said.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         run: RetryArgs,
     },
@@ -265,6 +269,17 @@ pub struct RunArgs {
     /// not; the run sees the body as `trigger.body` (`--input` wins).
     #[arg(long, value_name = "FILE")]
     pub event: Option<PathBuf>,
+    /// Start at this top-level step (its id), the steps before it not run;
+    /// give what they would have set with `--var`.
+    #[arg(long, value_name = "STEP", conflicts_with = "only")]
+    pub from: Option<String>,
+    /// Run only this top-level step (its id), with `--var` for what it reads.
+    #[arg(long, value_name = "STEP")]
+    pub only: Option<String>,
+    /// A variable for `--from`/`--only`, `name=value` (repeatable); the value
+    /// is JSON when it parses (`hits=[1,2]`, `n=3`), else text.
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub var: Vec<String>,
     /// Print one JSON object with the outputs, status and every step.
     #[arg(long)]
     pub json: bool,

@@ -86,12 +86,15 @@ pub fn main() -> i32 {
             json,
             store,
         } => crate::cli::store::show(&store, &run_id, json),
-        Command::Retry { run_id, from, run } => {
-            match crate::cli::store::retry_plan(&run, &run_id, from.as_deref()) {
-                Ok((args, plan)) => run::run(args, Some(plan)),
-                Err(code) => code,
-            }
-        }
+        Command::Retry {
+            run_id,
+            from,
+            force,
+            run,
+        } => match crate::cli::store::retry_plan(&run, &run_id, from.as_deref(), force) {
+            Ok((args, plan)) => run::run(args, Some(plan)),
+            Err(code) => code,
+        },
         Command::Prune { older_than, store } => crate::cli::store::prune(&store, &older_than),
         Command::Validate {
             files,

@@ -136,11 +136,101 @@ fn event_inputs(a: &RunArgs, wf: &Workflow) -> Result<(Vec<(String, Supplied)>, 
     Ok((supplied, context))
 }
 
+/// With `--from STEP` or `--only STEP`: where the run starts (the steps
+/// before it not run, `--var`s standing for what they set) and, for
+/// `--only`, the workflow cut after that step.
+fn part_of(
+    a: &RunArgs,
+    wf: Workflow,
+) -> Result<(Workflow, Option<crate::engine::Checkpoint>), String> {
+    let Some(step) = a.from.as_deref().or(a.only.as_deref()) else {
+        if !a.var.is_empty() {
+            return Err("`--var` gives variables to `--from STEP` or `--only STEP`; use `--input` for inputs".into());
+        }
+        return Ok((wf, None));
+    };
+    let Some(index) = wf.steps.iter().position(|s| s.id == step) else {
+        let ids: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();
+        return Err(format!(
+            "`{step}` is not a top-level step of `{}` (they are {})",
+            wf.source.name,
+            ids.join(", ")
+        ));
+    };
+    let mut variables = serde_json::Map::new();
+    for raw in &a.var {
+        let Some((name, value)) = raw.split_once('=') else {
+            return Err(format!("`--var {raw}`: write it as name=value"));
+        };
+        let value =
+            serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_string()));
+        variables.insert(name.trim().to_string(), value);
+    }
+    // What the skipped steps would have set and the steps that run read
+    // (by name, in their text) must come from `--var`: say which.
+    let first_line = wf.steps[index].pos.line;
+    let last_line = match (a.only.is_some(), wf.steps.get(index + 1)) {
+        (true, Some(next)) => next.pos.line,
+        _ => usize::MAX,
+    };
+    let text: String = wf
+        .source
+        .text
+        .lines()
+        .enumerate()
+        .filter(|(i, _)| *i + 1 >= first_line && *i + 1 < last_line)
+        .map(|(_, l)| format!("{l}\n"))
+        .collect();
+    let reads = |name: &str| {
+        text.match_indices(name).any(|(i, _)| {
+            let ident = |c: char| c.is_alphanumeric() || c == '_';
+            !text[..i].chars().next_back().is_some_and(ident)
+                && !text[i + name.len()..].chars().next().is_some_and(ident)
+        })
+    };
+    let mut missing: Vec<String> = Vec::new();
+    for st in wf.steps[..index].iter() {
+        let mut set: Vec<&str> = vec![st.id.as_str()];
+        set.extend(st.output_variable.as_deref());
+        for name in set {
+            if !variables.contains_key(name) && reads(name) && !missing.iter().any(|m| m == name) {
+                missing.push(name.to_string());
+            }
+        }
+    }
+    if !missing.is_empty() {
+        eprintln!(
+            "warning: the steps before `{step}` are not run, and what follows reads {}: give {} with `--var NAME=VALUE`",
+            missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
+            if missing.len() == 1 { "it" } else { "them" }
+        );
+    }
+    let mut wf = wf;
+    if a.only.is_some() {
+        wf.steps.truncate(index + 1);
+    }
+    Ok((
+        wf,
+        Some(crate::engine::Checkpoint {
+            next_step: index,
+            variables,
+            ..Default::default()
+        }),
+    ))
+}
+
 pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
     let registry = Registry::standard();
     let wf = match load(&a.file, &registry) {
         Ok(w) => w,
         Err(code) => return code,
+    };
+    let (wf, part) = match part_of(&a, wf) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
     };
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let wf_dir = a
@@ -272,7 +362,7 @@ pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
         callers: Vec::new(),
         trigger,
     };
-    let checkpoint = retry.map(|p| p.checkpoint).unwrap_or_default();
+    let checkpoint = retry.map(|p| p.checkpoint).or(part).unwrap_or_default();
     let cancel = caps.cancel.clone();
     let result = rt.block_on(async {
         // Ctrl-C or SIGTERM (a supervisor, `timeout`): the run is cancelled

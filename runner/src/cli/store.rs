@@ -220,6 +220,7 @@ pub fn retry_plan(
     a: &RetryArgs,
     id: &str,
     from: Option<&str>,
+    force: bool,
 ) -> Result<(RunArgs, RetryPlan), i32> {
     let s = open(&a.store)?;
     let run = s.get_run(id).map_err(|e| {
@@ -233,11 +234,41 @@ pub fn retry_plan(
             EXIT_USAGE
         })?;
     let wf = wf.workflow;
-    let plan = crate::store::retry::plan(s.as_ref(), &run, &wf, from).map_err(|e| {
+    let planned = if force {
+        crate::store::retry::plan_forced(s.as_ref(), &run, &wf, from).map(|(plan, changes)| {
+            if crate::store::version_of(&wf) != run.version {
+                let list = |v: &[String]| {
+                    if v.is_empty() {
+                        "none".to_string()
+                    } else {
+                        v.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+                    }
+                };
+                eprintln!(
+                    "warning: `{}` changed since run `{}`; retrying from `{}` anyway (--force)",
+                    run.file,
+                    run.id,
+                    wf.steps
+                        .get(plan.checkpoint.next_step)
+                        .map(|s| s.id.as_str())
+                        .unwrap_or("the end")
+                );
+                eprintln!(
+                    "  top-level steps added: {}; removed: {}; the steps before it reuse the run's recorded values",
+                    list(&changes.added),
+                    list(&changes.removed)
+                );
+            }
+            plan
+        })
+    } else {
+        crate::store::retry::plan(s.as_ref(), &run, &wf, from)
+    };
+    let plan = planned.map_err(|e| {
         eprintln!("error: {e}");
         match e {
             RetryError::Changed { file, .. } => {
-                eprintln!("  = hint: `marktoflow run {file}` starts afresh");
+                eprintln!("  = hint: `--force` retries anyway, matching steps by id; `marktoflow run {file}` starts afresh");
                 EXIT_USAGE
             }
             RetryError::Store(_) => EXIT_RUN_FAILED,
@@ -250,6 +281,9 @@ pub fn retry_plan(
         input: Vec::new(),
         inputs_file: None,
         event: None,
+        from: None,
+        only: None,
+        var: Vec::new(),
         json: a.json,
         verbose: a.verbose,
         quiet: a.quiet,

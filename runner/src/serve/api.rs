@@ -939,14 +939,15 @@ pub(super) async fn retry_run(
             "retries need the run store; this server runs with `--no-store`",
         );
     };
-    let from = parts
-        .uri
-        .query()
-        .map(url_pairs)
-        .unwrap_or_default()
-        .into_iter()
+    let query = parts.uri.query().map(url_pairs).unwrap_or_default();
+    let from = query
+        .iter()
         .find(|(k, v)| k == "from" && !v.is_empty())
-        .map(|(_, v)| v);
+        .map(|(_, v)| v.clone());
+    // After an edit: steps matched by id (as `retry --force`).
+    let force = query
+        .iter()
+        .any(|(k, v)| k == "force" && (v == "true" || v == "1"));
     let run = {
         let (store, want) = (store.clone(), id.clone());
         match tokio::task::spawn_blocking(move || store.get_run(&want)).await {
@@ -969,13 +970,18 @@ pub(super) async fn retry_run(
     let plan = {
         let (store, run, wf, from) = (store.clone(), run.clone(), wf.clone(), from.clone());
         tokio::task::spawn_blocking(move || {
-            crate::store::retry::plan(store.as_ref(), &run, &wf, from.as_deref())
+            if force {
+                crate::store::retry::plan_forced(store.as_ref(), &run, &wf, from.as_deref())
+                    .map(|(plan, _)| plan)
+            } else {
+                crate::store::retry::plan(store.as_ref(), &run, &wf, from.as_deref())
+            }
         })
         .await
     };
     let plan = match plan {
         Ok(Ok(p)) => p,
-        Ok(Err(e @ RetryError::NoSuchStep { .. })) => {
+        Ok(Err(e @ (RetryError::NoSuchStep { .. } | RetryError::NewStep { .. }))) => {
             return error(StatusCode::BAD_REQUEST, e.to_string())
         }
         Ok(Err(RetryError::Store(e))) => {

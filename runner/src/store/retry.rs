@@ -35,8 +35,21 @@ pub enum RetryError {
         step: String,
         before: String,
     },
+    #[error("`{step}` is not a step run `{run}` had; after an edit, retry from a step it had ({})", had.join(", "))]
+    NewStep {
+        step: String,
+        run: String,
+        had: Vec<String>,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// How the workflow's top-level steps differ from those a run recorded.
+#[derive(Debug, Default, PartialEq)]
+pub struct Changes {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
 }
 
 /// Plans a retry of `run` (whose workflow, loaded again, is `wf`) from the
@@ -59,6 +72,119 @@ pub fn plan(
             run: run.id.clone(),
         });
     }
+    plan_positions(store, run, wf, from)
+}
+
+/// Plans a retry of `run` although its workflow changed since (`retry
+/// --force`): steps are matched by id, so the run continues at the step of
+/// that id (`from`, else the step it stopped at) with what the steps before
+/// it recorded. Also says which top-level steps were added and removed.
+pub fn plan_forced(
+    store: &dyn RunStore,
+    run: &RunRecord,
+    wf: &Workflow,
+    from: Option<&str>,
+) -> Result<(RetryPlan, Changes), RetryError> {
+    if version_of(wf) == run.version {
+        return plan(store, run, wf, from).map(|p| (p, Changes::default()));
+    }
+    if !run.status.is_finished() && !run.is_interrupted() {
+        return Err(RetryError::StillGoing {
+            run: run.id.clone(),
+            status: run.status.as_str(),
+        });
+    }
+    // The run's top-level steps, by the index they had then.
+    let mut had: Vec<(usize, String)> = store
+        .steps_of(&run.id)?
+        .into_iter()
+        .filter(|s| s.depth == 0)
+        .map(|s| (s.top_index, s.step_id))
+        .collect();
+    had.sort();
+    had.dedup();
+    let now: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();
+    let changes = Changes {
+        added: now
+            .iter()
+            .filter(|id| !had.iter().any(|(_, h)| h == *id))
+            .map(|s| s.to_string())
+            .collect(),
+        removed: had
+            .iter()
+            .filter(|(_, h)| !now.contains(&h.as_str()))
+            .map(|(_, h)| h.clone())
+            .collect(),
+    };
+    let target = match from {
+        Some(f) => f.to_string(),
+        // Where it stopped: the failed step, else the step after the last
+        // one it recorded.
+        None => run
+            .error_step
+            .clone()
+            .filter(|e| had.iter().any(|(_, h)| h == e))
+            .or_else(|| {
+                let last = had.last().map(|(i, _)| *i).unwrap_or(0);
+                now.get(last).map(|s| s.to_string())
+            })
+            .unwrap_or_default(),
+    };
+    let Some(new_index) = now.iter().position(|s| *s == target) else {
+        return Err(RetryError::NoSuchStep {
+            step: target,
+            file: run.file.clone(),
+            steps: now.iter().map(|s| s.to_string()).collect(),
+        });
+    };
+    let old_index = match had.iter().find(|(_, h)| *h == target) {
+        Some((i, _)) => i.saturating_sub(1),
+        None => {
+            return Err(RetryError::NewStep {
+                step: target,
+                run: run.id.clone(),
+                had: had.into_iter().map(|(_, h)| h).collect(),
+            })
+        }
+    };
+    let mut checkpoint = match old_index {
+        0 => Checkpoint::default(),
+        i => store
+            .checkpoint(&run.id, Some(i))?
+            .ok_or_else(|| RetryError::NotReached {
+                run: run.id.clone(),
+                step: target.clone(),
+                before: had
+                    .iter()
+                    .find(|(n, _)| *n == i)
+                    .map(|(_, h)| h.clone())
+                    .unwrap_or_default(),
+            })?,
+    };
+    checkpoint.next_step = new_index;
+    let inputs = match &run.inputs {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    };
+    Ok((
+        RetryPlan {
+            of: run.id.clone(),
+            inputs,
+            // The old run's step rows before the target are copied.
+            reused: old_index,
+            checkpoint,
+        },
+        changes,
+    ))
+}
+
+/// [`plan`] once the versions are known to agree: steps by position.
+fn plan_positions(
+    store: &dyn RunStore,
+    run: &RunRecord,
+    wf: &Workflow,
+    from: Option<&str>,
+) -> Result<RetryPlan, RetryError> {
     let index = match from {
         None => None,
         Some(step) => match wf.steps.iter().position(|s| s.id == step) {
