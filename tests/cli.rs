@@ -922,3 +922,128 @@ inputs: {path: after.txt, content: should not exist}
     assert_eq!(r.code, 0, "{r:?}");
     assert!(d.path().join("after.txt").exists());
 }
+
+/// Runs `marktoflow ARGS` in a pseudo-terminal (`tests/debug/drive.py`),
+/// typing each line once its expected text appears.
+fn in_terminal(cwd: &Path, args: &[&str], steps: &[(&str, &str)]) -> (i32, String) {
+    use std::io::Write;
+    let mut c = std::process::Command::new("python3");
+    c.arg(crate::support::repo().join("tests/debug/drive.py"))
+        .arg(crate::support::bin())
+        .args(args)
+        .current_dir(cwd)
+        .env("MARKTOFLOW_HOME", crate::support::state_home(cwd))
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = c.spawn().expect("python3");
+    let steps: Vec<[&str; 2]> = steps.iter().map(|(a, b)| [*a, *b]).collect();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(&steps).unwrap().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n"),
+    )
+}
+
+#[test]
+fn debug_steps_through_a_run_in_a_terminal() {
+    let d = tempdir();
+    let f = write(
+        d.path(),
+        "dbg.md",
+        r#"---
+workflow: {id: dbg}
+inputs:
+  items: {type: array, default: [a, b]}
+---
+
+## Count
+```yaml
+action: core.set
+inputs: {n: '{{ inputs.items | length }}'}
+output_variable: count
+```
+
+## Each
+```yaml
+type: for_each
+items: '{{ inputs.items }}'
+steps:
+  - id: shout
+    action: core.template
+    inputs: {template: '{{ item | upper }}'}
+```
+
+## Report
+```yaml
+action: core.template
+inputs: {template: 'n={{ count.n }}'}
+output_variable: report
+```
+"#,
+    );
+    let file = f.to_str().unwrap();
+    // Breakpoint on `report`; at the pause, print, change a variable, see
+    // the rendered inputs change with it, and let the run finish.
+    let (code, out) = in_terminal(
+        d.path(),
+        &["debug", file, "--break", "shout", "--json", "-q"],
+        &[
+            ("paused before `shout`", "inputs"),
+            ("(debug) ", "p item"),
+            ("(debug) ", "d shout"),
+            ("(debug) ", "b report"),
+            ("(debug) ", "c"),
+            ("paused before `report`", "p count.n"),
+            ("(debug) ", "set count = {\"n\": 41}"),
+            ("(debug) ", "inputs"),
+            ("(debug) ", "c"),
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("template: '{{ item | upper }}'") || out.contains("template: A"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\na\n"),
+        "`p item` prints the loop's item: {out}"
+    );
+    assert!(out.contains("count = {\"n\":41}"), "{out}");
+    assert!(
+        out.contains("template: n=41"),
+        "the inputs follow the change: {out}"
+    );
+    assert!(
+        out.contains("\"report\": \"n=41\""),
+        "the run used it: {out}"
+    );
+    assert_eq!(
+        out.matches("paused before `shout`").count(),
+        1,
+        "deleted after the first: {out}"
+    );
+    // `next` steps over the loop's inside; `quit` stops the run, cancelled.
+    let (code, out) = in_terminal(
+        d.path(),
+        &["debug", file],
+        &[
+            ("paused before `count`", "n"),
+            ("paused before `each`", "next"),
+            ("paused before `report`", "q"),
+        ],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(!out.contains("paused before `shout`"), "{out}");
+    assert!(out.contains("cancelled"), "{out}");
+    // A breakpoint on no step is refused before anything runs.
+    let r = run(cmd(d.path()).args(["debug", file, "--break", "nope"]));
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("no step `nope`"), "{}", r.stderr);
+}

@@ -17,6 +17,16 @@ pub struct Cli {
 pub enum Command {
     /// Run a workflow file.
     Run(RunArgs),
+    /// Run a workflow pausing before steps: breakpoints, step/next/continue,
+    /// print and change variables, see each step's rendered inputs.
+    Debug {
+        /// Pause before this step (its id; repeatable). Without any, the
+        /// run pauses before its first step.
+        #[arg(short, long = "break", value_name = "STEP")]
+        breaks: Vec<String>,
+        #[command(flatten)]
+        run: RunArgs,
+    },
     /// Parse and check workflow files (or every workflow below a folder) without running them.
     Validate {
         #[arg(required = true)]

@@ -99,6 +99,7 @@ fn ping(
         events: Arc::new(|_| {}),
         loader: None,
         callers: Vec::new(),
+        debugger: None,
         trigger: Value::Null,
     };
     let start = Instant::now();

@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod args;
+pub mod debug;
 pub mod doctor;
 pub mod env;
 pub mod list;
@@ -64,7 +65,11 @@ pub fn main() -> i32 {
     // of a panic.
     let prints_only = !matches!(
         cli.command,
-        Command::Serve(_) | Command::Mcp(_) | Command::Run(_) | Command::Retry { .. }
+        Command::Serve(_)
+            | Command::Mcp(_)
+            | Command::Run(_)
+            | Command::Debug { .. }
+            | Command::Retry { .. }
     );
     if prints_only {
         // SAFETY: setting a signal's disposition to the default is sound.
@@ -74,6 +79,7 @@ pub fn main() -> i32 {
     }
     match cli.command {
         Command::Run(a) => run::run(a, None),
+        Command::Debug { breaks, run } => run::run_with(run, None, Some(breaks)),
         Command::History {
             workflow,
             status,

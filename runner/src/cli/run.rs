@@ -220,6 +220,11 @@ fn part_of(
 }
 
 pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
+    run_with(a, retry, None)
+}
+
+/// `run`, and with `debug` (breakpoints, possibly none) `marktoflow debug`.
+pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<String>>) -> i32 {
     let registry = Registry::standard();
     let wf = match load(&a.file, &registry) {
         Ok(w) => w,
@@ -230,6 +235,26 @@ pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
         Err(e) => {
             eprintln!("error: {e}");
             return EXIT_USAGE;
+        }
+    };
+    let debugger: Option<Arc<dyn crate::engine::debug::Debugger>> = match debug {
+        None => None,
+        Some(breaks) => {
+            let ids: Vec<String> = wf.walk().iter().map(|s| s.id.clone()).collect();
+            if let Some(bad) = breaks.iter().find(|b| !ids.contains(b)) {
+                eprintln!(
+                    "error: `--break {bad}`: no step `{bad}` in `{}` (its steps: {})",
+                    wf.source.name,
+                    ids.join(", ")
+                );
+                return EXIT_USAGE;
+            }
+            let input = Box::new(std::io::BufReader::new(std::io::stdin()));
+            Some(Arc::new(super::debug::Repl::new(
+                Arc::new(wf.clone()),
+                breaks,
+                input,
+            )))
         }
     };
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
@@ -360,6 +385,7 @@ pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
         events: Arc::new(move |e: &crate::engine::Event| sink.event(&e.kind)),
         loader: Some(Arc::new(FileLoader(registry))),
         callers: Vec::new(),
+        debugger,
         trigger,
     };
     let checkpoint = retry.map(|p| p.checkpoint).or(part).unwrap_or_default();

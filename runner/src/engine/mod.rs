@@ -4,6 +4,7 @@
 //! everything it does goes out as [`RunEvent`]s and the returned [`RunResult`].
 
 mod action;
+pub mod debug;
 pub(crate) use action::with_env;
 pub mod core_ops;
 pub mod plan;
@@ -242,6 +243,8 @@ pub struct RunConfig {
     pub loader: Option<Arc<dyn WorkflowLoader>>,
     /// The workflows that called this one (outermost first), to find cycles.
     pub callers: Vec<PathBuf>,
+    /// Asked before each step (`marktoflow debug`); None: never pauses.
+    pub debugger: Option<Arc<dyn debug::Debugger>>,
     /// What started the run (`{type: webhook, method, headers, body, …}`),
     /// seen as the variable `trigger` unless the run already has one (a
     /// resumed run keeps its own). Null: none.
@@ -525,6 +528,15 @@ impl Engine {
         depth: usize,
         index: usize,
     ) -> Result<Option<Value>, Failure> {
+        if let Some(debugger) = &cfg.debugger {
+            if self.pause(debugger.as_ref(), step, st, depth) == debug::Resume::Stop {
+                cfg.caps.cancel.cancel();
+                return Err(Failure {
+                    cancelled: true,
+                    ..self.fail(step, step.pos, "stopped in the debugger")
+                });
+            }
+        }
         let started = Instant::now();
         let emit = |e: RunEvent| cfg.emit(e);
         let detail = match &step.kind {
@@ -719,6 +731,40 @@ impl Engine {
         self.templates
             .eval_condition(cond, &ctx)
             .map_err(|e| self.template_failure(step, path, e))
+    }
+
+    /// Asks `debugger` before `step` runs, with its inputs rendered now.
+    fn pause(
+        &self,
+        debugger: &dyn debug::Debugger,
+        step: &Step,
+        st: &mut RunState,
+        depth: usize,
+    ) -> debug::Resume {
+        let raw_inputs = match &step.kind {
+            StepKind::Action { inputs, .. } => Some(inputs),
+            _ => None,
+        };
+        let (run_inputs, meta, env, clock) = (
+            st.inputs.clone(),
+            Value::Object(st.meta.clone()),
+            st.env.clone(),
+            st.clock.clone(),
+        );
+        let eval = |v: &Value, vars: &Map<String, Value>| {
+            let ctx = Templates::clocked(
+                Templates::context(&run_inputs, vars, &meta, &env),
+                clock.clone(),
+            );
+            self.templates.render_value(v, &ctx).map_err(|e| e.message)
+        };
+        debugger.before_step(debug::Pause {
+            step,
+            depth,
+            variables: &mut st.variables,
+            raw_inputs,
+            eval: &eval,
+        })
     }
 
     fn render(
@@ -1255,6 +1301,7 @@ impl Engine {
             events: child_events,
             loader: Some(loader),
             callers: chain,
+            debugger: cfg.debugger.clone(),
             // A sub-workflow is called with inputs, not by a request.
             trigger: Value::Null,
         };

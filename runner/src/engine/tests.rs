@@ -96,6 +96,7 @@ fn run_env(text: &str, inputs: Value, env: &[(&str, &str)]) -> (RunResult, Vec<E
         events: Arc::new(move |e: &Event| sink.lock().unwrap().push(e.clone())),
         loader: None,
         callers: Vec::new(),
+        debugger: None,
         trigger: Value::Null,
     };
     let inputs = match inputs {

@@ -482,6 +482,7 @@ pub(super) fn start_reserved(
         events: sink,
         loader: Some(s.loader.clone()),
         callers: Vec::new(),
+        debugger: None,
         trigger: trigger_context,
     };
     let state = s.clone();
