@@ -52,6 +52,14 @@ for expected, line in steps:
             sys.exit(124)
     done = seen.index(want, done) + len(want)
     os.write(fd, line.encode() + b"\n")
+    # Past the terminal's echo of the line: what follows is the answer.
+    echo = line.encode()
+    deadline = time.time() + 30
+    while echo not in seen[done:]:
+        if not read_some(deadline):
+            break
+    if echo in seen[done:]:
+        done = seen.index(echo, done) + len(echo)
 
 deadline = time.time() + 30
 while read_some(deadline):
