@@ -282,22 +282,7 @@ pub(super) async fn start_workflow_run(
         .collect();
     let inputs = match inputs::resolve(&wf, supplied, &s.caps.env) {
         Ok(i) => i,
-        Err(errs) => {
-            let fields: Vec<Value> = errs
-                .iter()
-                .map(|e| json!({"input": e.name, "message": e.message, "hint": e.hint}))
-                .collect();
-            let msg = errs
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; ");
-            return (
-                StatusCode::BAD_REQUEST,
-                Json(json!({"error": msg, "fields": fields})),
-            )
-                .into_response();
-        }
+        Err(errs) => return super::http::bad_inputs(&errs),
     };
     let place = match reserve(&s) {
         Ok(p) => p,

@@ -271,22 +271,7 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
     let supplied = super::routes::request_inputs(&wf, &route.input_mapping, &payload, &query);
     let inputs = match inputs::resolve(&wf, supplied, &s.caps.env) {
         Ok(i) => i,
-        Err(errs) => {
-            let fields: Vec<Value> = errs
-                .iter()
-                .map(|e| json!({"input": e.name, "message": e.message, "hint": e.hint}))
-                .collect();
-            let msg = errs
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; ");
-            return (
-                StatusCode::BAD_REQUEST,
-                Json(json!({"error": msg, "fields": fields})),
-            )
-                .into_response();
-        }
+        Err(errs) => return bad_inputs(&errs),
     };
     // A repeated request with the same Idempotency-Key gets the same run.
     let key = parts
@@ -449,6 +434,24 @@ fn exit_answer(answer: &Value, run: Value) -> Response {
             .into_response(),
         other => (status, Json(other.clone())).into_response(),
     }
+}
+
+/// `400` for inputs that do not fit: every problem, and each by input.
+pub(super) fn bad_inputs(errs: &[inputs::InputError]) -> Response {
+    let fields: Vec<Value> = errs
+        .iter()
+        .map(|e| json!({"input": e.name, "message": e.message, "hint": e.hint}))
+        .collect();
+    let msg = errs
+        .iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("; ");
+    (
+        StatusCode::BAD_REQUEST,
+        Json(json!({"error": msg, "fields": fields})),
+    )
+        .into_response()
 }
 
 /// Waits for a store commit's answer.
