@@ -248,15 +248,25 @@ pub(super) async fn start_workflow_run(
         Ok(w) => w,
         Err(r) => return r.into_response(),
     };
-    let body = match to_bytes(body, s.config.max_body).await {
-        Ok(b) => b,
-        Err(_) => {
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the body is larger than {} bytes", s.config.max_body),
-            )
-        }
-    };
+    // A body sent too slowly does not hold the connection for ever.
+    let body =
+        match tokio::time::timeout(s.config.request_timeout, to_bytes(body, s.config.max_body))
+            .await
+        {
+            Ok(Ok(b)) => b,
+            Ok(Err(_)) => {
+                return error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the body is larger than {} bytes", s.config.max_body),
+                )
+            }
+            Err(_) => {
+                return error(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the body did not arrive in time",
+                )
+            }
+        };
     let given: Map<String, Value> = if body.iter().all(u8::is_ascii_whitespace) {
         Map::new()
     } else {
@@ -427,7 +437,8 @@ fn time_of(v: &str) -> Result<i64, String> {
         return Ok(ms);
     }
     if let Some(age) = crate::store::parse_age(v) {
-        return Ok(crate::store::now_ms().saturating_sub(age.as_millis() as i64));
+        let age = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+        return Ok(crate::store::now_ms().saturating_sub(age));
     }
     match parse_date_text(v) {
         Some(DateText::Zoned(d)) => Ok(d.timestamp_millis()),
@@ -1044,6 +1055,10 @@ mod tests {
         assert!(q("status=lost").unwrap_err().contains("status=lost"));
         assert!(q("since=yesterday-ish").is_err());
         assert!(q("limit=x").is_err());
+        // Absurd ages and numbers are answered, never overflowed.
+        assert!(q("since=99999999999999999w").is_err(), "beyond 100 years");
+        assert!(q("since=5200w").is_ok());
+        assert!(q("until=-9223372036854775808").is_ok());
     }
 
     #[test]
