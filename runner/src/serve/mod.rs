@@ -186,8 +186,8 @@ impl ServerState {
         self
     }
 
-    /// Serves `workflows` (every one with a trigger this server serves) to
-    /// the console and the run API.
+    /// Serves `workflows` (every workflow loaded, with triggers or without)
+    /// to the console and the run API.
     pub fn with_workflows(self, workflows: Vec<Arc<Workflow>>) -> Self {
         let routes = self.served().routes.clone();
         self.replace_served(Served {
@@ -576,6 +576,15 @@ pub(super) fn start_reserved(
         };
         // Counted out before the slots are released to the next run.
         state.running.fetch_sub(1, Ordering::SeqCst);
+        // Its inputs are in the store from now on: memory keeps only what
+        // the store does not have (a request's body can be large).
+        if store.is_some() {
+            if let Ok(mut runs) = state.runs.lock() {
+                if let Some(e) = runs.get_mut(&run_id) {
+                    e.inputs = Arc::default();
+                }
+            }
+        }
         let _ = tx.send(Some(Arc::new(result)));
     };
     match &s.runs_rt {
