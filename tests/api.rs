@@ -305,3 +305,28 @@ fn only_the_owner_uses_the_run_api() {
     assert!(r.body.contains("--api-token-env"), "{}", r.body);
     assert_eq!(get(&addr, "/health").status, 200);
 }
+
+#[test]
+fn without_a_store_the_runs_in_memory_are_listed() {
+    let (s, _tmp) = console_server(&["--no-store"], &[]);
+    let a = start(&s.addr, "hello", json!({"name": "a"}));
+    let b = start(&s.addr, "console-slow", json!({"seconds": 1}));
+    assert_eq!(ended(&s.addr, &a)["status"], "completed");
+    assert_eq!(ended(&s.addr, &b)["status"], "completed");
+    let all = get(&s.addr, "/runs").json();
+    assert_eq!(all["total"], 2, "{all}");
+    assert_eq!(all["runs"][0]["run_id"], b.as_str(), "newest first");
+    let one = get(&s.addr, "/runs?workflow=hello&status=completed&trigger=api").json();
+    assert_eq!(one["total"], 1);
+    assert_eq!(one["runs"][0]["run_id"], a.as_str());
+    let page = get(&s.addr, "/runs?limit=1").json();
+    assert_eq!(page["next"], "/runs?limit=1&offset=1");
+    // The detail still has the inputs; a retry needs the store.
+    assert_eq!(
+        get(&s.addr, &format!("/runs/{a}")).json()["inputs"]["name"],
+        "a"
+    );
+    let r = http(&s.addr, "POST", &format!("/runs/{a}/retry"), &[], b"");
+    assert_eq!(r.status, 409);
+    assert!(r.body.contains("--no-store"), "{}", r.body);
+}
