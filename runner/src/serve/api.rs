@@ -12,7 +12,7 @@ use crate::format::inputs::{self, Supplied};
 use crate::format::model::Workflow;
 use crate::store::retry::RetryError;
 use crate::store::{NewRun, RunFilter, RunRecord, Status, StepRow};
-use axum::body::{to_bytes, Body};
+use axum::body::Body;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{header, request::Parts, HeaderMap, Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -248,25 +248,10 @@ pub(super) async fn start_workflow_run(
         Ok(w) => w,
         Err(r) => return r.into_response(),
     };
-    // A body sent too slowly does not hold the connection for ever.
-    let body =
-        match tokio::time::timeout(s.config.request_timeout, to_bytes(body, s.config.max_body))
-            .await
-        {
-            Ok(Ok(b)) => b,
-            Ok(Err(_)) => {
-                return error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("the body is larger than {} bytes", s.config.max_body),
-                )
-            }
-            Err(_) => {
-                return error(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "the body did not arrive in time",
-                )
-            }
-        };
+    let body = match super::http::read_body(&s, &parts.headers, body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
     let given: Map<String, Value> = if body.iter().all(u8::is_ascii_whitespace) {
         Map::new()
     } else {

@@ -173,40 +173,10 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
         }
         return resp;
     };
-    // A declared length over the limit is answered at once, not waited for.
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > s.config.max_body as u64) {
-        return error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the body is larger than {} bytes", s.config.max_body),
-        );
-    }
-    // A body sent too slowly does not hold the connection for ever.
-    let body =
-        match tokio::time::timeout(s.config.request_timeout, to_bytes(body, s.config.max_body))
-            .await
-        {
-            Ok(Ok(b)) => b,
-            Ok(Err(_)) => {
-                return error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("the body is larger than {} bytes", s.config.max_body),
-                )
-            }
-            Err(_) => {
-                return error(
-                    StatusCode::REQUEST_TIMEOUT,
-                    format!(
-                        "the body did not arrive within {}s",
-                        s.config.request_timeout.as_secs()
-                    ),
-                )
-            }
-        };
+    let body = match read_body(&s, &parts.headers, body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
     if let Some(secret) = &route.secret {
         if !signature_ok(secret, &parts.headers, &body) {
             return error(
@@ -433,6 +403,40 @@ fn exit_answer(answer: &Value, run: Value) -> Response {
         )
             .into_response(),
         other => (status, Json(other.clone())).into_response(),
+    }
+}
+
+/// A request's body within the server's size and time limits: a declared
+/// length over the limit is answered at once, not waited for, and a body
+/// sent too slowly does not hold the connection for ever.
+pub(super) async fn read_body(
+    s: &ServerState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Bytes, Response> {
+    let too_large = || {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is larger than {} bytes", s.config.max_body),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > s.config.max_body as u64) {
+        return Err(too_large());
+    }
+    match tokio::time::timeout(s.config.request_timeout, to_bytes(body, s.config.max_body)).await {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(_)) => Err(too_large()),
+        Err(_) => Err(error(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the body did not arrive within {}s",
+                s.config.request_timeout.as_secs()
+            ),
+        )),
     }
 }
 
