@@ -9,6 +9,7 @@
 
 use super::checkpoint::{self, CheckpointRow};
 use super::journal;
+use super::writer::{writer_loop, Commit, Done, Op};
 use super::{
     now_ms, NewRun, RunEnd, RunFilter, RunRecord, RunStore, Status, StepRow, StoreError, Write,
 };
@@ -79,22 +80,8 @@ CREATE TABLE idempotency (
     created_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 "#,
+    "ALTER TABLE runs ADD COLUMN context TEXT;",
 ];
-
-/// Most writes committed in one transaction.
-const MAX_BATCH: usize = 4096;
-
-type Reply<T> = tokio::sync::oneshot::Sender<Result<T, StoreError>>;
-
-enum Op {
-    Create(Box<NewRun>, i64, Reply<()>),
-    Write(Box<Write>),
-    /// Runs' journals (see [`super::journal`]) to move in, each replacing
-    /// what an earlier move of the same run left.
-    Absorb(Vec<Vec<Write>>, mpsc::Sender<Result<(), StoreError>>),
-    Prune(i64, Reply<usize>),
-    Flush(Reply<()>),
-}
 
 pub struct SqliteStore {
     path: PathBuf,
@@ -134,7 +121,7 @@ impl SqliteStore {
         let (tx, rx) = mpsc::channel();
         let writer = std::thread::Builder::new()
             .name("marktoflow-store".into())
-            .spawn(move || writer_loop(write, rx))
+            .spawn(move || writer_loop(Sqlite(write), rx))
             .map_err(|e| StoreError::Open {
                 path: path.display().to_string(),
                 message: format!("cannot start the writer thread: {e}"),
@@ -239,12 +226,6 @@ impl Drop for SqliteStore {
     }
 }
 
-/// What one queued write came to inside its transaction.
-enum Done {
-    Unit(Result<(), rusqlite::Error>),
-    Count(Result<usize, rusqlite::Error>),
-}
-
 /// Another process holds the write lock past the busy timeout.
 fn busy(e: &rusqlite::Error) -> bool {
     matches!(
@@ -260,7 +241,7 @@ const LOCKED_RETRIES: u32 = 12;
 
 /// Applies `batch` in one transaction; a lock held by another process
 /// rolls it back and it is tried again, whole.
-fn commit_batch(conn: &mut Connection, batch: &[Op]) -> (Vec<Done>, Option<rusqlite::Error>) {
+fn commit_batch(conn: &mut Connection, batch: &[Op]) -> (Vec<Applied>, Option<rusqlite::Error>) {
     let ending: HashSet<&str> = batch
         .iter()
         .filter_map(|op| match op {
@@ -278,14 +259,14 @@ fn commit_batch(conn: &mut Connection, batch: &[Op]) -> (Vec<Done>, Option<rusql
             let tx = conn.transaction()?;
             for op in batch {
                 let d = match op {
-                    Op::Create(run, at, _) => Done::Unit(insert_run(&tx, run, *at)),
-                    Op::Prune(cutoff, _) => Done::Count(prune(&tx, *cutoff)),
-                    Op::Absorb(journals, _) => Done::Unit(absorb(&tx, journals)),
-                    Op::Write(w) if needless(w, &ending) => Done::Unit(Ok(())),
-                    Op::Write(w) => Done::Unit(apply(&tx, w)),
-                    Op::Flush(_) => Done::Unit(Ok(())),
+                    Op::Create(run, at, _) => Applied::Unit(insert_run(&tx, run, *at)),
+                    Op::Prune(cutoff, _) => Applied::Count(prune(&tx, *cutoff)),
+                    Op::Absorb(journals, _) => Applied::Unit(absorb(&tx, journals)),
+                    Op::Write(w) if needless(w, &ending) => Applied::Unit(Ok(())),
+                    Op::Write(w) => Applied::Unit(apply(&tx, w)),
+                    Op::Flush(_) => Applied::Unit(Ok(())),
                 };
-                if let Done::Unit(Err(e)) | Done::Count(Err(e)) = &d {
+                if let Applied::Unit(Err(e)) | Applied::Count(Err(e)) = &d {
                     if busy(e) {
                         return Err(rusqlite::Error::SqliteFailure(
                             rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
@@ -314,68 +295,27 @@ fn needless(w: &Write, ending: &HashSet<&str>) -> bool {
     matches!(w, Write::Checkpoint { run_id, last: true, .. } if ending.contains(run_id.as_str()))
 }
 
-fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Op>) {
-    // An error of a queued write, reported at the next flush.
-    let mut deferred: Option<String> = None;
-    while let Ok(first) = rx.recv() {
-        // Whatever queued meanwhile goes into the same transaction.
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
-            }
-        }
-        let (done, failed) = commit_batch(&mut conn, &batch);
-        let commit_err = failed.map(|e| e.to_string());
-        if let Some(e) = &commit_err {
-            deferred.get_or_insert_with(|| e.clone());
-        }
-        let answer_unit = |r: Option<&Done>| -> Result<(), StoreError> {
-            match (r, &commit_err) {
-                (_, Some(e)) => Err(StoreError::Db(e.clone())),
-                (Some(Done::Unit(Err(e))), None) => Err(db_err_ref(e)),
-                _ => Ok(()),
-            }
-        };
-        for (i, op) in batch.into_iter().enumerate() {
-            let d = done.get(i);
-            match op {
-                Op::Create(_, _, reply) => {
-                    let _ = reply.send(answer_unit(d));
-                }
-                Op::Absorb(_, reply) => {
-                    let _ = reply.send(answer_unit(d));
-                }
-                Op::Prune(_, reply) => {
-                    let r = match (d, &commit_err) {
-                        (_, Some(e)) => Err(StoreError::Db(e.clone())),
-                        (Some(Done::Count(Ok(n))), None) => Ok(*n),
-                        (Some(Done::Count(Err(e))), None) => Err(db_err_ref(e)),
-                        _ => Ok(0),
-                    };
-                    let _ = reply.send(r);
-                }
-                Op::Write(_) => {
-                    if let Some(Done::Unit(Err(e))) = d {
-                        deferred.get_or_insert_with(|| e.to_string());
-                    }
-                }
-                Op::Flush(reply) => {
-                    let r = match (deferred.take(), &commit_err) {
-                        (Some(e), _) => Err(StoreError::Db(e)),
-                        (None, Some(e)) => Err(StoreError::Db(e.clone())),
-                        (None, None) => Ok(()),
-                    };
-                    let _ = reply.send(r);
-                }
-            }
-        }
+/// The SQLite side of the writer: a batch is one transaction.
+struct Sqlite(Connection);
+
+impl Commit for Sqlite {
+    fn commit(&mut self, batch: &[Op]) -> (Vec<Done>, Option<StoreError>) {
+        let (done, failed) = commit_batch(&mut self.0, batch);
+        let done = done
+            .into_iter()
+            .map(|d| match d {
+                Applied::Unit(r) => Done::Unit(r.map_err(db_err)),
+                Applied::Count(r) => Done::Count(r.map_err(db_err)),
+            })
+            .collect();
+        (done, failed.map(db_err))
     }
 }
 
-fn db_err_ref(e: &rusqlite::Error) -> StoreError {
-    StoreError::Db(e.to_string())
+/// What one queued write came to inside its transaction.
+enum Applied {
+    Unit(Result<(), rusqlite::Error>),
+    Count(Result<usize, rusqlite::Error>),
 }
 
 fn json_text(v: &Value) -> String {
@@ -385,8 +325,8 @@ fn json_text(v: &Value) -> String {
 fn insert_run(tx: &rusqlite::Transaction, run: &NewRun, now: i64) -> Result<(), rusqlite::Error> {
     let started = (run.status == Status::Running).then_some(now);
     tx.prepare_cached(
-        "INSERT INTO runs (id, workflow, file, version, trigger, retry_of, status, inputs, pid, created_at, started_at, owner)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        "INSERT INTO runs (id, workflow, file, version, trigger, retry_of, status, inputs, pid, created_at, started_at, owner, context)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )?
     .execute(params![
         run.id,
@@ -401,6 +341,7 @@ fn insert_run(tx: &rusqlite::Transaction, run: &NewRun, now: i64) -> Result<(), 
         now,
         started,
         run.owner,
+        (!run.context.is_null()).then(|| json_text(&run.context)),
     ])?;
     if let Some(key) = &run.idempotency_key {
         // With the run, in its transaction: a repeat after a crash finds it.
@@ -553,7 +494,7 @@ const RUN_FILTER: &str = "(?1 IS NULL OR workflow = ?1) AND (?2 IS NULL OR statu
      AND (?3 IS NULL OR trigger = ?3) AND (?4 IS NULL OR created_at >= ?4)
      AND (?5 IS NULL OR created_at < ?5)";
 
-const RUN_COLUMNS: &str = "id, workflow, file, version, trigger, status, retry_of, inputs, outputs, error, error_step, pid, created_at, finished_at, duration_ms, owner";
+const RUN_COLUMNS: &str = "id, workflow, file, version, trigger, status, retry_of, inputs, outputs, error, error_step, pid, created_at, finished_at, duration_ms, owner, context";
 
 fn parse_json(text: Option<String>) -> Value {
     text.and_then(|t| serde_json::from_str(&t).ok())
@@ -581,6 +522,7 @@ fn run_of(r: &Row) -> Result<RunRecord, rusqlite::Error> {
         duration_ms: r.get::<_, Option<i64>>(14)?.map(|d| d.max(0) as u64),
         owner: r.get(15)?,
         alive: None,
+        context: parse_json(r.get(16)?),
     })
 }
 
@@ -821,6 +763,7 @@ mod tests {
             owner: (pid == Some(u32::MAX)).then(|| "gone".to_string()),
             pid,
             idempotency_key: None,
+            context: Value::Null,
         }
     }
 
