@@ -352,6 +352,7 @@ mod tests {
             pid: Some(std::process::id()),
             owner: None,
             idempotency_key: None,
+            context: serde_json::Value::Null,
         }
     }
 
