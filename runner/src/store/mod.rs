@@ -38,8 +38,10 @@
 pub mod checkpoint;
 pub mod journal;
 pub mod owner;
+pub mod postgres;
 pub mod retry;
 pub mod sqlite;
+mod writer;
 
 use crate::engine::{
     Checkpoint, Engine, Event, EventSink, RunConfig, RunEvent, RunResult, RunStatus, StepStatus,
@@ -53,6 +55,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use checkpoint::CheckpointRow;
+pub use postgres::{PgOptions, PgStore};
 pub use sqlite::SqliteStore;
 
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +76,13 @@ pub enum StoreError {
     Ambiguous(String),
     #[error("run store: the writer has stopped")]
     Closed,
+    /// A shared store's run is now another worker's (this one's lease ran
+    /// out): what this process writes for it is not recorded.
+    #[error("run `{0}` is held by another worker now (this one's lease ran out); its writes here are not recorded")]
+    LeaseLost(String),
+    /// The request's `Idempotency-Key` already started run `{0}`.
+    #[error("the Idempotency-Key already started run `{0}`")]
+    DuplicateKey(String),
 }
 
 /// Where a run stands.
@@ -151,6 +161,10 @@ pub struct NewRun {
     /// for [`IDEMPOTENCY_RETENTION`] so a repeat finds it after a restart.
     #[serde(default)]
     pub idempotency_key: Option<String>,
+    /// What the run sees as `trigger` (a request's method, headers, body),
+    /// kept so that another process can start it (a shared queue).
+    #[serde(default)]
+    pub context: Value,
 }
 
 /// How long an `Idempotency-Key` finds the run it started.
@@ -175,6 +189,7 @@ impl NewRun {
             pid: Some(std::process::id()),
             owner: None,
             idempotency_key: None,
+            context: Value::Null,
         }
     }
 }
@@ -203,6 +218,9 @@ pub struct RunRecord {
     pub created_at: i64,
     pub finished_at: Option<i64>,
     pub duration_ms: Option<u64>,
+    /// What the run sees as `trigger` when it starts (see [`NewRun::context`]).
+    #[serde(skip)]
+    pub context: Value,
 }
 
 impl RunRecord {
@@ -379,6 +397,12 @@ pub trait RunStore: Send + Sync {
         Ok(None)
     }
 
+    /// The shared store (PostgreSQL) behind this one, for the queue and
+    /// the cluster: None for a store of one machine.
+    fn shared(&self) -> Option<&PgStore> {
+        None
+    }
+
     /// [`RunStore::submit_run`], waiting for the commit (not from async code).
     fn create_run(&self, run: NewRun) -> Result<(), StoreError> {
         self.submit_run(run)
@@ -411,6 +435,19 @@ pub fn version_of(wf: &Workflow) -> String {
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
+}
+
+/// This machine's name (shown with the processes of a shared store).
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname writes at
+    // most that many bytes.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 /// Whether process `pid` exists on this machine.
