@@ -102,6 +102,16 @@ pub enum Command {
     },
     /// Serve the workflows' webhook triggers over HTTP.
     Serve(ServeArgs),
+    /// Execute runs queued in a shared (PostgreSQL) store for the workflows
+    /// under PATHS, beside other workers and servers.
+    Worker(WorkerArgs),
+    /// List the live servers and workers of a shared (PostgreSQL) store.
+    Workers {
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Serve workflows as MCP tools over stdio (for Claude Code, Cursor, …).
     Mcp(McpArgs),
     /// List recorded runs, newest first.
@@ -210,6 +220,10 @@ pub struct ServeArgs {
     /// console lists it with its error); the server keeps running.
     #[arg(long)]
     pub watch: bool,
+    /// With a shared (PostgreSQL) store: accept runs and queue them for the
+    /// workers (`marktoflow worker`) instead of executing them here.
+    #[arg(long)]
+    pub no_execute: bool,
     #[command(flatten)]
     pub server: ServerOpts,
 }
@@ -248,6 +262,20 @@ pub struct ServerOpts {
     /// Delete finished runs older than this at start and every hour (`30d`, `12h`).
     #[arg(long, value_name = "AGE")]
     pub retention: Option<String>,
+    /// With a shared store: how long a run stays this process's without a
+    /// heartbeat; a killed process's runs continue elsewhere after it.
+    #[arg(long, value_name = "AGE", default_value = "10s")]
+    pub lease: String,
+}
+
+#[derive(Args, Debug)]
+pub struct WorkerArgs {
+    /// Workflow files or folders: the worker executes queued runs of these
+    /// (matched by the exact text of the workflow the run was accepted with).
+    #[arg(default_value = ".")]
+    pub paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub server: ServerOpts,
 }
 
 #[derive(Args, Debug)]
@@ -328,10 +356,11 @@ pub struct RunArgs {
 /// Where runs are recorded.
 #[derive(Args, Debug, Clone)]
 pub struct StoreArgs {
-    /// The run store (SQLite file); default `runs.db` in the state folder:
+    /// The run store: an SQLite file, or `postgres://…` for a store shared
+    /// by many servers and workers; default `runs.db` in the state folder:
     /// the nearest `.marktoflow/` above the workflow (or the current folder
     /// for `history`, `show`, `prune`), else the per-user data folder.
-    #[arg(long, value_name = "FILE", env = "MARKTOFLOW_STORE")]
+    #[arg(long, value_name = "FILE|URL", env = "MARKTOFLOW_STORE")]
     pub store: Option<PathBuf>,
     /// Do not record this run.
     #[arg(long)]
@@ -347,27 +376,52 @@ impl StoreArgs {
         }
     }
 
+    /// `--store` when it names a PostgreSQL store.
+    pub fn url(&self) -> Option<&str> {
+        self.store
+            .as_deref()
+            .and_then(Path::to_str)
+            .filter(|s| crate::store::postgres::is_url(s))
+    }
+
     /// The opened store, or None with `--no-store`. A store that cannot be
-    /// opened is an error: runs must not go unrecorded silently.
-    pub fn open(
+    /// opened is an error: runs must not go unrecorded silently. `shared`
+    /// says how this process takes part when the store is PostgreSQL.
+    pub fn open_as(
         &self,
         start: &Path,
+        shared: crate::store::PgOptions,
     ) -> Result<Option<Arc<dyn crate::store::RunStore>>, crate::store::StoreError> {
         if self.no_store {
             return Ok(None);
+        }
+        if let Some(url) = self.url() {
+            return Ok(Some(Arc::new(crate::store::PgStore::open(url, shared)?)));
         }
         let s = crate::store::SqliteStore::open(&self.path(start))?;
         Ok(Some(Arc::new(s)))
     }
 
+    /// [`StoreArgs::open_as`] for a process that records its own runs.
+    pub fn open(
+        &self,
+        start: &Path,
+    ) -> Result<Option<Arc<dyn crate::store::RunStore>>, crate::store::StoreError> {
+        self.open_as(start, crate::store::PgOptions::default())
+    }
+
     /// For recording one run: its journal beside the store (see
-    /// [`crate::store::journal`]), or None with `--no-store`.
+    /// [`crate::store::journal`]), or None with `--no-store`. A shared
+    /// store is written directly.
     pub fn open_journal(
         &self,
         start: &Path,
     ) -> Result<Option<Arc<dyn crate::store::RunStore>>, crate::store::StoreError> {
         if self.no_store {
             return Ok(None);
+        }
+        if self.url().is_some() {
+            return self.open(start);
         }
         let s = crate::store::journal::JournalStore::open(&self.path(start))?;
         Ok(Some(Arc::new(s)))

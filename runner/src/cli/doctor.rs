@@ -264,14 +264,14 @@ pub fn doctor(
         ),
     );
     let db = store.path(&start);
+    let where_ = match store.url() {
+        Some(url) => crate::store::postgres::shown(url),
+        None => db.display().to_string(),
+    };
     if store.no_store {
         r.add("store", None, "--no-store: runs are not recorded");
-    } else if !db.parent().is_some_and(Path::exists) {
-        r.add(
-            "store",
-            None,
-            format!("{}: no runs recorded yet", db.display()),
-        );
+    } else if store.url().is_none() && !db.parent().is_some_and(Path::exists) {
+        r.add("store", None, format!("{where_}: no runs recorded yet"));
     } else {
         match store.open(&start) {
             Ok(Some(s)) => {
@@ -281,11 +281,7 @@ pub fn doctor(
                     (Ok(n), Ok(u)) => r.add(
                         "store",
                         Some(true),
-                        format!(
-                            "{}: {n} run{} recorded, {u} unfinished",
-                            db.display(),
-                            plural(n)
-                        ),
+                        format!("{where_}: {n} run{} recorded, {u} unfinished", plural(n)),
                     ),
                     (Err(e), _) | (_, Err(e)) => r.add("store", Some(false), e.to_string()),
                 }

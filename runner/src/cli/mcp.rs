@@ -107,7 +107,7 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let store = match open_store(&a.server, &serve_root) {
+    let store = match open_store(&a.server, &serve_root, "mcp", true) {
         Ok(s) => s,
         Err(code) => return code,
     };

@@ -16,6 +16,7 @@ pub mod scaffold;
 pub mod serve;
 pub mod store;
 pub mod validate;
+pub mod worker;
 
 pub use args::*;
 pub use env::parse_dotenv;
@@ -66,6 +67,7 @@ pub fn main() -> i32 {
     let prints_only = !matches!(
         cli.command,
         Command::Serve(_)
+            | Command::Worker(_)
             | Command::Mcp(_)
             | Command::Run(_)
             | Command::Debug { .. }
@@ -110,6 +112,8 @@ pub fn main() -> i32 {
         } => validate::validate(&files, json, strict, online),
         Command::Serve(a) => serve::serve(a),
         Command::Mcp(a) => mcp::mcp(a),
+        Command::Worker(a) => worker::worker(a),
+        Command::Workers { json, store } => worker::workers(&store, json),
         Command::List { paths, json } => list::list(&paths, json),
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -214,10 +214,20 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let store = match open_store(&a.server, &serve_root) {
+    let role = if a.no_execute { "enqueue" } else { "server" };
+    let store = match open_store(&a.server, &serve_root, role, !a.no_execute) {
         Ok(s) => s,
         Err(code) => return code,
     };
+    let shared = store.as_ref().is_some_and(|s| s.shared().is_some());
+    // Listed among the cluster's processes, and a candidate reaper.
+    if let Some(pg) = store.as_ref().and_then(|s| s.shared()) {
+        pg.join_cluster();
+    }
+    if a.no_execute && !shared {
+        eprintln!("error: `--no-execute` queues runs for workers: it needs a shared store (`--store postgres://…`)");
+        return EXIT_USAGE;
+    }
     let build = |name: &str| {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -233,13 +243,15 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             return EXIT_RUN_FAILED;
         }
     };
-    let state = Arc::new(
-        ServerState::new(routes, caps, Arc::new(FileLoader(registry)), config)
-            .with_workflows(workflows.clone())
-            .with_api(api)
-            .with_store(store.clone())
-            .with_run_runtime(runs_rt.handle().clone()),
-    );
+    let mut built = ServerState::new(routes, caps, Arc::new(FileLoader(registry)), config)
+        .with_workflows(workflows.clone())
+        .with_api(api)
+        .with_store(store.clone())
+        .with_run_runtime(runs_rt.handle().clone());
+    if a.no_execute {
+        built = built.enqueuing_only();
+    }
+    let state = Arc::new(built);
     if !broken.is_empty() {
         let now = state.served();
         state.replace_served(crate::serve::Served {
@@ -277,18 +289,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
         let draining = state.clone();
         let shutdown = async move {
-            let term = async {
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(mut s) => {
-                        s.recv().await;
-                    }
-                    Err(_) => std::future::pending::<()>().await,
-                }
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term => {}
-            }
+            stop_signal().await;
             let (queued, running) = draining.load();
             eprintln!(
                 "marktoflow: shutting down: {running} run{} executing (grace period {}s), {queued} queued",
@@ -320,6 +321,10 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             });
         }
         crate::serve::resume_stored_runs(&state, &workflows);
+        // On a shared store a server that executes is a worker too.
+        if shared && !a.no_execute {
+            tokio::spawn(crate::serve::worker::claim_runs(state.clone()));
+        }
         let triggers = Arc::new(std::sync::Mutex::new(vec![
             tokio::spawn(run_schedules(state.clone(), schedules)),
             tokio::spawn(run_file_watches(state.clone(), watches)),
@@ -392,6 +397,22 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
     runs_rt.shutdown_background();
     rt.shutdown_background();
     code
+}
+
+/// Waits for SIGTERM or Ctrl-C.
+pub(super) async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
 }
 
 /// Workflows that can be served, each checked alone: its webhook routes
@@ -546,8 +567,25 @@ impl Following {
 pub(super) fn open_store(
     opts: &ServerOpts,
     root: &Path,
+    role: &str,
+    executes: bool,
 ) -> Result<Option<Arc<dyn crate::store::RunStore>>, i32> {
-    opts.store.open(root).map_err(|e| {
+    let lease = match crate::store::parse_age(&opts.lease) {
+        Some(l) if l >= std::time::Duration::from_secs(1) => l,
+        _ => {
+            eprintln!(
+                "error: `--lease {}` is not an age of a second or more: use e.g. 10s, 1m",
+                opts.lease
+            );
+            return Err(EXIT_USAGE);
+        }
+    };
+    let shared = crate::store::PgOptions {
+        executes,
+        lease,
+        role: role.to_string(),
+    };
+    opts.store.open_as(root, shared).map_err(|e| {
         eprintln!("error: {e}");
         eprintln!("  = hint: `--store FILE` records runs elsewhere; `--no-store` keeps them in memory only");
         EXIT_USAGE

@@ -34,6 +34,16 @@ pub struct RetryArgs {
 
 /// Opens the store for reading; a missing file means no runs yet.
 fn open(store: &StoreArgs) -> Result<Arc<dyn RunStore>, i32> {
+    if store.url().is_some() {
+        return match store.open(Path::new(".")) {
+            Ok(Some(s)) => Ok(s),
+            Ok(None) => Err(EXIT_USAGE),
+            Err(e) => {
+                eprintln!("error: {e}");
+                Err(EXIT_USAGE)
+            }
+        };
+    }
     let path = store.path(Path::new("."));
     if !path.exists() && !crate::store::journal::dir_of(&path).exists() {
         eprintln!(

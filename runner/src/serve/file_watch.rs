@@ -377,7 +377,7 @@ pub async fn run_file_watches(
                 match start_run(
                     &state,
                     w.workflow.clone(),
-                    Job::New(inputs, "file_watch"),
+                    Job::New(inputs, "file_watch", None),
                     run_id.clone(),
                 ) {
                     Ok(_) => eprintln!(

@@ -299,18 +299,6 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             // a waiting caller hears when it ends, so its run starts at once
             // and the answer waits for the commit of all of it (below). Its
             // rows are queued after this one, so none is ever stored alone.
-            if let Some(store) = &s.store {
-                let mut new = NewRun::new(run_id.clone(), &wf, inputs.clone(), "webhook");
-                new.idempotency_key = key.clone();
-                let commit = store.submit_run(new);
-                if want_async {
-                    if let Err(e) = committed(commit).await {
-                        return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
-                    }
-                } else {
-                    created = Some(commit);
-                }
-            }
             let context = super::routes::request_context(
                 &parts.method,
                 &path,
@@ -319,6 +307,27 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
                 &payload,
                 event.as_deref(),
             );
+            if let Some(store) = &s.store {
+                let mut new = NewRun::new(run_id.clone(), &wf, inputs.clone(), "webhook");
+                new.idempotency_key = key.clone();
+                // Another process may start it: it goes with the run.
+                if store.shared().is_some() {
+                    new.context = context.clone();
+                }
+                let commit = store.submit_run(new);
+                // Queued for workers, a run is told of once committed.
+                if want_async || s.enqueue_only {
+                    match committed(commit).await {
+                        Ok(()) => {}
+                        Err(crate::store::StoreError::DuplicateKey(other)) => {
+                            return (StatusCode::ACCEPTED, Json(json!({"run_id": other, "status": "accepted", "location": format!("/runs/{other}")}))).into_response();
+                        }
+                        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+                    }
+                } else {
+                    created = Some(commit);
+                }
+            }
             let rx = start_reserved(
                 &s,
                 wf.clone(),

@@ -20,6 +20,7 @@ mod http;
 pub mod listen;
 mod routes;
 mod schedule;
+pub mod worker;
 
 pub use api::ApiAccess;
 pub use file_watch::run_file_watches;
@@ -143,6 +144,11 @@ pub struct ServerState {
     /// run busy rendering a template never stops `/health` or other routes.
     /// None: the current runtime.
     runs_rt: Option<tokio::runtime::Handle>,
+    /// With a shared store: runs are queued for the workers, not executed
+    /// here (`serve --no-execute`).
+    pub enqueue_only: bool,
+    /// Told when a run gives its slots back (a worker claims more).
+    slot_freed: tokio::sync::Notify,
 }
 
 /// Finished runs kept in memory for `GET /runs/{id}`.
@@ -177,7 +183,16 @@ impl ServerState {
             stopping: Cancel::default(),
             store: None,
             runs_rt: None,
+            enqueue_only: false,
+            slot_freed: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Queues runs for the workers of a shared store instead of executing
+    /// them (see [`ServerState::enqueue_only`]).
+    pub fn enqueuing_only(mut self) -> Self {
+        self.enqueue_only = true;
+        self
     }
 
     /// Runs execute on `rt` (see [`ServerState::runs_rt`]).
@@ -330,8 +345,9 @@ impl Refused {
 
 /// What a background run does.
 pub enum Job {
-    /// A new run, recorded when it starts (`trigger` says by what).
-    New(Map<String, Value>, &'static str),
+    /// A new run, recorded when it starts (`trigger` says by what), with
+    /// the key that makes it once across a cluster (a schedule's tick).
+    New(Map<String, Value>, &'static str, Option<String>),
     /// A new run already committed to the store (started by `trigger`,
     /// which the run sees as `trigger`: a request's method, headers, body).
     Recorded(Map<String, Value>, &'static str, Value),
@@ -385,7 +401,7 @@ pub fn start_new(
     trigger: &'static str,
 ) -> Result<Started, Refused> {
     let run_id = crate::store::new_run_id();
-    let result = start_run(s, wf, Job::New(inputs, trigger), run_id.clone())?;
+    let result = start_run(s, wf, Job::New(inputs, trigger, None), run_id.clone())?;
     let runs = s.runs.lock().unwrap_or_else(|e| e.into_inner());
     let entry = runs.get(&run_id);
     Ok(Started {
@@ -422,7 +438,7 @@ pub(super) fn start_reserved(
     let started = Arc::new(AtomicBool::new(false));
     let cancel = Cancel::default();
     let (trigger, inputs) = match &job {
-        Job::New(i, t) | Job::Recorded(i, t, _) => (t.to_string(), i.clone()),
+        Job::New(i, t, _) | Job::Recorded(i, t, _) => (t.to_string(), i.clone()),
         Job::Retry(i, _) => ("retry".to_string(), i.clone()),
         Job::Resume(r) => (
             r.trigger.clone(),
@@ -470,11 +486,13 @@ pub(super) fn start_reserved(
         }
     });
     let trigger_context = match &job {
-        Job::New(_, t) => serde_json::json!({"type": t}),
+        Job::New(_, t, _) => serde_json::json!({"type": t}),
         Job::Recorded(_, _, context) => context.clone(),
-        // A resumed run's checkpoint holds what it had; a retry starts
-        // from the run it retries.
-        Job::Retry(..) | Job::Resume(_) => Value::Null,
+        // A run queued by another process starts with what it was given;
+        // a resumed run's checkpoint holds what it had.
+        Job::Resume(r) => r.context.clone(),
+        // A retry starts from the run it retries.
+        Job::Retry(..) => Value::Null,
     };
     let cfg = RunConfig {
         run_id: run_id.clone(),
@@ -491,15 +509,49 @@ pub(super) fn start_reserved(
         let _active = ActiveGuard(state.clone());
         let store = state.store.clone();
         // Scheduled and watched runs are committed here, before they wait.
-        if let (Some(store), Job::New(inputs, trigger)) = (&store, &job) {
-            let new = NewRun::new(run_id.clone(), &wf, inputs.clone(), trigger);
-            if let Ok(Err(e)) | Err(e) = store
+        if let (Some(store), Job::New(inputs, trigger, key)) = (&store, &job) {
+            let mut new = NewRun::new(run_id.clone(), &wf, inputs.clone(), trigger);
+            new.idempotency_key = key.clone();
+            match store
                 .submit_run(new)
                 .await
-                .map_err(|_| crate::store::StoreError::Closed)
+                .unwrap_or(Err(crate::store::StoreError::Closed))
             {
-                eprintln!("marktoflow: run {run_id} is not recorded: {e}");
+                Ok(()) => {}
+                // Another server of the cluster took this one (a tick).
+                Err(crate::store::StoreError::DuplicateKey(other)) => {
+                    drop(place);
+                    let mut r = not_started(&run_id, &wf, false);
+                    if let Some(e) = &mut r.error {
+                        e.message =
+                            format!("not started: another server started it as run {other}");
+                    }
+                    let _ = tx.send(Some(Arc::new(r)));
+                    return;
+                }
+                Err(e) => eprintln!("marktoflow: run {run_id} is not recorded: {e}"),
             }
+        }
+        // A server that only enqueues leaves the run to the workers and
+        // tells its end when the store has it.
+        if let (true, Some(store)) = (state.enqueue_only, &store) {
+            drop(place);
+            let r = match job {
+                Job::Retry(..) | Job::Resume(_) => {
+                    let mut r = not_started(&run_id, &wf, false);
+                    if let Some(e) = &mut r.error {
+                        e.message = "this server only enqueues runs (--no-execute): retry through a server or `marktoflow retry` that executes".into();
+                    }
+                    store.finish_run(&run_id, crate::store::RunEnd::from(&r));
+                    r
+                }
+                _ => {
+                    drop(_active);
+                    worker::stored_result(store, &run_id, &wf, &state).await
+                }
+            };
+            let _ = tx.send(Some(Arc::new(r)));
+            return;
         }
         let slots = async {
             let a = wf_slots.acquire_owned().await.ok()?;
@@ -537,13 +589,13 @@ pub(super) fn start_reserved(
                 (Some(store), Job::Resume(record)) => {
                     crate::store::resume_run(store, &state.engine, &wf, &record, cfg).await
                 }
-                (Some(store), Job::New(inputs, _) | Job::Recorded(inputs, ..)) => {
+                (Some(store), Job::New(inputs, ..) | Job::Recorded(inputs, ..)) => {
                     crate::store::run_recorded(store, &state.engine, &wf, inputs, cfg).await
                 }
                 (Some(store), Job::Retry(inputs, cp)) => {
                     crate::store::resume_from(store, &state.engine, &wf, inputs, cfg, *cp).await
                 }
-                (None, Job::New(inputs, _) | Job::Recorded(inputs, ..)) => {
+                (None, Job::New(inputs, ..) | Job::Recorded(inputs, ..)) => {
                     state.engine.run(&wf, inputs, cfg).await
                 }
                 (None, Job::Resume(_) | Job::Retry(..)) => not_started(&run_id, &wf, false),
@@ -576,6 +628,7 @@ pub(super) fn start_reserved(
         };
         // Counted out before the slots are released to the next run.
         state.running.fetch_sub(1, Ordering::SeqCst);
+        state.slot_freed.notify_one();
         // Its inputs are in the store from now on: memory keeps only what
         // the store does not have (a request's body can be large).
         if store.is_some() {

@@ -124,10 +124,21 @@ pub async fn run_schedules(state: Arc<ServerState>, schedules: Vec<Schedule>) {
             match inputs::resolve(&s.workflow, supplied, &state.caps.env) {
                 Ok(inputs) => {
                     let run_id = crate::store::new_run_id();
+                    // On a shared store every server has the schedule; the
+                    // tick's key lets one of them start it.
+                    let shared = state.store.as_ref().is_some_and(|s| s.shared().is_some());
+                    let key = shared.then(|| {
+                        format!(
+                            "schedule {} {} {}",
+                            s.workflow.meta.id,
+                            s.expr,
+                            next.timestamp()
+                        )
+                    });
                     match start_run(
                         &state,
                         s.workflow.clone(),
-                        Job::New(inputs, "schedule"),
+                        Job::New(inputs, "schedule", key),
                         run_id.clone(),
                     ) {
                         Ok(_) => eprintln!(

@@ -1,0 +1,167 @@
+//! Working from a shared store's queue: claiming queued runs for the
+//! workflows this process serves, and, for a server that only enqueues,
+//! telling a run's end once a worker recorded it.
+
+use super::{start_run, Job, ServerState};
+use crate::engine::{RunFailure, RunResult, RunStatus};
+use crate::format::model::Workflow;
+use crate::store::{RunRecord, RunStore, Status};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a worker waits for a notification before it looks anyway.
+const POLL: Duration = Duration::from_secs(1);
+
+/// Claims queued runs of the served workflows while there are free slots,
+/// until shutdown begins. Does nothing unless the store is shared.
+pub async fn claim_runs(state: Arc<ServerState>) {
+    let Some(store) = state.store.clone() else {
+        return;
+    };
+    let Some(shared) = store.shared() else {
+        return;
+    };
+    shared.join_cluster();
+    while !state.is_stopping() {
+        let served = state.served();
+        // A run is taken by the exact text of its workflow: what was
+        // accepted is what runs, wherever the file lives.
+        let versions: Vec<(String, Arc<Workflow>)> = served
+            .workflows
+            .iter()
+            .map(|w| (crate::store::version_of(w), w.clone()))
+            .collect();
+        let (queued, running) = state.load();
+        let free = state.config.max_concurrent.saturating_sub(queued + running);
+        let mut full = false;
+        if free > 0 && !versions.is_empty() {
+            let s = store.clone();
+            let wanted: Vec<String> = versions.iter().map(|(v, _)| v.clone()).collect();
+            let claimed = tokio::task::spawn_blocking(move || match s.shared() {
+                Some(pg) => pg.claim(&wanted, free),
+                None => Ok(Vec::new()),
+            })
+            .await;
+            match claimed {
+                Ok(Ok(runs)) => {
+                    full = runs.len() == free;
+                    for run in runs {
+                        let Some((_, wf)) = versions.iter().find(|(v, _)| *v == run.version) else {
+                            continue;
+                        };
+                        let id = run.id.clone();
+                        if let Err(why) =
+                            start_run(&state, wf.clone(), Job::Resume(Box::new(run)), id.clone())
+                        {
+                            // Its lease runs out and another worker takes it.
+                            eprintln!("marktoflow: claimed run {id} not started: {why}");
+                        }
+                    }
+                }
+                Ok(Err(e)) => eprintln!("marktoflow: cannot claim runs: {e}"),
+                Err(e) => eprintln!("marktoflow: cannot claim runs: {e}"),
+            }
+        }
+        if full {
+            // More may be waiting: look again once a slot is free.
+            tokio::select! {
+                _ = state.slot_freed.notified() => {}
+                _ = tokio::time::sleep(POLL) => {}
+                _ = state.stopping.cancelled() => return,
+            }
+            continue;
+        }
+        tokio::select! {
+            _ = shared.wait_for_work(POLL) => {}
+            _ = state.slot_freed.notified(), if free == 0 => {}
+            _ = state.stopping.cancelled() => return,
+        }
+    }
+}
+
+/// The result of a run another process executes, once the store says it
+/// ended (looked up with a growing pause); gives up when the server stops
+/// or after the request timeout, answering that it is still going.
+pub(super) async fn stored_result(
+    store: &Arc<dyn RunStore>,
+    run_id: &str,
+    wf: &Workflow,
+    state: &ServerState,
+) -> RunResult {
+    let mut pause = Duration::from_millis(20);
+    let until = tokio::time::Instant::now() + state.config.request_timeout;
+    loop {
+        let s = store.clone();
+        let id = run_id.to_string();
+        if let Ok(Ok(r)) = tokio::task::spawn_blocking(move || s.get_run(&id)).await {
+            if r.status.is_finished() {
+                return result_of(&r, wf);
+            }
+        }
+        if tokio::time::Instant::now() >= until {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = state.stopping.cancelled() => break,
+        }
+        pause = (pause * 2).min(Duration::from_millis(500));
+    }
+    let mut r = result_of(
+        &RunRecord {
+            status: Status::Cancelled,
+            error: Some("the run is queued for the workers and has not ended yet".into()),
+            ..placeholder(run_id, wf)
+        },
+        wf,
+    );
+    r.status = RunStatus::Cancelled;
+    r
+}
+
+fn placeholder(run_id: &str, wf: &Workflow) -> RunRecord {
+    RunRecord {
+        id: run_id.to_string(),
+        workflow: wf.meta.id.clone(),
+        file: wf.source.path.display().to_string(),
+        version: String::new(),
+        trigger: String::new(),
+        status: Status::Queued,
+        retry_of: None,
+        inputs: serde_json::Value::Null,
+        outputs: serde_json::Value::Null,
+        error: None,
+        error_step: None,
+        pid: None,
+        owner: None,
+        alive: None,
+        created_at: 0,
+        finished_at: None,
+        duration_ms: None,
+        context: serde_json::Value::Null,
+    }
+}
+
+/// A stored run as the result its callers expect.
+fn result_of(r: &RunRecord, wf: &Workflow) -> RunResult {
+    RunResult {
+        run_id: r.id.clone(),
+        workflow: r.workflow.clone(),
+        status: match r.status {
+            Status::Completed => RunStatus::Completed,
+            Status::Cancelled => RunStatus::Cancelled,
+            _ => RunStatus::Failed,
+        },
+        outputs: r.outputs.clone(),
+        steps: Vec::new(),
+        error: r.error.as_ref().map(|m| RunFailure {
+            message: m.clone(),
+            step_id: r.error_step.clone(),
+            step_name: None,
+            file: wf.source.path.display().to_string(),
+            pos: None,
+        }),
+        duration_ms: r.duration_ms.unwrap_or(0),
+        response: None,
+    }
+}
