@@ -18,6 +18,7 @@ mod graph;
 mod local_model;
 mod mcp;
 mod memory;
+mod postgres;
 mod readme;
 mod retrieval;
 mod sandbox;

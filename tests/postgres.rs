@@ -1,0 +1,543 @@
+//! The shared store on a real PostgreSQL, started by each test itself
+//! (`initdb` + `pg_ctl` in a temporary folder, as an unprivileged user, on a
+//! free port): the store's behaviour, fencing, and servers and workers of
+//! the real binary sharing one queue.
+
+use crate::support::{bin, tempdir};
+use marktoflow::store::{NewRun, PgOptions, PgStore, RunFilter, RunStore, Status, StoreError};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A PostgreSQL server of the test's own, stopped when dropped.
+pub struct Postgres {
+    pub url: String,
+    bin: PathBuf,
+    data: PathBuf,
+    user: Option<String>,
+    _dir: tempfile::TempDir,
+}
+
+/// Where Debian (or PATH) keeps `initdb` and `pg_ctl`.
+fn pg_bin() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|rd| rd.flatten().map(|e| e.path().join("bin")).collect())
+        .unwrap_or_default();
+    dirs.sort();
+    dirs.reverse();
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
+    }
+    dirs.into_iter()
+        .find(|d| d.join("initdb").is_file() && d.join("pg_ctl").is_file())
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+impl Postgres {
+    /// Starts one, or None (skipped) outside CI when PostgreSQL is not
+    /// installed; in CI its absence fails the test.
+    pub fn start() -> Option<Postgres> {
+        let Some(bin) = pg_bin() else {
+            if std::env::var_os("CI").is_some() {
+                panic!("PostgreSQL's initdb/pg_ctl are needed (`.ci/run` installs Debian's postgresql)");
+            }
+            eprintln!("skipped: PostgreSQL is not installed (apt-get install postgresql)");
+            return None;
+        };
+        // PostgreSQL refuses to run as root: then as an unprivileged user.
+        let user = is_root().then(|| {
+            let has = |u: &str| {
+                Command::new("id")
+                    .arg(u)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            if has("postgres") {
+                "postgres"
+            } else {
+                "nobody"
+            }
+            .to_string()
+        });
+        let dir = tempfile::Builder::new()
+            .prefix("marktoflow-pg")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let data = dir.path().join("data");
+        if let Some(u) = &user {
+            let ok = Command::new("chown")
+                .args(["-R", u])
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            assert!(ok.success(), "chown of the test's PostgreSQL folder");
+        }
+        let as_user = |program: &Path| -> Command {
+            match &user {
+                Some(u) => {
+                    let mut c = Command::new("runuser");
+                    c.args(["-u", u, "--"]).arg(program);
+                    c
+                }
+                None => Command::new(program),
+            }
+        };
+        let out = as_user(&bin.join("initdb"))
+            .args([
+                "-A",
+                "trust",
+                "-U",
+                "marktoflow",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "-D",
+            ])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let opts = format!(
+                "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+                dir.path().display()
+            );
+            let started = as_user(&bin.join("pg_ctl"))
+                .args(["-w", "-t", "60", "-o", &opts, "-l"])
+                .arg(dir.path().join("log"))
+                .arg("-D")
+                .arg(&data)
+                .arg("start")
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            if started.success() {
+                return Some(Postgres {
+                    url: format!("postgres://marktoflow@127.0.0.1:{port}/postgres"),
+                    bin,
+                    data,
+                    user,
+                    _dir: dir,
+                });
+            }
+        }
+        panic!(
+            "PostgreSQL did not start: {}",
+            std::fs::read_to_string(dir.path().join("log")).unwrap_or_default()
+        );
+    }
+
+    /// A plain client, for what the test checks or changes behind the store.
+    pub fn client(&self) -> postgres::Client {
+        postgres::Client::connect(&self.url, postgres::NoTls).unwrap()
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let mut c = match &self.user {
+            Some(u) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", u, "--"]).arg(self.bin.join("pg_ctl"));
+                c
+            }
+            None => Command::new(self.bin.join("pg_ctl")),
+        };
+        let _ = c
+            .args(["-m", "immediate", "-D"])
+            .arg(&self.data)
+            .arg("stop")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+fn new_run(id: &str, key: Option<&str>) -> NewRun {
+    NewRun {
+        id: id.into(),
+        workflow: "w".into(),
+        file: "/tmp/w.md".into(),
+        version: "v1".into(),
+        inputs: json!({"q": "x"}).as_object().unwrap().clone(),
+        trigger: "webhook".into(),
+        status: Status::Queued,
+        retry_of: None,
+        pid: None,
+        owner: None,
+        idempotency_key: key.map(str::to_string),
+        context: json!({"type": "webhook"}),
+    }
+}
+
+fn step(id: &str, top: usize) -> marktoflow::store::StepRow {
+    marktoflow::store::StepRow {
+        step_id: id.into(),
+        name: id.into(),
+        depth: 0,
+        top_index: top,
+        status: marktoflow::engine::StepStatus::Completed,
+        attempts: 1,
+        started_at: 0,
+        duration_ms: 1,
+        output: json!({"n": top}),
+        error: None,
+        reused: false,
+    }
+}
+
+fn opts(executes: bool, lease_ms: u64) -> PgOptions {
+    PgOptions {
+        executes,
+        lease: Duration::from_millis(lease_ms),
+        role: "test".into(),
+    }
+}
+
+#[test]
+fn the_shared_store_queues_leases_fences_and_keeps_keys_unique() {
+    let Some(pg) = Postgres::start() else { return };
+    // A server that only enqueues, and two workers.
+    let front = PgStore::open(&pg.url, opts(false, 10_000)).unwrap();
+    let a = PgStore::open(&pg.url, opts(true, 10_000)).unwrap();
+    let b = PgStore::open(&pg.url, opts(true, 10_000)).unwrap();
+    for i in 0..5 {
+        front
+            .create_run(new_run(&format!("run-{i}"), None))
+            .unwrap();
+    }
+    // Queued for a worker: alive (waiting), not interrupted.
+    let r = front.get_run("run-0").unwrap();
+    assert_eq!((r.status, r.is_interrupted()), (Status::Queued, false));
+    assert_eq!(r.context, json!({"type": "webhook"}));
+    // Each run goes to one worker only.
+    let mine = a.claim(&["v1".into()], 3).unwrap();
+    let theirs = b.claim(&["v1".into(), "other".into()], 10).unwrap();
+    assert_eq!((mine.len(), theirs.len()), (3, 2));
+    assert!(b.claim(&["v1".into()], 10).unwrap().is_empty());
+    let mut all: Vec<String> = mine.iter().chain(&theirs).map(|r| r.id.clone()).collect();
+    all.sort();
+    assert_eq!(all, ["run-0", "run-1", "run-2", "run-3", "run-4"]);
+    assert_eq!(mine[0].id, "run-0", "oldest first");
+    // The holder records; a run taken away from it (its lease given to
+    // another worker) refuses its writes, and nothing of them is stored.
+    let held = mine[0].id.clone();
+    a.mark_running(&held);
+    a.record_step(&held, step("one", 1));
+    a.flush().unwrap();
+    pg.client()
+        .execute(
+            "UPDATE runs SET worker = 'someone-else', attempt = attempt + 1 WHERE id = $1",
+            &[&held],
+        )
+        .unwrap();
+    a.record_step(&held, step("two", 2));
+    match a.flush() {
+        Err(StoreError::Db(m)) => assert!(m.contains("lease"), "{m}"),
+        other => panic!("a fenced write must fail the flush: {other:?}"),
+    }
+    let steps = a.steps_of(&held).unwrap();
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    // An Idempotency-Key is the first run's across the cluster.
+    a.create_run(new_run("keyed-1", Some("POST /hook k1")))
+        .unwrap();
+    match b.create_run(new_run("keyed-2", Some("POST /hook k1"))) {
+        Err(StoreError::Db(m)) if m.contains("keyed-1") => {}
+        Err(StoreError::DuplicateKey(id)) => assert_eq!(id, "keyed-1"),
+        other => panic!("a second run for one key: {other:?}"),
+    }
+    assert!(matches!(b.get_run("keyed-2"), Err(StoreError::NotFound(_))));
+    assert_eq!(
+        b.run_for_key("POST /hook k1").unwrap().as_deref(),
+        Some("keyed-1")
+    );
+    // Listing and counting as with SQLite.
+    let queued = front
+        .list_runs(&RunFilter {
+            status: Some(Status::Queued),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(queued.len(), 5);
+    assert_eq!(front.count_runs(&RunFilter::default()).unwrap(), 6);
+}
+
+#[test]
+fn a_dead_workers_runs_go_back_to_the_queue_after_its_lease() {
+    let Some(pg) = Postgres::start() else { return };
+    let front = PgStore::open(&pg.url, opts(false, 10_000)).unwrap();
+    front.create_run(new_run("r1", None)).unwrap();
+    let dying = PgStore::open(&pg.url, opts(true, 1_000)).unwrap();
+    let took = dying.claim(&["v1".into()], 1).unwrap();
+    assert_eq!(took.len(), 1);
+    dying.mark_running("r1");
+    dying.record_step("r1", step("one", 1));
+    dying.save_checkpoint(
+        "r1",
+        marktoflow::store::CheckpointRow::Whole(marktoflow::engine::Checkpoint {
+            next_step: 1,
+            ..Default::default()
+        }),
+        false,
+    );
+    // A step after the checkpoint: redone by the next worker, kept once.
+    dying.record_step("r1", step("two", 2));
+    dying.flush().unwrap();
+    // Killed: no heartbeat any more (its leases are not pushed on).
+    pg.client().execute("DELETE FROM workers", &[]).unwrap();
+    drop(dying);
+    let other = PgStore::open(&pg.url, opts(true, 1_000)).unwrap();
+    other.join_cluster();
+    let start = Instant::now();
+    let again = loop {
+        let got = other.claim(&["v1".into()], 1).unwrap();
+        if !got.is_empty() {
+            break got;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "never re-queued");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(again[0].id, "r1");
+    let steps: Vec<String> = other
+        .steps_of("r1")
+        .unwrap()
+        .into_iter()
+        .map(|s| s.step_id)
+        .collect();
+    assert_eq!(
+        steps,
+        ["one"],
+        "the step after the checkpoint is dropped, to run again"
+    );
+    let cp = other.checkpoint("r1", None).unwrap().unwrap();
+    assert_eq!(cp.next_step, 1);
+}
+
+const WORKFLOW: &str = r#"---
+workflow:
+  id: pg-demo
+  name: PG demo
+inputs:
+  n:
+    type: number
+    default: 0
+triggers:
+  - type: webhook
+    path: /pg
+    method: POST
+---
+
+# PG demo
+
+## One
+```yaml
+action: core.set
+inputs:
+  a: "{{ inputs.n }}"
+output_variable: one
+```
+
+## Wait
+```yaml
+action: script
+inputs:
+  code: "const t = Date.now(); while (Date.now() - t < 150) {} return 1;"
+output_variable: waited
+```
+
+## Two
+```yaml
+action: core.set
+inputs:
+  b: "{{ one.a }}-done"
+output_variable: two
+```
+"#;
+
+/// A process of the binary, killed when dropped (also when a test fails).
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(dir: &Path, args: &[&str]) -> Proc {
+    Proc(
+        Command::new(bin())
+            .current_dir(dir)
+            .args(args)
+            .env("MARKTOFLOW_HOME", dir.join(".home"))
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Waits for a server's address in its stderr.
+fn serve_enqueue_only(dir: &Path, url: &str) -> (Proc, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(bin())
+        .current_dir(dir)
+        .args([
+            "serve",
+            "wf.md",
+            "--port",
+            "0",
+            "--no-execute",
+            "--store",
+            url,
+        ])
+        .env("MARKTOFLOW_HOME", dir.join(".home"))
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let server = Proc(child);
+    let mut all = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "server ended: {all}");
+        all.push_str(&line);
+        if let Some(rest) = line.split("on http://").nth(1) {
+            let addr = rest.trim().to_string();
+            std::thread::spawn(move || {
+                let mut sink = String::new();
+                while err.read_line(&mut sink).unwrap_or(0) > 0 {
+                    sink.clear();
+                }
+            });
+            return (server, addr);
+        }
+    }
+}
+
+#[test]
+fn two_workers_and_an_enqueue_only_server_finish_every_run_once_through_a_kill() {
+    let Some(pg) = Postgres::start() else { return };
+    let d = tempdir();
+    std::fs::write(d.path().join("wf.md"), WORKFLOW).unwrap();
+    let (_server, addr) = serve_enqueue_only(d.path(), &pg.url);
+    let worker = |d: &Path| {
+        start(
+            d,
+            &[
+                "worker",
+                "wf.md",
+                "--store",
+                &pg.url,
+                "--lease",
+                "2s",
+                "--max-concurrent",
+                "8",
+            ],
+        )
+    };
+    let mut victim = worker(d.path());
+    let _survivor = worker(d.path());
+    let total = 200;
+    let mut ids = Vec::new();
+    for i in 0..total {
+        let r = crate::support::post(&addr, "/pg?async=true", json!({"n": i}));
+        assert_eq!(r.status, 202, "{}", r.body);
+        ids.push(r.json()["run_id"].as_str().unwrap().to_string());
+    }
+    // Killed mid-run, while it holds runs.
+    let mut c = pg.client();
+    let pid = victim.0.id() as i32;
+    let start = Instant::now();
+    loop {
+        let held: i64 = c
+            .query_one(
+                "SELECT count(*) FROM runs WHERE pid = $1 AND status = 'running'",
+                &[&pid],
+            )
+            .unwrap()
+            .get(0);
+        if held > 0 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the worker never ran anything"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    victim.0.kill().unwrap();
+    victim.0.wait().unwrap();
+    let start = Instant::now();
+    loop {
+        let done: i64 = c
+            .query_one("SELECT count(*) FROM runs WHERE status = 'completed'", &[])
+            .unwrap()
+            .get(0);
+        if done == total as i64 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(240),
+            "{done} of {total} runs completed"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Every step journaled once, outputs as computed.
+    let dup: i64 = c
+        .query_one(
+            "SELECT count(*) FROM (SELECT run_id, step_id FROM steps GROUP BY run_id, step_id HAVING count(*) > 1) d",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(dup, 0, "a step journaled twice");
+    let steps: i64 = c
+        .query_one("SELECT count(*) FROM steps", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(steps, 3 * total as i64);
+    let r = crate::support::http(&addr, "GET", &format!("/runs/{}", ids[7]), &[], b"");
+    assert_eq!(r.json()["status"], "completed", "{}", r.body);
+    let outputs: Value = r.json()["outputs"].clone();
+    assert_eq!(outputs["two"]["b"], "7-done", "{outputs}");
+    // `marktoflow workers` lists the live processes.
+    let out = Command::new(bin())
+        .args(["workers", "--json", "--store", &pg.url])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let roles: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["role"].as_str())
+        .collect();
+    assert!(
+        roles.contains(&"worker") && roles.contains(&"enqueue"),
+        "{list}"
+    );
+}
