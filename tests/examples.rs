@@ -9,6 +9,7 @@ use std::sync::Arc;
 fn expected(name: &str) -> Option<Value> {
     Some(match name {
         "hello.md" => json!({"greeting": "Hello, World!"}),
+        "concurrency.md" => json!({"held": {}}),
         "inputs.md" => {
             json!({"summary": {"doubled": 4, "label": "2 kg for ABC-1", "first_tag": "a"}})
         }

@@ -186,6 +186,7 @@ fn new_run(id: &str, key: Option<&str>) -> NewRun {
         owner: None,
         idempotency_key: key.map(str::to_string),
         context: json!({"type": "webhook"}),
+        concurrency: None,
     }
 }
 
@@ -540,4 +541,105 @@ fn two_workers_and_an_enqueue_only_server_finish_every_run_once_through_a_kill()
         roles.contains(&"worker") && roles.contains(&"enqueue"),
         "{list}"
     );
+}
+
+const KEYED: &str = r#"---
+workflow:
+  id: keyed
+  name: Keyed
+inputs:
+  user:
+    type: string
+    required: true
+concurrency:
+  key: "{{ inputs.user }}"
+  limit: 1
+triggers:
+  - type: webhook
+    path: /keyed
+    method: POST
+---
+
+# Keyed
+
+## Hold
+```yaml
+action: script
+inputs:
+  code: "const start = Date.now(); while (Date.now() - start < 120) {} return {start, end: Date.now()};"
+output_variable: held
+```
+"#;
+
+/// Each user's runs as (start, end) intervals, from their outputs.
+pub fn intervals_by_user(
+    runs: &[(String, Value)],
+) -> std::collections::BTreeMap<String, Vec<(i64, i64)>> {
+    let mut by: std::collections::BTreeMap<String, Vec<(i64, i64)>> = Default::default();
+    for (user, out) in runs {
+        let held = &out["held"];
+        by.entry(user.clone()).or_default().push((
+            held["start"].as_i64().unwrap(),
+            held["end"].as_i64().unwrap(),
+        ));
+    }
+    for v in by.values_mut() {
+        v.sort();
+    }
+    by
+}
+
+#[test]
+fn a_concurrency_key_holds_across_servers_and_workers() {
+    let Some(pg) = Postgres::start() else { return };
+    let d = tempdir();
+    std::fs::write(d.path().join("wf.md"), KEYED).unwrap();
+    let (_front, addr) = serve_enqueue_only(d.path(), &pg.url);
+    let _w1 = start(d.path(), &["worker", "wf.md", "--store", &pg.url]);
+    let _w2 = start(d.path(), &["worker", "wf.md", "--store", &pg.url]);
+    let users = ["ana", "bo", "cy"];
+    let mut ids = Vec::new();
+    for i in 0..30 {
+        let user = users[i % users.len()];
+        let r = crate::support::post(&addr, "/keyed?async=true", json!({"user": user}));
+        assert_eq!(r.status, 202, "{}", r.body);
+        ids.push((
+            user.to_string(),
+            r.json()["run_id"].as_str().unwrap().to_string(),
+        ));
+    }
+    let mut c = pg.client();
+    let start = Instant::now();
+    let mut runs = Vec::new();
+    for (user, id) in &ids {
+        loop {
+            let row = c
+                .query_one("SELECT status, outputs FROM runs WHERE id = $1", &[id])
+                .unwrap();
+            let status: String = row.get(0);
+            if status == "completed" {
+                let out: String = row.get(1);
+                runs.push((user.clone(), serde_json::from_str::<Value>(&out).unwrap()));
+                break;
+            }
+            assert_ne!(status, "failed");
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "run {id} is {status}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let by = intervals_by_user(&runs);
+    for (user, spans) in &by {
+        assert_eq!(spans.len(), 10);
+        for pair in spans.windows(2) {
+            assert!(
+                pair[0].1 <= pair[1].0,
+                "two runs of `{user}` at once: {:?} and {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
 }

@@ -1333,3 +1333,55 @@ fn serve_watch_follows_the_files_and_skips_what_does_not_load() {
     assert_eq!(post(&s.addr, "/a", json!({})).status, 404);
     assert_eq!(http(&s.addr, "GET", "/health", &[], b"").status, 200);
 }
+
+#[test]
+fn a_concurrency_key_runs_one_users_runs_one_at_a_time() {
+    let d = crate::support::tempdir();
+    std::fs::write(
+        d.path().join("keyed.md"),
+        std::fs::read_to_string(crate::support::repo().join("examples/concurrency.md")).unwrap(),
+    )
+    .unwrap();
+    let s = crate::support::serve(d.path(), &["keyed.md"], &[]);
+    let users = ["ana", "bo"];
+    let mut ids = Vec::new();
+    for i in 0..8 {
+        let user = users[i % 2];
+        let r = post(&s.addr, "/keyed?async=true", json!({"user": user}));
+        assert_eq!(r.status, 202, "{}", r.body);
+        ids.push((
+            user.to_string(),
+            r.json()["run_id"].as_str().unwrap().to_string(),
+        ));
+    }
+    let start = std::time::Instant::now();
+    let mut runs = Vec::new();
+    for (user, id) in &ids {
+        loop {
+            let j = http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json();
+            if j["status"] == "completed" {
+                runs.push((user.clone(), j["outputs"].clone()));
+                break;
+            }
+            assert_ne!(j["status"], "failed", "{j}");
+            assert!(start.elapsed() < std::time::Duration::from_secs(60), "{j}");
+            std::thread::sleep(std::time::Duration::from_millis(30));
+        }
+    }
+    let by = crate::postgres::intervals_by_user(&runs);
+    for (user, spans) in &by {
+        assert_eq!(spans.len(), 4);
+        for pair in spans.windows(2) {
+            assert!(
+                pair[0].1 <= pair[1].0,
+                "two runs of `{user}` at once: {spans:?}"
+            );
+        }
+    }
+    // Not one at a time overall: another user's run went meanwhile.
+    let (a, b) = (&by["ana"], &by["bo"]);
+    assert!(
+        a.iter().any(|x| b.iter().any(|y| x.0 < y.1 && y.0 < x.1)),
+        "different users must not wait for each other: {a:?} {b:?}"
+    );
+}

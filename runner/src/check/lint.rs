@@ -30,6 +30,11 @@ pub fn lint(wf: &Workflow, t: &Templates) -> Vec<Diagnostic> {
         defined_anywhere: BTreeSet::new(),
         used_text: String::new(),
     };
+    // `concurrency.key` is rendered over the inputs too.
+    if let Some(key) = wf.concurrency.as_ref().and_then(|c| c.key.as_deref()) {
+        cx.used_text.push_str(key);
+        cx.used_text.push('\n');
+    }
     for s in wf.walk() {
         // Step metadata answers to the bare step id (`{{ first.status }}`).
         cx.defined_anywhere.insert(s.id.clone());

@@ -334,6 +334,19 @@ pub struct Workflow {
     pub timeout: Option<Duration>,
     /// `permissions.hosts`: the hosts `http.*` may call (None: any).
     pub allowed_hosts: Option<Vec<String>>,
+    /// `concurrency:` how many of its runs may execute at once, over every
+    /// server and worker of a store.
+    pub concurrency: Option<Concurrency>,
+}
+
+/// `concurrency: {key: '{{ inputs.user }}', limit: 1}`: at most `limit`
+/// runs at once with the same rendered `key` (without a key: of the
+/// workflow).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Concurrency {
+    /// A template over `inputs`.
+    pub key: Option<String>,
+    pub limit: u32,
 }
 
 impl Workflow {
@@ -476,6 +489,7 @@ pub const TOP_KEYS: &[&str] = &[
     "sources",
     "secrets",
     "timeout",
+    "concurrency",
 ];
 pub const META_KEYS: &[&str] = &["id", "name", "version", "description", "author", "tags"];
 pub const INPUT_KEYS: &[&str] = &[
@@ -704,6 +718,7 @@ impl Cx<'_> {
             steps: Vec::new(),
             timeout: None,
             allowed_hosts: None,
+            concurrency: None,
         };
         let fm = match &doc.frontmatter {
             Some(fm) => self.parse_yaml(fm),
@@ -781,6 +796,9 @@ impl Cx<'_> {
             }
             if let Some(t) = top.get("timeout") {
                 wf.timeout = self.duration(t, spans.pos(&["timeout".into()]), "timeout");
+            }
+            if let Some(c) = top.get("concurrency") {
+                wf.concurrency = self.concurrency(c, &spans);
             }
             if let Some(steps) = top.get("steps") {
                 fm_steps = Some((steps.clone(), spans.clone()));
@@ -1204,6 +1222,63 @@ impl Cx<'_> {
             out.push(Trigger { kind, fields, pos });
         }
         out
+    }
+
+    /// `concurrency: {key, limit}` (or a bare number: the limit).
+    fn concurrency(&mut self, v: &Value, spans: &Spans) -> Option<Concurrency> {
+        let here = ["concurrency".to_string()];
+        let pos = spans.pos(&here);
+        let limit_of = |v: &Value| v.as_u64().filter(|n| (1..=1_000_000).contains(n));
+        match v {
+            Value::Null => None,
+            Value::Number(_) => match limit_of(v) {
+                Some(n) => Some(Concurrency {
+                    key: None,
+                    limit: n as u32,
+                }),
+                None => {
+                    self.err(
+                        pos,
+                        "`concurrency` must be a whole number of runs, 1 or more",
+                    );
+                    None
+                }
+            },
+            Value::Object(m) => {
+                self.check_keys(m, &["key", "limit"], spans, &here, "`concurrency`");
+                let key = match m.get("key") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(k)) if !k.trim().is_empty() => Some(k.clone()),
+                    Some(_) => {
+                        let pos = spans.pos(&["concurrency".into(), "key".into()]);
+                        self.err(pos, "`concurrency.key` must be text, a template over the inputs such as `'{{ inputs.user }}'`");
+                        None
+                    }
+                };
+                let limit = match m.get("limit") {
+                    None => 1,
+                    Some(l) => match limit_of(l) {
+                        Some(n) => n as u32,
+                        None => {
+                            let pos = spans.pos(&["concurrency".into(), "limit".into()]);
+                            self.err(
+                                pos,
+                                "`concurrency.limit` must be a whole number of runs, 1 or more",
+                            );
+                            return None;
+                        }
+                    },
+                };
+                Some(Concurrency { key, limit })
+            }
+            _ => {
+                self.err(
+                    pos,
+                    "`concurrency` must be a mapping like `{key: '{{ inputs.user }}', limit: 1}`",
+                );
+                None
+            }
+        }
     }
 
     fn duration(&mut self, v: &Value, pos: Pos, what: &str) -> Option<Duration> {

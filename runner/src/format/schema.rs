@@ -223,6 +223,13 @@ pub fn schema() -> Value {
             }}})
         }
         "timeout" => json!({"type": ["string", "number"]}),
+        "concurrency" => json!({"oneOf": [
+            {"type": "integer", "minimum": 1},
+            {"type": "object", "additionalProperties": false, "properties": {
+                "key": {"type": "string", "description": "Template over the inputs: runs with the same key share the limit"},
+                "limit": {"type": "integer", "minimum": 1, "description": "Runs at once (default 1)"}
+            }}
+        ], "description": "Runs of this workflow executing at once, over every server and worker"}),
         "permissions" => json!({"type": "object", "additionalProperties": false, "properties": {
             "hosts": {"type": "array", "items": {"type": "string"}, "description": "Hosts http actions may call; `*.example.com` for subdomains"},
             "network": {"type": "array", "items": {"type": "string"}, "description": "Same as hosts"}

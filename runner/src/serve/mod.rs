@@ -132,6 +132,8 @@ pub struct ServerState {
     global_slots: Arc<Semaphore>,
     /// Per workflow file: its slots.
     workflow_slots: Mutex<HashMap<PathBuf, Arc<Semaphore>>>,
+    /// Per `concurrency:` bucket: its slots and limit.
+    bucket_slots: Mutex<HashMap<String, (Arc<Semaphore>, u32)>>,
     queued: AtomicUsize,
     /// Runs holding their slots.
     running: AtomicUsize,
@@ -177,6 +179,7 @@ impl ServerState {
             order: Mutex::new(std::collections::VecDeque::new()),
             idempotency: Mutex::new(HashMap::new()),
             workflow_slots: Mutex::new(HashMap::new()),
+            bucket_slots: Mutex::new(HashMap::new()),
             queued: AtomicUsize::new(0),
             running: AtomicUsize::new(0),
             active: Active::default(),
@@ -269,6 +272,24 @@ impl ServerState {
                     .unwrap_or(self.config.max_concurrent_per_workflow);
                 Arc::new(Semaphore::new(limit.max(1)))
             })
+            .clone()
+    }
+
+    /// The slots of a `concurrency:` bucket in this process; a bucket
+    /// nobody holds or waits for is forgotten.
+    fn bucket(&self, (key, limit): (String, u32)) -> Arc<Semaphore> {
+        let mut map = self.bucket_slots.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, (sem, n)| {
+            Arc::strong_count(sem) > 1 || sem.available_permits() < *n as usize
+        });
+        map.entry(key)
+            .or_insert_with(|| {
+                (
+                    Arc::new(Semaphore::new(limit.max(1) as usize)),
+                    limit.max(1),
+                )
+            })
+            .0
             .clone()
     }
 
@@ -505,6 +526,11 @@ pub(super) fn start_reserved(
     };
     let state = s.clone();
     let wf_slots = s.slots_for(&wf);
+    let bucket_slots = wf
+        .concurrency
+        .as_ref()
+        .and_then(|_| crate::store::concurrency_of(&wf, &inputs_of(&job)))
+        .map(|b| s.bucket(b));
     let task = async move {
         let _active = ActiveGuard(state.clone());
         let store = state.store.clone();
@@ -533,8 +559,13 @@ pub(super) fn start_reserved(
             }
         }
         // A server that only enqueues leaves the run to the workers and
-        // tells its end when the store has it.
-        if let (true, Some(store)) = (state.enqueue_only, &store) {
+        // tells its end when the store has it; so does any server of a
+        // shared store for a new run under a `concurrency:` limit, which
+        // only the claim (of this process or another) may start.
+        let limited = wf.concurrency.is_some()
+            && matches!(job, Job::New(..) | Job::Recorded(..))
+            && store.as_ref().is_some_and(|s| s.shared().is_some());
+        if let (true, Some(store)) = (state.enqueue_only || limited, &store) {
             drop(place);
             let r = match job {
                 Job::Retry(..) | Job::Resume(_) => {
@@ -553,10 +584,17 @@ pub(super) fn start_reserved(
             let _ = tx.send(Some(Arc::new(r)));
             return;
         }
+        let bucket = bucket_slots;
         let slots = async {
+            // The run's `concurrency:` bucket first: runs waiting for a
+            // user's bucket hold no slot of the workflow meanwhile.
+            let k = match bucket {
+                Some(b) => Some(b.acquire_owned().await.ok()?),
+                None => None,
+            };
             let a = wf_slots.acquire_owned().await.ok()?;
             let b = state.global_slots.clone().acquire_owned().await.ok()?;
-            Some((a, b))
+            Some((a, b, k))
         };
         let permits = tokio::select! {
             p = slots => p.ok_or(false),
@@ -645,6 +683,14 @@ pub(super) fn start_reserved(
         None => drop(tokio::spawn(task)),
     }
     rx
+}
+
+/// The inputs a job runs with.
+fn inputs_of(job: &Job) -> Map<String, Value> {
+    match job {
+        Job::New(i, ..) | Job::Recorded(i, ..) | Job::Retry(i, _) => i.clone(),
+        Job::Resume(r) => r.inputs.as_object().cloned().unwrap_or_default(),
+    }
 }
 
 /// A run that ended but whose end could not be committed: failed, saying so.

@@ -353,6 +353,7 @@ mod tests {
             owner: None,
             idempotency_key: None,
             context: serde_json::Value::Null,
+            concurrency: None,
         }
     }
 

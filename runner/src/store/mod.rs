@@ -165,6 +165,31 @@ pub struct NewRun {
     /// kept so that another process can start it (a shared queue).
     #[serde(default)]
     pub context: Value,
+    /// Its `concurrency:` bucket (the workflow's id and the rendered key)
+    /// and the bucket's limit: runs of one bucket execute at most `limit`
+    /// at once, over every process of a shared store.
+    #[serde(default)]
+    pub concurrency: Option<(String, u32)>,
+}
+
+/// The `concurrency:` bucket of a run of `wf` with `inputs`, and its limit.
+/// A key that does not render puts the run in the bucket of the key's own
+/// text: such runs are limited together, never left unlimited.
+pub fn concurrency_of(wf: &Workflow, inputs: &Map<String, Value>) -> Option<(String, u32)> {
+    static TEMPLATES: std::sync::OnceLock<crate::template::Templates> = std::sync::OnceLock::new();
+    let c = wf.concurrency.as_ref()?;
+    let key = match &c.key {
+        None => String::new(),
+        Some(k) => {
+            // Inputs may come from a request: bounded work.
+            let t = TEMPLATES.get_or_init(|| crate::template::Templates::with_fuel(50_000));
+            let ctx = crate::template::Templates::to_value(
+                &serde_json::json!({"inputs": Value::Object(inputs.clone())}),
+            );
+            t.render_str(k, &ctx).unwrap_or_else(|_| k.clone())
+        }
+    };
+    Some((format!("{}\u{1f}{key}", wf.meta.id), c.limit))
 }
 
 /// How long an `Idempotency-Key` finds the run it started.
@@ -182,7 +207,6 @@ impl NewRun {
             workflow: wf.meta.id.clone(),
             file,
             version: version_of(wf),
-            inputs,
             trigger: trigger.to_string(),
             status: Status::Queued,
             retry_of: None,
@@ -190,6 +214,8 @@ impl NewRun {
             owner: None,
             idempotency_key: None,
             context: Value::Null,
+            concurrency: concurrency_of(wf, &inputs),
+            inputs,
         }
     }
 }

@@ -59,8 +59,11 @@ CREATE TABLE runs (
     duration_ms BIGINT,
     worker TEXT,
     lease_until BIGINT,
-    attempt INTEGER NOT NULL DEFAULT 0
+    attempt INTEGER NOT NULL DEFAULT 0,
+    concurrency_key TEXT,
+    concurrency_limit INTEGER
 );
+CREATE INDEX runs_by_bucket ON runs (concurrency_key) WHERE status IN ('queued', 'running');
 CREATE INDEX runs_by_created ON runs (created_at, seq);
 CREATE INDEX runs_by_workflow ON runs (workflow, created_at);
 CREATE INDEX runs_waiting ON runs (created_at, seq) WHERE status = 'queued' AND worker IS NULL;
@@ -109,6 +112,7 @@ const DB_NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 /// Advisory lock keys (any constant the application owns).
 const MIGRATE_LOCK: i64 = 0x6d74_665f_6d69_6772;
 const REAPER_LOCK: i64 = 0x6d74_665f_7265_6170;
+const CLAIM_LOCK: i64 = 0x6d74_665f_636c_6169;
 
 /// The channel that wakes workers when runs are queued.
 const QUEUE_CHANNEL: &str = "marktoflow_queue";
@@ -428,13 +432,29 @@ impl PgStore {
         let claimed = self.pool.call(move |c| {
             let mut tx = c.transaction().map_err(pg_err)?;
             let lease = me.opts.lease.as_millis() as i64;
+            // One claim at a time over the cluster: a `concurrency:` limit
+            // counts the runs held, which must not change under the count.
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CLAIM_LOCK])
+                .map_err(pg_err)?;
             let rows = tx
                 .query(
                     &format!(
-                        "WITH picked AS (
-                            SELECT id FROM runs
-                            WHERE status = 'queued' AND worker IS NULL AND version = ANY($1)
-                            ORDER BY created_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED)
+                        "WITH waiting AS (
+                            SELECT id, created_at, seq, concurrency_key, concurrency_limit,
+                                row_number() OVER (PARTITION BY concurrency_key ORDER BY created_at, seq) AS place
+                            FROM (SELECT * FROM runs
+                                  WHERE status = 'queued' AND worker IS NULL AND version = ANY($1)
+                                  ORDER BY created_at, seq LIMIT 5000) oldest),
+                         held AS (
+                            SELECT concurrency_key, count(*) AS n FROM runs
+                            WHERE worker IS NOT NULL AND status IN ('queued', 'running')
+                              AND concurrency_key IS NOT NULL
+                            GROUP BY concurrency_key),
+                         picked AS (
+                            SELECT w.id FROM waiting w LEFT JOIN held h USING (concurrency_key)
+                            WHERE w.concurrency_key IS NULL
+                               OR COALESCE(h.n, 0) + w.place <= w.concurrency_limit
+                            ORDER BY w.created_at, w.seq LIMIT $2)
                          UPDATE runs r SET worker = $3, pid = $4, lease_until = {DB_NOW} + $5,
                             attempt = r.attempt + 1
                          FROM picked WHERE r.id = picked.id
@@ -994,16 +1014,20 @@ fn insert_run(
             return Ok(Err(Refusal::Duplicate(holder)));
         }
     }
-    let executes = me.opts.executes && run.owner.is_some();
+    // A run with a `concurrency:` limit is claimed like any queued run, so
+    // the claim counts it; the others run where they were accepted.
+    // (A retry runs where it was asked for.)
+    let queued = run.concurrency.is_some() && run.retry_of.is_none();
+    let executes = me.opts.executes && run.owner.is_some() && !queued;
     let started = (run.status == Status::Running).then_some(now);
     let lease = me.opts.lease.as_millis() as i64;
     let attempt: i32 = if executes { 1 } else { 0 };
     tx.execute(
         &format!(
             "INSERT INTO runs (id, workflow, file, version, trigger, retry_of, status, inputs, context, pid,
-                created_at, started_at, worker, lease_until, attempt)
+                created_at, started_at, worker, lease_until, attempt, concurrency_key, concurrency_limit)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-                CASE WHEN $13::text IS NULL THEN NULL ELSE {DB_NOW} + $14 END, $15)"
+                CASE WHEN $13::text IS NULL THEN NULL ELSE {DB_NOW} + $14 END, $15, $16, $17)"
         ),
         &[
             &run.id,
@@ -1021,6 +1045,8 @@ fn insert_run(
             &executes.then(|| me.id.clone()),
             &lease,
             &attempt,
+            &run.concurrency.as_ref().map(|(k, _)| k.clone()),
+            &run.concurrency.as_ref().map(|(_, n)| (*n).min(i32::MAX as u32) as i32),
         ],
     )?;
     if let Some((from, reused)) = &run.retry_of {

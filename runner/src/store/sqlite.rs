@@ -764,6 +764,7 @@ mod tests {
             pid,
             idempotency_key: None,
             context: Value::Null,
+            concurrency: None,
         }
     }
 
