@@ -384,7 +384,7 @@ impl Drop for Proc {
     }
 }
 
-fn start(dir: &Path, args: &[&str]) -> Proc {
+fn spawn(dir: &Path, args: &[&str]) -> Proc {
     Proc(
         Command::new(bin())
             .current_dir(dir)
@@ -398,20 +398,13 @@ fn start(dir: &Path, args: &[&str]) -> Proc {
     )
 }
 
-/// Waits for a server's address in its stderr.
-fn serve_enqueue_only(dir: &Path, url: &str) -> (Proc, String) {
+/// Starts the binary with `args` and waits for the address it prints
+/// after `on http://` (a server, or a worker with `--port`).
+fn start_listening(dir: &Path, args: &[&str]) -> (Proc, String) {
     use std::io::BufRead;
     let mut child = Command::new(bin())
         .current_dir(dir)
-        .args([
-            "serve",
-            "wf.md",
-            "--port",
-            "0",
-            "--no-execute",
-            "--store",
-            url,
-        ])
+        .args(args)
         .env("MARKTOFLOW_HOME", dir.join(".home"))
         .env("NO_COLOR", "1")
         .stdout(Stdio::null())
@@ -419,23 +412,42 @@ fn serve_enqueue_only(dir: &Path, url: &str) -> (Proc, String) {
         .spawn()
         .unwrap();
     let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let server = Proc(child);
+    let proc = Proc(child);
     let mut all = String::new();
     loop {
         let mut line = String::new();
-        assert!(err.read_line(&mut line).unwrap() > 0, "server ended: {all}");
+        assert!(err.read_line(&mut line).unwrap() > 0, "ended: {all}");
         all.push_str(&line);
         if let Some(rest) = line.split("on http://").nth(1) {
-            let addr = rest.trim().to_string();
+            let addr = rest
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string();
             std::thread::spawn(move || {
                 let mut sink = String::new();
                 while err.read_line(&mut sink).unwrap_or(0) > 0 {
                     sink.clear();
                 }
             });
-            return (server, addr);
+            return (proc, addr);
         }
     }
+}
+
+fn serve_enqueue_only(dir: &Path, url: &str) -> (Proc, String) {
+    start_listening(
+        dir,
+        &[
+            "serve",
+            "wf.md",
+            "--port",
+            "0",
+            "--no-execute",
+            "--store",
+            url,
+        ],
+    )
 }
 
 #[test]
@@ -445,7 +457,7 @@ fn two_workers_and_an_enqueue_only_server_finish_every_run_once_through_a_kill()
     std::fs::write(d.path().join("wf.md"), WORKFLOW).unwrap();
     let (_server, addr) = serve_enqueue_only(d.path(), &pg.url);
     let worker = |d: &Path| {
-        start(
+        spawn(
             d,
             &[
                 "worker",
@@ -595,8 +607,8 @@ fn a_concurrency_key_holds_across_servers_and_workers() {
     let d = tempdir();
     std::fs::write(d.path().join("wf.md"), KEYED).unwrap();
     let (_front, addr) = serve_enqueue_only(d.path(), &pg.url);
-    let _w1 = start(d.path(), &["worker", "wf.md", "--store", &pg.url]);
-    let _w2 = start(d.path(), &["worker", "wf.md", "--store", &pg.url]);
+    let _w1 = spawn(d.path(), &["worker", "wf.md", "--store", &pg.url]);
+    let _w2 = spawn(d.path(), &["worker", "wf.md", "--store", &pg.url]);
     let users = ["ana", "bo", "cy"];
     let mut ids = Vec::new();
     for i in 0..30 {
@@ -641,5 +653,186 @@ fn a_concurrency_key_holds_across_servers_and_workers() {
                 pair[1]
             );
         }
+    }
+}
+
+const SLOW: &str = r#"---
+workflow:
+  id: slow
+  name: Slow
+triggers:
+  - type: webhook
+    path: /slow
+    method: POST
+---
+
+# Slow
+
+## First
+```yaml
+action: script
+inputs:
+  code: "const t = Date.now(); while (Date.now() - t < 1500) {} return 1;"
+output_variable: first
+```
+
+## Second
+```yaml
+action: script
+inputs:
+  code: "const t = Date.now(); while (Date.now() - t < 1500) {} return 2;"
+output_variable: second
+```
+"#;
+
+fn status_of(c: &mut postgres::Client, id: &str) -> String {
+    c.query_one("SELECT status FROM runs WHERE id = $1", &[&id])
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn a_stopping_worker_hands_its_runs_back_and_shows_its_metrics() {
+    let Some(pg) = Postgres::start() else { return };
+    let d = tempdir();
+    std::fs::write(d.path().join("wf.md"), SLOW).unwrap();
+    let (_front, addr) = serve_enqueue_only(d.path(), &pg.url);
+    let (leaving, metrics) = start_listening(
+        d.path(),
+        &[
+            "worker",
+            "wf.md",
+            "--store",
+            &pg.url,
+            "--grace-period",
+            "1",
+            "--port",
+            "0",
+        ],
+    );
+    let r = crate::support::post(&addr, "/slow?async=true", json!({}));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    let mut c = pg.client();
+    let start = Instant::now();
+    while status_of(&mut c, &id) != "running" {
+        assert!(start.elapsed() < Duration::from_secs(30), "never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let m = crate::support::http(&metrics, "GET", "/metrics", &[], b"");
+    assert_eq!(m.status, 200, "{}", m.body);
+    for want in [
+        "marktoflow_runs_executing 1",
+        "marktoflow_runs_claimed_total 1",
+        "marktoflow_claim_duration_seconds_count",
+        "marktoflow_queue_depth 0",
+        "marktoflow_store_up 1",
+    ] {
+        assert!(m.body.contains(want), "{want} in {}", m.body);
+    }
+    // SIGTERM: one second of grace, then the run goes back to the queue,
+    // neither cancelled nor left to its lease.
+    let ok = Command::new("kill")
+        .args(["-TERM", &leaving.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let start = Instant::now();
+    while status_of(&mut c, &id) != "queued" {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "not handed back: {}",
+            status_of(&mut c, &id)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(leaving);
+    assert_eq!(
+        status_of(&mut c, &id),
+        "queued",
+        "the stopped worker wrote after handing it back"
+    );
+    let _next = spawn(d.path(), &["worker", "wf.md", "--store", &pg.url]);
+    let start = Instant::now();
+    while status_of(&mut c, &id) != "completed" {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{}",
+            status_of(&mut c, &id)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let steps: i64 = c
+        .query_one("SELECT count(*) FROM steps WHERE run_id = $1", &[&id])
+        .unwrap()
+        .get(0);
+    assert_eq!(steps, 2);
+}
+
+const TICK: &str = r#"---
+workflow:
+  id: tick
+  name: Tick
+triggers:
+  - type: schedule
+    cron: "* * * * *"
+---
+
+# Tick
+
+## Note it
+```yaml
+action: core.set
+inputs:
+  at: "{{ now() }}"
+output_variable: ticked
+```
+"#;
+
+#[test]
+fn a_schedule_under_two_servers_fires_once_per_tick() {
+    let Some(pg) = Postgres::start() else { return };
+    let d = tempdir();
+    std::fs::write(d.path().join("wf.md"), TICK).unwrap();
+    let serve =
+        |d: &Path| start_listening(d, &["serve", "wf.md", "--port", "0", "--store", &pg.url]);
+    let (_a, _) = serve(d.path());
+    let (_b, _) = serve(d.path());
+    let mut c = pg.client();
+    // The next minute's tick (up to a minute away), then time for a late
+    // second start to show.
+    let start = Instant::now();
+    let mut ticks: Vec<(i64, i64)>;
+    loop {
+        ticks = c
+            .query(
+                "SELECT created_at / 60000 AS minute, count(*) FROM runs WHERE trigger = 'schedule' GROUP BY minute",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        if !ticks.is_empty() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(90), "no tick");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let runs: Vec<(String, String)> = c
+        .query(
+            "SELECT id, status FROM runs WHERE trigger = 'schedule'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(runs.len(), 1, "one run per tick over two servers: {runs:?}");
+    let start = Instant::now();
+    while status_of(&mut c, &runs[0].0) != "completed" {
+        assert!(start.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

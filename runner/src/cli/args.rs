@@ -274,6 +274,16 @@ pub struct WorkerArgs {
     /// (matched by the exact text of the workflow the run was accepted with).
     #[arg(default_value = ".")]
     pub paths: Vec<PathBuf>,
+    /// Serve `/health` and `/metrics` on this port (none by default).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// The address for `--port`.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// `/metrics` needs `Authorization: Bearer $VAR`; without it, it is
+    /// served on a loopback address only.
+    #[arg(long, value_name = "VAR")]
+    pub api_token_env: Option<String>,
     #[command(flatten)]
     pub server: ServerOpts,
 }

@@ -89,22 +89,13 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let loopback = ["127.0.0.1", "localhost", "::1"].contains(&a.host.as_str());
-    let api = match &a.api_token_env {
-        None => crate::serve::ApiAccess {
-            token: None,
-            loopback,
-        },
-        Some(var) => match env.get(var).filter(|v| !v.trim().is_empty()) {
-            Some(t) => crate::serve::ApiAccess {
-                token: Some(t.clone()),
-                loopback,
-            },
-            None => {
-                eprintln!("error: `--api-token-env {var}`: `{var}` is not set; the console and the run API are not served without their token");
-                return EXIT_USAGE;
-            }
-        },
+    let loopback = is_loopback(&a.host);
+    let api = match api_access(&a.host, a.api_token_env.as_deref(), &env) {
+        Ok(api) => api,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return EXIT_USAGE;
+        }
     };
     // Workflows without triggers are still served to the console and the
     // run API, where those are served.
@@ -397,6 +388,34 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
     runs_rt.shutdown_background();
     rt.shutdown_background();
     code
+}
+
+pub(super) fn is_loopback(host: &str) -> bool {
+    ["127.0.0.1", "localhost", "::1"].contains(&host)
+}
+
+/// Who may use the run API, the console and `/metrics` of a process
+/// listening on `host`: the bearer token in `token_env`'s variable (which
+/// must be set), else loopback callers only.
+pub(super) fn api_access(
+    host: &str,
+    token_env: Option<&str>,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<crate::serve::ApiAccess, String> {
+    let loopback = is_loopback(host);
+    match token_env {
+        None => Ok(crate::serve::ApiAccess {
+            token: None,
+            loopback,
+        }),
+        Some(var) => match env.get(var).filter(|v| !v.trim().is_empty()) {
+            Some(t) => Ok(crate::serve::ApiAccess {
+                token: Some(t.clone()),
+                loopback,
+            }),
+            None => Err(format!("`--api-token-env {var}`: `{var}` is not set; the console, the run API and /metrics are not served without their token")),
+        },
+    }
 }
 
 /// Waits for SIGTERM or Ctrl-C.

@@ -36,7 +36,15 @@ pub(super) fn worker(a: WorkerArgs) -> i32 {
         Some(p) => p.clone(),
         None => PathBuf::from("."),
     };
-    let caps = server_caps(&a.server, &cwd, &workflows, &root, environment(&cwd));
+    let env = environment(&cwd);
+    let api = match super::serve::api_access(&a.host, a.api_token_env.as_deref(), &env) {
+        Ok(api) => api,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return EXIT_USAGE;
+        }
+    };
+    let caps = server_caps(&a.server, &cwd, &workflows, &root, env);
     // A workflow this worker cannot run (an agent step without a provider)
     // is left to the workers that can.
     workflows.retain(|w| match crate::engine::plan::preflight(w, &caps) {
@@ -88,6 +96,7 @@ pub(super) fn worker(a: WorkerArgs) -> i32 {
         ServerState::new(Vec::new(), caps, Arc::new(FileLoader(registry)), config)
             .with_workflows(workflows.clone())
             .with_store(Some(store.clone()))
+            .with_api(api)
             .with_run_runtime(runs_rt.handle().clone()),
     );
     let code = rt.block_on(async move {
@@ -107,6 +116,24 @@ pub(super) fn worker(a: WorkerArgs) -> i32 {
             eprintln!("  {} ({})", w.meta.id, w.source.name);
         }
         let claiming = tokio::spawn(crate::serve::worker::claim_runs(state.clone()));
+        if let Some(port) = a.port {
+            let addr = format!("{}:{port}", a.host);
+            let listener = match tokio::net::TcpListener::bind(&addr).await {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("error: cannot listen on {addr}: {e}");
+                    return EXIT_USAGE;
+                }
+            };
+            let local = listener.local_addr().map(|a| a.to_string()).unwrap_or(addr);
+            eprintln!("  /health and /metrics on http://{local}");
+            let app = crate::serve::worker_router(state.clone());
+            tokio::spawn(crate::serve::listen::serve_http(
+                listener,
+                app,
+                stop_signal(),
+            ));
+        }
         stop_signal().await;
         let (_, running) = state.load();
         eprintln!(
@@ -116,7 +143,22 @@ pub(super) fn worker(a: WorkerArgs) -> i32 {
         );
         let s = store.clone();
         let _ = tokio::task::spawn_blocking(move || s.shared().map(|p| p.set_draining())).await;
-        state.drain(grace).await;
+        if !state.stop_and_wait(grace).await {
+            // Past the grace period: what is still running continues on
+            // another worker from its last checkpoint, not cancelled.
+            let s = store.clone();
+            match tokio::task::spawn_blocking(move || s.shared().map(|p| p.release_held())).await {
+                Ok(Some(Ok(n))) => eprintln!(
+                    "marktoflow: gave {n} unfinished run{} back to the queue",
+                    plural(n)
+                ),
+                Ok(Some(Err(e))) => eprintln!(
+                    "marktoflow: could not give runs back: {e} (their leases run out instead)"
+                ),
+                _ => {}
+            }
+        }
+        state.drain(std::time::Duration::ZERO).await;
         let _ = claiming.await;
         let s = store.clone();
         match tokio::task::spawn_blocking(move || s.flush()).await {

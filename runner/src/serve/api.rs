@@ -157,6 +157,29 @@ fn inputs_json(wf: &Workflow) -> Vec<Value> {
         .collect()
 }
 
+/// `GET /metrics`: Prometheus' text format (see [`super::metrics`]), with
+/// the run API's access rules (a scraper sends the bearer token).
+pub(super) async fn metrics(State(s): State<Arc<ServerState>>, parts: Parts) -> Response {
+    if let Err(r) = guard(&s, &parts.method, &parts.headers) {
+        return r.into_response();
+    }
+    // The shared store's figures are read from the database: not here.
+    let state = s.clone();
+    let text = tokio::task::spawn_blocking(move || {
+        state.metrics.render(state.load(), state.store.as_deref())
+    })
+    .await
+    .unwrap_or_default();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
 /// `GET /workflows`: every served workflow, with its inputs and webhook
 /// route (`method`, `path`, `auth` of its first; null when it has none).
 pub(super) async fn list_workflows(State(s): State<Arc<ServerState>>, parts: Parts) -> Response {

@@ -20,6 +20,7 @@ use std::time::Duration;
 pub fn router(state: Arc<ServerState>) -> Router {
     Router::new()
         .route("/health", get(health))
+        .route("/metrics", get(api::metrics))
         .route("/workflows", get(api::list_workflows))
         .route("/workflows/{id}", get(api::get_workflow))
         .route("/workflows/{id}/runs", post(api::start_workflow_run))
@@ -30,6 +31,14 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/runs/{id}/retry", post(api::retry_run))
         .merge(super::console::routes())
         .fallback(webhook)
+        .with_state(state)
+}
+
+/// What a worker serves: its health and its metrics.
+pub fn worker_router(state: Arc<ServerState>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/metrics", get(api::metrics))
         .with_state(state)
 }
 

@@ -18,13 +18,14 @@ pub mod cron;
 pub mod file_watch;
 mod http;
 pub mod listen;
+pub mod metrics;
 mod routes;
 mod schedule;
 pub mod worker;
 
 pub use api::ApiAccess;
 pub use file_watch::run_file_watches;
-pub use http::{bearer_matches, router};
+pub use http::{bearer_matches, router, worker_router};
 pub use routes::{
     event_of, event_wanted, input_mapping, request_context, request_inputs, routes_of, Route,
 };
@@ -151,6 +152,8 @@ pub struct ServerState {
     pub enqueue_only: bool,
     /// Told when a run gives its slots back (a worker claims more).
     slot_freed: tokio::sync::Notify,
+    /// What `/metrics` shows.
+    pub metrics: metrics::Metrics,
 }
 
 /// Finished runs kept in memory for `GET /runs/{id}`.
@@ -188,6 +191,7 @@ impl ServerState {
             runs_rt: None,
             enqueue_only: false,
             slot_freed: tokio::sync::Notify::new(),
+            metrics: metrics::Metrics::default(),
         }
     }
 
@@ -318,6 +322,14 @@ impl ServerState {
         }
         // The MCP servers the runs started are stopped with the server.
         self.caps.mcp.shutdown().await;
+    }
+
+    /// Stops taking runs and waits up to `grace` for those executing; true
+    /// when they all ended. (A worker then hands the rest back to the
+    /// queue before [`ServerState::drain`] cancels them here.)
+    pub async fn stop_and_wait(&self, grace: Duration) -> bool {
+        self.stopping.cancel();
+        self.wait_idle(grace).await
     }
 
     /// True when every run task ended within `limit`.
@@ -497,10 +509,17 @@ pub(super) fn start_reserved(
     let mut caps = s.caps.clone();
     caps.cancel = cancel.clone();
     let sink_events = events.clone();
+    let measured = s.clone();
+    let wf_id = wf.meta.id.clone();
     let sink: EventSink = Arc::new(move |e: &Event| {
         // Checkpoints are for the store; streams and memory do without them.
         if matches!(e.kind, RunEvent::Checkpoint(_)) {
             return;
+        }
+        if let RunEvent::StepFinished { duration_ms, .. } = &e.kind {
+            measured
+                .metrics
+                .step_finished(&wf_id, Duration::from_millis(*duration_ms));
         }
         if let Ok(mut v) = sink_events.lock() {
             v.push(e.clone());
@@ -666,6 +685,9 @@ pub(super) fn start_reserved(
         };
         // Counted out before the slots are released to the next run.
         state.running.fetch_sub(1, Ordering::SeqCst);
+        state
+            .metrics
+            .run_finished(crate::store::Status::from(result.status).as_str());
         state.slot_freed.notify_one();
         // Its inputs are in the store from now on: memory keeps only what
         // the store does not have (a request's body can be large).

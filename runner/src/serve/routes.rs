@@ -209,6 +209,8 @@ fn reserved_path(path: &str) -> Option<&'static str> {
     let under = |p: &str| path == p || path.starts_with(&format!("{p}/"));
     if path == "/health" {
         Some("its health check")
+    } else if path == "/metrics" {
+        Some("its metrics")
     } else if under("/runs") || under("/workflows") {
         Some("the run API")
     } else if under("/console") {

@@ -37,6 +37,7 @@ pub async fn claim_runs(state: Arc<ServerState>) {
         if free > 0 && !versions.is_empty() {
             let s = store.clone();
             let wanted: Vec<String> = versions.iter().map(|(v, _)| v.clone()).collect();
+            let began = std::time::Instant::now();
             let claimed = tokio::task::spawn_blocking(move || match s.shared() {
                 Some(pg) => pg.claim(&wanted, free),
                 None => Ok(Vec::new()),
@@ -44,6 +45,7 @@ pub async fn claim_runs(state: Arc<ServerState>) {
             .await;
             match claimed {
                 Ok(Ok(runs)) => {
+                    state.metrics.claim(began.elapsed(), runs.len());
                     full = runs.len() == free;
                     for run in runs {
                         let Some((_, wf)) = versions.iter().find(|(v, _)| *v == run.version) else {

@@ -418,6 +418,32 @@ impl PgStore {
         })
     }
 
+    /// Gives this process's unfinished runs back to the queue at once (a
+    /// worker stopping before they end): other workers continue them from
+    /// their last checkpoint, and this process can commit nothing more for
+    /// them.
+    pub fn release_held(&self) -> Result<usize, StoreError> {
+        let me = self.me.clone();
+        let n = self.pool.call(move |c| {
+            let mut tx = c.transaction().map_err(pg_err)?;
+            let n = tx
+                .execute(
+                    "UPDATE runs SET status = 'queued', worker = NULL, lease_until = NULL
+                     WHERE worker = $1 AND status IN ('queued', 'running')",
+                    &[&me.id],
+                )
+                .map_err(pg_err)?;
+            if n > 0 {
+                tx.batch_execute(&format!("NOTIFY {QUEUE_CHANNEL}"))
+                    .map_err(pg_err)?;
+            }
+            tx.commit().map_err(pg_err)?;
+            Ok(n as usize)
+        })?;
+        // The fences stay: what the runs still write here is refused.
+        Ok(n)
+    }
+
     /// Takes up to `max` queued runs of the workflows whose versions are
     /// `versions` (oldest first), leased to this process. Steps a previous
     /// holder journaled after its last checkpoint are dropped in the same

@@ -1,0 +1,240 @@
+//! `GET /metrics`: what a server or worker is doing, in Prometheus' text
+//! format: runs executing and waiting here, runs finished by status, step
+//! durations by workflow, and on a shared store the queue's depth, the
+//! stored runs by status, the live processes and how long claims take.
+
+use crate::store::RunStore;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Upper bounds of the duration histograms, in seconds.
+const BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0,
+];
+
+#[derive(Default, Clone)]
+struct Histogram {
+    /// Count per bucket of `BUCKETS` (not cumulative), then above the last.
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, seconds: f64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKETS.len() + 1];
+        }
+        let i = BUCKETS
+            .iter()
+            .position(|b| seconds <= *b)
+            .unwrap_or(BUCKETS.len());
+        self.counts[i] += 1;
+        self.sum += seconds;
+        self.count += 1;
+    }
+
+    fn write(&self, out: &mut String, name: &str, labels: &str) {
+        let mut cumulative = 0;
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (i, b) in BUCKETS.iter().enumerate() {
+            cumulative += self.counts.get(i).copied().unwrap_or(0);
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {cumulative}");
+        }
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
+            self.count
+        );
+        let braces = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        let _ = writeln!(out, "{name}_sum{braces} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{braces} {}", self.count);
+    }
+}
+
+/// The figures one process keeps.
+#[derive(Default)]
+pub struct Metrics {
+    finished: Mutex<BTreeMap<&'static str, u64>>,
+    steps: Mutex<BTreeMap<String, Histogram>>,
+    claims: Mutex<Histogram>,
+    claimed: AtomicU64,
+}
+
+/// Workflows whose step durations are kept apart; the rest are summed
+/// under `other` (labels must stay few).
+const MAX_WORKFLOWS: usize = 200;
+
+impl Metrics {
+    pub fn run_finished(&self, status: &'static str) {
+        if let Ok(mut m) = self.finished.lock() {
+            *m.entry(status).or_default() += 1;
+        }
+    }
+
+    pub fn step_finished(&self, workflow: &str, took: Duration) {
+        if let Ok(mut m) = self.steps.lock() {
+            let key = if m.contains_key(workflow) || m.len() < MAX_WORKFLOWS {
+                workflow.to_string()
+            } else {
+                "other".to_string()
+            };
+            m.entry(key).or_default().observe(took.as_secs_f64());
+        }
+    }
+
+    pub fn claim(&self, took: Duration, runs: usize) {
+        if let Ok(mut h) = self.claims.lock() {
+            h.observe(took.as_secs_f64());
+        }
+        self.claimed.fetch_add(runs as u64, Ordering::Relaxed);
+    }
+
+    /// The text of `/metrics`: this process's figures with `load` (runs
+    /// waiting, executing), and the shared store's when there is one.
+    pub fn render(&self, load: (usize, usize), store: Option<&dyn RunStore>) -> String {
+        let mut out = String::new();
+        let (queued, running) = load;
+        gauge(
+            &mut out,
+            "marktoflow_runs_executing",
+            "Runs executing in this process.",
+            running as f64,
+        );
+        gauge(
+            &mut out,
+            "marktoflow_runs_waiting",
+            "Runs accepted by this process waiting for a slot.",
+            queued as f64,
+        );
+        out.push_str("# HELP marktoflow_runs_finished_total Runs this process finished, by status.\n# TYPE marktoflow_runs_finished_total counter\n");
+        if let Ok(m) = self.finished.lock() {
+            for (status, n) in m.iter() {
+                let _ = writeln!(
+                    out,
+                    "marktoflow_runs_finished_total{{status=\"{status}\"}} {n}"
+                );
+            }
+        }
+        out.push_str("# HELP marktoflow_step_duration_seconds Steps this process finished, by workflow.\n# TYPE marktoflow_step_duration_seconds histogram\n");
+        if let Ok(m) = self.steps.lock() {
+            for (wf, h) in m.iter() {
+                h.write(
+                    &mut out,
+                    "marktoflow_step_duration_seconds",
+                    &format!("workflow=\"{}\"", escape(wf)),
+                );
+            }
+        }
+        let Some(pg) = store.and_then(|s| s.shared()) else {
+            return out;
+        };
+        out.push_str("# HELP marktoflow_claim_duration_seconds How long this process's claims on the queue took.\n# TYPE marktoflow_claim_duration_seconds histogram\n");
+        if let Ok(h) = self.claims.lock() {
+            h.write(&mut out, "marktoflow_claim_duration_seconds", "");
+        }
+        out.push_str("# HELP marktoflow_runs_claimed_total Runs this process took from the queue.\n# TYPE marktoflow_runs_claimed_total counter\n");
+        let _ = writeln!(
+            out,
+            "marktoflow_runs_claimed_total {}",
+            self.claimed.load(Ordering::Relaxed)
+        );
+        match pg.queue_stats() {
+            Ok(q) => {
+                gauge(
+                    &mut out,
+                    "marktoflow_queue_depth",
+                    "Runs in the shared queue waiting for a worker.",
+                    q.waiting as f64,
+                );
+                gauge(
+                    &mut out,
+                    "marktoflow_cluster_processes",
+                    "Live servers and workers of the shared store.",
+                    q.workers as f64,
+                );
+                out.push_str("# HELP marktoflow_stored_runs Runs in the shared store, by status.\n# TYPE marktoflow_stored_runs gauge\n");
+                for (status, n) in &q.by_status {
+                    let _ = writeln!(
+                        out,
+                        "marktoflow_stored_runs{{status=\"{}\"}} {n}",
+                        escape(status)
+                    );
+                }
+                gauge(
+                    &mut out,
+                    "marktoflow_store_up",
+                    "Whether the shared store answered.",
+                    1.0,
+                );
+            }
+            Err(_) => gauge(
+                &mut out,
+                "marktoflow_store_up",
+                "Whether the shared store answered.",
+                0.0,
+            ),
+        }
+        out
+    }
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, v: f64) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+}
+
+/// A label value as the text format wants it.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_are_cumulative_and_labels_escaped() {
+        let m = Metrics::default();
+        m.step_finished("a\"b", Duration::from_millis(3));
+        m.step_finished("a\"b", Duration::from_secs(2));
+        m.run_finished("completed");
+        let text = m.render((1, 2), None);
+        assert!(text.contains("marktoflow_runs_executing 2\n"), "{text}");
+        assert!(text.contains("marktoflow_runs_waiting 1\n"), "{text}");
+        assert!(
+            text.contains("marktoflow_runs_finished_total{status=\"completed\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "marktoflow_step_duration_seconds_bucket{workflow=\"a\\\"b\",le=\"0.001\"} 0"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "marktoflow_step_duration_seconds_bucket{workflow=\"a\\\"b\",le=\"0.005\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "marktoflow_step_duration_seconds_bucket{workflow=\"a\\\"b\",le=\"+Inf\"} 2"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("marktoflow_step_duration_seconds_count{workflow=\"a\\\"b\"} 2"),
+            "{text}"
+        );
+    }
+}
