@@ -55,6 +55,24 @@ fn retries_give_up_after_the_limit() {
     let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(msg.contains("after 4 attempts"), "{msg}");
     assert_eq!(llm.requests().len(), 4, "1 attempt + 3 retries");
+    // One call, resent: one key, so a provider that honours it acts once.
+    let run_id = r.json()["run_id"].as_str().unwrap().to_string();
+    let keys: Vec<String> = llm
+        .requests()
+        .iter()
+        .map(|q| {
+            q.headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("idempotency-key"))
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    assert!(keys.iter().all(|k| *k == keys[0]), "{keys:?}");
+    assert!(
+        keys[0].starts_with(&format!("{run_id}:")) && keys[0].ends_with(":1"),
+        "{keys:?}"
+    );
     assert!(
         r.stderr
             .contains("examples/agent.md:24:9: error: step `Summarise` failed"),

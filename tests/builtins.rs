@@ -274,6 +274,12 @@ fn http_requests_send_json_query_and_headers_and_parse_json_replies() {
     assert_eq!(echo["query"], "q=a+b&tag=x&tag=y");
     assert_eq!(echo["headers"]["x-trace"], "t-1");
     assert_eq!(echo["headers"]["content-type"], "application/json");
+    // The run's key for the call: the same if the run is resumed elsewhere.
+    let run_id = r.json()["run_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        echo["headers"]["idempotency-key"],
+        format!("{run_id}:step_1:1")
+    );
     assert_eq!(
         serde_json::from_str::<Value>(echo["body"].as_str().unwrap()).unwrap(),
         json!({"name": "Ada"})

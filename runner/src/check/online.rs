@@ -65,6 +65,7 @@ pub async fn check_mcp(wf: &Workflow, caps: &Capabilities) -> (Vec<Diagnostic>, 
             timeout: None,
             globals: None,
             caps,
+            idempotency_key: None,
         };
         let listed = async {
             let session = marktoflow_steps::core::mcp::connect(&call, &tool.name, &config).await?;

@@ -23,6 +23,7 @@ impl Engine {
         step: &'a Step,
         st: &'a mut RunState,
         cfg: &'a RunConfig,
+        depth: usize,
     ) -> ActionFuture<'a> {
         Box::pin(async move {
             let StepKind::Action {
@@ -60,6 +61,7 @@ impl Engine {
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 let globals = script_globals(resolved, code, st);
+                let key = idempotency_key(&cfg.run_id, step, depth, attempt + 1, &rendered);
                 let call = Call {
                     action,
                     method: &resolved.method,
@@ -69,6 +71,7 @@ impl Engine {
                     timeout: step.timeout,
                     globals: globals.as_ref(),
                     caps: &caps,
+                    idempotency_key: Some(&key),
                 };
                 let e = match call_with_timeout(resolved, &call, rendered).await {
                     Ok(out) => {
@@ -192,6 +195,7 @@ impl Engine {
             timeout: step.timeout,
             globals: None,
             caps,
+            idempotency_key: None,
         };
         fb.action.call(&call, rendered).await.map_err(|e2| {
             let pos = step.field_pos(&["action"]);
@@ -308,4 +312,24 @@ fn script_globals(resolved: &Resolved, code: &str, st: &RunState) -> Option<Map<
         }
         g
     })
+}
+
+/// A call's `Idempotency-Key`: `run_id:step_id:attempt`, the same when the
+/// call is made again for the same attempt (a run resumed elsewhere after a
+/// crash). Inside a loop or branch a step runs many times in one run; there
+/// a digest of its rendered inputs tells the iterations apart.
+fn idempotency_key(
+    run_id: &str,
+    step: &Step,
+    depth: usize,
+    attempt: u32,
+    inputs: &Value,
+) -> String {
+    if depth == 0 {
+        return format!("{run_id}:{}:{attempt}", step.id);
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(inputs.to_string().as_bytes());
+    let short: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("{run_id}:{}:{attempt}:{short}", step.id)
 }

@@ -791,7 +791,7 @@ impl Engine {
     ) -> KindFuture<'a> {
         Box::pin(async move {
             match &step.kind {
-                StepKind::Action { .. } => ran(self.exec_action(step, st, cfg).await),
+                StepKind::Action { .. } => ran(self.exec_action(step, st, cfg, depth).await),
                 StepKind::If {
                     condition,
                     then,

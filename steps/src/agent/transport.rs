@@ -79,6 +79,9 @@ async fn exchange_json(
         if r.provider == Provider::Anthropic {
             req = req.header("anthropic-version", "2023-06-01");
         }
+        if let Some(key) = call.idempotency_key {
+            req = req.header("idempotency-key", key);
+        }
         let exchange = async {
             let resp = req.send().await?;
             let status = resp.status();

@@ -72,6 +72,14 @@ impl Action for HttpAction {
                 headers.insert(name, value);
             }
         }
+        // The run's key for this call, unless the workflow sets its own.
+        if let Some(key) = call.idempotency_key {
+            if !headers.contains_key("idempotency-key") {
+                if let Ok(v) = reqwest::header::HeaderValue::from_str(key) {
+                    headers.insert("idempotency-key", v);
+                }
+            }
+        }
         // `json:` is always JSON; `body:`/`data:` is JSON unless it is a string.
         let body: Option<(Vec<u8>, &str)> =
             match (a.get("json"), a.get("body").or_else(|| a.get("data"))) {

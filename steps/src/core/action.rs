@@ -159,6 +159,10 @@ pub struct Call<'a> {
     /// `variables`, `inputs`, `steps`); none for other actions.
     pub globals: Option<&'a serde_json::Map<String, Value>>,
     pub caps: &'a Capabilities,
+    /// Sent as `Idempotency-Key` by `http.*` and to LLM providers: the same
+    /// for a call made again after a crash or a retry of the same attempt
+    /// (`run_id:step_id:attempt`), so a server that honours it acts once.
+    pub idempotency_key: Option<&'a str>,
 }
 
 impl<'a> Call<'a> {
@@ -173,6 +177,7 @@ impl<'a> Call<'a> {
             timeout: self.timeout,
             globals: self.globals,
             caps: self.caps,
+            idempotency_key: self.idempotency_key,
         }
     }
 
