@@ -218,6 +218,7 @@ async fn run_with(
         model,
         timeout,
         caps,
+        idempotency_key: None,
     };
     AgentAction.call(&call, inputs).await
 }

@@ -985,6 +985,7 @@ async fn action(s: &mut Suite) {
         model: None,
         timeout: None,
         caps: &caps,
+        idempotency_key: None,
     };
     let r = ScriptAction
         .call(&call, json!({"code": "console.warn('hi', context.n); return context.n * 2;", "context": {"n": 4}}))
