@@ -536,6 +536,10 @@ fn two_workers_and_an_enqueue_only_server_finish_every_run_once_through_a_kill()
     assert_eq!(r.json()["status"], "completed", "{}", r.body);
     let outputs: Value = r.json()["outputs"].clone();
     assert_eq!(outputs["two"]["b"], "7-done", "{outputs}");
+    // A request that waits is answered when a worker recorded the end.
+    let r = crate::support::post(&addr, "/pg", json!({"n": 5}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["outputs"]["two"]["b"], "5-done", "{}", r.body);
     // `marktoflow workers` lists the live processes.
     let out = Command::new(bin())
         .args(["workers", "--json", "--store", &pg.url])

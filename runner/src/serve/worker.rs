@@ -90,9 +90,11 @@ pub(super) async fn stored_result(
     wf: &Workflow,
     state: &ServerState,
 ) -> RunResult {
-    let mut pause = Duration::from_millis(20);
+    let mut pause = Duration::from_millis(50);
     let until = tokio::time::Instant::now() + state.config.request_timeout;
     loop {
+        // Asked before looking: an end committed in between still tells.
+        let ended = store.shared().map(|pg| pg.ended(run_id));
         let s = store.clone();
         let id = run_id.to_string();
         if let Ok(Ok(r)) = tokio::task::spawn_blocking(move || s.get_run(&id)).await {
@@ -103,11 +105,20 @@ pub(super) async fn stored_result(
         if tokio::time::Instant::now() >= until {
             break;
         }
+        let told = async {
+            match ended {
+                Some(rx) => drop(rx.await),
+                None => std::future::pending().await,
+            }
+        };
+        // Looked up again when told, or now and then in case a
+        // notification was lost.
         tokio::select! {
+            _ = told => {}
             _ = tokio::time::sleep(pause) => {}
             _ = state.stopping.cancelled() => break,
         }
-        pause = (pause * 2).min(Duration::from_millis(500));
+        pause = (pause * 2).min(Duration::from_secs(1));
     }
     let mut r = result_of(
         &RunRecord {

@@ -116,6 +116,8 @@ const CLAIM_LOCK: i64 = 0x6d74_665f_636c_6169;
 
 /// The channel that wakes workers when runs are queued.
 const QUEUE_CHANNEL: &str = "marktoflow_queue";
+/// The channel told each run id whose end is committed.
+const DONE_CHANNEL: &str = "marktoflow_done";
 
 /// Reader connections per process.
 const READERS: usize = 4;
@@ -319,7 +321,11 @@ pub struct PgStore {
     listener: OnceLock<JoinHandle<()>>,
     /// Woken by `NOTIFY marktoflow_queue` (see [`PgStore::wait_for_work`]).
     work: Arc<tokio::sync::Notify>,
+    /// Who waits for which run to end (`NOTIFY marktoflow_done, 'RUN_ID'`).
+    done: Waiters,
 }
+
+type Waiters = Arc<Mutex<HashMap<String, Vec<tokio::sync::oneshot::Sender<()>>>>>;
 
 impl PgStore {
     /// Connects to the store at `url` and brings its schema up to date
@@ -355,6 +361,7 @@ impl PgStore {
             heartbeat: OnceLock::new(),
             listener: OnceLock::new(),
             work: Arc::default(),
+            done: Arc::default(),
         })
     }
 
@@ -547,11 +554,30 @@ impl PgStore {
         let _ = tokio::time::timeout(timeout, self.work.notified()).await;
     }
 
+    /// Told (or dropped, which tells as much) when run `run_id` may have
+    /// ended: its end's commit notifies, and a reconnect of the listener
+    /// tells every waiter to look again.
+    pub fn ended(&self, run_id: &str) -> tokio::sync::oneshot::Receiver<()> {
+        self.listen();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if let Ok(mut w) = self.done.lock() {
+            // Waiters that stopped waiting (their run ended, or the
+            // request gave up) are forgotten here.
+            w.retain(|_, senders| {
+                senders.retain(|s| !s.is_closed());
+                !senders.is_empty()
+            });
+            w.entry(run_id.to_string()).or_default().push(tx);
+        }
+        rx
+    }
+
     fn listen(&self) {
         self.listener.get_or_init(|| {
             let url = self.url.clone();
             let stop = self.stop.clone();
             let work = self.work.clone();
+            let done = self.done.clone();
             std::thread::Builder::new()
                 .name("marktoflow-listen".into())
                 .spawn(move || {
@@ -563,16 +589,31 @@ impl PgStore {
                                 continue;
                             }
                         };
-                        if c.batch_execute(&format!("LISTEN {QUEUE_CHANNEL}")).is_err() {
+                        let listen = format!("LISTEN {QUEUE_CHANNEL}; LISTEN {DONE_CHANNEL}");
+                        if c.batch_execute(&listen).is_err() {
                             continue;
                         }
-                        // Nothing is known about what queued while not
-                        // listening: look once.
+                        // Nothing is known about what happened while not
+                        // listening: look once, and let waiters look.
                         work.notify_one();
+                        if let Ok(mut w) = done.lock() {
+                            for (_, senders) in w.drain() {
+                                senders.into_iter().for_each(|s| {
+                                    let _ = s.send(());
+                                });
+                            }
+                        }
                         while !stop.load(Ordering::SeqCst) && !c.is_closed() {
                             let mut n = c.notifications();
                             let mut it = n.timeout_iter(Duration::from_millis(500));
                             match postgres::fallible_iterator::FallibleIterator::next(&mut it) {
+                                Ok(Some(note)) if note.channel() == DONE_CHANNEL => {
+                                    let waiting =
+                                        done.lock().ok().and_then(|mut w| w.remove(note.payload()));
+                                    for s in waiting.into_iter().flatten() {
+                                        let _ = s.send(());
+                                    }
+                                }
                                 Ok(Some(_)) => work.notify_one(),
                                 Ok(None) => {}
                                 Err(_) => break,
@@ -981,6 +1022,10 @@ fn commit_batch(
     }
     if notify {
         tx.batch_execute(&format!("NOTIFY {QUEUE_CHANNEL}"))?;
+    }
+    // A server waiting to answer for a run hears of its end at once.
+    for id in &finished {
+        tx.execute("SELECT pg_notify($1, $2)", &[&DONE_CHANNEL, id])?;
     }
     // Fences first, so a write queued right after the commit finds its own.
     if let Ok(mut f) = me.fences.lock() {
