@@ -92,16 +92,21 @@ pub(super) async fn stored_result(
 ) -> RunResult {
     let mut pause = Duration::from_millis(50);
     let until = tokio::time::Instant::now() + state.config.request_timeout;
+    // Just queued: nothing to look up before the first word of its end.
+    let mut look = false;
     loop {
         // Asked before looking: an end committed in between still tells.
         let ended = store.shared().map(|pg| pg.ended(run_id));
-        let s = store.clone();
-        let id = run_id.to_string();
-        if let Ok(Ok(r)) = tokio::task::spawn_blocking(move || s.get_run(&id)).await {
-            if r.status.is_finished() {
-                return result_of(&r, wf);
+        if look {
+            let s = store.clone();
+            let id = run_id.to_string();
+            if let Ok(Ok(r)) = tokio::task::spawn_blocking(move || s.get_run(&id)).await {
+                if r.status.is_finished() {
+                    return result_of(&r, wf);
+                }
             }
         }
+        look = true;
         if tokio::time::Instant::now() >= until {
             break;
         }

@@ -6,6 +6,7 @@
 
 use super::{NewRun, StoreError, Write};
 use std::sync::mpsc;
+use std::time::Duration;
 
 /// Most writes committed in one transaction.
 pub(super) const MAX_BATCH: usize = 4096;
@@ -32,6 +33,19 @@ pub(super) enum Done {
 /// error that rolled the whole transaction back, if any.
 pub(super) trait Commit {
     fn commit(&mut self, batch: &[Op]) -> (Vec<Done>, Option<StoreError>);
+
+    /// How long a batch of writes nobody waits for (a run's steps and
+    /// checkpoints) may wait for more before its commit: worth it where a
+    /// commit is expensive (a flush to disk on another machine), not where
+    /// it is cheap.
+    fn gather(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+/// Whether someone waits for `op`'s commit.
+fn awaited(op: &Op) -> bool {
+    !matches!(op, Op::Write(w) if !matches!(**w, super::Write::Finish { .. }))
 }
 
 /// The writer thread's loop: until every sender is gone, commits what is
@@ -39,12 +53,37 @@ pub(super) trait Commit {
 /// reported at the next flush.
 pub(super) fn writer_loop(mut backend: impl Commit, rx: mpsc::Receiver<Op>) {
     let mut deferred: Option<String> = None;
+    let gather = backend.gather();
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
                 Ok(op) => batch.push(op),
                 Err(_) => break,
+            }
+        }
+        // Nobody waits yet: a little longer, for the rest of the runs'
+        // writes (their ends and flushes follow soon) to share the commit.
+        if !gather.is_zero() && !batch.iter().any(awaited) {
+            let until = std::time::Instant::now() + gather;
+            while batch.len() < MAX_BATCH {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                match rx.recv_timeout(left) {
+                    Ok(op) => {
+                        let urgent = awaited(&op);
+                        batch.push(op);
+                        if urgent {
+                            while batch.len() < MAX_BATCH {
+                                match rx.try_recv() {
+                                    Ok(op) => batch.push(op),
+                                    Err(_) => break,
+                                }
+                            }
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
             }
         }
         let (done, failed) = backend.commit(&batch);

@@ -48,7 +48,12 @@ impl PgStore {
             let pool = self.pool.clone();
             let me = self.me.clone();
             let stop = self.stop.clone();
-            let every = (self.me.opts.lease / 3).max(Duration::from_millis(100));
+            // Leases are pushed on and expired ones reaped at least twice a
+            // second: a killed process's runs continue elsewhere within the
+            // lease and half a second.
+            let every = (self.me.opts.lease / 3)
+                .min(Duration::from_millis(500))
+                .max(Duration::from_millis(100));
             std::thread::Builder::new()
                 .name("marktoflow-heartbeat".into())
                 .spawn(move || {
@@ -124,6 +129,11 @@ impl PgStore {
         let claimed = self.pool.call(move |c| {
             let mut tx = c.transaction().map_err(pg_err)?;
             let lease = me.opts.lease.as_millis() as i64;
+            // A claim lost in a crash of the database leaves the run
+            // queued, and this worker's writes for it fenced: it need not
+            // wait for the log's flush.
+            tx.batch_execute("SET LOCAL synchronous_commit = off")
+                .map_err(pg_err)?;
             // One claim at a time over the cluster: a `concurrency:` limit
             // counts the runs held, which must not change under the count.
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CLAIM_LOCK])

@@ -106,7 +106,15 @@ fn refused(r: Refusal) -> StoreError {
     }
 }
 
+/// How long a run's unawaited writes wait to share a commit (see
+/// [`Commit::gather`]): a commit flushes the database's log to disk.
+const GATHER: Duration = Duration::from_millis(3);
+
 impl Commit for Pg {
+    fn gather(&self) -> Duration {
+        GATHER
+    }
+
     fn commit(&mut self, batch: &[Op]) -> (Vec<Done>, Option<StoreError>) {
         // A dropped connection is reopened and the batch tried again whole
         // (a failed transaction left nothing behind).
