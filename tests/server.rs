@@ -1385,3 +1385,66 @@ fn a_concurrency_key_runs_one_users_runs_one_at_a_time() {
         "different users must not wait for each other: {a:?} {b:?}"
     );
 }
+
+/// A run resumed after `kill -9` re-runs the interrupted top-level step; the
+/// agent calls inside it that had already been answered are not paid again.
+#[test]
+fn a_resumed_run_recalls_the_agent_replies_it_already_paid_for() {
+    let llm = FakeLlm::start(std::sync::Arc::new(|_| (200, "noted".to_string())));
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("each.md"),
+        r#"---
+workflow: {id: each}
+tools:
+  agent: {sdk: anthropic}
+triggers:
+  - {type: webhook, path: /each, method: POST, response: async}
+---
+
+## Each
+```yaml
+type: for_each
+items: [1, 2]
+item_variable: n
+steps:
+  - action: agent.run
+    inputs: {prompt: 'note {{ n }}'}
+    output_variable: said
+  - action: script.execute
+    inputs:
+      context: {n: '{{ n }}'}
+      code: |
+        if (context.n == 2) { const t = Date.now(); while (Date.now() - t < 3000) {} }
+        return context.n;
+```
+"#,
+    )
+    .unwrap();
+    let store = d.path().join("runs.db");
+    let store_env = store.to_str().unwrap().to_string();
+    let env = [
+        ("MARKTOFLOW_STORE", store_env.as_str()),
+        ("ANTHROPIC_BASE_URL", llm.base.as_str()),
+        ("ANTHROPIC_API_KEY", "test-key"),
+    ];
+    let s = serve(d.path(), &["each.md"], &env);
+    let r = post(&s.addr, "/each", json!({}));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    // Both replies are in, the second item's script is busy: kill -9 (once
+    // the replies are committed).
+    wait_for("two agent calls", || llm.requests().len() == 2);
+    wait_for("the replies recorded", || {
+        rusqlite::Connection::open(&store)
+            .and_then(|c| c.query_row("SELECT count(*) FROM replies", [], |r| r.get::<_, i64>(0)))
+            .unwrap_or(0)
+            == 2
+    });
+    drop(s);
+    let s = serve(d.path(), &["each.md"], &env);
+    wait_for("the resumed run completes", || {
+        http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json()["status"] == "completed"
+    });
+    assert_eq!(llm.requests().len(), 2, "no reply was paid twice");
+}

@@ -963,6 +963,7 @@ async fn action(s: &mut Suite) {
         clock: Arc::new(marktoflow_steps::core::time::SystemClock),
         caches: Default::default(),
         mcp: Default::default(),
+        replies: None,
         sandbox: Arc::new(s.sandbox.clone()),
         state: Arc::new(marktoflow_steps::core::state::StateDir {
             root: std::env::temp_dir().join("marktoflow-test-state"),

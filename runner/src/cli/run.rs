@@ -452,6 +452,7 @@ pub(super) fn one_run_caps(
         clock: Arc::new(marktoflow_steps::core::time::SystemClock),
         caches: Default::default(),
         mcp: Default::default(),
+        replies: None,
         state: Arc::new(state_dir(wf_dir)),
         sandbox: Arc::new(sandbox),
         log: Arc::new(|_| {}),

@@ -659,6 +659,7 @@ pub(super) fn server_caps(
         clock: Arc::new(marktoflow_steps::core::time::SystemClock),
         caches: Default::default(),
         mcp: Default::default(),
+        replies: None,
         state: Arc::new(state_dir(serve_root)),
         sandbox: Arc::new(Sandbox::new(
             cwd.to_path_buf(),

@@ -134,6 +134,7 @@ fn check_online(
         clock: Arc::new(marktoflow_steps::core::time::SystemClock),
         caches: Default::default(),
         mcp: Default::default(),
+        replies: None,
         state: Arc::new(super::state_dir(cwd)),
         sandbox: Arc::new(marktoflow_steps::Sandbox::closed(cwd.to_path_buf())),
         log: Arc::new(|_| {}),

@@ -71,6 +71,7 @@ fn run_env(text: &str, inputs: Value, env: &[(&str, &str)]) -> (RunResult, Vec<E
         clock: Arc::new(marktoflow_steps::core::time::FixedClock::at(T0)),
         caches: Default::default(),
         mcp: Default::default(),
+        replies: None,
         sandbox: Arc::new(Sandbox::closed(dir.clone())),
         log: Arc::new(|_| {}),
         progress: marktoflow_steps::core::action::no_progress(),

@@ -508,6 +508,14 @@ pub(super) fn start_reserved(
     }
     let mut caps = s.caps.clone();
     caps.cancel = cancel.clone();
+    // Agent replies are recorded with the run; a resumed run recalls them.
+    caps.replies = s.store.clone().map(|store| {
+        Arc::new(crate::store::RecordedReplies {
+            store,
+            run_id: run_id.clone(),
+            recall: matches!(job, Job::Resume(_)),
+        }) as Arc<dyn marktoflow_steps::core::hosts::Replies>
+    });
     let sink_events = events.clone();
     let measured = s.clone();
     let wf_id = wf.meta.id.clone();

@@ -361,6 +361,12 @@ pub enum Write {
         end: RunEnd,
         at: i64,
     },
+    /// An agent step's reply, by its call's idempotency key.
+    Reply {
+        run_id: String,
+        key: String,
+        text: String,
+    },
 }
 
 impl Write {
@@ -371,7 +377,8 @@ impl Write {
             Write::Running { run_id, .. }
             | Write::Step { run_id, .. }
             | Write::Checkpoint { run_id, .. }
-            | Write::Finish { run_id, .. } => run_id,
+            | Write::Finish { run_id, .. }
+            | Write::Reply { run_id, .. } => run_id,
         }
     }
 }
@@ -418,6 +425,14 @@ pub trait RunStore: Send + Sync {
     /// how many.
     fn prune(&self, older_than: Duration) -> Result<usize, StoreError>;
 
+    /// Records an agent step's reply for `key` (see [`RecordedReplies`]).
+    fn remember_reply(&self, _run_id: &str, _key: &str, _text: &str) {}
+
+    /// The reply recorded for `key`, if any.
+    fn recall_reply(&self, _key: &str) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+
     /// The run an `Idempotency-Key` started within the retention, if any.
     fn run_for_key(&self, _key: &str) -> Result<Option<String>, StoreError> {
         Ok(None)
@@ -434,6 +449,35 @@ pub trait RunStore: Send + Sync {
         self.submit_run(run)
             .blocking_recv()
             .map_err(|_| StoreError::Closed)?
+    }
+}
+
+/// A run's agent replies in the store: every reply is recorded; a resumed
+/// run recalls those recorded before it was interrupted, so a call already
+/// paid for is not paid again.
+pub struct RecordedReplies {
+    pub store: Arc<dyn RunStore>,
+    pub run_id: String,
+    /// Whether to look (only a resumed run can find anything).
+    pub recall: bool,
+}
+
+#[async_trait::async_trait]
+impl marktoflow_steps::core::hosts::Replies for RecordedReplies {
+    async fn recall(&self, key: &str) -> Option<String> {
+        if !self.recall {
+            return None;
+        }
+        let store = self.store.clone();
+        let key = key.to_string();
+        tokio::task::spawn_blocking(move || store.recall_reply(&key))
+            .await
+            .ok()?
+            .ok()?
+    }
+
+    fn remember(&self, key: &str, reply: &str) {
+        self.store.remember_reply(&self.run_id, key, reply);
     }
 }
 

@@ -81,6 +81,14 @@ CREATE TABLE idempotency (
 ) WITHOUT ROWID;
 "#,
     "ALTER TABLE runs ADD COLUMN context TEXT;",
+    r#"
+CREATE TABLE replies (
+    key TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    text TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX replies_by_run ON replies (run_id);
+"#,
 ];
 
 pub struct SqliteStore {
@@ -414,6 +422,12 @@ fn apply(tx: &rusqlite::Transaction, w: &Write) -> Result<(), rusqlite::Error> {
             )?
             .execute(params![run_id, checkpoint.next_step() as i64, state])?;
         }
+        Write::Reply { run_id, key, text } => {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO replies (key, run_id, text) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![key, run_id, text])?;
+        }
         Write::Finish { run_id, end, at } => {
             tx.prepare_cached(
                 "UPDATE runs SET status = ?2, outputs = ?3, error = ?4, error_step = ?5, finished_at = ?6, duration_ms = ?7
@@ -454,7 +468,7 @@ fn absorb(tx: &rusqlite::Transaction, journals: &[Vec<Write>]) -> Result<(), rus
         {
             continue;
         }
-        for table in ["steps", "checkpoints"] {
+        for table in ["steps", "checkpoints", "replies"] {
             tx.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), [id])?;
         }
         tx.execute("DELETE FROM runs WHERE id = ?1", [id])?;
@@ -476,6 +490,10 @@ fn prune(tx: &rusqlite::Transaction, cutoff: i64) -> Result<usize, rusqlite::Err
     )?;
     tx.execute(
         &format!("DELETE FROM checkpoints WHERE run_id IN ({OLD})"),
+        [cutoff],
+    )?;
+    tx.execute(
+        &format!("DELETE FROM replies WHERE run_id IN ({OLD})"),
         [cutoff],
     )?;
     let keys_cutoff = now_ms().saturating_sub(super::IDEMPOTENCY_RETENTION.as_millis() as i64);
@@ -723,6 +741,22 @@ impl RunStore for SqliteStore {
             .map(|r| self.live(r))
             .filter(|r| r.is_interrupted())
             .collect())
+    }
+
+    fn remember_reply(&self, run_id: &str, key: &str, text: &str) {
+        self.send(Op::Write(Box::new(Write::Reply {
+            run_id: run_id.to_string(),
+            key: key.to_string(),
+            text: text.to_string(),
+        })));
+    }
+
+    fn recall_reply(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.read(|c| {
+            c.prepare_cached("SELECT text FROM replies WHERE key = ?1")?
+                .query_row([key], |r| r.get(0))
+                .optional()
+        })
     }
 
     fn run_for_key(&self, key: &str) -> Result<Option<String>, StoreError> {

@@ -374,7 +374,25 @@ async fn complete_naming_model(call: &Call<'_>, mut inputs: Value) -> Result<Str
         model: model.as_deref(),
         ..call.reborrow()
     };
-    call.caps.agents.complete(&call, &inputs).await
+    // A reply recorded before the run was interrupted is not paid again.
+    let recorded = call.caps.replies.as_ref().zip(call.idempotency_key);
+    if let Some((replies, key)) = recorded {
+        if let Some(text) = replies.recall(key).await {
+            call.log(
+                LogLevel::Info,
+                format!(
+                    "{}: the reply recorded before the run was interrupted is used",
+                    call.action
+                ),
+            );
+            return Ok(text);
+        }
+    }
+    let text = call.caps.agents.complete(&call, &inputs).await?;
+    if let Some((replies, key)) = recorded {
+        replies.remember(key, &text);
+    }
+    Ok(text)
 }
 
 /// `agent.run`, `agent.generate`, `agent.chat`: all return the reply text.

@@ -138,6 +138,9 @@ pub struct Capabilities {
     ///
     /// [`McpServers::shutdown`]: crate::core::mcp::McpServers::shutdown
     pub mcp: Arc<crate::core::mcp::McpServers>,
+    /// Where agent steps' replies are recorded and recalled (None: not at
+    /// all, as for a run that is not recorded).
+    pub replies: Option<Arc<dyn crate::core::hosts::Replies>>,
 }
 
 /// One call of an action by one step.

@@ -48,6 +48,17 @@ pub trait Llm: Send + Sync {
     }
 }
 
+/// LLM replies recorded with their call's idempotency key (see
+/// [`crate::core::action::Call::idempotency_key`]): a run resumed after a
+/// crash gets a reply it already paid for from here instead of asking again.
+#[async_trait]
+pub trait Replies: Send + Sync {
+    /// The reply recorded for `key`, if any.
+    async fn recall(&self, key: &str) -> Option<String>;
+    /// Records `reply` for `key`.
+    fn remember(&self, key: &str, reply: &str);
+}
+
 /// One script to run.
 #[derive(Debug, Clone)]
 pub struct ScriptJob {

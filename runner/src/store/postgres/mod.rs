@@ -578,6 +578,22 @@ impl RunStore for PgStore {
         rx.blocking_recv().map_err(|_| StoreError::Closed)?
     }
 
+    fn remember_reply(&self, run_id: &str, key: &str, text: &str) {
+        self.send(Op::Write(Box::new(Write::Reply {
+            run_id: run_id.to_string(),
+            key: key.to_string(),
+            text: text.to_string(),
+        })));
+    }
+
+    fn recall_reply(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let key = key.to_string();
+        self.read(move |c| {
+            c.query_opt("SELECT text FROM replies WHERE key = $1", &[&key])
+                .map(|r| r.map(|r| r.get(0)))
+        })
+    }
+
     fn run_for_key(&self, key: &str) -> Result<Option<String>, StoreError> {
         let since = now_ms().saturating_sub(IDEMPOTENCY_RETENTION.as_millis() as i64);
         let key = key.to_string();

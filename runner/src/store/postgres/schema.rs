@@ -6,7 +6,8 @@ use postgres::Client;
 
 /// The schema, one migration per entry; `marktoflow_schema.version` holds
 /// how many have been applied. Only ever append.
-pub(super) const MIGRATIONS: &[&str] = &[r#"
+pub(super) const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE runs (
     seq BIGSERIAL UNIQUE,
     id TEXT PRIMARY KEY,
@@ -73,7 +74,16 @@ CREATE TABLE workers (
     heartbeat_at BIGINT NOT NULL,
     draining BOOLEAN NOT NULL DEFAULT FALSE
 );
-"#];
+"#,
+    r#"
+CREATE TABLE replies (
+    key TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX replies_by_run ON replies (run_id);
+"#,
+];
 
 /// Advisory lock key of migrations (any constant the application owns).
 const MIGRATE_LOCK: i64 = 0x6d74_665f_6d69_6772;

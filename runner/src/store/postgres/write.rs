@@ -31,6 +31,7 @@ pub(super) struct Statements {
     checkpoints: Statement,
     finish: Statement,
     told_done: Statement,
+    replies: Statement,
 }
 
 impl Statements {
@@ -83,6 +84,11 @@ impl Statements {
                  FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[])
                       AS u(id, status, outputs, error, error_step, at, dur)
                  WHERE r.id = u.id",
+            )?,
+            replies: c.prepare(
+                "INSERT INTO replies (key, run_id, text)
+                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[])
+                 ON CONFLICT (key) DO UPDATE SET run_id = EXCLUDED.run_id, text = EXCLUDED.text",
             )?,
             told_done: c.prepare(&format!(
                 "SELECT pg_notify('{DONE_CHANNEL}', id) FROM UNNEST($1::text[]) AS id"
@@ -164,6 +170,9 @@ struct Rows {
     checkpoints: (Vec<String>, Vec<i32>, Vec<String>),
     finish_at: HashMap<String, usize>,
     finish: FinishColumns,
+    /// key → its place in `replies` (the last write wins).
+    reply_at: HashMap<String, usize>,
+    replies: (Vec<String>, Vec<String>, Vec<String>),
 }
 
 #[derive(Default)]
@@ -249,6 +258,18 @@ impl Rows {
                     }
                 }
             }
+            Write::Reply { run_id, key, text } => match self.reply_at.get(key) {
+                Some(&i) => {
+                    self.replies.1[i] = run_id.clone();
+                    self.replies.2[i] = text.clone();
+                }
+                None => {
+                    self.reply_at.insert(key.clone(), self.replies.0.len());
+                    self.replies.0.push(key.clone());
+                    self.replies.1.push(run_id.clone());
+                    self.replies.2.push(text.clone());
+                }
+            },
             Write::Finish { run_id, end, at } => {
                 let f = &mut self.finish;
                 let i = match self.finish_at.get(run_id) {
@@ -306,6 +327,10 @@ impl Rows {
                     &c.reused,
                 ],
             )?;
+        }
+        if !self.replies.0.is_empty() {
+            let (keys, runs, texts) = &self.replies;
+            tx.execute(&s.replies, &[keys, runs, texts])?;
         }
         if !self.checkpoints.0.is_empty() {
             let (ids, next, state) = &self.checkpoints;
@@ -507,6 +532,10 @@ fn prune(tx: &mut Transaction, cutoff: i64) -> Result<usize, postgres::Error> {
     )?;
     tx.execute(
         &format!("DELETE FROM checkpoints WHERE run_id IN ({OLD})"),
+        &[&cutoff],
+    )?;
+    tx.execute(
+        &format!("DELETE FROM replies WHERE run_id IN ({OLD})"),
         &[&cutoff],
     )?;
     let keys_cutoff = now_ms().saturating_sub(IDEMPOTENCY_RETENTION.as_millis() as i64);
