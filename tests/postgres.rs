@@ -840,3 +840,126 @@ fn a_schedule_under_two_servers_fires_once_per_tick() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+const STEPS: &str = r#"---
+workflow: {id: steps}
+inputs:
+  fail: {type: boolean, default: false}
+---
+
+## One
+```yaml
+action: core.set
+inputs: {x: 1}
+output_variable: one
+```
+
+## Two
+```yaml
+action: workflow.fail
+conditions: ['inputs.fail']
+inputs: {message: 'asked to fail'}
+```
+"#;
+
+fn cli(dir: &Path, args: &[&str]) -> crate::support::Run {
+    crate::support::run(
+        Command::new(bin())
+            .current_dir(dir)
+            .args(args)
+            .env("MARKTOFLOW_HOME", dir.join(".home"))
+            .env("NO_COLOR", "1"),
+    )
+}
+
+#[test]
+fn the_cli_records_reads_retries_prunes_and_copies_history_on_the_shared_store() {
+    let Some(pg) = Postgres::start() else { return };
+    let d = tempdir();
+    std::fs::write(d.path().join("w.md"), STEPS).unwrap();
+    let url = pg.url.as_str();
+    // `run` records into PostgreSQL directly.
+    let ok = cli(
+        d.path(),
+        &["run", "w.md", "--json", "--quiet", "--store", url],
+    );
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    let failed = cli(
+        d.path(),
+        &[
+            "run",
+            "w.md",
+            "--json",
+            "--quiet",
+            "--store",
+            url,
+            "--input",
+            "fail=true",
+        ],
+    );
+    assert_eq!(failed.code, 1, "{}", failed.stderr);
+    let failed_id = failed.json()["run_id"].as_str().unwrap().to_string();
+    let h = cli(d.path(), &["history", "--json", "--store", url]);
+    assert_eq!(h.code, 0, "{}", h.stderr);
+    let runs = h.json()["runs"].as_array().unwrap().clone();
+    let statuses: Vec<&str> = runs.iter().map(|r| r["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["failed", "completed"], "{runs:?}");
+    let shown = cli(
+        d.path(),
+        &[
+            "show",
+            &failed_id[failed_id.len() - 8..],
+            "--json",
+            "--store",
+            url,
+        ],
+    );
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert_eq!(shown.json()["error_step"], "two", "{}", shown.stdout);
+    // `retry` from the failed step reuses step one.
+    let again = cli(
+        d.path(),
+        &[
+            "retry", &failed_id, "--from", "two", "--json", "--quiet", "--store", url,
+        ],
+    );
+    assert_eq!(again.code, 1, "it fails the same way: {}", again.stderr);
+    let retry_id = again.json()["run_id"].as_str().unwrap().to_string();
+    let shown = cli(d.path(), &["show", &retry_id, "--json", "--store", url]).json();
+    assert_eq!(shown["retry_of"], failed_id.as_str(), "{shown}");
+    assert_eq!(shown["steps"][0]["reused"], true, "{shown}");
+    // `copy-history` brings an SQLite store's finished runs in, once.
+    let db = d.path().join("old.db");
+    let db_arg = db.to_str().unwrap();
+    for _ in 0..2 {
+        let r = cli(d.path(), &["run", "w.md", "--quiet", "--store", db_arg]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    let copy = cli(d.path(), &["copy-history", "--from", db_arg, "--to", url]);
+    assert_eq!(copy.code, 0, "{}", copy.stderr);
+    assert!(
+        copy.stdout.contains("copied 2 runs; 0 already there"),
+        "{}",
+        copy.stdout
+    );
+    let copy = cli(d.path(), &["copy-history", "--from", db_arg, "--to", url]);
+    assert!(
+        copy.stdout.contains("copied 0 runs; 2 already there"),
+        "{}",
+        copy.stdout
+    );
+    let h = cli(d.path(), &["history", "--json", "--store", url]).json();
+    assert_eq!(h["runs"].as_array().unwrap().len(), 5, "{h}");
+    let copied = h["runs"].as_array().unwrap().iter().find(|r| {
+        !r["id"].as_str().unwrap().is_empty()
+            && r["id"] != failed_id.as_str()
+            && r["id"] != retry_id.as_str()
+    });
+    let copied_id = copied.unwrap()["id"].as_str().unwrap().to_string();
+    let steps = cli(d.path(), &["show", &copied_id, "--json", "--store", url]).json();
+    assert!(!steps["steps"].as_array().unwrap().is_empty(), "{steps}");
+    // `prune` on the shared store.
+    let pruned = cli(d.path(), &["prune", "--older-than", "0s", "--store", url]);
+    assert_eq!(pruned.code, 0, "{}", pruned.stderr);
+    assert!(pruned.stdout.contains("pruned 5 runs"), "{}", pruned.stdout);
+}

@@ -159,6 +159,16 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Copy the finished runs of an SQLite store into a shared
+    /// (PostgreSQL) one, with their steps; runs already there are skipped.
+    CopyHistory {
+        /// The SQLite store to read (`runs.db`).
+        #[arg(long, value_name = "FILE")]
+        from: PathBuf,
+        /// The shared store, `postgres://…`.
+        #[arg(long, value_name = "URL")]
+        to: String,
+    },
     /// Print a workflow as a flowchart.
     Graph {
         file: PathBuf,

@@ -104,6 +104,7 @@ pub fn main() -> i32 {
             Err(code) => code,
         },
         Command::Prune { older_than, store } => crate::cli::store::prune(&store, &older_than),
+        Command::CopyHistory { from, to } => crate::cli::store::copy_history(&from, &to),
         Command::Validate {
             files,
             json,

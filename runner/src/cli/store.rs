@@ -328,3 +328,87 @@ pub fn prune(store: &StoreArgs, older_than: &str) -> i32 {
         }
     }
 }
+
+/// `copy-history`: the finished runs of the SQLite store `from`, with their
+/// steps, into the shared store `to`, a page at a time; prints how many were
+/// copied, already there, and left (unfinished runs stay where they are).
+pub fn copy_history(from: &Path, to: &str) -> i32 {
+    if !crate::store::postgres::is_url(to) {
+        eprintln!("error: `--to {to}` is not a PostgreSQL URL (postgres://USER@HOST/DB)");
+        return EXIT_USAGE;
+    }
+    // Runs of `marktoflow run` may still be journals beside the file.
+    if !from.is_file() && !crate::store::journal::dir_of(from).exists() {
+        eprintln!("error: no run store at `{}`", from.display());
+        return EXIT_USAGE;
+    }
+    let source = match crate::store::SqliteStore::open(from) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let shared = crate::store::PgOptions {
+        executes: false,
+        role: "cli".into(),
+        ..Default::default()
+    };
+    let target = match crate::store::PgStore::open(to, shared) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    const PAGE: usize = 500;
+    let (mut copied, mut present, mut left) = (0, 0, 0);
+    let mut offset = 0;
+    loop {
+        let page = match source.list_runs(&RunFilter {
+            limit: Some(PAGE),
+            offset,
+            ..Default::default()
+        }) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_RUN_FAILED;
+            }
+        };
+        offset += page.len();
+        let mut runs = Vec::new();
+        for r in page.iter() {
+            if !r.status.is_finished() {
+                left += 1;
+                continue;
+            }
+            match source.steps_of(&r.id) {
+                Ok(steps) => runs.push((r.clone(), steps)),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return EXIT_RUN_FAILED;
+                }
+            }
+        }
+        match target.import_finished(runs) {
+            Ok((new, old)) => {
+                copied += new;
+                present += old;
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_RUN_FAILED;
+            }
+        }
+        if page.len() < PAGE {
+            break;
+        }
+    }
+    println!(
+        "copied {copied} run{}; {present} already there; {left} unfinished left in `{}`",
+        if copied == 1 { "" } else { "s" },
+        from.display()
+    );
+    EXIT_OK
+}

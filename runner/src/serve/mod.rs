@@ -589,7 +589,7 @@ pub(super) fn start_reserved(
         // tells its end when the store has it; so does any server of a
         // shared store for a new run under a `concurrency:` limit, which
         // only the claim (of this process or another) may start.
-        let limited = wf.concurrency.is_some()
+        let limited = crate::store::cluster_limited(&wf)
             && matches!(job, Job::New(..) | Job::Recorded(..))
             && store.as_ref().is_some_and(|s| s.shared().is_some());
         if let (true, Some(store)) = (state.enqueue_only || limited, &store) {

@@ -175,9 +175,14 @@ pub struct NewRun {
 /// The `concurrency:` bucket of a run of `wf` with `inputs`, and its limit.
 /// A key that does not render puts the run in the bucket of the key's own
 /// text: such runs are limited together, never left unlimited.
+/// A trigger's `max_concurrent:` (the smallest) counts as `concurrency:`
+/// without a key: on a shared store it holds over the cluster too.
 pub fn concurrency_of(wf: &Workflow, inputs: &Map<String, Value>) -> Option<(String, u32)> {
     static TEMPLATES: std::sync::OnceLock<crate::template::Templates> = std::sync::OnceLock::new();
-    let c = wf.concurrency.as_ref()?;
+    let Some(c) = wf.concurrency.as_ref() else {
+        let limit = triggers_limit(wf)?;
+        return Some((format!("{}\u{1f}", wf.meta.id), limit));
+    };
     let key = match &c.key {
         None => String::new(),
         Some(k) => {
@@ -190,6 +195,21 @@ pub fn concurrency_of(wf: &Workflow, inputs: &Map<String, Value>) -> Option<(Str
         }
     };
     Some((format!("{}\u{1f}{key}", wf.meta.id), c.limit))
+}
+
+/// The smallest `max_concurrent:` of the workflow's triggers.
+fn triggers_limit(wf: &Workflow) -> Option<u32> {
+    wf.triggers
+        .iter()
+        .filter_map(|t| t.fields.get("max_concurrent").and_then(Value::as_u64))
+        .min()
+        .map(|n| n.clamp(1, u64::from(u32::MAX)) as u32)
+}
+
+/// Whether runs of `wf` are limited over a cluster (`concurrency:`, or a
+/// trigger's `max_concurrent:`): on a shared store they go through the queue.
+pub fn cluster_limited(wf: &Workflow) -> bool {
+    wf.concurrency.is_some() || triggers_limit(wf).is_some()
 }
 
 /// How long an `Idempotency-Key` finds the run it started.

@@ -286,6 +286,18 @@ impl PgStore {
         }
     }
 
+    /// Copies finished runs (from another store) in with their steps;
+    /// returns how many were copied and how many were there already.
+    pub fn import_finished(
+        &self,
+        runs: Vec<(RunRecord, Vec<StepRow>)>,
+    ) -> Result<(usize, usize), StoreError> {
+        if runs.is_empty() {
+            return Ok((0, 0));
+        }
+        self.read(move |c| write::import_finished(c, &runs))
+    }
+
     fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Client) -> Result<T, postgres::Error> + Send + 'static,

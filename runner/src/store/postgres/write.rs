@@ -19,6 +19,15 @@ pub(super) struct Pg {
     pub(super) me: Arc<Member>,
 }
 
+/// Step rows from arrays, in their order.
+const STEPS_SQL: &str = "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused)
+     SELECT run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused
+     FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::text[], $7::int[],
+                 $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::bool[])
+          WITH ORDINALITY AS u(run_id, step_id, name, depth, top_index, status, attempts,
+                               started_at, duration_ms, output, error, reused, n)
+     ORDER BY n";
+
 /// The writer's statements, prepared on its connection.
 pub(super) struct Statements {
     holders: Statement,
@@ -64,15 +73,7 @@ impl Statements {
                  FROM UNNEST($1::text[], $2::bigint[], $3::int[]) AS u(id, at, pid)
                  WHERE r.id = u.id AND r.status IN ('queued', 'running')"
             ))?,
-            steps: c.prepare(
-                "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused)
-                 SELECT run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused
-                 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::text[], $7::int[],
-                             $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::bool[])
-                      WITH ORDINALITY AS u(run_id, step_id, name, depth, top_index, status, attempts,
-                                           started_at, duration_ms, output, error, reused, n)
-                 ORDER BY n",
-            )?,
+            steps: c.prepare(STEPS_SQL)?,
             checkpoints: c.prepare(
                 "INSERT INTO checkpoints (run_id, next_step, state)
                  SELECT * FROM UNNEST($1::text[], $2::int[], $3::text[])
@@ -548,4 +549,77 @@ fn prune(tx: &mut Transaction, cutoff: i64) -> Result<usize, postgres::Error> {
         &[&cutoff],
     )
     .map(|n| n as usize)
+}
+
+/// Copies finished runs and their steps in, in one transaction: a run whose
+/// id is there already is left as it is. Returns (copied, already there).
+pub(super) fn import_finished(
+    c: &mut Client,
+    runs: &[(crate::store::RunRecord, Vec<crate::store::StepRow>)],
+) -> Result<(usize, usize), postgres::Error> {
+    let mut tx = c.transaction()?;
+    let insert = tx.prepare(
+        "INSERT INTO runs (id, workflow, file, version, trigger, retry_of, status, inputs, outputs, error,
+            error_step, pid, created_at, finished_at, duration_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+         ON CONFLICT (id) DO NOTHING",
+    )?;
+    let (mut copied, mut present) = (0, 0);
+    let mut rows = Rows::default();
+    for (r, steps) in runs {
+        let n = tx.execute(
+            &insert,
+            &[
+                &r.id,
+                &r.workflow,
+                &r.file,
+                &r.version,
+                &r.trigger,
+                &r.retry_of,
+                &r.status.as_str(),
+                &json_text(&r.inputs),
+                &json_text(&r.outputs),
+                &r.error,
+                &r.error_step,
+                &r.pid.map(|p| p.min(i32::MAX as u32) as i32),
+                &r.created_at,
+                &r.finished_at,
+                &r.duration_ms.map(|d| d.min(i64::MAX as u64) as i64),
+            ],
+        )?;
+        if n == 0 {
+            present += 1;
+            continue;
+        }
+        copied += 1;
+        for s in steps {
+            rows.add(&Write::Step {
+                run_id: r.id.clone(),
+                row: s.clone(),
+            });
+        }
+    }
+    let c = &rows.steps;
+    if !c.run_id.is_empty() {
+        let steps = tx.prepare(STEPS_SQL)?;
+        tx.execute(
+            &steps,
+            &[
+                &c.run_id,
+                &c.step_id,
+                &c.name,
+                &c.depth,
+                &c.top_index,
+                &c.status,
+                &c.attempts,
+                &c.started_at,
+                &c.duration_ms,
+                &c.output,
+                &c.error,
+                &c.reused,
+            ],
+        )?;
+    }
+    tx.commit()?;
+    Ok((copied, present))
 }
