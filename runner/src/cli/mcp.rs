@@ -9,7 +9,7 @@ use super::validate::discover;
 use super::{FileLoader, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
 use crate::format::model::Workflow;
 use crate::mcp::{tools_of, McpServer, WorkflowTool};
-use crate::serve::{ServeConfig, ServerState};
+use crate::serve::ServerState;
 use marktoflow_steps::Registry;
 use rmcp::ServiceExt;
 use std::path::{Path, PathBuf};
@@ -111,12 +111,7 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let config = ServeConfig {
-        max_concurrent: a.server.max_concurrent,
-        max_concurrent_per_workflow: a.server.max_concurrent_per_workflow,
-        max_queue: a.server.max_queue,
-        ..ServeConfig::default()
-    };
+    let config = super::serve::serve_config(&a.server);
     let grace = std::time::Duration::from_secs(a.server.grace_period);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -172,11 +167,7 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
         let _ = service.waiting().await;
         state.drain(grace).await;
         if let Some(store) = store {
-            match tokio::task::spawn_blocking(move || store.flush()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => eprintln!("marktoflow: not every run event was recorded: {e}"),
-                Err(e) => eprintln!("marktoflow: not every run event was recorded: {e}"),
-            }
+            super::serve::flush_at_exit(store).await;
         }
         EXIT_OK
     });

@@ -163,9 +163,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
     let config = ServeConfig {
         max_body: a.max_body,
         request_timeout: std::time::Duration::from_secs(a.request_timeout),
-        max_concurrent: a.server.max_concurrent,
-        max_concurrent_per_workflow: a.server.max_concurrent_per_workflow,
-        max_queue: a.server.max_queue,
+        ..serve_config(&a.server)
     };
     let grace = std::time::Duration::from_secs(a.server.grace_period);
     let n = routes.len();
@@ -219,20 +217,9 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         eprintln!("error: `--no-execute` queues runs for workers: it needs a shared store (`--store postgres://…`)");
         return EXIT_USAGE;
     }
-    let build = |name: &str| {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .thread_name(name)
-            .build()
-    };
-    // Two runtimes: one accepts connections and answers, the other runs
-    // workflows, so busy runs never stop the server from answering.
-    let (rt, runs_rt) = match (build("marktoflow-http"), build("marktoflow-run")) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(e), _) | (_, Err(e)) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return EXIT_RUN_FAILED;
-        }
+    let (rt, runs_rt) = match runtimes("marktoflow-http") {
+        Ok(r) => r,
+        Err(code) => return code,
     };
     let mut built = ServerState::new(routes, caps, Arc::new(FileLoader(registry)), config)
         .with_workflows(workflows.clone())
@@ -374,12 +361,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         crate::serve::listen::serve_http(listener, app, shutdown).await;
         let _ = drained_rx.await;
         if let Some(store) = store.clone() {
-            // `flush` blocks: not on the async threads.
-            match tokio::task::spawn_blocking(move || store.flush()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => eprintln!("marktoflow: not every run event was recorded: {e}"),
-                Err(e) => eprintln!("marktoflow: not every run event was recorded: {e}"),
-            }
+            flush_at_exit(store).await;
         }
         eprintln!("marktoflow: stopped");
         EXIT_OK
@@ -415,6 +397,48 @@ pub(super) fn api_access(
             }),
             None => Err(format!("`--api-token-env {var}`: `{var}` is not set; the console, the run API and /metrics are not served without their token")),
         },
+    }
+}
+
+/// Two runtimes: one (`name`) accepts connections and answers or claims
+/// runs, the other runs workflows, so busy runs never stop the process from
+/// answering. An error is said on stderr, as an exit code.
+pub(super) fn runtimes(
+    name: &str,
+) -> Result<(tokio::runtime::Runtime, tokio::runtime::Runtime), i32> {
+    let build = |name: &str| {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name(name)
+            .build()
+    };
+    match (build(name), build("marktoflow-run")) {
+        (Ok(a), Ok(b)) => Ok((a, b)),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            Err(EXIT_RUN_FAILED)
+        }
+    }
+}
+
+/// The server settings `opts` give.
+pub(super) fn serve_config(opts: &ServerOpts) -> crate::serve::ServeConfig {
+    crate::serve::ServeConfig {
+        max_concurrent: opts.max_concurrent,
+        max_concurrent_per_workflow: opts.max_concurrent_per_workflow,
+        max_queue: opts.max_queue,
+        ..crate::serve::ServeConfig::default()
+    }
+}
+
+/// Waits for what is queued for the store, saying on stderr when some of
+/// it could not be recorded.
+pub(super) async fn flush_at_exit(store: Arc<dyn crate::store::RunStore>) {
+    // `flush` blocks: not on the async threads.
+    match tokio::task::spawn_blocking(move || store.flush()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("marktoflow: not every run event was recorded: {e}"),
+        Err(e) => eprintln!("marktoflow: not every run event was recorded: {e}"),
     }
 }
 

@@ -7,7 +7,7 @@ use super::report::{plural, print_diagnostics};
 use super::serve::{open_store, server_caps, stop_signal};
 use super::validate::discover;
 use super::{FileLoader, StoreArgs, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
-use crate::serve::{ServeConfig, ServerState};
+use crate::serve::ServerState;
 use marktoflow_steps::Registry;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -72,25 +72,11 @@ pub(super) fn worker(a: WorkerArgs) -> i32 {
         Ok(None) => return EXIT_USAGE,
         Err(code) => return code,
     };
-    let config = ServeConfig {
-        max_concurrent: a.server.max_concurrent,
-        max_concurrent_per_workflow: a.server.max_concurrent_per_workflow,
-        max_queue: a.server.max_queue,
-        ..ServeConfig::default()
-    };
+    let config = super::serve::serve_config(&a.server);
     let grace = std::time::Duration::from_secs(a.server.grace_period);
-    let build = |name: &str| {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .thread_name(name)
-            .build()
-    };
-    let (rt, runs_rt) = match (build("marktoflow-work"), build("marktoflow-run")) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(e), _) | (_, Err(e)) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return EXIT_RUN_FAILED;
-        }
+    let (rt, runs_rt) = match super::serve::runtimes("marktoflow-work") {
+        Ok(r) => r,
+        Err(code) => return code,
     };
     let state = Arc::new(
         ServerState::new(Vec::new(), caps, Arc::new(FileLoader(registry)), config)
@@ -160,12 +146,7 @@ pub(super) fn worker(a: WorkerArgs) -> i32 {
         }
         state.drain(std::time::Duration::ZERO).await;
         let _ = claiming.await;
-        let s = store.clone();
-        match tokio::task::spawn_blocking(move || s.flush()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("marktoflow: not every run event was recorded: {e}"),
-            Err(e) => eprintln!("marktoflow: not every run event was recorded: {e}"),
-        }
+        super::serve::flush_at_exit(store.clone()).await;
         eprintln!("marktoflow: stopped");
         EXIT_OK
     });

@@ -141,6 +141,38 @@ pub fn fold(rows_latest_first: impl IntoIterator<Item = CheckpointRow>) -> Optio
     Some(cp)
 }
 
+/// The checkpoint a store's rows make: `texts` are the run's rows up to the
+/// one wanted, latest first (their `next_step` and JSON), and `want` the
+/// `next_step` asked for (None: the latest). Rows are read down to the
+/// nearest whole one.
+pub fn from_rows(
+    run_id: &str,
+    want: Option<usize>,
+    texts: &[(i64, String)],
+) -> Result<Option<Checkpoint>, super::StoreError> {
+    let unreadable = |why: String| {
+        super::StoreError::Db(format!("checkpoint of run `{run_id}` is unreadable: {why}"))
+    };
+    match (texts.first(), want) {
+        (None, _) => return Ok(None),
+        (Some((n, _)), Some(want)) if *n != want as i64 => return Ok(None),
+        _ => {}
+    }
+    let mut rows = Vec::new();
+    for (_, text) in texts {
+        let row: CheckpointRow =
+            serde_json::from_str(text).map_err(|e| unreadable(e.to_string()))?;
+        let whole = matches!(row, CheckpointRow::Whole(_));
+        rows.push(row);
+        if whole {
+            break;
+        }
+    }
+    fold(rows)
+        .map(Some)
+        .ok_or_else(|| unreadable("its earlier rows are missing".into()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

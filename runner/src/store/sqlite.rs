@@ -250,16 +250,7 @@ const LOCKED_RETRIES: u32 = 12;
 /// Applies `batch` in one transaction; a lock held by another process
 /// rolls it back and it is tried again, whole.
 fn commit_batch(conn: &mut Connection, batch: &[Op]) -> (Vec<Applied>, Option<rusqlite::Error>) {
-    let ending: HashSet<&str> = batch
-        .iter()
-        .filter_map(|op| match op {
-            Op::Write(w) => match &**w {
-                Write::Finish { run_id, .. } => Some(run_id.as_str()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
+    let ending = super::writer::ending(batch);
     let mut tries = 0;
     loop {
         let mut done = Vec::with_capacity(batch.len());
@@ -704,27 +695,7 @@ impl RunStore for SqliteStore {
             })?;
             rows.collect()
         })?;
-        let unreadable = |why: String| {
-            StoreError::Db(format!("checkpoint of run `{run_id}` is unreadable: {why}"))
-        };
-        match (texts.first(), next_step) {
-            (None, _) => return Ok(None),
-            (Some((n, _)), Some(want)) if *n != want as i64 => return Ok(None),
-            _ => {}
-        }
-        let mut rows = Vec::new();
-        for (_, text) in &texts {
-            let row: CheckpointRow =
-                serde_json::from_str(text).map_err(|e| unreadable(e.to_string()))?;
-            let whole = matches!(row, CheckpointRow::Whole(_));
-            rows.push(row);
-            if whole {
-                break;
-            }
-        }
-        checkpoint::fold(rows)
-            .map(Some)
-            .ok_or_else(|| unreadable("its earlier rows are missing".into()))
+        checkpoint::from_rows(run_id, next_step, &texts)
     }
 
     fn incomplete_runs(&self) -> Result<Vec<RunRecord>, StoreError> {

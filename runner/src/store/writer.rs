@@ -138,3 +138,18 @@ fn unit(d: Option<Done>, commit_err: &Option<String>) -> Result<(), StoreError> 
         _ => Ok(()),
     }
 }
+
+/// The runs whose end is in `batch`: their checkpoint after the last step
+/// is never needed once the end is committed with it.
+pub(super) fn ending(batch: &[Op]) -> std::collections::HashSet<&str> {
+    batch
+        .iter()
+        .filter_map(|op| match op {
+            Op::Write(w) => match &**w {
+                super::Write::Finish { run_id, .. } => Some(run_id.as_str()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}

@@ -546,35 +546,19 @@ impl RunStore for PgStore {
     ) -> Result<Option<Checkpoint>, StoreError> {
         let id = run_id.to_string();
         let upto = next_step.map(|n| n.min(i32::MAX as usize) as i32);
-        let texts: Vec<(i32, String)> = self.read(move |c| {
+        let texts: Vec<(i64, String)> = self.read(move |c| {
             c.query(
                 "SELECT next_step, state FROM checkpoints WHERE run_id = $1 AND ($2::int IS NULL OR next_step <= $2)
                  ORDER BY next_step DESC",
                 &[&id, &upto],
             )
-            .map(|rows| rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+            .map(|rows| {
+                rows.iter()
+                    .map(|r| (i64::from(r.get::<_, i32>(0)), r.get(1)))
+                    .collect()
+            })
         })?;
-        let unreadable = |why: String| {
-            StoreError::Db(format!("checkpoint of run `{run_id}` is unreadable: {why}"))
-        };
-        match (texts.first(), next_step) {
-            (None, _) => return Ok(None),
-            (Some((n, _)), Some(want)) if *n as i64 != want as i64 => return Ok(None),
-            _ => {}
-        }
-        let mut rows = Vec::new();
-        for (_, text) in &texts {
-            let row: CheckpointRow =
-                serde_json::from_str(text).map_err(|e| unreadable(e.to_string()))?;
-            let whole = matches!(row, CheckpointRow::Whole(_));
-            rows.push(row);
-            if whole {
-                break;
-            }
-        }
-        checkpoint::fold(rows)
-            .map(Some)
-            .ok_or_else(|| unreadable("its earlier rows are missing".into()))
+        checkpoint::from_rows(run_id, next_step, &texts)
     }
 
     /// None: on a shared store, runs whose worker is gone go back to the

@@ -203,6 +203,33 @@ struct FinishColumns {
     duration_ms: Vec<i64>,
 }
 
+impl StepColumns {
+    /// Inserts the rows (none: nothing is sent) with `STEPS_SQL`.
+    fn send(&self, tx: &mut Transaction, steps: &Statement) -> Result<(), postgres::Error> {
+        if self.run_id.is_empty() {
+            return Ok(());
+        }
+        tx.execute(
+            steps,
+            &[
+                &self.run_id,
+                &self.step_id,
+                &self.name,
+                &self.depth,
+                &self.top_index,
+                &self.status,
+                &self.attempts,
+                &self.started_at,
+                &self.duration_ms,
+                &self.output,
+                &self.error,
+                &self.reused,
+            ],
+        )
+        .map(drop)
+    }
+}
+
 fn step_status_str(s: StepStatus) -> &'static str {
     match s {
         StepStatus::Completed => "completed",
@@ -309,26 +336,7 @@ impl Rows {
             let (ids, at, pid) = &self.running;
             tx.execute(&s.running, &[ids, at, pid, &me.id, &lease])?;
         }
-        let c = &self.steps;
-        if !c.run_id.is_empty() {
-            tx.execute(
-                &s.steps,
-                &[
-                    &c.run_id,
-                    &c.step_id,
-                    &c.name,
-                    &c.depth,
-                    &c.top_index,
-                    &c.status,
-                    &c.attempts,
-                    &c.started_at,
-                    &c.duration_ms,
-                    &c.output,
-                    &c.error,
-                    &c.reused,
-                ],
-            )?;
-        }
+        self.steps.send(tx, &s.steps)?;
         if !self.replies.0.is_empty() {
             let (keys, runs, texts) = &self.replies;
             tx.execute(&s.replies, &[keys, runs, texts])?;
@@ -382,16 +390,7 @@ fn commit_batch(
         }
     }
     let fences = me.fences.lock().map(|f| f.clone()).unwrap_or_default();
-    let ending: HashSet<&str> = batch
-        .iter()
-        .filter_map(|op| match op {
-            Op::Write(w) => match &**w {
-                Write::Finish { run_id, .. } => Some(run_id.as_str()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
+    let ending = crate::store::writer::ending(batch);
     let mut created: HashMap<String, i32> = HashMap::new();
     let mut rows = Rows::default();
     let mut notify = false;
@@ -599,26 +598,9 @@ pub(super) fn import_finished(
             });
         }
     }
-    let c = &rows.steps;
-    if !c.run_id.is_empty() {
+    if !rows.steps.run_id.is_empty() {
         let steps = tx.prepare(STEPS_SQL)?;
-        tx.execute(
-            &steps,
-            &[
-                &c.run_id,
-                &c.step_id,
-                &c.name,
-                &c.depth,
-                &c.top_index,
-                &c.status,
-                &c.attempts,
-                &c.started_at,
-                &c.duration_ms,
-                &c.output,
-                &c.error,
-                &c.reused,
-            ],
-        )?;
+        rows.steps.send(&mut tx, &steps)?;
     }
     tx.commit()?;
     Ok((copied, present))
