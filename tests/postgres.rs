@@ -540,6 +540,14 @@ fn two_workers_and_an_enqueue_only_server_finish_every_run_once_through_a_kill()
     let r = crate::support::post(&addr, "/pg", json!({"n": 5}));
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["outputs"]["two"]["b"], "5-done", "{}", r.body);
+    let answer = r.json();
+    let steps: Vec<&str> = answer["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps, ["one", "wait", "two"], "{}", r.body);
     // `marktoflow workers` lists the live processes.
     let out = Command::new(bin())
         .args(["workers", "--json", "--store", &pg.url])

@@ -100,10 +100,17 @@ pub(super) async fn stored_result(
         if look {
             let s = store.clone();
             let id = run_id.to_string();
-            if let Ok(Ok(r)) = tokio::task::spawn_blocking(move || s.get_run(&id)).await {
-                if r.status.is_finished() {
-                    return result_of(&r, wf);
-                }
+            // With its steps, as a run executed here answers.
+            let found = tokio::task::spawn_blocking(move || {
+                let r = s.get_run(&id).ok().filter(|r| r.status.is_finished())?;
+                let steps = s.steps_of(&r.id).unwrap_or_default();
+                Some((r, steps))
+            })
+            .await;
+            if let Ok(Some((r, steps))) = found {
+                let mut result = result_of(&r, wf);
+                result.steps = steps.into_iter().map(step_record).collect();
+                return result;
             }
         }
         look = true;
@@ -157,6 +164,20 @@ fn placeholder(run_id: &str, wf: &Workflow) -> RunRecord {
         finished_at: None,
         duration_ms: None,
         context: serde_json::Value::Null,
+    }
+}
+
+/// A stored step as a run's result lists it.
+fn step_record(s: crate::store::StepRow) -> crate::engine::StepRecord {
+    crate::engine::StepRecord {
+        id: s.step_id,
+        name: s.name,
+        status: s.status,
+        output: s.output,
+        error: s.error,
+        duration_ms: s.duration_ms,
+        retries: s.attempts.saturating_sub(1),
+        depth: s.depth,
     }
 }
 
