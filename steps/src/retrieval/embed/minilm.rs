@@ -1,20 +1,19 @@
-//! all-MiniLM-L6-v2 (or another BERT sentence-transformers model) with candle.
+//! all-MiniLM-L6-v2 (or another BERT sentence-transformers model): the
+//! tokenizer, our encoder ([`super::bert`]), mean pooling, unit length.
 
+use super::bert::{Bert, Config};
 use super::{EmbedError, Embedder};
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use std::path::Path;
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{Tokenizer, TruncationParams};
 
 pub struct MiniLm {
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
     id: String,
     dim: usize,
 }
 
-/// Texts per forward pass: bounds memory (batch × tokens × hidden).
+/// Texts per forward pass: bounds memory (tokens × intermediate size).
 const BATCH: usize = 32;
 
 impl MiniLm {
@@ -32,6 +31,8 @@ impl MiniLm {
             &std::fs::read_to_string(dir.join("config.json")).map_err(|e| err(e.to_string()))?,
         )
         .map_err(|e| err(format!("config.json: {e}")))?;
+        let model = Bert::load(&dir.join("model.safetensors"), &config)
+            .map_err(|e| err(format!("model.safetensors: {e}")))?;
         // sentence-transformers' own limit (256 for this model), not the
         // tokenizer file's 128.
         let max_len = std::fs::read_to_string(dir.join("sentence_bert_config.json"))
@@ -43,27 +44,12 @@ impl MiniLm {
             .map_err(|e| err(format!("tokenizer.json: {e}")))?;
         tokenizer
             .with_truncation(Some(TruncationParams {
-                max_length: max_len,
+                max_length: max_len.min(model.max_positions()),
                 ..Default::default()
             }))
             .map_err(|e| err(format!("tokenizer: {e}")))?;
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            ..Default::default()
-        }));
-        // Mapped, not read: the weights are copied once, into the model's
-        // tensors (reading the file first cost a third of a cold search).
-        // SAFETY: the mapping is only read while the model loads, and the
-        // file is the user's model, not something a run writes.
-        let vb = unsafe {
-            VarBuilder::from_mmaped_safetensors(
-                &[dir.join("model.safetensors")],
-                DType::F32,
-                &Device::Cpu,
-            )
-        }
-        .map_err(|e| err(format!("model.safetensors: {e}")))?;
-        let model = BertModel::load(vb, &config).map_err(|e| err(format!("weights: {e}")))?;
+        // Each text is encoded at its own length (see `bert`).
+        tokenizer.with_padding(None);
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -78,10 +64,10 @@ impl MiniLm {
             name
         };
         Ok(MiniLm {
+            dim: model.hidden_size(),
             model,
             tokenizer,
             id: format!("{name}-mean-l2-{max_len}"),
-            dim: config.hidden_size,
         })
     }
 
@@ -91,37 +77,21 @@ impl MiniLm {
             .tokenizer
             .encode_batch(texts.to_vec(), true)
             .map_err(|e| run(&e))?;
-        let n = enc.len();
-        let len = enc.first().map(|e| e.get_ids().len()).unwrap_or(0);
-        let ids: Vec<u32> = enc.iter().flat_map(|e| e.get_ids().to_vec()).collect();
-        let mask: Vec<u32> = enc
+        let ids: Vec<&[u32]> = enc.iter().map(|e| e.get_ids()).collect();
+        let hidden = self.model.forward(&ids).map_err(|e| run(&e))?;
+        // Mean over each text's tokens (none is padding), then unit length.
+        let mut rows = hidden.chunks_exact(self.dim);
+        Ok(ids
             .iter()
-            .flat_map(|e| e.get_attention_mask().to_vec())
-            .collect();
-        let dev = Device::Cpu;
-        let ids = Tensor::from_vec(ids, (n, len), &dev).map_err(|e| run(&e))?;
-        let mask = Tensor::from_vec(mask, (n, len), &dev).map_err(|e| run(&e))?;
-        let types = ids.zeros_like().map_err(|e| run(&e))?;
-        let hidden = self
-            .model
-            .forward(&ids, &types, Some(&mask))
-            .map_err(|e| run(&e))?;
-        // Mean over the real tokens, then unit length.
-        let m = mask
-            .to_dtype(DType::F32)
-            .and_then(|m| m.unsqueeze(2))
-            .map_err(|e| run(&e))?;
-        let summed = hidden
-            .broadcast_mul(&m)
-            .and_then(|x| x.sum(1))
-            .map_err(|e| run(&e))?;
-        let counts = m
-            .sum(1)
-            .and_then(|c| c.clamp(1e-9, f64::MAX))
-            .map_err(|e| run(&e))?;
-        let mean = summed.broadcast_div(&counts).map_err(|e| run(&e))?;
-        let rows: Vec<Vec<f32>> = mean.to_vec2().map_err(|e| run(&e))?;
-        Ok(rows.into_iter().map(normalize).collect())
+            .map(|s| {
+                let mut mean = vec![0f32; self.dim];
+                for row in rows.by_ref().take(s.len()) {
+                    mean.iter_mut().zip(row).for_each(|(m, v)| *m += v);
+                }
+                mean.iter_mut().for_each(|m| *m /= s.len() as f32);
+                normalize(mean)
+            })
+            .collect())
     }
 }
 

@@ -1,11 +1,12 @@
 //! Local sentence embeddings for `kb.vector_search`.
 //!
 //! The backend sits behind [`Embedder`]; [`MiniLm`] runs a BERT-family
-//! sentence-transformers model (all-MiniLM-L6-v2) on the CPU with candle:
-//! mean pooling over the tokens, then L2 normalisation, so a dot product is
-//! the cosine similarity. Vectors are cached by chunk hash and model id
+//! sentence-transformers model (all-MiniLM-L6-v2) on the CPU with our own
+//! encoder on the mapped weights ([`bert`]): mean pooling over the tokens,
+//! then L2 normalisation, so a dot product is the cosine similarity. Vectors are cached by chunk hash and model id
 //! ([`cache`]); search is an exact flat scan ([`topk`]).
 
+mod bert;
 pub mod cache;
 mod minilm;
 pub mod search;
