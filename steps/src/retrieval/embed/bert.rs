@@ -618,13 +618,19 @@ mod tests {
             (m.forward(&seqs).unwrap(), m)
         };
         let (mapped, m) = run("a", "", false, 0);
-        assert!(matches!(m.word.place, Place::Mapped(_)), "F32 is used in place");
+        assert!(
+            matches!(m.word.place, Place::Mapped(_)),
+            "F32 is used in place"
+        );
         assert_eq!(mapped.len(), 7 * H);
         assert!(mapped.iter().all(|v| v.is_finite()));
         // Each token's row is layer-normed: mean ≈ bias mean, not all equal.
         assert!(mapped.chunks(H).any(|r| r != &mapped[..H]));
         let (unaligned, m) = run("b", "", false, 1);
-        assert!(matches!(m.word.place, Place::Owned(_)), "unaligned data is copied");
+        assert!(
+            matches!(m.word.place, Place::Owned(_)),
+            "unaligned data is copied"
+        );
         assert_eq!(mapped, unaligned);
         let (prefixed, _) = run("c", "bert.", false, 0);
         assert_eq!(mapped, prefixed);
