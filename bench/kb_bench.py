@@ -13,10 +13,20 @@ figures, asserts nothing.
    off (`refresh: never`), then with `refresh: always` (adds walk + stat).
 4. The flagship end to end against a fake LLM that answers at once (a
    local HTTP server): the indexed workflow
-   (workflows/lifeos/retrieval-indexed.md) against the seed's file scan
-   (workflows/lifeos/retrieval.md), first as one `marktoflow run` per
-   question (a fresh process: start, open the index, walk + stat the
-   folder), then served (`marktoflow serve`, one POST per question).
+   (workflows/lifeos/retrieval-indexed.md) by words only (BM25) against
+   the seed's file scan (workflows/lifeos/retrieval.md), first as one
+   `marktoflow run` per question (a fresh process: start, open the index,
+   walk + stat the folder), then served (`marktoflow serve`, one POST per
+   question).
+5. With `--model DIR` (all-MiniLM-L6-v2): the same flagship hybrid (BM25 +
+   dense search over every chunk), fresh process and served. Its first run
+   embeds the vault (about 40 minutes of two cores for 10,000 notes);
+   `--home` keeps the state folder, vectors included, for the next time:
+
+    python3 bench/kb_bench.py --model ~/.local/share/marktoflow/models/all-minilm-l6-v2 \
+        --home /tmp/mtf-kb-home
+
+Every part but 5 runs in a fresh state folder, so the index is built cold.
 """
 import argparse
 import json
@@ -127,6 +137,56 @@ def step_wf(path, action, inputs):
                 + json.dumps(inputs) + "\noutput_variable: out\n```\n")
 
 
+def fresh_flagship(label, wfile, kb, args, env, per_question):
+    """One `marktoflow run` per question; prints per-question wall times."""
+    walls, steps = [], []
+    for q in QUESTIONS:
+        for _ in range(per_question):
+            wall, out = measure([BIN, "run", wfile, "--input", f"query={q}", "--input", f"knowledge_base={kb}"] + args,
+                                REPO, env)
+            doc = json.loads(out)
+            walls.append(wall)
+            steps.append(sum(s["duration_ms"] for s in doc["steps"] if s["name"].startswith("Step 3")))
+    print(f"flagship {label} ({len(walls)} runs, fake LLM): per question median {statistics.median(walls):.1f} ms, "
+          f"p90 {pct(walls, 0.9):.1f} ms; search step median {statistics.median(steps):.1f} ms")
+
+
+def served_flagship(label, wfile, route, kb, env, per_question):
+    """`marktoflow serve` keeps the index (and vectors) open between requests
+    (it re-checks the folder at most once a second); one POST per question."""
+    import socket
+    import urllib.request
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    proc = subprocess.Popen([BIN, "serve", wfile, "--port", str(port), "--allow-read", kb], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        walls = []
+        for i in range(len(QUESTIONS) * per_question * 2):
+            body = json.dumps({"query": QUESTIONS[i % len(QUESTIONS)], "knowledge_base": kb}).encode()
+            req = urllib.request.Request(f"http://127.0.0.1:{port}{route}", data=body,
+                                         headers={"Content-Type": "application/json"})
+            t0 = time.perf_counter()
+            with urllib.request.urlopen(req) as r:
+                doc = json.loads(r.read())
+            walls.append((time.perf_counter() - t0) * 1000)
+            assert doc["status"] == "completed", doc
+        warm = walls[1:]
+        print(f"flagship {label} served ({len(warm)} requests after the first, fake LLM): per question median "
+              f"{statistics.median(warm):.1f} ms, p90 {pct(warm, 0.9):.1f} ms, p99 {pct(warm, 0.99):.1f} ms; "
+              f"first request {walls[0]:.1f} ms")
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--notes", type=int, default=10000)
@@ -137,6 +197,9 @@ def main():
     ap.add_argument("--questions", type=int, default=3, help="flagship runs per question")
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--bin", default=None, help="the marktoflow binary (default target/release)")
+    ap.add_argument("--model", default=None, help="the embedding model folder: adds the hybrid flagship")
+    ap.add_argument("--home", default=None,
+                    help="state folder for the hybrid flagship (default: a fresh one); kept, so its vectors are reused")
     a = ap.parse_args()
     global BIN
     if a.bin:
@@ -148,10 +211,14 @@ def main():
         subprocess.run([sys.executable, os.path.join(REPO, "bench", "gen_kb.py"), kb, "--notes", str(a.notes), "--seed", "1",
                         "--bytes", a.bytes],
                        check=True, stdout=subprocess.DEVNULL)
-    shutil.rmtree(os.path.join(kb, ".marktoflow"), ignore_errors=True)
     print(f"vault: {kb}, {a.notes} notes, {du(kb) / 1e6:.1f} MB")
     work = tempfile.mkdtemp(prefix="mtf-kbbench-")
-    env = dict(os.environ, NO_COLOR="1")
+    # A fresh state folder (the index is built cold) and no embedding model
+    # (the flagship searches by words) unless part 5 asks for one.
+    os.makedirs(os.path.join(work, "no-models"))
+    env = {k: v for k, v in os.environ.items() if k != "MARKTOFLOW_EMBED_MODEL"}
+    env.update(NO_COLOR="1", MARKTOFLOW_HOME=os.path.join(work, "home"),
+               MARKTOFLOW_MODELS_DIR=os.path.join(work, "no-models"))
     args = ["--json", "--quiet", "--allow-read", kb]
     try:
         # 1. Cold index.
@@ -201,52 +268,26 @@ def main():
         srv = ThreadingHTTPServer(("127.0.0.1", 0), FakeLlm)
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         fenv = dict(env, ANTHROPIC_BASE_URL=f"http://127.0.0.1:{srv.server_address[1]}", ANTHROPIC_API_KEY="bench")
-        for label, wfile, route in [("indexed", "workflows/lifeos/retrieval-indexed.md", "/lifeos/query-indexed"),
-                                    ("seed scan", "workflows/lifeos/retrieval.md", "/lifeos/query")]:
-            walls, steps = [], []
-            for q in QUESTIONS:
-                for _ in range(a.questions):
-                    wall, out = measure([BIN, "run", wfile, "--input", f"query={q}", "--input", f"knowledge_base={kb}"] + args,
-                                        REPO, fenv)
-                    doc = json.loads(out)
-                    walls.append(wall)
-                    steps.append(sum(s["duration_ms"] for s in doc["steps"] if s["name"].startswith("Step 3")))
-            print(f"flagship {label} ({len(walls)} runs, fake LLM): per question median {statistics.median(walls):.1f} ms, "
-                  f"p90 {pct(walls, 0.9):.1f} ms; search step median {statistics.median(steps):.1f} ms")
-        # The same, served: `marktoflow serve` keeps the index open between
-        # requests (it re-checks the folder at most once a second).
-        import socket
-        import urllib.request
-        for label, wfile, route in [("indexed", "workflows/lifeos/retrieval-indexed.md", "/lifeos/query-indexed"),
-                                    ("seed scan", "workflows/lifeos/retrieval.md", "/lifeos/query")]:
-            with socket.socket() as so:
-                so.bind(("127.0.0.1", 0))
-                port = so.getsockname()[1]
-            proc = subprocess.Popen([BIN, "serve", wfile, "--port", str(port), "--allow-read", kb], cwd=REPO, env=fenv,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                for _ in range(200):
-                    try:
-                        socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                        break
-                    except OSError:
-                        time.sleep(0.05)
-                walls = []
-                for i in range(len(QUESTIONS) * a.questions * 2):
-                    body = json.dumps({"query": QUESTIONS[i % len(QUESTIONS)], "knowledge_base": kb}).encode()
-                    req = urllib.request.Request(f"http://127.0.0.1:{port}{route}", data=body,
-                                                 headers={"Content-Type": "application/json"})
-                    t0 = time.perf_counter()
-                    with urllib.request.urlopen(req) as r:
-                        doc = json.loads(r.read())
-                    walls.append((time.perf_counter() - t0) * 1000)
-                    assert doc["status"] == "completed", doc
-                warm = walls[1:]
-                print(f"flagship {label} served ({len(warm)} requests after the first, fake LLM): per question median "
-                      f"{statistics.median(warm):.1f} ms, p90 {pct(warm, 0.9):.1f} ms; first request {walls[0]:.1f} ms")
-            finally:
-                proc.terminate()
-                proc.wait()
+        flagships = [("indexed", "workflows/lifeos/retrieval-indexed.md", "/lifeos/query-indexed"),
+                     ("seed scan", "workflows/lifeos/retrieval.md", "/lifeos/query")]
+        for label, wfile, _ in flagships:
+            fresh_flagship(label, wfile, kb, args, fenv, a.questions)
+        for label, wfile, route in flagships:
+            served_flagship(label, wfile, route, kb, fenv, a.questions)
+
+        # 5. The flagship hybrid: dense search over every chunk as well.
+        if a.model:
+            home = os.path.abspath(a.home) if a.home else os.path.join(work, "home-dense")
+            henv = dict(fenv, MARKTOFLOW_HOME=home, MARKTOFLOW_EMBED_MODEL=os.path.abspath(a.model))
+            wfile = flagships[0][1]
+            first, out = measure([BIN, "run", wfile, "--input", f"query={QUESTIONS[0]}", "--input",
+                                  f"knowledge_base={kb}"] + args, REPO, henv)
+            doc = json.loads(out)
+            search = next(s for s in doc["steps"] if s["name"].startswith("Step 3"))
+            assert search["output"]["ranking"]["dense"], search["output"]["ranking"]
+            print(f"flagship hybrid, first run (state folder {home}): {first / 1000:.1f} s")
+            fresh_flagship("hybrid", wfile, kb, args, henv, a.questions)
+            served_flagship("hybrid", wfile, flagships[0][2], kb, henv, a.questions)
         srv.shutdown()
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -66,6 +66,18 @@ fn vector_search_finds_meaning_not_words() {
     let r = go("flowers in spring");
     assert_eq!(r["hits"][0]["path"], "Work/Garden.md", "{r}");
     assert_eq!(r["embedded"], 1);
+    // Filters still name the right rows once the index has more than one
+    // segment (the edit wrote a new one and deleted from the old).
+    let r = go("in:Work how do I make a cake from fruit");
+    let paths: Vec<&str> = r["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths.len(), 2, "{r}");
+    assert!(paths.iter().all(|p| p.starts_with("Work/")), "{r}");
+    assert_eq!(r["embedded"], 0);
 }
 
 #[test]

@@ -6,6 +6,15 @@ use std::path::{Path, PathBuf};
 /// Writes to a temporary file beside `path`, flushes it to disk and renames
 /// it over `path`: readers see the old file or the new one, never half.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    atomic_write_with(path, |w| w.write_all(bytes))
+}
+
+/// [`atomic_write`] with the content streamed by `write` (buffered), for
+/// files too big to assemble in memory first.
+pub fn atomic_write_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()
@@ -13,8 +22,9 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .unwrap_or_default();
     let tmp: PathBuf = dir.join(format!(".{name}.tmp-{:08x}", fastrand::u32(..)));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, std::fs::File::create(&tmp)?);
+        write(&mut out)?;
+        let f = out.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
         // Keep the permissions of the file being replaced.
         if let Ok(meta) = std::fs::metadata(path) {

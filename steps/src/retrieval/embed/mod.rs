@@ -26,6 +26,9 @@ pub enum EmbedError {
     Load { dir: String, message: String },
     #[error("embedding failed: {0}")]
     Run(String),
+    /// The chunks to embed could not be read from the index.
+    #[error("{0}")]
+    Chunks(#[from] crate::retrieval::kb::chunk::KbError),
 }
 
 /// Turns texts into unit-length vectors.

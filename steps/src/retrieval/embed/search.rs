@@ -1,12 +1,12 @@
-//! Vectors for the chunks of a `kb` index, cached on disk and in memory.
+//! Vectors for the rows of a `kb` index, cached on disk and in memory.
 
-use super::cache::{Loaded, VectorCache};
+use super::cache::{Loaded, Vectors};
 use super::{EmbedError, Embedder};
-use crate::retrieval::kb::chunk::hex_hash;
-use crate::retrieval::kb::index::{ChunkRow, ChunkTable};
+use crate::retrieval::kb::chunk::hash64;
+use crate::retrieval::kb::index::{ChunkRow, ChunkTable, RowOrder};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The text a chunk is embedded as: its title, its section, its text.
 pub fn chunk_text(r: &ChunkRow) -> String {
@@ -31,148 +31,194 @@ pub struct VectorStats {
     pub discarded: Option<String>,
 }
 
-struct Aligned {
-    generation: u64,
-    matrix: Arc<Vec<f32>>,
-}
+/// A knowledge base's vectors (by key and model id), in its latest row order.
+type Aligned = HashMap<(PathBuf, String), Arc<Vectors>>;
+/// One build at a time per knowledge base and model.
+type Building = HashMap<(PathBuf, String), Arc<Mutex<()>>>;
 
-type Vectors = HashMap<PathBuf, VectorCache>;
-type AlignedMap = HashMap<(PathBuf, String), Aligned>;
-
-/// Knowledge bases whose vectors are kept in memory (see `core::cache`).
+/// Knowledge bases whose vectors are kept (see `core::cache`); mapped
+/// vectors cost address space, not memory.
 const MAX_CACHED: usize = 32;
 
 /// Chunks embedded between two progress reports.
 const EMBED_PART: usize = 256;
 
-/// Row-major vectors aligned with `table.rows`. Only chunks whose text is
-/// new to the cache are embedded; the cache file at `file` (None: memory
-/// only, keyed by `key`) is rewritten atomically when it changed.
-/// `progress(done, total)` follows the embedding of new chunks.
+/// The vectors of `order`'s rows, in that order. When the cache file at
+/// `file` (None: memory only, keyed by `key`) is in that order it is used
+/// where it lies (mapped); otherwise the rows' text (`table`) is read, the
+/// chunks new to the cache are embedded, and the file is rewritten in the
+/// new order. `progress(done, total)` follows the embedding of new chunks.
 pub fn vectors_for(
     caches: &crate::core::cache::Caches,
     embedder: &dyn Embedder,
-    table: &ChunkTable,
+    order: &RowOrder,
+    table: &dyn Fn() -> Result<Arc<ChunkTable>, EmbedError>,
     key: &Path,
     file: Option<&Path>,
     progress: &dyn Fn(usize, usize),
-) -> Result<(Arc<Vec<f32>>, VectorStats), EmbedError> {
-    vectors_in_parts(caches, embedder, table, key, file, progress, EMBED_PART)
+) -> Result<(Arc<Vectors>, VectorStats), EmbedError> {
+    vectors_in_parts(
+        caches,
+        embedder,
+        order.len(),
+        &order.fingerprint,
+        table,
+        key,
+        file,
+        progress,
+        EMBED_PART,
+    )
 }
 
-/// [`vectors_for`], embedding `part` chunks at a time.
+/// [`vectors_for`] for `rows` rows in the order named `fingerprint`,
+/// embedding `part_len` chunks at a time.
+#[allow(clippy::too_many_arguments)]
 fn vectors_in_parts(
     caches: &crate::core::cache::Caches,
     embedder: &dyn Embedder,
-    table: &ChunkTable,
+    rows: usize,
+    fingerprint: &str,
+    table: &dyn Fn() -> Result<Arc<ChunkTable>, EmbedError>,
     key: &Path,
     file: Option<&Path>,
     progress: &dyn Fn(usize, usize),
     part_len: usize,
-) -> Result<(Arc<Vec<f32>>, VectorStats), EmbedError> {
+) -> Result<(Arc<Vectors>, VectorStats), EmbedError> {
     let model = embedder.model_id().to_string();
-    let akey = (key.to_path_buf(), model.clone());
-    let ready = caches.with(|c: &mut AlignedMap| {
-        c.get(&akey)
-            .filter(|a| a.generation == table.generation)
-            .map(|a| a.matrix.clone())
-    });
-    if let Some(matrix) = ready {
-        return Ok((
-            matrix,
-            VectorStats {
-                reused: table.rows.len(),
-                ..Default::default()
-            },
-        ));
-    }
     let dim = embedder.dim();
+    let akey = (key.to_path_buf(), model.clone());
+    let in_order = |v: &Vectors| v.order.as_deref() == Some(fingerprint) && v.len() == rows;
+    let current = || caches.with(|c: &mut Aligned| c.get(&akey).cloned());
+    let reused = |v: Arc<Vectors>| {
+        let stats = VectorStats {
+            reused: rows,
+            ..Default::default()
+        };
+        (v, stats)
+    };
+    if let Some(v) = current().filter(|v| in_order(v)) {
+        return Ok(reused(v));
+    }
+    // One process embeds a knowledge base once; other bases go on meanwhile.
+    let lock = caches.with(|c: &mut Building| {
+        let l = c.entry(akey.clone()).or_default().clone();
+        crate::core::cache::bound(c, &akey, MAX_CACHED);
+        l
+    });
+    let _building = lock.lock().unwrap_or_else(|e| e.into_inner());
+    let keep = |v: Arc<Vectors>| {
+        caches.with(|c: &mut Aligned| {
+            c.insert(akey.clone(), v.clone());
+            crate::core::cache::bound(c, &akey, MAX_CACHED);
+        });
+        v
+    };
     let mut stats = VectorStats::default();
-    let cache_key = file
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| key.to_path_buf());
-    // Embedding happens under the lock: one process embeds a knowledge base once.
-    let matrix = caches.with(|all: &mut Vectors| -> Result<Vec<f32>, EmbedError> {
-        if !all.contains_key(&cache_key) {
-            crate::core::cache::bound(all, &cache_key, MAX_CACHED - 1);
-        }
-        let cache = all.entry(cache_key.clone()).or_insert_with(|| match file {
-            Some(f) => {
-                let (c, state) = VectorCache::load(f, &model, dim);
+    let previous = match current() {
+        Some(v) if in_order(&v) => return Ok(reused(v)),
+        Some(v) => Some(v),
+        None => match file.map(|f| Vectors::load(f, &model, dim)) {
+            Some((Some(v), _)) if in_order(&v) => return Ok(reused(keep(Arc::new(v)))),
+            Some((v, state)) => {
                 if let Loaded::Discarded(why) = state {
                     stats.discarded = Some(why);
                 }
-                c
+                v.map(Arc::new)
             }
-            None => VectorCache::new(&model, dim),
-        });
-        if cache.model_id != model || cache.dim != dim {
-            *cache = VectorCache::new(&model, dim);
-        }
-        let texts: Vec<String> = table.rows.iter().map(chunk_text).collect();
-        let hashes: Vec<String> = texts.iter().map(|t| hex_hash(&[t.as_bytes()])).collect();
-        let mut missing: Vec<usize> = Vec::new();
-        let mut seen = HashSet::new();
+            None => None,
+        },
+    };
+
+    let table = table()?;
+    let texts: Vec<String> = table.rows.iter().map(chunk_text).collect();
+    let hashes: Vec<u64> = texts.iter().map(|t| hash64(&[t.as_bytes()])).collect();
+    let mut data = vec![0f32; rows * dim];
+    let mut filled = vec![false; rows];
+    let mut used: HashSet<u64> = HashSet::new();
+    if let Some(prev) = &previous {
+        let at = prev.rows_by_hash();
         for (i, h) in hashes.iter().enumerate() {
-            if cache.row_of(h).is_none() && seen.insert(h.as_str()) {
+            if let Some(&r) = at.get(h) {
+                data[i * dim..(i + 1) * dim].copy_from_slice(prev.row(r));
+                filled[i] = true;
+                used.insert(*h);
+            }
+        }
+        stats.dropped = prev.hashes().iter().filter(|h| !used.contains(h)).count();
+    }
+    // Chunks to embed: each text once, however many rows share it.
+    let mut first_row: HashMap<u64, usize> = HashMap::new();
+    let mut missing: Vec<usize> = Vec::new();
+    for (i, h) in hashes.iter().enumerate() {
+        if !filled[i] {
+            if let std::collections::hash_map::Entry::Vacant(e) = first_row.entry(*h) {
+                e.insert(i);
                 missing.push(i);
             }
         }
-        if !missing.is_empty() {
-            // In parts, so that progress can be shown. Sorted by length first,
-            // as the embedder sorts its batches: similar lengths pad least.
-            missing.sort_by_key(|&i| texts[i].len());
-            let mut next_save = 1;
-            for (n, part) in missing.chunks(part_len).enumerate() {
-                let batch: Vec<&str> = part.iter().map(|&i| texts[i].as_str()).collect();
-                let vecs = embedder.embed(&batch)?;
-                for (&i, v) in part.iter().zip(&vecs) {
-                    cache.insert(&hashes[i], v);
-                }
-                progress(
-                    (n * part_len + part.len()).min(missing.len()),
-                    missing.len(),
-                );
-                // Saved as it goes, after parts 1, 2, 4, 8, …: a run killed
-                // midway keeps at least half of what it embedded, and the
-                // saves cost at most twice the final one.
-                if n + 1 == next_save && n + 1 < missing.len().div_ceil(part_len) {
-                    next_save *= 2;
-                    if let Some(f) = file {
-                        let _ = cache.save(f);
-                    }
+    }
+    if !missing.is_empty() {
+        // In parts, so that progress can be shown, shortest first: the
+        // embedder batches texts of similar length together.
+        missing.sort_by_key(|&i| texts[i].len());
+        let parts = missing.len().div_ceil(part_len);
+        let mut next_save = 1;
+        for (n, part) in missing.chunks(part_len).enumerate() {
+            let batch: Vec<&str> = part.iter().map(|&i| texts[i].as_str()).collect();
+            let vecs = embedder.embed(&batch)?;
+            for (&i, v) in part.iter().zip(&vecs) {
+                data[i * dim..(i + 1) * dim].copy_from_slice(v);
+                filled[i] = true;
+            }
+            progress(
+                (n * part_len + part.len()).min(missing.len()),
+                missing.len(),
+            );
+            // Saved as it goes, after parts 1, 2, 4, 8, …: a run killed
+            // midway keeps at least half of what it embedded, and the
+            // saves cost at most twice the final one.
+            if n + 1 == next_save && n + 1 < parts {
+                next_save *= 2;
+                if let Some(f) = file {
+                    let _ = partial(&model, dim, &hashes, &data, &filled).save(f);
                 }
             }
-            stats.embedded = missing.len();
         }
-        stats.reused = table.rows.len() - stats.embedded;
-        let keep: HashSet<&str> = hashes.iter().map(String::as_str).collect();
-        stats.dropped = cache.retain(&keep);
-        if let Some(f) = file {
-            if stats.embedded > 0 || stats.dropped > 0 || stats.discarded.is_some() {
-                // A cache that cannot be written is only slower next time.
-                let _ = cache.save(f);
+        // Rows whose text another row had.
+        for (i, h) in hashes.iter().enumerate() {
+            if !filled[i] {
+                let from = first_row[h];
+                data.copy_within(from * dim..(from + 1) * dim, i * dim);
             }
         }
-        let mut matrix = Vec::with_capacity(table.rows.len() * dim);
-        for h in &hashes {
-            let r = cache.row_of(h).unwrap_or(0);
-            matrix.extend_from_slice(&cache.matrix()[r * dim..(r + 1) * dim]);
+        stats.embedded = missing.len();
+    }
+    stats.reused = rows - stats.embedded;
+    let built = Vectors::owned(&model, dim, Some(fingerprint.to_string()), hashes, data);
+    // Saved and mapped, so that a served process holds pages the kernel may
+    // drop rather than a copy of its own. A cache that cannot be written is
+    // only slower next time.
+    if let Some(f) = file {
+        if built.save(f).is_ok() {
+            if let (Some(mapped), _) = Vectors::load(f, &model, dim) {
+                if in_order(&mapped) {
+                    return Ok((keep(Arc::new(mapped)), stats));
+                }
+            }
         }
-        Ok(matrix)
-    })?;
-    let matrix = Arc::new(matrix);
-    caches.with(|aligned: &mut AlignedMap| {
-        aligned.insert(
-            akey.clone(),
-            Aligned {
-                generation: table.generation,
-                matrix: matrix.clone(),
-            },
-        );
-        crate::core::cache::bound(aligned, &akey, MAX_CACHED);
-    });
-    Ok((matrix, stats))
+    }
+    Ok((keep(Arc::new(built)), stats))
+}
+
+/// The rows embedded so far, in no index order.
+fn partial(model: &str, dim: usize, hashes: &[u64], data: &[f32], filled: &[bool]) -> Vectors {
+    let mut h = Vec::new();
+    let mut d = Vec::new();
+    for (i, _) in filled.iter().enumerate().filter(|(_, f)| **f) {
+        h.push(hashes[i]);
+        d.extend_from_slice(&data[i * dim..(i + 1) * dim]);
+    }
+    Vectors::owned(model, dim, None, h, d)
 }
 
 #[cfg(test)]
@@ -215,6 +261,35 @@ mod tests {
         }
     }
 
+    /// Builds the vectors of `table` in the order named `order`, cached in
+    /// `dir`'s `vectors.bin`, counting how often the table's text was read.
+    fn build(
+        caches: &crate::core::cache::Caches,
+        embedder: &dyn Embedder,
+        table: &Arc<ChunkTable>,
+        order: &str,
+        dir: &Path,
+        reads: &AtomicUsize,
+        part: usize,
+    ) -> Result<(Arc<Vectors>, VectorStats), EmbedError> {
+        let t = || {
+            reads.fetch_add(1, Ordering::SeqCst);
+            Ok(table.clone())
+        };
+        let file = dir.join("vectors.bin");
+        vectors_in_parts(
+            caches,
+            embedder,
+            table.rows.len(),
+            order,
+            &t,
+            dir,
+            Some(&file),
+            &|_, _| {},
+            part,
+        )
+    }
+
     #[test]
     fn a_cold_run_stopped_midway_keeps_what_it_embedded() {
         let Some(dir) = super::super::test_model_dir() else {
@@ -224,7 +299,7 @@ mod tests {
         let file = d.path().join("vectors.bin");
         // Parts of 8 chunks: the schedule is the same at any size.
         const PART: usize = 8;
-        let table = ChunkTable::from_rows((0..PART * 5).map(row).collect());
+        let table = Arc::new(ChunkTable::from_rows((0..PART * 5).map(row).collect()));
         let load = || super::super::minilm::MiniLm::load(&dir).unwrap();
         // Parts 1-3 embedded, part 4 fails: saved after parts 1 and 2.
         let stopping = StopsAfter {
@@ -232,31 +307,110 @@ mod tests {
             calls: AtomicUsize::new(0),
             after: 3,
         };
+        let reads = AtomicUsize::new(0);
         let caches = crate::core::cache::Caches::default();
-        let r = vectors_in_parts(
-            &caches,
-            &stopping,
-            &table,
-            d.path(),
-            Some(&file),
-            &|_, _| {},
-            PART,
-        );
+        let r = build(&caches, &stopping, &table, "o1", d.path(), &reads, PART);
         assert!(r.is_err());
-        let (saved, _) = VectorCache::load(&file, stopping.model_id(), stopping.dim());
+        let (saved, _) = Vectors::load(&file, stopping.model_id(), stopping.dim());
+        let saved = saved.unwrap();
         assert_eq!(saved.len(), 2 * PART, "what the first two parts embedded");
+        assert_eq!(saved.order, None, "a part is in no index order");
         // The next run (another process: fresh caches) embeds only the rest.
         let model = load();
-        let (_, stats) = vectors_in_parts(
+        let (_, stats) = build(
             &crate::core::cache::Caches::default(),
             &model,
             &table,
+            "o1",
             d.path(),
-            Some(&file),
-            &|_, _| {},
+            &reads,
             PART,
         )
         .unwrap();
         assert_eq!((stats.embedded, stats.reused), (3 * PART, 2 * PART));
+    }
+
+    #[test]
+    fn a_file_in_the_index_order_is_used_where_it_lies_and_reused_by_hash_otherwise() {
+        let Some(dir) = super::super::test_model_dir() else {
+            return;
+        };
+        let model = super::super::minilm::MiniLm::load(&dir).unwrap();
+        let dim = model.dim();
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("vectors.bin");
+        let reads = AtomicUsize::new(0);
+        // Rows 0 and 7 share a text: embedded once, both rows get it.
+        let mut rows: Vec<ChunkRow> = (0..12).map(row).collect();
+        rows[7].text = rows[0].text.clone();
+        rows[7].title = rows[0].title.clone();
+        let table = Arc::new(ChunkTable::from_rows(rows.clone()));
+        let (first, stats) = build(
+            &Default::default(),
+            &model,
+            &table,
+            "o1",
+            d.path(),
+            &reads,
+            5,
+        )
+        .unwrap();
+        assert_eq!((stats.embedded, stats.reused), (11, 1));
+        assert_eq!(first.row(7), first.row(0));
+        let direct = model
+            .embed(&[chunk_text(&rows[3]).as_str()])
+            .unwrap()
+            .remove(0);
+        assert!(first
+            .row(3)
+            .iter()
+            .zip(&direct)
+            .all(|(a, b)| (a - b).abs() < 1e-6));
+
+        // A fresh process whose index has that order maps the file and never
+        // reads a chunk's text.
+        let before = reads.load(Ordering::SeqCst);
+        let (mapped, stats) = build(
+            &Default::default(),
+            &model,
+            &table,
+            "o1",
+            d.path(),
+            &reads,
+            5,
+        )
+        .unwrap();
+        assert_eq!(
+            reads.load(Ordering::SeqCst),
+            before,
+            "the table was not read"
+        );
+        assert!(mapped.is_mapped());
+        assert_eq!((stats.embedded, stats.reused), (0, 12));
+        assert_eq!(mapped.matrix(), first.matrix());
+
+        // The index changed (rows reordered, one gone, one new): vectors are
+        // reused by text, only the new chunk is embedded, and the file is
+        // rewritten in the new order.
+        let mut changed: Vec<ChunkRow> = rows[1..].iter().rev().cloned().collect();
+        changed.push(row(40));
+        let changed = Arc::new(ChunkTable::from_rows(changed));
+        let caches = crate::core::cache::Caches::default();
+        let (v, stats) = build(&caches, &model, &changed, "o2", d.path(), &reads, 5).unwrap();
+        assert_eq!(
+            (stats.embedded, stats.reused, stats.dropped),
+            (1, 11, 0),
+            "row 0's text is row 7's"
+        );
+        assert_eq!(v.order.as_deref(), Some("o2"));
+        let now = changed.rows.iter().position(|r| r.id == "n3.md#1").unwrap();
+        assert_eq!(v.row(now), first.row(3), "row 3 moved with its vector");
+        // In memory too: the same process asks again without reading anything.
+        let before = reads.load(Ordering::SeqCst);
+        let (again, _) = build(&caches, &model, &changed, "o2", d.path(), &reads, 5).unwrap();
+        assert!(Arc::ptr_eq(&v, &again));
+        assert_eq!(reads.load(Ordering::SeqCst), before);
+        let (on_disk, _) = Vectors::load(&file, model.model_id(), dim);
+        assert_eq!(on_disk.unwrap().order.as_deref(), Some("o2"));
     }
 }

@@ -36,21 +36,60 @@ impl Ord for Scored {
     }
 }
 
+/// Rows scanned per task when a matrix is big enough to scan on all cores.
+const BLOCK_ROWS: usize = 8192;
+
 /// The `k` rows of `matrix` (row-major, `dim` columns) most similar to
-/// `query`, best first, as `(row, score)`; rows for which `keep` is false
-/// are skipped.
+/// `query`, best first (ties: lower row first), as `(row, score)`; rows for
+/// which `keep` is false are skipped. A big matrix is scanned in blocks on
+/// all cores: in a fresh process most of the time goes to faulting in the
+/// mapped pages, which parallelises.
 pub fn top_k(
     query: &[f32],
     matrix: &[f32],
     dim: usize,
     k: usize,
-    keep: impl Fn(usize) -> bool,
+    keep: impl Fn(usize) -> bool + Sync,
 ) -> Vec<(usize, f32)> {
     if k == 0 || dim == 0 {
         return Vec::new();
     }
+    let rows = matrix.len() / dim;
+    let best = if rows > 2 * BLOCK_ROWS {
+        use rayon::prelude::*;
+        matrix[..rows * dim]
+            .par_chunks(BLOCK_ROWS * dim)
+            .enumerate()
+            .map(|(b, block)| scan(query, block, dim, k, b * BLOCK_ROWS, &keep))
+            .reduce(Vec::new, |mut a, b| {
+                a.extend(b);
+                a
+            })
+    } else {
+        scan(query, matrix, dim, k, 0, &keep)
+    };
+    let mut out: Vec<(usize, f32)> = best.into_iter().map(|Scored(s, r)| (r, s)).collect();
+    out.sort_by(|a, b| {
+        b.1.partial_cmp(&a.1)
+            .unwrap_or(Ordering::Equal)
+            .then(a.0.cmp(&b.0))
+    });
+    out.truncate(k);
+    out
+}
+
+/// The best `k` rows of `block`, whose first row is `first`.
+fn scan(
+    query: &[f32],
+    block: &[f32],
+    dim: usize,
+    k: usize,
+    first: usize,
+    keep: &(impl Fn(usize) -> bool + Sync),
+) -> Vec<Scored> {
     let mut heap: BinaryHeap<Scored> = BinaryHeap::with_capacity(k + 1);
-    for (row, v) in matrix.chunks_exact(dim).enumerate() {
+    for (i, v) in block.chunks_exact(dim).enumerate() {
+        let row = first + i;
         if !keep(row) {
             continue;
         }
@@ -62,13 +101,7 @@ pub fn top_k(
             heap.push(Scored(s, row));
         }
     }
-    let mut out: Vec<(usize, f32)> = heap.into_iter().map(|Scored(s, r)| (r, s)).collect();
-    out.sort_by(|a, b| {
-        b.1.partial_cmp(&a.1)
-            .unwrap_or(Ordering::Equal)
-            .then(a.0.cmp(&b.0))
-    });
-    out
+    heap.into_vec()
 }
 
 #[cfg(test)]
@@ -95,5 +128,30 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert!(got[0].1 < 0.5, "filtered rows are skipped: {got:?}");
         assert_eq!(dot(&[1.0; 13], &[2.0; 13]), 26.0);
+    }
+
+    #[test]
+    fn a_matrix_scanned_in_blocks_ranks_as_one_scan() {
+        let dim = 8;
+        let rows = 3 * BLOCK_ROWS + 17;
+        let mut rng = fastrand::Rng::with_seed(7);
+        let m: Vec<f32> = (0..rows * dim).map(|_| rng.f32() - 0.5).collect();
+        let q: Vec<f32> = (0..dim).map(|_| rng.f32() - 0.5).collect();
+        let keep = |r: usize| !r.is_multiple_of(3);
+        let got = top_k(&q, &m, dim, 25, keep);
+        let whole = scan(&q, &m, dim, 25, 0, &keep);
+        let mut want: Vec<(usize, f32)> = whole.into_iter().map(|Scored(s, r)| (r, s)).collect();
+        want.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap().then(a.0.cmp(&b.0)));
+        assert_eq!(got, want);
+        assert!(got.iter().all(|(r, _)| !r.is_multiple_of(3)));
+        // Equal scores in different blocks: the lower row wins.
+        let mut m = vec![0f32; rows * dim];
+        for r in [5, BLOCK_ROWS + 1, 2 * BLOCK_ROWS + 2] {
+            m[r * dim] = 1.0;
+        }
+        let mut q = vec![0f32; dim];
+        q[0] = 1.0;
+        let got = top_k(&q, &m, dim, 2, |_| true);
+        assert_eq!(got, vec![(5, 1.0), (BLOCK_ROWS + 1, 1.0)]);
     }
 }

@@ -152,6 +152,11 @@ pub fn chunk_document(rel_path: &str, source: &str, opts: &ChunkOptions) -> Vec<
 /// FNV-1a 64 over the parts (with a separator), as 16 hex digits. Used to
 /// notice changes, not for security.
 pub fn hex_hash(parts: &[&[u8]]) -> String {
+    format!("{:016x}", hash64(parts))
+}
+
+/// [`hex_hash`]'s value as a number.
+pub fn hash64(parts: &[&[u8]]) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325;
     for (i, p) in parts.iter().enumerate() {
         if i > 0 {
@@ -163,7 +168,7 @@ pub fn hex_hash(parts: &[&[u8]]) -> String {
             h = h.wrapping_mul(0x100000001b3);
         }
     }
-    format!("{h:016x}")
+    h
 }
 
 /// Lower-case ASCII words joined by `-` (non-ASCII letters kept as they are).

@@ -70,7 +70,8 @@ pub async fn search(
     top_k: usize,
     snippet_chars: usize,
 ) -> Result<DenseFound, ActionError> {
-    let (table, keep) = ix.chunk_table(req).map_err(kb_err)?;
+    let order = ix.row_order();
+    let keep = ix.matching_rows(&order, req).map_err(kb_err)?;
     let key = ix
         .dir
         .clone()
@@ -94,22 +95,31 @@ pub async fn search(
             );
             d.parent().map(|p| p.join(name))
         });
-        let (matrix, stats) = crate::retrieval::embed::search::vectors_for(
+        let table = || Ok(ix.chunk_table(&order)?);
+        let (vectors, stats) = crate::retrieval::embed::search::vectors_for(
             &caches,
             &*embedder,
+            &order,
             &table,
             &key,
             file.as_deref(),
             &progress,
         )?;
         let qv = embedder.embed(&[text.as_str()])?.remove(0);
-        let dim = embedder.dim();
-        let found = crate::retrieval::embed::topk::top_k(&qv, &matrix, dim, top_k, |row| {
-            keep.as_ref().is_none_or(|k| k[row])
-        });
-        Ok::<_, EmbedError>((table, found, stats, embedder.model_id().to_string()))
+        let found = crate::retrieval::embed::topk::top_k(
+            &qv,
+            vectors.matrix(),
+            embedder.dim(),
+            top_k,
+            |row| keep.as_ref().is_none_or(|k| k[row]),
+        );
+        // Only the chunks found are read from the index.
+        let rows: Vec<usize> = found.iter().map(|f| f.0).collect();
+        let chunks = ix.chunk_rows(&order, &rows)?;
+        let found: Vec<_> = chunks.into_iter().zip(found.iter().map(|f| f.1)).collect();
+        Ok::<_, EmbedError>((found, stats, embedder.model_id().to_string()))
     });
-    let (table, found, stats, model) = tokio::select! {
+    let (found, stats, model) = tokio::select! {
         _ = call.caps.cancel.cancelled() => return Err(ActionError::Cancelled),
         r = work => r
             .map_err(|e| ActionError::failed(format!("vector search stopped: {e}")))?
@@ -123,8 +133,7 @@ pub async fn search(
     }
     let hits = found
         .into_iter()
-        .map(|(row, score)| {
-            let r = &table.rows[row];
+        .map(|(r, score)| {
             let snippet: String = r.text.chars().take(snippet_chars).collect();
             json!({
                 "id": r.id, "path": r.path, "title": r.title, "section": r.section,

@@ -216,7 +216,9 @@ pub struct KbIndex {
     state: Mutex<State>,
     /// One update at a time within this process (tantivy's lock covers others).
     writing: Mutex<()>,
-    /// Every chunk as of one commit, for scans (`kb.vector_search`).
+    /// The row order of the last commit seen, by searcher generation.
+    order: Mutex<Option<(u64, Arc<RowOrder>)>>,
+    /// Every chunk as of one commit, when a scan needed their text.
     table: Mutex<Option<Arc<ChunkTable>>>,
 }
 
@@ -232,22 +234,43 @@ pub struct ChunkRow {
     pub mtime_ms: i64,
 }
 
-/// Every chunk of the index at one searcher generation (one commit).
+/// Every chunk of one commit, in its [`RowOrder`].
 pub struct ChunkTable {
-    pub generation: u64,
+    /// The row order's fingerprint.
+    pub fingerprint: String,
     pub rows: Vec<ChunkRow>,
-    by_addr: HashMap<tantivy::DocAddress, usize>,
 }
 
 #[cfg(test)]
 impl ChunkTable {
-    /// A table of `rows` at generation 0, for tests of what reads tables.
+    /// A table of `rows`, for tests of what reads tables.
     pub fn from_rows(rows: Vec<ChunkRow>) -> ChunkTable {
         ChunkTable {
-            generation: 0,
+            fingerprint: "test".into(),
             rows,
-            by_addr: HashMap::new(),
         }
+    }
+}
+
+/// The live chunks of one commit in row order (by segment, then by
+/// document), without their text. `fingerprint` names these rows in this
+/// order in any process: segments never change once written and are named
+/// by random ids, and a segment's deletions only grow, so vectors stored in
+/// this order stay valid for as long as the fingerprint matches.
+pub struct RowOrder {
+    pub fingerprint: String,
+    /// The commit the addresses belong to (kept open while they are used).
+    searcher: tantivy::Searcher,
+    addrs: Vec<tantivy::DocAddress>,
+}
+
+impl RowOrder {
+    pub fn len(&self) -> usize {
+        self.addrs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.addrs.is_empty()
     }
 }
 
@@ -323,6 +346,7 @@ impl KbIndex {
                 last_check: None,
             }),
             writing: Mutex::new(()),
+            order: Mutex::new(None),
             table: Mutex::new(None),
         };
         ix.load_manifest()?;
@@ -845,76 +869,108 @@ impl KbIndex {
         Ok((hits, total))
     }
 
-    /// All chunks as of the current commit (decoded once per commit), and,
-    /// when `req` has folders, filters or a date range, which rows match them.
-    pub fn chunk_table(
-        &self,
-        req: &SearchRequest,
-    ) -> Result<(Arc<ChunkTable>, Option<Vec<bool>>), KbError> {
+    /// The rows of the current commit (see [`RowOrder`]): cheap, no chunk
+    /// is read.
+    pub fn row_order(&self) -> Arc<RowOrder> {
         let searcher = self.reader.searcher();
         let generation = searcher.generation().generation_id();
-        let f = self.f;
-        let cached = self
-            .table
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .filter(|t| t.generation == generation);
-        let table = match cached {
-            Some(t) => t,
-            None => {
-                let addrs = searcher
-                    .search(&AllQuery, &DocSetCollector)
-                    .map_err(|e| index_err(self.shown(), e))?;
-                let mut addrs: Vec<_> = addrs.into_iter().collect();
-                addrs.sort();
-                let mut rows = Vec::with_capacity(addrs.len());
-                let mut by_addr = HashMap::with_capacity(addrs.len());
-                for addr in addrs {
-                    let doc: TantivyDocument =
-                        searcher.doc(addr).map_err(|e| index_err(self.shown(), e))?;
-                    let s = |fl: Field| {
-                        doc.get_first(fl)
-                            .and_then(|v| v.as_str())
-                            .unwrap_or("")
-                            .to_string()
-                    };
-                    by_addr.insert(addr, rows.len());
-                    rows.push(ChunkRow {
-                        id: s(f.id),
-                        path: s(f.path),
-                        title: s(f.title),
-                        section: s(f.section),
-                        text: s(f.body),
-                        metadata: serde_json::from_str(&s(f.meta)).unwrap_or(json!({})),
-                        mtime_ms: doc.get_first(f.mtime).and_then(|v| v.as_i64()).unwrap_or(0),
-                    });
-                }
-                let t = Arc::new(ChunkTable {
-                    generation,
-                    rows,
-                    by_addr,
-                });
-                *self.table.lock().unwrap_or_else(|e| e.into_inner()) = Some(t.clone());
-                t
-            }
-        };
-        let clauses = filter_clauses(&f, req);
+        let mut last = self.order.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, order)) = last.as_ref().filter(|(g, _)| *g == generation) {
+            return order.clone();
+        }
+        let mut addrs = Vec::with_capacity(searcher.num_docs() as usize);
+        let mut named = String::new();
+        for (ord, seg) in searcher.segment_readers().iter().enumerate() {
+            named.push_str(&format!(
+                "{}:{}:{};",
+                seg.segment_id().uuid_string(),
+                seg.max_doc(),
+                seg.num_deleted_docs()
+            ));
+            addrs.extend(
+                seg.doc_ids_alive()
+                    .map(|d| tantivy::DocAddress::new(ord as u32, d)),
+            );
+        }
+        let order = Arc::new(RowOrder {
+            fingerprint: hex_hash(&[named.as_bytes()]),
+            searcher,
+            addrs,
+        });
+        *last = Some((generation, order.clone()));
+        order
+    }
+
+    /// Which rows of `order` match `req`'s folders, filters and date range
+    /// (None: it has none).
+    pub fn matching_rows(
+        &self,
+        order: &RowOrder,
+        req: &SearchRequest,
+    ) -> Result<Option<Vec<bool>>, KbError> {
+        let clauses = filter_clauses(&self.f, req);
         if clauses.is_empty() {
-            return Ok((table, None));
+            return Ok(None);
         }
         let mut all: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(AllQuery))];
         all.extend(clauses);
-        let matched = searcher
+        let matched = order
+            .searcher
             .search(&BooleanQuery::new(all), &DocSetCollector)
             .map_err(|e| index_err(self.shown(), e))?;
-        let mut keep = vec![false; table.rows.len()];
+        let mut keep = vec![false; order.len()];
         for addr in matched {
-            if let Some(&i) = table.by_addr.get(&addr) {
+            if let Ok(i) = order.addrs.binary_search(&addr) {
                 keep[i] = true;
             }
         }
-        Ok((table, Some(keep)))
+        Ok(Some(keep))
+    }
+
+    /// Every chunk of `order` (decoded once per commit).
+    pub fn chunk_table(&self, order: &RowOrder) -> Result<Arc<ChunkTable>, KbError> {
+        let mut cached = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = cached
+            .as_ref()
+            .filter(|t| t.fingerprint == order.fingerprint)
+        {
+            return Ok(t.clone());
+        }
+        let rows = self.chunk_rows(order, &(0..order.len()).collect::<Vec<_>>())?;
+        let t = Arc::new(ChunkTable {
+            fingerprint: order.fingerprint.clone(),
+            rows,
+        });
+        *cached = Some(t.clone());
+        Ok(t)
+    }
+
+    /// The chunks at `rows` of `order`.
+    pub fn chunk_rows(&self, order: &RowOrder, rows: &[usize]) -> Result<Vec<ChunkRow>, KbError> {
+        let f = self.f;
+        rows.iter()
+            .map(|&i| {
+                let doc: TantivyDocument = order
+                    .searcher
+                    .doc(order.addrs[i])
+                    .map_err(|e| index_err(self.shown(), e))?;
+                let s = |fl: Field| {
+                    doc.get_first(fl)
+                        .and_then(|v| v.as_str())
+                        .unwrap_or("")
+                        .to_string()
+                };
+                Ok(ChunkRow {
+                    id: s(f.id),
+                    path: s(f.path),
+                    title: s(f.title),
+                    section: s(f.section),
+                    text: s(f.body),
+                    metadata: serde_json::from_str(&s(f.meta)).unwrap_or(json!({})),
+                    mtime_ms: doc.get_first(f.mtime).and_then(|v| v.as_i64()).unwrap_or(0),
+                })
+            })
+            .collect()
     }
 
     /// Distinct values of a metadata field (or `folder`, the top-level
