@@ -126,10 +126,19 @@ impl SqliteStore {
     /// bringing its schema up to date.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         let write = sqlite::open(path, MIGRATIONS).map_err(|e| open_err(path, e))?;
+        let checkpoints = start_checkpointer(path, &write);
         let (tx, rx) = mpsc::channel();
         let writer = std::thread::Builder::new()
             .name("marktoflow-store".into())
-            .spawn(move || writer_loop(Sqlite(write), rx))
+            .spawn(move || {
+                writer_loop(
+                    Sqlite {
+                        conn: write,
+                        checkpoints,
+                    },
+                    rx,
+                )
+            })
             .map_err(|e| StoreError::Open {
                 path: path.display().to_string(),
                 message: format!("cannot start the writer thread: {e}"),
@@ -295,11 +304,48 @@ fn needless(w: &Write, ending: &HashSet<&str>) -> bool {
 }
 
 /// The SQLite side of the writer: a batch is one transaction.
-struct Sqlite(Connection);
+struct Sqlite {
+    conn: Connection,
+    /// Wakes the checkpointer after a commit (None: the writer's own
+    /// connection checkpoints, SQLite's default).
+    checkpoints: Option<mpsc::SyncSender<()>>,
+}
+
+/// How often the WAL is checkpointed at most while commits come.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
+
+/// Checkpoints the WAL on a thread and connection of their own, so a commit
+/// never waits for pages to be copied into the database and synced (the
+/// writer's connection would do that every 1,000 pages, inside a commit).
+/// PASSIVE: it copies what no reader still needs and never blocks the
+/// writer. Returns how to wake it, or None (and the writer keeps SQLite's
+/// automatic checkpoints) when it cannot be started.
+fn start_checkpointer(path: &Path, write: &Connection) -> Option<mpsc::SyncSender<()>> {
+    let conn = sqlite::connect(path).ok()?;
+    let (wake, woken) = mpsc::sync_channel::<()>(1);
+    std::thread::Builder::new()
+        .name("marktoflow-checkpoint".into())
+        .spawn(move || {
+            // Ends with the writer (its sender gone).
+            while woken.recv().is_ok() {
+                let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                // Commits meanwhile leave one wake-up: one checkpoint per
+                // interval, not one (and a sync) per commit.
+                std::thread::sleep(CHECKPOINT_EVERY);
+            }
+        })
+        .ok()?;
+    write.pragma_update(None, "wal_autocheckpoint", 0).ok()?;
+    Some(wake)
+}
 
 impl Commit for Sqlite {
     fn commit(&mut self, batch: &[Op]) -> (Vec<Done>, Option<StoreError>) {
-        let (done, failed) = commit_batch(&mut self.0, batch);
+        let (done, failed) = commit_batch(&mut self.conn, batch);
+        if let Some(wake) = &self.checkpoints {
+            // Full: a wake-up is already pending.
+            let _ = wake.try_send(());
+        }
         let done = done
             .into_iter()
             .map(|d| match d {
@@ -787,6 +833,27 @@ mod tests {
             error: None,
             reused: false,
         }
+    }
+
+    #[test]
+    fn the_wal_is_checkpointed_while_the_store_stays_open() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("runs.db");
+        let s = SqliteStore::open(&path).unwrap();
+        let db_size = || std::fs::metadata(&path).unwrap().len();
+        let before = db_size();
+        for i in 0..300 {
+            s.create_run(new_run(&format!("cp-{i:04}"), "w", "webhook", None))
+                .unwrap();
+        }
+        // The writer never checkpoints (wal_autocheckpoint is 0): the rows
+        // reach the database file only through the checkpointer thread.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while db_size() <= before && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(db_size() > before, "checkpointed into the database file");
+        assert_eq!(s.count_runs(&RunFilter::default()).unwrap(), 300);
     }
 
     #[test]
