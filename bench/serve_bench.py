@@ -179,8 +179,12 @@ def main():
     ap.add_argument("--only", choices=list(WORKFLOWS))
     ap.add_argument("--compare-store", action="store_true",
                     help="the core.set workflow recorded and with --no-store, alternating (2 each), and their ratio")
+    ap.add_argument("--bin", default=None, help="the marktoflow binary (default target/release)")
     ap.add_argument("serve_args", nargs="*", help="extra `serve` flags after --")
     args = ap.parse_args()
+    global BIN
+    if args.bin:
+        BIN = os.path.abspath(args.bin)
     if not os.path.exists(BIN):
         sys.exit("build first: cargo build --release")
     if not shutil.which("wrk"):

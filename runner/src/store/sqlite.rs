@@ -260,6 +260,13 @@ const LOCKED_RETRIES: u32 = 12;
 /// rolls it back and it is tried again, whole.
 fn commit_batch(conn: &mut Connection, batch: &[Op]) -> (Vec<Applied>, Option<rusqlite::Error>) {
     let ending = super::writer::ending(batch);
+    let starts = starts(
+        batch.iter().filter_map(|op| match op {
+            Op::Write(w) => Some(&**w),
+            _ => None,
+        }),
+        &ending,
+    );
     let mut tries = 0;
     loop {
         let mut done = Vec::with_capacity(batch.len());
@@ -271,7 +278,7 @@ fn commit_batch(conn: &mut Connection, batch: &[Op]) -> (Vec<Applied>, Option<ru
                     Op::Prune(cutoff, _) => Applied::Count(prune(&tx, *cutoff)),
                     Op::Absorb(journals, _) => Applied::Unit(absorb(&tx, journals)),
                     Op::Write(w) if needless(w, &ending) => Applied::Unit(Ok(())),
-                    Op::Write(w) => Applied::Unit(apply(&tx, w)),
+                    Op::Write(w) => Applied::Unit(apply(&tx, w, &starts)),
                     Op::Flush(_) => Applied::Unit(Ok(())),
                 };
                 if let Applied::Unit(Err(e)) | Applied::Count(Err(e)) = &d {
@@ -299,8 +306,39 @@ fn commit_batch(conn: &mut Connection, batch: &[Op]) -> (Vec<Applied>, Option<ru
 
 /// A checkpoint after the last step committed with the run's end: a
 /// finished run is never resumed, and `retry --from` starts before a step.
+/// A run's start committed with its end is written by the end's UPDATE.
 fn needless(w: &Write, ending: &HashSet<&str>) -> bool {
-    matches!(w, Write::Checkpoint { run_id, last: true, .. } if ending.contains(run_id.as_str()))
+    match w {
+        Write::Checkpoint {
+            run_id, last: true, ..
+        }
+        | Write::Running { run_id, .. } => ending.contains(run_id.as_str()),
+        _ => false,
+    }
+}
+
+/// The start (time, pid, owner) of each run that also ends among `writes`:
+/// one UPDATE writes both, as nobody can see the run between them.
+type Starts<'a> = std::collections::HashMap<&'a str, (i64, u32, Option<&'a str>)>;
+
+fn starts<'a>(writes: impl Iterator<Item = &'a Write>, ending: &HashSet<&str>) -> Starts<'a> {
+    let mut found = Starts::new();
+    for w in writes {
+        if let Write::Running {
+            run_id,
+            at,
+            pid,
+            owner,
+        } = w
+        {
+            if ending.contains(run_id.as_str()) {
+                found
+                    .entry(run_id.as_str())
+                    .or_insert((*at, *pid, owner.as_deref()));
+            }
+        }
+    }
+    found
 }
 
 /// The SQLite side of the writer: a batch is one transaction.
@@ -414,7 +452,7 @@ fn step_status_str(s: StepStatus) -> &'static str {
     }
 }
 
-fn apply(tx: &rusqlite::Transaction, w: &Write) -> Result<(), rusqlite::Error> {
+fn apply(tx: &rusqlite::Transaction, w: &Write, starts: &Starts) -> Result<(), rusqlite::Error> {
     match w {
         Write::Create { run, at } => insert_run(tx, run, *at)?,
         Write::Running {
@@ -466,8 +504,10 @@ fn apply(tx: &rusqlite::Transaction, w: &Write) -> Result<(), rusqlite::Error> {
             .execute(params![key, run_id, text])?;
         }
         Write::Finish { run_id, end, at } => {
+            let start = starts.get(run_id.as_str());
             tx.prepare_cached(
-                "UPDATE runs SET status = ?2, outputs = ?3, error = ?4, error_step = ?5, finished_at = ?6, duration_ms = ?7
+                "UPDATE runs SET status = ?2, outputs = ?3, error = ?4, error_step = ?5, finished_at = ?6, duration_ms = ?7,
+                 started_at = COALESCE(started_at, ?8), pid = COALESCE(?9, pid), owner = COALESCE(?10, owner)
                  WHERE id = ?1",
             )?
             .execute(params![
@@ -478,6 +518,9 @@ fn apply(tx: &rusqlite::Transaction, w: &Write) -> Result<(), rusqlite::Error> {
                 end.error_step,
                 at,
                 end.duration_ms as i64,
+                start.map(|s| s.0),
+                start.map(|s| s.1),
+                start.and_then(|s| s.2),
             ])?;
         }
     }
@@ -510,9 +553,10 @@ fn absorb(tx: &rusqlite::Transaction, journals: &[Vec<Write>]) -> Result<(), rus
         }
         tx.execute("DELETE FROM runs WHERE id = ?1", [id])?;
         let ending: HashSet<&str> = finished.then_some(id).into_iter().collect();
+        let starts = starts(writes.iter(), &ending);
         for w in writes.iter().filter(|w| w.run_id() == id) {
             if !needless(w, &ending) {
-                apply(tx, w)?;
+                apply(tx, w, &starts)?;
             }
         }
     }
@@ -833,6 +877,71 @@ mod tests {
             error: None,
             reused: false,
         }
+    }
+
+    #[test]
+    fn a_run_started_and_ended_in_one_commit_is_written_once_with_its_start() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("runs.db");
+        SqliteStore::open(&path)
+            .unwrap()
+            .create_run(new_run("fold-1", "w", "webhook", None))
+            .unwrap();
+        let write = |w: Write| Op::Write(Box::new(w));
+        let batch = [
+            write(Write::Running {
+                run_id: "fold-1".into(),
+                at: 1234,
+                pid: 77,
+                owner: Some("token".into()),
+            }),
+            write(Write::Finish {
+                run_id: "fold-1".into(),
+                end: RunEnd {
+                    status: Status::Completed,
+                    outputs: json!({"ok": true}),
+                    error: None,
+                    error_step: None,
+                    duration_ms: 9,
+                },
+                at: 2000,
+            }),
+        ];
+        let mut conn = sqlite::connect(&path).unwrap();
+        let (_, failed) = commit_batch(&mut conn, &batch);
+        assert!(failed.is_none());
+        let row: (
+            String,
+            Option<i64>,
+            Option<u32>,
+            Option<String>,
+            Option<i64>,
+        ) = conn
+            .query_row(
+                "SELECT status, started_at, pid, owner, finished_at FROM runs WHERE id = 'fold-1'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            row,
+            (
+                "completed".into(),
+                Some(1234),
+                Some(77),
+                Some("token".into()),
+                Some(2000)
+            )
+        );
+        // Not among the unfinished runs' index.
+        let unfinished: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM runs WHERE status IN ('queued', 'running')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(unfinished, 0);
     }
 
     #[test]
