@@ -18,6 +18,24 @@ pub struct DenseFound {
     pub embedded: usize,
 }
 
+/// Why a dense search did not finish.
+enum Stopped {
+    Join(tokio::task::JoinError),
+    Embed(EmbedError),
+}
+
+impl From<tokio::task::JoinError> for Stopped {
+    fn from(e: tokio::task::JoinError) -> Self {
+        Stopped::Join(e)
+    }
+}
+
+impl From<EmbedError> for Stopped {
+    fn from(e: EmbedError) -> Self {
+        Stopped::Embed(e)
+    }
+}
+
 /// The embedding model's folder: the step's `model_dir`, else the tool's
 /// `options.model_dir` (both must be readable by the run), else
 /// `MARKTOFLOW_EMBED_MODEL` (set by whoever started marktoflow, not by a
@@ -59,14 +77,34 @@ pub fn configured(
     ))
 }
 
-/// The `top_k` chunks `req` allows closest to `text`, embedding the chunks
-/// not embedded yet (vectors are cached beside the index).
+/// A query's vector and the model that made it.
+pub struct Prepared {
+    embedder: Arc<dyn crate::retrieval::embed::Embedder>,
+    vector: Vec<f32>,
+}
+
+/// A query embedded on a thread of its own, started before the index is
+/// checked for changes: a fresh process then loads the model and walks the
+/// folder at the same time, on two cores.
+pub type PreparedQuery = tokio::task::JoinHandle<Result<Prepared, EmbedError>>;
+
+/// Loads the model at `model_path` (once per process) and embeds `text`.
+pub fn prepare(call: &Call<'_>, model_path: PathBuf, text: String) -> PreparedQuery {
+    let caches = call.caps.caches.clone();
+    tokio::task::spawn_blocking(move || {
+        let embedder = crate::retrieval::embed::load_cached(&caches, &model_path)?;
+        let vector = embedder.embed(&[text.as_str()])?.remove(0);
+        Ok(Prepared { embedder, vector })
+    })
+}
+
+/// The `top_k` chunks `req` allows closest to the `query`, embedding the
+/// chunks not embedded yet (vectors are cached beside the index).
 pub async fn search(
     call: &Call<'_>,
     ix: Arc<KbIndex>,
     req: &SearchRequest,
-    text: String,
-    model_path: PathBuf,
+    query: PreparedQuery,
     top_k: usize,
     snippet_chars: usize,
 ) -> Result<DenseFound, ActionError> {
@@ -76,54 +114,58 @@ pub async fn search(
         .dir
         .clone()
         .unwrap_or_else(|| ix.root.join(".marktoflow-in-memory"));
-    // Embedding is CPU work: off the async threads.
     let sink = call.caps.progress.clone();
     let caches = call.caps.caches.clone();
-    let work = tokio::task::spawn_blocking(move || {
-        let progress = move |done: usize, total: usize| {
-            sink(crate::core::action::Progress {
-                what: "chunks embedded".into(),
-                done: done as u64,
-                total: total as u64,
-            })
-        };
-        let embedder = crate::retrieval::embed::load_cached(&caches, &model_path)?;
-        let file = ix.dir.as_ref().and_then(|d| {
-            let name = format!(
-                "vectors-{}.bin",
-                crate::retrieval::kb::chunk::slug(embedder.model_id())
+    let work = async move {
+        let Prepared { embedder, vector } = query.await??;
+        // Embedding and the scan are CPU work: off the async threads.
+        let done = tokio::task::spawn_blocking(move || {
+            let progress = move |done: usize, total: usize| {
+                sink(crate::core::action::Progress {
+                    what: "chunks embedded".into(),
+                    done: done as u64,
+                    total: total as u64,
+                })
+            };
+            let file = ix.dir.as_ref().and_then(|d| {
+                let name = format!(
+                    "vectors-{}.bin",
+                    crate::retrieval::kb::chunk::slug(embedder.model_id())
+                );
+                d.parent().map(|p| p.join(name))
+            });
+            let table = || Ok(ix.chunk_table(&order)?);
+            let (vectors, stats) = crate::retrieval::embed::search::vectors_for(
+                &caches,
+                &*embedder,
+                &order,
+                &table,
+                &key,
+                file.as_deref(),
+                &progress,
+            )?;
+            let found = crate::retrieval::embed::topk::top_k(
+                &vector,
+                vectors.matrix(),
+                embedder.dim(),
+                top_k,
+                |row| keep.as_ref().is_none_or(|k| k[row]),
             );
-            d.parent().map(|p| p.join(name))
-        });
-        let table = || Ok(ix.chunk_table(&order)?);
-        let (vectors, stats) = crate::retrieval::embed::search::vectors_for(
-            &caches,
-            &*embedder,
-            &order,
-            &table,
-            &key,
-            file.as_deref(),
-            &progress,
-        )?;
-        let qv = embedder.embed(&[text.as_str()])?.remove(0);
-        let found = crate::retrieval::embed::topk::top_k(
-            &qv,
-            vectors.matrix(),
-            embedder.dim(),
-            top_k,
-            |row| keep.as_ref().is_none_or(|k| k[row]),
-        );
-        // Only the chunks found are read from the index.
-        let rows: Vec<usize> = found.iter().map(|f| f.0).collect();
-        let chunks = ix.chunk_rows(&order, &rows)?;
-        let found: Vec<_> = chunks.into_iter().zip(found.iter().map(|f| f.1)).collect();
-        Ok::<_, EmbedError>((found, stats, embedder.model_id().to_string()))
-    });
+            // Only the chunks found are read from the index.
+            let rows: Vec<usize> = found.iter().map(|f| f.0).collect();
+            let chunks = ix.chunk_rows(&order, &rows)?;
+            let found: Vec<_> = chunks.into_iter().zip(found.iter().map(|f| f.1)).collect();
+            Ok::<_, EmbedError>((found, stats, embedder.model_id().to_string()))
+        })
+        .await??;
+        Ok::<_, Stopped>(done)
+    };
     let (found, stats, model) = tokio::select! {
         _ = call.caps.cancel.cancelled() => return Err(ActionError::Cancelled),
-        r = work => r
-            .map_err(|e| ActionError::failed(format!("vector search stopped: {e}")))?
-            .map_err(|e| ActionError::failed(e.to_string()))?,
+        r = work => r.map_err(|e| match e {
+            Stopped::Join(e) => ActionError::failed(format!("vector search stopped: {e}")),
+            Stopped::Embed(e) => ActionError::failed(e.to_string()),
+        })?,
     };
     if let Some(why) = &stats.discarded {
         call.log(

@@ -512,11 +512,16 @@ async fn search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionE
         _ => parsed.text(),
     };
     let mut req = request(inputs, parsed, today)?;
-    let model = dense_model(call, inputs)?;
+    let dense = match dense_model(call, inputs)? {
+        Some((path, weight)) if !dense_text.trim().is_empty() => {
+            Some((dense::prepare(call, path, dense_text), weight))
+        }
+        _ => None,
+    };
     let ix = open(call, inputs)?;
     let refreshed = ensure_fresh(call, &ix, inputs).await?;
-    let (hits, total, mode) = match model {
-        Some((path, weight)) if !dense_text.trim().is_empty() => {
+    let (hits, total, mode) = match dense {
+        Some((query, weight)) => {
             let want = req.top_k;
             req.top_k = want.max(hybrid::BM25_CANDIDATES);
             let (bm25, total) = ix.search(&req).map_err(kb_err)?;
@@ -524,8 +529,7 @@ async fn search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionE
                 call,
                 ix.clone(),
                 &req,
-                dense_text,
-                path,
+                query,
                 hybrid::DENSE_CANDIDATES.max(want),
                 req.snippet_chars,
             )
@@ -692,7 +696,7 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
         q.clone()
     };
     let req = request(inputs, parsed, today)?;
-    let model_path = dense::model_path(call, inputs)?;
+    let query = dense::prepare(call, dense::model_path(call, inputs)?, text);
     let ix = open(call, inputs)?;
     let refreshed = ensure_fresh(call, &ix, inputs).await?;
     let top_k = opt_num(inputs, "top_k")?
@@ -702,7 +706,7 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
     let snippet_chars = opt_num(inputs, "snippet_chars")?
         .map(|n| n as usize)
         .unwrap_or(240);
-    let found = dense::search(call, ix, &req, text, model_path, top_k, snippet_chars).await?;
+    let found = dense::search(call, ix, &req, query, top_k, snippet_chars).await?;
     let hits: Vec<Value> = found
         .hits
         .into_iter()
