@@ -156,8 +156,9 @@ def bench(name, wf, args, extra):
             sys.exit(f"wrk printed no result:\n{out}")
         total = int(re.search(r"(\d+) requests in", out).group(1))
         rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-        p50 = to_ms(re.search(r"50%\s+(\S+)", out).group(1))
-        p99 = to_ms(re.search(r"99%\s+(\S+)", out).group(1))
+        # Anchored: a "+/- Stdev" of 9.99% would match a bare "99%".
+        p50 = to_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))
+        p99 = to_ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))
         m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
         sock = sum(int(x) for x in m.groups()) if m else 0
         m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
