@@ -23,6 +23,7 @@ import re
 import shutil
 import socket
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -179,7 +180,9 @@ def main():
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--only", choices=list(WORKFLOWS))
     ap.add_argument("--compare-store", action="store_true",
-                    help="the core.set workflow recorded and with --no-store, alternating (2 each), and their ratio")
+                    help="the core.set workflow recorded and with --no-store, alternating (--reps each), and the ratio of their medians")
+    ap.add_argument("--reps", type=int, default=5,
+                    help="with --compare-store: how many of each (default 5; this kind of machine varies by 30%% from one to the next)")
     ap.add_argument("--bin", default=None, help="the marktoflow binary (default target/release)")
     ap.add_argument("serve_args", nargs="*", help="extra `serve` flags after --")
     args = ap.parse_args()
@@ -194,11 +197,13 @@ def main():
           f"{os.cpu_count()} cores")
     if args.compare_store:
         recorded, unrecorded = [], []
-        for _ in range(2):
+        for _ in range(max(1, args.reps)):
             recorded.append(bench("recorded", WORKFLOWS["core.set"], args, args.serve_args))
             unrecorded.append(bench("no-store", WORKFLOWS["core.set"], args, args.serve_args + ["--no-store"]))
-        r, u = sorted(recorded)[len(recorded) // 2], sorted(unrecorded)[len(unrecorded) // 2]
-        print(f"recorded / --no-store throughput: {r:.0f} / {u:.0f} req/s = {r / u:.2f}")
+        r, u = statistics.median(recorded), statistics.median(unrecorded)
+        pairs = sorted(a / b for a, b in zip(recorded, unrecorded))
+        print(f"recorded / --no-store throughput, medians of {len(recorded)}: {r:.0f} / {u:.0f} req/s = {r / u:.2f} "
+              f"(each pair: {' '.join(f'{p:.2f}' for p in pairs)})")
         return
     for name, wf in WORKFLOWS.items():
         if args.only and name != args.only:
