@@ -294,10 +294,12 @@ fn a_dead_workers_runs_go_back_to_the_queue_after_its_lease() {
     dying.record_step("r1", step("one", 1));
     dying.save_checkpoint(
         "r1",
-        marktoflow::store::CheckpointRow::Whole(marktoflow::engine::Checkpoint {
-            next_step: 1,
-            ..Default::default()
-        }),
+        marktoflow::store::CheckpointRow::Whole(std::sync::Arc::new(
+            marktoflow::engine::Checkpoint {
+                next_step: 1,
+                ..Default::default()
+            },
+        )),
         false,
     );
     // A step after the checkpoint: redone by the next worker, kept once.

@@ -13,6 +13,9 @@ pub struct Source {
     /// Text with CRLF/CR normalised to LF (line numbers are unchanged).
     pub text: String,
     line_starts: Vec<usize>,
+    /// The text's sha256, once asked for (a server records it with every
+    /// run it starts).
+    digest: std::sync::OnceLock<String>,
 }
 
 impl Source {
@@ -33,6 +36,19 @@ impl Source {
             name: path.display().to_string(),
             text,
             line_starts,
+            digest: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The sha256 of the text, in hex.
+    pub fn digest(&self) -> &str {
+        self.digest.get_or_init(|| {
+            use sha2::{Digest, Sha256};
+            let mut hex = String::with_capacity(64);
+            for b in Sha256::digest(self.text.as_bytes()) {
+                let _ = write!(hex, "{b:02x}");
+            }
+            hex
         })
     }
 

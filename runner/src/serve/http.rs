@@ -323,9 +323,9 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
                 if store.shared().is_some() {
                     new.context = context.clone();
                 }
-                let commit = store.submit_run(new);
                 // Queued for workers, a run is told of once committed.
                 if want_async || s.enqueue_only {
+                    let commit = store.submit_run(new);
                     match committed(commit).await {
                         Ok(()) => {}
                         Err(crate::store::StoreError::DuplicateKey(other)) => {
@@ -334,7 +334,7 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
                         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
                     }
                 } else {
-                    created = Some(commit);
+                    created = Some(store.queue_run(new));
                 }
             }
             let rx = start_reserved(

@@ -681,38 +681,55 @@ pub(super) fn start_reserved(
                 r
             }
         };
-        // Its result is told once its end is committed (the run's writes
-        // and this flush go to the writer together: one commit).
-        let result = match &store {
-            Some(store) => match store.submit_flush().await {
-                Ok(Ok(())) => result,
-                Ok(Err(e)) => not_recorded(result, &wf, &e.to_string()),
-                Err(_) => not_recorded(result, &wf, "the run store has stopped"),
-            },
-            None => result,
-        };
-        // Counted out before the slots are released to the next run.
-        state.running.fetch_sub(1, Ordering::SeqCst);
-        state
-            .metrics
-            .run_finished(crate::store::Status::from(result.status).as_str());
-        state.slot_freed.notify_one();
-        // Its inputs are in the store from now on: memory keeps only what
-        // the store does not have (a request's body can be large).
-        if store.is_some() {
-            if let Ok(mut runs) = state.runs.lock() {
-                if let Some(e) = runs.get_mut(&run_id) {
-                    e.inputs = Arc::default();
-                }
+        // Its result is told once its end is committed: by the store's
+        // writer, right after the commit that carries the run's writes
+        // (no trip back through this task).
+        match store {
+            Some(store) => {
+                let held = (_active, _permits);
+                store.after_commit(crate::store::AfterCommit::new(move |committed| {
+                    let result = match committed {
+                        Ok(()) => result,
+                        Err(e) => not_recorded(result, &wf, &e.to_string()),
+                    };
+                    publish(&state, &run_id, result, true, &tx);
+                    drop(held);
+                }));
             }
+            None => publish(&state, &run_id, result, false, &tx),
         }
-        let _ = tx.send(Some(Arc::new(result)));
     };
     match &s.runs_rt {
         Some(rt) => drop(rt.spawn(task)),
         None => drop(tokio::spawn(task)),
     }
     rx
+}
+
+/// Tells a run's end: counted out, its slots' waiters woken, its result
+/// sent to whoever waits (the slots themselves are released after).
+fn publish(
+    state: &ServerState,
+    run_id: &str,
+    result: RunResult,
+    recorded: bool,
+    tx: &watch::Sender<Option<Arc<RunResult>>>,
+) {
+    state.running.fetch_sub(1, Ordering::SeqCst);
+    state
+        .metrics
+        .run_finished(crate::store::Status::from(result.status).as_str());
+    state.slot_freed.notify_one();
+    // Its inputs are in the store from now on: memory keeps only what the
+    // store does not have (a request's body can be large).
+    if recorded {
+        if let Ok(mut runs) = state.runs.lock() {
+            if let Some(e) = runs.get_mut(run_id) {
+                e.inputs = Arc::default();
+            }
+        }
+    }
+    let _ = tx.send(Some(Arc::new(result)));
 }
 
 /// The inputs a job runs with.

@@ -9,6 +9,7 @@
 use crate::engine::Checkpoint;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// What changed between two consecutive checkpoints of a run.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -36,8 +37,11 @@ pub struct CheckpointDelta {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum CheckpointRow {
-    Delta { delta: CheckpointDelta },
-    Whole(Checkpoint),
+    Delta {
+        delta: Box<CheckpointDelta>,
+    },
+    /// Shared with the event it came from: the state is not copied.
+    Whole(Arc<Checkpoint>),
 }
 
 /// The entries of `next` that are not the same in `prev`, and the keys of
@@ -72,7 +76,7 @@ fn changed_opt(prev: &Option<Value>, next: &Option<Value>) -> Result<Option<Valu
 impl CheckpointRow {
     /// The row for `next`, given the checkpoint this process wrote before it
     /// for the same run (`None`: the row is whole).
-    pub fn between(prev: Option<&Checkpoint>, next: &Checkpoint) -> CheckpointRow {
+    pub fn between(prev: Option<&Checkpoint>, next: &Arc<Checkpoint>) -> CheckpointRow {
         let Some(prev) = prev else {
             return CheckpointRow::Whole(next.clone());
         };
@@ -85,7 +89,7 @@ impl CheckpointRow {
         let (variables, unset_variables) = changed(&prev.variables, &next.variables);
         let (steps, unset_steps) = changed(&prev.steps, &next.steps);
         CheckpointRow::Delta {
-            delta: CheckpointDelta {
+            delta: Box::new(CheckpointDelta {
                 next_step: next.next_step,
                 variables,
                 unset_variables,
@@ -93,7 +97,7 @@ impl CheckpointRow {
                 unset_steps,
                 set_outputs,
                 last_output,
-            },
+            }),
         }
     }
 
@@ -113,9 +117,9 @@ pub fn fold(rows_latest_first: impl IntoIterator<Item = CheckpointRow>) -> Optio
     let mut base = None;
     for row in rows_latest_first {
         match row {
-            CheckpointRow::Delta { delta } => deltas.push(delta),
+            CheckpointRow::Delta { delta } => deltas.push(*delta),
             CheckpointRow::Whole(cp) => {
-                base = Some(cp);
+                base = Some(Arc::unwrap_or_clone(cp));
                 break;
             }
         }
@@ -221,7 +225,7 @@ mod tests {
         let mut rows = Vec::new();
         let mut prev: Option<&Checkpoint> = None;
         for s in &states {
-            rows.push(CheckpointRow::between(prev, s));
+            rows.push(CheckpointRow::between(prev, &Arc::new(s.clone())));
             prev = Some(s);
         }
         assert!(matches!(rows[0], CheckpointRow::Whole(_)));
@@ -244,8 +248,8 @@ mod tests {
         let a = cp(1, json!({}), json!({}), Some(json!(1)));
         let b = cp(2, json!({}), json!({}), None);
         assert_eq!(
-            CheckpointRow::between(Some(&a), &b),
-            CheckpointRow::Whole(b)
+            CheckpointRow::between(Some(&a), &Arc::new(b.clone())),
+            CheckpointRow::Whole(Arc::new(b))
         );
     }
 

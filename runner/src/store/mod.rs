@@ -49,7 +49,6 @@ use crate::engine::{
 use crate::format::model::Workflow;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -57,6 +56,7 @@ use std::time::Duration;
 pub use checkpoint::CheckpointRow;
 pub use postgres::{PgOptions, PgStore};
 pub use sqlite::SqliteStore;
+pub use writer::AfterCommit;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -408,6 +408,12 @@ impl Write {
 pub trait RunStore: Send + Sync {
     /// Records a new run; the receiver answers once it is committed.
     fn submit_run(&self, run: NewRun) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>>;
+    /// [`RunStore::submit_run`] for a caller that waits for the run's end
+    /// before it tells anyone of the run: the creation need not be hurried
+    /// and may share the commit of the run's first writes (or of its end).
+    fn queue_run(&self, run: NewRun) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
+        self.submit_run(run)
+    }
     fn mark_running(&self, run_id: &str);
     fn record_step(&self, run_id: &str, row: StepRow);
     /// `last`: the checkpoint after the workflow's last step.
@@ -416,6 +422,25 @@ pub trait RunStore: Send + Sync {
     /// Answers once everything queued before it is committed (with the
     /// first error of a queued write since the last flush, if any).
     fn submit_flush(&self) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>>;
+    /// Calls `then` once everything queued before it is committed, with
+    /// the first error of a queued write since the last flush, if any (as
+    /// [`RunStore::submit_flush`] answers). A store with a writer thread
+    /// makes the call there, so it must be short and must not wait for
+    /// the store.
+    fn after_commit(&self, then: AfterCommit) {
+        let mut rx = self.submit_flush();
+        match rx.try_recv() {
+            Ok(r) => then.call(r),
+            Err(tokio::sync::oneshot::error::TryRecvError::Closed) => {
+                then.call(Err(StoreError::Closed))
+            }
+            Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {
+                std::thread::spawn(move || {
+                    then.call(rx.blocking_recv().unwrap_or(Err(StoreError::Closed)))
+                });
+            }
+        }
+    }
     /// [`RunStore::submit_flush`], waiting for it (not from async code).
     fn flush(&self) -> Result<(), StoreError> {
         self.submit_flush()
@@ -518,8 +543,7 @@ pub fn short_id(id: &str) -> &str {
 
 /// The version of a workflow: sha256 of its file's text.
 pub fn version_of(wf: &Workflow) -> String {
-    let digest = Sha256::digest(wf.source.text.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    wf.source.digest().to_string()
 }
 
 /// Milliseconds since the Unix epoch.
@@ -623,7 +647,7 @@ pub fn recording_sink(store: Arc<dyn RunStore>, run_id: String) -> EventSink {
                     s.prev = Some(cp.clone());
                     (row, cp.next_step >= s.total_steps)
                 }
-                Err(_) => (CheckpointRow::Whole((**cp).clone()), false),
+                Err(_) => (CheckpointRow::Whole(cp.clone()), false),
             };
             store.save_checkpoint(&run_id, row, last)
         }

@@ -9,7 +9,7 @@
 
 use super::checkpoint::{self, CheckpointRow};
 use super::journal;
-use super::writer::{writer_loop, Commit, Done, Op};
+use super::writer::{writer_loop, Commit, Done, Op, Queue};
 use super::{
     now_ms, NewRun, RunEnd, RunFilter, RunRecord, RunStore, Status, StepRow, StoreError, Write,
 };
@@ -93,7 +93,7 @@ CREATE INDEX replies_by_run ON replies (run_id);
 
 pub struct SqliteStore {
     path: PathBuf,
-    tx: Mutex<Option<mpsc::Sender<Op>>>,
+    queue: Arc<Queue>,
     writer: Mutex<Option<JoinHandle<()>>>,
     /// Opened on first use: a CLI run only writes.
     read: Mutex<Option<Connection>>,
@@ -127,7 +127,8 @@ impl SqliteStore {
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         let write = sqlite::open(path, MIGRATIONS).map_err(|e| open_err(path, e))?;
         let checkpoints = start_checkpointer(path, &write);
-        let (tx, rx) = mpsc::channel();
+        let queue = Arc::new(Queue::new());
+        let rx = queue.clone();
         let writer = std::thread::Builder::new()
             .name("marktoflow-store".into())
             .spawn(move || {
@@ -145,7 +146,7 @@ impl SqliteStore {
             })?;
         let store = SqliteStore {
             path: path.to_path_buf(),
-            tx: Mutex::new(Some(tx)),
+            queue,
             writer: Mutex::new(Some(writer)),
             read: Mutex::new(None),
             owner: std::sync::OnceLock::new(),
@@ -202,12 +203,7 @@ impl SqliteStore {
     }
 
     fn send(&self, op: Op) {
-        if let Ok(tx) = self.tx.lock() {
-            if let Some(tx) = tx.as_ref() {
-                // A stopped writer shows up as `Closed` at the next flush.
-                let _ = tx.send(op);
-            }
-        }
+        self.queue.send(op);
     }
 
     fn read<T>(
@@ -231,13 +227,15 @@ impl SqliteStore {
 
 impl Drop for SqliteStore {
     fn drop(&mut self) {
-        // Closing the channel lets the writer commit what is queued and stop.
-        if let Ok(mut tx) = self.tx.lock() {
-            tx.take();
-        }
+        // The writer commits what is queued and stops.
+        self.queue.close();
         if let Ok(mut w) = self.writer.lock() {
             if let Some(h) = w.take() {
-                let _ = h.join();
+                // Dropped by a call made on the writer's own thread: it
+                // ends by itself once the queue is empty.
+                if h.thread().id() != std::thread::current().id() {
+                    let _ = h.join();
+                }
             }
         }
     }
@@ -279,7 +277,7 @@ fn commit_batch(conn: &mut Connection, batch: &[Op]) -> (Vec<Applied>, Option<ru
                     Op::Absorb(journals, _) => Applied::Unit(absorb(&tx, journals)),
                     Op::Write(w) if needless(w, &ending) => Applied::Unit(Ok(())),
                     Op::Write(w) => Applied::Unit(apply(&tx, w, &starts)),
-                    Op::Flush(_) => Applied::Unit(Ok(())),
+                    Op::Flush(_) | Op::Then(_) => Applied::Unit(Ok(())),
                 };
                 if let Applied::Unit(Err(e)) | Applied::Count(Err(e)) = &d {
                     if busy(e) {
@@ -419,7 +417,16 @@ fn start_checkpointer(path: &Path, write: &Connection) -> Option<Checkpointer> {
     Some(Checkpointer { wake, gate })
 }
 
+/// How long a write nobody waits for may stay queued: a commit here is
+/// cheap (no sync to disk), so this only lets the writes of a run that is
+/// about to end share its end's commit.
+const GATHER: Duration = Duration::from_millis(1);
+
 impl Commit for Sqlite {
+    fn gather(&self) -> Duration {
+        GATHER
+    }
+
     fn commit(&mut self, batch: &[Op]) -> (Vec<Done>, Option<StoreError>) {
         let held = self.checkpoints.as_ref().map(|c| c.gate.lock());
         let (done, failed) = commit_batch(&mut self.conn, batch);
@@ -701,6 +708,14 @@ impl RunStore for SqliteStore {
         rx
     }
 
+    fn queue_run(&self, mut run: NewRun) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        run.owner = run.owner.or_else(|| self.owner_token());
+        self.queue
+            .push(Op::Create(Box::new(run), now_ms(), reply), false);
+        rx
+    }
+
     fn mark_running(&self, run_id: &str) {
         self.send(Op::Write(Box::new(Write::Running {
             run_id: run_id.to_string(),
@@ -737,6 +752,10 @@ impl RunStore for SqliteStore {
         let (reply, rx) = tokio::sync::oneshot::channel();
         self.send(Op::Flush(reply));
         rx
+    }
+
+    fn after_commit(&self, then: super::AfterCommit) {
+        self.send(Op::Then(then));
     }
 
     fn get_run(&self, id: &str) -> Result<RunRecord, StoreError> {
@@ -923,6 +942,94 @@ mod tests {
         }
     }
 
+    /// Whether run `id` is in the database file, read by a connection of
+    /// its own.
+    fn stored(path: &Path, id: &str) -> bool {
+        let c = Connection::open(path).unwrap();
+        c.query_row("SELECT count(*) FROM runs WHERE id = ?1", [id], |r| {
+            r.get::<_, i64>(0)
+        })
+        .unwrap()
+            == 1
+    }
+
+    #[test]
+    fn writes_nobody_waits_for_are_committed_within_the_gather_time() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("runs.db");
+        let store = SqliteStore::open(&path).unwrap();
+        // A run queued unhurried, then a step: nothing that wakes the
+        // writer at once, and no flush after them.
+        let mut created = store.queue_run(new_run("lazy-1", "w", "webhook", None));
+        store.record_step("lazy-1", step("s1", 1));
+        let start = std::time::Instant::now();
+        let answer = loop {
+            match created.try_recv() {
+                Ok(r) => break r,
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(10),
+                        "an unhurried write was never committed"
+                    );
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        answer.unwrap();
+        assert!(stored(&path, "lazy-1"));
+        assert_eq!(store.steps_of("lazy-1").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_call_after_the_commit_sees_the_runs_writes_and_is_made_once() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("runs.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let _created = store.queue_run(new_run("then-1", "w", "webhook", None));
+        store.finish_run(
+            "then-1",
+            RunEnd {
+                status: Status::Completed,
+                outputs: json!({"ok": true}),
+                error: None,
+                error_step: None,
+                duration_ms: 1,
+            },
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        let seen = path.clone();
+        store.after_commit(crate::store::AfterCommit::new(move |r| {
+            // Made on the writer's thread, after the commit: the run is in
+            // the file for any other connection.
+            let _ = tx.send((r.is_ok(), stored(&seen, "then-1")));
+        }));
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+            (true, true)
+        );
+        // Exactly once: the sender is gone with the call.
+        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+        // A call that panics does not stop the writer.
+        store.after_commit(crate::store::AfterCommit::new(|_| {
+            panic!("a bug in a call")
+        }));
+        store
+            .create_run(new_run("then-2", "w", "webhook", None))
+            .unwrap();
+        store.flush().unwrap();
+        assert!(stored(&path, "then-2"));
+        // A call queued on a stopped writer is made, saying so.
+        drop(store);
+        let queue = Queue::new();
+        queue.close();
+        let (tx, rx) = std::sync::mpsc::channel();
+        queue.send(Op::Then(crate::store::AfterCommit::new(move |r| {
+            let _ = tx.send(matches!(r, Err(StoreError::Closed)));
+        })));
+        assert!(rx.recv_timeout(Duration::from_secs(1)).unwrap());
+    }
+
     #[test]
     fn a_run_started_and_ended_in_one_commit_is_written_once_with_its_start() {
         let d = tempfile::tempdir().unwrap();
@@ -1049,11 +1156,11 @@ mod tests {
             s.record_step("aaaa-1", step("one", 1));
             s.save_checkpoint(
                 "aaaa-1",
-                CheckpointRow::Whole(Checkpoint {
+                CheckpointRow::Whole(Arc::new(Checkpoint {
                     next_step: 1,
                     variables: json!({"x": 1}).as_object().unwrap().clone(),
                     ..Default::default()
-                }),
+                })),
                 false,
             );
             s.finish_run(
@@ -1143,10 +1250,10 @@ mod tests {
         s.record_step("cccc-1", step("one", 1));
         s.save_checkpoint(
             "cccc-1",
-            CheckpointRow::Whole(Checkpoint {
+            CheckpointRow::Whole(Arc::new(Checkpoint {
                 next_step: 1,
                 ..Default::default()
-            }),
+            })),
             false,
         );
         s.flush().expect("written once the lock is free");

@@ -5,8 +5,8 @@
 //! the batching and the answers are here.
 
 use super::{NewRun, StoreError, Write};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::sync::{mpsc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 /// Most writes committed in one transaction.
 pub(super) const MAX_BATCH: usize = 4096;
@@ -21,6 +21,40 @@ pub(super) enum Op {
     Absorb(Vec<Vec<Write>>, mpsc::Sender<Result<(), StoreError>>),
     Prune(i64, Reply<usize>),
     Flush(Reply<()>),
+    /// A flush whose answer is a call, made on the writer's thread.
+    Then(AfterCommit),
+}
+
+/// What to call once everything queued before it is committed, with the
+/// outcome (see [`super::RunStore::after_commit`]). Called exactly once: a
+/// call dropped unmade (the store stopped first) is made with
+/// [`StoreError::Closed`].
+pub struct AfterCommit(Option<Call>);
+
+type Call = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+
+impl AfterCommit {
+    pub fn new(f: impl FnOnce(Result<(), StoreError>) + Send + 'static) -> AfterCommit {
+        AfterCommit(Some(Box::new(f)))
+    }
+
+    /// Makes the call. A panic inside it is contained: the writer's
+    /// thread goes on.
+    pub fn call(mut self, outcome: Result<(), StoreError>) {
+        if let Some(f) = self.0.take() {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(outcome)));
+        }
+    }
+}
+
+impl Drop for AfterCommit {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                f(Err(StoreError::Closed))
+            }));
+        }
+    }
 }
 
 /// What one queued write came to inside its transaction.
@@ -34,58 +68,149 @@ pub(super) enum Done {
 pub(super) trait Commit {
     fn commit(&mut self, batch: &[Op]) -> (Vec<Done>, Option<StoreError>);
 
-    /// How long a batch of writes nobody waits for (a run's steps and
-    /// checkpoints) may wait for more before its commit: worth it where a
-    /// commit is expensive (a flush to disk on another machine), not where
-    /// it is cheap.
-    fn gather(&self) -> Duration {
-        Duration::ZERO
+    /// How long a write nobody waits for (a run's steps and checkpoints)
+    /// may stay queued before it is committed, when no write somebody waits
+    /// for comes to take it along.
+    fn gather(&self) -> Duration;
+}
+
+/// Whether someone waits for `op`'s commit. A run's writes, its end
+/// included, are waited for through a flush queued after them.
+fn hurried(op: &Op) -> bool {
+    !matches!(op, Op::Write(_))
+}
+
+/// The writes waiting for the writer. Unlike a channel, a write nobody
+/// waits for does not wake a writer that has something to wait for
+/// already: a run's start, steps and checkpoints ride along with the next
+/// commit somebody waits for (its flush, another run's), so a busy server
+/// wakes the writer and commits about once per answered request or less,
+/// not once per write. Nothing waits longer than [`Commit::gather`].
+pub(super) struct Queue {
+    state: Mutex<Queued>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Queued {
+    ops: Vec<Op>,
+    /// Somebody waits for one of `ops`.
+    hurried: bool,
+    /// When the oldest of `ops` was queued.
+    since: Option<Instant>,
+    closed: bool,
+    writer: Writer,
+}
+
+/// What the writer is doing, so a push wakes it only when needed.
+#[derive(Default, PartialEq)]
+enum Writer {
+    #[default]
+    Busy,
+    /// Nothing queued: any write wakes it.
+    Idle,
+    /// Writes queued that nobody waits for: it wakes when they are due, or
+    /// for one somebody waits for.
+    Lingering,
+}
+
+impl Queue {
+    pub(super) fn new() -> Queue {
+        Queue {
+            state: Mutex::default(),
+            wake: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queued> {
+        // Nothing panics while holding it; a poisoned queue is still whole.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `op`, committed soon when `hurry` (somebody waits for it),
+    /// else within the backend's gather time. A closed queue drops it (its
+    /// reply, if any, then reads as the store having stopped).
+    pub(super) fn push(&self, op: Op, hurry: bool) {
+        let mut q = self.lock();
+        if q.closed {
+            return;
+        }
+        q.ops.push(op);
+        q.hurried |= hurry;
+        if q.since.is_none() {
+            q.since = Some(Instant::now());
+        }
+        let wake = match q.writer {
+            Writer::Busy => false,
+            Writer::Idle => true,
+            Writer::Lingering => hurry,
+        };
+        drop(q);
+        if wake {
+            self.wake.notify_one();
+        }
+    }
+
+    /// [`Queue::push`], hurried when somebody waits for `op` by its kind.
+    pub(super) fn send(&self, op: Op) {
+        let hurry = hurried(&op);
+        self.push(op, hurry);
+    }
+
+    /// No more writes: the writer commits what is queued and stops.
+    pub(super) fn close(&self) {
+        self.lock().closed = true;
+        self.wake.notify_one();
+    }
+
+    /// The writer's next batch: at once when somebody waits for a queued
+    /// write, else when the oldest has waited `gather`; None once closed
+    /// and empty.
+    fn next_batch(&self, gather: Duration) -> Option<Vec<Op>> {
+        let mut q = self.lock();
+        loop {
+            let due = q.hurried || q.closed || q.since.is_some_and(|t| t.elapsed() >= gather);
+            if due && !q.ops.is_empty() {
+                let batch = if q.ops.len() <= MAX_BATCH {
+                    std::mem::take(&mut q.ops)
+                } else {
+                    q.ops.drain(..MAX_BATCH).collect()
+                };
+                // What is left (past MAX_BATCH) goes next, at once.
+                q.hurried = !q.ops.is_empty();
+                q.since = (!q.ops.is_empty()).then(Instant::now);
+                q.writer = Writer::Busy;
+                return Some(batch);
+            }
+            if q.closed {
+                return None;
+            }
+            q = match q.since {
+                Some(t) => {
+                    q.writer = Writer::Lingering;
+                    let left = gather.saturating_sub(t.elapsed());
+                    self.wake
+                        .wait_timeout(q, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+                None => {
+                    q.writer = Writer::Idle;
+                    self.wake.wait(q).unwrap_or_else(PoisonError::into_inner)
+                }
+            };
+            q.writer = Writer::Busy;
+        }
     }
 }
 
-/// Whether someone waits for `op`'s commit.
-fn awaited(op: &Op) -> bool {
-    !matches!(op, Op::Write(w) if !matches!(**w, super::Write::Finish { .. }))
-}
-
-/// The writer thread's loop: until every sender is gone, commits what is
-/// queued and answers each op. An error of a write nobody waits for is
-/// reported at the next flush.
-pub(super) fn writer_loop(mut backend: impl Commit, rx: mpsc::Receiver<Op>) {
+/// The writer thread's loop: until the queue is closed and empty, commits
+/// what is queued and answers each op. An error of a write nobody waits for
+/// is reported at the next flush.
+pub(super) fn writer_loop(mut backend: impl Commit, queue: std::sync::Arc<Queue>) {
     let mut deferred: Option<String> = None;
     let gather = backend.gather();
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
-            }
-        }
-        // Nobody waits yet: a little longer, for the rest of the runs'
-        // writes (their ends and flushes follow soon) to share the commit.
-        if !gather.is_zero() && !batch.iter().any(awaited) {
-            let until = std::time::Instant::now() + gather;
-            while batch.len() < MAX_BATCH {
-                let left = until.saturating_duration_since(std::time::Instant::now());
-                match rx.recv_timeout(left) {
-                    Ok(op) => {
-                        let urgent = awaited(&op);
-                        batch.push(op);
-                        if urgent {
-                            while batch.len() < MAX_BATCH {
-                                match rx.try_recv() {
-                                    Ok(op) => batch.push(op),
-                                    Err(_) => break,
-                                }
-                            }
-                            break;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-        }
+    while let Some(batch) = queue.next_batch(gather) {
         let (done, failed) = backend.commit(&batch);
         let commit_err = failed.map(|e| e.to_string());
         if let Some(e) = &commit_err {
@@ -116,15 +241,20 @@ pub(super) fn writer_loop(mut backend: impl Commit, rx: mpsc::Receiver<Op>) {
                     }
                 }
                 Op::Flush(reply) => {
-                    let r = match (deferred.take(), &commit_err) {
-                        (Some(e), _) => Err(StoreError::Db(e)),
-                        (None, Some(e)) => Err(failed_as(e)),
-                        (None, None) => Ok(()),
-                    };
-                    let _ = reply.send(r);
+                    let _ = reply.send(flushed(&mut deferred, &commit_err));
                 }
+                Op::Then(then) => then.call(flushed(&mut deferred, &commit_err)),
             }
         }
+    }
+}
+
+/// A flush's answer: the first error since the last flush, if any.
+fn flushed(deferred: &mut Option<String>, commit_err: &Option<String>) -> Result<(), StoreError> {
+    match (deferred.take(), commit_err) {
+        (Some(e), _) => Err(StoreError::Db(e)),
+        (None, Some(e)) => Err(StoreError::Db(e.clone())),
+        (None, None) => Ok(()),
     }
 }
 

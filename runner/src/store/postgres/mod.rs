@@ -27,7 +27,7 @@ mod write;
 pub use cluster::{QueueStats, WorkerInfo};
 
 use super::checkpoint::{self, CheckpointRow};
-use super::writer::{writer_loop, Op};
+use super::writer::{writer_loop, Op, Queue};
 use super::{
     now_ms, NewRun, RunFilter, RunRecord, RunStore, Status, StepRow, StoreError, Write,
     IDEMPOTENCY_RETENTION,
@@ -216,7 +216,7 @@ struct Member {
 pub struct PgStore {
     url: String,
     me: Arc<Member>,
-    tx: Mutex<Option<mpsc::Sender<Op>>>,
+    queue: Arc<Queue>,
     writer: Mutex<Option<JoinHandle<()>>>,
     pool: Arc<Pool>,
     /// Set when the store is dropped: the heartbeat and listener stop.
@@ -242,7 +242,8 @@ impl PgStore {
             opts,
             fences: Arc::default(),
         });
-        let (tx, rx) = mpsc::channel();
+        let queue = Arc::new(Queue::new());
+        let rx = queue.clone();
         let backend = write::Pg {
             url: url.to_string(),
             conn: None,
@@ -258,7 +259,7 @@ impl PgStore {
         Ok(PgStore {
             url: url.to_string(),
             me,
-            tx: Mutex::new(Some(tx)),
+            queue,
             writer: Mutex::new(Some(writer)),
             pool,
             stop: Arc::default(),
@@ -279,11 +280,7 @@ impl PgStore {
     }
 
     fn send(&self, op: Op) {
-        if let Ok(tx) = self.tx.lock() {
-            if let Some(tx) = tx.as_ref() {
-                let _ = tx.send(op);
-            }
-        }
+        self.queue.send(op);
     }
 
     /// Copies finished runs (from another store) in with their steps;
@@ -310,12 +307,14 @@ impl Drop for PgStore {
     fn drop(&mut self) {
         // The writer commits what is queued, then stops; then the heartbeat
         // says goodbye (its leases lapse at once for the reaper).
-        if let Ok(mut tx) = self.tx.lock() {
-            tx.take();
-        }
+        self.queue.close();
         if let Ok(mut w) = self.writer.lock() {
             if let Some(h) = w.take() {
-                let _ = h.join();
+                // Dropped by a call made on the writer's own thread: it
+                // ends by itself once the queue is empty.
+                if h.thread().id() != std::thread::current().id() {
+                    let _ = h.join();
+                }
             }
         }
         self.stop.store(true, Ordering::SeqCst);
@@ -472,6 +471,10 @@ impl RunStore for PgStore {
         let (reply, rx) = tokio::sync::oneshot::channel();
         self.send(Op::Flush(reply));
         rx
+    }
+
+    fn after_commit(&self, then: super::AfterCommit) {
+        self.send(Op::Then(then));
     }
 
     fn get_run(&self, id: &str) -> Result<RunRecord, StoreError> {

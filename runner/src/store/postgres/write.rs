@@ -409,7 +409,7 @@ fn commit_batch(
             },
             Op::Prune(cutoff, _) => Done::Count(prune(&mut tx, *cutoff).map_err(pg_err)),
             // Journals are the SQLite store's; nothing queues them here.
-            Op::Absorb(..) | Op::Flush(_) => Done::Unit(Ok(())),
+            Op::Absorb(..) | Op::Flush(_) | Op::Then(_) => Done::Unit(Ok(())),
             Op::Write(w) => {
                 let id = w.run_id();
                 let ours = match (created.get(id), fences.get(id), holders.get(id)) {
