@@ -8,8 +8,10 @@ use super::{NewRun, StoreError, Write};
 use std::sync::{mpsc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-/// Most writes committed in one transaction.
-pub(super) const MAX_BATCH: usize = 4096;
+/// Most writes committed in one transaction: a flood of queued writes is
+/// committed in pieces, so the WAL's copy (which waits between commits to
+/// let the WAL start over) is never held off for long.
+pub(super) const MAX_BATCH: usize = 1024;
 
 pub(super) type Reply<T> = tokio::sync::oneshot::Sender<Result<T, StoreError>>;
 
