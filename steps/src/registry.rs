@@ -5,6 +5,7 @@ use crate::builtin::{CoreAction, FileAction, HttpAction, WorkflowAction};
 use crate::core::action::{canonical_sdk, Action, ToolConfig};
 use crate::core::catalog::Spec;
 use crate::memory::MemoryAction;
+use crate::retrieval::answer::AnswerAction;
 use crate::retrieval::context::ContextAction;
 use crate::retrieval::kb::KbAction;
 use crate::retrieval::query::QueryAction;
@@ -95,6 +96,7 @@ pub const IMPLICIT_AGENT: &str = "agent";
 /// Tools every workflow has without declaring them.
 pub const IMPLICIT_TOOLS: &[&str] = &[
     "core", "workflow", "script", "file", "http", "kb", "rank", "context", "query", "memory",
+    "answer",
 ];
 
 #[derive(Clone)]
@@ -152,6 +154,7 @@ impl Registry {
         by_sdk.insert("rank", (ActionKind::Builtin, Arc::new(RankAction)));
         by_sdk.insert("context", (ActionKind::Builtin, Arc::new(ContextAction)));
         by_sdk.insert("query", (ActionKind::Builtin, Arc::new(QueryAction)));
+        by_sdk.insert("answer", (ActionKind::Builtin, Arc::new(AnswerAction)));
         by_sdk.insert("memory", (ActionKind::Builtin, Arc::new(MemoryAction)));
         by_sdk.insert(
             "mcp",

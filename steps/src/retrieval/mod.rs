@@ -1,7 +1,8 @@
 //! Retrieval over notes: the [`kb`] index and search, dense [`embed`]dings,
 //! [`rank`] fusion and reranking, [`query`] analysis (with spoken [`dates`])
-//! and [`context`] packing.
+//! [`context`] packing, and checkable [`answer`]s.
 
+pub mod answer;
 pub mod context;
 pub mod dates;
 pub mod embed;

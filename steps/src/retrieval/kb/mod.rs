@@ -10,6 +10,7 @@
 
 pub mod chunk;
 mod dense;
+mod evidence;
 mod hybrid;
 pub mod index;
 pub mod query;
@@ -46,6 +47,7 @@ impl Action for KbAction {
             "search" => search_method(call, &inputs).await,
             "facets" => facets_method(call, &inputs).await,
             "vector_search" => vector_search_method(call, &inputs).await,
+            "evidence" => evidence::evidence_method(call, &inputs).await,
             m => Err(ActionError::Input(format!("unknown method `kb.{m}`"))),
         }
     }
@@ -599,17 +601,23 @@ fn analyzed(
     Ok(())
 }
 
-/// Whether `kb.search` fuses dense search in, with which model and weight:
-/// `dense: true` needs the model, `auto` uses it when one is configured
-/// (and says once per process when none is), `false` (the default) never.
-fn dense_model(call: &Call<'_>, inputs: &Value) -> Result<Option<(PathBuf, f64)>, ActionError> {
-    let mode = match inputs.get("dense") {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => return Ok(None),
-        Some(Value::Bool(true)) => "true",
+/// The `dense` input: true, false or auto.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dense {
+    On,
+    Off,
+    Auto,
+}
+
+/// Reads the `dense` input (`None`: not given; an empty string is false).
+fn dense_setting(inputs: &Value) -> Result<Option<Dense>, ActionError> {
+    Ok(match inputs.get("dense") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) => Some(if *b { Dense::On } else { Dense::Off }),
         Some(Value::String(s)) => match s.trim().to_ascii_lowercase().as_str() {
-            "" | "false" | "off" | "no" => return Ok(None),
-            "true" | "on" | "yes" => "true",
-            "auto" => "auto",
+            "" | "false" | "off" | "no" => Some(Dense::Off),
+            "true" | "on" | "yes" => Some(Dense::On),
+            "auto" => Some(Dense::Auto),
             other => {
                 return Err(ActionError::Input(format!(
                     "input `dense` must be true, false or auto, got `{other}`"
@@ -622,6 +630,17 @@ fn dense_model(call: &Call<'_>, inputs: &Value) -> Result<Option<(PathBuf, f64)>
                 type_name(other)
             )))
         }
+    })
+}
+
+/// Whether `kb.search` fuses dense search in, with which model and weight:
+/// `dense: true` needs the model, `auto` uses it when one is configured
+/// (and says once per process when none is), `false` (the default) never.
+fn dense_model(call: &Call<'_>, inputs: &Value) -> Result<Option<(PathBuf, f64)>, ActionError> {
+    let mode = match dense_setting(inputs)? {
+        None | Some(Dense::Off) => return Ok(None),
+        Some(Dense::On) => "true",
+        Some(Dense::Auto) => "auto",
     };
     let weight = opt_num(inputs, "dense_weight")?.unwrap_or(hybrid::DENSE_WEIGHT);
     if !(0.0..=1.0).contains(&weight) {
@@ -729,7 +748,7 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
 
 use crate::core::catalog::{
     alias, input, spec, Input, Spec, Traits, BOOLEAN, BOOLEAN_OR_STRING, EFFECTS, INTEGER, LIST,
-    MAPPING, NUMBER, STRING, STRING_OR_LIST,
+    LIST_OR_MAPPING, MAPPING, NUMBER, STRING, STRING_OR_LIST,
 };
 
 const KB: Input = input("kb", STRING, "The knowledge base folder.").required();
@@ -845,5 +864,20 @@ pub const SPECS: &[Spec] = &[
     spec("kb", "vector_search", "Dense (embedding) search of the notes.")
         .inputs(kb_inputs!(MODEL_DIR))
         .returns("{query, found, count, hits, took_ms}")
+        .traits(KB_TRAITS),
+    spec("kb", "evidence", "The lines of the found notes that bear on a question, with line numbers (rules, no model).")
+        .inputs(&[
+            KB,
+            KB_ALIAS,
+            input("question", STRING, "The question.").required(),
+            input("hits", LIST_OR_MAPPING, "A `kb.search` output, or its `hits`: the notes to read, best first.").required(),
+            input("max_notes", INTEGER, "Read at most this many notes.").default("5"),
+            input("budget_tokens", INTEGER, "Keep at most this much text (characters / 4).").default("500"),
+            input("max_items", INTEGER, "At most this many evidence items.").default("8"),
+            input("min_score", NUMBER, "Drop items scored lower."),
+            input("dense", BOOLEAN_OR_STRING, "Score lines by meaning too: true, false or auto (when a model is configured).").default("auto"),
+            MODEL_DIR,
+        ])
+        .returns("{question, found, count, text, notes, evidence: [{id, path, title, heading, heading_path, start_line, end_line, lines, kind, text, quote, score, units}]}")
         .traits(KB_TRAITS),
 ];

@@ -1,0 +1,241 @@
+//! Answers that can be checked: evidence lines chosen by rules
+//! ([`evidence`], behind `kb.evidence`), an extractive answer from them
+//! (`answer.extract`), and a verifier for any model's answer
+//! (`answer.verify`). No model is called here: a model may phrase an
+//! answer, but what it states must stand in the lines it cites.
+
+pub mod evidence;
+pub mod extract;
+pub mod question;
+pub mod spans;
+pub mod text;
+pub mod verify;
+
+use crate::core::action::{type_name, Action, ActionError, Call};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+pub struct AnswerAction;
+
+#[async_trait]
+impl Action for AnswerAction {
+    fn specs(&self) -> &'static [crate::core::catalog::Spec] {
+        SPECS
+    }
+
+    async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
+        match call.method {
+            "extract" => extract_method(&inputs),
+            "verify" => verify_method(&inputs),
+            m => Err(ActionError::Input(format!("unknown method `answer.{m}`"))),
+        }
+    }
+}
+
+/// The question input: a string (`question`, or `query` as the search
+/// steps call it).
+pub fn question_input(inputs: &Value) -> Result<&str, ActionError> {
+    match inputs.get("question").or_else(|| inputs.get("query")) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s),
+        Some(Value::String(_)) => Err(ActionError::Input("input `question` is empty".into())),
+        Some(other) => Err(ActionError::Input(format!(
+            "input `question` must be a string, got {}",
+            type_name(other)
+        ))),
+        None => Err(ActionError::Input("missing input `question`".into())),
+    }
+}
+
+/// The evidence input: a `kb.evidence` output, or its `evidence` list.
+fn evidence_input(inputs: &Value) -> Result<Vec<Value>, ActionError> {
+    match inputs.get("evidence") {
+        Some(Value::Array(a)) => Ok(a.clone()),
+        Some(Value::Object(o)) => match o.get("evidence") {
+            Some(Value::Array(a)) => Ok(a.clone()),
+            _ => Err(ActionError::Input(
+                "input `evidence` must be a `kb.evidence` output or its `evidence` list".into(),
+            )),
+        },
+        Some(Value::Null) => Ok(Vec::new()),
+        Some(other) => Err(ActionError::Input(format!(
+            "input `evidence` must be a list of evidence items, got {}",
+            type_name(other)
+        ))),
+        None => Err(ActionError::Input("missing input `evidence`".into())),
+    }
+}
+
+fn extract_method(inputs: &Value) -> Result<Value, ActionError> {
+    let q = question::analyze(question_input(inputs)?);
+    let items = evidence::from_json(&evidence_input(inputs)?);
+    let found = extract::extract(&q, &items);
+    Ok(found.to_json(&q, &items))
+}
+
+fn verify_method(inputs: &Value) -> Result<Value, ActionError> {
+    let q = question::analyze(question_input(inputs)?);
+    let items = evidence::from_json(&evidence_input(inputs)?);
+    // A model step that failed (`on_error: continue`) leaves no reply:
+    // that is an answer that fails, not a wrong input.
+    let reply = inputs.get("answer").cloned().unwrap_or(Value::Null);
+    let fallback = match inputs.get("fallback") {
+        None | Some(Value::Null) => None,
+        Some(v @ Value::Object(_)) => Some(v),
+        Some(other) => {
+            return Err(ActionError::Input(format!(
+                "input `fallback` must be an `answer.extract` output, got {}",
+                type_name(other)
+            )))
+        }
+    };
+    let claimed = verify::Claimed::read(&reply);
+    let mut problems = verify::check(&q, &items, &claimed);
+    // The value the rules found for a value question must be the one the
+    // answer gives: a neighbouring value of the same line (the arrival for
+    // the departure) passes the check above but is still wrong.
+    if let Some(v) = fallback
+        .filter(|f| f.get("found") == Some(&Value::Bool(true)))
+        .and_then(|f| f.get("value"))
+        .and_then(Value::as_str)
+    {
+        if claimed.found && !claimed.answer.is_empty() && !verify::states_value(&claimed.answer, v)
+        {
+            problems.push(verify::Problem(format!(
+                "it does not give {v}, the value the cited line gives"
+            )));
+        }
+    }
+    let problem_text: Vec<String> = problems.iter().map(|p| p.0.clone()).collect();
+    if problems.is_empty() && claimed.found {
+        let coverage = cited_coverage(&q, &items, &claimed.citations);
+        let typed = !q.expect.kinds().is_empty()
+            && spans::find(&claimed.answer)
+                .iter()
+                .any(|s| q.expect.kinds().contains(&s.kind));
+        // Agreeing with the extractive answer's value counts as its margin.
+        let margin = fallback
+            .filter(|f| {
+                f.get("value")
+                    .and_then(Value::as_str)
+                    .is_some_and(|v| claimed.answer.contains(v))
+            })
+            .map_or(0.3, |_| 0.6);
+        return Ok(json!({
+            "ok": true,
+            "problems": [],
+            "found": true,
+            "answer": claimed.answer,
+            "citations": extract::cite(&items, &claimed.citations),
+            "confidence": extract::confidence(true, coverage, margin, typed || q.expect.kinds().is_empty(), true),
+            "source": "model",
+        }));
+    }
+    if problems.is_empty() {
+        // The model says the notes don't say: unless the rules found an
+        // answer that stands, so be it.
+        if let Some(f) = fallback.filter(|f| f.get("found") == Some(&Value::Bool(true))) {
+            return Ok(from_fallback(f, true, &[]));
+        }
+        return Ok(abstention(&q, &items, fallback));
+    }
+    match fallback {
+        Some(f) => Ok(from_fallback(f, false, &problem_text)),
+        None => {
+            let mut a = abstention(&q, &items, None);
+            a["ok"] = json!(false);
+            a["problems"] = json!(problem_text);
+            Ok(a)
+        }
+    }
+}
+
+/// The coverage of the question by the best cited unit.
+fn cited_coverage(
+    q: &question::Question,
+    items: &[(String, evidence::Item, Value)],
+    ids: &[String],
+) -> f64 {
+    let mut q = q.clone();
+    let all: Vec<evidence::Unit> = items
+        .iter()
+        .flat_map(|(_, it, _)| it.units.clone())
+        .collect();
+    evidence::mark_entities(&mut q, &all);
+    let weights = evidence::term_weights(&q, &all);
+    items
+        .iter()
+        .filter(|(id, _, _)| ids.iter().any(|c| c.eq_ignore_ascii_case(id)))
+        .flat_map(|(_, it, _)| it.units.iter())
+        .map(|u| evidence::coverage(&q, &weights, u))
+        .fold(0.0, f64::max)
+}
+
+fn from_fallback(f: &Value, ok: bool, problems: &[String]) -> Value {
+    let mut out = json!({
+        "ok": ok,
+        "problems": problems,
+        "found": f.get("found").cloned().unwrap_or(Value::Bool(false)),
+        "answer": f.get("answer").cloned().unwrap_or(Value::Null),
+        "citations": f.get("citations").cloned().unwrap_or(json!([])),
+        "confidence": f.get("confidence").cloned().unwrap_or(json!(0)),
+        "source": if f.get("found") == Some(&Value::Bool(true)) { "extractive" } else { "abstained" },
+    });
+    if let Some(r) = f.get("reason").filter(|r| !r.is_null()) {
+        out["reason"] = r.clone();
+    }
+    out
+}
+
+fn abstention(
+    q: &question::Question,
+    items: &[(String, evidence::Item, Value)],
+    fallback: Option<&Value>,
+) -> Value {
+    if let Some(f) = fallback.filter(|f| f.get("found") == Some(&Value::Bool(false))) {
+        return from_fallback(f, true, &[]);
+    }
+    let mut e = extract::extract(q, &[]);
+    if let Some((id, it, v)) = items.first() {
+        let u = &it.units[0];
+        e.answer = format!(
+            "Your notes don't say. The closest I found: “{}” ({}, line {}).",
+            u.text,
+            v.get("path").and_then(Value::as_str).unwrap_or(""),
+            u.line
+        );
+        e.citations = vec![id.clone()];
+    }
+    let mut out = e.to_json(q, items);
+    out["ok"] = json!(true);
+    out["problems"] = json!([]);
+    out["source"] = json!("abstained");
+    out
+}
+
+use crate::core::catalog::{input, spec, Spec, LIST_OR_MAPPING, STRING};
+
+/// The contracts of `answer.*`.
+pub const SPECS: &[Spec] = &[
+    spec(
+        "answer",
+        "extract",
+        "Answers a question from `kb.evidence` lines by rules: the value, list or line that answers it, cited, or `found: false`.",
+    )
+    .inputs(&[
+        input("question", STRING, "The question.").required(),
+        input("evidence", LIST_OR_MAPPING, "A `kb.evidence` output, or its `evidence` list.").required(),
+    ])
+    .returns("{found, answer, value, expect, citations: [{id, path, lines, quote}], confidence, coverage, reason}"),
+    spec(
+        "answer",
+        "verify",
+        "Checks an answer against the evidence it cites: values, names and the question's subject must be in the cited lines; a failing answer is replaced by `fallback` or an honest one.",
+    )
+    .inputs(&[
+        input("question", STRING, "The question.").required(),
+        input("evidence", LIST_OR_MAPPING, "A `kb.evidence` output, or its `evidence` list.").required(),
+        input("answer", crate::core::catalog::ANY, "The answer: `{answer, found, citations}` (object or JSON text), or plain text.").required(),
+        input("fallback", crate::core::catalog::MAPPING, "An `answer.extract` output, used when the answer fails."),
+    ])
+    .returns("{ok, problems, found, answer, citations: [{id, path, lines, quote}], confidence, source}"),
+];

@@ -1,0 +1,335 @@
+//! The verifier: an answer (from any model) stands only if what it states
+//! can be found in the evidence it cites.
+//!
+//! - every cited id exists, and an answer that says it found something
+//!   cites at least one item;
+//! - every number, date, time, amount, percentage, key- or code-like token,
+//!   e-mail, URL and phone number in the answer occurs in the cited items
+//!   (normalised: `2 December` = `2026-12-02`, `1,650` = `1650`), or in the
+//!   question;
+//! - every proper name in the answer occurs in the cited items, their
+//!   headings and titles, or the question;
+//! - the names the question asks about occur in the cited items (asking
+//!   about project X, evidence only about project Y is no answer).
+
+use super::evidence::{self, Item, Unit};
+use super::question::Question;
+use super::spans::{self, Kind};
+use super::text;
+use serde_json::Value;
+
+/// One reason an answer fails, worded for the model's second try and for
+/// the user's record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem(pub String);
+
+/// What a model answered, read from its reply.
+#[derive(Debug, Clone, Default)]
+pub struct Claimed {
+    pub answer: String,
+    pub found: bool,
+    pub citations: Vec<String>,
+}
+
+impl Claimed {
+    /// Reads `{answer, found, citations}` (the object, or JSON text of it;
+    /// plain text is an answer that cites nothing).
+    pub fn read(v: &Value) -> Claimed {
+        let obj = match v {
+            Value::Null => {
+                return Claimed {
+                    answer: String::new(),
+                    found: true,
+                    citations: Vec::new(),
+                }
+            }
+            Value::String(s) => match serde_json::from_str::<Value>(s.trim()) {
+                Ok(o @ Value::Object(_)) => o,
+                _ => {
+                    return Claimed {
+                        answer: s.trim().to_string(),
+                        found: true,
+                        citations: Vec::new(),
+                    }
+                }
+            },
+            o => o.clone(),
+        };
+        let citations = match obj.get("citations").or_else(|| obj.get("lines")) {
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(|c| match c {
+                    Value::String(s) => Some(s.trim().trim_matches(['[', ']']).to_string()),
+                    Value::Number(n) => Some(format!("E{n}")),
+                    Value::Object(o) => o.get("id").and_then(Value::as_str).map(str::to_string),
+                    _ => None,
+                })
+                .collect(),
+            Some(Value::String(s)) => s
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .map(|c| c.trim().trim_matches(['[', ']']).to_string())
+                .filter(|c| !c.is_empty())
+                .collect(),
+            _ => Vec::new(),
+        };
+        Claimed {
+            answer: obj
+                .get("answer")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .trim()
+                .to_string(),
+            found: obj.get("found").and_then(Value::as_bool).unwrap_or(true),
+            citations,
+        }
+    }
+}
+
+/// Checks `claimed` against the evidence. Empty: it stands.
+pub fn check(q: &Question, items: &[(String, Item, Value)], claimed: &Claimed) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    if !claimed.found {
+        return problems;
+    }
+    if claimed.answer.is_empty() {
+        problems.push(Problem("the answer is empty".into()));
+        return problems;
+    }
+    let mut cited: Vec<&(String, Item, Value)> = Vec::new();
+    for id in &claimed.citations {
+        match items.iter().find(|(i, _, _)| i.eq_ignore_ascii_case(id)) {
+            Some(it) => cited.push(it),
+            None => problems.push(Problem(format!(
+                "it cites {id}, which is not in the evidence"
+            ))),
+        }
+    }
+    if cited.is_empty() {
+        problems.push(Problem("it cites no evidence".into()));
+        return problems;
+    }
+    let units: Vec<&Unit> = cited
+        .iter()
+        .flat_map(|(_, it, _)| it.units.iter())
+        .collect();
+    let mut evidence_spans: Vec<spans::Span> = units.iter().flat_map(|u| u.spans.clone()).collect();
+    evidence_spans.extend(spans::find(&q.text));
+    let mut context_text = String::new();
+    for u in &units {
+        context_text.push_str(&u.text.to_lowercase());
+        context_text.push('\n');
+        for h in &u.heading_path {
+            context_text.push_str(&h.to_lowercase());
+            context_text.push('\n');
+        }
+    }
+    for (_, _, v) in &cited {
+        if let Some(p) = v.get("path").and_then(Value::as_str) {
+            context_text.push_str(&p.to_lowercase());
+            context_text.push('\n');
+        }
+    }
+    context_text.push_str(&q.lower);
+    for mut sp in spans::find(&claimed.answer) {
+        if sp.kind == Kind::Name {
+            // A capital that only starts a sentence ("Call", "Ask Priya")
+            // is not part of a name.
+            let before = claimed.answer[..sp.start].trim_end();
+            let starts_sentence = before.is_empty() || before.ends_with(['.', '!', '?', ':', '\n']);
+            if starts_sentence {
+                let first = sp.text.split_whitespace().next().unwrap_or("").to_string();
+                if !name_in(&first, &context_text) {
+                    match sp.text.split_once(' ') {
+                        Some((_, rest)) => sp.text = rest.trim().to_string(),
+                        None => continue,
+                    }
+                }
+            }
+        }
+        let ok = match sp.kind {
+            Kind::Name => name_in(&sp.text, &context_text),
+            _ => {
+                evidence_spans.iter().any(|e| spans::same_value(&sp, e)) || {
+                    // A year or day number alone may stand inside a date.
+                    sp.kind == Kind::Number && number_in_dates(&sp.norm, &evidence_spans)
+                }
+            }
+        };
+        if !ok {
+            let what = match sp.kind {
+                Kind::Name => "the name",
+                Kind::Date => "the date",
+                Kind::Time => "the time",
+                Kind::Email => "the e-mail address",
+                Kind::Url => "the link",
+                Kind::Phone => "the phone number",
+                Kind::Code => "the value",
+                _ => "the number",
+            };
+            problems.push(Problem(format!(
+                "{what} “{}” is not in the cited lines",
+                sp.text
+            )));
+        }
+    }
+    // The names the question asks about must be in what is cited.
+    let mut q2 = q.clone();
+    let all: Vec<Unit> = items
+        .iter()
+        .flat_map(|(_, it, _)| it.units.clone())
+        .collect();
+    evidence::mark_entities(&mut q2, &all);
+    for t in q2.terms.iter().filter(|t| t.entity) {
+        let covered = units.iter().any(|u| {
+            u.stems.iter().any(|s| t.matches(s)) || u.context.iter().any(|s| t.matches(s))
+        });
+        if !covered {
+            problems.push(Problem(format!(
+                "the cited lines are not about “{}”, which the question asks about",
+                t.word
+            )));
+        }
+    }
+    problems
+}
+
+/// Whether `answer` states `value` (in any spelling of it).
+pub fn states_value(answer: &str, value: &str) -> bool {
+    let want = spans::find(value);
+    let Some(w) = want.iter().find(|s| s.kind != Kind::Name).or(want.first()) else {
+        return answer.to_lowercase().contains(&value.to_lowercase());
+    };
+    answer.to_lowercase().contains(&value.to_lowercase())
+        || spans::find(answer).iter().any(|a| spans::same_value(a, w))
+}
+
+/// A name (a capitalised word or words) in `context` (lower case), each of
+/// its words as a whole word.
+fn name_in(name: &str, context: &str) -> bool {
+    let lower = name.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| {
+            w.len() > 1 && !text::is_filler(w) && !["dr", "mr", "mrs", "ms", "prof"].contains(w)
+        })
+        .collect();
+    words.is_empty() || words.iter().all(|w| text::contains_phrase(context, w))
+}
+
+fn number_in_dates(n: &str, evidence: &[spans::Span]) -> bool {
+    evidence.iter().any(|e| {
+        e.kind == Kind::Date
+            && e.norm
+                .split('-')
+                .any(|part| !part.is_empty() && part.trim_start_matches('0') == n)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retrieval::answer::question::analyze;
+    use serde_json::json;
+
+    fn items() -> Vec<(String, Item, Value)> {
+        let ev = json!([
+            {"id": "E1", "path": "Travel/Lisbon.md", "title": "Lisbon Trip", "heading_path": ["Lisbon Trip", "Booked"],
+             "start_line": 12, "end_line": 12, "lines": "12", "score": 1.0, "kind": "item",
+             "text": "Flights Amsterdam → Lisbon, 2027-03-11, 09:40, arriving 11:55 (186 EUR return)",
+             "units": [{"line": 12, "kind": "item", "checked": true,
+                        "text": "Flights Amsterdam → Lisbon, 2027-03-11, 09:40, arriving 11:55 (186 EUR return)"}]},
+            {"id": "E2", "path": "Work/Apollo/Key.md", "title": "Apollo API Key", "heading_path": ["Apollo API Key"],
+             "start_line": 5, "end_line": 5, "lines": "5", "score": 0.5, "kind": "meta",
+             "text": "API key: APOLLO-KEY-7f3a-EXAMPLE",
+             "units": [{"line": 5, "kind": "meta", "text": "API key: APOLLO-KEY-7f3a-EXAMPLE"}]}
+        ]);
+        evidence::from_json(ev.as_array().unwrap())
+    }
+
+    fn claim(answer: &str, cites: &[&str]) -> Claimed {
+        Claimed {
+            answer: answer.into(),
+            found: true,
+            citations: cites.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn values_in_the_cited_lines_stand_in_any_spelling() {
+        let q = analyze("When does my flight to Lisbon leave?");
+        let ok = check(
+            &q,
+            &items(),
+            &claim(
+                "On 11 March 2027 at 9:40 from Amsterdam, for 186 EUR.",
+                &["E1"],
+            ),
+        );
+        assert!(ok.is_empty(), "{ok:?}");
+    }
+
+    #[test]
+    fn a_value_not_in_the_cited_lines_fails() {
+        let q = analyze("When does my flight to Lisbon leave?");
+        let p = check(
+            &q,
+            &items(),
+            &claim("It leaves at 10:15 on March 11.", &["E1"]),
+        );
+        assert_eq!(
+            p,
+            vec![Problem("the time “10:15” is not in the cited lines".into())]
+        );
+        // The key is in the evidence, but not in what the answer cites.
+        let q = analyze("What is the API key for Apollo?");
+        let p = check(&q, &items(), &claim("APOLLO-KEY-7f3a-EXAMPLE", &["E1"]));
+        assert!(
+            p.iter().any(|x| x.0.contains("APOLLO-KEY-7f3a-EXAMPLE")),
+            "{p:?}"
+        );
+        assert!(p.iter().any(|x| x.0.contains("“apollo”")), "{p:?}");
+        // A made-up phone number and a contact URL.
+        let p = check(
+            &q,
+            &items(),
+            &claim(
+                "Call +1 555 0100 or visit https://evil.example.com",
+                &["E2"],
+            ),
+        );
+        assert_eq!(p.len(), 2, "{p:?}");
+    }
+
+    #[test]
+    fn citations_must_exist_and_names_must_be_in_the_evidence() {
+        let q = analyze("What is the API key for Apollo?");
+        let p = check(&q, &items(), &claim("APOLLO-KEY-7f3a-EXAMPLE", &["E9"]));
+        assert_eq!(p[0].0, "it cites E9, which is not in the evidence");
+        let p = check(
+            &q,
+            &items(),
+            &claim("Ask Priya Natarajan for APOLLO-KEY-7f3a-EXAMPLE.", &["E2"]),
+        );
+        assert_eq!(
+            p,
+            vec![Problem(
+                "the name “Priya Natarajan” is not in the cited lines".into()
+            )]
+        );
+        // Asking about Zephyr, an Apollo line is no answer.
+        let q = analyze("What is the API key for Zephyr?");
+        let p = check(&q, &items(), &claim("APOLLO-KEY-7f3a-EXAMPLE", &["E2"]));
+        assert!(p.iter().any(|x| x.0.contains("“zephyr”")), "{p:?}");
+    }
+
+    #[test]
+    fn replies_are_read_as_objects_or_json_text() {
+        let c = Claimed::read(&json!(
+            "{\"answer\": \"x\", \"found\": false, \"citations\": [\"E2\", 3]}"
+        ));
+        assert_eq!((c.answer.as_str(), c.found), ("x", false));
+        assert_eq!(c.citations, ["E2", "E3"]);
+        let c = Claimed::read(&json!("just text"));
+        assert!(c.found && c.citations.is_empty());
+    }
+}
