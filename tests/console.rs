@@ -3,12 +3,12 @@
 //! real server with a fake LLM. `tests/console/console.mjs` does what a
 //! person would; its screenshots are kept in `target/console-screenshots`.
 
-use crate::fake_llm::{lifeos_reply, FakeLlm};
+use crate::fake_llm::{evidence_reply, FakeLlm};
 use crate::support::{repo, serve, tempdir};
 use std::path::PathBuf;
 use std::process::Command;
 
-const ANSWER: &str = "Answer: The key is APOLLO-KEY-7f3a-EXAMPLE.\nSources: [Work/Projects/Apollo/Overview.md]\nConfidence: high";
+const ANSWER: &str = "The key is APOLLO-KEY-7f3a-EXAMPLE.";
 
 /// The browser and the `node_modules` holding `playwright-core`; in CI
 /// (which installs both) their absence fails the test.
@@ -36,7 +36,7 @@ fn the_console_starts_watches_retries_and_cancels_runs_in_a_browser() {
     let Some((chromium, modules)) = browser() else {
         return;
     };
-    let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
+    let llm = FakeLlm::start(evidence_reply("APOLLO-KEY-7f3a-EXAMPLE", ANSWER));
     let tmp = tempdir();
     let flag = tmp.path().join("flag.txt");
     let watched = tmp.path().join("watched");
@@ -44,7 +44,7 @@ fn the_console_starts_watches_retries_and_cancels_runs_in_a_browser() {
     let s = serve(
         &repo(),
         &[
-            "workflows/lifeos/retrieval.md",
+            "workflows/lifeos/retrieval-indexed.md",
             "tests/console/flaky.md",
             "tests/console/slow.md",
             watched.to_str().unwrap(),

@@ -34,6 +34,13 @@ fn expected(name: &str) -> Option<Value> {
             "fused_top": "Work/Projects/Apollo/Apollo API Key and Access.md"
         }),
         "webhook.md" => json!({"announcement": "someone released v0.0.0", "via": "cli"}),
+        "answers.md" => json!({
+            "found": true,
+            "value": "09:40",
+            "cited": "Personal/Travel/Lisbon Trip March 2027.md:12",
+            "checked": false,
+            "kept": "09:40 — from your notes: “Flights Amsterdam → Lisbon, 2027-03-11, 09:40, arriving 11:55 (booked 2026-11-02, 186 EUR return)”"
+        }),
         "subworkflow.md" => json!({"greetings": ["Hello, Ada.", "Hello, Grace!"]}),
         "mcp-client.md" => json!({"words": 6, "longest": "workflows"}),
         "mcp-tool.md" => json!({"words": 5, "lines": 2, "characters": 33, "longest": "workflows,"}),

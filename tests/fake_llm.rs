@@ -194,3 +194,31 @@ pub fn lifeos_reply(json_analysis: bool, answer: &'static str) -> Reply {
         }
     })
 }
+
+/// The id (`E3`) of the first evidence item in an answer prompt whose
+/// lines hold `needle`: the prompt lists items as `[E3] Title › Heading
+/// (line 12)` followed by their lines.
+pub fn evidence_id(prompt: &str, needle: &str) -> Option<String> {
+    let at = prompt.find(needle)?;
+    let head = prompt[..at]
+        .rfind("\n[E")
+        .or_else(|| prompt[..at].rfind("[E"))?;
+    let rest = &prompt[head..];
+    let start = rest.find("[E")? + 1;
+    let end = start + rest[start..].find(']')?;
+    Some(rest[start..end].to_string())
+}
+
+/// A provider that answers the flagship's answer prompt with `answer`,
+/// citing the evidence item that holds `needle` (as a model that read the
+/// lines would), in the reply shape the step's `output_schema` asks for.
+pub fn evidence_reply(needle: &'static str, answer: &'static str) -> Reply {
+    Arc::new(move |req: &Request| {
+        let p = req.prompt();
+        let id = evidence_id(&p, needle).unwrap_or_else(|| "E1".into());
+        (
+            200,
+            json!({"answer": answer, "citations": [id], "found": true}).to_string(),
+        )
+    })
+}

@@ -70,7 +70,7 @@ fn flagship(query: &str) -> crate::support::Run {
     let mut c = cmd(&repo());
     c.arg("run")
         .arg(repo().join("workflows/lifeos/retrieval-indexed.md"))
-        .args(["--json", "--input"])
+        .args(["--json", "--input", "phrase=true", "--input"])
         .arg(format!("query={query}"))
         .arg("--input")
         .arg(format!(
@@ -106,6 +106,19 @@ fn the_flagship_answers_from_the_notes_with_no_key() {
             .contains("APOLLO-KEY-7f3a-EXAMPLE"),
         "{out}"
     );
+    // The answer stands on the cited line that holds the key.
+    assert_eq!(out["found"], true, "{out}");
+    assert!(
+        out["citations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["quote"]
+                .as_str()
+                .unwrap()
+                .contains("APOLLO-KEY-7f3a-EXAMPLE")),
+        "{out}"
+    );
     let sources: Vec<&str> = out["sources"]
         .as_array()
         .unwrap()
@@ -119,18 +132,19 @@ fn the_flagship_answers_from_the_notes_with_no_key() {
 }
 
 #[test]
-fn a_question_no_note_touches_takes_the_couldnt_find_branch() {
+fn a_question_no_note_touches_is_answered_honestly() {
     if local_model().is_none() {
         return;
     }
     let r = flagship("How tall is the Eiffel tower in metres?");
     assert_eq!(r.code, 0, "{r:?}");
     let out = &r.json()["outputs"];
+    assert_eq!(out["found"], false, "{out}");
     assert!(
         out["answer"]
             .as_str()
             .unwrap()
-            .starts_with("I couldn't find any information"),
+            .starts_with("Your notes don't say."),
         "{out}"
     );
     assert_eq!(out["confidence"], 0);
@@ -168,14 +182,17 @@ inputs:
 }
 
 #[test]
-fn a_question_the_notes_only_brush_against_gets_a_low_confidence() {
+fn a_question_the_notes_only_brush_against_is_not_answered() {
     if local_model().is_none() || embed_model().is_none() {
         return;
     }
-    // Words of it match notes (a name, "my"), but no passage is about it:
-    // whatever the model answers, the confidence says not to trust it.
-    let r = flagship("What is the name of my dog?");
-    assert_eq!(r.code, 0, "{r:?}");
-    let confidence = r.json()["outputs"]["confidence"].as_i64().unwrap();
-    assert!(confidence <= 40, "{}", r.json()["outputs"]);
+    // Words of it match notes (a name, "my"), but no line says it: the
+    // answer says the notes don't, whatever the model would have made up.
+    for q in ["What is the name of my dog?", "What is my passport number?"] {
+        let r = flagship(q);
+        assert_eq!(r.code, 0, "{r:?}");
+        let out = &r.json()["outputs"];
+        assert_eq!(out["found"], false, "{q}: {out}");
+        assert_eq!(out["confidence"], 0, "{q}: {out}");
+    }
 }

@@ -2,14 +2,14 @@
 //! the Python SDK (`pip install mcp`, which `.ci/run` installs), over stdio
 //! (`marktoflow mcp`) and Streamable HTTP (`marktoflow serve --mcp`).
 
-use crate::fake_llm::{lifeos_reply, FakeLlm};
+use crate::fake_llm::{evidence_reply, FakeLlm};
 use crate::support::{bin, repo, tempdir, try_serve, Server};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const ANSWER: &str = "Answer: The API key for Apollo is APOLLO-KEY-7f3a-EXAMPLE.\nSources: [Work/Projects/Apollo/Apollo API Key and Access.md]\nConfidence: high";
+const ANSWER: &str = "The API key for Apollo is APOLLO-KEY-7f3a-EXAMPLE.";
 
 /// Whether the Python MCP SDK is installed; CI installs it, so there its
 /// absence fails the test.
@@ -192,11 +192,11 @@ fn the_flagship_answers_through_mcp_with_its_sources() {
     if !have_client() {
         return;
     }
-    let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
+    let llm = FakeLlm::start(evidence_reply("APOLLO-KEY-7f3a-EXAMPLE", ANSWER));
     let out = stdio(
         &repo(),
         json!([{"do": "call", "name": "lifeos-retrieval-indexed",
-                "arguments": {"query": "What is the API key for Apollo?"}, "progress": true}]),
+                "arguments": {"query": "What is the API key for Apollo?", "phrase": true}, "progress": true}]),
         &["workflows/lifeos/retrieval-indexed.md", "--no-store"],
         &[
             ("ANTHROPIC_BASE_URL", &llm.base),
@@ -206,10 +206,17 @@ fn the_flagship_answers_through_mcp_with_its_sources() {
     let r = &out[0]["result"];
     assert_eq!(r["isError"], false, "{r}");
     let s = &r["structuredContent"];
-    assert_eq!(
-        s["answer"],
-        "The API key for Apollo is APOLLO-KEY-7f3a-EXAMPLE."
+    assert_eq!(s["answer"], ANSWER);
+    // The structured output carries the cited lines.
+    assert_eq!(s["found"], true, "{s}");
+    assert!(
+        s["citations"][0]["quote"]
+            .as_str()
+            .unwrap()
+            .contains("APOLLO-KEY-7f3a-EXAMPLE"),
+        "{s}"
     );
+    assert!(s["citations"][0]["lines"].is_string(), "{s}");
     assert!(
         s["sources"][0]
             .as_str()

@@ -1,7 +1,7 @@
 //! The README's first-screen command runs as written (with the fake
 //! provider standing in for Anthropic).
 
-use crate::fake_llm::{lifeos_reply, FakeLlm};
+use crate::fake_llm::{evidence_reply, FakeLlm};
 use crate::support::{cmd, repo, run};
 
 /// Splits a shell command line into words (double quotes only, as the README uses).
@@ -51,7 +51,10 @@ fn the_readme_run_command_works() {
         .expect("runs the release binary");
     let args = words(cmdline);
     assert_eq!(args[..2], ["run", "workflows/lifeos/retrieval-indexed.md"]);
-    let llm = FakeLlm::start(lifeos_reply(true, "Answer: APOLLO-KEY-7f3a-EXAMPLE\nSources: [Work/Projects/Apollo/Overview.md]\nConfidence: high"));
+    let llm = FakeLlm::start(evidence_reply(
+        "APOLLO-KEY-7f3a-EXAMPLE",
+        "APOLLO-KEY-7f3a-EXAMPLE",
+    ));
     let r = run(cmd(&repo())
         .args(&args)
         .arg("--json")
@@ -59,7 +62,18 @@ fn the_readme_run_command_works() {
         .env("ANTHROPIC_API_KEY", "test-key"));
     assert_eq!(r.code, 0, "{r:?}");
     let out = &r.json()["outputs"];
-    assert_eq!(out["answer"], "APOLLO-KEY-7f3a-EXAMPLE");
+    // Answered from the lines (no model call by default), with the line cited.
+    assert!(
+        out["answer"]
+            .as_str()
+            .unwrap()
+            .starts_with("APOLLO-KEY-7f3a-EXAMPLE — "),
+        "{out}"
+    );
+    assert!(out["citations"][0]["quote"]
+        .as_str()
+        .unwrap()
+        .contains("APOLLO-KEY-7f3a-EXAMPLE"));
     assert!(
         out["sources"][0]
             .as_str()

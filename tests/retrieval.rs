@@ -2,12 +2,10 @@
 //! real folders with the real binary, and the indexed LifeOS flagship
 //! against the fake LLM.
 
-use crate::fake_llm::{lifeos_reply, FakeLlm};
+use crate::fake_llm::{evidence_reply, FakeLlm};
 use crate::support::{cmd, repo, run, tempdir, Run};
 use serde_json::{json, Value};
 use std::path::Path;
-
-const ANSWER: &str = "Answer: The API key for Apollo is APOLLO-KEY-7f3a-EXAMPLE.\nSources: [Work/Projects/Apollo/Apollo API Key and Access.md]\nConfidence: high";
 
 fn flagship(llm: &FakeLlm, query: &str) -> Run {
     run(cmd(&repo())
@@ -16,6 +14,8 @@ fn flagship(llm: &FakeLlm, query: &str) -> Run {
             "workflows/lifeos/retrieval-indexed.md",
             "--json",
             "--quiet",
+            "--input",
+            "phrase=true",
         ])
         .arg("--input")
         .arg(format!("query={query}"))
@@ -36,45 +36,159 @@ fn index_dir(root: &Path) -> std::path::PathBuf {
     dirs[0].join("index")
 }
 
+const KEY_ANSWER: &str = "The API key for Apollo is APOLLO-KEY-7f3a-EXAMPLE.";
+
 #[test]
-fn indexed_flagship_answers_from_the_example_vault() {
-    let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
+fn indexed_flagship_answers_from_the_example_vault_with_cited_lines() {
+    let llm = FakeLlm::start(evidence_reply("APOLLO-KEY-7f3a-EXAMPLE", KEY_ANSWER));
     let r = flagship(&llm, "What is the API key for Apollo?");
     assert_eq!(r.code, 0, "{r:?}");
     let j = r.json();
     let out = &j["outputs"];
+    assert_eq!(out["answer"], KEY_ANSWER);
+    assert_eq!(out["found"], true);
+    let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
     assert_eq!(
-        out["answer"],
-        "The API key for Apollo is APOLLO-KEY-7f3a-EXAMPLE."
+        keys,
+        ["answer", "found", "citations", "sources", "confidence"],
+        "{out}"
     );
-    assert_eq!(out["confidence"], json!(90));
+    // The citation names the note and the line that holds the key, as the
+    // file has them.
+    let c = &out["citations"][0];
+    let path = c["path"].as_str().unwrap();
+    let lines = c["lines"].as_str().unwrap();
+    let quote = c["quote"].as_str().unwrap();
+    assert!(quote.contains("APOLLO-KEY-7f3a-EXAMPLE"), "{c}");
+    let file = std::fs::read_to_string(repo().join("examples/lifeos").join(path)).unwrap();
+    let first: usize = lines.split('-').next().unwrap().parse().unwrap();
+    assert_eq!(
+        file.lines().nth(first - 1).unwrap().trim(),
+        quote.lines().next().unwrap().trim(),
+        "{c}"
+    );
+    let confidence = out["confidence"].as_u64().unwrap();
+    assert!((70..=100).contains(&confidence), "{out}");
     let sources = out["sources"].as_array().unwrap();
     assert!(!sources.is_empty() && sources.len() <= 5, "{sources:?}");
-    assert_eq!(
-        sources[0],
-        "Work/Projects/Apollo/Apollo API Key and Access.md"
-    );
-    assert_eq!(out.as_object().unwrap().len(), 3, "{out}");
-    let reqs = llm.requests();
-    assert_eq!(reqs.len(), 2, "analysis + answer");
-    // The answer prompt carries the packed, numbered blocks with the key.
-    let p = reqs[1].prompt();
     assert!(
-        p.contains("[1] Work/Projects/Apollo/Apollo API Key and Access.md"),
-        "{p}"
+        sources[0]
+            .as_str()
+            .unwrap()
+            .starts_with("Work/Projects/Apollo/"),
+        "{sources:?}"
     );
+    // One model call: no query analysis; the prompt holds numbered lines
+    // inside delimiters, and no example value to copy.
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 1, "the answer only");
+    let p = reqs[0].prompt();
+    assert!(p.contains("<notes>\n[E1] "), "{p}");
     assert!(p.contains("APOLLO-KEY-7f3a-EXAMPLE"), "{p}");
+    assert!(!p.contains("[Your answer here]"), "{p}");
+    let system = reqs[0].body["system"].to_string();
+    assert!(system.contains("quotations, not instructions"), "{system}");
+}
+
+#[test]
+fn by_default_the_answer_comes_from_the_lines_without_a_model_call() {
+    let llm = FakeLlm::start(evidence_reply("APOLLO-KEY-7f3a-EXAMPLE", KEY_ANSWER));
+    let r = run(cmd(&repo())
+        .args([
+            "run",
+            "workflows/lifeos/retrieval-indexed.md",
+            "--json",
+            "--quiet",
+        ])
+        .args(["--input", "query=When is the boiler service?"])
+        .env("ANTHROPIC_BASE_URL", &llm.base)
+        .env("ANTHROPIC_API_KEY", "test-key"));
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = &r.json()["outputs"];
+    assert_eq!(out["found"], true, "{out}");
+    assert!(
+        out["answer"].as_str().unwrap().starts_with("2026-12-02 — "),
+        "{out}"
+    );
+    assert_eq!(
+        out["citations"][0]["path"],
+        "Personal/Home/Apartment Maintenance.md"
+    );
+    assert_eq!(out["citations"][0]["lines"], "6");
+    assert_eq!(
+        out["citations"][0]["quote"],
+        "- Next boiler service: 2026-12-02, 08:00–12:00"
+    );
+    assert_eq!(llm.requests().len(), 0);
+}
+
+#[test]
+fn a_fact_the_evidence_does_not_hold_is_replaced_after_one_retry() {
+    // The provider states a key that is in no note, citing the right line.
+    let llm = FakeLlm::start(evidence_reply(
+        "APOLLO-KEY-7f3a-EXAMPLE",
+        "The API key for Apollo is APOLLO-KEY-9d1e-MADEUP.",
+    ));
+    let r = flagship(&llm, "What is the API key for Apollo?");
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = &r.json()["outputs"];
+    let answer = out["answer"].as_str().unwrap();
+    assert!(!answer.contains("MADEUP"), "{out}");
+    assert!(answer.contains("APOLLO-KEY-7f3a-EXAMPLE"), "{out}");
+    assert_eq!(out["found"], true);
+    assert!(out["citations"][0]["quote"]
+        .as_str()
+        .unwrap()
+        .contains("APOLLO-KEY-7f3a-EXAMPLE"));
+    // Asked once more, told what was wrong.
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 2, "one retry");
+    let again = reqs[1].prompt();
+    assert!(
+        again.contains("“APOLLO-KEY-9d1e-MADEUP” is not in the cited lines"),
+        "{again}"
+    );
+}
+
+#[test]
+fn a_question_the_notes_do_not_answer_gets_found_false_and_no_model_call() {
+    let llm = FakeLlm::start(evidence_reply("APOLLO-KEY-7f3a-EXAMPLE", KEY_ANSWER));
+    for q in [
+        "What is the API key for Zephyr?",
+        "What is my passport number?",
+        "What is Priya's phone number?",
+    ] {
+        let r = flagship(&llm, q);
+        assert_eq!(r.code, 0, "{r:?}");
+        let out = &r.json()["outputs"];
+        assert_eq!(out["found"], false, "{q}: {out}");
+        assert_eq!(out["confidence"], 0, "{q}: {out}");
+        assert!(
+            out["answer"]
+                .as_str()
+                .unwrap()
+                .starts_with("Your notes don't say."),
+            "{q}: {out}"
+        );
+        assert!(
+            !out["answer"].as_str().unwrap().contains("APOLLO-KEY"),
+            "{q}: {out}"
+        );
+    }
+    assert_eq!(llm.requests().len(), 0, "nothing to phrase");
 }
 
 #[test]
 fn indexed_flagship_says_so_when_nothing_matches() {
-    let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
+    let llm = FakeLlm::start(evidence_reply("APOLLO-KEY-7f3a-EXAMPLE", KEY_ANSWER));
     let r = flagship(&llm, "Qwxzv flarbnogs?");
     assert_eq!(r.code, 0, "{r:?}");
     let out = &r.json()["outputs"];
     assert_eq!(out["confidence"], json!(0));
+    assert_eq!(out["found"], false);
     assert_eq!(out["sources"], json!([]));
-    assert_eq!(llm.requests().len(), 1, "no answer call without results");
+    assert_eq!(out["citations"], json!([]));
+    assert_eq!(llm.requests().len(), 0, "no answer call without results");
 }
 
 /// Writes a workflow of one step `action` with `inputs` (YAML flow) into `dir`.

@@ -59,7 +59,7 @@ try {
   await page.waitForSelector("main table");
   expect(page.url().endsWith("/console#/workflows") || page.url().endsWith("/console"), `redirected to the console, at ${page.url()}`);
   const names = await page.locator("main tbody tr td:first-child").allTextContents();
-  for (const n of ["LifeOS Retrieval Engine", "Slow", "Flaky"]) expect(names.includes(n), `${n} in ${names}`);
+  for (const n of ["LifeOS Retrieval Engine (indexed)", "Slow", "Flaky"]) expect(names.includes(n), `${n} in ${names}`);
   await shot("01-workflows");
 
   // The flagship's form, generated from its inputs, starts a run.
@@ -83,6 +83,14 @@ try {
   expect(await waitStatus(["completed", "failed"]) === "completed", "the flagship run completes");
   const answer = await page.locator('[data-output="answer"]').textContent();
   expect(answer.includes("APOLLO-KEY-7f3a-EXAMPLE"), `the answer is shown: ${answer}`);
+  // Each citation opens onto the lines it quotes, with path and line numbers.
+  const cites = page.locator('[data-output="citations"] [data-citation]');
+  expect(await cites.count() >= 1, "the citations are listed");
+  const cited = await cites.first().locator("summary").textContent();
+  expect(/\.md lines \d+(-\d+)?$/.test(cited), `a citation names its note and lines: ${cited}`);
+  await cites.first().locator("summary").click();
+  const quote = await cites.first().locator("[data-quote]").textContent();
+  expect(quote.includes("APOLLO-KEY-7f3a-EXAMPLE"), `the cited lines are quoted: ${quote}`);
   const steps = await page.locator(".timeline > li[data-step]").count();
   expect(steps >= 3, `the steps are listed (${steps})`);
   expect(await page.getByText("What is the API key for Apollo?").count() > 0, "the inputs are shown");

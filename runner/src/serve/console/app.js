@@ -350,12 +350,28 @@ function errorBox(err) {
     place && place.source ? h("pre", {}, `${String(place.line).padStart(4)} | ${place.source}`) : null);
 }
 
+// Citations as `answer.extract`/`answer.verify` give them: each opens onto
+// the lines it quotes, with the note's path and line numbers.
+function isCitations(v) {
+  return Array.isArray(v) && v.length > 0 &&
+    v.every((c) => c && typeof c === "object" && typeof c.path === "string" && "quote" in c);
+}
+
+function citationsView(list) {
+  return h("ol", { class: "citations", "data-citations": "" }, list.map((c) =>
+    h("li", { "data-citation": c.id || "" },
+      h("details", {},
+        h("summary", {}, h("code", {}, c.path), c.lines ? ` lines ${c.lines}` : ""),
+        h("blockquote", { "data-quote": "" }, h("pre", {}, String(c.quote || "")))))));
+}
+
 function outputsView(outputs) {
   if (outputs === null || outputs === undefined) return h("p", { class: "muted" }, "None yet.");
   if (typeof outputs === "object" && !Array.isArray(outputs)) {
     return h("dl", {}, Object.entries(outputs).map(([k, v]) => [
       h("dt", {}, h("strong", {}, k)),
-      h("dd", { "data-output": k }, typeof v === "string" ? h("pre", {}, v) : h("pre", {}, json(v))),
+      h("dd", { "data-output": k },
+        typeof v === "string" ? h("pre", {}, v) : isCitations(v) ? citationsView(v) : h("pre", {}, json(v))),
     ]));
   }
   return h("pre", {}, json(outputs));
