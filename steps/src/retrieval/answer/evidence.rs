@@ -752,6 +752,7 @@ pub fn from_json(items: &[Value]) -> Vec<(String, Item, Value)> {
         let listed: Vec<Value> = it
             .get("units")
             .and_then(Value::as_array)
+            .filter(|a| !a.is_empty())
             .cloned()
             .unwrap_or_else(|| vec![json!({"line": start, "text": s("text"), "kind": s("kind")})]);
         let units: Vec<Unit> = listed
@@ -791,6 +792,10 @@ pub fn from_json(items: &[Value]) -> Vec<(String, Item, Value)> {
                 }
             })
             .collect();
+        // An item with no text is no evidence (a hand-made list may hold one).
+        if units.iter().all(|u| u.text.trim().is_empty()) {
+            continue;
+        }
         let score = it.get("score").and_then(Value::as_f64).unwrap_or(0.0);
         out.push((
             id,
@@ -872,6 +877,25 @@ mod tests {
         assert_eq!(j[0]["lines"], "8");
         assert_eq!(j[0]["heading"], "Booked");
         assert!(j[0]["quote"].as_str().unwrap().starts_with("- [x] Flights"));
+    }
+
+    #[test]
+    fn evidence_made_by_hand_is_read_without_panicking() {
+        let odd = json!([
+            {"id": "E1", "units": []},
+            "not an item",
+            {"id": "E2", "text": "Boiler service: 2026-12-02", "path": "h.md"},
+            {"units": [{"text": ""}]},
+            7
+        ]);
+        let items = from_json(odd.as_array().unwrap());
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].0, "E2");
+        let q = analyze("When is the boiler service?");
+        let a = crate::retrieval::answer::extract::extract(&q, &items);
+        assert_eq!(a.value.as_deref(), Some("2026-12-02"));
+        let none = crate::retrieval::answer::extract::extract(&q, &[]);
+        assert!(!none.found);
     }
 
     #[test]
