@@ -437,9 +437,7 @@ pub fn coverage_for(question: &Question, weights: &[f64], u: &Unit, typed: bool)
     let has_value = typed && u.spans.iter().any(|s| kinds.contains(&s.kind));
     let mut got = 0.0;
     for (t, w) in question.terms.iter().zip(weights) {
-        if u.stems.iter().any(|s| t.matches(s)) {
-            got += w;
-        } else if has_value && names_a_type(&t.word) {
+        if u.stems.iter().any(|s| t.matches(s)) || (has_value && names_a_type(&t.word)) {
             got += w;
         } else if u.context.iter().any(|s| t.matches(s)) {
             got += 0.7 * w;
@@ -866,7 +864,7 @@ mod tests {
 
     #[test]
     fn the_booked_section_wins_a_time_question_over_costs() {
-        let n = vec![note("Travel/Lisbon Trip.md", TRIP, 0)];
+        let n = [note("Travel/Lisbon Trip.md", TRIP, 0)];
         let mut units = units_of(0, &n[0], 0);
         let q = analyze("What time is my flight to Lisbon?");
         score(&q, &mut units, None);
@@ -900,7 +898,7 @@ mod tests {
 
     #[test]
     fn a_list_question_keeps_the_whole_list() {
-        let n = vec![note("Travel/Lisbon Trip.md", TRIP, 0)];
+        let n = [note("Travel/Lisbon Trip.md", TRIP, 0)];
         let mut units = units_of(0, &n[0], 0);
         let q = analyze("What is booked for the Lisbon trip?");
         score(&q, &mut units, None);

@@ -293,7 +293,15 @@ pub fn extract(q: &Question, items: &[(String, Item, Value)]) -> Extracted {
             });
         }
     }
-    let nothing = |reason: &str| -> Extracted { abstain(items, reason) };
+    // The closest line to quote when nothing answers: one about what the
+    // question names, when there is one (not another project's key).
+    let closest = items
+        .iter()
+        .position(|(_, it, _)| it.units.iter().any(|u| names_ok(&q, u, &[])))
+        .unwrap_or(0);
+    let nothing = |reason: &str| -> Extracted {
+        abstain(&items[closest.min(items.len().saturating_sub(1))..], reason)
+    };
     if items.is_empty() {
         return nothing("no evidence");
     }

@@ -118,7 +118,7 @@ pub async fn evidence_method(call: &Call<'_>, inputs: &Value) -> Result<Value, A
 fn count(inputs: &Value, field: &str, default: usize) -> Result<usize, ActionError> {
     match opt_num(inputs, field)? {
         None => Ok(default),
-        Some(n) if n >= 1.0 && n <= 10_000.0 => Ok(n as usize),
+        Some(n) if (1.0..=10_000.0).contains(&n) => Ok(n as usize),
         Some(n) => Err(ActionError::Input(format!(
             "input `{field}` must be a whole number from 1 to 10000, got {n}"
         ))),
