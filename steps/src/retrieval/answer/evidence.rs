@@ -10,7 +10,7 @@
 //! similarity in meaning — and the best are kept within a token budget. A
 //! question about a list keeps the whole list the best item belongs to.
 
-use super::question::{Expect, Question};
+use super::question::{Expect, Question, Term};
 use super::spans::{self, Span};
 use super::text;
 use serde_json::{json, Value};
@@ -435,9 +435,19 @@ pub fn coverage_for(question: &Question, weights: &[f64], u: &Unit, typed: bool)
     }
     let kinds = question.expect.kinds();
     let has_value = typed && u.spans.iter().any(|s| kinds.contains(&s.kind));
+    // Every line of a note is about what its title names; a heading or a
+    // folder says less.
+    let title = u
+        .heading_path
+        .first()
+        .map(|t| text::stems(t))
+        .unwrap_or_default();
     let mut got = 0.0;
     for (t, w) in question.terms.iter().zip(weights) {
-        if u.stems.iter().any(|s| t.matches(s)) || (has_value && names_a_type(&t.word)) {
+        if u.stems.iter().any(|s| t.matches(s))
+            || (has_value && names_a_type(&t.word))
+            || (t.entity && title.iter().any(|s| t.matches(s)))
+        {
             got += w;
         } else if u.context.iter().any(|s| t.matches(s)) {
             got += 0.7 * w;
@@ -503,13 +513,22 @@ const QUALIFIERS: &[&str] = &[
     "business",
 ];
 
-/// Whether `u` says every qualifier of [`QUALIFIERS`] the question uses.
+/// Whether `u` says every qualifier of [`QUALIFIERS`] the question uses
+/// and every modifier of its noun phrases ([`Question::modifiers`]), in its
+/// words or its context.
 pub fn qualifiers_ok(question: &Question, u: &Unit) -> bool {
+    let says =
+        |t: &Term| u.stems.iter().any(|s| t.matches(s)) || u.context.iter().any(|s| t.matches(s));
+    // Most modifiers, not all: notes write "emergency fund" for "rainy day
+    // fund" and drop the "day".
+    let modifiers = question.modifiers.len();
+    let said = question.modifiers.iter().filter(|t| says(t)).count();
     question
         .terms
         .iter()
         .filter(|t| QUALIFIERS.contains(&t.word.as_str()))
-        .all(|t| u.stems.iter().any(|s| t.matches(s)) || u.context.iter().any(|s| t.matches(s)))
+        .all(says)
+        && 2 * said >= modifiers
 }
 
 /// Scores every unit (see the module's comment). `similarity` holds each

@@ -112,6 +112,13 @@ fn verify_method(inputs: &Value) -> Result<Value, ActionError> {
             && spans::find(&claimed.answer)
                 .iter()
                 .any(|s| q.expect.kinds().contains(&s.kind));
+        let shape = if typed {
+            extract::Shape::Value
+        } else if q.expect == question::Expect::List {
+            extract::Shape::List
+        } else {
+            extract::Shape::Line
+        };
         // Agreeing with the extractive answer's value counts as its margin.
         let margin = fallback
             .filter(|f| {
@@ -126,7 +133,7 @@ fn verify_method(inputs: &Value) -> Result<Value, ActionError> {
             "found": true,
             "answer": claimed.answer,
             "citations": extract::cite(&items, &claimed.citations),
-            "confidence": extract::confidence(true, coverage, margin, typed || q.expect.kinds().is_empty(), true),
+            "confidence": extract::confidence(true, coverage, margin, shape, true),
             "source": "model",
         }));
     }

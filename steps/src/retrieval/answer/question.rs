@@ -37,7 +37,8 @@ impl Expect {
     /// The span kinds that can answer it.
     pub fn kinds(self) -> &'static [Kind] {
         match self {
-            Expect::Value(Kind::Date) => &[Kind::Date],
+            // "When is the race start": a day, or on the day a time.
+            Expect::Value(Kind::Date) => &[Kind::Date, Kind::Time],
             Expect::Value(Kind::Time) => &[Kind::Time],
             Expect::Value(Kind::Amount) => &[Kind::Amount, Kind::Number],
             Expect::Value(Kind::Number) => &[Kind::Number, Kind::Amount, Kind::Percent, Kind::Time],
@@ -88,6 +89,10 @@ pub struct Question {
     /// The noun the question asks about ("blood type" → type, "passport
     /// number" → number): a line that does not say it cannot answer.
     pub head: Option<Term>,
+    /// Words that narrow a noun phrase of the question ("my *eye*
+    /// appointment", "the Apollo *code* freeze"): a line that says none of
+    /// them speaks of another appointment or freeze.
+    pub modifiers: Vec<Term>,
 }
 
 /// Words of "still open", "not reached": the question's state, not topic.
@@ -247,7 +252,9 @@ pub fn analyze(question: &str) -> Question {
         .map(|w| w.to_string())
         .collect();
     let head = head_noun(&words, &terms);
+    let modifiers = modifiers_of(&words, &terms);
     Question {
+        modifiers,
         wants_open,
         wants_done,
         wants_money,
@@ -258,6 +265,53 @@ pub fn analyze(question: &str) -> Question {
         expect,
         terms,
     }
+}
+
+/// Words that end a noun phrase of a question.
+const PHRASE_STOPS: &[&str] = &[
+    "for", "of", "in", "at", "on", "to", "with", "from", "did", "do", "does", "am", "is", "are",
+    "was", "were", "have", "has", "had", "i", "we", "should", "would", "can", "will", "about",
+    "when", "that", "by", "and", "or", "without", "after", "before", "into", "than", "like",
+];
+
+/// The modifiers of the noun phrase a question asks about ("when is my
+/// eye appointment", "what is the Apollo code freeze"): every topic word of
+/// the phrase after the question word, its verb and "my"/"the", but its
+/// last (the noun) — leaving out names (checked on their own) and side
+/// words (which only rank values). Only that shape: elsewhere a question's
+/// verbs would be taken for nouns.
+fn modifiers_of(words: &[&str], terms: &[Term]) -> Vec<Term> {
+    let opens = matches!(
+        words.first(),
+        Some(&("when" | "what" | "which" | "who" | "where"))
+    ) && words
+        .get(1)
+        .is_some_and(|w| ["is", "are", "was", "were"].contains(w))
+        && words
+            .get(2)
+            .is_some_and(|w| ["my", "the", "our", "your"].contains(w));
+    if !opens {
+        return Vec::new();
+    }
+    let mut phrase: Vec<&Term> = Vec::new();
+    for w in &words[3..] {
+        if PHRASE_STOPS.contains(w) {
+            break;
+        }
+        let w = w.trim_end_matches("'s");
+        if let Some(t) = terms.iter().find(|t| t.word == w) {
+            phrase.push(t);
+        }
+    }
+    phrase.pop();
+    let mut out: Vec<Term> = Vec::new();
+    for t in phrase {
+        let side = SIDE_WORDS.iter().any(|g| g.contains(&t.word.as_str()));
+        if !t.entity && !side && !out.iter().any(|o| o.stem == t.stem) {
+            out.push(t.clone());
+        }
+    }
+    out
 }
 
 /// The noun of "what is my blood type", "which airline", "what is the
@@ -337,6 +391,31 @@ fn expect_of(lower: &str, first: &str) -> Expect {
     ) {
         return Expect::Value(Kind::Phone);
     }
+    // "When is the Apollo code freeze", "when is the next key rotation":
+    // the question word decides; "code" and "key" only name the thing.
+    if first == "when" || lower.starts_with("by when") {
+        return if has_any(lower, &["time"]) {
+            Expect::Value(Kind::Time)
+        } else {
+            Expect::Value(Kind::Date)
+        };
+    }
+    // "What is wrong with the price cap": a reason, not the price.
+    if has_any(
+        lower,
+        &[
+            "what is wrong",
+            "what's wrong",
+            "whats wrong",
+            "what went wrong",
+            "what is the problem",
+            "what's the problem",
+            "what is the issue",
+            "what's the issue",
+        ],
+    ) {
+        return Expect::Text;
+    }
     if has_any(
         lower,
         &[
@@ -374,24 +453,21 @@ fn expect_of(lower: &str, first: &str) -> Expect {
             "finishing time",
             "time am i",
         ],
-    ) || (lower.starts_with("when") && has_any(lower, &["time"]))
-    {
+    ) {
         return Expect::Value(Kind::Time);
     }
-    if lower.starts_with("when")
-        || has_any(
-            lower,
-            &[
-                "what date",
-                "which date",
-                "which day",
-                "what day",
-                "deadline",
-                "due date",
-                "by when",
-            ],
-        )
-    {
+    if has_any(
+        lower,
+        &[
+            "what date",
+            "which date",
+            "which day",
+            "what day",
+            "deadline",
+            "due date",
+            "by when",
+        ],
+    ) {
         return Expect::Value(Kind::Date);
     }
     if has_any(
@@ -575,6 +651,35 @@ mod tests {
             expect("What do I need to bring for a race weekend?"),
             "list"
         );
+        // The question word decides over a word that names a code.
+        assert_eq!(expect("When is the Apollo code freeze?"), "date");
+        assert_eq!(expect("When is the next sandbox key rotation?"), "date");
+        assert_eq!(
+            expect("When does the key ceremony start, what time?"),
+            "time"
+        );
+        assert_eq!(expect("What is wrong with the price cap?"), "text");
+    }
+
+    #[test]
+    fn modifiers_narrow_the_noun() {
+        let words = |q: &str| -> Vec<String> {
+            analyze(q)
+                .modifiers
+                .iter()
+                .map(|t| t.word.clone())
+                .collect()
+        };
+        assert_eq!(words("When is my eye appointment?"), ["eye"]);
+        assert_eq!(words("When is the Apollo code freeze?"), ["code"]);
+        // Names and side words are not modifiers; a one-word phrase has none.
+        assert_eq!(
+            words("When is the next Apollo sandbox key rotation?"),
+            ["key"]
+        );
+        assert!(words("Who is my manager?").is_empty());
+        // Not after a verb the question does not end its phrase with.
+        assert!(words("When can the tomato plants go outside?").is_empty());
     }
 
     #[test]

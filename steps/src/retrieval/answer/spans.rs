@@ -108,6 +108,13 @@ static PERCENT: LazyLock<Regex> =
 static AMOUNT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?:[€$£]\s?\d[\d,]*(?:\.\d+)?)|(?:\b\d[\d,]*(?:\.\d+)?\s?(?:EUR|USD|GBP|euros?|dollars?|pounds?|kg|km|g|ml|l|m|ms|nmol/L|mmol/L|°C|IU|GB|TB|MB|h|hours?|min|minutes?|seconds?|days?|weeks?|months?|years?|nights?|bar|points?)\b)").unwrap()
 });
+/// "7 h 10 min", "6 hours 40 minutes": one duration, not two amounts.
+static DURATION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(\d{1,3})\s?(?:h|hrs?|hours?)\s+(?:and\s+)?(\d{1,2})\s?(?:m|mins?|minutes?)\b",
+    )
+    .unwrap()
+});
 static NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\b\d[\d,]*(?:\.\d+)?\b").unwrap());
 static CODE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\b[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+){1,}\b|\b[A-Z]{1,4}\d{3,}[A-Z0-9]*\b|\b\d{6,}\b")
@@ -412,6 +419,17 @@ pub fn find(text: &str) -> Vec<Span> {
             norm_number(m.as_str()),
         );
     }
+    for c in DURATION.captures_iter(text) {
+        let m = c.get(0).unwrap();
+        let minutes = c[1].parse::<u32>().unwrap_or(0) * 60 + c[2].parse::<u32>().unwrap_or(0);
+        push(
+            &mut out,
+            Kind::Amount,
+            m.start(),
+            m.end(),
+            format!("{minutes} min"),
+        );
+    }
     for m in AMOUNT.find_iter(text) {
         push(
             &mut out,
@@ -559,6 +577,11 @@ mod tests {
         assert!(!same_value(&a[0], &other[0]));
         let wrong_year = find("2 December 2025");
         assert!(!same_value(&wrong_year[0], &c[0]));
+        // A duration in hours and minutes is one value.
+        let d = find("average: 7 h 10 min per night");
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].text, "7 h 10 min");
+        assert!(same_value(&d[0], &find("slept 7 hours and 10 minutes")[0]));
         // Numbers ignore thousands separators and trailing zeros.
         assert!(same_value(&find("1650")[0], &find("1,650")[0]));
         assert!(same_value(&find("189.4")[0], &find("189.40 EUR")[0]));

@@ -193,6 +193,8 @@ pub const SYNONYMS: &[&[&str]] = &[
     &["race", "marathon"],
     &["outside", "out", "outdoors"],
     &["eye", "eyes", "optician", "optometrist"],
+    &["appointment", "appointments", "booked", "booking"],
+    &["repair", "repairs", "broken", "breaks", "break", "fix"],
     &[
         "charge",
         "owner",
