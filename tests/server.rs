@@ -1047,6 +1047,45 @@ fn runs_busy_rendering_do_not_stop_the_server_from_answering() {
     }
 }
 
+/// A template in a request that would build a text of gigabytes (or abort
+/// the process when the allocation fails) fails its run with the cap named,
+/// and the server goes on answering.
+#[test]
+fn a_request_that_grows_a_text_or_an_integer_past_the_cap_is_refused_and_the_server_lives() {
+    let d = tempdir();
+    let wf = "---\nworkflow: {id: letter}\ntriggers:\n  - {type: webhook, path: /letter}\ninputs:\n  t: {type: string}\n  n: {type: integer, required: false}\n---\n\n```yaml\naction: core.template\ninputs: {template: '{{ inputs.t }}'}\noutput_variable: text\n```\n";
+    std::fs::write(d.path().join("letter.md"), wf).unwrap();
+    let s = serve(d.path(), &["letter.md"], &[]);
+    for t in [
+        "{{ 'x'.padStart(100000000000) }}",
+        "{{ 'ab'.repeat(40000000) }}",
+        "{{ 'x'.repeat(1000000) | regex_replace('/x/g', '$&$&$&$&$&$&$&$&$&$&$&$&$&$&$&$&$&$&$&$&$&') }}",
+        "{{ 'abc'.replaceAll('', 'y'.repeat(10000000)) }}",
+    ] {
+        let r = post(&s.addr, "/letter", json!({ "t": t }));
+        assert_eq!(r.status, 500, "{t}: {}", r.body);
+        let msg = r.json()["error"]["message"].as_str().unwrap_or("").to_string();
+        assert!(msg.contains("over the 16 MiB one template text may hold"), "{t}: {msg}");
+        assert_eq!(http(&s.addr, "GET", "/health", &[], b"").status, 200);
+    }
+    let r = post(
+        &s.addr,
+        "/letter",
+        json!({"t": "{{ 'ok'.padStart(4, '-') }}"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    // A number too large for an integer input is refused, not clamped.
+    let r = post(&s.addr, "/letter", json!({"t": "x", "n": 1e308}));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.contains("is out of range for an integer"),
+        "{}",
+        r.body
+    );
+    let r = post(&s.addr, "/letter", json!({"t": "x", "n": 9e18}));
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
 /// A server killed with -9 and not yet reaped (a zombie, whose process id
 /// still exists) owns nothing: a server started right after resumes its
 /// accepted runs at once, because ownership is a lock the kernel dropped.

@@ -213,7 +213,12 @@ fn parse_number(def: &InputDef, s: &str) -> Result<Value, InputError> {
         return Ok(Value::from(i));
     }
     if def.ty == InputType::Integer {
-        return Err(bad());
+        // A whole number too large for an integer gets the same refusal as
+        // a JSON body's (`check_integer`), not "expected an integer".
+        return match s.trim().parse::<f64>() {
+            Ok(f) if f.is_finite() && f.fract() == 0.0 => Err(out_of_range(&def.name, s)),
+            _ => Err(bad()),
+        };
     }
     let f: f64 = s.parse().map_err(|_| bad())?;
     if !f.is_finite() {
@@ -226,14 +231,35 @@ fn parse_number(def: &InputDef, s: &str) -> Result<Value, InputError> {
     })
 }
 
+/// Integers are 64-bit: `i64::MIN as f64` is exact, and every `f64` below
+/// `-I64_BOUND` up to `I64_BOUND` (exclusive) converts without clamping.
+const I64_BOUND: f64 = 9_223_372_036_854_775_808.0;
+
+fn out_of_range(name: &str, shown: &str) -> InputError {
+    err(
+        name,
+        format!(
+            "{shown} is out of range for an integer ({} to {})",
+            i64::MIN,
+            i64::MAX
+        ),
+    )
+}
+
 fn check_integer(def: &InputDef, v: Value) -> Result<Value, InputError> {
-    if def.ty == InputType::Integer && !(v.is_i64() || v.is_u64()) {
-        match v.as_f64() {
-            Some(f) if f.fract() == 0.0 => return Ok(Value::from(f as i64)),
-            _ => return Err(err(&def.name, format!("expected an integer, got {v}"))),
-        }
+    if def.ty != InputType::Integer || v.is_i64() {
+        return Ok(v);
     }
-    Ok(v)
+    if v.is_u64() {
+        return Err(out_of_range(&def.name, &v.to_string()));
+    }
+    match v.as_f64() {
+        Some(f) if f.fract() == 0.0 && (-I64_BOUND..I64_BOUND).contains(&f) => {
+            Ok(Value::from(f as i64))
+        }
+        Some(f) if f.fract() == 0.0 => Err(out_of_range(&def.name, &v.to_string())),
+        _ => Err(err(&def.name, format!("expected an integer, got {v}"))),
+    }
 }
 
 fn parse_bool(name: &str, s: &str) -> Result<Value, InputError> {
@@ -345,6 +371,38 @@ fn substitute_str(s: &str, env: &BTreeMap<String, String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integers_out_of_range_are_refused_alike_from_json_and_text() {
+        let wf = crate::format::model::load_str(
+            std::path::Path::new("t.md"),
+            "---\nworkflow: {id: t}\ninputs:\n  n: {type: integer}\n---\n\n```yaml\naction: core.set\ninputs: {a: 1}\n```\n",
+            &marktoflow_steps::Registry::standard(),
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"))
+        .workflow;
+        let one = |v: Supplied| resolve(&wf, vec![("n".into(), v)], &BTreeMap::new());
+        for bad in [
+            Supplied::Json(serde_json::json!(1e308)),
+            Supplied::Json(serde_json::json!(-1e19)),
+            Supplied::Json(serde_json::json!(18446744073709551615u64)),
+            Supplied::Text("1e308".into()),
+            Supplied::Text("9223372036854775808".into()),
+        ] {
+            let e = one(bad.clone()).unwrap_err();
+            assert!(
+                e[0].message.contains("is out of range for an integer"),
+                "{bad:?}: {e:?}"
+            );
+        }
+        for (ok, want) in [
+            (Supplied::Json(serde_json::json!(4e3)), 4000i64),
+            (Supplied::Json(serde_json::json!(i64::MAX)), i64::MAX),
+            (Supplied::Text("-9223372036854775808".into()), i64::MIN),
+        ] {
+            assert_eq!(one(ok).unwrap()["n"], serde_json::json!(want));
+        }
+    }
 
     #[test]
     fn env_substitution() {

@@ -14,7 +14,7 @@ use minijinja::{Environment, Error, ErrorKind, State, Value};
 use regex::{Captures, Regex, RegexBuilder};
 
 use super::dates;
-use super::values::{from_json, list, text, to_json, to_num, Num};
+use super::values::{from_json, list, room_for, text, to_json, to_num, Num, MAX_TEXT_BYTES};
 
 /// Names of the filters added here (for "did you mean" hints).
 pub(crate) const CUSTOM_FILTERS: &[&str] = &[
@@ -486,7 +486,16 @@ fn not_match(value: &Value, pattern: &str) -> Result<bool, Error> {
 
 /// Expands a JavaScript replacement string (`$$`, `$&`, `` $` ``, `$'`,
 /// `$1`…`$99`, and `$<name>` when the pattern has named groups).
-fn expand_js(caps: &Captures, named: bool, hay: &str, repl: &str, dst: &mut String) {
+/// Returns false, with `dst` left short, when the text would pass `limit`
+/// bytes (`` $` `` and `$'` copy the whole text around each match).
+fn expand_js(
+    caps: &Captures,
+    named: bool,
+    hay: &str,
+    repl: &str,
+    dst: &mut String,
+    limit: usize,
+) -> bool {
     let whole = caps.get(0).expect("group 0 always matches");
     let groups = caps.len() - 1;
     let group = |n: usize| caps.get(n).map(|m| m.as_str()).unwrap_or("");
@@ -530,6 +539,9 @@ fn expand_js(caps: &Captures, named: bool, hay: &str, repl: &str, dst: &mut Stri
         };
         match insert {
             Some(text) => {
+                if dst.len() + (i - lit_start) + text.len() > limit {
+                    return false;
+                }
                 dst.push_str(&repl[lit_start..i]);
                 dst.push_str(text);
                 i += consumed;
@@ -538,7 +550,11 @@ fn expand_js(caps: &Captures, named: bool, hay: &str, repl: &str, dst: &mut Stri
             None => i += 1,
         }
     }
+    if dst.len() + (repl.len() - lit_start) > limit {
+        return false;
+    }
     dst.push_str(&repl[lit_start..]);
+    true
 }
 
 /// `regexReplace(pattern, replacement, flags?)` (alias `regex_replace`):
@@ -554,15 +570,29 @@ fn regex_replace(
     let s = text(value);
     let JsRegex { re, global } = js_regex(pattern, flags)?;
     let repl = text(repl);
-    let limit = if global { 0 } else { 1 };
     let named = re.capture_names().flatten().next().is_some();
-    Ok(re
-        .replacen(&s, limit, |caps: &Captures| {
-            let mut out = String::new();
-            expand_js(caps, named, &s, &repl, &mut out);
-            out
-        })
-        .into_owned())
+    let too_big = || room_for("regex_replace()", usize::MAX).unwrap_err();
+    let mut out = String::new();
+    let mut last = 0;
+    for caps in re
+        .captures_iter(&s)
+        .take(if global { usize::MAX } else { 1 })
+    {
+        let whole = caps.get(0).expect("group 0 always matches");
+        if out.len() + (whole.start() - last) > MAX_TEXT_BYTES {
+            return Err(too_big());
+        }
+        out.push_str(&s[last..whole.start()]);
+        if !expand_js(&caps, named, &s, &repl, &mut out, MAX_TEXT_BYTES) {
+            return Err(too_big());
+        }
+        last = whole.end();
+    }
+    if out.len() + (s.len() - last) > MAX_TEXT_BYTES {
+        return Err(too_big());
+    }
+    out.push_str(&s[last..]);
+    Ok(out)
 }
 
 // ---------------------------------------------------------------- objects
@@ -1202,6 +1232,18 @@ mod tests {
             json!("Smith John (John Smith) $")
         );
         assert_eq!(ev("'x.y' | regex_replace('/\\\\./g', '_')"), json!("x_y"));
+        // A replacement that copies the text around every match grows
+        // with the square of its size: refused before it is built.
+        let big = "('ab'.repeat(2000000) | regex_replace('/./g', '$`$&$`'))";
+        assert!(
+            ev_err(big).contains("over the 16 MiB one template text may hold"),
+            "{}",
+            ev_err(big)
+        );
+        assert_eq!(
+            ev("'abc' | regex_replace('/b/g', '[$`|$&|$\\']')"),
+            json!("a[a|b|c]c")
+        );
         assert!(ev_err("'x' | match('(')").contains("invalid regular expression"));
         // like the peer, an unknown flag makes `/x/q` a plain pattern
         assert_eq!(ev("'x' | match('/x/q')"), json!(null));

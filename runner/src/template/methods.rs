@@ -22,7 +22,7 @@ use minijinja::value::ValueKind;
 use minijinja::{Error, ErrorKind, State, Value};
 
 use super::filters::js_round;
-use super::values::{list, text, to_num};
+use super::values::{list, room_for, text, to_num};
 
 fn unknown(value: &Value, name: &str) -> Error {
     Error::new(
@@ -87,19 +87,42 @@ fn char_index(hay: &str, byte: usize) -> i64 {
     hay[..byte].chars().count() as i64
 }
 
-fn pad(s: &str, n: Option<i64>, fill: Option<String>, start: bool) -> String {
-    let width = n.unwrap_or(0).max(0) as usize;
+fn pad(s: &str, n: Option<i64>, fill: Option<String>, start: bool) -> Result<String, Error> {
+    let width = usize::try_from(n.unwrap_or(0).max(0)).unwrap_or(usize::MAX);
     let len = s.chars().count();
     let fill = fill.unwrap_or_else(|| " ".into());
     if len >= width || fill.is_empty() {
-        return s.to_string();
+        return Ok(s.to_string());
     }
+    let widest = fill.chars().map(char::len_utf8).max().unwrap_or(1);
+    room_for(
+        if start { "padStart()" } else { "padEnd()" },
+        (width - len).saturating_mul(widest).saturating_add(s.len()),
+    )?;
     let padding: String = fill.chars().cycle().take(width - len).collect();
-    if start {
+    Ok(if start {
         padding + s
     } else {
         s.to_string() + &padding
+    })
+}
+
+/// The size of `s` with `from` replaced by `to` (`limit` times at most),
+/// counted without building it.
+fn replaced_len(s: &str, from: &str, to: &str, limit: usize) -> usize {
+    if to.len() <= from.len() {
+        return s.len();
     }
+    // An empty pattern matches before every character and at the end.
+    let matches = if from.is_empty() {
+        s.chars().count() + 1
+    } else {
+        s.matches(from).count()
+    };
+    matches
+        .min(limit)
+        .saturating_mul(to.len() - from.len())
+        .saturating_add(s.len())
 }
 
 fn string_method(s: &str, value: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
@@ -173,6 +196,8 @@ fn string_method(s: &str, value: &Value, name: &str, args: &[Value]) -> Result<V
             arity(name, args, 2)?;
             let from = arg_text(args, 0, name)?;
             let to = arg_text(args, 1, name)?;
+            let limit = if name == "replace" { 1 } else { usize::MAX };
+            room_for(&format!("{name}()"), replaced_len(s, &from, &to, limit))?;
             one(if name == "replace" {
                 s.replacen(from.as_str(), &to, 1)
             } else {
@@ -182,17 +207,19 @@ fn string_method(s: &str, value: &Value, name: &str, args: &[Value]) -> Result<V
         "padStart" | "padEnd" => {
             arity(name, args, 2)?;
             let fill = args.get(1).map(text);
-            one(pad(s, arg_int(args, 0, name)?, fill, name == "padStart"))
+            one(pad(s, arg_int(args, 0, name)?, fill, name == "padStart")?)
         }
         "repeat" => {
             let n = arg_int(args, 0, name)?.unwrap_or(0);
-            if !(0..=100_000).contains(&n) || s.len().saturating_mul(n as usize) > 10_000_000 {
+            if n < 0 {
                 return Err(Error::new(
                     ErrorKind::InvalidOperation,
-                    "repeat(): count out of range",
+                    "repeat(): the count must not be negative",
                 ));
             }
-            one(s.repeat(n as usize))
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            room_for("repeat()", s.len().saturating_mul(n))?;
+            one(s.repeat(n))
         }
         "charAt" => {
             let i = arg_int(args, 0, name)?.unwrap_or(0);
@@ -202,9 +229,17 @@ fn string_method(s: &str, value: &Value, name: &str, args: &[Value]) -> Result<V
                 .map(String::from)
                 .unwrap_or_default())
         }
-        "concat" => one(std::iter::once(s.to_string())
-            .chain(args.iter().map(text))
-            .collect()),
+        "concat" => {
+            let parts: Vec<String> = args.iter().map(text).collect();
+            room_for(
+                "concat()",
+                parts
+                    .iter()
+                    .map(String::len)
+                    .fold(s.len(), usize::saturating_add),
+            )?;
+            one(std::iter::once(s.to_string()).chain(parts).collect())
+        }
         "toString" => arity(name, args, 0).map(|_| value.clone()),
         _ => Err(unknown(value, name)),
     }
@@ -219,9 +254,16 @@ fn list_method(value: &Value, name: &str, args: &[Value]) -> Result<Value, Error
                 Some(v) if !v.is_undefined() && !v.is_none() => text(v),
                 _ => ",".to_string(),
             };
-            Ok(Value::from(
-                items()?.iter().map(text).collect::<Vec<_>>().join(&sep),
-            ))
+            let parts: Vec<String> = items()?.iter().map(text).collect();
+            let seps = sep.len().saturating_mul(parts.len().saturating_sub(1));
+            room_for(
+                "join()",
+                parts
+                    .iter()
+                    .map(String::len)
+                    .fold(seps, usize::saturating_add),
+            )?;
+            Ok(Value::from(parts.join(&sep)))
         }
         "includes" => {
             arity(name, args, 1)?;
@@ -413,6 +455,38 @@ mod tests {
         assert_eq!(ev("'abc'.charAt(1)"), json!("b"));
         assert_eq!(ev("'a'.concat('b', 1)"), json!("ab1"));
         assert_eq!(ev("'a'.toString()"), json!("a"));
+    }
+
+    /// What evaluating `expr` fails with.
+    fn err(expr: &str) -> String {
+        let ctx = Templates::context(&json!({}), &serde_json::Map::new(), &json!({}), &json!({}));
+        match Templates::new().eval_expr(expr, &ctx) {
+            Ok(v) => panic!("{expr} gave {v}"),
+            Err(e) => format!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn a_text_past_the_cap_is_refused_before_it_is_built() {
+        // Each of these would allocate gigabytes (or abort the process).
+        for expr in [
+            "'x'.padStart(100000000000)",
+            "'x'.padEnd(20000000, 'é')",
+            "'ab'.repeat(100000000)",
+            "'abc'.replaceAll('', 'y'.repeat(10000000))",
+            "'a-a-a'.replace('a', 'z'.repeat(9000000)).replaceAll('-', 'q'.repeat(9000000))",
+            "'x'.repeat(9000000).concat('y'.repeat(9000000))",
+            "['a', 'b', 'c'].join('-'.repeat(9000000))",
+        ] {
+            let e = err(expr);
+            assert!(
+                e.contains("over the 16 MiB one template text may hold"),
+                "{expr}: {e}"
+            );
+        }
+        // Up to the cap is fine.
+        assert_eq!(ev("'x'.padStart(1000000) | length"), json!(1000000));
+        assert_eq!(ev("'ab'.repeat(3)"), json!("ababab"));
     }
 
     #[test]

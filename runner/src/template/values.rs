@@ -37,6 +37,25 @@ impl Object for List {
     }
 }
 
+/// The most bytes one text made by our filters and methods may hold.
+/// Checked before the text is built: an allocation that fails aborts the
+/// process, and a template renders request data (`"x".padStart(1e11)`).
+pub(crate) const MAX_TEXT_BYTES: usize = 16 << 20;
+
+/// Refuses to build a text of `bytes` bytes when over [`MAX_TEXT_BYTES`].
+pub(crate) fn room_for(what: &str, bytes: usize) -> Result<(), Error> {
+    if bytes > MAX_TEXT_BYTES {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!(
+                "{what}: the result would be over the {} MiB one template text may hold",
+                MAX_TEXT_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Makes a list value (with `.length`).
 pub(crate) fn list(items: Vec<Value>) -> Value {
     Value::from_object(List(items))
