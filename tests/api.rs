@@ -251,6 +251,20 @@ fn only_the_owner_uses_the_run_api() {
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["status"], "completed");
     assert!(r.json().get("inputs").is_none(), "{}", r.body);
+    assert!(r.json().get("steps").is_none(), "{}", r.body);
+    assert!(r.json().get("logs").is_none(), "{}", r.body);
+    // Its event stream (every step's output and log lines) is the API's.
+    let r = http(
+        &s.addr,
+        "GET",
+        &format!("/runs/{id}/events"),
+        &[("Host", "evil.example")],
+        b"",
+    );
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(!r.body.contains("Hello"), "{}", r.body);
+    let r = get(&s.addr, &format!("/runs/{id}/events"));
+    assert_eq!(r.status, 200, "the owner reads it: {}", r.body);
     // The console's page itself holds no data: served to anyone.
     let r = get(&s.addr, "/console");
     assert_eq!(r.status, 200);
@@ -285,6 +299,54 @@ fn only_the_owner_uses_the_run_api() {
         b"",
     );
     assert_eq!(r.status, 200, "{}", r.body);
+    // A run id without the token: status and outputs, no steps, no events.
+    let r = http(
+        &s.addr,
+        "POST",
+        "/workflows/hello/runs",
+        &[("Authorization", "Bearer s3cret-token")],
+        b"{}",
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    let owner = [("Authorization", "Bearer s3cret-token")];
+    let start_wait = Instant::now();
+    while http(&s.addr, "GET", &format!("/runs/{id}"), &owner, b"").json()["status"] != "completed"
+    {
+        assert!(
+            start_wait.elapsed() < Duration::from_secs(60),
+            "the run did not complete"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = get(&s.addr, &format!("/runs/{id}"));
+    assert_eq!(
+        (r.status, &r.json()["status"]),
+        (200, &json!("completed")),
+        "{}",
+        r.body
+    );
+    assert!(
+        r.json().get("steps").is_none() && r.json().get("inputs").is_none(),
+        "{}",
+        r.body
+    );
+    let full = http(&s.addr, "GET", &format!("/runs/{id}"), &owner, b"");
+    assert!(
+        full.json()["steps"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty()),
+        "{}",
+        full.body
+    );
+    for auth in [None, Some("Bearer wrong")] {
+        let headers: Vec<(&str, &str)> = auth.map(|a| ("Authorization", a)).into_iter().collect();
+        let r = http(&s.addr, "GET", &format!("/runs/{id}/events"), &headers, b"");
+        assert_eq!(r.status, 401, "{auth:?}: {}", r.body);
+    }
+    let r = http(&s.addr, "GET", &format!("/runs/{id}/events"), &owner, b"");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("data: "), "{}", r.body);
     drop(s);
 
     // A token variable that is not set: the server does not start open.

@@ -119,3 +119,38 @@ fn operations_listed_in_the_yaml_are_the_only_ones() {
     let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(msg.contains("no operation `run`"), "{msg}");
 }
+
+#[test]
+fn an_argument_with_a_nul_byte_is_refused_not_cut_off() {
+    let d = tempdir();
+    let marker = d.path().join("ran");
+    tool(
+        d.path(),
+        "echo.sh",
+        &format!(
+            "touch '{}'; printf '{{\"args\": \"%s\"}}' \"$*\"",
+            marker.display()
+        ),
+    );
+    // The value comes from data (an inputs file, as a request body would).
+    workflow(
+        d.path(),
+        "./echo.sh",
+        "inputs: {name: '{{ inputs.name }}'}\n",
+    );
+    fs::write(d.path().join("in.json"), r#"{"name": "abc\u0000def"}"#).unwrap();
+    let r = run(cmd(d.path()).args([
+        "run",
+        "wf.md",
+        "--json",
+        "--quiet",
+        "--inputs-file",
+        "in.json",
+    ]));
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("holds a NUL byte") || r.stderr.contains("holds a NUL byte"),
+        "{r:?}"
+    );
+    assert!(!marker.exists(), "the tool ran with a shortened argument");
+}

@@ -65,7 +65,13 @@ pub(super) async fn health(State(s): State<Arc<ServerState>>) -> Response {
 pub(super) async fn get_events(
     State(s): State<Arc<ServerState>>,
     UrlPath(id): UrlPath<String>,
+    headers: HeaderMap,
 ) -> Response {
+    // Every step's output and log lines (a secret a step logged among
+    // them) are the API's: a run id alone does not open them.
+    if let Err(r) = api::guard(&s, &axum::http::Method::GET, &headers) {
+        return r.into_response();
+    }
     let (events, done) = {
         let runs = match s.runs.lock() {
             Ok(r) => r,

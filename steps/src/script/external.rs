@@ -119,6 +119,28 @@ fn arguments(inputs: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Refuses an input that holds a NUL byte: no program argument can carry
+/// one (the C string would end there), so the tool would see less than
+/// the workflow passed.
+fn refuse_nul(inputs: &Value) -> Result<(), ActionError> {
+    let Value::Object(m) = inputs else {
+        return Ok(());
+    };
+    for (k, v) in m {
+        let holds = match v {
+            Value::String(s) => s.contains('\0'),
+            other => other.to_string().contains("\\u0000"),
+        };
+        if holds || k.contains('\0') {
+            return Err(ActionError::Input(format!(
+                "input `{}` holds a NUL byte, which no program argument can carry",
+                k.replace('\0', "\\0")
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn env_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -179,6 +201,7 @@ impl Action for ExternalToolAction {
                 "cannot run {path}: it is not executable (chmod +x {path})"
             )));
         }
+        refuse_nul(&inputs)?;
         let mut args = Vec::new();
         if !meta.operations.is_empty() {
             args.push(call.method.to_string());
@@ -305,6 +328,19 @@ impl Action for ExternalToolAction {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nul_byte_is_refused_not_cut_off() {
+        for bad in [
+            json!({"name": "ab\u{0}cd"}),
+            json!({"list": ["x\u{0}"]}),
+            json!({"k\u{0}": 1}),
+        ] {
+            let e = refuse_nul(&bad).unwrap_err();
+            assert!(e.to_string().contains("holds a NUL byte"), "{bad}: {e}");
+        }
+        assert!(refuse_nul(&json!({"name": "abcd", "n": [1, "x"]})).is_ok());
+    }
 
     #[test]
     fn arguments_follow_the_peer() {
