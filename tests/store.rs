@@ -190,6 +190,49 @@ fn runs_are_recorded_and_a_retry_reuses_finished_steps() {
     assert!(r.stderr.contains("not a step run"), "{}", r.stderr);
 }
 
+/// CLI runs started while readers create the store (moving the first
+/// run's journal in): none refuses it as "not a run store", every run is
+/// recorded.
+#[test]
+fn runs_started_while_the_store_is_created_all_record() {
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("wf.md"),
+        "---\nworkflow: {id: t}\n---\n\n```yaml\naction: core.set\ninputs: {a: 1}\noutput_variable: out\n```\n",
+    )
+    .unwrap();
+    let spawn = |args: &[&str]| {
+        cmd(d.path())
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    for round in 0..10 {
+        let store = format!("fresh-{round}.db");
+        // A journal waits beside a store file that does not exist yet.
+        assert_eq!(
+            mtf(d.path(), &["run", "wf.md", "-q", "--store", &store]).code,
+            0
+        );
+        let mut children = Vec::new();
+        for _ in 0..6 {
+            children.push(spawn(&["history", "--json", "--store", &store]));
+            children.push(spawn(&["run", "wf.md", "--quiet", "--store", &store]));
+        }
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!err.contains("not a run store"), "round {round}: {err}");
+        }
+        let listed = mtf(d.path(), &["history", "--json", "--store", &store]);
+        assert_eq!(listed.code, 0, "{listed:?}");
+        let runs: Value = serde_json::from_str(&listed.stdout).unwrap();
+        assert_eq!(runs["runs"].as_array().map(Vec::len), Some(7), "{runs}");
+    }
+}
+
 #[test]
 fn run_from_or_only_a_step_with_given_variables() {
     let d = tempdir();

@@ -226,7 +226,13 @@ impl RunStore for JournalStore {
 }
 
 /// Whether `path` is a file that starts as every SQLite database does.
+/// Whether `path` is an SQLite file. An empty file is one: another
+/// process has just created the store and not yet written its first page
+/// (SQLite itself reads an empty file as an empty database).
 fn is_sqlite(path: &Path) -> bool {
+    if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+        return true;
+    }
     let mut head = [0u8; 16];
     File::open(path)
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
@@ -469,6 +475,10 @@ mod tests {
         let e = JournalStore::open(&db).err().expect("refused");
         assert!(e.to_string().contains("runs.db"), "{e}");
         assert!(!dir_of(&db).exists());
+        std::fs::remove_file(&db).unwrap();
+        // Another process is creating the store: the file is there, empty.
+        std::fs::write(&db, "").unwrap();
+        JournalStore::open(&db).expect("a store being created is accepted");
         std::fs::remove_file(&db).unwrap();
         SqliteStore::open(&db).unwrap();
         JournalStore::open(&db).expect("a real store is accepted");
