@@ -316,6 +316,27 @@ fn serve_mounts_mcp_over_http_behind_its_token() {
         .arg("wrong");
     assert!(!c.output().unwrap().status.success());
 
+    // With the token, from a page of another site: refused (403); from a
+    // page of this server, or from no page at all: answered.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).to_string();
+    let here = format!("http://{}", s.addr);
+    for (origin, want) in [
+        (Some("http://evil.example"), 403),
+        (Some(here.as_str()), 200),
+        (None, 200),
+    ] {
+        let mut headers = vec![
+            ("Authorization", "Bearer s3cret"),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        if let Some(o) = origin {
+            headers.push(("Origin", o));
+        }
+        let r = crate::support::http(&s.addr, "POST", "/mcp", &headers, init.as_bytes());
+        assert_eq!(r.status, want, "{origin:?}: {}", r.body);
+    }
+
     // Misconfigured, it refuses to start: never open by accident.
     let e = serve_mcp(
         d.path(),

@@ -10,20 +10,40 @@ use axum::Router;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long an `/mcp` session may stay idle before it is closed.
+pub const SESSION_IDLE: Duration = Duration::from_secs(60);
 
 /// A router serving `server` at `/mcp`. With `token`, every request must
 /// carry `Authorization: Bearer <token>` (compared in constant time).
 /// `allowed_hosts` are the `Host` values accepted (DNS-rebinding guard).
 pub fn mcp_router(server: McpServer, token: Option<String>, allowed_hosts: Vec<String>) -> Router {
     let mut config = StreamableHttpServerConfig::default();
+    // A page of another site may not drive the tools (as the run API
+    // refuses it): on loopback, a request with an `Origin` must come from a
+    // loopback page; one without (a non-browser client) passes.
+    config.allowed_origins = allowed_hosts
+        .iter()
+        .flat_map(|h| {
+            let h = if h.contains(':') {
+                format!("[{h}]")
+            } else {
+                h.clone()
+            };
+            [format!("http://{h}:*"), format!("https://{h}:*")]
+        })
+        .collect();
     config.allowed_hosts = allowed_hosts;
     // Plain JSON answers for calls that send no progress in between.
     config.json_response = true;
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    // Sessions nobody uses are dropped sooner than rmcp's 5 minutes, and a
+    // session that never initializes after 10 s.
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(SESSION_IDLE);
+    sessions.session_config.init_timeout = Some(Duration::from_secs(10));
+    let service =
+        StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), config);
     let router = Router::new().nest_service("/mcp", service);
     match token {
         None => router,
