@@ -337,6 +337,44 @@ fn serve_mounts_mcp_over_http_behind_its_token() {
         assert_eq!(r.status, want, "{origin:?}: {}", r.body);
     }
 
+    // Sessions are capped: past the cap a new
+    // one is refused with 503; closing one makes room.
+    let headers = [
+        ("Authorization", "Bearer s3cret"),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let mut last = String::new();
+    let mut refused = None;
+    for i in 0..300 {
+        let r = crate::support::http(&s.addr, "POST", "/mcp", &headers, init.as_bytes());
+        if r.status == 503 {
+            refused = Some((i, r));
+            break;
+        }
+        assert_eq!(r.status, 200, "{}", r.body);
+        last = r
+            .header("mcp-session-id")
+            .expect("a session id")
+            .to_string();
+    }
+    let (opened, r) = refused.expect("a session past the cap is refused");
+    // Two sessions of the Origin checks above are open, the Python
+    // client's two may still be.
+    assert!(
+        (252..=254).contains(&opened),
+        "the cap is 256 sessions: refused after {opened}"
+    );
+    assert_eq!(r.header("retry-after"), Some("60"));
+    let mut del = headers.to_vec();
+    del.push(("Mcp-Session-Id", &last));
+    assert_eq!(
+        crate::support::http(&s.addr, "DELETE", "/mcp", &del, b"").status,
+        202
+    );
+    let r = crate::support::http(&s.addr, "POST", "/mcp", &headers, init.as_bytes());
+    assert_eq!(r.status, 200, "room again after one closed: {}", r.body);
+
     // Misconfigured, it refuses to start: never open by accident.
     let e = serve_mcp(
         d.path(),

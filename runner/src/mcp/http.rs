@@ -15,6 +15,9 @@ use std::time::Duration;
 /// How long an `/mcp` session may stay idle before it is closed.
 pub const SESSION_IDLE: Duration = Duration::from_secs(60);
 
+/// The most `/mcp` sessions open at once.
+pub const MAX_SESSIONS: usize = 256;
+
 /// A router serving `server` at `/mcp`. With `token`, every request must
 /// carry `Authorization: Bearer <token>` (compared in constant time).
 /// `allowed_hosts` are the `Host` values accepted (DNS-rebinding guard).
@@ -42,9 +45,28 @@ pub fn mcp_router(server: McpServer, token: Option<String>, allowed_hosts: Vec<S
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
     sessions.session_config.init_timeout = Some(Duration::from_secs(10));
-    let service =
-        StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), config);
-    let router = Router::new().nest_service("/mcp", service);
+    let sessions = Arc::new(sessions);
+    let service = StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), config);
+    // A request that would open a session past the cap is answered 503:
+    // each session holds a worker and its buffers until it idles out.
+    let router = Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(move |req: Request<Body>, next: Next| {
+            let sessions = sessions.clone();
+            async move {
+                let opens = req.method() == axum::http::Method::POST
+                    && !req.headers().contains_key("mcp-session-id");
+                if opens && sessions.sessions.read().await.len() >= MAX_SESSIONS {
+                    return (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        [(header::RETRY_AFTER, "60")],
+                        format!("{MAX_SESSIONS} MCP sessions are open; close one (DELETE /mcp) or retry later"),
+                    )
+                        .into_response();
+                }
+                next.run(req).await
+            }
+        }));
     match token {
         None => router,
         Some(token) => {
