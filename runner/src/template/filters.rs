@@ -14,7 +14,7 @@ use minijinja::{Environment, Error, ErrorKind, State, Value};
 use regex::{Captures, Regex, RegexBuilder};
 
 use super::dates;
-use super::values::{from_json, list, room_for, text, to_json, to_num, Num, MAX_TEXT_BYTES};
+use super::values::{from_json, list, text, to_json, to_num, too_big, Num, MAX_TEXT_BYTES};
 
 /// Names of the filters added here (for "did you mean" hints).
 pub(crate) const CUSTOM_FILTERS: &[&str] = &[
@@ -571,7 +571,6 @@ fn regex_replace(
     let JsRegex { re, global } = js_regex(pattern, flags)?;
     let repl = text(repl);
     let named = re.capture_names().flatten().next().is_some();
-    let too_big = || room_for("regex_replace()", usize::MAX).unwrap_err();
     let mut out = String::new();
     let mut last = 0;
     for caps in re
@@ -580,16 +579,16 @@ fn regex_replace(
     {
         let whole = caps.get(0).expect("group 0 always matches");
         if out.len() + (whole.start() - last) > MAX_TEXT_BYTES {
-            return Err(too_big());
+            return Err(too_big("regex_replace()"));
         }
         out.push_str(&s[last..whole.start()]);
         if !expand_js(&caps, named, &s, &repl, &mut out, MAX_TEXT_BYTES) {
-            return Err(too_big());
+            return Err(too_big("regex_replace()"));
         }
         last = whole.end();
     }
     if out.len() + (s.len() - last) > MAX_TEXT_BYTES {
-        return Err(too_big());
+        return Err(too_big("regex_replace()"));
     }
     out.push_str(&s[last..]);
     Ok(out)

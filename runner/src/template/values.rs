@@ -45,15 +45,20 @@ pub(crate) const MAX_TEXT_BYTES: usize = 16 << 20;
 /// Refuses to build a text of `bytes` bytes when over [`MAX_TEXT_BYTES`].
 pub(crate) fn room_for(what: &str, bytes: usize) -> Result<(), Error> {
     if bytes > MAX_TEXT_BYTES {
-        return Err(Error::new(
-            ErrorKind::InvalidOperation,
-            format!(
-                "{what}: the result would be over the {} MiB one template text may hold",
-                MAX_TEXT_BYTES >> 20
-            ),
-        ));
+        return Err(too_big(what));
     }
     Ok(())
+}
+
+/// The error of a text that would pass [`MAX_TEXT_BYTES`].
+pub(crate) fn too_big(what: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidOperation,
+        format!(
+            "{what}: the result would be over the {} MiB one template text may hold",
+            MAX_TEXT_BYTES >> 20
+        ),
+    )
 }
 
 /// Makes a list value (with `.length`).

@@ -70,6 +70,8 @@ pub struct Unit {
     pub stems: Vec<String>,
     /// Stems of the headings, title and path.
     pub context: HashSet<String>,
+    /// Stems of the note's title (what every line of the note is about).
+    pub title: Vec<String>,
     pub spans: Vec<Span>,
     pub score: f64,
     /// Cosine similarity in meaning to the question (0 when not measured).
@@ -252,11 +254,7 @@ fn unit(
             heading_path.push(h.clone());
         }
     }
-    let mut context: HashSet<String> = HashSet::new();
-    for h in &heading_path {
-        context.extend(text::stems(h));
-    }
-    context.extend(text::stems(path_words));
+    let (context, title) = context_of(&heading_path, path_words);
     Unit {
         note: note_index,
         line,
@@ -268,9 +266,25 @@ fn unit(
         kind,
         block,
         context,
+        title,
         score: 0.0,
         similarity: 0.0,
     }
+}
+
+/// The context stems of a unit under `heading_path` (the title first) in a
+/// note whose path reads `path_words`, and its title's stems.
+fn context_of(heading_path: &[String], path_words: &str) -> (HashSet<String>, Vec<String>) {
+    let mut context: HashSet<String> = HashSet::new();
+    for h in heading_path {
+        context.extend(text::stems(h));
+    }
+    context.extend(text::stems(path_words));
+    let title = heading_path
+        .first()
+        .map(|t| text::stems(t))
+        .unwrap_or_default();
+    (context, title)
 }
 
 fn heading_level(t: &str) -> Option<usize> {
@@ -437,16 +451,11 @@ pub fn coverage_for(question: &Question, weights: &[f64], u: &Unit, typed: bool)
     let has_value = typed && u.spans.iter().any(|s| kinds.contains(&s.kind));
     // Every line of a note is about what its title names; a heading or a
     // folder says less.
-    let title = u
-        .heading_path
-        .first()
-        .map(|t| text::stems(t))
-        .unwrap_or_default();
     let mut got = 0.0;
     for (t, w) in question.terms.iter().zip(weights) {
         if u.stems.iter().any(|s| t.matches(s))
             || (has_value && names_a_type(&t.word))
-            || (t.entity && title.iter().any(|s| t.matches(s)))
+            || (t.entity && u.title.iter().any(|s| t.matches(s)))
         {
             got += w;
         } else if u.context.iter().any(|s| t.matches(s)) {
@@ -754,15 +763,12 @@ pub fn from_json(items: &[Value]) -> Vec<(String, Item, Value)> {
                     .collect()
             })
             .unwrap_or_else(|| vec![s("title")]);
-        let mut context: HashSet<String> = HashSet::new();
-        for h in &heading_path {
-            context.extend(text::stems(h));
-        }
-        context.extend(text::stems(
+        let (context, title) = context_of(
+            &heading_path,
             &s("path")
                 .trim_end_matches(".md")
                 .replace(['/', '-', '_'], " "),
-        ));
+        );
         let start = it.get("start_line").and_then(Value::as_u64).unwrap_or(0) as usize;
         // The note's search rank (0: the best hit).
         let rank = it.get("rank").and_then(Value::as_u64).unwrap_or(n as u64) as usize;
@@ -804,6 +810,7 @@ pub fn from_json(items: &[Value]) -> Vec<(String, Item, Value)> {
                     kind,
                     block: n,
                     context: context.clone(),
+                    title: title.clone(),
                     score: 0.0,
                     similarity: u.get("similarity").and_then(Value::as_f64).unwrap_or(0.0) as f32,
                 }

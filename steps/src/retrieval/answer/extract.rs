@@ -306,12 +306,11 @@ const BRIDGE_COST: f64 = 0.15;
 fn shares_a_subject(q: &Question, a: &Unit, b: &Unit) -> bool {
     let own =
         |s: &String| s.len() > 2 && !text::is_filler(s) && !q.terms.iter().any(|t| t.matches(s));
-    let mut shared: Vec<&String> = a
+    let shared: std::collections::HashSet<&String> = a
         .stems
         .iter()
         .filter(|s| own(s) && b.stems.contains(s))
         .collect();
-    shared.dedup();
     shared.len() >= 2
 }
 
@@ -380,12 +379,8 @@ fn push_values<'a>(
 
 /// Whether the note of `u` has every name of the question in its title.
 fn about_the_names(q: &Question, u: &Unit) -> bool {
-    let Some(title) = u.heading_path.first() else {
-        return false;
-    };
-    let stems = text::stems(title);
     let mut names = q.terms.iter().filter(|t| t.entity).peekable();
-    names.peek().is_some() && names.all(|t| stems.iter().any(|s| t.matches(s)))
+    names.peek().is_some() && names.all(|t| u.title.iter().any(|s| t.matches(s)))
 }
 
 /// Answers `q` from `items` (as read by [`evidence::from_json`]).
