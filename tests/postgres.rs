@@ -333,6 +333,25 @@ fn a_dead_workers_runs_go_back_to_the_queue_after_its_lease() {
     );
     let cp = other.checkpoint("r1", None).unwrap().unwrap();
     assert_eq!(cp.next_step, 1);
+    // The reaper counted the death; a second one is counted too, and a
+    // server refuses to resume the run a third time (`MAX_DEATHS`).
+    assert_eq!(again[0].deaths, 1);
+    other.mark_running("r1");
+    other.flush().unwrap();
+    pg.client().execute("DELETE FROM workers", &[]).unwrap();
+    drop(other);
+    let third = PgStore::open(&pg.url, opts(true, 1_000)).unwrap();
+    third.join_cluster();
+    let start = Instant::now();
+    let last = loop {
+        let got = third.claim(&["v1".into()], 1).unwrap();
+        if !got.is_empty() {
+            break got;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "never re-queued");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(last[0].deaths, marktoflow::store::MAX_DEATHS);
 }
 
 const WORKFLOW: &str = r#"---

@@ -680,6 +680,65 @@ fn a_killed_server_resumes_accepted_runs_without_repeating_finished_steps() {
     assert_eq!(steps, ["one", "two", "three"], "{shown}");
 }
 
+/// How many times a process died while running `run_id`, read straight
+/// from the store's file.
+fn deaths_of(store: &Path, run_id: &str) -> i64 {
+    let Ok(c) =
+        rusqlite::Connection::open_with_flags(store, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    else {
+        return 0;
+    };
+    c.query_row("SELECT deaths FROM runs WHERE id = ?1", [run_id], |r| {
+        r.get(0)
+    })
+    .unwrap_or(0)
+}
+
+#[test]
+fn a_run_whose_process_died_twice_is_failed_not_resumed_a_third_time() {
+    let d = tempdir();
+    chain(d.path());
+    let store = d.path().join("runs.db");
+    let store_env = store.to_str().unwrap().to_string();
+    let dir = d.path().to_str().unwrap().to_string();
+    let env = [("MARKTOFLOW_STORE", store_env.as_str())];
+    let args = ["chain.md", "--allow-write", dir.as_str()];
+    let s = serve(d.path(), &args, &env);
+    let a = post(&s.addr, "/chain", json!({"tag": "a", "ms": 600000}));
+    assert_eq!(a.status, 202);
+    let id = a.json()["run_id"].as_str().unwrap().to_string();
+    wait_for("the checkpoint after step one", || {
+        checkpoints_before(&store, 1) == 1
+    });
+    // The first death: kill -9 in step two; the next start resumes it.
+    drop(s);
+    let s = serve(d.path(), &args, &env);
+    wait_for("the death counted before step two runs again", || {
+        deaths_of(&store, &id) == 1
+    });
+    let shown = http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json();
+    assert_eq!(shown["status"], "running", "{shown}");
+    // The second death: the next start fails the run instead.
+    drop(s);
+    let s = serve(d.path(), &args, &env);
+    wait_for("the run is failed", || {
+        http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json()["status"] == "failed"
+    });
+    let shown = http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json();
+    assert_eq!(
+        shown["error"]["message"], "not resumed: the process died twice while running it",
+        "{shown}"
+    );
+    drop(s);
+    // Nothing ran after step one, and a later start leaves it failed.
+    assert_eq!(log_lines(d.path()), ["a-1"]);
+    let s = serve(d.path(), &args, &env);
+    let shown = http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json();
+    assert_eq!(shown["status"], "failed", "{shown}");
+    assert_eq!(deaths_of(&store, &id), 1);
+    drop(s);
+}
+
 #[test]
 fn shutdown_keeps_queued_runs_for_the_next_start() {
     let d = tempdir();

@@ -803,7 +803,11 @@ pub fn resume_stored_runs(state: &Arc<ServerState>, workflows: &[Arc<Workflow>])
             continue;
         };
         let id = run.id.clone();
+        let deaths = run.deaths;
         match start_run(state, wf, Job::Resume(Box::new(run)), id.clone()) {
+            Ok(_) if deaths >= crate::store::MAX_DEATHS => eprintln!(
+                "marktoflow: run {id} is marked failed, not resumed: the process died {deaths} times while running it"
+            ),
             Ok(_) => {
                 n += 1;
                 eprintln!("marktoflow: resuming run {id}");

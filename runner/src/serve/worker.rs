@@ -164,6 +164,7 @@ fn placeholder(run_id: &str, wf: &Workflow) -> RunRecord {
         finished_at: None,
         duration_ms: None,
         context: serde_json::Value::Null,
+        deaths: 0,
     }
 }
 

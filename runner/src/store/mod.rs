@@ -267,6 +267,11 @@ pub struct RunRecord {
     /// What the run sees as `trigger` when it starts (see [`NewRun::context`]).
     #[serde(skip)]
     pub context: Value,
+    /// How many times a process died while running it, counting a death
+    /// the store has just found (its owner gone while it ran): a run that
+    /// killed its process twice is not resumed a third time.
+    #[serde(skip)]
+    pub deaths: u32,
 }
 
 impl RunRecord {
@@ -381,6 +386,11 @@ pub enum Write {
         end: RunEnd,
         at: i64,
     },
+    /// How many times a process died while running the run (it only grows).
+    Died {
+        run_id: String,
+        deaths: u32,
+    },
     /// An agent step's reply, by its call's idempotency key.
     Reply {
         run_id: String,
@@ -398,6 +408,7 @@ impl Write {
             | Write::Step { run_id, .. }
             | Write::Checkpoint { run_id, .. }
             | Write::Finish { run_id, .. }
+            | Write::Died { run_id, .. }
             | Write::Reply { run_id, .. } => run_id,
         }
     }
@@ -466,6 +477,9 @@ pub trait RunStore: Send + Sync {
     /// Queued or running runs started by a server (`trigger` other than
     /// `cli`) whose process is gone: what a restarted server resumes.
     fn incomplete_runs(&self) -> Result<Vec<RunRecord>, StoreError>;
+    /// Records that a process died `deaths` times while running `run_id`
+    /// (a store whose reaper counts them itself ignores it).
+    fn record_deaths(&self, _run_id: &str, _deaths: u32) {}
     /// Deletes finished runs that ended more than `older_than` ago; returns
     /// how many.
     fn prune(&self, older_than: Duration) -> Result<usize, StoreError>;
@@ -708,6 +722,24 @@ pub async fn resume_run(
         store.finish_run(&run.id, RunEnd::from(&result));
         result
     };
+    // A run that killed its process twice would most likely kill the next
+    // one too (and a server restarted by a supervisor would die forever).
+    if run.deaths >= MAX_DEATHS {
+        return refuse(format!(
+            "not resumed: the process died {} while running it",
+            match run.deaths {
+                2 => "twice".to_string(),
+                n => format!("{n} times"),
+            }
+        ));
+    }
+    if run.deaths > 0 {
+        // Counted before any step runs again, so the next death is seen.
+        store.record_deaths(&run.id, run.deaths);
+        if let Ok(Err(e)) = store.submit_flush().await {
+            return refuse(format!("not resumed: {e}"));
+        }
+    }
     if version_of(wf) != run.version {
         return refuse(format!(
             "not resumed: the workflow file `{}` changed since the run started",
@@ -724,6 +756,10 @@ pub async fn resume_run(
     };
     resume_from(store, engine, wf, inputs, cfg, cp).await
 }
+
+/// How many times a process may die while running a run before a server
+/// stops resuming it and marks it failed.
+pub const MAX_DEATHS: u32 = 2;
 
 /// Runs `wf` from `cp` as the stored run `cfg.run_id`, recording it.
 pub async fn resume_from(

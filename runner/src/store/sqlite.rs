@@ -89,6 +89,9 @@ CREATE TABLE replies (
 ) WITHOUT ROWID;
 CREATE INDEX replies_by_run ON replies (run_id);
 "#,
+    // How many times a process died while running the run (see
+    // `RunRecord::deaths`).
+    "ALTER TABLE runs ADD COLUMN deaths INTEGER NOT NULL DEFAULT 0;",
 ];
 
 pub struct SqliteStore {
@@ -548,6 +551,10 @@ fn apply(tx: &rusqlite::Transaction, w: &Write, starts: &Starts) -> Result<(), r
             )?
             .execute(params![run_id, checkpoint.next_step() as i64, state])?;
         }
+        Write::Died { run_id, deaths } => {
+            tx.prepare_cached("UPDATE runs SET deaths = MAX(deaths, ?2) WHERE id = ?1")?
+                .execute(params![run_id, deaths])?;
+        }
         Write::Reply { run_id, key, text } => {
             tx.prepare_cached(
                 "INSERT OR REPLACE INTO replies (key, run_id, text) VALUES (?1, ?2, ?3)",
@@ -644,7 +651,7 @@ const RUN_FILTER: &str = "(?1 IS NULL OR workflow = ?1) AND (?2 IS NULL OR statu
      AND (?3 IS NULL OR trigger = ?3) AND (?4 IS NULL OR created_at >= ?4)
      AND (?5 IS NULL OR created_at < ?5)";
 
-const RUN_COLUMNS: &str = "id, workflow, file, version, trigger, status, retry_of, inputs, outputs, error, error_step, pid, created_at, finished_at, duration_ms, owner, context";
+const RUN_COLUMNS: &str = "id, workflow, file, version, trigger, status, retry_of, inputs, outputs, error, error_step, pid, created_at, finished_at, duration_ms, owner, context, deaths";
 
 fn parse_json(text: Option<String>) -> Value {
     text.and_then(|t| serde_json::from_str(&t).ok())
@@ -673,6 +680,7 @@ fn run_of(r: &Row) -> Result<RunRecord, rusqlite::Error> {
         owner: r.get(15)?,
         alive: None,
         context: parse_json(r.get(16)?),
+        deaths: r.get::<_, i64>(17)?.clamp(0, u32::MAX as i64) as u32,
     })
 }
 
@@ -864,7 +872,21 @@ impl RunStore for SqliteStore {
             .into_iter()
             .map(|r| self.live(r))
             .filter(|r| r.is_interrupted())
+            .map(|mut r| {
+                // Its process died while running it: one more death.
+                if r.status == Status::Running {
+                    r.deaths = r.deaths.saturating_add(1);
+                }
+                r
+            })
             .collect())
+    }
+
+    fn record_deaths(&self, run_id: &str, deaths: u32) {
+        self.send(Op::Write(Box::new(Write::Died {
+            run_id: run_id.to_string(),
+            deaths,
+        })));
     }
 
     fn remember_reply(&self, run_id: &str, key: &str, text: &str) {

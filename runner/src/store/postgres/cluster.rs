@@ -411,7 +411,8 @@ fn reap(c: &mut Client) -> Result<usize, postgres::Error> {
     }
     let n = tx.execute(
         &format!(
-            "UPDATE runs SET status = 'queued', worker = NULL, lease_until = NULL
+            "UPDATE runs SET status = 'queued', worker = NULL, lease_until = NULL,
+                deaths = deaths + (CASE WHEN status = 'running' THEN 1 ELSE 0 END)
              WHERE status IN ('queued', 'running') AND worker IS NOT NULL
                AND lease_until < {DB_NOW} AND trigger <> 'cli'"
         ),

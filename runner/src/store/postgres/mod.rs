@@ -52,7 +52,7 @@ const DONE_CHANNEL: &str = "marktoflow_done";
 /// Reader connections per process.
 const READERS: usize = 4;
 
-const RUN_COLUMNS: &str = "id, workflow, file, version, trigger, status, retry_of, inputs, outputs, error, error_step, pid, created_at, finished_at, duration_ms, worker, context";
+const RUN_COLUMNS: &str = "id, workflow, file, version, trigger, status, retry_of, inputs, outputs, error, error_step, pid, created_at, finished_at, duration_ms, worker, context, deaths";
 
 /// Whether `location` names a PostgreSQL store rather than a file.
 pub fn is_url(location: &str) -> bool {
@@ -362,7 +362,8 @@ fn run_of(r: &Row) -> Result<RunRecord, postgres::Error> {
         duration_ms: r.try_get::<_, Option<i64>>(14)?.map(|d| d.max(0) as u64),
         owner: r.try_get(15)?,
         context: parse_json(r.try_get(16)?),
-        alive: r.try_get(17)?,
+        deaths: r.try_get::<_, i32>(17)?.max(0) as u32,
+        alive: r.try_get(18)?,
     })
 }
 

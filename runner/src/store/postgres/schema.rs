@@ -83,6 +83,9 @@ CREATE TABLE replies (
 );
 CREATE INDEX replies_by_run ON replies (run_id);
 "#,
+    // How many times a worker died while running the run: the reaper counts
+    // a lease that ran out on a running run (see `RunRecord::deaths`).
+    "ALTER TABLE runs ADD COLUMN deaths INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// Advisory lock key of migrations (any constant the application owns).

@@ -245,8 +245,8 @@ fn small(n: usize) -> i32 {
 impl Rows {
     fn add(&mut self, w: &Write) {
         match w {
-            // Creates come as `Op::Create`.
-            Write::Create { .. } => {}
+            // Creates come as `Op::Create`; the reaper counts deaths.
+            Write::Create { .. } | Write::Died { .. } => {}
             Write::Running {
                 run_id, at, pid, ..
             } => {
