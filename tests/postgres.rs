@@ -634,6 +634,76 @@ pub fn intervals_by_user(
     by
 }
 
+/// Sixteen waiting requests with one key at once, over two executing
+/// servers of the cluster: one execution, one recorded run, one answer.
+#[test]
+fn concurrent_requests_with_one_idempotency_key_run_once_in_the_cluster() {
+    let Some(pg) = Postgres::start() else { return };
+    let d = tempdir();
+    let wf = "---\nworkflow: {id: once}\ntriggers:\n  - {type: webhook, path: /once}\n---\n\n```yaml\naction: script.execute\ninputs:\n  code: |\n    require('fs').appendFileSync('ran.txt', 'x');\n    return 1;\n```\n\n```yaml\naction: workflow.sleep\ninputs: {duration: 300}\n```\n\n```yaml\naction: workflow.set_outputs\ninputs: {done: true}\n```\n";
+    std::fs::write(d.path().join("once.md"), wf).unwrap();
+    let dir = d.path().to_str().unwrap().to_string();
+    let server = || {
+        start_listening(
+            d.path(),
+            &[
+                "serve",
+                "once.md",
+                "--port",
+                "0",
+                "--store",
+                &pg.url,
+                "--allow-write",
+                &dir,
+            ],
+        )
+    };
+    let (_a, a) = server();
+    let (_b, b) = server();
+    let answers: Vec<Value> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..16)
+            .map(|i| {
+                let addr = if i % 2 == 0 { &a } else { &b };
+                scope.spawn(move || {
+                    let r = crate::support::http(
+                        addr,
+                        "POST",
+                        "/once",
+                        &[
+                            ("Content-Type", "application/json"),
+                            ("Idempotency-Key", "pay-16"),
+                        ],
+                        b"{}",
+                    );
+                    assert_eq!(r.status, 200, "{}", r.body);
+                    r.json()
+                })
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("ran.txt")).unwrap(),
+        "x",
+        "one execution"
+    );
+    assert_eq!(
+        answers[0]["outputs"],
+        json!({"done": true}),
+        "{}",
+        answers[0]
+    );
+    for other in &answers {
+        assert_eq!(other, &answers[0], "every caller gets the same answer");
+    }
+    let runs: i64 = pg
+        .client()
+        .query_one("SELECT count(*) FROM runs", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(runs, 1);
+}
+
 #[test]
 fn a_concurrency_key_holds_across_servers_and_workers() {
     let Some(pg) = Postgres::start() else { return };

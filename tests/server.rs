@@ -1233,6 +1233,57 @@ fn an_idempotency_key_survives_a_restart() {
     );
 }
 
+/// Sixteen requests with one key at once, spread over two servers of one
+/// store: exactly one run executes, and every caller gets its answer.
+#[test]
+fn concurrent_requests_with_one_idempotency_key_run_once_across_servers() {
+    let d = tempdir();
+    let wf = "---\nworkflow: {id: once}\ntriggers:\n  - {type: webhook, path: /once}\n---\n\n```yaml\naction: script.execute\ninputs:\n  code: |\n    require('fs').appendFileSync('ran.txt', 'x');\n    return 1;\n```\n\n```yaml\naction: workflow.sleep\ninputs: {duration: 300}\n```\n\n```yaml\naction: workflow.set_outputs\ninputs: {done: true}\n```\n";
+    std::fs::write(d.path().join("once.md"), wf).unwrap();
+    let store = d.path().join("runs.db");
+    let store_env = store.to_str().unwrap().to_string();
+    let dir = d.path().to_str().unwrap().to_string();
+    let env = [("MARKTOFLOW_STORE", store_env.as_str())];
+    let args = ["once.md", "--allow-write", dir.as_str()];
+    let a = serve(d.path(), &args, &env);
+    let b = serve(d.path(), &args, &env);
+    let answers: Vec<Value> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..16)
+            .map(|i| {
+                let addr = if i % 2 == 0 { &a.addr } else { &b.addr };
+                scope.spawn(move || {
+                    let r = http(
+                        addr,
+                        "POST",
+                        "/once",
+                        &[
+                            ("Content-Type", "application/json"),
+                            ("Idempotency-Key", "pay-16"),
+                        ],
+                        b"{}",
+                    );
+                    assert_eq!(r.status, 200, "{}", r.body);
+                    r.json()
+                })
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("ran.txt")).unwrap(),
+        "x",
+        "one execution"
+    );
+    let first = &answers[0];
+    assert_eq!(first["status"], "completed", "{first}");
+    assert_eq!(first["outputs"], json!({"done": true}));
+    for other in &answers {
+        assert_eq!(other, first, "every caller gets the same answer");
+    }
+    let h = store_history(d.path(), &store);
+    assert_eq!(h["runs"].as_array().unwrap().len(), 1, "{h}");
+}
+
 /// A client that never finishes its headers is cut off (after 10 s), not
 /// kept for ever.
 #[test]

@@ -264,6 +264,13 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .map(|k| format!("{} {} {k}", route.method, route.path));
+    // Requests with one key take turns until the run it starts is known:
+    // exactly one of them starts it, here; the store decides between
+    // processes.
+    let turn = match &key {
+        Some(k) => Some(s.key_turn(k).await),
+        None => None,
+    };
     let existing = key.as_ref().and_then(|k| {
         let known = s.idempotency.lock().ok()?.get(k).cloned()?;
         let runs = s.runs.lock().ok()?;
@@ -273,30 +280,13 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
     // keeps keys with their runs for a day.
     if let (None, Some(k), Some(store)) = (&existing, &key, s.store.clone()) {
         let k = k.clone();
-        let found = tokio::task::spawn_blocking(move || {
-            let id = store.run_for_key(&k).ok().flatten()?;
-            store.get_run(&id).ok()
-        })
-        .await
-        .ok()
-        .flatten();
-        if let Some(r) = found {
-            let status = match r.status {
-                crate::store::Status::Completed => StatusCode::OK,
-                crate::store::Status::Failed | crate::store::Status::Cancelled => {
-                    StatusCode::INTERNAL_SERVER_ERROR
-                }
-                _ => StatusCode::ACCEPTED,
-            };
-            return (
-                status,
-                Json(json!({
-                    "run_id": r.id, "workflow": r.workflow, "status": r.shown_status(),
-                    "outputs": r.outputs, "error": r.error.map(|m| json!({"message": m, "step": r.error_step})),
-                    "location": format!("/runs/{}", r.id),
-                })),
-            )
-                .into_response();
+        let found = tokio::task::spawn_blocking(move || store.run_for_key(&k).ok().flatten())
+            .await
+            .ok()
+            .flatten();
+        if let Some(id) = found {
+            drop(turn);
+            return answer_for_key(&s, &id, &wf, want_async).await;
         }
     }
     let mut created = None;
@@ -329,13 +319,15 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
                 if store.shared().is_some() {
                     new.context = context.clone();
                 }
-                // Queued for workers, a run is told of once committed.
-                if want_async || s.enqueue_only {
+                // Queued for workers, a run is told of once committed; a
+                // run with a key starts once the store gave it the key.
+                if want_async || s.enqueue_only || key.is_some() {
                     let commit = store.submit_run(new);
                     match committed(commit).await {
                         Ok(()) => {}
                         Err(crate::store::StoreError::DuplicateKey(other)) => {
-                            return (StatusCode::ACCEPTED, Json(json!({"run_id": other, "status": "accepted", "location": format!("/runs/{other}")}))).into_response();
+                            drop((place, turn));
+                            return answer_for_key(&s, &other, &wf, want_async).await;
                         }
                         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
                     }
@@ -359,6 +351,7 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             (run_id, rx)
         }
     };
+    drop(turn);
     if want_async {
         return (StatusCode::ACCEPTED, Json(json!({"run_id": run_id, "status": "accepted", "location": format!("/runs/{run_id}")}))).into_response();
     }
@@ -409,6 +402,62 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
         )
             .into_response(),
     }
+}
+
+/// The answer to a request whose `Idempotency-Key` started stored run
+/// `id` (in another process, or before this one started): an asynchronous
+/// caller hears where it stands; a waiting one gets its end, as the request
+/// that started it did.
+async fn answer_for_key(
+    s: &Arc<ServerState>,
+    id: &str,
+    wf: &Arc<crate::format::model::Workflow>,
+    want_async: bool,
+) -> Response {
+    let Some(store) = s.store.clone() else {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "no run store");
+    };
+    if !want_async {
+        return match super::worker::stored_end(&store, id, wf, s, true).await {
+            Some(r) => {
+                let status = if r.status == RunStatus::Completed { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR };
+                (status, Json(run_json(id, &r.workflow, true, Some(&r)))).into_response()
+            }
+            None => (
+                StatusCode::GATEWAY_TIMEOUT,
+                Json(json!({"run_id": id, "status": "running", "error": format!("the run is still going after {}s; poll /runs/{id}", s.config.request_timeout.as_secs())})),
+            )
+                .into_response(),
+        };
+    }
+    let key = id.to_string();
+    let found = tokio::task::spawn_blocking(move || store.get_run(&key).ok())
+        .await
+        .ok()
+        .flatten();
+    let Some(r) = found else {
+        return (
+            StatusCode::ACCEPTED,
+            Json(json!({"run_id": id, "status": "accepted", "location": format!("/runs/{id}")})),
+        )
+            .into_response();
+    };
+    let status = match r.status {
+        crate::store::Status::Completed => StatusCode::OK,
+        crate::store::Status::Failed | crate::store::Status::Cancelled => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+        _ => StatusCode::ACCEPTED,
+    };
+    (
+        status,
+        Json(json!({
+            "run_id": r.id, "workflow": r.workflow, "status": r.shown_status(),
+            "outputs": r.outputs, "error": r.error.map(|m| json!({"message": m, "step": r.error_step})),
+            "location": format!("/runs/{}", r.id),
+        })),
+    )
+        .into_response()
 }
 
 /// The answer `workflow.exit` asked for: its `status` (default 200), and its

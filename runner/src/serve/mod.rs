@@ -130,6 +130,9 @@ pub struct ServerState {
     order: Mutex<std::collections::VecDeque<String>>,
     /// `Idempotency-Key` (with the route) → the run it started.
     idempotency: Mutex<HashMap<String, String>>,
+    /// `Idempotency-Key`s being decided: requests with one key take turns,
+    /// so the second finds the run the first started (see [`KeyTurn`]).
+    key_turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     global_slots: Arc<Semaphore>,
     /// Per workflow file: its slots.
     workflow_slots: Mutex<HashMap<PathBuf, Arc<Semaphore>>>,
@@ -159,6 +162,29 @@ pub struct ServerState {
 /// Finished runs kept in memory for `GET /runs/{id}`.
 const MAX_RUNS_KEPT: usize = 10_000;
 
+/// A request's turn to decide what its `Idempotency-Key` starts: held from
+/// the lookup until the run it starts is known to the next request.
+pub(super) struct KeyTurn {
+    state: Arc<ServerState>,
+    key: String,
+    held: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for KeyTurn {
+    fn drop(&mut self) {
+        drop(self.held.take());
+        if let Ok(mut turns) = self.state.key_turns.lock() {
+            // Nobody else holds or waits for it: forget it.
+            if turns
+                .get(&self.key)
+                .is_some_and(|m| Arc::strong_count(m) == 1)
+            {
+                turns.remove(&self.key);
+            }
+        }
+    }
+}
+
 impl ServerState {
     pub fn new(
         routes: Vec<Route>,
@@ -181,6 +207,7 @@ impl ServerState {
             runs: Mutex::new(HashMap::new()),
             order: Mutex::new(std::collections::VecDeque::new()),
             idempotency: Mutex::new(HashMap::new()),
+            key_turns: Mutex::new(HashMap::new()),
             workflow_slots: Mutex::new(HashMap::new()),
             bucket_slots: Mutex::new(HashMap::new()),
             queued: AtomicUsize::new(0),
@@ -192,6 +219,20 @@ impl ServerState {
             enqueue_only: false,
             slot_freed: tokio::sync::Notify::new(),
             metrics: metrics::Metrics::default(),
+        }
+    }
+
+    /// Waits for the turn of requests with `key` (see [`KeyTurn`]).
+    pub(super) async fn key_turn(self: &Arc<Self>, key: &str) -> KeyTurn {
+        let lock = self
+            .key_turns
+            .lock()
+            .map(|mut turns| turns.entry(key.to_string()).or_default().clone())
+            .unwrap_or_default();
+        KeyTurn {
+            state: self.clone(),
+            key: key.to_string(),
+            held: Some(lock.lock_owned().await),
         }
     }
 

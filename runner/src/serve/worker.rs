@@ -90,10 +90,35 @@ pub(super) async fn stored_result(
     wf: &Workflow,
     state: &ServerState,
 ) -> RunResult {
+    if let Some(r) = stored_end(store, run_id, wf, state, false).await {
+        return r;
+    }
+    let mut r = result_of(
+        &RunRecord {
+            status: Status::Cancelled,
+            error: Some("the run is queued for the workers and has not ended yet".into()),
+            ..placeholder(run_id, wf)
+        },
+        wf,
+    );
+    r.status = RunStatus::Cancelled;
+    r
+}
+
+/// The result of a stored run once it ended (looked up with a growing
+/// pause, first at once when `look_now`); None when the server stops or the
+/// request timeout passes first.
+pub(super) async fn stored_end(
+    store: &Arc<dyn RunStore>,
+    run_id: &str,
+    wf: &Workflow,
+    state: &ServerState,
+    look_now: bool,
+) -> Option<RunResult> {
     let mut pause = Duration::from_millis(50);
     let until = tokio::time::Instant::now() + state.config.request_timeout;
     // Just queued: nothing to look up before the first word of its end.
-    let mut look = false;
+    let mut look = look_now;
     loop {
         // Asked before looking: an end committed in between still tells.
         let ended = store.shared().map(|pg| pg.ended(run_id));
@@ -110,7 +135,7 @@ pub(super) async fn stored_result(
             if let Ok(Some((r, steps))) = found {
                 let mut result = result_of(&r, wf);
                 result.steps = steps.into_iter().map(step_record).collect();
-                return result;
+                return Some(result);
             }
         }
         look = true;
@@ -132,16 +157,7 @@ pub(super) async fn stored_result(
         }
         pause = (pause * 2).min(Duration::from_secs(1));
     }
-    let mut r = result_of(
-        &RunRecord {
-            status: Status::Cancelled,
-            error: Some("the run is queued for the workers and has not ended yet".into()),
-            ..placeholder(run_id, wf)
-        },
-        wf,
-    );
-    r.status = RunStatus::Cancelled;
-    r
+    None
 }
 
 fn placeholder(run_id: &str, wf: &Workflow) -> RunRecord {

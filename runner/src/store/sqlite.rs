@@ -275,7 +275,10 @@ fn commit_batch(conn: &mut Connection, batch: &[Op]) -> (Vec<Applied>, Option<ru
             let tx = conn.transaction()?;
             for op in batch {
                 let d = match op {
-                    Op::Create(run, at, _) => Applied::Unit(insert_run(&tx, run, *at)),
+                    Op::Create(run, at, _) => match insert_run(&tx, run, *at) {
+                        Ok(Some(holder)) => Applied::Duplicate(holder),
+                        other => Applied::Unit(other.map(|_| ())),
+                    },
                     Op::Prune(cutoff, _) => Applied::Count(prune(&tx, *cutoff)),
                     Op::Absorb(journals, _) => Applied::Unit(absorb(&tx, journals)),
                     Op::Write(w) if needless(w, &ending) => Applied::Unit(Ok(())),
@@ -443,6 +446,7 @@ impl Commit for Sqlite {
             .map(|d| match d {
                 Applied::Unit(r) => Done::Unit(r.map_err(db_err)),
                 Applied::Count(r) => Done::Count(r.map_err(db_err)),
+                Applied::Duplicate(holder) => Done::Unit(Err(StoreError::DuplicateKey(holder))),
             })
             .collect();
         (done, failed.map(db_err))
@@ -453,13 +457,31 @@ impl Commit for Sqlite {
 enum Applied {
     Unit(Result<(), rusqlite::Error>),
     Count(Result<usize, rusqlite::Error>),
+    /// A run refused: its `Idempotency-Key` started this other run.
+    Duplicate(String),
 }
 
 fn json_text(v: &Value) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
 }
 
-fn insert_run(tx: &rusqlite::Transaction, run: &NewRun, now: i64) -> Result<(), rusqlite::Error> {
+/// Inserts a run, unless its `Idempotency-Key` started another run within
+/// the retention: then nothing is written and the holder is the answer.
+fn insert_run(
+    tx: &rusqlite::Transaction,
+    run: &NewRun,
+    now: i64,
+) -> Result<Option<String>, rusqlite::Error> {
+    if let Some(key) = &run.idempotency_key {
+        let since = now.saturating_sub(super::IDEMPOTENCY_RETENTION.as_millis() as i64);
+        let holder: Option<String> = tx
+            .prepare_cached("SELECT run_id FROM idempotency WHERE key = ?1 AND created_at >= ?2")?
+            .query_row(params![key, since], |r| r.get(0))
+            .optional()?;
+        if let Some(holder) = holder.filter(|h| *h != run.id) {
+            return Ok(Some(holder));
+        }
+    }
     let started = (run.status == Status::Running).then_some(now);
     tx.prepare_cached(
         "INSERT INTO runs (id, workflow, file, version, trigger, retry_of, status, inputs, pid, created_at, started_at, owner, context)
@@ -482,6 +504,7 @@ fn insert_run(tx: &rusqlite::Transaction, run: &NewRun, now: i64) -> Result<(), 
     ])?;
     if let Some(key) = &run.idempotency_key {
         // With the run, in its transaction: a repeat after a crash finds it.
+        // (A key past its retention is taken over.)
         tx.prepare_cached(
             "INSERT OR REPLACE INTO idempotency (key, run_id, created_at) VALUES (?1, ?2, ?3)",
         )?
@@ -495,7 +518,7 @@ fn insert_run(tx: &rusqlite::Transaction, run: &NewRun, now: i64) -> Result<(), 
         )?
         .execute(params![run.id, from, *reused as i64])?;
     }
-    Ok(())
+    Ok(None)
 }
 
 fn step_status_str(s: StepStatus) -> &'static str {
@@ -508,7 +531,10 @@ fn step_status_str(s: StepStatus) -> &'static str {
 
 fn apply(tx: &rusqlite::Transaction, w: &Write, starts: &Starts) -> Result<(), rusqlite::Error> {
     match w {
-        Write::Create { run, at } => insert_run(tx, run, *at)?,
+        // Journaled runs (of `marktoflow run`) carry no key.
+        Write::Create { run, at } => {
+            insert_run(tx, run, *at)?;
+        }
         Write::Running {
             run_id,
             at,
