@@ -285,3 +285,93 @@ fn swapping_a_folder_for_a_symlink_mid_run_never_leads_out() {
         "a file.read leaked out"
     );
 }
+
+/// The issue's attack, through a server: one webhook workflow reads the file
+/// its input names, another writes one (`--allow-write .`). Neither reaches
+/// `.env`, the project's state folder, the run store or its journals.
+#[test]
+fn a_served_workflow_never_reaches_env_files_the_state_folder_or_the_run_store() {
+    use crate::support::{http, serve};
+    use serde_json::json;
+    let d = tempdir();
+    let dir = d.path();
+    fs::create_dir_all(dir.join(".marktoflow")).unwrap();
+    fs::write(dir.join(".env"), "SECRET_TOKEN=s3cr3t\n").unwrap();
+    fs::write(dir.join("notes.md"), "fine").unwrap();
+    std::os::unix::fs::symlink(dir.join(".env"), dir.join("innocent.txt")).unwrap();
+    fs::write(
+        dir.join("read.md"),
+        "---\nworkflow: {id: reader}\ntriggers:\n  - {type: webhook, path: /read}\ninputs:\n  path: {type: string}\n---\n\n```yaml\naction: file.read\ninputs: {path: '{{ inputs.path }}'}\noutput_variable: text\n```\n",
+    )
+    .unwrap();
+    fs::write(
+        dir.join("write.md"),
+        "---\nworkflow: {id: writer}\ntriggers:\n  - {type: webhook, path: /write}\ninputs:\n  path: {type: string}\n  content: {type: string}\n---\n\n```yaml\naction: file.write\ninputs: {path: '{{ inputs.path }}', content: '{{ inputs.content }}'}\n```\n",
+    )
+    .unwrap();
+    fs::write(
+        dir.join("script.md"),
+        "---\nworkflow: {id: scripted}\ntriggers:\n  - {type: webhook, path: /script}\ninputs:\n  path: {type: string}\n---\n\n```yaml\naction: script.execute\ninputs:\n  code: return require('fs').readFileSync(inputs.path, 'utf8');\noutput_variable: text\n```\n",
+    )
+    .unwrap();
+    let s = serve(
+        dir,
+        &["read.md", "write.md", "script.md", "--allow-write", "."],
+        &[("MARKTOFLOW_STORE", ".marktoflow/runs.db")],
+    );
+    let post = |path: &str, body: serde_json::Value| {
+        http(
+            &s.addr,
+            "POST",
+            path,
+            &[("Content-Type", "application/json")],
+            body.to_string().as_bytes(),
+        )
+    };
+    // A first run, so the store and its files exist.
+    let ok = post("/read", json!({"path": "notes.md"}));
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert_eq!(ok.json()["outputs"]["text"]["content"], "fine");
+    assert!(dir.join(".marktoflow/runs.db").exists());
+    for path in [
+        ".env",
+        "innocent.txt",
+        ".marktoflow/runs.db",
+        ".marktoflow/runs.db-wal",
+        "sub/../.marktoflow/runs.db",
+    ] {
+        for route in ["/read", "/script"] {
+            let r = post(route, json!({"path": path}));
+            assert_eq!(r.status, 500, "{route} {path}: {}", r.body);
+            assert!(!r.body.contains("s3cr3t"), "{route} {path}: {}", r.body);
+            let message = r.json()["error"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            assert!(
+                message.contains("no workflow reads or writes it"),
+                "{route} {path}: {message}"
+            );
+        }
+    }
+    let forged = "{\"run\": \"forged\"}";
+    for path in [
+        ".env",
+        ".marktoflow/runs.db.pending/forged.jsonl",
+        ".marktoflow/memory.db",
+    ] {
+        let r = post("/write", json!({"path": path, "content": forged}));
+        assert_eq!(r.status, 500, "{path}: {}", r.body);
+    }
+    assert_eq!(
+        fs::read_to_string(dir.join(".env")).unwrap(),
+        "SECRET_TOKEN=s3cr3t\n"
+    );
+    assert!(!dir
+        .join(".marktoflow/runs.db.pending/forged.jsonl")
+        .exists());
+    // An ordinary file is written as before.
+    let r = post("/write", json!({"path": "out.txt", "content": "ok"}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(fs::read_to_string(dir.join("out.txt")).unwrap(), "ok");
+}

@@ -325,7 +325,10 @@ pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<S
             return EXIT_USAGE;
         }
     };
-    let sandbox = Sandbox::new(cwd, read_roots, a.allow_write.clone());
+    // The state folder, the run store and `.env` files stay out of reach.
+    let store_file = a.store.url().is_none().then(|| a.store.path(&wf_dir));
+    let protected = state_dir(&wf_dir).protected(&cwd, &env, store_file.as_deref());
+    let sandbox = Sandbox::new(cwd, read_roots, a.allow_write.clone()).protecting(protected);
     let allowed_hosts = if a.allow_host.is_empty() {
         wf.allowed_hosts.clone()
     } else {

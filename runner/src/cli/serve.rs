@@ -679,17 +679,24 @@ pub(super) fn server_caps(
     }
     read_roots.extend(opts.allow_read.iter().cloned());
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
+    let state = state_dir(serve_root);
+    // The state folder, the run store and `.env` files stay out of reach.
+    let store_file = opts
+        .store
+        .url()
+        .is_none()
+        .then(|| opts.store.path(serve_root));
+    let protected = state.protected(cwd, &env, store_file.as_deref());
     Capabilities {
         clock: Arc::new(marktoflow_steps::core::time::SystemClock),
         caches: Default::default(),
         mcp: Default::default(),
         replies: None,
-        state: Arc::new(state_dir(serve_root)),
-        sandbox: Arc::new(Sandbox::new(
-            cwd.to_path_buf(),
-            read_roots,
-            opts.allow_write.clone(),
-        )),
+        state: Arc::new(state),
+        sandbox: Arc::new(
+            Sandbox::new(cwd.to_path_buf(), read_roots, opts.allow_write.clone())
+                .protecting(protected),
+        ),
         log: Arc::new(|_| {}),
         progress: marktoflow_steps::core::action::no_progress(),
         cancel: Cancel::default(),

@@ -291,7 +291,17 @@ pub(super) fn read_pending(db: &Path) -> Vec<Pending> {
             let text = std::fs::read(&path).ok()?;
             let (writes, whole) = parse(&text);
             let (created, pid, owner) = match writes.first() {
-                Some(Write::Create { run, at }) => (*at, run.pid, run.owner.clone()),
+                Some(Write::Create { run, at }) if trusted(db, &path, run) => {
+                    (*at, run.pid, run.owner.clone())
+                }
+                Some(Write::Create { .. }) => {
+                    // Not a journal `marktoflow run` wrote: set aside, never
+                    // read again.
+                    let mut aside = path.clone().into_os_string();
+                    aside.push(".rejected");
+                    let _ = std::fs::rename(&path, aside);
+                    return None;
+                }
                 _ => return None,
             };
             let finished = writes.iter().any(|w| matches!(w, Write::Finish { .. }));
@@ -313,6 +323,24 @@ pub(super) fn read_pending(db: &Path) -> Vec<Pending> {
         .collect();
     found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.path.cmp(&b.1.path)));
     found.into_iter().map(|(_, p)| p).collect()
+}
+
+/// Whether the journal at `path`, which creates `run`, is one a CLI run of
+/// this store wrote: named after its run, a run of `marktoflow run` (which
+/// carries no `Idempotency-Key` and is never resumed by a server), in a
+/// file of the store file's owner.
+fn trusted(db: &Path, path: &Path, run: &NewRun) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let named = path.file_stem().and_then(|n| n.to_str()) == Some(run.id.as_str());
+    let owner_of = |p: &Path| std::fs::metadata(p).map(|m| m.uid()).ok();
+    let same_owner = match (
+        owner_of(path),
+        owner_of(db).or_else(|| owner_of(&dir_of(db))),
+    ) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    };
+    named && same_owner && run.trigger == "cli" && run.idempotency_key.is_none()
 }
 
 /// The writes of one journal, and whether every line was read (a cut last
@@ -465,6 +493,73 @@ mod tests {
         // A journal that stops before the end reappears (say, a slow reader's copy).
         std::fs::write(dir_of(&db).join("run-4.jsonl"), partial).unwrap();
         assert_eq!(stored(&db, "run-4").0.status, Status::Completed);
+    }
+
+    /// Forged journals (as a workflow with a write root over the store's
+    /// folder could once drop): none rewrites a run, queues a server run or
+    /// takes a key; each is set aside.
+    #[test]
+    fn forged_journals_change_nothing_and_are_set_aside() {
+        let d = tempfile::tempdir().unwrap();
+        let db = d.path().join("runs.db");
+        let server = SqliteStore::open(&db).unwrap();
+        let mut real = new_run("served");
+        real.trigger = "webhook".into();
+        server.create_run(real).unwrap();
+        server.finish_run("served", end());
+        server.flush().unwrap();
+        drop(server);
+        let dir = dir_of(&db);
+        std::fs::create_dir_all(&dir).unwrap();
+        let line = |run: NewRun, at: i64, outputs: serde_json::Value| {
+            let id = run.id.clone();
+            let mut end = end();
+            end.outputs = outputs;
+            format!(
+                "{}\n{}\n",
+                serde_json::to_string(&Write::Create { run, at }).unwrap(),
+                serde_json::to_string(&Write::Finish {
+                    run_id: id,
+                    end,
+                    at
+                })
+                .unwrap()
+            )
+        };
+        // Rewrites the finished server run.
+        std::fs::write(
+            dir.join("served.jsonl"),
+            line(new_run("served"), 1, json!({"poisoned": true})),
+        )
+        .unwrap();
+        // A server run with an attacker's inputs, queued for the next start.
+        let mut queued = new_run("queued");
+        queued.trigger = "webhook".into();
+        queued.status = Status::Queued;
+        std::fs::write(dir.join("queued.jsonl"), line(queued, 2, json!({}))).unwrap();
+        // An Idempotency-Key's answer.
+        let mut keyed = new_run("keyed");
+        keyed.idempotency_key = Some("POST /pay k".into());
+        std::fs::write(dir.join("keyed.jsonl"), line(keyed, 3, json!({}))).unwrap();
+        // A journal named after another run.
+        std::fs::write(dir.join("other.jsonl"), line(new_run("x"), 4, json!({}))).unwrap();
+        let s = SqliteStore::open(&db).unwrap();
+        let r = s.get_run("served").unwrap();
+        assert_eq!(r.outputs, json!({"ok": 1}), "the finished run stands");
+        assert_eq!(r.trigger, "webhook");
+        for id in ["queued", "keyed", "x"] {
+            assert!(s.get_run(id).is_err(), "{id} was absorbed");
+        }
+        assert!(s.incomplete_runs().unwrap().is_empty());
+        assert_eq!(s.run_for_key("POST /pay k").unwrap(), None);
+        for name in ["queued", "keyed", "other"] {
+            assert!(!dir.join(format!("{name}.jsonl")).exists(), "{name}");
+            assert!(
+                dir.join(format!("{name}.jsonl.rejected")).exists(),
+                "{name}"
+            );
+        }
+        assert!(!dir.join("served.jsonl").exists(), "dropped once read");
     }
 
     #[test]

@@ -620,17 +620,22 @@ fn absorb(tx: &rusqlite::Transaction, journals: &[Vec<Write>]) -> Result<(), rus
             continue;
         };
         let finished = writes.iter().any(|w| matches!(w, Write::Finish { .. }));
-        let stored: Option<String> = tx
-            .prepare_cached("SELECT status FROM runs WHERE id = ?1")?
-            .query_row([id], |r| r.get(0))
+        let stored: Option<(String, String, Option<String>, i64)> = tx
+            .prepare_cached("SELECT status, trigger, owner, created_at FROM runs WHERE id = ?1")?
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
             .optional()?;
-        if !finished
-            && stored
-                .as_deref()
-                .and_then(Status::parse)
-                .is_some_and(Status::is_finished)
-        {
-            continue;
+        if let Some((status, trigger, owner, created_at)) = &stored {
+            // Only a run an earlier reading of this journal created is
+            // replaced: never one a server (or another journal) recorded.
+            let ours = match writes.first() {
+                Some(Write::Create { run, at }) => {
+                    trigger == "cli" && *owner == run.owner && created_at == at
+                }
+                _ => false,
+            };
+            if !ours || (!finished && Status::parse(status).is_some_and(Status::is_finished)) {
+                continue;
+            }
         }
         for table in ["steps", "checkpoints", "replies"] {
             tx.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), [id])?;

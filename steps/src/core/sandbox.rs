@@ -13,6 +13,59 @@ pub enum SandboxError {
     ReadDenied { path: String, roots: String },
     #[error("access denied: `{path}` is outside the allowed write roots ({roots}); allow it with `--allow-write DIR`")]
     WriteDenied { path: String, roots: String },
+    #[error(
+        "access denied: `{path}` is {what}; no workflow reads or writes it, whatever the roots"
+    )]
+    Protected { path: String, what: &'static str },
+}
+
+/// What no workflow reads or writes, whatever its roots: marktoflow's own
+/// state (other runs' inputs and outputs, journals, memory, indexes of
+/// other notes) and `.env` files (secrets), wherever they are.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Protected {
+    /// Folders nothing under which is read or written (the state folder,
+    /// the per-user data folder).
+    pub trees: Vec<PathBuf>,
+    /// Files that, with the files and folders beside them named after
+    /// them (`runs.db-wal`, `runs.db.pending/`), are neither read nor
+    /// written (a run store outside the state folder).
+    pub files: Vec<PathBuf>,
+    /// Folders inside `trees` that may still be read (downloaded models).
+    pub readable: Vec<PathBuf>,
+}
+
+impl Protected {
+    /// Why `real` (a canonical path) is protected, if it is.
+    fn reason(&self, real: &Path, write: bool) -> Option<&'static str> {
+        let name = real.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name == ".env" || name.starts_with(".env.") {
+            return Some("a `.env` file");
+        }
+        if self.trees.iter().any(|t| real.starts_with(t))
+            && (write || !self.readable.iter().any(|r| real.starts_with(r)))
+        {
+            return Some("in marktoflow's state folder");
+        }
+        let named_after = |f: &PathBuf| {
+            let (Some(dir), Some(stem)) = (f.parent(), f.file_name().and_then(|n| n.to_str()))
+            else {
+                return false;
+            };
+            real.ancestors().any(|a| {
+                a.parent() == Some(dir)
+                    && a.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                        n == stem
+                            || n.strip_prefix(stem)
+                                .is_some_and(|rest| rest.starts_with(['-', '.']))
+                    })
+            })
+        };
+        if self.files.iter().any(named_after) {
+            return Some("part of the run store");
+        }
+        None
+    }
 }
 
 /// The roots, as given (made absolute and canonical where they exist).
@@ -22,6 +75,9 @@ pub struct Sandbox {
     pub cwd: PathBuf,
     pub read_roots: Vec<PathBuf>,
     pub write_roots: Vec<PathBuf>,
+    /// Refused whatever the roots (see [`Protected`]).
+    #[serde(default)]
+    pub protected: Protected,
 }
 
 impl Sandbox {
@@ -43,6 +99,32 @@ impl Sandbox {
             cwd,
             read_roots,
             write_roots,
+            protected: Protected::default(),
+        }
+    }
+
+    /// This sandbox refusing `protected` too (paths made canonical).
+    pub fn protecting(mut self, protected: Protected) -> Self {
+        let canon = |v: Vec<PathBuf>| -> Vec<PathBuf> {
+            v.iter()
+                .map(|p| canonical_or_absolute(&self.cwd, p))
+                .collect()
+        };
+        self.protected = Protected {
+            trees: canon(protected.trees),
+            files: canon(protected.files),
+            readable: canon(protected.readable),
+        };
+        self
+    }
+
+    fn refuse_protected(&self, p: &str, real: &Path, write: bool) -> Result<(), SandboxError> {
+        match self.protected.reason(real, write) {
+            Some(what) => Err(SandboxError::Protected {
+                path: p.to_string(),
+                what,
+            }),
+            None => Ok(()),
         }
     }
 
@@ -59,6 +141,7 @@ impl Sandbox {
     /// Checks that `p` may be read; returns the canonical path to use.
     pub fn check_read(&self, p: &str) -> Result<PathBuf, SandboxError> {
         let real = real_path(&self.absolute(p));
+        self.refuse_protected(p, &real, false)?;
         if within(&real, &self.read_roots) || within(&real, &self.write_roots) {
             Ok(real)
         } else {
@@ -72,6 +155,7 @@ impl Sandbox {
     /// Checks that `p` may be written (the file itself may not exist yet).
     pub fn check_write(&self, p: &str) -> Result<PathBuf, SandboxError> {
         let real = real_path(&self.absolute(p));
+        self.refuse_protected(p, &real, true)?;
         if within(&real, &self.write_roots) {
             Ok(real)
         } else {
@@ -161,6 +245,51 @@ mod tests {
         assert!(sb.check_read("/etc/passwd").is_err());
         assert!(sb.check_write("a.md").is_err());
         assert!(sb.check_write("sub/new/b.md").is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn state_store_and_env_files_are_refused_whatever_the_roots() {
+        let dir = std::env::temp_dir().join(format!("mtf-sbx-prot-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join(".marktoflow/kb")).unwrap();
+        std::fs::create_dir_all(dir.join("home/models/m")).unwrap();
+        std::fs::create_dir_all(dir.join("runs.db.pending")).unwrap();
+        std::fs::write(dir.join(".env"), "KEY=s").unwrap();
+        std::fs::write(dir.join("notes.md"), "x").unwrap();
+        std::os::unix::fs::symlink(dir.join(".env"), dir.join("innocent.txt")).unwrap();
+        let sb =
+            Sandbox::new(dir.clone(), vec![dir.clone()], vec![dir.clone()]).protecting(Protected {
+                trees: vec![dir.join(".marktoflow"), dir.join("home")],
+                files: vec![dir.join("runs.db")],
+                readable: vec![dir.join("home/models")],
+            });
+        assert!(sb.check_read("notes.md").is_ok());
+        assert!(sb.check_write("out/new.md").is_ok());
+        for p in [
+            ".env",
+            "sub/.env.local",
+            "innocent.txt",
+            ".marktoflow/runs.db",
+            ".marktoflow/kb/x/index",
+            "home/runs.db",
+            "runs.db",
+            "runs.db-wal",
+            "runs.db.pending/0001.jsonl",
+            "runs.db.owners/t",
+        ] {
+            let read = sb.check_read(p);
+            assert!(
+                matches!(read, Err(SandboxError::Protected { .. })),
+                "{p}: {read:?}"
+            );
+            assert!(sb.check_write(p).is_err(), "{p}");
+        }
+        // Downloaded models may be read, not written.
+        assert!(sb.check_read("home/models/m").is_ok());
+        assert!(sb.check_write("home/models/m/x").is_err());
+        // Only names made from the store's: `runs.dbx` is another file.
+        assert!(sb.check_read("runs.dbx").is_ok());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

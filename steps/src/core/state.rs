@@ -77,6 +77,42 @@ impl StateDir {
     }
 }
 
+impl StateDir {
+    /// What no workflow reads or writes (see
+    /// [`crate::core::sandbox::Protected`]): this state folder and the
+    /// per-user data folder (whose downloaded models may still be read), and
+    /// `store`, the run store file, where it lives elsewhere. A folder that
+    /// holds the working folder itself (a home set to the project) is not
+    /// closed whole: its state files are.
+    pub fn protected(
+        &self,
+        cwd: &Path,
+        env: &BTreeMap<String, String>,
+        store: Option<&Path>,
+    ) -> crate::core::sandbox::Protected {
+        let cwd = crate::core::sandbox::real_path(cwd);
+        let mut p = crate::core::sandbox::Protected {
+            readable: vec![crate::core::models::models_dir(env)],
+            ..Default::default()
+        };
+        for dir in [self.root.clone(), user_dir(env)] {
+            let dir =
+                crate::core::sandbox::real_path(&crate::core::sandbox::normalize(&cwd.join(dir)));
+            if cwd.starts_with(&dir) {
+                p.files.push(dir.join("runs.db"));
+                p.files.push(dir.join("memory.db"));
+                p.trees.push(dir.join("kb"));
+            } else if !p.trees.contains(&dir) {
+                p.trees.push(dir);
+            }
+        }
+        if let Some(store) = store {
+            p.files.push(cwd.join(store));
+        }
+        p
+    }
+}
+
 /// The per-user data folder: `MARKTOFLOW_HOME`, else `$XDG_DATA_HOME/marktoflow`,
 /// else `~/.local/share/marktoflow` (a relative `.marktoflow` in the
 /// current folder when no home is known).
