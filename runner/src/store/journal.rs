@@ -326,9 +326,9 @@ pub(super) fn read_pending(db: &Path) -> Vec<Pending> {
 }
 
 /// Whether the journal at `path`, which creates `run`, is one a CLI run of
-/// this store wrote: named after its run, a run of `marktoflow run` (which
-/// carries no `Idempotency-Key` and is never resumed by a server), in a
-/// file of the store file's owner.
+/// this store wrote: named after its run, a run of `marktoflow run` or
+/// `retry` (which carries no `Idempotency-Key`), in a file of the store
+/// file's owner.
 fn trusted(db: &Path, path: &Path, run: &NewRun) -> bool {
     use std::os::unix::fs::MetadataExt;
     let named = path.file_stem().and_then(|n| n.to_str()) == Some(run.id.as_str());
@@ -340,7 +340,8 @@ fn trusted(db: &Path, path: &Path, run: &NewRun) -> bool {
         (Some(a), Some(b)) => a == b,
         _ => false,
     };
-    named && same_owner && run.trigger == "cli" && run.idempotency_key.is_none()
+    let cli = run.trigger == "cli" || (run.trigger == "retry" && run.retry_of.is_some());
+    named && same_owner && cli && run.idempotency_key.is_none()
 }
 
 /// The writes of one journal, and whether every line was read (a cut last

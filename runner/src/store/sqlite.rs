@@ -629,7 +629,7 @@ fn absorb(tx: &rusqlite::Transaction, journals: &[Vec<Write>]) -> Result<(), rus
             // replaced: never one a server (or another journal) recorded.
             let ours = match writes.first() {
                 Some(Write::Create { run, at }) => {
-                    trigger == "cli" && *owner == run.owner && created_at == at
+                    *trigger == run.trigger && *owner == run.owner && created_at == at
                 }
                 _ => false,
             };
