@@ -781,3 +781,64 @@ fn kb_search_can_read_the_question_first() {
         "the day the question names"
     );
 }
+
+/// Index files a server has mapped are cut to nothing under it (by another
+/// program): the server neither dies nor stops answering.
+#[test]
+fn a_mapped_index_cut_short_under_a_server_does_not_kill_it() {
+    use crate::support::{http, serve};
+    let d = tempdir();
+    let dir = d.path();
+    crate::support::copy_dir(&repo().join("examples/lifeos"), &dir.join("notes"));
+    std::fs::write(
+        dir.join("search.md"),
+        "---\nworkflow: {id: search}\ntriggers:\n  - {type: webhook, path: /search}\ninputs:\n  q: {type: string}\n---\n\n```yaml\naction: kb.search\ninputs: {kb: notes, query: '{{ inputs.q }}', index_dir: idx}\noutput_variable: found\n```\n",
+    )
+    .unwrap();
+    let s = serve(dir, &["search.md", "--allow-write", "idx"], &[]);
+    let ask = || {
+        http(
+            &s.addr,
+            "POST",
+            "/search",
+            &[("Content-Type", "application/json")],
+            br#"{"q": "Apollo API key"}"#,
+        )
+    };
+    let first = ask();
+    assert_eq!(first.status, 200, "{}", first.body);
+    // Every file of the index, cut to nothing in place.
+    let mut cut = 0;
+    for e in walk_files(&dir.join("idx")) {
+        let f = std::fs::OpenOptions::new().write(true).open(&e).unwrap();
+        f.set_len(0).unwrap();
+        cut += 1;
+    }
+    assert!(cut > 3, "{cut} files");
+    for _ in 0..3 {
+        let r = ask();
+        assert!(r.status == 200 || r.status == 500, "{}", r.body);
+    }
+    let health = http(&s.addr, "GET", "/health", &[], b"");
+    assert_eq!(health.status, 200, "the server lives");
+    let metrics = http(&s.addr, "GET", "/metrics", &[], b"").body;
+    let faults: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("marktoflow_mapped_file_faults_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(faults > 0, "{metrics}");
+}
+
+fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

@@ -375,3 +375,48 @@ fn a_served_workflow_never_reaches_env_files_the_state_folder_or_the_run_store()
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(fs::read_to_string(dir.join("out.txt")).unwrap(), "ok");
 }
+
+/// `writeFileSync` and `copyFileSync` replace a file by a rename, never by
+/// truncating it in place: the old file stays whole for whoever holds it
+/// open or mapped (a served index), and its permissions are kept.
+#[test]
+fn script_writes_replace_files_whole_never_in_place() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let d = tempdir();
+    let dir = d.path();
+    fs::write(dir.join("data.txt"), "old contents").unwrap();
+    fs::write(dir.join("copied.txt"), "old copy").unwrap();
+    fs::set_permissions(dir.join("data.txt"), fs::Permissions::from_mode(0o640)).unwrap();
+    let held = fs::File::open(dir.join("data.txt")).unwrap();
+    let before = (
+        fs::metadata(dir.join("data.txt")).unwrap().ino(),
+        fs::metadata(dir.join("copied.txt")).unwrap().ino(),
+    );
+    let r = run_script(
+        dir,
+        "const fs = require('fs');\nfs.writeFileSync('data.txt', 'new');\nfs.copyFileSync('data.txt', 'copied.txt');\nfs.appendFileSync('log.txt', 'a');\nfs.appendFileSync('log.txt', 'b');\nreturn fs.readFileSync('copied.txt', 'utf8');",
+        &["--allow-write", "."],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["outputs"]["result"], "new");
+    let after = fs::metadata(dir.join("data.txt")).unwrap();
+    assert_ne!(after.ino(), before.0, "replaced by a rename");
+    assert_ne!(
+        fs::metadata(dir.join("copied.txt")).unwrap().ino(),
+        before.1
+    );
+    assert_eq!(after.permissions().mode() & 0o777, 0o640);
+    // The file held open still reads whole.
+    let mut old = String::new();
+    std::io::Read::read_to_string(&mut &held, &mut old).unwrap();
+    assert_eq!(old, "old contents");
+    assert_eq!(fs::read_to_string(dir.join("log.txt")).unwrap(), "ab");
+    // No temporary file is left behind.
+    let names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp-"))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+}

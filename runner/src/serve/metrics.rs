@@ -133,6 +133,12 @@ impl Metrics {
                 );
             }
         }
+        out.push_str("# HELP marktoflow_mapped_file_faults_total Pages of mapped files (indexes, vectors, models) read after another program cut the file short; read as zeros instead of killing the process.\n# TYPE marktoflow_mapped_file_faults_total counter\n");
+        let _ = writeln!(
+            out,
+            "marktoflow_mapped_file_faults_total {}",
+            marktoflow_steps::core::mapped::faults()
+        );
         let Some(pg) = store.and_then(|s| s.shared()) else {
             return out;
         };

@@ -320,6 +320,16 @@ impl Sandbox {
         create_dirs: bool,
     ) -> Result<PathBuf, ConfinedError> {
         use std::io::Write;
+        self.write_atomic_with(p, create_dirs, |f| f.write_all(bytes))
+    }
+
+    /// [`Sandbox::write_atomic`] with what `fill` writes to the new file.
+    pub fn write_atomic_with(
+        &self,
+        p: &str,
+        create_dirs: bool,
+        fill: impl FnOnce(&mut std::fs::File) -> io::Result<()>,
+    ) -> Result<PathBuf, ConfinedError> {
         let (dir, name, real) = self.parent_of(p, Access::Write, create_dirs)?;
         let mut tmp = OsString::from(".");
         tmp.push(&name);
@@ -327,7 +337,7 @@ impl Sandbox {
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
         let result = (|| -> io::Result<()> {
             let mut f = dir.open(&tmp, flags, 0o666)?;
-            f.write_all(bytes)?;
+            fill(&mut f)?;
             f.sync_all()?;
             if let Ok(old) = dir.stat(&name) {
                 if old.is_file() {

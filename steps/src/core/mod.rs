@@ -1,7 +1,7 @@
 //! What every action family builds on: the [`action`] contract, the
 //! [`catalog`] of declared inputs, [`files`] helpers, calling out over HTTP
 //! ([`net`]), sessions to MCP servers ([`mcp`]), the script runner and LLM
-//! as traits ([`hosts`]), the filesystem [`sandbox`], opening [`sqlite`]
+//! as traits ([`hosts`]), the filesystem [`sandbox`], [`mapped`] files, opening [`sqlite`]
 //! files, the [`state`] folder, [`time`] (durations, one way) and the one
 //! folder [`walk`]er.
 
@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod confined;
 pub mod files;
 pub mod hosts;
+pub mod mapped;
 pub mod mcp;
 pub mod models;
 pub mod net;

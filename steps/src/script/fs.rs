@@ -278,15 +278,22 @@ fn write_common(args: &[JsValue], ctx: &mut Context, append: bool) -> JsResult<J
     let flag = string_opt(args.get(2), "flag", ctx)?;
     let append = append || flag.is_some_and(|f| f.starts_with('a'));
     let bytes = encode(&data, enc.as_deref())?;
+    if !append {
+        // Whole or not at all, never truncated in place: a reader (or a
+        // process that maps the file) sees the old file or the new one.
+        sandbox(ctx)
+            .write_atomic(&p, &bytes, false)
+            .map_err(|e| confined(ctx, e, "open", &p))?;
+        return Ok(JsValue::undefined());
+    }
     let r = sandbox(ctx).parent_of(&p, Access::Write, false);
     let (dir, name, _) = r.map_err(|e| confined(ctx, e, "open", &p))?;
-    let mode = if append {
-        libc::O_APPEND
-    } else {
-        libc::O_TRUNC
-    };
     let mut f = dir
-        .open(&name, libc::O_WRONLY | libc::O_CREAT | mode, 0o666)
+        .open(
+            &name,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND,
+            0o666,
+        )
         .map_err(|e| io_error(ctx, &e, "open", Some(&p)))?;
     f.write_all(&bytes)
         .map_err(|e| io_error(ctx, &e, "write", None))?;
@@ -711,15 +718,10 @@ fn copy_file_sync(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<
     let to = path_arg(args, 1, "dest")?;
     let a = sandbox(ctx).open_read(&from);
     let (mut src, _) = a.map_err(|e| confined(ctx, e, "copyfile", &from))?;
-    let b = sandbox(ctx).parent_of(&to, Access::Write, false);
-    let (dir, name, _) = b.map_err(|e| confined(ctx, e, "copyfile", &to))?;
-    let copied = dir
-        .open(&name, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o666)
-        .and_then(|mut dst| io::copy(&mut src, &mut dst));
-    copied.map_err(|e| {
-        let msg_path = format!("{from}' -> '{to}");
-        io_error(ctx, &e, "copyfile", Some(&msg_path))
-    })?;
+    // Atomic, as a write is.
+    let copied =
+        sandbox(ctx).write_atomic_with(&to, false, |dst| io::copy(&mut src, dst).map(drop));
+    copied.map_err(|e| confined(ctx, e, "copyfile", &to))?;
     Ok(JsValue::undefined())
 }
 

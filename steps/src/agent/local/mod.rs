@@ -48,6 +48,8 @@ pub fn load_cached(
     if let Some(m) = caches.with(|c: &mut Models| c.get(&key).cloned()) {
         return Ok(m);
     }
+    // llama.cpp maps the weights.
+    crate::core::mapped::guard();
     let loaded = Arc::new(Loaded {
         model: LocalModel::load(&key)?,
         slots: Arc::new(Semaphore::new(slot_count())),

@@ -133,6 +133,7 @@ impl Bert {
         // which `marktoflow model install` replaces by renaming a new file
         // over it (the old inode stays intact while mapped); nothing a run
         // does writes it.
+        crate::core::mapped::guard();
         let map = unsafe { Mmap::map(&f) }.map_err(|e| e.to_string())?;
         let (word, position, token_type, emb_norm, layers, vocab, max_positions) = {
             let st = SafeTensors::deserialize(&map).map_err(|e| e.to_string())?;

@@ -113,7 +113,9 @@ impl Vectors {
             Err(_) => return (None, Loaded::Missing),
         };
         // SAFETY: the file is only ever replaced by a rename (atomic_write),
-        // never written in place, so the mapped bytes do not change under us.
+        // never written in place, so the mapped bytes do not change under us;
+        // a file cut short by another program reads as zeros, not a crash.
+        crate::core::mapped::guard();
         let map = match unsafe { memmap2::Mmap::map(&file) } {
             Ok(m) => m,
             Err(e) => return (None, Loaded::Discarded(e.to_string())),

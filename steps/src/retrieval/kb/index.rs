@@ -1217,6 +1217,8 @@ fn collapse_ws(s: &str) -> String {
 }
 
 fn open_dir(d: &Path, schema: &Schema) -> tantivy::Result<Index> {
+    // Its files are mapped: one cut short under us must not kill the process.
+    crate::core::mapped::guard();
     let dir = tantivy::directory::MmapDirectory::open(d)?;
     let index = Index::open_or_create(dir, schema.clone())?;
     Ok(index)
