@@ -487,3 +487,104 @@ fn checkpoints_store_each_value_once_and_still_resume_every_step() {
     let steps = r.json()["steps"].as_array().unwrap().len();
     assert_eq!(steps, 15, "s7..s21 ran again");
 }
+
+/// A run whose step returns 50 MB leaves the store small once it completed
+/// (issue: one run left 550 MB): each stored value is capped at 1 MiB with
+/// a visible marker, a completed run's large checkpoints are dropped, and
+/// no WAL stays behind once the last process exits.
+#[test]
+fn a_fifty_megabyte_output_leaves_the_store_under_its_bound() {
+    let d = tempdir();
+    let p = d.path();
+    let line = "x".repeat(99) + "\n";
+    std::fs::write(p.join("big.txt"), line.repeat(500_000)).unwrap();
+    std::fs::write(
+        p.join("big.md"),
+        "---\nworkflow: {id: big}\n---\n\n## Read\n\n```yaml\naction: file.read\ninputs: {path: big.txt}\noutput_variable: big\n```\n\n## Size\n\n```yaml\naction: core.set\ninputs: {bytes: '{{ big.size }}'}\noutput_variable: size\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(p)
+        .args(["run", "big.md", "--store", "runs.db", "-q", "--json"])
+        .stdout(std::process::Stdio::piped()));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.json()["outputs"]["big"]["content"].as_str().map(str::len),
+        Some(50_000_000),
+        "the run itself has the whole value"
+    );
+    assert_eq!(r.json()["outputs"]["size"]["bytes"], 50_000_000);
+    // A reader moves the journal in, then exits.
+    let h = mtf(p, &["history", "--json", "--store", "runs.db"]);
+    assert_eq!(h.code, 0, "{}", h.stderr);
+    let id = serde_json::from_str::<Value>(&h.stdout).unwrap()["runs"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let shown = mtf(p, &["show", &id, "--json", "--store", "runs.db"]);
+    let shown: Value = serde_json::from_str(&shown.stdout).unwrap();
+    let read = &shown["steps"][0]["output"];
+    assert_eq!(read["truncated"], true, "{}", &shown.to_string()[..400]);
+    assert!(read["bytes"].as_u64().unwrap() > 50_000_000);
+    assert!(read["preview"]
+        .as_str()
+        .unwrap()
+        .starts_with("{\"content\":\"xxx"));
+    assert_eq!(shown["outputs"]["truncated"], true);
+    let size = |name: &str| {
+        std::fs::metadata(p.join(name))
+            .map(|m| m.len())
+            .unwrap_or(0)
+    };
+    let total = size("runs.db") + size("runs.db-wal");
+    assert!(total < 8 << 20, "the store holds {total} bytes");
+    assert_eq!(size("runs.db-wal"), 0, "no WAL left behind");
+    let journals = std::fs::read_dir(p.join("runs.db.pending"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(journals, 0);
+}
+
+/// The same through a server, whose run commits its checkpoints as it goes
+/// (for a restart) and drops them at its end.
+#[test]
+fn a_served_fifty_megabyte_output_leaves_the_store_under_its_bound() {
+    use crate::support::{http, serve};
+    let d = tempdir();
+    let p = d.path();
+    let line = "x".repeat(99) + "\n";
+    std::fs::write(p.join("big.txt"), line.repeat(500_000)).unwrap();
+    std::fs::write(
+        p.join("big.md"),
+        "---\nworkflow: {id: big}\ntriggers:\n  - {type: webhook, path: /big}\noutputs:\n  size: '{{ size }}'\n---\n\n## Read\n\n```yaml\naction: file.read\ninputs: {path: big.txt}\noutput_variable: big\n```\n\n## Size\n\n```yaml\naction: core.set\ninputs: {bytes: '{{ big.size }}'}\noutput_variable: size\n```\n",
+    )
+    .unwrap();
+    let store = p.join("served.db");
+    let store_env = store.to_str().unwrap().to_string();
+    let mut s = serve(p, &["big.md"], &[("MARKTOFLOW_STORE", store_env.as_str())]);
+    let r = http(
+        &s.addr,
+        "POST",
+        "/big",
+        &[("Content-Type", "application/json")],
+        b"{}",
+    );
+    assert_eq!(r.status, 200, "{}", &r.body[..r.body.len().min(300)]);
+    // Stopped as a supervisor stops it.
+    let pid = s.child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    let _ = s.child.wait();
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let total = size(&store) + size(&p.join("served.db-wal"));
+    assert!(
+        total < 8 << 20,
+        "the store holds {total} bytes ({} in its WAL)",
+        size(&p.join("served.db-wal"))
+    );
+}

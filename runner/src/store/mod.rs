@@ -212,6 +212,32 @@ pub fn cluster_limited(wf: &Workflow) -> bool {
     wf.concurrency.is_some() || triggers_limit(wf).is_some()
 }
 
+/// The most of one value (a step's output, a run's outputs) the store keeps,
+/// as JSON text: a larger one is kept as a marker (see [`stored_json`]).
+/// The run itself, and whoever waits for its answer, has the whole value.
+pub const STORED_VALUE_MAX: usize = 1 << 20;
+
+/// A completed run's checkpoints are deleted when together they hold more
+/// than this (`retry --from` then starts such a run from its beginning);
+/// a failed or cancelled run keeps them whole for `retry`.
+pub const KEPT_CHECKPOINTS_MAX: i64 = 4 << 20;
+
+/// `v` as JSON text, as the store keeps it: whole up to
+/// [`STORED_VALUE_MAX`], else `{"truncated": true, "bytes": N, "preview":
+/// "<the first 1,000 characters>"}`.
+pub fn stored_json(v: &Value) -> String {
+    let text = serde_json::to_string(v).unwrap_or_else(|_| "null".into());
+    if text.len() <= STORED_VALUE_MAX {
+        return text;
+    }
+    let end = text
+        .char_indices()
+        .nth(1000)
+        .map(|(i, _)| i)
+        .unwrap_or(text.len());
+    serde_json::json!({"truncated": true, "bytes": text.len(), "preview": &text[..end]}).to_string()
+}
+
 /// How long an `Idempotency-Key` finds the run it started.
 pub const IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 3600);
 

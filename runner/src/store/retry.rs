@@ -35,6 +35,8 @@ pub enum RetryError {
         step: String,
         before: String,
     },
+    #[error("run `{run}` completed and its checkpoints were not kept (together over 4 MiB); retry it from the start (`--from {first}`)")]
+    NotKept { run: String, first: String },
     #[error("`{step}` is not a step run `{run}` had; after an edit, retry from a step it had ({})", had.join(", "))]
     NewStep {
         step: String,
@@ -205,6 +207,12 @@ fn plan_positions(
     let checkpoint = match (checkpoint, index) {
         (Some(c), _) => c,
         (None, None) => Checkpoint::default(),
+        (None, Some(_)) if run.status == super::Status::Completed => {
+            return Err(RetryError::NotKept {
+                run: run.id.clone(),
+                first: wf.steps.first().map(|s| s.id.clone()).unwrap_or_default(),
+            })
+        }
         (None, Some(i)) => {
             return Err(RetryError::NotReached {
                 run: run.id.clone(),

@@ -433,6 +433,18 @@ impl Commit for Sqlite {
         GATHER
     }
 
+    fn close(&mut self) {
+        // The last writer of this process: copy the WAL into the database
+        // and cut it to nothing, so no WAL of a finished burst stays on disk
+        // (another process still reading or writing makes this a no-op).
+        drop(self.checkpoints.take());
+        // Never hold up an exit for another process's readers.
+        let _ = self.conn.busy_timeout(Duration::from_millis(100));
+        let _ = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    }
+
     fn commit(&mut self, batch: &[Op]) -> (Vec<Done>, Option<StoreError>) {
         let held = self.checkpoints.as_ref().map(|c| c.gate.lock());
         let (done, failed) = commit_batch(&mut self.conn, batch);
@@ -563,7 +575,7 @@ fn apply(tx: &rusqlite::Transaction, w: &Write, starts: &Starts) -> Result<(), r
                 s.attempts,
                 s.started_at,
                 s.duration_ms as i64,
-                json_text(&s.output),
+                super::stored_json(&s.output),
                 s.error,
                 s.reused,
             ])?;
@@ -597,7 +609,7 @@ fn apply(tx: &rusqlite::Transaction, w: &Write, starts: &Starts) -> Result<(), r
             .execute(params![
                 run_id,
                 end.status.as_str(),
-                json_text(&end.outputs),
+                super::stored_json(&end.outputs),
                 end.error,
                 end.error_step,
                 at,
@@ -606,6 +618,23 @@ fn apply(tx: &rusqlite::Transaction, w: &Write, starts: &Starts) -> Result<(), r
                 start.map(|s| s.1),
                 start.and_then(|s| s.2),
             ])?;
+            if end.status == Status::Completed {
+                // Large checkpoints of a run that completed are not kept,
+                // and their space goes back to the disk (in a store made
+                // with incremental vacuum; an older one reuses it).
+                let dropped = tx
+                    .prepare_cached(
+                        "DELETE FROM checkpoints WHERE run_id = ?1
+                         AND (SELECT sum(length(state)) FROM checkpoints WHERE run_id = ?1) > ?2",
+                    )?
+                    .execute(params![run_id, super::KEPT_CHECKPOINTS_MAX])?;
+                if dropped > 0 {
+                    // Stepped to its end: each step gives back a page.
+                    let mut vacuum = tx.prepare_cached("PRAGMA incremental_vacuum")?;
+                    let mut rows = vacuum.query([])?;
+                    while rows.next()?.is_some() {}
+                }
+            }
         }
     }
     Ok(())
@@ -643,13 +672,33 @@ fn absorb(tx: &rusqlite::Transaction, journals: &[Vec<Write>]) -> Result<(), rus
         tx.execute("DELETE FROM runs WHERE id = ?1", [id])?;
         let ending: HashSet<&str> = finished.then_some(id).into_iter().collect();
         let starts = starts(writes.iter(), &ending);
+        // A completed run would drop large checkpoints at its end: they
+        // are not written at all.
+        let completed = writes
+            .iter()
+            .any(|w| matches!(w, Write::Finish { end, .. } if end.status == Status::Completed));
+        let large = completed && checkpoint_bytes(writes) > super::KEPT_CHECKPOINTS_MAX;
         for w in writes.iter().filter(|w| w.run_id() == id) {
-            if !needless(w, &ending) {
+            let dropped = large && matches!(w, Write::Checkpoint { .. });
+            if !dropped && !needless(w, &ending) {
                 apply(tx, w, &starts)?;
             }
         }
     }
     Ok(())
+}
+
+/// How much the checkpoints among `writes` hold, as stored.
+fn checkpoint_bytes(writes: &[Write]) -> i64 {
+    writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Checkpoint { checkpoint, .. } => serde_json::to_string(checkpoint)
+                .ok()
+                .map(|t| t.len() as i64),
+            _ => None,
+        })
+        .sum()
 }
 
 fn prune(tx: &rusqlite::Transaction, cutoff: i64) -> Result<usize, rusqlite::Error> {

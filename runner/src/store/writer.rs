@@ -74,6 +74,9 @@ pub(super) trait Commit {
     /// may stay queued before it is committed, when no write somebody waits
     /// for comes to take it along.
     fn gather(&self) -> Duration;
+
+    /// Called once the queue is closed and everything in it committed.
+    fn close(&mut self) {}
 }
 
 /// Whether someone waits for `op`'s commit. A run's writes, its end
@@ -249,6 +252,7 @@ pub(super) fn writer_loop(mut backend: impl Commit, queue: std::sync::Arc<Queue>
             }
         }
     }
+    backend.close();
 }
 
 /// A flush's answer: the first error since the last flush, if any.

@@ -53,10 +53,20 @@ pub fn open(path: &Path, migrations: &[&str]) -> Result<Connection, DbError> {
 pub fn connect(path: &Path) -> Result<Connection, DbError> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Before anything is written: a new file gives space freed by large
+    // deletes back to the disk (`PRAGMA incremental_vacuum`); on a file
+    // that has tables already it changes nothing.
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // A WAL that grew under a burst of writes is cut back to this once a
+    // checkpoint lets it start over, instead of keeping its largest size.
+    conn.pragma_update(None, "journal_size_limit", WAL_KEPT_BYTES)?;
     Ok(conn)
 }
+
+/// The most of a WAL kept on disk once it starts over (see [`connect`]).
+pub const WAL_KEPT_BYTES: i64 = 64 << 20;
 
 fn version(conn: &Connection) -> Result<Option<i64>, rusqlite::Error> {
     conn.query_row("SELECT MAX(version) FROM schema_version", [], |r| r.get(0))
@@ -70,6 +80,7 @@ fn migrate(conn: &mut Connection, migrations: &[&str]) -> Result<(), DbError> {
     if version(conn).ok().flatten() == Some(known) {
         return Ok(());
     }
+
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     tx.execute(
         "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",

@@ -266,7 +266,7 @@ impl Rows {
                 c.started_at.push(s.started_at);
                 c.duration_ms
                     .push(s.duration_ms.min(i64::MAX as u64) as i64);
-                c.output.push(json_text(&s.output));
+                c.output.push(crate::store::stored_json(&s.output));
                 c.error.push(s.error.clone());
                 c.reused.push(s.reused);
             }
@@ -315,7 +315,7 @@ impl Rows {
                     }
                 };
                 f.status[i] = end.status.as_str();
-                f.outputs[i] = json_text(&end.outputs);
+                f.outputs[i] = crate::store::stored_json(&end.outputs);
                 f.error[i] = end.error.clone();
                 f.error_step[i] = end.error_step.clone();
                 f.at[i] = *at;
@@ -358,6 +358,13 @@ impl Rows {
                     &f.at,
                     &f.duration_ms,
                 ],
+            )?;
+            // Large checkpoints of runs that completed are not kept.
+            tx.execute(
+                "DELETE FROM checkpoints c USING UNNEST($1::text[], $2::text[]) AS u(id, status)
+                 WHERE c.run_id = u.id AND u.status = 'completed'
+                   AND (SELECT sum(length(state)) FROM checkpoints k WHERE k.run_id = u.id) > $3",
+                &[&f.id, &f.status, &crate::store::KEPT_CHECKPOINTS_MAX],
             )?;
             // A server waiting to answer for a run hears of its end at once.
             tx.execute(&s.told_done, &[&f.id])?;
