@@ -925,3 +925,63 @@ fn with_watch_the_tool_list_follows_the_files_and_clients_are_told() {
     assert_eq!(out[10]["changed"], true, "{out:?}");
     assert_eq!(names(&out[11]), ["one"]);
 }
+
+/// A reply over the transport's 16 MiB fails the call with a clear error
+/// (it was dropped unseen, and the call never ended); a call that gets no
+/// answer ends at the tool's `call_timeout`.
+#[test]
+fn an_oversized_reply_or_no_reply_fails_the_call_clearly() {
+    if !have_client() {
+        eprintln!("skipped: python3 with `mcp` is missing");
+        return;
+    }
+    let d = tempdir();
+    let started = d.path().join("started");
+    let steps = [
+        step("small", "py.big", "{mib: 1}"),
+        step("large", "py.big", "{mib: 17}").replace(
+            "inputs: {mib: 17}\n",
+            "inputs: {mib: 17}\non_error: continue\n",
+        ),
+        step("again", "py.add", "{a: 1, b: 2}"),
+        step("silent", "slow.hang", "{}"),
+    ]
+    .concat();
+    let slow = format!(
+        "  slow:\n    sdk: mcp\n    command: python3\n    args: [{}]\n    call_timeout: 2s\n",
+        repo().join("tests/mcp/server.py").display()
+    );
+    write(
+        d.path(),
+        "wf.md",
+        &python_tools(d.path(), &started, &slow, &steps),
+    );
+    let r = crate::support::run(crate::support::cmd(d.path()).args([
+        "run",
+        "wf.md",
+        "--json",
+        "--quiet",
+        "--no-store",
+    ]));
+    assert_eq!(r.code, 1, "{r:?}");
+    let j = r.json();
+    let steps = j["steps"].as_array().unwrap();
+    assert_eq!(
+        steps[0]["output"]["result"].as_str().map(str::len),
+        Some(1 << 20)
+    );
+    let large = steps[1]["error"].as_str().unwrap_or_default();
+    assert!(
+        large.contains("calling `big` failed: the server sent a message over 16 MiB"),
+        "{large}"
+    );
+    // The next call starts the server again.
+    assert_eq!(steps[2]["output"], json!({"sum": 3}));
+    let silent = j["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        silent.contains("calling `hang` got no answer within 2s"),
+        "{silent}"
+    );
+    let pid = std::fs::read_to_string(&started).unwrap();
+    assert!(!alive(&pid), "the server {pid} outlived the run");
+}

@@ -49,6 +49,21 @@ def crash() -> str:
     os._exit(3)
 
 
+@server.tool()
+def big(mib: int) -> str:
+    """A text of MIB mebibytes (a reply past the transport's limit)."""
+    return "x" * (mib << 20)
+
+
+@server.tool()
+def hang() -> str:
+    """Never answers."""
+    import time
+
+    while True:
+        time.sleep(60)
+
+
 def main():
     args = sys.argv[1:]
     if "--started" in args:

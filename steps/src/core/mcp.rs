@@ -24,12 +24,28 @@ use std::time::Duration;
 /// The keys a `sdk: mcp` tool may have besides `sdk`, `description`, `auth`
 /// and `options` (they may also be written inside `options`).
 pub const SERVER_KEYS: &[&str] = &[
-    "command", "args", "env", "cwd", "url", "headers", "allowed", "timeout",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "allowed",
+    "timeout",
+    "call_timeout",
 ];
 
 /// How long a server may take to start and answer `initialize`, unless the
 /// tool sets `timeout`.
 const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one call may wait for its answer, unless the tool sets
+/// `call_timeout` (a step's own `timeout` cancels it sooner): a server that
+/// never answers cannot hold a run for ever.
+const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
+/// The longest message a stdio server may send (as rmcp's transport): a
+/// longer reply fails the calls waiting on the server instead of being
+/// dropped unseen.
+const MAX_MESSAGE: usize = 16 << 20;
 /// The last part of a stdio server's stderr kept for messages.
 const STDERR_TAIL: usize = 2048;
 
@@ -57,6 +73,7 @@ pub struct ServerConfig {
     /// The only tools the workflow may call, when listed.
     pub allowed: Option<Vec<String>>,
     pub start_timeout: Duration,
+    pub call_timeout: Duration,
 }
 
 /// A field of a `sdk: mcp` tool that does not fit.
@@ -208,24 +225,11 @@ impl ServerConfig {
                 Transport::Http { url, headers }
             }
         };
-        let start_timeout = match options.get("timeout") {
-            None | Some(Value::Null) => DEFAULT_START_TIMEOUT,
-            // A bare number is seconds here, as the other MCP clients write it.
-            Some(Value::Number(n)) => n
-                .as_f64()
-                .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e7)
-                .map(Duration::from_secs_f64)
-                .ok_or_else(|| {
-                    config_err("timeout", "`timeout` must be a positive number of seconds")
-                })?,
-            Some(v) => {
-                crate::core::time::parse_duration(v).map_err(|e| config_err("timeout", e))?
-            }
-        };
         Ok(ServerConfig {
             transport,
             allowed: string_list(options, "allowed")?,
-            start_timeout,
+            start_timeout: seconds(options, "timeout", DEFAULT_START_TIMEOUT)?,
+            call_timeout: seconds(options, "call_timeout", DEFAULT_CALL_TIMEOUT)?,
         })
     }
 
@@ -248,6 +252,26 @@ impl ServerConfig {
     }
 }
 
+/// A duration option of a server: a bare number is seconds, as the other
+/// MCP clients write it; else `30s`, `2m`.
+fn seconds(
+    options: &Map<String, Value>,
+    key: &'static str,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match options.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Number(n)) => n
+            .as_f64()
+            .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e7)
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| {
+                config_err(key, format!("`{key}` must be a positive number of seconds"))
+            }),
+        Some(v) => crate::core::time::parse_duration(v).map_err(|e| config_err(key, e)),
+    }
+}
+
 /// One connected server.
 pub struct Session {
     service: RunningService<RoleClient, ClientConfig>,
@@ -256,6 +280,28 @@ pub struct Session {
     tools: tokio::sync::OnceCell<Vec<Tool>>,
     stderr: Arc<Mutex<Vec<u8>>>,
     described: String,
+    call_timeout: Duration,
+    /// Told when the server sent a message over [`MAX_MESSAGE`].
+    oversized: Arc<Oversized>,
+}
+
+/// Whether a server sent a message over [`MAX_MESSAGE`] (its calls then
+/// fail at once, saying so).
+#[derive(Default)]
+struct Oversized {
+    seen: std::sync::atomic::AtomicBool,
+    told: tokio::sync::Notify,
+}
+
+impl Oversized {
+    fn seen(&self) -> bool {
+        self.seen.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn set(&self) {
+        self.seen.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.told.notify_waiters();
+    }
 }
 
 impl Session {
@@ -282,12 +328,36 @@ impl Session {
     ) -> Result<CallToolResult, ActionError> {
         let mut params = CallToolRequestParams::new(name.to_string());
         params.arguments = Some(arguments);
+        let too_big = || {
+            self.failure(format!(
+                "calling `{name}` failed: the server sent a message over {} MiB, more than an MCP message may hold here",
+                MAX_MESSAGE >> 20
+            ))
+        };
+        let oversized = self.oversized.told.notified();
+        if self.oversized.seen() {
+            self.gone.store(true, std::sync::atomic::Ordering::SeqCst);
+            return Err(too_big());
+        }
         // Dropping the request on cancellation tells the server so.
         tokio::select! {
-            r = self.service.peer().call_tool(params) => {
+            _ = oversized => {
+                self.gone.store(true, std::sync::atomic::Ordering::SeqCst);
+                Err(too_big())
+            }
+            r = tokio::time::timeout(self.call_timeout, self.service.peer().call_tool(params)) => {
+                let Ok(r) = r else {
+                    return Err(self.failure(format!(
+                        "calling `{name}` got no answer within {} (raise the tool's `call_timeout`)",
+                        crate::core::time::human(self.call_timeout)
+                    )));
+                };
                 r.map_err(|e| {
                     if matches!(e, rmcp::ServiceError::TransportClosed) {
                         self.gone.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    if self.oversized.seen() {
+                        return too_big();
                     }
                     self.failure(format!("calling `{name}` failed: {e}"))
                 })
@@ -435,6 +505,7 @@ fn client_info() -> ClientConfig {
 async fn start(config: &ServerConfig, cx: &StartContext<'_>) -> Result<Session, ActionError> {
     let described = config.describe();
     let stderr = Arc::new(Mutex::new(Vec::new()));
+    let oversized = Arc::new(Oversized::default());
     let failed = |what: String, stderr: &Mutex<Vec<u8>>| {
         ActionError::failed(format!(
             "MCP server `{described}` {what}{}",
@@ -466,15 +537,33 @@ async fn start(config: &ServerConfig, cx: &StartContext<'_>) -> Result<Session, 
                 Some(d) => cx.base_dir.join(d),
                 None => cx.base_dir.to_path_buf(),
             });
+            cmd.stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
             let mut wrapped = CommandWrap::from(cmd);
             wrapped.wrap(ProcessGroup::leader());
-            let (transport, err) = rmcp::transport::TokioChildProcess::builder(wrapped)
-                .stderr(std::process::Stdio::piped())
+            let mut child = wrapped
                 .spawn()
                 .map_err(|e| failed(format!("could not be started: {e}"), &stderr))?;
-            if let Some(err) = err {
+            let (Some(out), Some(input)) = (child.stdout().take(), child.stdin().take()) else {
+                return Err(failed("has no stdin or stdout".into(), &stderr));
+            };
+            if let Some(err) = child.stderr().take() {
                 tokio::spawn(keep_tail(err, stderr.clone()));
             }
+            let transport = ChildTransport {
+                inner: rmcp::transport::async_rw::AsyncRwTransport::new(
+                    Bounded {
+                        inner: out,
+                        line: 0,
+                        oversized: oversized.clone(),
+                    },
+                    input,
+                )
+                // Ours says no first, and says so.
+                .with_max_line_length(MAX_MESSAGE + 1),
+                child: Some(child),
+            };
             client_info()
                 .serve(transport)
                 .await
@@ -521,7 +610,106 @@ async fn start(config: &ServerConfig, cx: &StartContext<'_>) -> Result<Session, 
         tools: Default::default(),
         stderr,
         described,
+        call_timeout: config.call_timeout,
+        oversized,
     })
+}
+
+/// A stdio server's stdout, cut off (an error, which closes the session)
+/// at a message over [`MAX_MESSAGE`], with `oversized` set to say why.
+struct Bounded<R> {
+    inner: R,
+    /// Bytes of the current line so far.
+    line: usize,
+    oversized: Arc<Oversized>,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Bounded<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(Ok(())) = &polled {
+            let new = &buf.filled()[before..];
+            // The longest line these bytes end or hold, and the one they
+            // leave open.
+            let mut longest = 0;
+            let mut line = self.line;
+            for part in new.split_inclusive(|b| *b == b'\n') {
+                line += part.len();
+                longest = longest.max(line);
+                if part.ends_with(b"\n") {
+                    line = 0;
+                }
+            }
+            self.line = line;
+            if longest > MAX_MESSAGE + 1 {
+                self.oversized.set();
+                return std::task::Poll::Ready(Err(std::io::Error::other(
+                    "the server sent a message over the size limit",
+                )));
+            }
+        }
+        polled
+    }
+}
+
+/// The transport to a stdio server: its process group is killed when the
+/// session closes or is dropped.
+struct ChildTransport {
+    inner: rmcp::transport::async_rw::AsyncRwTransport<
+        RoleClient,
+        Bounded<tokio::process::ChildStdout>,
+        tokio::process::ChildStdin,
+    >,
+    child: Option<Box<dyn process_wrap::tokio::ChildWrapper>>,
+}
+
+impl rmcp::transport::Transport<RoleClient> for ChildTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    fn receive(
+        &mut self,
+    ) -> impl std::future::Future<Output = Option<rmcp::service::RxJsonRpcMessage<RoleClient>>> + Send
+    {
+        self.inner.receive()
+    }
+
+    /// Closes its stdin, waits a little for it to exit, then kills its group.
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        let _ = self.inner.close().await;
+        if let Some(mut child) = self.child.take() {
+            let waited = tokio::time::timeout(Duration::from_secs(3), child.wait()).await;
+            if waited.is_err() {
+                let _ = Box::into_pin(child.kill()).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ChildTransport {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // The whole group, and reaped (not left a zombie).
+            let _ = child.start_kill();
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = Box::into_pin(child.kill()).await;
+                });
+            }
+        }
+    }
 }
 
 /// Keeps the last [`STDERR_TAIL`] bytes a server writes to stderr.
