@@ -759,6 +759,97 @@ fn a_concurrency_key_holds_across_servers_and_workers() {
     }
 }
 
+/// A worker paused (SIGSTOP) past its lease, then continued, does not run
+/// the next step of the run another worker took meanwhile: it checks its
+/// lease before each step and abandons the run, saying so.
+#[test]
+fn a_paused_worker_past_its_lease_does_not_go_on_with_the_run() {
+    use std::io::BufRead;
+    let Some(pg) = Postgres::start() else { return };
+    let d = tempdir();
+    let dir = d.path().to_str().unwrap().to_string();
+    std::fs::write(
+        d.path().join("wf.md"),
+        "---\nworkflow: {id: paused}\ntriggers:\n  - {type: webhook, path: /pg}\n---\n\n## One\n\n```yaml\naction: file.write\ninputs: {path: log.txt, content: \"1\\n\", append: true}\n```\n\n## Two\n\n```yaml\naction: workflow.sleep\ninputs: {duration: 1500}\n```\n\n## Three\n\n```yaml\naction: file.write\ninputs: {path: log.txt, content: \"3\\n\", append: true}\n```\n",
+    )
+    .unwrap();
+    let (_server, addr) = serve_enqueue_only(d.path(), &pg.url);
+    let worker_args = [
+        "worker",
+        "wf.md",
+        "--store",
+        &pg.url,
+        "--lease",
+        "1s",
+        "--allow-write",
+        &dir,
+    ];
+    let mut paused = Command::new(bin())
+        .current_dir(d.path())
+        .args(worker_args)
+        .env("MARKTOFLOW_HOME", d.path().join(".home"))
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let err = std::io::BufReader::new(paused.stderr.take().unwrap());
+    let heard = said.clone();
+    std::thread::spawn(move || {
+        for line in err.lines().map_while(Result::ok) {
+            heard.lock().unwrap().push_str(&(line + "\n"));
+        }
+    });
+    let paused = Proc(paused);
+    let r = crate::support::post(&addr, "/pg?async=true", json!({}));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    let log = || std::fs::read_to_string(d.path().join("log.txt")).unwrap_or_default();
+    let wait = |what: &str, mut ok: Box<dyn FnMut() -> bool + '_>| {
+        let start = Instant::now();
+        while !ok() {
+            assert!(start.elapsed() < Duration::from_secs(60), "never: {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait("step one", Box::new(|| log() == "1\n"));
+    // Stopped in step two, past its lease.
+    let pid = paused.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let other = spawn(d.path(), &worker_args);
+    let mut c = pg.client();
+    let other_pid = other.0.id() as i32;
+    wait(
+        "the other worker takes the run",
+        Box::new(|| {
+            c.query_one("SELECT pid FROM runs WHERE id = $1", &[&id])
+                .unwrap()
+                .get::<_, Option<i32>>(0)
+                == Some(other_pid)
+        }),
+    );
+    assert!(Command::new("kill")
+        .args(["-CONT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let mut c = pg.client();
+    wait(
+        "the run completes",
+        Box::new(|| status_of(&mut c, &id) == "completed"),
+    );
+    wait(
+        "the paused worker says it abandoned the run",
+        Box::new(|| said.lock().unwrap().contains("abandoned here")),
+    );
+    assert_eq!(log(), "1\n3\n", "step three ran once, by the other worker");
+}
+
 const SLOW: &str = r#"---
 workflow:
   id: slow

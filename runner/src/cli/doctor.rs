@@ -101,6 +101,7 @@ fn ping(
         callers: Vec::new(),
         debugger: None,
         trigger: Value::Null,
+        lease: None,
     };
     let start = Instant::now();
     let result = rt.block_on(async {

@@ -390,6 +390,7 @@ pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<S
         callers: Vec::new(),
         debugger,
         trigger,
+        lease: None,
     };
     let checkpoint = retry.map(|p| p.checkpoint).or(part).unwrap_or_default();
     let cancel = caps.cancel.clone();

@@ -249,6 +249,34 @@ pub struct RunConfig {
     /// seen as the variable `trigger` unless the run already has one (a
     /// resumed run keeps its own). Null: none.
     pub trigger: Value,
+    /// Asked before each step: whether this process still holds the run
+    /// (a worker of a shared store whose lease passed to another worker
+    /// must not go on). None: always.
+    pub lease: Option<Arc<dyn Lease>>,
+}
+
+/// Whether this process may go on running a run (see [`RunConfig::lease`]).
+pub trait Lease: Send + Sync {
+    fn held(&self) -> bool;
+}
+
+/// Why a run stopped before `step`, if it must: cancelled, or its lease
+/// lost.
+fn stop_before(cfg: &RunConfig, step: &Step) -> Option<Failure> {
+    let message = if cfg.caps.cancel.is_cancelled() {
+        "run cancelled"
+    } else if cfg.lease.as_ref().is_some_and(|l| !l.held()) {
+        "stopped: the run's lease passed to another worker, which continues it"
+    } else {
+        return None;
+    };
+    Some(Failure {
+        message: message.into(),
+        step_id: step.id.clone(),
+        step_name: step.display_name().to_string(),
+        pos: step.pos,
+        cancelled: true,
+    })
 }
 
 impl RunConfig {
@@ -459,14 +487,8 @@ impl Engine {
     ) -> Result<(), Failure> {
         for (i, step) in wf.steps.iter().enumerate().skip(start) {
             // As in `exec_list`, with the index counted from the whole list.
-            if cfg.caps.cancel.is_cancelled() {
-                return Err(Failure {
-                    message: "run cancelled".into(),
-                    step_id: step.id.clone(),
-                    step_name: step.display_name().to_string(),
-                    pos: step.pos,
-                    cancelled: true,
-                });
+            if let Some(stop) = stop_before(cfg, step) {
+                return Err(stop);
             }
             if let Some(v) = self.exec_step(wf, step, st, cfg, 0, i + 1).await? {
                 st.last_top_output = Some(v);
@@ -494,14 +516,8 @@ impl Engine {
         Box::pin(async move {
             let mut outputs = Vec::new();
             for (i, step) in steps.iter().enumerate() {
-                if cfg.caps.cancel.is_cancelled() {
-                    return Err(Failure {
-                        message: "run cancelled".into(),
-                        step_id: step.id.clone(),
-                        step_name: step.display_name().to_string(),
-                        pos: step.pos,
-                        cancelled: true,
-                    });
+                if let Some(stop) = stop_before(cfg, step) {
+                    return Err(stop);
                 }
                 let index = if top { i + 1 } else { 0 };
                 let out = self.exec_step(wf, step, st, cfg, depth, index).await?;
@@ -1304,6 +1320,7 @@ impl Engine {
             debugger: cfg.debugger.clone(),
             // A sub-workflow is called with inputs, not by a request.
             trigger: Value::Null,
+            lease: cfg.lease.clone(),
         };
         let result = Box::pin(self.run(&child, child_inputs, child_cfg)).await;
         match result.status {

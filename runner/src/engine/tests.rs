@@ -99,6 +99,7 @@ fn run_env(text: &str, inputs: Value, env: &[(&str, &str)]) -> (RunResult, Vec<E
         callers: Vec::new(),
         debugger: None,
         trigger: Value::Null,
+        lease: None,
     };
     let inputs = match inputs {
         Value::Object(m) => m,

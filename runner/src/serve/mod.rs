@@ -591,7 +591,9 @@ pub(super) fn start_reserved(
         callers: Vec::new(),
         debugger: None,
         trigger: trigger_context,
+        lease: s.store.as_ref().and_then(|st| st.lease(&run_id)),
     };
+    let lease = cfg.lease.clone();
     let state = s.clone();
     let wf_slots = s.slots_for(&wf);
     let bucket_slots = wf
@@ -722,6 +724,12 @@ pub(super) fn start_reserved(
                 r
             }
         };
+        if lease.as_ref().is_some_and(|l| !l.held()) {
+            // Its writes are refused; the worker that holds it now ends it.
+            eprintln!(
+                "marktoflow: run {run_id} abandoned here: its lease passed to another worker, which continues it"
+            );
+        }
         // Its result is told once its end is committed: by the store's
         // writer, right after the commit that carries the run's writes
         // (no trip back through this task).

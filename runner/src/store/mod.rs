@@ -529,6 +529,12 @@ pub trait RunStore: Send + Sync {
         None
     }
 
+    /// Whether this process still holds run `run_id`, asked before each of
+    /// its steps (None: a store of one machine, where nobody else takes it).
+    fn lease(&self, _run_id: &str) -> Option<Arc<dyn crate::engine::Lease>> {
+        None
+    }
+
     /// [`RunStore::submit_run`], waiting for the commit (not from async code).
     fn create_run(&self, run: NewRun) -> Result<(), StoreError> {
         self.submit_run(run)

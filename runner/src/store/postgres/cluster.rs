@@ -58,12 +58,18 @@ impl PgStore {
                 .name("marktoflow-heartbeat".into())
                 .spawn(move || {
                     while !stop.load(Ordering::SeqCst) {
+                        let began = std::time::Instant::now();
                         let beat = {
                             let me = me.clone();
                             pool.call(move |c| beat(c, &me).map_err(pg_err))
                         };
-                        if let Err(e) = beat {
-                            eprintln!("marktoflow: heartbeat failed: {e}");
+                        match beat {
+                            Ok(held) => {
+                                if let Ok(mut r) = me.renewed.lock() {
+                                    *r = Some((began, held.into_iter().collect()));
+                                }
+                            }
+                            Err(e) => eprintln!("marktoflow: heartbeat failed: {e}"),
                         }
                         // The reaper is cheap when nothing expired.
                         let _ = pool.call(|c| reap(c).map_err(pg_err));
@@ -371,7 +377,7 @@ fn sleep_unless(stop: &AtomicBool, total: Duration) {
 }
 
 /// One heartbeat: this process is alive, and so are its leases.
-fn beat(c: &mut Client, me: &Member) -> Result<(), postgres::Error> {
+fn beat(c: &mut Client, me: &Member) -> Result<Vec<String>, postgres::Error> {
     let host = crate::store::hostname();
     let lease = me.opts.lease.as_millis() as i64;
     let mut tx = c.transaction()?;
@@ -383,19 +389,24 @@ fn beat(c: &mut Client, me: &Member) -> Result<(), postgres::Error> {
         ),
         &[&me.id, &host, &(std::process::id() as i32), &me.opts.role],
     )?;
-    tx.execute(
-        &format!(
-            "UPDATE runs SET lease_until = {DB_NOW} + $2
-             WHERE worker = $1 AND status IN ('queued', 'running')"
-        ),
-        &[&me.id, &lease],
-    )?;
+    let held = tx
+        .query(
+            &format!(
+                "UPDATE runs SET lease_until = {DB_NOW} + $2
+                 WHERE worker = $1 AND status IN ('queued', 'running') RETURNING id"
+            ),
+            &[&me.id, &lease],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     // Processes gone for a day are forgotten.
     tx.execute(
         &format!("DELETE FROM workers WHERE heartbeat_at < {DB_NOW} - 86400000"),
         &[],
     )?;
-    tx.commit()
+    tx.commit()?;
+    Ok(held)
 }
 
 /// Puts back in the queue the runs whose lease ran out (their worker is

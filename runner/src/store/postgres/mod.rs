@@ -112,6 +112,12 @@ fn connect(url: &str) -> Result<Client, StoreError> {
         config.connect_timeout(Duration::from_secs(10));
     }
     config.application_name("marktoflow");
+    // A process paused (SIGSTOP, a frozen VM) inside a transaction would
+    // hold its locks, the claim lock among them, and stall every worker:
+    // the server ends such a session instead.
+    if config.get_options().is_none() {
+        config.options("-c idle_in_transaction_session_timeout=10000");
+    }
     config.connect(NoTls).map_err(|e| StoreError::Open {
         path: shown(url),
         message: e.to_string(),
@@ -211,6 +217,58 @@ struct Member {
     id: String,
     opts: PgOptions,
     fences: Fences,
+    /// When the last heartbeat that pushed this process's leases on began,
+    /// and the runs whose leases it pushed on: until that plus a lease,
+    /// those are this process's for sure.
+    renewed: Mutex<Option<(std::time::Instant, std::collections::HashSet<String>)>>,
+}
+
+/// Whether this process still holds one run (see [`crate::engine::Lease`]):
+/// sure without asking while the last heartbeat is recent, else asked of
+/// the database (a process that was paused past its lease finds out here,
+/// before its next step).
+struct PgLease {
+    run_id: String,
+    me: Arc<Member>,
+    pool: Arc<Pool>,
+}
+
+impl crate::engine::Lease for PgLease {
+    fn held(&self) -> bool {
+        let Some(attempt) = self
+            .me
+            .fences
+            .lock()
+            .ok()
+            .and_then(|f| f.get(&self.run_id).copied())
+        else {
+            // Not a run this process holds by a lease.
+            return true;
+        };
+        let fresh = self.me.renewed.lock().ok().is_some_and(|r| {
+            r.as_ref().is_some_and(|(at, held)| {
+                at.elapsed() < self.me.opts.lease / 2 && held.contains(&self.run_id)
+            })
+        });
+        if fresh {
+            return true;
+        }
+        let (id, me) = (self.run_id.clone(), self.me.id.clone());
+        let asked = self.pool.call(move |c| {
+            c.query_opt(
+                &format!(
+                    "SELECT 1 FROM runs WHERE id = $1 AND worker = $2 AND attempt = $3
+                     AND lease_until > {DB_NOW}"
+                ),
+                &[&id, &me, &attempt],
+            )
+            .map(|r| r.is_some())
+            .map_err(pg_err)
+        });
+        // A database that cannot answer cannot say it is lost: the run's
+        // writes stay fenced either way.
+        asked.unwrap_or(true)
+    }
 }
 
 pub struct PgStore {
@@ -241,6 +299,7 @@ impl PgStore {
             id: uuid::Uuid::new_v4().simple().to_string(),
             opts,
             fences: Arc::default(),
+            renewed: Mutex::new(None),
         });
         let queue = Arc::new(Queue::new());
         let rx = queue.clone();
@@ -608,5 +667,13 @@ impl RunStore for PgStore {
 
     fn shared(&self) -> Option<&PgStore> {
         Some(self)
+    }
+
+    fn lease(&self, run_id: &str) -> Option<Arc<dyn crate::engine::Lease>> {
+        Some(Arc::new(PgLease {
+            run_id: run_id.to_string(),
+            me: self.me.clone(),
+            pool: self.pool.clone(),
+        }))
     }
 }
