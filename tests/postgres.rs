@@ -16,6 +16,8 @@ pub struct Postgres {
     bin: PathBuf,
     data: PathBuf,
     user: Option<String>,
+    /// How `pg_ctl` started it (port, socket folder, settings).
+    opts: String,
     _dir: tempfile::TempDir,
 }
 
@@ -136,6 +138,7 @@ impl Postgres {
                     bin,
                     data,
                     user,
+                    opts,
                     _dir: dir,
                 });
             }
@@ -144,6 +147,45 @@ impl Postgres {
             "PostgreSQL did not start: {}",
             std::fs::read_to_string(dir.path().join("log")).unwrap_or_default()
         );
+    }
+
+    fn pg_ctl(&self) -> Command {
+        match &self.user {
+            Some(u) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", u, "--"]).arg(self.bin.join("pg_ctl"));
+                c
+            }
+            None => Command::new(self.bin.join("pg_ctl")),
+        }
+    }
+
+    /// Stops the server (an outage), its clients cut off.
+    pub fn stop(&self) {
+        let ok = self
+            .pg_ctl()
+            .args(["-w", "-m", "fast", "-D"])
+            .arg(&self.data)
+            .arg("stop")
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(ok.success(), "pg_ctl stop");
+    }
+
+    /// Starts it again after [`Postgres::stop`], on the same port.
+    pub fn start_again(&self) {
+        let ok = self
+            .pg_ctl()
+            .args(["-w", "-t", "60", "-o", &self.opts, "-l"])
+            .arg(self.data.parent().unwrap().join("log"))
+            .arg("-D")
+            .arg(&self.data)
+            .arg("start")
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(ok.success(), "pg_ctl start");
     }
 
     /// A plain client, for what the test checks or changes behind the store.
@@ -253,7 +295,7 @@ fn the_shared_store_queues_leases_fences_and_keeps_keys_unique() {
         .unwrap();
     a.record_step(&held, step("two", 2));
     match a.flush() {
-        Err(StoreError::Db(m)) => assert!(m.contains("lease"), "{m}"),
+        Err(StoreError::LeaseLost(id)) => assert_eq!(id, held),
         other => panic!("a fenced write must fail the flush: {other:?}"),
     }
     let steps = a.steps_of(&held).unwrap();
@@ -848,6 +890,56 @@ fn a_paused_worker_past_its_lease_does_not_go_on_with_the_run() {
         Box::new(|| said.lock().unwrap().contains("abandoned here")),
     );
     assert_eq!(log(), "1\n3\n", "step three ran once, by the other worker");
+}
+
+/// While the store is down a webhook is answered 503 with `Retry-After`
+/// and nothing runs; once it is back, requests run again, and a run whose
+/// end could not be recorded shows what the store holds, not a stale
+/// failure.
+#[test]
+fn a_store_outage_is_answered_503_and_the_truth_is_read_again_after() {
+    let Some(pg) = Postgres::start() else { return };
+    let d = tempdir();
+    std::fs::write(d.path().join("wf.md"), WORKFLOW).unwrap();
+    let (_server, addr) = start_listening(
+        d.path(),
+        &["serve", "wf.md", "--port", "0", "--store", &pg.url],
+    );
+    let first = crate::support::post(&addr, "/pg", json!({"n": 1}));
+    assert_eq!(first.status, 200, "{}", first.body);
+    pg.stop();
+    for body in [json!({"n": 2}), json!({"n": 3})] {
+        let r = crate::support::post(&addr, "/pg", body.clone());
+        assert_eq!(r.status, 503, "{}", r.body);
+        assert!(
+            r.headers
+                .iter()
+                .any(|(k, v)| k.eq_ignore_ascii_case("retry-after") && v == "5"),
+            "{:?}",
+            r.headers
+        );
+        assert!(r.body.contains("run store unreachable"), "{}", r.body);
+        let r = crate::support::post(&addr, "/pg?async=true", body);
+        assert_eq!(r.status, 503, "{}", r.body);
+    }
+    pg.start_again();
+    let start = Instant::now();
+    let again = loop {
+        let r = crate::support::post(&addr, "/pg", json!({"n": 4}));
+        if r.status != 503 {
+            break r;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{}", r.body);
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.json()["outputs"]["two"]["b"], "4-done");
+    let runs: i64 = pg
+        .client()
+        .query_one("SELECT count(*) FROM runs", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(runs, 2, "nothing ran or was recorded during the outage");
 }
 
 const SLOW: &str = r#"---

@@ -708,7 +708,10 @@ pub(super) async fn get_run(
         }),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "run table unavailable"),
     };
-    let stored = match (s.store.clone(), detail || live.is_none()) {
+    // A run whose end this process could not record: the store's word, once
+    // it has one, replaces what this process knows.
+    let unrecorded = s.unrecorded.lock().is_ok_and(|u| u.contains(&id));
+    let stored = match (s.store.clone(), detail || live.is_none() || unrecorded) {
         (Some(st), true) => {
             let want = id.clone();
             tokio::task::spawn_blocking(move || {
@@ -723,6 +726,13 @@ pub(super) async fn get_run(
         }
         _ => None,
     };
+    let settled = unrecorded && stored.as_ref().is_some_and(|(r, _)| r.status.is_finished());
+    if settled {
+        if let Ok(mut u) = s.unrecorded.lock() {
+            u.remove(&id);
+        }
+    }
+    let live = if settled { None } else { live };
     let mut out = match (&live, &stored) {
         (Some((workflow, _, _, _, _, status, result, _)), _) => match result {
             Some(r) => run_json(&id, workflow, true, Some(r)),

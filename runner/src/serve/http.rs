@@ -320,14 +320,19 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
                     new.context = context.clone();
                 }
                 // Queued for workers, a run is told of once committed; a
-                // run with a key starts once the store gave it the key.
-                if want_async || s.enqueue_only || key.is_some() {
+                // run with a key starts once the store gave it the key; on
+                // a shared store, once the store took it (while it cannot
+                // be reached nothing runs, and the caller hears 503).
+                if want_async || s.enqueue_only || key.is_some() || store.shared().is_some() {
                     let commit = store.submit_run(new);
                     match committed(commit).await {
                         Ok(()) => {}
                         Err(crate::store::StoreError::DuplicateKey(other)) => {
                             drop((place, turn));
                             return answer_for_key(&s, &other, &wf, want_async).await;
+                        }
+                        Err(e @ crate::store::StoreError::Unavailable(_)) => {
+                            return store_unavailable(&e)
                         }
                         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
                     }
@@ -381,6 +386,9 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
     // it: a run's result is published once its end is committed).
     if let Some(commit) = created {
         if let Err(e) = committed(commit).await {
+            if matches!(e, crate::store::StoreError::Unavailable(_)) {
+                return store_unavailable(&e);
+            }
             return error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("run {run_id} could not be recorded: {e}"),
@@ -402,6 +410,18 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
         )
             .into_response(),
     }
+}
+
+/// 503 with `Retry-After`: the run store cannot be reached now, so nothing
+/// was accepted.
+fn store_unavailable(e: &crate::store::StoreError) -> Response {
+    let mut resp = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("{e}; nothing was run, try again shortly"),
+    );
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
+    resp
 }
 
 /// The answer to a request whose `Idempotency-Key` started stored run

@@ -130,6 +130,9 @@ pub struct ServerState {
     order: Mutex<std::collections::VecDeque<String>>,
     /// `Idempotency-Key` (with the route) → the run it started.
     idempotency: Mutex<HashMap<String, String>>,
+    /// Runs whose end this process could not record: what the store says
+    /// of them is the truth once it can be read again.
+    pub(super) unrecorded: Mutex<std::collections::HashSet<String>>,
     /// `Idempotency-Key`s being decided: requests with one key take turns,
     /// so the second finds the run the first started (see [`KeyTurn`]).
     key_turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -208,6 +211,7 @@ impl ServerState {
             order: Mutex::new(std::collections::VecDeque::new()),
             idempotency: Mutex::new(HashMap::new()),
             key_turns: Mutex::new(HashMap::new()),
+            unrecorded: Mutex::new(std::collections::HashSet::new()),
             workflow_slots: Mutex::new(HashMap::new()),
             bucket_slots: Mutex::new(HashMap::new()),
             queued: AtomicUsize::new(0),
@@ -739,7 +743,18 @@ pub(super) fn start_reserved(
                 store.after_commit(crate::store::AfterCommit::new(move |committed| {
                     let result = match committed {
                         Ok(()) => result,
-                        Err(e) => not_recorded(result, &wf, &e.to_string()),
+                        Err(e) => {
+                            // The store may have it after all (a commit
+                            // whose answer was lost, a write retried once it
+                            // was back): `GET /runs/{id}` asks it again.
+                            if let Ok(mut u) = state.unrecorded.lock() {
+                                if u.len() >= MAX_RUNS_KEPT {
+                                    u.clear();
+                                }
+                                u.insert(run_id.clone());
+                            }
+                            not_recorded(result, &wf, &e.to_string())
+                        }
                     };
                     publish(&state, &run_id, result, true, &tx);
                     drop(held);

@@ -58,7 +58,7 @@ pub use postgres::{PgOptions, PgStore};
 pub use sqlite::SqliteStore;
 pub use writer::AfterCommit;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     #[error("run store `{path}`: {message}")]
     Open { path: String, message: String },
@@ -76,6 +76,10 @@ pub enum StoreError {
     Ambiguous(String),
     #[error("run store: the writer has stopped")]
     Closed,
+    /// The shared store cannot be reached now (its server is down, the
+    /// network is cut): worth trying again shortly.
+    #[error("run store unreachable: {0}")]
+    Unavailable(String),
     /// A shared store's run is now another worker's (this one's lease ran
     /// out): what this process writes for it is not recorded.
     #[error("run `{0}` is held by another worker now (this one's lease ran out); its writes here are not recorded")]

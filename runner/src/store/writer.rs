@@ -213,15 +213,18 @@ impl Queue {
 /// what is queued and answers each op. An error of a write nobody waits for
 /// is reported at the next flush.
 pub(super) fn writer_loop(mut backend: impl Commit, queue: std::sync::Arc<Queue>) {
-    let mut deferred: Option<String> = None;
+    let mut deferred: Option<StoreError> = None;
     let gather = backend.gather();
     while let Some(batch) = queue.next_batch(gather) {
-        let (done, failed) = backend.commit(&batch);
-        let commit_err = failed.map(|e| e.to_string());
+        let (done, commit_err) = backend.commit(&batch);
+        // Lost writes nobody waits for are told at the next flush; ops
+        // that wait hear of it themselves (a refused run does not make the
+        // next run's end look unrecorded).
         if let Some(e) = &commit_err {
-            deferred.get_or_insert_with(|| e.clone());
+            if batch.iter().any(|op| matches!(op, Op::Write(_))) {
+                deferred.get_or_insert_with(|| e.clone());
+            }
         }
-        let failed_as = |e: &String| StoreError::Db(e.clone());
         let mut done = done.into_iter();
         for op in batch {
             let d = done.next();
@@ -234,7 +237,7 @@ pub(super) fn writer_loop(mut backend: impl Commit, queue: std::sync::Arc<Queue>
                 }
                 Op::Prune(_, reply) => {
                     let r = match (d, &commit_err) {
-                        (_, Some(e)) => Err(failed_as(e)),
+                        (_, Some(e)) => Err(e.clone()),
                         (Some(Done::Count(r)), None) => r,
                         _ => Ok(0),
                     };
@@ -242,7 +245,7 @@ pub(super) fn writer_loop(mut backend: impl Commit, queue: std::sync::Arc<Queue>
                 }
                 Op::Write(_) => {
                     if let Some(Done::Unit(Err(e))) = d {
-                        deferred.get_or_insert_with(|| e.to_string());
+                        deferred.get_or_insert(e);
                     }
                 }
                 Op::Flush(reply) => {
@@ -256,10 +259,13 @@ pub(super) fn writer_loop(mut backend: impl Commit, queue: std::sync::Arc<Queue>
 }
 
 /// A flush's answer: the first error since the last flush, if any.
-fn flushed(deferred: &mut Option<String>, commit_err: &Option<String>) -> Result<(), StoreError> {
+fn flushed(
+    deferred: &mut Option<StoreError>,
+    commit_err: &Option<StoreError>,
+) -> Result<(), StoreError> {
     match (deferred.take(), commit_err) {
-        (Some(e), _) => Err(StoreError::Db(e)),
-        (None, Some(e)) => Err(StoreError::Db(e.clone())),
+        (Some(e), _) => Err(e),
+        (None, Some(e)) => Err(e.clone()),
         (None, None) => Ok(()),
     }
 }
@@ -267,9 +273,9 @@ fn flushed(deferred: &mut Option<String>, commit_err: &Option<String>) -> Result
 /// The answer to an op that waits for its own outcome: the commit's error
 /// when the transaction failed, else the op's own (typed, as the backend
 /// gave it).
-fn unit(d: Option<Done>, commit_err: &Option<String>) -> Result<(), StoreError> {
+fn unit(d: Option<Done>, commit_err: &Option<StoreError>) -> Result<(), StoreError> {
     match (d, commit_err) {
-        (_, Some(e)) => Err(StoreError::Db(e.clone())),
+        (_, Some(e)) => Err(e.clone()),
         (Some(Done::Unit(r)), None) => r,
         _ => Ok(()),
     }

@@ -96,8 +96,16 @@ impl Default for PgOptions {
 }
 
 fn pg_err(e: postgres::Error) -> StoreError {
+    use std::error::Error as _;
     match e.as_db_error() {
+        // The server is shutting down or the connection is being ended.
+        Some(db) if db.code().code().starts_with("57P") => {
+            StoreError::Unavailable(db.message().to_string())
+        }
         Some(db) => StoreError::Db(format!("{} ({})", db.message(), db.code().code())),
+        None if e.is_closed() || e.source().is_some_and(|s| s.is::<std::io::Error>()) => {
+            StoreError::Unavailable(e.to_string())
+        }
         None => StoreError::Db(e.to_string()),
     }
 }

@@ -137,6 +137,10 @@ impl Commit for Pg {
                 });
                 match opened {
                     Ok(c) => self.conn = Some(c),
+                    Err(StoreError::Open { message, .. }) => {
+                        last = Some(StoreError::Unavailable(message));
+                        continue;
+                    }
                     Err(e) => {
                         last = Some(e);
                         continue;
