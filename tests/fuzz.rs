@@ -219,3 +219,179 @@ fn mutated_workflows_never_panic_hang_or_exit_oddly() {
     eprintln!("fuzz: {n} inputs in {secs} s (seed {seed})");
     assert!(n > 100, "the fuzzer ran only {n} inputs");
 }
+
+/// Bodies for the webhook and the run API, seeds for the mutator: typical
+/// ones and the hostile cases found in review (numbers past every range,
+/// NUL bytes, template text as data, growth methods as data, deep nesting).
+const BODIES: &[&str] = &[
+    r#"{"s": "hello", "n": 3, "x": 1.5, "b": true, "l": ["a", "b"], "o": {"k": "v"}, "e": "red"}"#,
+    r#"{"n": 1e308}"#,
+    r#"{"n": -1e308, "x": 1e999}"#,
+    r#"{"n": 18446744073709551616}"#,
+    r#"{"s": "a\u0000b"}"#,
+    r#"{"s": "{{ range(99999999) | join }}"}"#,
+    r#"{"s": "{{ 'x'.padStart(100000000000) }}"}"#,
+    r#"{"s": "{{ 'ab' | regex_replace('(.)', '$&$&$&$&$&$&$&$&') }}"}"#,
+    r#"{"e": "purple", "l": "not a list", "o": [1, 2]}"#,
+    r#"{"b": "true", "n": "12", "x": "NaN"}"#,
+    r#"{"__proto__": {"polluted": true}, "constructor": {"prototype": {}}}"#,
+    r#"[1, 2, 3]"#,
+    r#""just text""#,
+    r#"{"s": "\ud800"}"#,
+    "{\"s\": \"é\u{feff}\"}",
+];
+
+/// JSON-RPC messages for `/mcp`, seeds for the mutator.
+const MCP_MESSAGES: &[&str] = &[
+    r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}"#,
+    r#"{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "hook", "arguments": {"s": "hi", "n": 1}}}"#,
+    r#"{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "hook", "arguments": {"n": 1e308}}}"#,
+    r#"{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "nope"}}"#,
+    r#"{"jsonrpc": "2.0", "id": null, "method": "ping"}"#,
+    r#"{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}"#,
+    r#"[{"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, {"jsonrpc": "2.0", "id": 6, "method": "ping"}]"#,
+    r#"{"jsonrpc": "1.0", "id": {}, "method": 7}"#,
+    r#"{"jsonrpc": "2.0", "id": 8, "method": "resources/read", "params": {"uri": "file:///etc/passwd"}}"#,
+];
+
+/// Mutates a JSON text: tokens spliced in, bytes changed or cut, nesting
+/// deepened.
+fn mutate_json(rng: &mut fastrand::Rng, seeds: &[&str]) -> Vec<u8> {
+    const JSON_TOKENS: &[&str] = &[
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        ":",
+        "\"",
+        "1e308",
+        "-0",
+        "null",
+        "true",
+        "\\u0000",
+        "\\ud800",
+        "{{ x }}",
+        "99999999999999999999999",
+    ];
+    let mut s = seeds[rng.usize(..seeds.len())].as_bytes().to_vec();
+    for _ in 0..rng.usize(1..5) {
+        let at = rng.usize(..=s.len());
+        match rng.u8(..5) {
+            0 => {
+                let t = JSON_TOKENS[rng.usize(..JSON_TOKENS.len())].as_bytes();
+                s.splice(at..at, t.iter().copied());
+            }
+            1 if at < s.len() => s[at] = rng.u8(..),
+            2 => s.truncate(at),
+            3 => {
+                let depth = rng.usize(1..3000);
+                let mut deep = "[".repeat(depth).into_bytes();
+                deep.extend("]".repeat(depth).bytes());
+                s.splice(at..at, deep);
+            }
+            _ => {
+                let end = (at + rng.usize(1..16)).min(s.len());
+                s.drain(at..end);
+            }
+        }
+    }
+    s
+}
+
+/// How many mutated requests each HTTP target gets (`MARKTOFLOW_FUZZ_HTTP`).
+fn http_count() -> usize {
+    std::env::var("MARKTOFLOW_FUZZ_HTTP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300)
+}
+
+/// Mutated JSON bodies to a webhook and the run API, and mutated MCP
+/// messages to `/mcp`, against the real server: every request is answered
+/// (no dropped connection), `/health` keeps answering, the process lives.
+#[test]
+fn mutated_api_bodies_and_mcp_messages_never_kill_or_stall_the_server() {
+    use crate::support::{http, serve};
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("hook.md"),
+        "---\nworkflow: {id: hook}\ntriggers:\n  - {type: webhook, path: /hook}\ninputs:\n  s: {type: string, default: ''}\n  n: {type: integer, default: 0}\n  x: {type: number, default: 0}\n  b: {type: boolean, default: false}\n  l: {type: array, default: []}\n  o: {type: object, default: {}}\n  e: {type: string, enum: [red, green], default: red}\n---\n\n```yaml\naction: core.template\ninputs: {template: '{{ inputs.s }}'}\noutput_variable: echoed\n```\n",
+    )
+    .unwrap();
+    let s = serve(
+        d.path(),
+        &["hook.md", "--mcp", "--mcp-token-env", "FUZZ_TOKEN"],
+        &[("FUZZ_TOKEN", "fuzz")],
+    );
+    let seed: u64 = std::env::var("MARKTOFLOW_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x6d61726b);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let json = [("Content-Type", "application/json")];
+    let alive = |n: usize| {
+        let h = http(&s.addr, "GET", "/health", &[], b"");
+        assert_eq!(h.status, 200, "after request {n} (seed {seed}): {}", h.body);
+    };
+    let count = http_count();
+    for n in 0..count {
+        let body = mutate_json(&mut rng, BODIES);
+        let path = if n % 2 == 0 {
+            "/hook"
+        } else {
+            "/workflows/hook/runs"
+        };
+        let r = http(&s.addr, "POST", path, &json, &body);
+        assert!(
+            (200..600).contains(&r.status),
+            "{path} request {n} (seed {seed}) got no answer: {}",
+            String::from_utf8_lossy(&body)
+        );
+        if n % 50 == 0 {
+            alive(n);
+        }
+    }
+    // An MCP session, then mutated messages in it.
+    let mcp_headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Authorization", "Bearer fuzz"),
+    ];
+    let init = http(
+        &s.addr,
+        "POST",
+        "/mcp",
+        &mcp_headers,
+        br#"{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}}"#,
+    );
+    assert_eq!(init.status, 200, "{}", init.body);
+    let session = init
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("mcp-session-id"))
+        .map(|(_, v)| v.clone())
+        .expect("a session id");
+    let mut in_session = mcp_headers.to_vec();
+    in_session.push(("Mcp-Session-Id", session.as_str()));
+    let _ = http(
+        &s.addr,
+        "POST",
+        "/mcp",
+        &in_session,
+        br#"{"jsonrpc": "2.0", "method": "notifications/initialized"}"#,
+    );
+    for n in 0..count {
+        let body = mutate_json(&mut rng, MCP_MESSAGES);
+        let r = http(&s.addr, "POST", "/mcp", &in_session, &body);
+        assert!(
+            (200..600).contains(&r.status),
+            "/mcp message {n} (seed {seed}) got no answer: {}",
+            String::from_utf8_lossy(&body)
+        );
+        if n % 50 == 0 {
+            alive(n);
+        }
+    }
+    alive(count);
+}
