@@ -1,5 +1,7 @@
-//! A mutation fuzzer over the workflow parser and `validate`, bounded in
-//! time (`MARKTOFLOW_FUZZ_SECS`, default 60). The corpus is every workflow
+//! A mutation fuzzer over the workflow parser and `validate`, bounded by
+//! count (`MARKTOFLOW_FUZZ_INPUTS`, default 30,000, about 12 s of a debug
+//! build) and time (`MARKTOFLOW_FUZZ_SECS`, default 60), whichever ends
+//! first; a longer session sets both higher. The corpus is every workflow
 //! we ship (`examples/`, `workflows/`) plus the seeds in `tests/fuzz/`
 //! (extreme numbers, deep YAML, hostile templates). Inputs are mutated
 //! deterministically (`MARKTOFLOW_FUZZ_SEED`). No input may panic or take
@@ -159,6 +161,10 @@ fn mutated_workflows_never_panic_hang_or_exit_oddly() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0x6d61726b);
+    let inputs_max: u64 = std::env::var("MARKTOFLOW_FUZZ_INPUTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30_000);
     let corpus = corpus();
     let d = tempdir();
     let mut rng = fastrand::Rng::with_seed(seed);
@@ -182,7 +188,7 @@ fn mutated_workflows_never_panic_hang_or_exit_oddly() {
     });
     let start = Instant::now();
     let mut n = 0u64;
-    while start.elapsed() < Duration::from_secs(secs) {
+    while start.elapsed() < Duration::from_secs(secs) && n < inputs_max {
         let text = mutate(&mut rng, &corpus);
         to_worker.send(text.clone()).unwrap();
         match done.recv_timeout(Duration::from_secs(10)) {

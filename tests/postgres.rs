@@ -856,6 +856,19 @@ fn a_paused_worker_past_its_lease_does_not_go_on_with_the_run() {
         }
     };
     wait("step one", Box::new(|| log() == "1\n"));
+    let mut c = pg.client();
+    wait(
+        "the checkpoint after step one",
+        Box::new(|| {
+            c.query_one(
+                "SELECT count(*) FROM checkpoints WHERE run_id = $1 AND next_step >= 1",
+                &[&id],
+            )
+            .unwrap()
+            .get::<_, i64>(0)
+                > 0
+        }),
+    );
     // Stopped in step two, past its lease.
     let pid = paused.0.id().to_string();
     assert!(Command::new("kill")
@@ -1079,45 +1092,62 @@ output_variable: ticked
 fn a_schedule_under_two_servers_fires_once_per_tick() {
     let Some(pg) = Postgres::start() else { return };
     let d = tempdir();
-    std::fs::write(d.path().join("wf.md"), TICK).unwrap();
+    // Every second (six fields, the seconds first): ticks come at once.
+    std::fs::write(
+        d.path().join("wf.md"),
+        TICK.replace("cron: \"* * * * *\"", "cron: \"* * * * * *\""),
+    )
+    .unwrap();
     let serve =
         |d: &Path| start_listening(d, &["serve", "wf.md", "--port", "0", "--store", &pg.url]);
     let (_a, _) = serve(d.path());
     let (_b, _) = serve(d.path());
     let mut c = pg.client();
-    // The next minute's tick (up to a minute away), then time for a late
-    // second start to show.
+    // Both servers have each tick; its key lets one start it. Three ticks
+    // recorded, each by one run.
     let start = Instant::now();
-    let mut ticks: Vec<(i64, i64)>;
-    loop {
-        ticks = c
-            .query(
-                "SELECT created_at / 60000 AS minute, count(*) FROM runs WHERE trigger = 'schedule' GROUP BY minute",
+    let keys = |c: &mut postgres::Client| -> i64 {
+        c.query_one(
+            "SELECT count(*) FROM idempotency WHERE key LIKE 'schedule tick %'",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    };
+    while keys(&mut c) < 3 {
+        assert!(start.elapsed() < Duration::from_secs(30), "no ticks");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (runs, ticks): (i64, i64) = {
+        let r = c
+            .query_one(
+                "SELECT (SELECT count(*) FROM runs WHERE trigger = 'schedule'),
+                        (SELECT count(*) FROM idempotency WHERE key LIKE 'schedule tick %')",
                 &[],
             )
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect();
-        if !ticks.is_empty() {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(90), "no tick");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    std::thread::sleep(Duration::from_secs(3));
-    let runs: Vec<(String, String)> = c
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(runs, ticks, "one run per tick over two servers");
+    let per_second: Vec<(i64, i64)> = c
         .query(
-            "SELECT id, status FROM runs WHERE trigger = 'schedule'",
+            "SELECT created_at / 1000 AS second, count(*) FROM runs WHERE trigger = 'schedule' GROUP BY second",
             &[],
         )
         .unwrap()
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
-    assert_eq!(runs.len(), 1, "one run per tick over two servers: {runs:?}");
+    assert!(per_second.iter().all(|(_, n)| *n == 1), "{per_second:?}");
+    let first: String = c
+        .query_one(
+            "SELECT id FROM runs WHERE trigger = 'schedule' ORDER BY created_at LIMIT 1",
+            &[],
+        )
+        .unwrap()
+        .get(0);
     let start = Instant::now();
-    while status_of(&mut c, &runs[0].0) != "completed" {
+    while status_of(&mut c, &first) != "completed" {
         assert!(start.elapsed() < Duration::from_secs(10));
         std::thread::sleep(Duration::from_millis(50));
     }

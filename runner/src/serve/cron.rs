@@ -1,11 +1,14 @@
-//! Five-field cron expressions (`minute hour day-of-month month day-of-week`)
-//! for `schedule` triggers: `*`, lists, ranges, steps, and names of months
-//! and weekdays. Times are UTC unless the trigger names a `timezone`.
+//! Cron expressions for `schedule` triggers: five fields (`minute hour
+//! day-of-month month day-of-week`), or six with the seconds first (as
+//! node-cron reads them), with `*`, lists, ranges, steps, and names of
+//! months and weekdays. Times are UTC unless the trigger names a `timezone`.
 
 use chrono::{DateTime, Datelike, Duration, Timelike, Utc};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cron {
+    /// The seconds of a six-field expression (None: second 0).
+    seconds: Option<Vec<bool>>,
     minutes: Vec<bool>,
     hours: Vec<bool>,
     days: Vec<bool>,
@@ -74,13 +77,18 @@ fn field(
 
 impl Cron {
     pub fn parse(expr: &str) -> Result<Cron, String> {
-        let parts: Vec<&str> = expr.split_whitespace().collect();
-        if parts.len() != 5 {
+        let mut parts: Vec<&str> = expr.split_whitespace().collect();
+        if parts.len() != 5 && parts.len() != 6 {
             return Err(format!(
-                "`{expr}` has {} fields; a cron expression has 5: minute hour day month weekday",
+                "`{expr}` has {} fields; a cron expression has 5: minute hour day month weekday (or 6, with the seconds first)",
                 parts.len()
             ));
         }
+        let seconds = if parts.len() == 6 {
+            Some(field(parts.remove(0), 0, 59, &[], "second")?.0)
+        } else {
+            None
+        };
         const MONTHS: &[&str] = &[
             "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
         ];
@@ -91,6 +99,7 @@ impl Cron {
         let (months, _) = field(parts[3], 1, 12, MONTHS, "month")?;
         let (weekdays, weekdays_restricted) = field(parts[4], 0, 6, DAYS, "day of the week")?;
         Ok(Cron {
+            seconds,
             minutes,
             hours,
             days,
@@ -113,6 +122,16 @@ impl Cron {
     }
 
     pub fn matches(&self, t: DateTime<Utc>) -> bool {
+        let second = t.second() as usize;
+        let second_ok = match &self.seconds {
+            Some(s) => s[second],
+            None => second == 0,
+        };
+        second_ok && self.matches_minute(t)
+    }
+
+    /// Whether the minute of `t` matches (the seconds aside).
+    fn matches_minute(&self, t: DateTime<Utc>) -> bool {
         let t = match self.tz {
             Some(tz) => t.with_timezone(&tz).naive_local(),
             None => t.naive_utc(),
@@ -129,14 +148,25 @@ impl Cron {
             && day
     }
 
-    /// The first whole minute after `after` that matches (within ~4 years).
+    /// The first whole second after `after` that matches (within ~4
+    /// years): a minute's start for a five-field expression.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let mut t = after.with_second(0)?.with_nanosecond(0)? + Duration::minutes(1);
+        let mut minute = after.with_second(0)?.with_nanosecond(0)?;
         for _ in 0..(4 * 366 * 24 * 60) {
-            if self.matches(t) {
-                return Some(t);
+            if self.matches_minute(minute) {
+                let seconds: &[bool] = match &self.seconds {
+                    Some(s) => s,
+                    None => &[true],
+                };
+                let first = seconds.iter().enumerate().find_map(|(s, on)| {
+                    let t = minute + Duration::seconds(s as i64);
+                    (*on && t > after).then_some(t)
+                });
+                if let Some(t) = first {
+                    return Some(t);
+                }
             }
-            t += Duration::minutes(1);
+            minute += Duration::minutes(1);
         }
         None
     }
@@ -190,6 +220,25 @@ mod tests {
         ] {
             assert!(Cron::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_sixth_field_first_is_the_seconds() {
+        let t = |h, mi, sec| Utc.with_ymd_and_hms(2026, 11, 20, h, mi, sec).unwrap();
+        let c = Cron::parse("*/20 * * * * *").unwrap();
+        assert_eq!(c.next_after(t(10, 0, 0)), Some(t(10, 0, 20)));
+        assert_eq!(c.next_after(t(10, 0, 45)), Some(t(10, 1, 0)));
+        assert!(c.matches(t(10, 0, 40)) && !c.matches(t(10, 0, 41)));
+        let c = Cron::parse("30 0 9 * * mon-fri").unwrap();
+        assert_eq!(
+            c.next_after(t(9, 0, 30)),
+            Some(t(9, 0, 30) + Duration::days(3))
+        );
+        // Five fields fire at second 0 only.
+        let c = Cron::parse("* * * * *").unwrap();
+        assert!(c.matches(t(10, 1, 0)) && !c.matches(t(10, 1, 1)));
+        assert_eq!(c.next_after(t(10, 0, 1)), Some(t(10, 1, 0)));
+        assert!(Cron::parse("60 * * * * *").is_err());
     }
 
     #[test]
