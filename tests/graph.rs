@@ -14,11 +14,11 @@ fn mermaid_modules() -> Option<PathBuf> {
     let ok = dir
         .as_ref()
         .is_some_and(|d| d.join("mermaid").is_dir() && d.join("jsdom").is_dir());
-    if !ok && std::env::var_os("CI").is_some() {
-        panic!("MARKTOFLOW_NODE_MODULES must name a node_modules with mermaid and jsdom (`.ci/run` installs them)");
-    }
     if !ok {
-        eprintln!("skipped: set MARKTOFLOW_NODE_MODULES to a node_modules with mermaid and jsdom");
+        crate::support::missing(
+            "the Mermaid test",
+            "set MARKTOFLOW_NODE_MODULES to a node_modules with mermaid and jsdom (`.ci/run` installs them)",
+        );
     }
     dir.filter(|_| ok)
 }

@@ -44,14 +44,14 @@ fn is_root() -> bool {
 }
 
 impl Postgres {
-    /// Starts one, or None (skipped) outside CI when PostgreSQL is not
-    /// installed; in CI its absence fails the test.
+    /// Starts one, or None when PostgreSQL is missing and the run allows
+    /// skipping (see `support::missing`); otherwise its absence fails.
     pub fn start() -> Option<Postgres> {
         let Some(bin) = pg_bin() else {
-            if std::env::var_os("CI").is_some() {
-                panic!("PostgreSQL's initdb/pg_ctl are needed (`.ci/run` installs Debian's postgresql)");
-            }
-            eprintln!("skipped: PostgreSQL is not installed (apt-get install postgresql)");
+            crate::support::missing(
+                "the shared-store tests",
+                "install PostgreSQL's initdb and pg_ctl (apt-get install postgresql; `.ci/run` does)",
+            );
             return None;
         };
         // PostgreSQL refuses to run as root: then as an unprivileged user.

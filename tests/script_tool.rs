@@ -51,7 +51,11 @@ fn a_step_timeout_kills_the_tool_and_what_it_started() {
     tool(
         d.path(),
         "slow.sh",
-        &format!("(sleep 2; touch '{}') &\nsleep 30", marker.display()),
+        &format!(
+            "(sleep 2; touch '{}') &\necho $! > '{}'\nsleep 30",
+            marker.display(),
+            d.path().join("child.pid").display()
+        ),
     );
     workflow(d.path(), "./slow.sh", "timeout: 300ms\n");
     let started = std::time::Instant::now();
@@ -65,8 +69,23 @@ fn a_step_timeout_kills_the_tool_and_what_it_started() {
         "{r:?}"
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
-    // Give the killed child's timer time to have fired had it lived.
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // The child is gone (not a zombie), so its timer can never fire.
+    let pid = std::fs::read_to_string(d.path().join("child.pid")).unwrap();
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).map_or(true, |st| {
+            st.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        })
+    };
+    let waited = std::time::Instant::now();
+    while !gone() {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(10),
+            "the tool's child {pid} outlived the timeout"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     assert!(!marker.exists(), "the tool's child outlived the timeout");
 }
 

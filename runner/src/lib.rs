@@ -21,8 +21,13 @@ pub mod store;
 pub mod template;
 
 #[cfg(test)]
+#[path = "../../tests/layers/scan.rs"]
+mod scan;
+
+#[cfg(test)]
 mod layers {
-    /// Each layer imports only the layers before it (no cycles, no reaching up).
+    /// Each layer imports only the layers before it (no reaching up), by
+    /// any path: `crate::x`, `crate::{x, y}`, `super::super::x`.
     #[test]
     fn modules_only_use_lower_layers() {
         const ORDER: &[&str] = &[
@@ -30,30 +35,17 @@ mod layers {
         ];
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut bad = Vec::new();
-        let mut stack = vec![src.clone()];
-        while let Some(dir) = stack.pop() {
-            for e in std::fs::read_dir(&dir).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                    continue;
-                }
-                let rel = p.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
-                let top = rel.split('/').next().unwrap().trim_end_matches(".rs");
-                let Some(me) = ORDER.iter().position(|l| *l == top) else {
-                    continue;
-                };
-                let text = std::fs::read_to_string(&p).unwrap();
-                for (i, _) in text.match_indices("crate::") {
-                    let name: String = text[i + 7..]
-                        .chars()
-                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                        .collect();
-                    if let Some(other) = ORDER.iter().position(|l| *l == name) {
-                        if other > me {
-                            bad.push(format!("{rel} uses crate::{name}"));
-                        }
-                    }
+        for (rel, top, names) in super::scan::uses(&src) {
+            let Some(me) = ORDER.iter().position(|l| *l == top) else {
+                continue;
+            };
+            for name in names {
+                if ORDER
+                    .iter()
+                    .position(|l| *l == name)
+                    .is_some_and(|o| o > me)
+                {
+                    bad.push(format!("{rel} uses crate::{name}"));
                 }
             }
         }

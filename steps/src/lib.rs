@@ -26,40 +26,30 @@ pub use crate::core::sandbox::Sandbox;
 pub use registry::Registry;
 
 #[cfg(test)]
+#[path = "../../tests/layers/scan.rs"]
+mod scan;
+
+#[cfg(test)]
 mod layers {
     /// `core` uses no action family; a family uses `core` and itself only;
-    /// the registry sits on top.
+    /// the registry sits on top. Any path counts (`crate::{x, y}`,
+    /// `super::super::x`).
     #[test]
     fn families_use_core_only() {
         const FAMILIES: &[&str] = &["script", "agent", "builtin", "retrieval", "memory", "mcp"];
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut bad = Vec::new();
-        let mut stack = vec![src.clone()];
-        while let Some(dir) = stack.pop() {
-            for e in std::fs::read_dir(&dir).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                    continue;
-                }
-                let rel = p.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
-                let top = rel.split('/').next().unwrap().trim_end_matches(".rs");
-                let text = std::fs::read_to_string(&p).unwrap();
-                for (i, _) in text.match_indices("crate::") {
-                    let used: String = text[i + 7..]
-                        .chars()
-                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                        .collect();
-                    let reaches_up = match top {
-                        "core" => used != "core",
-                        t if FAMILIES.contains(&t) => {
-                            used != t && (FAMILIES.contains(&used.as_str()) || used == "registry")
-                        }
-                        _ => false,
-                    };
-                    if reaches_up {
-                        bad.push(format!("{rel} uses crate::{used}"));
+        for (rel, top, names) in super::scan::uses(&src) {
+            for used in names {
+                let reaches_up = match top.as_str() {
+                    "core" => used != "core",
+                    t if FAMILIES.contains(&t) => {
+                        used != t && (FAMILIES.contains(&used.as_str()) || used == "registry")
                     }
+                    _ => false,
+                };
+                if reaches_up {
+                    bad.push(format!("{rel} uses crate::{used}"));
                 }
             }
         }

@@ -5,7 +5,7 @@ use crate::engine::{Engine, RunConfig, RunStatus};
 use crate::format::inputs::{self, Supplied};
 use crate::format::model::{self, Workflow};
 use marktoflow_steps::agent::{AgentHub, AgentOverrides};
-use marktoflow_steps::core::action::{Cancel, Capabilities};
+use marktoflow_steps::core::action::Capabilities;
 use marktoflow_steps::script::ScriptHost;
 use marktoflow_steps::{Registry, Sandbox};
 use serde_json::{json, Value};
@@ -452,21 +452,14 @@ pub(super) fn one_run_caps(
     allowed_hosts: Option<Vec<String>>,
 ) -> Capabilities {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
-    Capabilities {
-        clock: Arc::new(marktoflow_steps::core::time::SystemClock),
-        caches: Default::default(),
-        mcp: Default::default(),
-        replies: None,
-        state: Arc::new(state_dir(wf_dir)),
-        sandbox: Arc::new(sandbox),
-        log: Arc::new(|_| {}),
-        progress: marktoflow_steps::core::action::no_progress(),
-        cancel: Cancel::default(),
-        scripts: Arc::new(ScriptHost::new(exe)),
-        agents: Arc::new(AgentHub::new(agents)),
-        env: Arc::new(env),
-        allowed_hosts: allowed_hosts.map(Arc::new),
-    }
+    Capabilities::new(
+        sandbox,
+        state_dir(wf_dir),
+        Arc::new(ScriptHost::new(exe)),
+        Arc::new(AgentHub::new(agents)),
+        env,
+        allowed_hosts,
+    )
 }
 
 /// The next signal of `s` (never, when it could not be listened for).

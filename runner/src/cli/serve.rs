@@ -7,7 +7,7 @@ use super::validate::discover;
 use super::{state_dir, FileLoader, ServeArgs, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
 use crate::format::model::Workflow;
 use marktoflow_steps::agent::{AgentHub, AgentOverrides};
-use marktoflow_steps::core::action::{Cancel, Capabilities};
+use marktoflow_steps::core::action::Capabilities;
 use marktoflow_steps::script::ScriptHost;
 use marktoflow_steps::{Registry, Sandbox};
 use std::path::{Path, PathBuf};
@@ -687,33 +687,25 @@ pub(super) fn server_caps(
         .is_none()
         .then(|| opts.store.path(serve_root));
     let protected = state.protected(cwd, &env, store_file.as_deref());
-    Capabilities {
-        clock: Arc::new(marktoflow_steps::core::time::SystemClock),
-        caches: Default::default(),
-        mcp: Default::default(),
-        replies: None,
-        state: Arc::new(state),
-        sandbox: Arc::new(
-            Sandbox::new(cwd.to_path_buf(), read_roots, opts.allow_write.clone())
-                .protecting(protected),
-        ),
-        log: Arc::new(|_| {}),
-        progress: marktoflow_steps::core::action::no_progress(),
-        cancel: Cancel::default(),
+    let sandbox =
+        Sandbox::new(cwd.to_path_buf(), read_roots, opts.allow_write.clone()).protecting(protected);
+    Capabilities::new(
+        sandbox,
+        state,
         // A server runs scripts concurrently: keep enough warm workers that
         // requests do not pay for process starts.
-        scripts: Arc::new(ScriptHost::with_limits(
+        Arc::new(ScriptHost::with_limits(
             exe,
             marktoflow_steps::script::ScriptLimits {
                 max_idle_workers: 16,
                 ..Default::default()
             },
         )),
-        agents: Arc::new(AgentHub::new(AgentOverrides {
+        Arc::new(AgentHub::new(AgentOverrides {
             agent: opts.agent.clone(),
             model: opts.model.clone(),
         })),
-        env: Arc::new(env),
-        allowed_hosts: (!opts.allow_host.is_empty()).then(|| Arc::new(opts.allow_host.clone())),
-    }
+        env,
+        (!opts.allow_host.is_empty()).then(|| opts.allow_host.clone()),
+    )
 }

@@ -129,24 +129,17 @@ fn check_online(
     cwd: &Path,
     env: &std::collections::BTreeMap<String, String>,
 ) -> (Vec<Diagnostic>, Vec<ServerReport>) {
-    use marktoflow_steps::core::action::{no_progress, Cancel, Capabilities};
-    let caps = Capabilities {
-        clock: Arc::new(marktoflow_steps::core::time::SystemClock),
-        caches: Default::default(),
-        mcp: Default::default(),
-        replies: None,
-        state: Arc::new(super::state_dir(cwd)),
-        sandbox: Arc::new(marktoflow_steps::Sandbox::closed(cwd.to_path_buf())),
-        log: Arc::new(|_| {}),
-        progress: no_progress(),
-        cancel: Cancel::default(),
-        scripts: Arc::new(marktoflow_steps::script::ScriptHost::new(PathBuf::from(
+    use marktoflow_steps::core::action::Capabilities;
+    let caps = Capabilities::new(
+        marktoflow_steps::Sandbox::closed(cwd.to_path_buf()),
+        super::state_dir(cwd),
+        Arc::new(marktoflow_steps::script::ScriptHost::new(PathBuf::from(
             "marktoflow",
         ))),
-        agents: Arc::new(marktoflow_steps::agent::AgentHub::new(Default::default())),
-        env: Arc::new(env.clone()),
-        allowed_hosts: wf.allowed_hosts.clone().map(Arc::new),
-    };
+        Arc::new(marktoflow_steps::agent::AgentHub::new(Default::default())),
+        env.clone(),
+        wf.allowed_hosts.clone(),
+    );
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -69,25 +69,19 @@ fn run_env(text: &str, inputs: Value, env: &[(&str, &str)]) -> (RunResult, Vec<E
     let dir = std::env::temp_dir();
     let caps = Capabilities {
         clock: Arc::new(marktoflow_steps::core::time::FixedClock::at(T0)),
-        caches: Default::default(),
-        mcp: Default::default(),
-        replies: None,
-        sandbox: Arc::new(Sandbox::closed(dir.clone())),
-        log: Arc::new(|_| {}),
-        progress: marktoflow_steps::core::action::no_progress(),
-        cancel: Cancel::default(),
-        scripts: Arc::new(Unavailable),
-        agents: Arc::new(Unavailable),
-        env: Arc::new(
+        ..Capabilities::new(
+            Sandbox::closed(dir.clone()),
+            StateDir {
+                root: dir.join("marktoflow-engine-tests"),
+                project: false,
+            },
+            Arc::new(Unavailable),
+            Arc::new(Unavailable),
             env.iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-        ),
-        allowed_hosts: None,
-        state: Arc::new(StateDir {
-            root: dir.join("marktoflow-engine-tests"),
-            project: false,
-        }),
+            None,
+        )
     };
     let events = Arc::new(Mutex::new(Vec::new()));
     let sink = events.clone();

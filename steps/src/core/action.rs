@@ -143,6 +143,38 @@ pub struct Capabilities {
     pub replies: Option<Arc<dyn crate::core::hosts::Replies>>,
 }
 
+impl Capabilities {
+    /// What every caller chooses (the roots, the state folder, how scripts
+    /// and agents run, the environment, the allowed hosts), with the rest as
+    /// a fresh process has it: the system clock, empty caches, no MCP server
+    /// started, no replies recorded, logs and progress discarded, not
+    /// cancelled. Change a field after (`Capabilities { clock, ..new }`).
+    pub fn new(
+        sandbox: Sandbox,
+        state: crate::core::state::StateDir,
+        scripts: Arc<dyn crate::core::hosts::ScriptRunner>,
+        agents: Arc<dyn crate::core::hosts::Llm>,
+        env: std::collections::BTreeMap<String, String>,
+        allowed_hosts: Option<Vec<String>>,
+    ) -> Self {
+        Capabilities {
+            sandbox: Arc::new(sandbox),
+            log: Arc::new(|_| {}),
+            progress: no_progress(),
+            cancel: Cancel::default(),
+            scripts,
+            agents,
+            env: Arc::new(env),
+            allowed_hosts: allowed_hosts.map(Arc::new),
+            state: Arc::new(state),
+            clock: Arc::new(crate::core::time::SystemClock),
+            caches: Default::default(),
+            mcp: Default::default(),
+            replies: None,
+        }
+    }
+}
+
 /// One call of an action by one step.
 pub struct Call<'a> {
     /// Full action name as written, e.g. `agent.run`.
