@@ -1,7 +1,7 @@
 //! `kb.vector_search` with the real embedding model (all-MiniLM-L6-v2).
 //! The model comes from `MARKTOFLOW_EMBED_MODEL`; CI installs it. Elsewhere
-//! the model tests fail when it is not set, unless the run allows skipping
-//! (`MARKTOFLOW_SKIP_MISSING=1`, see `support::missing`).
+//! the model tests are skipped when it is not set, and say so (see
+//! `support::missing`).
 
 use crate::support::{cmd, run, tempdir};
 use std::path::Path;
