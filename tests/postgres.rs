@@ -682,8 +682,7 @@ pub fn intervals_by_user(
 fn concurrent_requests_with_one_idempotency_key_run_once_in_the_cluster() {
     let Some(pg) = Postgres::start() else { return };
     let d = tempdir();
-    let wf = "---\nworkflow: {id: once}\ntriggers:\n  - {type: webhook, path: /once}\n---\n\n```yaml\naction: script.execute\ninputs:\n  code: |\n    require('fs').appendFileSync('ran.txt', 'x');\n    return 1;\n```\n\n```yaml\naction: workflow.sleep\ninputs: {duration: 300}\n```\n\n```yaml\naction: workflow.set_outputs\ninputs: {done: true}\n```\n";
-    std::fs::write(d.path().join("once.md"), wf).unwrap();
+    crate::support::once_workflow(d.path());
     let dir = d.path().to_str().unwrap().to_string();
     let server = || {
         start_listening(
@@ -702,28 +701,7 @@ fn concurrent_requests_with_one_idempotency_key_run_once_in_the_cluster() {
     };
     let (_a, a) = server();
     let (_b, b) = server();
-    let answers: Vec<Value> = std::thread::scope(|scope| {
-        let calls: Vec<_> = (0..16)
-            .map(|i| {
-                let addr = if i % 2 == 0 { &a } else { &b };
-                scope.spawn(move || {
-                    let r = crate::support::http(
-                        addr,
-                        "POST",
-                        "/once",
-                        &[
-                            ("Content-Type", "application/json"),
-                            ("Idempotency-Key", "pay-16"),
-                        ],
-                        b"{}",
-                    );
-                    assert_eq!(r.status, 200, "{}", r.body);
-                    r.json()
-                })
-            })
-            .collect();
-        calls.into_iter().map(|c| c.join().unwrap()).collect()
-    });
+    let answers = crate::support::post_once_at_once(&[&a, &b]);
     assert_eq!(
         std::fs::read_to_string(d.path().join("ran.txt")).unwrap(),
         "x",

@@ -1246,8 +1246,7 @@ fn an_idempotency_key_survives_a_restart() {
 #[test]
 fn concurrent_requests_with_one_idempotency_key_run_once_across_servers() {
     let d = tempdir();
-    let wf = "---\nworkflow: {id: once}\ntriggers:\n  - {type: webhook, path: /once}\n---\n\n```yaml\naction: script.execute\ninputs:\n  code: |\n    require('fs').appendFileSync('ran.txt', 'x');\n    return 1;\n```\n\n```yaml\naction: workflow.sleep\ninputs: {duration: 300}\n```\n\n```yaml\naction: workflow.set_outputs\ninputs: {done: true}\n```\n";
-    std::fs::write(d.path().join("once.md"), wf).unwrap();
+    crate::support::once_workflow(d.path());
     let store = d.path().join("runs.db");
     let store_env = store.to_str().unwrap().to_string();
     let dir = d.path().to_str().unwrap().to_string();
@@ -1255,28 +1254,7 @@ fn concurrent_requests_with_one_idempotency_key_run_once_across_servers() {
     let args = ["once.md", "--allow-write", dir.as_str()];
     let a = serve(d.path(), &args, &env);
     let b = serve(d.path(), &args, &env);
-    let answers: Vec<Value> = std::thread::scope(|scope| {
-        let calls: Vec<_> = (0..16)
-            .map(|i| {
-                let addr = if i % 2 == 0 { &a.addr } else { &b.addr };
-                scope.spawn(move || {
-                    let r = http(
-                        addr,
-                        "POST",
-                        "/once",
-                        &[
-                            ("Content-Type", "application/json"),
-                            ("Idempotency-Key", "pay-16"),
-                        ],
-                        b"{}",
-                    );
-                    assert_eq!(r.status, 200, "{}", r.body);
-                    r.json()
-                })
-            })
-            .collect();
-        calls.into_iter().map(|c| c.join().unwrap()).collect()
-    });
+    let answers = crate::support::post_once_at_once(&[&a.addr, &b.addr]);
     assert_eq!(
         std::fs::read_to_string(d.path().join("ran.txt")).unwrap(),
         "x",

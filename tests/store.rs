@@ -488,6 +488,18 @@ fn checkpoints_store_each_value_once_and_still_resume_every_step() {
     assert_eq!(steps, 15, "s7..s21 ran again");
 }
 
+/// `big.md` in `p` (with `frontmatter` added to its own), whose first step
+/// reads `big.txt`, 50 MB, and whose second notes its size.
+fn big_workflow(p: &Path, frontmatter: &str) {
+    let line = "x".repeat(99) + "\n";
+    std::fs::write(p.join("big.txt"), line.repeat(500_000)).unwrap();
+    std::fs::write(
+        p.join("big.md"),
+        format!("---\nworkflow: {{id: big}}\n{frontmatter}---\n\n## Read\n\n```yaml\naction: file.read\ninputs: {{path: big.txt}}\noutput_variable: big\n```\n\n## Size\n\n```yaml\naction: core.set\ninputs: {{bytes: '{{{{ big.size }}}}'}}\noutput_variable: size\n```\n"),
+    )
+    .unwrap();
+}
+
 /// A run whose step returns 50 MB leaves the store small once it completed
 /// (issue: one run left 550 MB): each stored value is capped at 1 MiB with
 /// a visible marker, a completed run's large checkpoints are dropped, and
@@ -496,13 +508,7 @@ fn checkpoints_store_each_value_once_and_still_resume_every_step() {
 fn a_fifty_megabyte_output_leaves_the_store_under_its_bound() {
     let d = tempdir();
     let p = d.path();
-    let line = "x".repeat(99) + "\n";
-    std::fs::write(p.join("big.txt"), line.repeat(500_000)).unwrap();
-    std::fs::write(
-        p.join("big.md"),
-        "---\nworkflow: {id: big}\n---\n\n## Read\n\n```yaml\naction: file.read\ninputs: {path: big.txt}\noutput_variable: big\n```\n\n## Size\n\n```yaml\naction: core.set\ninputs: {bytes: '{{ big.size }}'}\noutput_variable: size\n```\n",
-    )
-    .unwrap();
+    big_workflow(p, "");
     let r = run(cmd(p)
         .args(["run", "big.md", "--store", "runs.db", "-q", "--json"])
         .stdout(std::process::Stdio::piped()));
@@ -555,13 +561,10 @@ fn a_served_fifty_megabyte_output_leaves_the_store_under_its_bound() {
     use crate::support::{http, serve};
     let d = tempdir();
     let p = d.path();
-    let line = "x".repeat(99) + "\n";
-    std::fs::write(p.join("big.txt"), line.repeat(500_000)).unwrap();
-    std::fs::write(
-        p.join("big.md"),
-        "---\nworkflow: {id: big}\ntriggers:\n  - {type: webhook, path: /big}\noutputs:\n  size: '{{ size }}'\n---\n\n## Read\n\n```yaml\naction: file.read\ninputs: {path: big.txt}\noutput_variable: big\n```\n\n## Size\n\n```yaml\naction: core.set\ninputs: {bytes: '{{ big.size }}'}\noutput_variable: size\n```\n",
-    )
-    .unwrap();
+    big_workflow(
+        p,
+        "triggers:\n  - {type: webhook, path: /big}\noutputs:\n  size: '{{ size }}'\n",
+    );
     let store = p.join("served.db");
     let store_env = store.to_str().unwrap().to_string();
     let mut s = serve(p, &["big.md"], &[("MARKTOFLOW_STORE", store_env.as_str())]);

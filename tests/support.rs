@@ -374,3 +374,38 @@ pub fn post(addr: &str, path: &str, body: Value) -> Resp {
         body.to_string().as_bytes(),
     )
 }
+
+/// `once.md` in `dir`: a webhook (`/once`) whose first step appends an `x`
+/// to `ran.txt` (each execution shows), then waits 300 ms and sets
+/// `{done: true}`.
+pub fn once_workflow(dir: &Path) {
+    let wf = "---\nworkflow: {id: once}\ntriggers:\n  - {type: webhook, path: /once}\n---\n\n```yaml\naction: script.execute\ninputs:\n  code: |\n    require('fs').appendFileSync('ran.txt', 'x');\n    return 1;\n```\n\n```yaml\naction: workflow.sleep\ninputs: {duration: 300}\n```\n\n```yaml\naction: workflow.set_outputs\ninputs: {done: true}\n```\n";
+    std::fs::write(dir.join("once.md"), wf).unwrap();
+}
+
+/// Sixteen waiting requests to `/once` with one `Idempotency-Key`, sent at
+/// once over the servers at `addrs` in turn; each must be answered 200.
+pub fn post_once_at_once(addrs: &[&str]) -> Vec<Value> {
+    std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..16)
+            .map(|i| {
+                let addr = addrs[i % addrs.len()];
+                scope.spawn(move || {
+                    let r = http(
+                        addr,
+                        "POST",
+                        "/once",
+                        &[
+                            ("Content-Type", "application/json"),
+                            ("Idempotency-Key", "pay-16"),
+                        ],
+                        b"{}",
+                    );
+                    assert_eq!(r.status, 200, "{}", r.body);
+                    r.json()
+                })
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    })
+}
