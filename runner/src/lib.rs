@@ -51,4 +51,12 @@ mod layers {
         }
         assert!(bad.is_empty(), "{bad:#?}");
     }
+    /// No two sibling modules reach each other, directly or round a loop:
+    /// a file's dependencies read in one direction.
+    #[test]
+    fn no_circles_between_siblings() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let circles = super::scan::circles(&src);
+        assert!(circles.is_empty(), "{circles:#?}");
+    }
 }

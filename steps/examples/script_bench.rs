@@ -7,8 +7,8 @@
 //! The seed is read from `../shared/seeds/000_fd4e5c8ba954ba6b.txt` beside the
 //! repository (override with MTF_SEED=path); node from PATH (or MTF_NODE).
 
-use marktoflow_steps::core::action::{Cancel, LogLine};
 use marktoflow_steps::core::sandbox::Sandbox;
+use marktoflow_steps::core::signals::{Cancel, LogLine};
 use marktoflow_steps::script::{worker_main, ScriptHost, ScriptJob, WORKER_ARG};
 use serde_json::json;
 use std::path::{Path, PathBuf};

@@ -19,10 +19,13 @@ pub mod registry;
 pub mod retrieval;
 pub mod script;
 
-pub use crate::core::action::{
-    Action, ActionError, Call, Capabilities, LogLevel, LogLine, LogSink, ToolConfig,
-};
 pub use crate::core::sandbox::Sandbox;
+pub use crate::core::{
+    action::{Action, Call, Capabilities},
+    error::ActionError,
+    signals::{LogLevel, LogLine, LogSink},
+    tool::ToolConfig,
+};
 pub use registry::Registry;
 
 #[cfg(test)]
@@ -54,5 +57,13 @@ mod layers {
             }
         }
         assert!(bad.is_empty(), "{bad:#?}");
+    }
+    /// No two sibling modules reach each other, directly or round a loop:
+    /// a file's dependencies read in one direction.
+    #[test]
+    fn no_circles_between_siblings() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let circles = super::scan::circles(&src);
+        assert!(circles.is_empty(), "{circles:#?}");
     }
 }

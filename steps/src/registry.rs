@@ -2,8 +2,11 @@
 
 use crate::agent::AgentAction;
 use crate::builtin::{CoreAction, FileAction, HttpAction, WorkflowAction};
-use crate::core::action::{canonical_sdk, Action, ToolConfig};
 use crate::core::catalog::Spec;
+use crate::core::{
+    action::Action,
+    tool::{canonical_sdk, ToolConfig},
+};
 use crate::memory::MemoryAction;
 use crate::retrieval::answer::AnswerAction;
 use crate::retrieval::context::ContextAction;

@@ -1,7 +1,7 @@
 //! `agent.*` against a fake LLM server on 127.0.0.1 (real HTTP).
 
 use marktoflow_steps::agent::{AgentAction, AgentHub, AgentOverrides};
-use marktoflow_steps::core::action::{Cancel, LogLevel};
+use marktoflow_steps::core::signals::{Cancel, LogLevel};
 use marktoflow_steps::script::ScriptHost;
 use marktoflow_steps::{Action, ActionError, Call, Capabilities, LogLine, Sandbox, ToolConfig};
 use serde_json::{json, Map, Value};
@@ -165,7 +165,7 @@ fn caps(env: &[(&str, &str)], overrides: AgentOverrides) -> (Capabilities, Logs)
             project: false,
         }),
         log: Arc::new(move |l| sink.lock().unwrap().push(l)),
-        progress: marktoflow_steps::core::action::no_progress(),
+        progress: marktoflow_steps::core::signals::no_progress(),
         cancel: Cancel::default(),
         scripts: Arc::new(ScriptHost::new(PathBuf::from("/nonexistent"))),
         agents: Arc::new(AgentHub::new(overrides)),

@@ -4,10 +4,12 @@
 //! `worker_main()`, as the runner's binary does. Prints `N passed, N failed`.
 
 use marktoflow_steps::agent::{AgentHub, AgentOverrides};
-use marktoflow_steps::core::action::{
-    Action, ActionError, Call, Cancel, Capabilities, LogLevel, LogLine,
-};
 use marktoflow_steps::core::sandbox::Sandbox;
+use marktoflow_steps::core::{
+    action::{Action, Call, Capabilities},
+    error::ActionError,
+    signals::{Cancel, LogLevel, LogLine},
+};
 use marktoflow_steps::script::{
     worker_main, ScriptAction, ScriptError, ScriptHost, ScriptJob, ScriptLimits, WORKER_ARG,
 };
@@ -970,7 +972,7 @@ async fn action(s: &mut Suite) {
             project: false,
         }),
         log: Arc::new(move |l: LogLine| l2.lock().unwrap().push(l)),
-        progress: marktoflow_steps::core::action::no_progress(),
+        progress: marktoflow_steps::core::signals::no_progress(),
         cancel: Cancel::default(),
         scripts: s.host.clone(),
         agents: Arc::new(AgentHub::new(AgentOverrides::default())),

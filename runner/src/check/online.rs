@@ -68,7 +68,7 @@ pub async fn check_mcp(wf: &Workflow, caps: &Capabilities) -> (Vec<Diagnostic>, 
             idempotency_key: None,
         };
         let listed = async {
-            let session = marktoflow_steps::core::mcp::connect(&call, &tool.name, &config).await?;
+            let session = call.mcp_session(&tool.name, &config).await?;
             session.tools().await.map(<[_]>::to_vec)
         };
         let listed = match listed.await {

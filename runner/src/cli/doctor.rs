@@ -232,7 +232,7 @@ pub fn doctor(
             None,
             format!(
                 "none installed in {} (`marktoflow model install` for offline answers and dense search)",
-                marktoflow_steps::core::models::models_dir(&env).display()
+                marktoflow_steps::core::state::models_dir(&env).display()
             ),
         );
     }

@@ -35,7 +35,7 @@ pub fn install(names: &[String]) -> i32 {
         }
         out
     };
-    let dir = models::models_dir(&env);
+    let dir = marktoflow_steps::core::state::models_dir(&env);
     if let Err(e) = std::fs::create_dir_all(&dir) {
         eprintln!(
             "marktoflow: cannot create the models folder {}: {e}",
@@ -62,7 +62,7 @@ pub fn install(names: &[String]) -> i32 {
 /// `model list`: what the models folder holds.
 pub fn list(json: bool) -> i32 {
     let env: BTreeMap<String, String> = std::env::vars().collect();
-    let dir = models::models_dir(&env);
+    let dir = marktoflow_steps::core::state::models_dir(&env);
     let found = models::installed(&env);
     if json {
         let rows: Vec<serde_json::Value> = found

@@ -1,7 +1,7 @@
 //! Step progress on stderr while a run goes (a bar on a terminal).
 
 use crate::engine::{RunEvent, RunStatus, StepStatus};
-use marktoflow_steps::core::action::LogLevel;
+use marktoflow_steps::core::signals::LogLevel;
 use std::io::{IsTerminal, Write};
 
 use super::RunArgs;

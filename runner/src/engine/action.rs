@@ -8,10 +8,12 @@ use super::{
     RunEvent, RunState,
 };
 use crate::format::model::{Step, StepKind};
-use marktoflow_steps::core::action::{
-    ActionError, Call, Capabilities, LogLevel, LogLine, Progress,
-};
 use marktoflow_steps::core::catalog;
+use marktoflow_steps::core::{
+    action::{Call, Capabilities},
+    error::ActionError,
+    signals::{LogLevel, LogLine, Progress},
+};
 use marktoflow_steps::registry::{ActionKind, Resolved};
 use marktoflow_steps::ToolConfig;
 use serde_json::{Map, Value};

@@ -48,7 +48,7 @@ fn str_field<'a>(m: &'a Map<String, Value>, k: &'static str) -> Result<Option<&'
             k,
             format!(
                 "input `{k}` must be a string, got {}",
-                marktoflow_steps::core::action::type_name(other)
+                marktoflow_steps::core::error::type_name(other)
             ),
         )),
     }
@@ -86,7 +86,7 @@ pub fn transform(
                 "input",
                 format!(
                     "input `input` must be a list, got {}",
-                    marktoflow_steps::core::action::type_name(other)
+                    marktoflow_steps::core::error::type_name(other)
                 ),
             ))
         }
@@ -282,7 +282,7 @@ pub fn template(
                     field,
                     format!(
                         "input `template` must give a string, got {}",
-                        marktoflow_steps::core::action::type_name(&other)
+                        marktoflow_steps::core::error::type_name(&other)
                     ),
                 ))
             }
@@ -307,7 +307,7 @@ pub fn template(
                 "context",
                 format!(
                     "input `context` must be a mapping, got {}",
-                    marktoflow_steps::core::action::type_name(other)
+                    marktoflow_steps::core::error::type_name(other)
                 ),
             ))
         }

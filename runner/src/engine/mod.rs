@@ -14,7 +14,7 @@ use crate::format::inputs::substitute_env;
 use crate::format::model::{Backoff, OnError, Step, StepKind, Workflow};
 use crate::template::{TemplateError, Templates};
 use futures_util::stream::{self, StreamExt};
-use marktoflow_steps::core::action::{Capabilities, LogLevel};
+use marktoflow_steps::core::{action::Capabilities, signals::LogLevel};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::future::Future;
@@ -1127,7 +1127,7 @@ impl Engine {
                 step.field_pos(&["items"]),
                 format!(
                     "`items` must be a list, got {}",
-                    marktoflow_steps::core::action::type_name(&other)
+                    marktoflow_steps::core::error::type_name(&other)
                 ),
             )),
         }

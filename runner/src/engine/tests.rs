@@ -4,9 +4,13 @@
 
 use super::*;
 use crate::format::model::load_str;
-use marktoflow_steps::core::action::{ActionError, Call, Cancel, LogLine};
-use marktoflow_steps::core::hosts::{Llm, ScriptError, ScriptJob, ScriptRunner};
+use marktoflow_steps::core::action::hosts::{Llm, ScriptError, ScriptJob, ScriptRunner};
 use marktoflow_steps::core::state::StateDir;
+use marktoflow_steps::core::{
+    action::Call,
+    error::ActionError,
+    signals::{Cancel, LogLine},
+};
 use marktoflow_steps::ToolConfig;
 use marktoflow_steps::{Registry, Sandbox};
 use serde_json::json;

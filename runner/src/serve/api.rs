@@ -4,7 +4,7 @@
 //! a run. Guarded by [`ApiAccess`]: loopback only (Host and Origin checked)
 //! unless a bearer token is configured.
 
-use super::http::{bearer_matches, error, url_pairs};
+use super::request::{bearer_matches, error, url_pairs};
 use super::{reserve, start_reserved, Job, RunEntry, ServerState};
 use crate::engine::{Event, RunEvent, RunResult, StepStatus};
 use crate::format::graph::Graph;
@@ -271,7 +271,7 @@ pub(super) async fn start_workflow_run(
         Ok(w) => w,
         Err(r) => return r.into_response(),
     };
-    let body = match super::http::read_body(&s, &parts.headers, body).await {
+    let body = match super::request::read_body(&s, &parts.headers, body).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -300,7 +300,7 @@ pub(super) async fn start_workflow_run(
         .collect();
     let inputs = match inputs::resolve(&wf, supplied, &s.caps.env) {
         Ok(i) => i,
-        Err(errs) => return super::http::bad_inputs(&errs),
+        Err(errs) => return super::request::bad_inputs(&errs),
     };
     let place = match reserve(&s) {
         Ok(p) => p,
@@ -309,7 +309,7 @@ pub(super) async fn start_workflow_run(
     let run_id = crate::store::new_run_id();
     if let Some(store) = &s.store {
         let new = NewRun::new(run_id.clone(), &wf, inputs.clone(), "api");
-        if let Err(e) = super::http::committed(store.submit_run(new)).await {
+        if let Err(e) = super::request::committed(store.submit_run(new)).await {
             return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
         }
     }
@@ -920,7 +920,7 @@ pub(super) async fn cancel_run(
                             duration_ms: r.duration_ms.unwrap_or(0),
                         },
                     );
-                    match super::http::committed(store.submit_flush()).await {
+                    match super::request::committed(store.submit_flush()).await {
                         Ok(()) => {
                             Json(json!({"run_id": id, "status": "cancelled"})).into_response()
                         }
@@ -1015,7 +1015,7 @@ pub(super) async fn retry_run(
     let run_id = crate::store::new_run_id();
     let mut new = NewRun::new(run_id.clone(), &wf, plan.inputs.clone(), "retry");
     new.retry_of = Some((plan.of.clone(), plan.reused));
-    if let Err(e) = super::http::committed(store.submit_run(new)).await {
+    if let Err(e) = super::request::committed(store.submit_run(new)).await {
         return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
     }
     let reused = plan.reused;

@@ -19,13 +19,16 @@ pub mod file_watch;
 mod http;
 pub mod listen;
 pub mod metrics;
+mod request;
 mod routes;
 mod schedule;
+mod webhook;
 pub mod worker;
 
 pub use api::ApiAccess;
 pub use file_watch::run_file_watches;
-pub use http::{bearer_matches, router, worker_router};
+pub use http::{router, worker_router};
+pub use request::bearer_matches;
 pub use routes::{
     event_of, event_wanted, input_mapping, request_context, request_inputs, routes_of, Route,
 };
@@ -39,7 +42,7 @@ use crate::store::{NewRun, RunRecord, RunStore};
 use axum::http::{header, StatusCode};
 use axum::response::Response;
 use futures_util::FutureExt;
-use marktoflow_steps::core::action::{Cancel, Capabilities};
+use marktoflow_steps::core::{action::Capabilities, signals::Cancel};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -414,7 +417,7 @@ impl Refused {
                 format!("{max_queue} runs are already waiting; try again shortly")
             }
         };
-        let mut resp = http::error(StatusCode::SERVICE_UNAVAILABLE, msg);
+        let mut resp = request::error(StatusCode::SERVICE_UNAVAILABLE, msg);
         resp.headers_mut()
             .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
         resp
@@ -559,7 +562,7 @@ pub(super) fn start_reserved(
             store,
             run_id: run_id.clone(),
             recall: matches!(job, Job::Resume(_)),
-        }) as Arc<dyn marktoflow_steps::core::hosts::Replies>
+        }) as Arc<dyn marktoflow_steps::core::action::hosts::Replies>
     });
     let sink_events = events.clone();
     let measured = s.clone();

@@ -558,7 +558,7 @@ pub struct RecordedReplies {
 }
 
 #[async_trait::async_trait]
-impl marktoflow_steps::core::hosts::Replies for RecordedReplies {
+impl marktoflow_steps::core::action::hosts::Replies for RecordedReplies {
     async fn recall(&self, key: &str) -> Option<String> {
         if !self.recall {
             return None;

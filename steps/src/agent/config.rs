@@ -5,7 +5,7 @@
 //! process environment.
 
 use super::AgentOverrides;
-use crate::core::action::ToolConfig;
+use crate::core::tool::ToolConfig;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -64,7 +64,7 @@ pub const SDKS: &[(&str, Provider)] = &[
 impl Provider {
     /// The provider for a tool `sdk` (or a `--agent` value), case-insensitive.
     pub fn from_sdk(sdk: &str) -> Option<Provider> {
-        let sdk = crate::core::action::canonical_sdk(sdk.trim());
+        let sdk = crate::core::tool::canonical_sdk(sdk.trim());
         SDKS.iter()
             .find(|(name, _)| name.eq_ignore_ascii_case(sdk))
             .map(|(_, p)| *p)
@@ -788,7 +788,7 @@ fn resolve_local(
                 return Err(format!(
                 "the local model `{m}` ({src}) is not installed: give the path of a .gguf file, \
                      a file name in {}, or install the default model with {LOCAL_INSTALL_HINT}",
-                catalog::models_dir(env).display()
+                crate::core::state::models_dir(env).display()
             ))
             }
         }
@@ -809,7 +809,7 @@ fn resolve_local(
                     "tool `{tool_name}` uses the local model, but none is installed in {}. \
                      Install it with {LOCAL_INSTALL_HINT}, or give a GGUF file with `--model /path/model.gguf` \
                      (or the tool's `options.model`, or {})",
-                    catalog::models_dir(env).display(),
+                    crate::core::state::models_dir(env).display(),
                     catalog::MODEL_ENV
                 ))
             }
@@ -819,7 +819,7 @@ fn resolve_local(
     Ok(Resolved {
         provider: Provider::Local,
         tool: tool_name.to_string(),
-        model: super::local::short_name(&path),
+        model: catalog::short_name(&path),
         model_source: source,
         base_url: String::new(),
         // Reading a long prompt on two cores takes a while.
@@ -914,7 +914,7 @@ mod tests {
         std::fs::write(d.join(crate::core::models::DEFAULT_CHAT.file), b"GGUF").unwrap();
         let e = env(&[
             ("HOME", "/nowhere"),
-            (crate::core::models::MODELS_DIR_ENV, d.to_str().unwrap()),
+            (crate::core::state::MODELS_DIR_ENV, d.to_str().unwrap()),
         ]);
         (d, e)
     }

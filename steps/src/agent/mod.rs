@@ -84,8 +84,13 @@ pub use config::{
     LOCAL_INSTALL_HINT, SDKS,
 };
 
-use crate::core::action::{Action, ActionError, Call, LogLevel, ToolConfig};
-pub use crate::core::hosts::ModelInfo;
+pub use crate::core::action::hosts::ModelInfo;
+use crate::core::{
+    action::{Action, Call},
+    error::ActionError,
+    signals::LogLevel,
+    tool::ToolConfig,
+};
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -113,7 +118,7 @@ pub struct AgentHub {
 }
 
 #[async_trait]
-impl crate::core::hosts::Llm for AgentHub {
+impl crate::core::action::hosts::Llm for AgentHub {
     fn preflight(
         &self,
         tool: &ToolConfig,

@@ -176,7 +176,7 @@ fn check_at(schema: &Value, v: &Value, at: &str) -> Result<(), String> {
 }
 
 fn kind(v: &Value) -> &'static str {
-    crate::core::action::type_name(v)
+    crate::core::error::type_name(v)
 }
 
 #[cfg(test)]

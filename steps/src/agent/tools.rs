@@ -5,8 +5,8 @@
 //! requests have been made.
 
 use super::config::Provider;
-use crate::core::action::{ActionError, Call, LogLevel};
-use crate::core::mcp::{connect, result_text, ServerConfig, Session};
+use crate::core::mcp::{result_text, ServerConfig, Session};
+use crate::core::{action::Call, error::ActionError, signals::LogLevel};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
@@ -90,7 +90,7 @@ pub(crate) async fn offer(call: &Call<'_>, wanted: &[String]) -> Result<Vec<Offe
                 "input `tools`: `{w}`: tool `{n}` is not in the `allowed` list of `{tool_name}`"
             )));
         }
-        let session = connect(call, &tool.name, &config).await?;
+        let session = call.mcp_session(&tool.name, &config).await?;
         let before = out.len();
         for t in session.tools().await? {
             let name: &str = &t.name;

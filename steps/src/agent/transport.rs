@@ -3,11 +3,11 @@
 
 use super::config::{display_url, Auth, Provider, Resolved};
 use super::wire::{error_message, snippet};
-use crate::core::action::{ActionError, Call, LogLevel};
 use crate::core::net::{
     backoff, describe_reqwest, fmt_duration, retry_after, retry_base_ms, retryable_status,
     sleep_or_cancel, status_text,
 };
+use crate::core::{action::Call, error::ActionError, signals::LogLevel};
 use reqwest::StatusCode;
 use serde_json::Value;
 use std::time::Duration;
@@ -59,7 +59,7 @@ async fn exchange_json(
     timeout: Duration,
 ) -> Result<Value, ActionError> {
     let shown_url = display_url(url);
-    let base_ms = retry_base_ms(call);
+    let base_ms = retry_base_ms(&call.caps.env);
     let who = r.provider.id();
     let mut attempt: u32 = 0;
     loop {
@@ -157,7 +157,7 @@ async fn exchange_json(
                         fmt_duration(delay)
                     ),
                 );
-                sleep_or_cancel(call, delay).await?;
+                sleep_or_cancel(&call.caps.cancel, delay).await?;
                 attempt += 1;
             }
         }

@@ -1,7 +1,7 @@
 //! Step inputs → provider request bodies, provider replies → text.
 
 use super::config::{Provider, Resolved, DEFAULT_MAX_TOKENS};
-use crate::core::action::{type_name, ActionError};
+use crate::core::error::{type_name, ActionError};
 use serde_json::{json, Map, Value};
 
 /// One chat message.
@@ -597,7 +597,7 @@ mod tests {
     }
 
     fn resolved(provider: Provider, base: &str) -> Resolved {
-        let mut tool = crate::core::action::ToolConfig {
+        let mut tool = crate::core::tool::ToolConfig {
             name: "agent".into(),
             sdk: provider.id().into(),
             ..Default::default()

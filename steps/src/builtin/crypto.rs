@@ -1,7 +1,7 @@
 //! `core.crypto`: hashes, HMAC, random bytes, UUIDs, base64.
 
 use super::Args;
-use crate::core::action::ActionError;
+use crate::core::error::ActionError;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};

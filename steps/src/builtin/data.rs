@@ -1,7 +1,7 @@
 //! `core.extract`, `core.format`, `core.parse`.
 
 use super::{display, Args};
-use crate::core::action::{type_name, ActionError};
+use crate::core::error::{type_name, ActionError};
 use serde_json::{json, Map, Value};
 
 /// The value at a dotted path (`data.users[0].email`, `a.b.0`); None when

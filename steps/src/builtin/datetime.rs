@@ -1,7 +1,7 @@
 //! `core.datetime`: dates in UTC, printed as JavaScript's `toISOString()` does.
 
 use super::{display, Args};
-use crate::core::action::ActionError;
+use crate::core::error::ActionError;
 use crate::core::time::{epoch_ms, parse_date_text, DateText};
 use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Timelike, Utc};
 use serde_json::{json, Value};

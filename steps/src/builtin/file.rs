@@ -5,9 +5,12 @@
 //! cwd). Every path goes through the sandbox; writes are atomic.
 
 use super::{display, Args};
-use crate::core::action::{type_name, Action, ActionError, Call};
 use crate::core::confined::ConfinedError;
 use crate::core::files::shown;
+use crate::core::{
+    action::{Action, Call},
+    error::{type_name, ActionError},
+};
 use async_trait::async_trait;
 use base64::Engine as _;
 use serde_json::{json, Value};

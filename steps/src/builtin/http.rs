@@ -6,10 +6,14 @@
 //! `--allow-host`.
 
 use super::{display, Args};
-use crate::core::action::{type_name, Action, ActionError, Call, LogLevel};
 use crate::core::net::{
-    backoff, check_host, describe_reqwest, fmt_duration, retry_after, retry_base_ms,
-    retryable_status, sleep_or_cancel, status_text,
+    backoff, describe_reqwest, fmt_duration, retry_after, retry_base_ms, retryable_status,
+    sleep_or_cancel, status_text,
+};
+use crate::core::{
+    action::{Action, Call},
+    error::{type_name, ActionError},
+    signals::LogLevel,
 };
 use async_trait::async_trait;
 use reqwest::Method;
@@ -52,7 +56,7 @@ impl Action for HttpAction {
             .map_err(|_| a.invalid("method", format!("`{method}` is not an HTTP method")))?;
         let options = call.tool.map(|t| &t.options);
         let url = build_url(&a, options)?;
-        check_host(&url, call)?;
+        call.check_host(&url)?;
 
         let mut headers = reqwest::header::HeaderMap::new();
         let tool_headers = options.and_then(|o| o.get("headers"));
@@ -105,7 +109,7 @@ impl Action for HttpAction {
         let fail_on_error = a.bool("fail_on_error", true)?;
         let response_type = a.choice("response_type", &["auto", "json", "text"], Some("auto"))?;
         let shown = shown_url(&url);
-        let base_ms = retry_base_ms(call);
+        let base_ms = retry_base_ms(&call.caps.env);
 
         let mut attempt = 0u32;
         loop {
@@ -169,7 +173,7 @@ impl Action for HttpAction {
                     fmt_duration(delay)
                 ),
             );
-            sleep_or_cancel(call, delay).await?;
+            sleep_or_cancel(&call.caps.cancel, delay).await?;
             attempt += 1;
         }
     }
@@ -231,7 +235,7 @@ async fn send(
                 shown_url(&next)
             )));
         }
-        check_host(&next, call).map_err(|e| {
+        call.check_host(&next).map_err(|e| {
             ActionError::failed(format!(
                 "{method} {}: redirected off the allowed hosts: {e}",
                 shown_url(&url)

@@ -4,7 +4,11 @@
 //! engine runs them (it owns the template environment); they are listed here
 //! so that validation knows them.
 
-use crate::core::action::{type_name, Action, ActionError, Call, LogLevel};
+use crate::core::{
+    action::{Action, Call},
+    error::{type_name, ActionError},
+    signals::LogLevel,
+};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 

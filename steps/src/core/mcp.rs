@@ -10,7 +10,10 @@
 //!
 //! [`Capabilities`]: crate::core::action::Capabilities
 
-use crate::core::action::{type_name, ActionError, Cancel};
+use crate::core::{
+    error::{type_name, ActionError},
+    signals::Cancel,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, Tool,
 };
@@ -473,26 +476,6 @@ impl McpServers {
         }
         while closing.join_next().await.is_some() {}
     }
-}
-
-/// The session to tool `name`'s server, after checking that a server
-/// reached by URL is on the allowed hosts.
-pub async fn connect(
-    call: &crate::core::action::Call<'_>,
-    name: &str,
-    config: &ServerConfig,
-) -> Result<Arc<Session>, ActionError> {
-    if let Transport::Http { url, .. } = &config.transport {
-        let parsed = reqwest::Url::parse(url)
-            .map_err(|e| ActionError::Input(format!("tool `{name}`: invalid `url`: {e}")))?;
-        crate::core::net::check_host(&parsed, call)?;
-    }
-    let cx = StartContext {
-        env: &call.caps.env,
-        base_dir: &call.caps.sandbox.absolute("."),
-        cancel: &call.caps.cancel,
-    };
-    call.caps.mcp.session(name, config, &cx).await
 }
 
 fn client_info() -> ClientConfig {

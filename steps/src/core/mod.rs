@@ -1,7 +1,8 @@
 //! What every action family builds on: the [`action`] contract, the
 //! [`catalog`] of declared inputs, [`files`] helpers, calling out over HTTP
 //! ([`net`]), sessions to MCP servers ([`mcp`]), the script runner and LLM
-//! as traits ([`hosts`]), the filesystem [`sandbox`], [`mapped`] files, opening [`sqlite`]
+//! as traits ([`action::hosts`]), how actions fail ([`error`]), [`signals`]
+//! (logs, progress, cancel), declared [`tool`]s, the filesystem [`sandbox`], [`mapped`] files, opening [`sqlite`]
 //! files, the [`state`] folder, [`time`] (durations, one way) and the one
 //! folder [`walk`]er.
 
@@ -9,15 +10,18 @@ pub mod action;
 pub mod cache;
 pub mod catalog;
 pub mod confined;
+pub mod error;
 pub mod files;
-pub mod hosts;
+pub mod hash;
 pub mod mapped;
 pub mod mcp;
 pub mod models;
 pub mod net;
 pub mod sandbox;
+pub mod signals;
 pub mod sqlite;
 pub mod state;
 pub mod time;
+pub mod tool;
 pub mod walk;
 pub mod yaml;

@@ -3,12 +3,10 @@
 //! a step means. Pure: paths come from the environment snapshot; only
 //! [`installed`] looks at the disk.
 
+use crate::core::state::models_dir;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// Names the folder models are installed in (default: `models/` in the
-/// per-user data folder).
-pub const MODELS_DIR_ENV: &str = "MARKTOFLOW_MODELS_DIR";
 /// Names a GGUF file used when nothing else names one.
 pub const MODEL_ENV: &str = "MARKTOFLOW_LOCAL_MODEL";
 
@@ -108,15 +106,6 @@ pub fn known(name: &str) -> Option<&'static Known> {
         .find(|k| k.name == n || k.file.eq_ignore_ascii_case(&n))
 }
 
-/// The models folder: `MARKTOFLOW_MODELS_DIR`, else `models/` in the
-/// per-user data folder.
-pub fn models_dir(env: &BTreeMap<String, String>) -> PathBuf {
-    match env.get(MODELS_DIR_ENV).filter(|v| !v.trim().is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => crate::core::state::user_dir(env).join("models"),
-    }
-}
-
 /// Where `k` is (or would be) installed.
 pub fn path_of(k: &Known, env: &BTreeMap<String, String>) -> PathBuf {
     models_dir(env).join(k.file)
@@ -197,9 +186,17 @@ pub fn installed(env: &BTreeMap<String, String>) -> Vec<Installed> {
     out
 }
 
+/// For `--dry-run` and messages: the model file's short name.
+pub fn short_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().trim_end_matches(".gguf").to_string())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::state::MODELS_DIR_ENV;
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

@@ -3,9 +3,11 @@
 //! statuses to retry, how long to wait (the one backoff, `Retry-After`),
 //! and how to describe a transport error.
 
-use crate::core::action::{ActionError, Call};
+use crate::core::error::ActionError;
+use crate::core::signals::Cancel;
 use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
+use std::collections::BTreeMap;
 use std::sync::Once;
 use std::time::Duration;
 
@@ -87,19 +89,18 @@ pub fn describe_reqwest(e: reqwest::Error) -> String {
     parts.join(": ")
 }
 
-pub async fn sleep_or_cancel(call: &Call<'_>, d: Duration) -> Result<(), ActionError> {
+/// Waits `d` unless `cancel` fires first.
+pub async fn sleep_or_cancel(cancel: &Cancel, d: Duration) -> Result<(), ActionError> {
     tokio::select! {
         biased;
-        _ = call.caps.cancel.cancelled() => Err(ActionError::Cancelled),
+        _ = cancel.cancelled() => Err(ActionError::Cancelled),
         _ = tokio::time::sleep(d) => Ok(()),
     }
 }
 
 /// The backoff base for retries: `MARKTOFLOW_RETRY_BASE_MS` (tests shorten it) or 1 s.
-pub fn retry_base_ms(call: &Call<'_>) -> u64 {
-    call.caps
-        .env
-        .get("MARKTOFLOW_RETRY_BASE_MS")
+pub fn retry_base_ms(env: &BTreeMap<String, String>) -> u64 {
+    env.get("MARKTOFLOW_RETRY_BASE_MS")
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(DEFAULT_BASE_MS)
 }
@@ -142,11 +143,16 @@ pub fn host_allowed(url: &reqwest::Url, allowed: &[String]) -> bool {
     })
 }
 
-pub fn check_host(url: &reqwest::Url, call: &Call<'_>) -> Result<(), ActionError> {
-    match &call.caps.allowed_hosts {
+/// Refuses `url` when its host is not among `allowed` (None allows any),
+/// naming the `action` that tried.
+pub fn check_host(
+    url: &reqwest::Url,
+    allowed: Option<&[String]>,
+    action: &str,
+) -> Result<(), ActionError> {
+    match allowed {
         Some(allowed) if !host_allowed(url, allowed) => Err(ActionError::Input(format!(
-            "`{}`: the host `{}` is not allowed (allowed: {}); add it to `permissions.hosts` or pass `--allow-host`",
-            call.action,
+            "`{action}`: the host `{}` is not allowed (allowed: {}); add it to `permissions.hosts` or pass `--allow-host`",
             url.host_str().unwrap_or(""),
             allowed.join(", ")
         ))),

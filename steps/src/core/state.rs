@@ -92,7 +92,7 @@ impl StateDir {
     ) -> crate::core::sandbox::Protected {
         let cwd = crate::core::sandbox::real_path(cwd);
         let mut p = crate::core::sandbox::Protected {
-            readable: vec![crate::core::models::models_dir(env)],
+            readable: vec![models_dir(env)],
             ..Default::default()
         };
         for dir in [self.root.clone(), user_dir(env)] {
@@ -110,6 +110,19 @@ impl StateDir {
             p.files.push(cwd.join(store));
         }
         p
+    }
+}
+
+/// Names the folder models are installed in (default: `models/` in the
+/// per-user data folder).
+pub const MODELS_DIR_ENV: &str = "MARKTOFLOW_MODELS_DIR";
+
+/// The models folder: `MARKTOFLOW_MODELS_DIR`, else `models/` in the
+/// per-user data folder.
+pub fn models_dir(env: &BTreeMap<String, String>) -> PathBuf {
+    match env.get(MODELS_DIR_ENV).filter(|v| !v.trim().is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => user_dir(env).join("models"),
     }
 }
 

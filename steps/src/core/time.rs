@@ -170,7 +170,7 @@ pub fn today(inputs: &Value, names: &[&str], clock: &dyn Clock) -> Result<NaiveD
         },
         Some(other) => Err(format!(
             "input `{field}` must be a date like 2026-11-20, got {}",
-            crate::core::action::type_name(other)
+            crate::core::error::type_name(other)
         )),
     }
 }

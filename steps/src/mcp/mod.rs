@@ -2,9 +2,12 @@
 //! server with the step's inputs as its arguments (the session itself is
 //! [`crate::core::mcp`]).
 
-use crate::core::action::{type_name, Action, ActionError, Call};
 use crate::core::catalog::{closest, spec, Spec, EFFECTS};
-use crate::core::mcp::{argument_names, connect, required_arguments, result_value, ServerConfig};
+use crate::core::mcp::{argument_names, required_arguments, result_value, ServerConfig};
+use crate::core::{
+    action::{Action, Call},
+    error::{type_name, ActionError},
+};
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
@@ -52,7 +55,7 @@ impl Action for McpAction {
                 config.allowed.as_deref().unwrap_or_default().join(", ")
             )));
         }
-        let session = connect(call, &tool.name, &config).await?;
+        let session = call.mcp_session(&tool.name, &config).await?;
         check_call(call, &tool.name, &config, &session, &arguments).await?;
         let result = session
             .call(call.method, arguments, &call.caps.cancel)

@@ -16,8 +16,11 @@
 //! `title`, `section`, `metadata`, `mtime_ms`) so `rank.*` and `context.pack`
 //! take them as they are.
 
-use crate::core::action::{type_name, Action, ActionError, Call};
 use crate::core::time::{epoch_ms, parse_date_text, Clock, DateText};
+use crate::core::{
+    action::{Action, Call},
+    error::{type_name, ActionError},
+};
 use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat};
 use rusqlite::{params, Connection, OptionalExtension};

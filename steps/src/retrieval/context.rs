@@ -2,7 +2,10 @@
 //! citation labels. Tokens are estimated as ceil(chars / 4), the usual rule
 //! of thumb for English with BPE tokenizers; no tokenizer is loaded.
 
-use crate::core::action::{type_name, Action, ActionError, Call};
+use crate::core::{
+    action::{Action, Call},
+    error::{type_name, ActionError},
+};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::HashSet;

@@ -6,7 +6,7 @@
 //! Whole weeks, months and years (`this week`, `in March`) are read by the
 //! caller.
 
-use crate::retrieval::kb::query::DateRange;
+use crate::retrieval::syntax::DateRange;
 use chrono::{Datelike, Duration, NaiveDate, Weekday};
 
 const MONTHS: &[(&str, u32)] = &[

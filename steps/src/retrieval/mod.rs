@@ -9,3 +9,4 @@ pub mod embed;
 pub mod kb;
 pub mod query;
 pub mod rank;
+pub mod syntax;

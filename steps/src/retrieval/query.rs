@@ -4,8 +4,11 @@
 //! the fields the LifeOS seed asks its model for (`search_terms`,
 //! `entities`, `time_context`, `query_type`, `expected_location`).
 
-use crate::core::action::{type_name, Action, ActionError, Call};
-use crate::retrieval::kb::query::{parse, resolve_date, DateRange};
+use crate::core::{
+    action::{Action, Call},
+    error::{type_name, ActionError},
+};
+use crate::retrieval::syntax::{parse, resolve_date, DateRange};
 use async_trait::async_trait;
 use chrono::{Datelike, NaiveDate};
 use serde_json::{json, Value};
@@ -219,7 +222,7 @@ fn time_in_text(lower: &str, today: NaiveDate) -> Option<(String, DateRange)> {
             if year.is_some() || after_in || (*w != "may" && *w != "march") {
                 let y = year.unwrap_or(today.year());
                 let spec = format!("{y}-{:02}", m + 1);
-                let (f, t) = crate::retrieval::kb::query::span(&spec)?;
+                let (f, t) = crate::retrieval::syntax::span(&spec)?;
                 let said = match year {
                     Some(y) => format!("{w} {y}"),
                     None => w.to_string(),

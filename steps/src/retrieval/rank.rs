@@ -5,7 +5,10 @@
 //! - `rank.rerank`: one list re-scored (recency half-life, metadata
 //!   multipliers, date-range boost), thresholded, diversified (MMR), cut.
 
-use crate::core::action::{type_name, Action, ActionError, Call};
+use crate::core::{
+    action::{Action, Call},
+    error::{type_name, ActionError},
+};
 use async_trait::async_trait;
 use chrono::NaiveDate;
 use serde_json::{json, Map, Value};

@@ -13,9 +13,12 @@
 //! run's secrets. It runs in its own process group, killed whole on timeout
 //! or cancellation.
 
-use crate::core::action::{Action, ActionError, Call};
 use crate::core::catalog::{spec, Spec, EFFECTS};
 use crate::core::sandbox::Sandbox;
+use crate::core::{
+    action::{Action, Call},
+    error::ActionError,
+};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use std::os::fd::AsRawFd;

@@ -1,8 +1,8 @@
 //! Small helpers shared by the native modules: per-job state, argument
 //! checks with Node-like messages, and error construction.
 
-use crate::core::action::LogLevel;
 use crate::core::sandbox::Sandbox;
+use crate::core::signals::LogLevel;
 use boa_engine::object::FunctionObjectBuilder;
 use boa_engine::{
     js_string, Context, JsError, JsNativeError, JsObject, JsResult, JsString, JsValue,

@@ -31,7 +31,11 @@ mod worker;
 
 pub use worker::worker_main;
 
-use crate::core::action::{Action, ActionError, Call, Cancel, LogLine};
+use crate::core::{
+    action::{Action, Call},
+    error::ActionError,
+    signals::{Cancel, LogLine},
+};
 use async_trait::async_trait;
 use protocol::{EngineLimits, Failure, Reply, Request};
 use serde_json::Value;
@@ -77,7 +81,7 @@ impl Default for ScriptLimits {
     }
 }
 
-pub use crate::core::hosts::{ScriptError, ScriptJob};
+pub use crate::core::action::hosts::{ScriptError, ScriptJob};
 
 impl From<Failure> for ScriptError {
     fn from(f: Failure) -> Self {
@@ -168,7 +172,7 @@ pub struct ScriptHost {
 }
 
 #[async_trait]
-impl crate::core::hosts::ScriptRunner for ScriptHost {
+impl crate::core::action::hosts::ScriptRunner for ScriptHost {
     async fn run(
         &self,
         job: ScriptJob,
@@ -457,7 +461,7 @@ impl Action for ScriptAction {
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
-        let code = crate::core::action::required_str(&inputs, "code")?.to_string();
+        let code = crate::core::error::required_str(&inputs, "code")?.to_string();
         let timeout = timeout_input(&inputs)?.or(call.timeout);
         let context = match inputs.get("context") {
             Some(v) => v.clone(),

@@ -1,8 +1,8 @@
 //! Messages exchanged between the host and a script worker: one JSON object
 //! per line on the worker's stdin (requests) and stdout (replies).
 
-use crate::core::action::LogLevel;
 use crate::core::sandbox::Sandbox;
+use crate::core::signals::LogLevel;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -8,8 +8,8 @@
 use super::inspect;
 use super::js::{error_with, fn_obj, jstr, state, ConsoleSink, JobState};
 use super::protocol::{EngineLimits, Failure};
-use crate::core::action::LogLevel;
 use crate::core::sandbox::Sandbox;
+use crate::core::signals::LogLevel;
 use boa_engine::builtins::error::Error as ErrorData;
 use boa_engine::builtins::promise::PromiseState;
 use boa_engine::job::{GenericJob, Job as EngineJob, JobExecutor, PromiseJob};

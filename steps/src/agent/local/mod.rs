@@ -11,7 +11,7 @@ pub mod engine;
 
 use super::config::Resolved;
 use super::wire::{text_of, Prompt, Reply};
-use crate::core::action::{ActionError, Call, LogLevel};
+use crate::core::{action::Call, error::ActionError, signals::LogLevel};
 use engine::{Finish, GenRequest, Halt, LocalError, LocalModel};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -208,11 +208,4 @@ fn timed_out(limit: Duration) -> ActionError {
         "the local model gave no complete reply within {}",
         crate::core::net::fmt_duration(limit)
     ))
-}
-
-/// For `--dry-run` and messages: the model file's short name.
-pub fn short_name(path: &Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().trim_end_matches(".gguf").to_string())
-        .unwrap_or_else(|| path.display().to_string())
 }

@@ -10,7 +10,7 @@
 //! similarity in meaning — and the best are kept within a token budget. A
 //! question about a list keeps the whole list the best item belongs to.
 
-use super::question::{Expect, Question, Term};
+use super::question::{self, Expect, Question, Term};
 use super::spans::{self, Span};
 use super::text;
 use serde_json::{json, Value};
@@ -454,7 +454,7 @@ pub fn coverage_for(question: &Question, weights: &[f64], u: &Unit, typed: bool)
     let mut got = 0.0;
     for (t, w) in question.terms.iter().zip(weights) {
         if u.stems.iter().any(|s| t.matches(s))
-            || (has_value && names_a_type(&t.word))
+            || (has_value && question::names_a_type(&t.word))
             || (t.entity && u.title.iter().any(|s| t.matches(s)))
         {
             got += w;
@@ -463,42 +463,6 @@ pub fn coverage_for(question: &Question, weights: &[f64], u: &Unit, typed: bool)
         }
     }
     got / total
-}
-
-/// Words a question uses to name the kind of value it wants.
-pub fn names_a_type(word: &str) -> bool {
-    [
-        "email",
-        "e-mail",
-        "mail",
-        "address",
-        "key",
-        "code",
-        "password",
-        "token",
-        "number",
-        "phone",
-        "url",
-        "link",
-        "website",
-        "time",
-        "date",
-        "day",
-        "price",
-        "cost",
-        "amount",
-        "level",
-        "temperature",
-        "much",
-        "many",
-        "total",
-        "figure",
-        "value",
-        "rate",
-        "limit",
-        "limits",
-    ]
-    .contains(&word)
 }
 
 /// Words that pick one of two kinds of a thing (the production key, not the
@@ -901,25 +865,6 @@ mod tests {
         assert_eq!(j[0]["lines"], "8");
         assert_eq!(j[0]["heading"], "Booked");
         assert!(j[0]["quote"].as_str().unwrap().starts_with("- [x] Flights"));
-    }
-
-    #[test]
-    fn evidence_made_by_hand_is_read_without_panicking() {
-        let odd = json!([
-            {"id": "E1", "units": []},
-            "not an item",
-            {"id": "E2", "text": "Boiler service: 2026-12-02", "path": "h.md"},
-            {"units": [{"text": ""}]},
-            7
-        ]);
-        let items = from_json(odd.as_array().unwrap());
-        assert_eq!(items.len(), 1);
-        assert_eq!(items[0].0, "E2");
-        let q = analyze("When is the boiler service?");
-        let a = crate::retrieval::answer::extract::extract(&q, &items);
-        assert_eq!(a.value.as_deref(), Some("2026-12-02"));
-        let none = crate::retrieval::answer::extract::extract(&q, &[]);
-        assert!(!none.found);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! line or two.
 
 use super::evidence::{self, Item, Unit, UnitKind};
-use super::question::{Expect, Question, SIDE_WORDS};
+use super::question::{self, Expect, Question, SIDE_WORDS};
 use super::spans::{Kind, Span};
 use super::text;
 use serde_json::{json, Value};
@@ -85,7 +85,7 @@ fn topic_ok(q: &Question, u: &Unit) -> bool {
     let topic: Vec<_> = q
         .terms
         .iter()
-        .filter(|t| !t.entity && !evidence::names_a_type(&t.word))
+        .filter(|t| !t.entity && !question::names_a_type(&t.word))
         .collect();
     topic.is_empty()
         || topic
@@ -109,7 +109,7 @@ fn head_ok(q: &Question, u: &Unit) -> bool {
         return true;
     }
     let kinds = q.expect.kinds();
-    evidence::names_a_type(&h.word) && u.spans.iter().any(|s| kinds.contains(&s.kind))
+    question::names_a_type(&h.word) && u.spans.iter().any(|s| kinds.contains(&s.kind))
 }
 
 /// Whether a value of `u` is money: an amount with a currency, or a number
@@ -923,5 +923,24 @@ mod tests {
         assert!(confidence(true, 1.0, 0.5, Shape::List, true) >= 70);
         assert!(confidence(true, 1.0, 1.0, Shape::Value, true) == 100);
         assert_eq!(confidence(true, 1.0, 1.0, Shape::Value, false), 0);
+    }
+
+    #[test]
+    fn evidence_made_by_hand_is_read_without_panicking() {
+        let odd = json!([
+            {"id": "E1", "units": []},
+            "not an item",
+            {"id": "E2", "text": "Boiler service: 2026-12-02", "path": "h.md"},
+            {"units": [{"text": ""}]},
+            7
+        ]);
+        let items = crate::retrieval::answer::evidence::from_json(odd.as_array().unwrap());
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].0, "E2");
+        let q = analyze("When is the boiler service?");
+        let a = extract(&q, &items);
+        assert_eq!(a.value.as_deref(), Some("2026-12-02"));
+        let none = extract(&q, &[]);
+        assert!(!none.found);
     }
 }

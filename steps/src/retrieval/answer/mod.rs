@@ -11,7 +11,10 @@ pub mod spans;
 pub mod text;
 pub mod verify;
 
-use crate::core::action::{type_name, Action, ActionError, Call};
+use crate::core::{
+    action::{Action, Call},
+    error::{type_name, ActionError},
+};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 

@@ -357,15 +357,48 @@ fn head_noun(words: &[&str], terms: &[Term]) -> Option<Term> {
     while k < words.len() && !stop.contains(&words[k]) {
         let w = words[k].trim_end_matches("'s");
         // "cholesterol level": the level is the type, cholesterol the noun.
-        if let Some(t) = terms
-            .iter()
-            .find(|t| t.word == w && !super::evidence::names_a_type(&t.word))
-        {
+        if let Some(t) = terms.iter().find(|t| t.word == w && !names_a_type(&t.word)) {
             last = Some(t);
         }
         k += 1;
     }
     last.filter(|t| !t.entity).cloned()
+}
+
+/// Words a question uses to name the kind of value it wants.
+pub fn names_a_type(word: &str) -> bool {
+    [
+        "email",
+        "e-mail",
+        "mail",
+        "address",
+        "key",
+        "code",
+        "password",
+        "token",
+        "number",
+        "phone",
+        "url",
+        "link",
+        "website",
+        "time",
+        "date",
+        "day",
+        "price",
+        "cost",
+        "amount",
+        "level",
+        "temperature",
+        "much",
+        "many",
+        "total",
+        "figure",
+        "value",
+        "rate",
+        "limit",
+        "limits",
+    ]
+    .contains(&word)
 }
 
 fn expect_is_time_like(e: Expect) -> bool {

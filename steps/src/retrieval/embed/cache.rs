@@ -81,11 +81,10 @@ impl std::fmt::Debug for Vectors {
     }
 }
 
-/// A version 1 hash (`kb::chunk::hex_hash`'s hex) as version 2 stores it.
+/// A version 1 hash (`core::hash::hex_hash`'s hex) as version 2 stores it.
 fn v1_hash(hex: &str) -> u64 {
     // Not a hash of ours: any stable value will do; it is never looked up.
-    u64::from_str_radix(hex, 16)
-        .unwrap_or_else(|_| crate::retrieval::kb::chunk::hash64(&[hex.as_bytes()]))
+    u64::from_str_radix(hex, 16).unwrap_or_else(|_| crate::core::hash::hash64(&[hex.as_bytes()]))
 }
 
 impl Vectors {

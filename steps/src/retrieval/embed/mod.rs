@@ -9,7 +9,6 @@
 mod bert;
 pub mod cache;
 mod minilm;
-pub mod search;
 pub mod topk;
 
 pub use minilm::MiniLm;
@@ -26,9 +25,9 @@ pub enum EmbedError {
     Load { dir: String, message: String },
     #[error("embedding failed: {0}")]
     Run(String),
-    /// The chunks to embed could not be read from the index.
+    /// The chunks to embed could not be read from the index (its message).
     #[error("{0}")]
-    Chunks(#[from] crate::retrieval::kb::chunk::KbError),
+    Chunks(String),
 }
 
 /// Turns texts into unit-length vectors.

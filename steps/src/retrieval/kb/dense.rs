@@ -3,7 +3,7 @@
 
 use super::index::{KbIndex, SearchRequest};
 use super::{kb_err, opt_str};
-use crate::core::action::{ActionError, Call, LogLevel};
+use crate::core::{action::Call, error::ActionError, signals::LogLevel};
 use crate::retrieval::embed::EmbedError;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -121,7 +121,7 @@ pub async fn search(
         // Embedding and the scan are CPU work: off the async threads.
         let done = tokio::task::spawn_blocking(move || {
             let progress = move |done: usize, total: usize| {
-                sink(crate::core::action::Progress {
+                sink(crate::core::signals::Progress {
                     what: "chunks embedded".into(),
                     done: done as u64,
                     total: total as u64,
@@ -135,7 +135,7 @@ pub async fn search(
                 d.parent().map(|p| p.join(name))
             });
             let table = || Ok(ix.chunk_table(&order)?);
-            let (vectors, stats) = crate::retrieval::embed::search::vectors_for(
+            let (vectors, stats) = super::vectors::vectors_for(
                 &caches,
                 &*embedder,
                 &order,
@@ -190,4 +190,11 @@ pub async fn search(
         model,
         embedded: stats.embedded,
     })
+}
+
+/// The index's own errors, met while reading the chunks to embed.
+impl From<super::chunk::KbError> for crate::retrieval::embed::EmbedError {
+    fn from(e: super::chunk::KbError) -> Self {
+        crate::retrieval::embed::EmbedError::Chunks(e.to_string())
+    }
 }

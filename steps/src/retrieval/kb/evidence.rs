@@ -3,7 +3,10 @@
 //! [`crate::retrieval::answer::evidence`] for how they are chosen).
 
 use super::{dense, dense_setting, opt_num, opt_str, Dense};
-use crate::core::action::{type_name, ActionError, Call};
+use crate::core::{
+    action::Call,
+    error::{type_name, ActionError},
+};
 use crate::retrieval::answer::{evidence, question, question_input};
 use serde_json::{json, Value};
 use std::path::Path;

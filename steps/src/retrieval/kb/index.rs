@@ -8,10 +8,11 @@
 //! place; the next run sees the differences and redoes them. Uncommitted
 //! segment files are garbage-collected by tantivy, stale manifests by us.
 
-use super::chunk::{chunk_document, hex_hash, ChunkOptions, KbError};
-use super::query::{DateRange, ParsedQuery};
+use super::chunk::{chunk_document, ChunkOptions, KbError};
 use crate::core::cache::Caches;
+use crate::core::hash::hex_hash;
 use crate::core::walk::{Entry, WalkOptions};
+use crate::retrieval::syntax::{DateRange, ParsedQuery};
 use chrono::NaiveDate;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -722,7 +723,7 @@ impl KbIndex {
         let terms: Vec<&str> = if req.question_words {
             p.terms.iter().map(String::as_str).collect()
         } else {
-            super::query::content_terms(&p.terms)
+            crate::retrieval::syntax::content_terms(&p.terms)
         };
         for t in terms {
             let toks = tokens(t);

@@ -13,10 +13,15 @@ mod dense;
 mod evidence;
 mod hybrid;
 pub mod index;
-pub mod query;
+mod vectors;
 
-use crate::core::action::{type_name, Action, ActionError, Call, LogLevel};
 use crate::core::walk::WalkOptions;
+use crate::core::{
+    action::{Action, Call},
+    error::{type_name, ActionError},
+    signals::LogLevel,
+};
+use crate::retrieval::syntax;
 use async_trait::async_trait;
 use chrono::NaiveDate;
 use chunk::{ChunkOptions, KbError};
@@ -201,7 +206,7 @@ async fn update(
             cancel.is_cancelled() || deadline.is_some_and(|d| std::time::Instant::now() >= d)
         };
         let progress = move |done: usize, total: usize| {
-            sink(crate::core::action::Progress {
+            sink(crate::core::signals::Progress {
                 what: "files indexed".into(),
                 done: done as u64,
                 total: total as u64,
@@ -312,7 +317,7 @@ fn today(inputs: &Value, clock: &dyn crate::core::time::Clock) -> Result<NaiveDa
 /// `kb.search` / `kb.facets` inputs other than the query text.
 fn request(
     inputs: &Value,
-    parsed: query::ParsedQuery,
+    parsed: syntax::ParsedQuery,
     today: NaiveDate,
 ) -> Result<SearchRequest, ActionError> {
     let mut req = SearchRequest {
@@ -442,20 +447,20 @@ fn parse_filters(
             "path" | "path_prefix" | "in" => req.paths.extend(scalars(k, v)?),
             "date" => {
                 let r = match v {
-                    Value::String(s) => query::resolve_date(s, today),
+                    Value::String(s) => syntax::resolve_date(s, today),
                     Value::Object(o) => {
                         let end =
                             |key: &str, first: bool| -> Result<Option<NaiveDate>, ActionError> {
                                 match o.get(key).and_then(Value::as_str) {
                                 None => Ok(None),
-                                Some(s) => query::span(s)
+                                Some(s) => syntax::span(s)
                                     .map(|(a, b)| Some(if first { a } else { b }))
                                     .ok_or_else(|| {
                                         ActionError::Input(format!("`filters.date.{key}` must be a date like 2026-11-20, got `{s}`"))
                                     }),
                             }
                             };
-                        Some(query::DateRange {
+                        Some(syntax::DateRange {
                             from: end("from", true)?,
                             to: end("to", false)?,
                         })
@@ -505,12 +510,12 @@ async fn search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionE
         }
     };
     let today = today(inputs, call.caps.clock.as_ref())?;
-    let mut parsed = query::parse(q, opt_bool(inputs, "operators", true)?, today);
+    let mut parsed = syntax::parse(q, opt_bool(inputs, "operators", true)?, today);
     if opt_bool(inputs, "analyze", false)? {
         analyzed(&mut parsed, q, today, call)?;
     }
     let dense_text = match opt_str(inputs, "dense_query")? {
-        Some(d) if !d.trim().is_empty() => query::parse(d, true, today).text(),
+        Some(d) if !d.trim().is_empty() => syntax::parse(d, true, today).text(),
         _ => parsed.text(),
     };
     let mut req = request(inputs, parsed, today)?;
@@ -565,7 +570,7 @@ async fn search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionE
 /// time words) are searched, and a date it reads in the text ("on November
 /// 17", "last week") filters like a `date:` operator unless one is given.
 fn analyzed(
-    parsed: &mut query::ParsedQuery,
+    parsed: &mut syntax::ParsedQuery,
     q: &str,
     today: NaiveDate,
     call: &Call<'_>,
@@ -592,7 +597,7 @@ fn analyzed(
                 .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
         };
         if day("from").is_some() || day("to").is_some() {
-            parsed.date = Some(query::DateRange {
+            parsed.date = Some(syntax::DateRange {
                 from: day("from"),
                 to: day("to"),
             });
@@ -675,7 +680,7 @@ async fn facets_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionE
     };
     let today = today(inputs, call.caps.clock.as_ref())?;
     let q = opt_str(inputs, "query")?.unwrap_or("");
-    let req = request(inputs, query::parse(q, true, today), today)?;
+    let req = request(inputs, syntax::parse(q, true, today), today)?;
     let ix = open(call, inputs)?;
     ensure_fresh(call, &ix, inputs).await?;
     let (values, files) = ix.facets(&field, &req).map_err(kb_err)?;
@@ -707,7 +712,7 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
         }
     };
     let today = today(inputs, call.caps.clock.as_ref())?;
-    let parsed = query::parse(&q, opt_bool(inputs, "operators", true)?, today);
+    let parsed = syntax::parse(&q, opt_bool(inputs, "operators", true)?, today);
     // Operators filter; the rest of the text is what gets embedded.
     let text = if parsed.has_operators() {
         parsed.text()

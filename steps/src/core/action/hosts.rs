@@ -1,10 +1,13 @@
 //! What actions call besides the disk and the network, as traits, so that
-//! [`Capabilities`](crate::core::action::Capabilities) holds a script runner
+//! [`Capabilities`](super::Capabilities) holds a script runner
 //! and an LLM client without depending on how they work (tests and servers
 //! may give their own).
 
-use crate::core::action::{ActionError, Call, Cancel, LogLine, ToolConfig};
+use super::Call;
+use crate::core::error::ActionError;
 use crate::core::sandbox::Sandbox;
+use crate::core::signals::{Cancel, LogLine};
+use crate::core::tool::ToolConfig;
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -1,9 +1,9 @@
 //! Vectors for the rows of a `kb` index, cached on disk and in memory.
 
-use super::cache::{Loaded, Vectors};
-use super::{EmbedError, Embedder};
-use crate::retrieval::kb::chunk::hash64;
-use crate::retrieval::kb::index::{ChunkRow, ChunkTable, RowOrder};
+use super::index::{ChunkRow, ChunkTable, RowOrder};
+use crate::core::hash::hash64;
+use crate::retrieval::embed::cache::{Loaded, Vectors};
+use crate::retrieval::embed::{EmbedError, Embedder};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -229,7 +229,7 @@ mod tests {
     /// The real model, made to fail from its `after`-th call on: a run
     /// stopped midway (killed, timed out, out of memory).
     struct StopsAfter {
-        model: super::super::minilm::MiniLm,
+        model: crate::retrieval::embed::MiniLm,
         calls: AtomicUsize,
         after: usize,
     }
@@ -292,7 +292,7 @@ mod tests {
 
     #[test]
     fn a_cold_run_stopped_midway_keeps_what_it_embedded() {
-        let Some(dir) = super::super::test_model_dir() else {
+        let Some(dir) = crate::retrieval::embed::test_model_dir() else {
             return;
         };
         let d = tempfile::tempdir().unwrap();
@@ -300,7 +300,7 @@ mod tests {
         // Parts of 8 chunks: the schedule is the same at any size.
         const PART: usize = 8;
         let table = Arc::new(ChunkTable::from_rows((0..PART * 5).map(row).collect()));
-        let load = || super::super::minilm::MiniLm::load(&dir).unwrap();
+        let load = || crate::retrieval::embed::MiniLm::load(&dir).unwrap();
         // Parts 1-3 embedded, part 4 fails: saved after parts 1 and 2.
         let stopping = StopsAfter {
             model: load(),
@@ -332,10 +332,10 @@ mod tests {
 
     #[test]
     fn a_file_in_the_index_order_is_used_where_it_lies_and_reused_by_hash_otherwise() {
-        let Some(dir) = super::super::test_model_dir() else {
+        let Some(dir) = crate::retrieval::embed::test_model_dir() else {
             return;
         };
-        let model = super::super::minilm::MiniLm::load(&dir).unwrap();
+        let model = crate::retrieval::embed::MiniLm::load(&dir).unwrap();
         let dim = model.dim();
         let d = tempfile::tempdir().unwrap();
         let file = d.path().join("vectors.bin");

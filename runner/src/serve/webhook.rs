@@ -1,0 +1,354 @@
+//! A webhook request: its route chosen by path and event, checked (auth,
+//! signature, inputs), answered at once or when its run ends; the same
+//! answer again for a repeated `Idempotency-Key`.
+
+use super::api::run_json;
+use super::request::{
+    bad_inputs, bearer_matches, committed, error, read_body, signature_ok, url_pairs,
+};
+use super::{reserve, start_reserved, Job, Route, ServerState, MAX_RUNS_KEPT};
+use crate::engine::{RunResult, RunStatus};
+use crate::format::inputs;
+use crate::store::NewRun;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body>) -> Response {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    let served = s.served();
+    let same_path: Vec<&Route> = served.routes.iter().filter(|r| r.path == path).collect();
+    if same_path.is_empty() && path == "/" && parts.method == axum::http::Method::GET {
+        return axum::response::Redirect::to("/console").into_response();
+    }
+    if same_path.is_empty() {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no workflow is served at `{path}`"),
+        );
+    }
+    let Some(route) = same_path.iter().find(|r| r.method == parts.method).copied() else {
+        let allow: Vec<&str> = same_path.iter().map(|r| r.method.as_str()).collect();
+        let mut resp = error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("`{path}` accepts {}", allow.join(", ")),
+        );
+        if let Ok(v) = allow.join(", ").parse() {
+            resp.headers_mut().insert(header::ALLOW, v);
+        }
+        return resp;
+    };
+    let body = match read_body(&s, &parts.headers, body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    if let Some(secret) = &route.secret {
+        if !signature_ok(secret, &parts.headers, &body) {
+            return error(
+                StatusCode::UNAUTHORIZED,
+                "missing or invalid signature (X-Hub-Signature-256: sha256=<hmac of the body>)",
+            );
+        }
+    }
+    if let Some(token) = &route.token {
+        if !bearer_matches(&parts.headers, token) {
+            return error(StatusCode::UNAUTHORIZED, "missing or invalid bearer token");
+        }
+    }
+    let payload: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        Value::Object(Map::new())
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "the body must be a JSON object of input names to values",
+                )
+            }
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("the body is not valid JSON: {e}"),
+                )
+            }
+        }
+    };
+    let event = super::routes::event_of(&parts.headers, &payload);
+    let ignored = !route.events.is_empty()
+        && !event
+            .as_deref()
+            .is_some_and(|e| super::routes::event_wanted(&route.events, e));
+    if ignored {
+        // Accepted and ignored: the sender (GitHub's `ping`, other
+        // actions) must not see a failure or retry.
+        return (
+            StatusCode::ACCEPTED,
+            Json(json!({
+                "ignored": true,
+                "event": event,
+                "reason": format!("the workflow runs on {}", route.events.join(", ")),
+            })),
+        )
+            .into_response();
+    }
+    let wf = route.workflow.clone();
+    let query: Vec<(String, String)> = parts.uri.query().map(url_pairs).unwrap_or_default();
+    let want_async = route.respond_async
+        || query
+            .iter()
+            .any(|(k, v)| k == "async" && (v == "true" || v == "1"))
+        || parts
+            .headers
+            .get("prefer")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("respond-async"));
+    let supplied = super::routes::request_inputs(&wf, &route.input_mapping, &payload, &query);
+    let inputs = match inputs::resolve(&wf, supplied, &s.caps.env) {
+        Ok(i) => i,
+        Err(errs) => return bad_inputs(&errs),
+    };
+    // A repeated request with the same Idempotency-Key gets the same run.
+    let key = parts
+        .headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(|k| format!("{} {} {k}", route.method, route.path));
+    // Requests with one key take turns until the run it starts is known:
+    // exactly one of them starts it, here; the store decides between
+    // processes.
+    let turn = match &key {
+        Some(k) => Some(s.key_turn(k).await),
+        None => None,
+    };
+    let existing = key.as_ref().and_then(|k| {
+        let known = s.idempotency.lock().ok()?.get(k).cloned()?;
+        let runs = s.runs.lock().ok()?;
+        runs.get(&known).map(|e| (known.clone(), e.result.clone()))
+    });
+    // Not in memory (an earlier server process, or forgotten): the store
+    // keeps keys with their runs for a day.
+    if let (None, Some(k), Some(store)) = (&existing, &key, s.store.clone()) {
+        let k = k.clone();
+        let found = tokio::task::spawn_blocking(move || store.run_for_key(&k).ok().flatten())
+            .await
+            .ok()
+            .flatten();
+        if let Some(id) = found {
+            drop(turn);
+            return answer_for_key(&s, &id, &wf, want_async).await;
+        }
+    }
+    let mut created = None;
+    let (run_id, rx) = match existing {
+        Some(found) => found,
+        None => {
+            let run_id = crate::store::new_run_id();
+            // A place first: a request refused (503) leaves no trace.
+            let place = match reserve(&s) {
+                Ok(p) => p,
+                Err(why) => return why.response(s.config.max_queue),
+            };
+            // Committed before anyone hears of the run: a crash after the
+            // answer cannot lose it. An asynchronous caller hears of it now;
+            // a waiting caller hears when it ends, so its run starts at once
+            // and the answer waits for the commit of all of it (below). Its
+            // rows are queued after this one, so none is ever stored alone.
+            let context = super::routes::request_context(
+                &parts.method,
+                &path,
+                &parts.headers,
+                &query,
+                &payload,
+                event.as_deref(),
+            );
+            if let Some(store) = &s.store {
+                let mut new = NewRun::new(run_id.clone(), &wf, inputs.clone(), "webhook");
+                new.idempotency_key = key.clone();
+                // Another process may start it: it goes with the run.
+                if store.shared().is_some() {
+                    new.context = context.clone();
+                }
+                // Queued for workers, a run is told of once committed; a
+                // run with a key starts once the store gave it the key; on
+                // a shared store, once the store took it (while it cannot
+                // be reached nothing runs, and the caller hears 503).
+                if want_async || s.enqueue_only || key.is_some() || store.shared().is_some() {
+                    let commit = store.submit_run(new);
+                    match committed(commit).await {
+                        Ok(()) => {}
+                        Err(crate::store::StoreError::DuplicateKey(other)) => {
+                            drop((place, turn));
+                            return answer_for_key(&s, &other, &wf, want_async).await;
+                        }
+                        Err(e @ crate::store::StoreError::Unavailable(_)) => {
+                            return store_unavailable(&e)
+                        }
+                        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+                    }
+                } else {
+                    created = Some(store.queue_run(new));
+                }
+            }
+            let rx = start_reserved(
+                &s,
+                wf.clone(),
+                Job::Recorded(inputs, "webhook", context),
+                run_id.clone(),
+                place,
+            );
+            if let (Some(k), Ok(mut map)) = (key, s.idempotency.lock()) {
+                if map.len() >= MAX_RUNS_KEPT {
+                    map.clear();
+                }
+                map.insert(k, run_id.clone());
+            }
+            (run_id, rx)
+        }
+    };
+    drop(turn);
+    if want_async {
+        return (StatusCode::ACCEPTED, Json(json!({"run_id": run_id, "status": "accepted", "location": format!("/runs/{run_id}")}))).into_response();
+    }
+    let mut rx = rx;
+    let waited = tokio::time::timeout(s.config.request_timeout, async {
+        loop {
+            if let Some(r) = rx.borrow().clone() {
+                return r;
+            }
+            if rx.changed().await.is_err() {
+                // The run task ended without a result: it panicked.
+                return Arc::new(RunResult {
+                    run_id: run_id.clone(),
+                    workflow: wf.meta.id.clone(),
+                    status: RunStatus::Failed,
+                    outputs: Value::Null,
+                    steps: Vec::new(),
+                    error: None,
+                    duration_ms: 0,
+                    response: None,
+                });
+            }
+        }
+    })
+    .await;
+    // What the answer tells is stored: the run (and, when it ended, all of
+    // it: a run's result is published once its end is committed).
+    if let Some(commit) = created {
+        if let Err(e) = committed(commit).await {
+            if matches!(e, crate::store::StoreError::Unavailable(_)) {
+                return store_unavailable(&e);
+            }
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("run {run_id} could not be recorded: {e}"),
+            );
+        }
+    }
+    match waited {
+        Ok(r) => match (&r.response, r.status) {
+            // `workflow.exit` chose the answer.
+            (Some(answer), RunStatus::Completed) => exit_answer(answer, run_json(&run_id, &wf.meta.id, true, Some(&r))),
+            _ => {
+                let status = if r.status == RunStatus::Completed { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR };
+                (status, Json(run_json(&run_id, &wf.meta.id, true, Some(&r)))).into_response()
+            }
+        },
+        Err(_) => (
+            StatusCode::GATEWAY_TIMEOUT,
+            Json(json!({"run_id": run_id, "status": "running", "error": format!("the run is still going after {}s; poll /runs/{run_id}", s.config.request_timeout.as_secs())})),
+        )
+            .into_response(),
+    }
+}
+
+/// 503 with `Retry-After`: the run store cannot be reached now, so nothing
+/// was accepted.
+fn store_unavailable(e: &crate::store::StoreError) -> Response {
+    let mut resp = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("{e}; nothing was run, try again shortly"),
+    );
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
+    resp
+}
+
+/// The answer to a request whose `Idempotency-Key` started stored run
+/// `id` (in another process, or before this one started): an asynchronous
+/// caller hears where it stands; a waiting one gets its end, as the request
+/// that started it did.
+async fn answer_for_key(
+    s: &Arc<ServerState>,
+    id: &str,
+    wf: &Arc<crate::format::model::Workflow>,
+    want_async: bool,
+) -> Response {
+    let Some(store) = s.store.clone() else {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "no run store");
+    };
+    if !want_async {
+        return match super::worker::stored_end(&store, id, wf, s, true).await {
+            Some(r) => {
+                let status = if r.status == RunStatus::Completed { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR };
+                (status, Json(run_json(id, &r.workflow, true, Some(&r)))).into_response()
+            }
+            None => (
+                StatusCode::GATEWAY_TIMEOUT,
+                Json(json!({"run_id": id, "status": "running", "error": format!("the run is still going after {}s; poll /runs/{id}", s.config.request_timeout.as_secs())})),
+            )
+                .into_response(),
+        };
+    }
+    let key = id.to_string();
+    let found = tokio::task::spawn_blocking(move || store.get_run(&key).ok())
+        .await
+        .ok()
+        .flatten();
+    let Some(r) = found else {
+        return (
+            StatusCode::ACCEPTED,
+            Json(json!({"run_id": id, "status": "accepted", "location": format!("/runs/{id}")})),
+        )
+            .into_response();
+    };
+    let status = match r.status {
+        crate::store::Status::Completed => StatusCode::OK,
+        crate::store::Status::Failed | crate::store::Status::Cancelled => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+        _ => StatusCode::ACCEPTED,
+    };
+    (
+        status,
+        Json(json!({
+            "run_id": r.id, "workflow": r.workflow, "status": r.shown_status(),
+            "outputs": r.outputs, "error": r.error.map(|m| json!({"message": m, "step": r.error_step})),
+            "location": format!("/runs/{}", r.id),
+        })),
+    )
+        .into_response()
+}
+
+/// The answer `workflow.exit` asked for: its `status` (default 200), and its
+/// `body` (text as `text/plain`, anything else as JSON), else the run's JSON.
+fn exit_answer(answer: &Value, run: Value) -> Response {
+    let status = answer["status"]
+        .as_u64()
+        .and_then(|s| StatusCode::from_u16(s as u16).ok())
+        .unwrap_or(StatusCode::OK);
+    match &answer["body"] {
+        Value::Null => (status, Json(run)).into_response(),
+        Value::String(text) => (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            text.clone(),
+        )
+            .into_response(),
+        other => (status, Json(other.clone())).into_response(),
+    }
+}

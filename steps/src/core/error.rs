@@ -1,0 +1,65 @@
+//! How an action fails, and the words its messages use for JSON types.
+
+use serde_json::Value;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum ActionError {
+    /// The inputs do not fit the action (missing field, wrong type).
+    #[error("{0}")]
+    Input(String),
+    /// The action ran and failed; `retryable` tells the engine a retry may help.
+    #[error("{message}")]
+    Failed { message: String, retryable: bool },
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("cancelled")]
+    Cancelled,
+    /// Code the action ran (a script) failed at a place inside it: 1-based
+    /// `line`/`column` within that code, for the caller to map into its file.
+    #[error("{message}")]
+    At {
+        message: String,
+        line: u32,
+        column: u32,
+    },
+}
+
+impl ActionError {
+    pub fn failed(message: impl Into<String>) -> Self {
+        ActionError::Failed {
+            message: message.into(),
+            retryable: false,
+        }
+    }
+    pub fn retryable(message: impl Into<String>) -> Self {
+        ActionError::Failed {
+            message: message.into(),
+            retryable: true,
+        }
+    }
+}
+
+/// Reads a required string field of an inputs object.
+pub fn required_str<'v>(inputs: &'v Value, field: &str) -> Result<&'v str, ActionError> {
+    match inputs.get(field) {
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(ActionError::Input(format!(
+            "input `{field}` must be a string, got {}",
+            type_name(other)
+        ))),
+        None => Err(ActionError::Input(format!("missing input `{field}`"))),
+    }
+}
+
+/// The JSON type name of a value, as used in messages.
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
