@@ -321,7 +321,7 @@ fn check_constraints(def: &InputDef, v: &Value) -> Result<(), InputError> {
 }
 
 fn type_of(v: &Value) -> &'static str {
-    marktoflow_steps::core::action::type_name(v)
+    marktoflow_steps::core::error::type_name(v)
 }
 
 /// The peer's `${VAR}` substitution (plus `${VAR:-default}`), in strings

@@ -1,0 +1,108 @@
+//! The keys each part of the format takes: what the readers check, what
+//! `did you mean` suggests from, and what the JSON Schema lists.
+
+pub const TOP_KEYS: &[&str] = &[
+    "workflow",
+    "tools",
+    "triggers",
+    "inputs",
+    "outputs",
+    "steps",
+    "permissions",
+    "default_agent",
+    "default_model",
+    "mode",
+    "sources",
+    "secrets",
+    "timeout",
+    "concurrency",
+];
+pub const META_KEYS: &[&str] = &["id", "name", "version", "description", "author", "tags"];
+pub const INPUT_KEYS: &[&str] = &[
+    "type",
+    "required",
+    "default",
+    "description",
+    "enum",
+    "pattern",
+    "min",
+    "max",
+    "validation",
+];
+pub const TOOL_KEYS: &[&str] = &["sdk", "auth", "options", "description"];
+pub const COMMON_KEYS: &[&str] = &[
+    "id",
+    "name",
+    "type",
+    "description",
+    "output_variable",
+    "outputVariable",
+    "conditions",
+    "timeout",
+    "error_handling",
+    "errorHandling",
+    "on_error",
+    "model",
+    "agent",
+];
+
+/// Step types and their own keys.
+pub const KINDS: &[(&str, &[&str])] = &[
+    (
+        "action",
+        &[
+            "action",
+            "inputs",
+            "prompt",
+            "prompt_inputs",
+            "permissions",
+            "condition",
+            "retry",
+        ],
+    ),
+    ("script", &["inputs", "code", "condition", "retry"]),
+    ("if", &["condition", "then", "else", "steps"]),
+    ("switch", &["expression", "cases", "default"]),
+    (
+        "for_each",
+        &[
+            "items",
+            "item_variable",
+            "index_variable",
+            "steps",
+            "max_concurrent",
+        ],
+    ),
+    (
+        "while",
+        &["condition", "max_iterations", "steps", "variables"],
+    ),
+    ("try", &["try", "catch", "finally"]),
+    ("wait", &["duration", "mode", "fields", "webhook_path"]),
+    ("map", &["items", "item_variable", "expression"]),
+    ("filter", &["items", "item_variable", "condition"]),
+    (
+        "reduce",
+        &[
+            "items",
+            "item_variable",
+            "accumulator_variable",
+            "initial_value",
+            "expression",
+        ],
+    ),
+    ("parallel", &["branches", "max_concurrent"]),
+    (
+        "workflow",
+        &[
+            "workflow",
+            "inputs",
+            "use_subagent",
+            "subagent_config",
+            "condition",
+        ],
+    ),
+];
+
+/// Step types of the peer's format that this version does not run yet.
+pub(super) const NOT_YET: &[&str] = &["merge"];

@@ -1,0 +1,114 @@
+//! Loading: a file or a text into a [`Workflow`] or every problem found.
+
+use super::{Cx, Workflow};
+use crate::diag::{Diagnostic, Source};
+use crate::format::document::parse_document;
+use marktoflow_steps::registry::Registry;
+use serde_json::{Map, Value};
+use std::path::Path;
+
+/// A loaded workflow and the warnings found while loading it.
+pub struct Loaded {
+    pub workflow: Workflow,
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Reads and checks a workflow file. Errors are all the problems found.
+pub fn load_file(path: &Path, registry: &Registry) -> Result<Loaded, Vec<Diagnostic>> {
+    let text = std::fs::read(path).map_err(|e| {
+        vec![Diagnostic::file_error(
+            &path.display().to_string(),
+            format!("cannot read workflow file: {}", io_reason(&e)),
+        )]
+    })?;
+    let text = String::from_utf8(text).map_err(|e| {
+        vec![Diagnostic::file_error(
+            &path.display().to_string(),
+            format!(
+                "workflow file is not UTF-8 (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )]
+    })?;
+    load_str(path, &text, registry)
+}
+
+pub fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".to_string(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => e.to_string(),
+    }
+}
+
+pub fn load_str(path: &Path, text: &str, registry: &Registry) -> Result<Loaded, Vec<Diagnostic>> {
+    let src = Source::new(path, text);
+    let doc = parse_document(src.clone());
+    let mut cx = Cx {
+        src: src.clone(),
+        registry,
+        errors: Vec::new(),
+        warnings: Vec::new(),
+        tools: Vec::new(),
+        ids: Vec::new(),
+        sdk_unknown: Vec::new(),
+        sdk_reported: Default::default(),
+    };
+    let wf = cx.workflow(&doc);
+    for (name, pos, sdk) in std::mem::take(&mut cx.sdk_unknown) {
+        if !cx.sdk_reported.contains(&name) {
+            let e = marktoflow_steps::registry::unsupported_sdk(&name, &sdk, registry.sdks());
+            let mut d = Diagnostic::warning(
+                &cx.src,
+                Some(pos),
+                format!("{}; steps that use it will be rejected", e.message),
+            );
+            d.hints.extend(e.hint);
+            cx.warnings.push(d);
+        }
+    }
+    if cx.errors.is_empty() {
+        Ok(Loaded {
+            workflow: wf,
+            warnings: cx.warnings,
+        })
+    } else {
+        cx.errors.sort_by_key(|d| d.pos);
+        Err(cx.errors)
+    }
+}
+
+/// YAML → JSON, with non-string keys stringified and tags dropped.
+pub fn yaml_to_json(v: serde_yaml::Value) -> Value {
+    use serde_yaml::Value as Y;
+    match v {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Value::from(i)
+            } else if let Some(u) = n.as_u64() {
+                Value::from(u)
+            } else {
+                n.as_f64()
+                    .and_then(serde_json::Number::from_f64)
+                    .map(Value::Number)
+                    .unwrap_or(Value::Null)
+            }
+        }
+        Y::String(s) => Value::String(s),
+        Y::Sequence(items) => Value::Array(items.into_iter().map(yaml_to_json).collect()),
+        Y::Mapping(m) => {
+            let mut out = Map::new();
+            for (k, v) in m {
+                let key = match yaml_to_json(k) {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                out.insert(key, yaml_to_json(v));
+            }
+            Value::Object(out)
+        }
+        Y::Tagged(t) => yaml_to_json(t.value),
+    }
+}

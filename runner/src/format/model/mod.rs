@@ -1,0 +1,412 @@
+//! The typed workflow, built from a [`Document`] with every error pointing
+//! into the `.md` file.
+
+use crate::diag::{did_you_mean, Diagnostic, Pos, Source};
+use crate::format::document::{Document, YamlText};
+use crate::format::yamlpos::{positions, PosNode, ScalarStyle, YPos};
+use marktoflow_steps::registry::Registry;
+use marktoflow_steps::ToolConfig;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+mod body;
+mod keys;
+mod load;
+mod policy;
+mod sections;
+mod step;
+mod text;
+mod types;
+
+use keys::NOT_YET;
+pub use keys::{COMMON_KEYS, INPUT_KEYS, KINDS, META_KEYS, TOOL_KEYS, TOP_KEYS};
+pub use load::{io_reason, load_file, load_str, yaml_to_json, Loaded};
+pub use text::slug;
+use text::{infer_kind, scalar_string, unquoted_template};
+pub use types::{
+    Backoff, Branch, Concurrency, ErrorPolicy, InputDef, InputType, Meta, OnError, OutputDef,
+    Spans, Step, StepKind, Trigger, Workflow,
+};
+
+struct Cx<'r> {
+    src: Arc<Source>,
+    registry: &'r Registry,
+    errors: Vec<Diagnostic>,
+    warnings: Vec<Diagnostic>,
+    tools: Vec<ToolConfig>,
+    ids: Vec<(String, Pos)>,
+    /// Tools whose sdk we do not provide (name, where its `sdk:` is, sdk):
+    /// an error once, at the first step using one; a warning if none does.
+    sdk_unknown: Vec<(String, Pos, String)>,
+    sdk_reported: std::collections::BTreeSet<String>,
+}
+
+/// A YAML text parsed twice: values (serde_yaml) and positions (yaml-rust2).
+struct Parsed {
+    value: Value,
+    spans: Arc<Spans>,
+}
+
+impl Cx<'_> {
+    fn err(&mut self, pos: Pos, msg: impl Into<String>) -> &mut Diagnostic {
+        self.errors
+            .push(Diagnostic::error(&self.src, Some(pos), msg));
+        self.errors.last_mut().unwrap()
+    }
+
+    /// False for a second use of a tool whose sdk we do not provide: that
+    /// was said once, at its first use.
+    fn first_report(&mut self, e: &marktoflow_steps::registry::ResolveError) -> bool {
+        match &e.unsupported_tool {
+            Some(tool) => self.sdk_reported.insert(tool.clone()),
+            None => true,
+        }
+    }
+
+    fn warn(&mut self, pos: Pos, msg: impl Into<String>) {
+        self.warnings
+            .push(Diagnostic::warning(&self.src, Some(pos), msg));
+    }
+
+    fn parse_yaml(&mut self, yaml: &YamlText) -> Option<Parsed> {
+        if let Some((line, col)) = unquoted_template(&yaml.text) {
+            let d = self.err(
+                yaml.file_pos(line, col),
+                "quote the template: YAML reads a value that starts with `{{` as a mapping",
+            );
+            d.hints
+                .push("write `key: '{{ x }}'` (or use a block scalar `key: |`)".into());
+            return None;
+        }
+        if let Err(e) = marktoflow_steps::core::yaml::check(&yaml.text) {
+            self.err(
+                yaml.file_pos(e.line, 1),
+                format!("YAML too complex to read: {}", e.what),
+            );
+            return None;
+        }
+        match serde_yaml::from_str::<serde_yaml::Value>(&yaml.text) {
+            Ok(v) => {
+                let node = positions(&yaml.text).unwrap_or(PosNode::Scalar(
+                    YPos { line: 1, col: 1 },
+                    ScalarStyle::Plain,
+                ));
+                Some(Parsed {
+                    value: yaml_to_json(v),
+                    spans: Arc::new(Spans {
+                        yaml: Arc::new(yaml.clone()),
+                        node,
+                    }),
+                })
+            }
+            Err(e) => {
+                let (line, col) = e
+                    .location()
+                    .map(|l| (l.line(), l.column()))
+                    .unwrap_or((1, 1));
+                let pos = yaml.file_pos(line, col);
+                // serde_yaml says "... at line L column C[, while ... at line L2 column C2]"
+                // within the block: drop the first (shown in the header), map the rest.
+                let raw = e.to_string();
+                let at = regex::Regex::new(r" at line (\d+) column (\d+)").expect("valid regex");
+                let mut first = true;
+                let msg = at.replace_all(&raw, |c: &regex::Captures| {
+                    if std::mem::take(&mut first) {
+                        return String::new();
+                    }
+                    let l: usize = c[1].parse().unwrap_or(1);
+                    let k: usize = c[2].parse().unwrap_or(1);
+                    let p = yaml.file_pos(l, k);
+                    format!(" at line {} column {}", p.line, p.col)
+                });
+                self.err(pos, format!("invalid YAML: {msg}"));
+                None
+            }
+        }
+    }
+
+    fn check_keys(
+        &mut self,
+        obj: &Map<String, Value>,
+        allowed: &[&str],
+        spans: &Spans,
+        path: &[String],
+        what: &str,
+    ) {
+        for k in obj.keys() {
+            if !allowed.contains(&k.as_str()) {
+                let mut p = path.to_vec();
+                p.push(k.clone());
+                let node = spans.node.lookup(&p[..p.len() - 1]);
+                let kp = node.key_pos(k).unwrap_or(node.pos());
+                let pos = spans.yaml.file_pos(kp.line, kp.col);
+                let hint = did_you_mean(k, allowed).map(|c| format!("did you mean `{c}`?"));
+                let d = self.err(pos, format!("unknown key `{k}` in {what}"));
+                d.hints.push(
+                    hint.unwrap_or_else(|| format!("expected one of: {}", allowed.join(", "))),
+                );
+            }
+        }
+    }
+
+    fn workflow(&mut self, doc: &Document) -> Workflow {
+        let mut wf = Workflow {
+            source: self.src.clone(),
+            meta: Meta {
+                id: "unnamed".into(),
+                name: "Unnamed Workflow".into(),
+                version: "1.0.0".into(),
+                ..Default::default()
+            },
+            tools: Vec::new(),
+            triggers: Vec::new(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            steps: Vec::new(),
+            timeout: None,
+            allowed_hosts: None,
+            concurrency: None,
+        };
+        let fm = match &doc.frontmatter {
+            Some(fm) => self.parse_yaml(fm),
+            None => {
+                let text = self.src.text.trim_start_matches('\u{feff}');
+                let d = if text.lines().next().is_some_and(|l| l.trim_end() == "---") {
+                    // A YAML block is there, without any key of a workflow.
+                    Diagnostic::error(
+                        &self.src,
+                        Some(Pos { line: 1, col: 1 }),
+                        "the frontmatter has no `workflow:` (nor `tools:`, `inputs:`, `steps:`, `triggers:`, `outputs:`)",
+                    )
+                    .with_hint("a workflow's frontmatter starts with `workflow: {id: ..., name: ...}`; the peer's daemon files (`metadata:`, `mode: daemon`, `sources:`) are not supported")
+                } else {
+                    Diagnostic::error(&self.src, Some(Pos { line: 1, col: 1 }), "no workflow frontmatter found")
+                        .with_hint("add a YAML block between two `---` lines with at least `workflow:` (it may follow a title and prose)")
+                };
+                self.errors.push(d);
+                None
+            }
+        };
+        let mut fm_steps = None;
+        if let Some(Parsed { value, spans }) = fm {
+            let Value::Object(top) = value else {
+                let pos = spans.pos(&[]);
+                self.err(pos, "the frontmatter must be a mapping of keys like `workflow:`, `inputs:`, `tools:`");
+                return wf;
+            };
+            for k in top.keys() {
+                if !TOP_KEYS.contains(&k.as_str()) {
+                    let pos = spans.key_pos(k);
+                    let hint = did_you_mean(k, TOP_KEYS)
+                        .map(|c| format!(" (did you mean `{c}`?)"))
+                        .unwrap_or_default();
+                    self.warn(
+                        pos,
+                        format!("unknown frontmatter key `{k}` is ignored{hint}"),
+                    );
+                }
+            }
+            self.meta(&top, &spans, &mut wf.meta);
+            self.tools(&top, &spans);
+            wf.tools = self.tools.clone();
+            wf.inputs = self.inputs(&top, &spans);
+            wf.outputs = self.outputs(&top, &spans);
+            wf.triggers = self.triggers(&top, &spans);
+            match top.get("permissions") {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(p)) => {
+                    self.check_keys(
+                        p,
+                        &["hosts", "network"],
+                        &spans,
+                        &["permissions".into()],
+                        "`permissions`",
+                    );
+                    match p.get("hosts").or_else(|| p.get("network")) {
+                        None => {}
+                        Some(Value::Array(h)) => {
+                            wf.allowed_hosts = Some(h.iter().map(scalar_string).collect())
+                        }
+                        Some(_) => {
+                            let pos = spans.pos(&["permissions".into(), "hosts".into()]);
+                            self.err(pos, "`permissions.hosts` must be a list of host names");
+                        }
+                    }
+                }
+                Some(_) => {
+                    let pos = spans.pos(&["permissions".into()]);
+                    self.err(
+                        pos,
+                        "`permissions` must be a mapping like `{hosts: [api.example.com]}`",
+                    );
+                }
+            }
+            if let Some(t) = top.get("timeout") {
+                wf.timeout = self.duration(t, spans.pos(&["timeout".into()]), "timeout");
+            }
+            if let Some(c) = top.get("concurrency") {
+                wf.concurrency = self.concurrency(c, &spans);
+            }
+            if let Some(steps) = top.get("steps") {
+                fm_steps = Some((steps.clone(), spans.clone()));
+            }
+        }
+        if let Some((steps, spans)) = fm_steps {
+            // Steps in the frontmatter: the body's blocks are documentation.
+            match steps {
+                Value::Array(items) => {
+                    wf.steps = self.step_list(&items, &spans, &["steps".into()], "", None);
+                }
+                _ => {
+                    let pos = spans.pos(&["steps".into()]);
+                    self.err(pos, "`steps` must be a list of steps");
+                }
+            }
+        } else {
+            wf.steps = self.body_steps(&doc.blocks);
+        }
+        if wf.steps.is_empty() && self.errors.is_empty() {
+            self.warn(
+                Pos { line: 1, col: 1 },
+                "the workflow has no steps (no ```yaml step blocks and no frontmatter `steps:`)",
+            );
+        }
+        wf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_unquoted_templates() {
+        assert_eq!(unquoted_template("a: 1\nb: {{ x }}\n"), Some((2, 4)));
+        assert_eq!(unquoted_template("items:\n  - {{ x }}\n"), Some((2, 5)));
+        assert_eq!(unquoted_template("a: '{{ x }}'\nb: \"{{ y }}\"\n"), None);
+        assert_eq!(
+            unquoted_template("code: |\n  {{ x }}\n  y: {{ z }}\nc: 1\n"),
+            None
+        );
+        assert_eq!(unquoted_template("m: {a: 1}\nn: [1]\n"), None);
+    }
+
+    #[test]
+    fn slugs() {
+        assert_eq!(
+            slug("Step 3: Search Knowledge Base"),
+            "search_knowledge_base"
+        );
+        assert_eq!(slug("2. Parse it!"), "parse_it");
+        assert_eq!(slug("Stepping stones"), "stepping_stones");
+    }
+}
+
+#[cfg(test)]
+mod seed_tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn seed_parses_whole() {
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/seeds/000_fd4e5c8ba954ba6b.txt"
+        ));
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return;
+        };
+        let loaded = load_str(path, &text, &Registry::standard()).unwrap_or_else(|e| {
+            panic!(
+                "{}",
+                e.iter().map(|d| d.render()).collect::<Vec<_>>().join("\n")
+            )
+        });
+        let wf = loaded.workflow;
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert_eq!(wf.meta.id, "lifeos-retrieval");
+        let ids: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "analyze_query_intent",
+                "parse_query_analysis",
+                "search_knowledge_base",
+                "has_results",
+                "set_outputs"
+            ]
+        );
+        assert_eq!(wf.steps[0].model.as_deref(), Some("haiku"));
+        assert_eq!(
+            wf.steps[0].output_variable.as_deref(),
+            Some("query_analysis_raw")
+        );
+        assert_eq!(
+            wf.steps[1].output_variable.as_deref(),
+            Some("query_analysis")
+        );
+        let StepKind::Action { inputs, .. } = &wf.steps[1].kind else {
+            panic!()
+        };
+        assert!(inputs["code"]
+            .as_str()
+            .unwrap()
+            .contains("return analysis;"));
+        let StepKind::If {
+            condition,
+            then,
+            otherwise,
+        } = &wf.steps[3].kind
+        else {
+            panic!()
+        };
+        assert_eq!(condition, "{{ search_results.found }}");
+        assert_eq!((then.len(), otherwise.len()), (2, 1));
+        assert_eq!(wf.steps[3].name.as_deref(), Some("Step 4: Generate Answer"));
+        assert_eq!(wf.steps[0].pos.line, 85);
+        assert_eq!(wf.triggers[1].fields["path"], "/lifeos/query");
+        assert_eq!(wf.inputs.len(), 4);
+    }
+}
+
+#[cfg(test)]
+mod robustness {
+    use super::*;
+    use std::path::Path;
+
+    /// No input makes the loader panic: truncations and line deletions of
+    /// real workflows, and some hostile shapes.
+    #[test]
+    fn mangled_workflows_never_panic() {
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples"));
+        let mut texts: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().extension().is_some_and(|x| x == "md"))
+            .map(|e| std::fs::read_to_string(e.path()).unwrap())
+            .collect();
+        assert!(texts.len() >= 5);
+        texts.push("---\nworkflow: [\n---\n".into());
+        texts.push("---\nworkflow: {id: x}\nsteps: 5\n---\n".into());
+        texts.push("---\ninputs: {a: {type: 3, enum: 4, pattern: '('}}\n---\n```yaml\n- 1\n- [a]\n- {type: 7}\n```\n".into());
+        texts.push("---\nworkflow: {id: x}\n---\n```yaml\n&a [*a]\n```\n```yaml\ntype: if\ncondition: {x: 1}\nthen: 3\n```\n".into());
+        texts.push(
+            "\u{feff}---\r\nworkflow: {id: x}\r\n---\r\n```yml\r\naction: core.set\r\n```".into(),
+        );
+        texts.push("---\nworkflow: {id: x}\n---\n```yaml\ntype: parallel\nbranches: [{id: a}, 3, {steps: [{action: core.set}]}]\n```\n```yaml\ntype: reduce\nitems: []\n```\n".into());
+        let reg = Registry::standard();
+        for text in &texts {
+            let lines: Vec<&str> = text.split('\n').collect();
+            for cut in (0..text.len()).step_by(7) {
+                if text.is_char_boundary(cut) {
+                    let _ = load_str(Path::new("t.md"), &text[..cut], &reg);
+                }
+            }
+            for skip in 0..lines.len() {
+                let mut l = lines.clone();
+                l.remove(skip);
+                let _ = load_str(Path::new("t.md"), &l.join("\n"), &reg);
+            }
+        }
+    }
+}

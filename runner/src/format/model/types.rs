@@ -1,0 +1,365 @@
+//! The typed workflow: what a loaded file is (meta, inputs, triggers,
+//! steps and their kinds, error policies), with where each part was written.
+
+use crate::diag::{Pos, Source};
+use crate::format::document::YamlText;
+use crate::format::yamlpos::{PosNode, ScalarStyle, YPos};
+use marktoflow_steps::registry::Resolved;
+use marktoflow_steps::ToolConfig;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Default)]
+pub struct Meta {
+    pub id: String,
+    pub name: String,
+    pub version: String,
+    pub description: Option<String>,
+    pub author: Option<String>,
+    pub tags: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputType {
+    String,
+    Number,
+    Integer,
+    Boolean,
+    Array,
+    Object,
+}
+
+impl InputType {
+    pub const NAMES: &'static [&'static str] =
+        &["string", "number", "integer", "boolean", "array", "object"];
+    pub(super) fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "string" => InputType::String,
+            "number" => InputType::Number,
+            "integer" => InputType::Integer,
+            "boolean" => InputType::Boolean,
+            "array" => InputType::Array,
+            "object" => InputType::Object,
+            _ => return None,
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            InputType::String => "string",
+            InputType::Number => "number",
+            InputType::Integer => "integer",
+            InputType::Boolean => "boolean",
+            InputType::Array => "array",
+            InputType::Object => "object",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct InputDef {
+    pub name: String,
+    pub ty: InputType,
+    pub required: bool,
+    pub default: Option<Value>,
+    pub description: Option<String>,
+    pub allowed: Option<Vec<Value>>,
+    pub pattern: Option<regex::Regex>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    pub pos: Pos,
+}
+
+#[derive(Debug, Clone)]
+pub struct OutputDef {
+    pub name: String,
+    pub ty: Option<String>,
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    pub kind: String,
+    /// The trigger's fields, with `config:` merged over the top level.
+    pub fields: Map<String, Value>,
+    pub pos: Pos,
+}
+
+/// What to do when a step fails.
+#[derive(Debug, Clone, Default)]
+pub struct ErrorPolicy {
+    pub action: OnError,
+    /// `action: fallback` + `fallback_action: tool.method`: called with the
+    /// same inputs when the step still fails after its retries.
+    pub fallback: Option<(String, Box<Resolved>)>,
+    /// None: the action kind's default (agents retry inside the provider layer).
+    pub max_retries: Option<u32>,
+    pub retry_delay: Option<Duration>,
+    pub backoff: Backoff,
+    pub max_delay: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnError {
+    #[default]
+    Stop,
+    Continue,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Backoff {
+    #[default]
+    Exponential,
+    Fixed,
+}
+
+/// Where a step's YAML sits, to point errors at its fields.
+#[derive(Debug, Clone)]
+pub struct Spans {
+    pub yaml: Arc<YamlText>,
+    pub node: PosNode,
+}
+
+impl Spans {
+    /// File position of the value at `path` (or the nearest existing parent).
+    pub fn pos(&self, path: &[String]) -> Pos {
+        let p = self.node.lookup(path).pos();
+        self.yaml.file_pos(p.line, p.col)
+    }
+    /// File position of a key of the step mapping.
+    pub fn key_pos(&self, key: &str) -> Pos {
+        let p = self.node.key_pos(key).unwrap_or(self.node.pos());
+        self.yaml.file_pos(p.line, p.col)
+    }
+    /// File position of the key `key` of the mapping at `path` (else of
+    /// that mapping).
+    pub fn key_pos_in(&self, path: &[String], key: &str) -> Pos {
+        let node = self.node.lookup(path);
+        let p = node.key_pos(key).unwrap_or(node.pos());
+        self.yaml.file_pos(p.line, p.col)
+    }
+    /// File position of 1-based `line`/`col` inside the string value at `path`.
+    pub fn pos_in_string(&self, path: &[String], line: usize, col: usize) -> Pos {
+        match self.node.lookup(path) {
+            PosNode::Scalar(p, style) => {
+                let YPos { line: l0, col: c0 } = *p;
+                match style {
+                    ScalarStyle::Block => self.yaml.file_pos(l0 + line - 1, c0 + col - 1),
+                    ScalarStyle::Quoted if line == 1 => self.yaml.file_pos(l0, c0 + col),
+                    ScalarStyle::Plain if line == 1 => self.yaml.file_pos(l0, c0 + col - 1),
+                    _ => self.yaml.file_pos(l0, c0),
+                }
+            }
+            other => {
+                let p = other.pos();
+                self.yaml.file_pos(p.line, p.col)
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub id: String,
+    pub name: Option<String>,
+    pub pos: Pos,
+    pub kind: StepKind,
+    pub output_variable: Option<String>,
+    pub conditions: Vec<String>,
+    pub timeout: Option<Duration>,
+    pub on_error: ErrorPolicy,
+    pub model: Option<String>,
+    pub spans: Arc<Spans>,
+    /// Key path of this step inside its block (for nested steps).
+    pub path: Vec<String>,
+}
+
+impl Step {
+    pub fn display_name(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.id)
+    }
+    fn path_to(&self, rest: &[&str]) -> Vec<String> {
+        let mut p = self.path.clone();
+        p.extend(rest.iter().map(|s| s.to_string()));
+        p
+    }
+    /// File position of a field of this step.
+    pub fn field_pos(&self, rest: &[&str]) -> Pos {
+        self.spans.pos(&self.path_to(rest))
+    }
+    /// File position of line/col inside the string at `rest` of this step.
+    pub fn string_pos(&self, rest: &[String], line: usize, col: usize) -> Pos {
+        let mut p = self.path.clone();
+        p.extend(rest.iter().cloned());
+        self.spans.pos_in_string(&p, line, col)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum StepKind {
+    Action {
+        action: String,
+        resolved: Box<Resolved>,
+        inputs: Value,
+    },
+    If {
+        condition: String,
+        then: Vec<Step>,
+        otherwise: Vec<Step>,
+    },
+    Switch {
+        expression: String,
+        cases: Vec<(String, Vec<Step>)>,
+        default: Vec<Step>,
+    },
+    ForEach {
+        items: Value,
+        item_variable: String,
+        index_variable: Option<String>,
+        steps: Vec<Step>,
+        /// Items in flight at once (1: one after another).
+        max_concurrent: usize,
+    },
+    While {
+        condition: String,
+        max_iterations: u64,
+        steps: Vec<Step>,
+        /// `variables: {name: {initial: value}}`: set (rendered) before the
+        /// first check of the condition.
+        initial: Vec<(String, Value)>,
+    },
+    Try {
+        body: Vec<Step>,
+        catch: Vec<Step>,
+        finally: Vec<Step>,
+    },
+    Wait {
+        duration: Value,
+    },
+    Map {
+        items: Value,
+        item_variable: String,
+        expression: Value,
+    },
+    Filter {
+        items: Value,
+        item_variable: String,
+        condition: String,
+    },
+    Reduce {
+        items: Value,
+        item_variable: String,
+        accumulator_variable: String,
+        initial_value: Value,
+        expression: Value,
+    },
+    Parallel {
+        branches: Vec<Branch>,
+        max_concurrent: usize,
+    },
+    SubWorkflow {
+        path: String,
+        inputs: Value,
+    },
+}
+
+/// One lane of a `parallel` step.
+#[derive(Debug, Clone)]
+pub struct Branch {
+    pub id: String,
+    pub steps: Vec<Step>,
+}
+
+impl StepKind {
+    pub fn label(&self) -> &'static str {
+        match self {
+            StepKind::Action { .. } => "action",
+            StepKind::If { .. } => "if",
+            StepKind::Switch { .. } => "switch",
+            StepKind::ForEach { .. } => "for_each",
+            StepKind::While { .. } => "while",
+            StepKind::Try { .. } => "try",
+            StepKind::Wait { .. } => "wait",
+            StepKind::Map { .. } => "map",
+            StepKind::Filter { .. } => "filter",
+            StepKind::Reduce { .. } => "reduce",
+            StepKind::Parallel { .. } => "parallel",
+            StepKind::SubWorkflow { .. } => "workflow",
+        }
+    }
+    /// The nested step lists, for walking the tree.
+    pub fn children(&self) -> Vec<&[Step]> {
+        match self {
+            StepKind::Action { .. }
+            | StepKind::Wait { .. }
+            | StepKind::Map { .. }
+            | StepKind::Filter { .. }
+            | StepKind::Reduce { .. }
+            | StepKind::SubWorkflow { .. } => vec![],
+            StepKind::Parallel { branches, .. } => {
+                branches.iter().map(|b| b.steps.as_slice()).collect()
+            }
+            StepKind::If {
+                then, otherwise, ..
+            } => vec![then, otherwise],
+            StepKind::Switch { cases, default, .. } => {
+                let mut v: Vec<&[Step]> = cases.iter().map(|(_, s)| s.as_slice()).collect();
+                v.push(default);
+                v
+            }
+            StepKind::ForEach { steps, .. } | StepKind::While { steps, .. } => vec![steps],
+            StepKind::Try {
+                body,
+                catch,
+                finally,
+            } => vec![body, catch, finally],
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Workflow {
+    pub source: Arc<Source>,
+    pub meta: Meta,
+    pub tools: Vec<ToolConfig>,
+    pub triggers: Vec<Trigger>,
+    pub inputs: Vec<InputDef>,
+    pub outputs: Vec<OutputDef>,
+    pub steps: Vec<Step>,
+    pub timeout: Option<Duration>,
+    /// `permissions.hosts`: the hosts `http.*` may call (None: any).
+    pub allowed_hosts: Option<Vec<String>>,
+    /// `concurrency:` how many of its runs may execute at once, over every
+    /// server and worker of a store.
+    pub concurrency: Option<Concurrency>,
+}
+
+/// `concurrency: {key: '{{ inputs.user }}', limit: 1}`: at most `limit`
+/// runs at once with the same rendered `key` (without a key: of the
+/// workflow).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Concurrency {
+    /// A template over `inputs`.
+    pub key: Option<String>,
+    pub limit: u32,
+}
+
+impl Workflow {
+    pub fn input(&self, name: &str) -> Option<&InputDef> {
+        self.inputs.iter().find(|i| i.name == name)
+    }
+    /// Every step, depth first.
+    pub fn walk(&self) -> Vec<&Step> {
+        fn go<'a>(steps: &'a [Step], out: &mut Vec<&'a Step>) {
+            for s in steps {
+                out.push(s);
+                for c in s.kind.children() {
+                    go(c, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        go(&self.steps, &mut out);
+        out
+    }
+}
