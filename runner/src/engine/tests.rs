@@ -7,13 +7,14 @@ use crate::format::model::load_str;
 use marktoflow_steps::core::action::hosts::{Llm, ScriptError, ScriptJob, ScriptRunner};
 use marktoflow_steps::core::state::StateDir;
 use marktoflow_steps::core::{
-    action::Call,
+    action::{Call, Capabilities},
     error::ActionError,
     signals::{Cancel, LogLine},
 };
 use marktoflow_steps::ToolConfig;
 use marktoflow_steps::{Registry, Sandbox};
 use serde_json::json;
+use std::path::Path;
 use std::sync::Mutex;
 
 /// Scripts and models are not part of these tests: asked for one, they fail.

@@ -1,0 +1,206 @@
+//! The run's vocabulary: statuses, the events a run emits, checkpoints,
+//! and what a run returns.
+
+use crate::diag::{Diagnostic, Pos};
+use crate::format::model::Workflow;
+use marktoflow_steps::core::signals::LogLevel;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepStatus {
+    Completed,
+    Failed,
+    Skipped,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+/// What happens during a run, in order. Printers, servers and stores all
+/// consume the same stream.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RunEvent {
+    RunStarted {
+        run_id: String,
+        workflow: String,
+        total_steps: usize,
+    },
+    StepStarted {
+        id: String,
+        name: String,
+        depth: usize,
+        /// 1-based index among top-level steps (0 for nested steps).
+        index: usize,
+        kind: &'static str,
+        detail: Option<String>,
+    },
+    Log {
+        step: String,
+        level: LogLevel,
+        message: String,
+    },
+    /// A long action's progress (`kb.index` files, `kb.vector_search` chunks).
+    Progress {
+        step: String,
+        what: String,
+        done: u64,
+        total: u64,
+    },
+    StepRetry {
+        id: String,
+        attempt: u32,
+        error: String,
+        delay_ms: u64,
+    },
+    StepFinished {
+        id: String,
+        name: String,
+        depth: usize,
+        status: StepStatus,
+        duration_ms: u64,
+        output: Value,
+        error: Option<String>,
+    },
+    /// After each top-level step: enough to continue the run from the next
+    /// one without running the finished steps again (see [`Engine::resume`]).
+    Checkpoint(Arc<Checkpoint>),
+    RunFinished {
+        status: RunStatus,
+        duration_ms: u64,
+    },
+}
+
+/// The state of a run between two top-level steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Checkpoint {
+    /// 0-based index of the first top-level step still to run.
+    pub next_step: usize,
+    pub variables: Map<String, Value>,
+    /// `steps.<id>` as templates see it.
+    pub steps: Map<String, Value>,
+    pub set_outputs: Option<Value>,
+    pub last_output: Option<Value>,
+}
+
+/// A run event and when it happened.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    /// Milliseconds since 1970, by the run's clock.
+    pub at_ms: i64,
+    #[serde(flatten)]
+    pub kind: RunEvent,
+}
+
+impl Event {
+    /// `kind`, stamped now by `clock`.
+    pub fn now(clock: &dyn marktoflow_steps::core::time::Clock, kind: RunEvent) -> Event {
+        Event {
+            at_ms: clock.now_ms(),
+            kind,
+        }
+    }
+}
+
+pub type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// One executed (or skipped) step.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepRecord {
+    pub id: String,
+    pub name: String,
+    pub status: StepStatus,
+    pub output: Value,
+    pub error: Option<String>,
+    pub duration_ms: u64,
+    pub retries: u32,
+    #[serde(skip)]
+    pub depth: usize,
+}
+
+/// The most of a step's output inside a loop, branch or try block that its
+/// record and `StepFinished` event keep (the JSON bytes).
+pub const NESTED_OUTPUT_BYTES: usize = 4096;
+
+/// A nested step's output as its record keeps it: whole when small, else
+/// a note of its size. A loop's own output (and the variables) still hold
+/// every iteration's; without this, a 50-iteration loop kept each
+/// iteration's output again in the run's step list, the store and `--json`.
+pub(super) fn bounded_nested(output: Value) -> Value {
+    /// Counts JSON bytes without keeping them; fails past `limit`.
+    struct Count {
+        n: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.n += b.len();
+            if self.n > self.limit {
+                return Err(std::io::Error::other("over the limit"));
+            }
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut small = Count {
+        n: 0,
+        limit: NESTED_OUTPUT_BYTES,
+    };
+    if serde_json::to_writer(&mut small, &output).is_ok() {
+        return output;
+    }
+    let mut all = Count {
+        n: 0,
+        limit: usize::MAX,
+    };
+    let _ = serde_json::to_writer(&mut all, &output);
+    let bytes = all.n;
+    json!({"omitted": format!(
+        "the output of a step inside a loop, branch or try block, {bytes} bytes (records keep at most {NESTED_OUTPUT_BYTES}); its loop's output and the variables hold it"
+    )})
+}
+
+/// Why a run failed, and where the failing step is.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunFailure {
+    pub message: String,
+    pub step_id: Option<String>,
+    pub step_name: Option<String>,
+    pub file: String,
+    pub pos: Option<Pos>,
+}
+
+impl RunFailure {
+    pub fn diagnostic(&self, wf: &Workflow) -> Diagnostic {
+        let msg = match &self.step_name {
+            Some(n) => format!("step `{n}` failed: {}", self.message),
+            None => self.message.clone(),
+        };
+        Diagnostic::error(&wf.source, self.pos, msg)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    pub run_id: String,
+    pub workflow: String,
+    pub status: RunStatus,
+    pub outputs: Value,
+    pub steps: Vec<StepRecord>,
+    pub error: Option<RunFailure>,
+    pub duration_ms: u64,
+    /// What a waiting webhook caller gets instead of the run's JSON, when
+    /// `workflow.exit` said so: `{status, body}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response: Option<Value>,
+}

@@ -1,0 +1,343 @@
+//! One step: its conditions, pauses, retries and error policy around its
+//! kind, and the events it emits; step lists and the top level.
+
+use super::debug;
+use super::{
+    bounded_nested, human_duration, stop_before, Checkpoint, Done, Engine, Failure, RunConfig,
+    RunEvent, RunState, StepRecord, StepStatus,
+};
+use crate::diag::Pos;
+use crate::format::model::{OnError, Step, StepKind, Workflow};
+use crate::template::{TemplateError, Templates};
+use serde_json::{json, Map, Value};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio::time::Instant;
+
+impl Engine {
+    /// The top-level steps from `start`, with a checkpoint after each one.
+    pub(super) async fn exec_top(
+        &self,
+        wf: &Workflow,
+        start: usize,
+        st: &mut RunState,
+        cfg: &RunConfig,
+    ) -> Result<(), Failure> {
+        for (i, step) in wf.steps.iter().enumerate().skip(start) {
+            // As in `exec_list`, with the index counted from the whole list.
+            if let Some(stop) = stop_before(cfg, step) {
+                return Err(stop);
+            }
+            if let Some(v) = self.exec_step(wf, step, st, cfg, 0, i + 1).await? {
+                st.last_top_output = Some(v);
+            }
+            cfg.emit(RunEvent::Checkpoint(Arc::new(Checkpoint {
+                next_step: i + 1,
+                variables: st.variables.clone(),
+                steps: st.meta.clone(),
+                set_outputs: st.set_outputs.clone(),
+                last_output: st.last_top_output.clone(),
+            })));
+        }
+        Ok(())
+    }
+
+    pub(super) fn exec_list<'a>(
+        &'a self,
+        wf: &'a Workflow,
+        steps: &'a [Step],
+        st: &'a mut RunState,
+        cfg: &'a RunConfig,
+        depth: usize,
+        top: bool,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<Value>, Failure>> + Send + 'a>> {
+        Box::pin(async move {
+            let mut outputs = Vec::new();
+            for (i, step) in steps.iter().enumerate() {
+                if let Some(stop) = stop_before(cfg, step) {
+                    return Err(stop);
+                }
+                let index = if top { i + 1 } else { 0 };
+                let out = self.exec_step(wf, step, st, cfg, depth, index).await?;
+                if let Some(v) = out {
+                    if top {
+                        st.last_top_output = Some(v.clone());
+                    }
+                    if step.output_variable.is_some() {
+                        outputs.push(v);
+                    }
+                }
+            }
+            Ok(outputs)
+        })
+    }
+
+    /// Runs one step; `Ok(None)` when it was skipped or failed with `continue`.
+    pub(super) async fn exec_step(
+        &self,
+        wf: &Workflow,
+        step: &Step,
+        st: &mut RunState,
+        cfg: &RunConfig,
+        depth: usize,
+        index: usize,
+    ) -> Result<Option<Value>, Failure> {
+        if let Some(debugger) = &cfg.debugger {
+            if self.pause(debugger.as_ref(), step, st, depth) == debug::Resume::Stop {
+                cfg.caps.cancel.cancel();
+                return Err(Failure {
+                    cancelled: true,
+                    ..self.fail(step, step.pos, "stopped in the debugger")
+                });
+            }
+        }
+        let started = Instant::now();
+        let emit = |e: RunEvent| cfg.emit(e);
+        let detail = match &step.kind {
+            StepKind::Action { action, .. } => Some(action.clone()),
+            _ => None,
+        };
+        emit(RunEvent::StepStarted {
+            id: step.id.clone(),
+            name: step.display_name().to_string(),
+            depth,
+            index,
+            kind: step.kind.label(),
+            detail,
+        });
+        let finish = |st: &mut RunState,
+                      status: StepStatus,
+                      output: Value,
+                      error: Option<String>,
+                      retries: u32| {
+            let duration_ms = started.elapsed().as_millis() as u64;
+            st.meta.insert(
+                step.id.clone(),
+                json!({"status": status, "output": output, "error": error, "retries": retries, "duration_ms": duration_ms}),
+            );
+            let output = if depth > 0 {
+                bounded_nested(output)
+            } else {
+                output
+            };
+            emit(RunEvent::StepFinished {
+                id: step.id.clone(),
+                name: step.display_name().to_string(),
+                depth,
+                status,
+                duration_ms,
+                output: output.clone(),
+                error: error.clone(),
+            });
+            st.records.push(StepRecord {
+                id: step.id.clone(),
+                name: step.display_name().to_string(),
+                status,
+                output,
+                error,
+                duration_ms,
+                retries,
+                depth,
+            });
+        };
+
+        // `conditions:` all must hold, else the step is skipped.
+        for (i, cond) in step.conditions.iter().enumerate() {
+            let ok = self.condition(step, &["conditions".into(), i.to_string()], cond, st);
+            match ok {
+                Ok(true) => {}
+                Ok(false) => {
+                    finish(st, StepStatus::Skipped, Value::Null, None, 0);
+                    return Ok(None);
+                }
+                Err(f) => {
+                    finish(
+                        st,
+                        StepStatus::Failed,
+                        Value::Null,
+                        Some(f.message.clone()),
+                        0,
+                    );
+                    return Err(f);
+                }
+            }
+        }
+
+        // Actions enforce their own timeout (it reaches scripts and providers);
+        // every other kind is bounded here.
+        let (result, retries) = match (step.timeout, &step.kind) {
+            (Some(t), kind) if !matches!(kind, StepKind::Action { .. }) => {
+                match tokio::time::timeout(t, self.exec_kind(wf, step, st, cfg, depth)).await {
+                    Ok(r) => r,
+                    Err(_) => (
+                        Err(self.fail(
+                            step,
+                            step.field_pos(&["timeout"]),
+                            format!("timed out after {}", human_duration(t)),
+                        )),
+                        0,
+                    ),
+                }
+            }
+            _ => self.exec_kind(wf, step, st, cfg, depth).await,
+        };
+        // Rendering cannot be interrupted: a step that went past its timeout
+        // inside a template (fuel bounds how far) still timed out.
+        let result = match (step.timeout, result) {
+            (Some(t), Ok(_))
+                if !matches!(step.kind, StepKind::Action { .. }) && started.elapsed() > t =>
+            {
+                Err(self.fail(
+                    step,
+                    step.field_pos(&["timeout"]),
+                    format!("timed out after {}", human_duration(t)),
+                ))
+            }
+            (_, r) => r,
+        };
+        match result {
+            Ok(done) => {
+                let (status, output) = match done {
+                    Done::Ran(v) => (StepStatus::Completed, v),
+                    Done::Skipped(v) => (StepStatus::Skipped, v),
+                };
+                // Unlike the peer, a skipped container still sets its
+                // (empty) output, so later templates can rely on it.
+                if let Some(var) = &step.output_variable {
+                    st.variables.insert(var.clone(), output.clone());
+                }
+                finish(st, status, output.clone(), None, retries);
+                if st.exit.is_some() {
+                    // `workflow.exit`: unwind to the top, nothing after it runs.
+                    return Err(Failure {
+                        cancelled: true,
+                        ..self.fail(step, step.pos, "the workflow exited")
+                    });
+                }
+                Ok(Some(output))
+            }
+            // The steps around a `workflow.exit` completed.
+            Err(f) if f.cancelled && st.exit.is_some() => {
+                finish(st, StepStatus::Completed, Value::Null, None, retries);
+                Err(f)
+            }
+            Err(f) => {
+                finish(
+                    st,
+                    StepStatus::Failed,
+                    Value::Null,
+                    Some(f.message.clone()),
+                    retries,
+                );
+                if step.on_error.action == OnError::Continue && !f.cancelled {
+                    Ok(None)
+                } else {
+                    Err(f)
+                }
+            }
+        }
+    }
+
+    pub(super) fn fail(&self, step: &Step, pos: Pos, message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            step_id: step.id.clone(),
+            step_name: step.display_name().to_string(),
+            pos,
+            cancelled: false,
+        }
+    }
+
+    pub(super) fn context(&self, st: &RunState) -> minijinja::Value {
+        Templates::clocked(
+            Templates::context(
+                &st.inputs,
+                &st.variables,
+                &Value::Object(st.meta.clone()),
+                &st.env,
+            ),
+            st.clock.clone(),
+        )
+    }
+
+    pub(super) fn template_failure(
+        &self,
+        step: &Step,
+        base: &[String],
+        e: TemplateError,
+    ) -> Failure {
+        let mut path = base.to_vec();
+        path.extend(e.path.iter().cloned());
+        let pos = match e.line {
+            Some(line) => step.string_pos(&path, line, e.col.unwrap_or(1)),
+            None => step.spans.pos(&{
+                let mut p = step.path.clone();
+                p.extend(path.iter().cloned());
+                p
+            }),
+        };
+        self.fail(step, pos, format!("template error: {}", e.message))
+    }
+
+    pub(super) fn condition(
+        &self,
+        step: &Step,
+        path: &[String],
+        cond: &str,
+        st: &RunState,
+    ) -> Result<bool, Failure> {
+        let ctx = self.context(st);
+        self.templates
+            .eval_condition(cond, &ctx)
+            .map_err(|e| self.template_failure(step, path, e))
+    }
+
+    /// Asks `debugger` before `step` runs, with its inputs rendered now.
+    pub(super) fn pause(
+        &self,
+        debugger: &dyn debug::Debugger,
+        step: &Step,
+        st: &mut RunState,
+        depth: usize,
+    ) -> debug::Resume {
+        let raw_inputs = match &step.kind {
+            StepKind::Action { inputs, .. } => Some(inputs),
+            _ => None,
+        };
+        let (run_inputs, meta, env, clock) = (
+            st.inputs.clone(),
+            Value::Object(st.meta.clone()),
+            st.env.clone(),
+            st.clock.clone(),
+        );
+        let eval = |v: &Value, vars: &Map<String, Value>| {
+            let ctx = Templates::clocked(
+                Templates::context(&run_inputs, vars, &meta, &env),
+                clock.clone(),
+            );
+            self.templates.render_value(v, &ctx).map_err(|e| e.message)
+        };
+        debugger.before_step(debug::Pause {
+            step,
+            depth,
+            variables: &mut st.variables,
+            raw_inputs,
+            eval: &eval,
+        })
+    }
+
+    pub(super) fn render(
+        &self,
+        step: &Step,
+        path: &[&str],
+        v: &Value,
+        st: &RunState,
+    ) -> Result<Value, Failure> {
+        let ctx = self.context(st);
+        let base: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+        self.templates
+            .render_value(v, &ctx)
+            .map_err(|e| self.template_failure(step, &base, e))
+    }
+}

@@ -1,0 +1,147 @@
+//! Sub-workflows: loading the callee, checking its inputs, running it one
+//! level deeper, and its outputs as the step's.
+
+use super::{
+    Engine, Event, EventSink, Failure, RunConfig, RunEvent, RunState, RunStatus, MAX_WORKFLOW_DEPTH,
+};
+use crate::format::model::{Step, Workflow};
+use serde_json::Value;
+use std::path::Path;
+use std::sync::Arc;
+
+impl Engine {
+    /// Runs another workflow file with its inputs checked and defaulted like
+    /// a top-level run; its outputs are this step's output.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn exec_subworkflow(
+        &self,
+        wf: &Workflow,
+        step: &Step,
+        path: &str,
+        inputs: &Value,
+        st: &mut RunState,
+        cfg: &RunConfig,
+        depth: usize,
+    ) -> Result<Value, Failure> {
+        let at = step.field_pos(&["workflow"]);
+        let Some(loader) = cfg.loader.clone() else {
+            return Err(self.fail(step, at, "sub-workflows cannot be loaded here"));
+        };
+        let rendered = self.render(step, &["inputs"], inputs, st)?;
+        let here =
+            marktoflow_steps::core::sandbox::normalize(&cfg.caps.sandbox.cwd.join(&wf.source.path));
+        let target = marktoflow_steps::core::sandbox::normalize(
+            &here.parent().unwrap_or(Path::new("/")).join(path),
+        );
+        let mut chain = cfg.callers.clone();
+        chain.push(here);
+        if chain.contains(&target) {
+            let names: Vec<String> = chain
+                .iter()
+                .skip_while(|p| **p != target)
+                .chain(std::iter::once(&target))
+                .map(|p| {
+                    p.file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                })
+                .collect();
+            return Err(self.fail(
+                step,
+                at,
+                format!("sub-workflow cycle: {}", names.join(" → ")),
+            ));
+        }
+        if chain.len() >= MAX_WORKFLOW_DEPTH {
+            return Err(self.fail(
+                step,
+                at,
+                format!("sub-workflows nest deeper than {MAX_WORKFLOW_DEPTH} levels"),
+            ));
+        }
+        // Loaded by the path as the user sees it (relative to the caller's file).
+        let shown = marktoflow_steps::core::sandbox::normalize(
+            &wf.source.path.parent().unwrap_or(Path::new("")).join(path),
+        );
+        let child = loader.load(&shown).map_err(|diags| {
+            let first = diags.first().map(|d| d.render()).unwrap_or_default();
+            self.fail(
+                step,
+                at,
+                format!("cannot load sub-workflow `{path}`:\n{first}"),
+            )
+        })?;
+        let supplied = match rendered {
+            Value::Object(m) => m
+                .into_iter()
+                .map(|(k, v)| (k, crate::format::inputs::Supplied::Json(v)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let child_inputs = crate::format::inputs::resolve(&child, supplied, &cfg.caps.env)
+            .map_err(|errs| {
+                let list: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+                self.fail(
+                    step,
+                    step.field_pos(&["inputs"]),
+                    format!("sub-workflow `{path}`: {}", list.join("; ")),
+                )
+            })?;
+        let events = cfg.events.clone();
+        let shift = depth + 1;
+        // The child's steps show nested under this step; its run start and
+        // end are this step's.
+        let child_events: EventSink = Arc::new(move |e: &Event| match &e.kind {
+            RunEvent::RunStarted { .. }
+            | RunEvent::RunFinished { .. }
+            | RunEvent::Checkpoint(_) => {}
+            RunEvent::StepStarted { .. } | RunEvent::StepFinished { .. } => {
+                let mut e = e.clone();
+                if let RunEvent::StepStarted { depth, index, .. } = &mut e.kind {
+                    *depth += shift;
+                    *index = 0;
+                }
+                if let RunEvent::StepFinished { depth, .. } = &mut e.kind {
+                    *depth += shift;
+                }
+                events(&e)
+            }
+            _ => events(e),
+        });
+        let child_cfg = RunConfig {
+            run_id: format!("{}/{}", cfg.run_id, step.id),
+            caps: cfg.caps.clone(),
+            events: child_events,
+            loader: Some(loader),
+            callers: chain,
+            debugger: cfg.debugger.clone(),
+            // A sub-workflow is called with inputs, not by a request.
+            trigger: Value::Null,
+            lease: cfg.lease.clone(),
+        };
+        let result = Box::pin(self.run(&child, child_inputs, child_cfg)).await;
+        match result.status {
+            RunStatus::Completed => Ok(result.outputs),
+            status => {
+                let why = result.error.map(|f| {
+                    let at = f
+                        .pos
+                        .map(|p| format!(" ({}:{}:{})", f.file, p.line, p.col))
+                        .unwrap_or_default();
+                    match f.step_name {
+                        Some(n) => format!("step `{n}` failed: {}{at}", f.message),
+                        None => format!("{}{at}", f.message),
+                    }
+                });
+                Err(Failure {
+                    cancelled: status == RunStatus::Cancelled,
+                    ..self.fail(
+                        step,
+                        at,
+                        format!("sub-workflow `{path}` failed: {}", why.unwrap_or_default()),
+                    )
+                })
+            }
+        }
+    }
+}
