@@ -16,6 +16,27 @@ pub enum StepStatus {
     Skipped,
 }
 
+impl StepStatus {
+    /// The word stores, the API and `--json` use (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Completed => "completed",
+            StepStatus::Failed => "failed",
+            StepStatus::Skipped => "skipped",
+        }
+    }
+
+    /// The status a store wrote with [`StepStatus::as_str`]; anything else
+    /// reads as failed.
+    pub fn from_stored(s: &str) -> StepStatus {
+        match s {
+            "completed" => StepStatus::Completed,
+            "skipped" => StepStatus::Skipped,
+            _ => StepStatus::Failed,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {

@@ -6,12 +6,12 @@
 
 use super::request::{bearer_matches, error, url_pairs};
 use super::{reserve, start_reserved, Job, RunEntry, ServerState};
-use crate::engine::{Event, RunEvent, RunResult, StepStatus};
+use crate::engine::{Event, RunEvent, RunResult};
 use crate::format::graph::Graph;
 use crate::format::inputs::{self, Supplied};
 use crate::format::model::Workflow;
 use crate::store::retry::RetryError;
-use crate::store::{NewRun, RunFilter, RunRecord, Status, StepRow};
+use crate::store::{NewRun, RunFilter, RunRecord, Status, StepFold, StepRow};
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{header, request::Parts, HeaderMap, Method, Request, StatusCode};
@@ -524,21 +524,13 @@ struct StepView {
     reused: bool,
 }
 
-fn step_status(s: StepStatus) -> &'static str {
-    match s {
-        StepStatus::Completed => "completed",
-        StepStatus::Failed => "failed",
-        StepStatus::Skipped => "skipped",
-    }
-}
-
 impl From<&StepRow> for StepView {
     fn from(r: &StepRow) -> Self {
         StepView {
             id: r.step_id.clone(),
             name: r.name.clone(),
             depth: r.depth,
-            status: step_status(r.status),
+            status: r.status.as_str(),
             attempts: r.attempts,
             started_at: Some(r.started_at),
             duration_ms: Some(r.duration_ms),
@@ -552,68 +544,25 @@ impl From<&StepRow> for StepView {
 /// The steps a run's events tell of, in the order they ended; steps still
 /// going come last, innermost first (so they gather the steps inside them).
 fn steps_of_events(events: &[Event]) -> Vec<StepView> {
-    let mut done = Vec::new();
-    let mut going: Vec<(StepView, i64)> = Vec::new();
-    let mut retries: std::collections::HashMap<String, u32> = Default::default();
-    for e in events {
-        match &e.kind {
-            RunEvent::StepStarted {
-                id, name, depth, ..
-            } => going.push((
-                StepView {
-                    id: id.clone(),
-                    name: name.clone(),
-                    depth: *depth,
-                    status: "running",
-                    attempts: 1,
-                    started_at: Some(e.at_ms),
-                    duration_ms: None,
-                    output: Value::Null,
-                    error: None,
-                    reused: false,
-                },
-                e.at_ms,
-            )),
-            RunEvent::StepRetry { id, attempt, .. } => {
-                retries.insert(id.clone(), *attempt);
-            }
-            RunEvent::StepFinished {
-                id,
-                name,
-                depth,
-                status,
-                duration_ms,
-                output,
-                error,
-            } => {
-                if let Some(i) = going
-                    .iter()
-                    .rposition(|(g, _)| g.id == *id && g.depth == *depth)
-                {
-                    going.remove(i);
-                }
-                done.push(StepView {
-                    id: id.clone(),
-                    name: name.clone(),
-                    depth: *depth,
-                    status: step_status(*status),
-                    attempts: retries.remove(id).unwrap_or(0) + 1,
-                    started_at: Some(e.at_ms.saturating_sub(*duration_ms as i64)),
-                    duration_ms: Some(*duration_ms),
-                    output: output.clone(),
-                    error: error.clone(),
-                    reused: false,
-                });
-            }
-            _ => {}
-        }
-    }
-    going.sort_by_key(|(g, _)| std::cmp::Reverse(g.depth));
-    for (mut g, _) in going {
-        g.attempts = retries.get(&g.id).copied().unwrap_or(0) + 1;
-        done.push(g);
-    }
-    done
+    let mut fold = StepFold::default();
+    let mut steps: Vec<StepView> = events
+        .iter()
+        .filter_map(|e| fold.push(e))
+        .map(|r| StepView::from(&r))
+        .collect();
+    steps.extend(fold.going().into_iter().map(|g| StepView {
+        id: g.id,
+        name: g.name,
+        depth: g.depth,
+        status: "running",
+        attempts: g.attempts,
+        started_at: Some(g.started_at),
+        duration_ms: None,
+        output: Value::Null,
+        error: None,
+        reused: false,
+    }));
+    steps
 }
 
 /// Steps in the order they ended (children before their parent) as a

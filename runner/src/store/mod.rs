@@ -36,6 +36,7 @@
 //! [`RunStore::finish_run`].
 
 pub mod checkpoint;
+mod fold;
 pub mod journal;
 pub mod owner;
 pub mod postgres;
@@ -43,13 +44,14 @@ pub mod retry;
 pub mod sqlite;
 mod writer;
 
+pub use fold::{Going, StepFold};
+
 use crate::engine::{
     Checkpoint, Engine, Event, EventSink, RunConfig, RunEvent, RunResult, RunStatus, StepStatus,
 };
 use crate::format::model::Workflow;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -628,12 +630,10 @@ pub use marktoflow_steps::core::time::parse_age;
 
 #[derive(Default)]
 struct SinkState {
-    top_index: usize,
     total_steps: usize,
     /// The run's previous checkpoint: the next row holds what changed.
     prev: Option<Arc<Checkpoint>>,
-    /// Retries seen per step id, until the step finishes.
-    retries: HashMap<String, u32>,
+    steps: StepFold,
 }
 
 /// An event sink recording `run_id`'s steps and checkpoints into `store`.
@@ -648,47 +648,13 @@ pub fn recording_sink(store: Arc<dyn RunStore>, run_id: String) -> EventSink {
             }
             store.mark_running(&run_id)
         }
-        RunEvent::StepStarted { depth, index, .. } => {
-            if *depth == 0 {
-                if let Ok(mut s) = state.lock() {
-                    s.top_index = *index;
-                }
+        RunEvent::StepStarted { .. }
+        | RunEvent::StepRetry { .. }
+        | RunEvent::StepFinished { .. } => {
+            let row = state.lock().ok().and_then(|mut s| s.steps.push(e));
+            if let Some(row) = row {
+                store.record_step(&run_id, row);
             }
-        }
-        RunEvent::StepRetry { id, attempt, .. } => {
-            if let Ok(mut s) = state.lock() {
-                s.retries.insert(id.clone(), *attempt);
-            }
-        }
-        RunEvent::StepFinished {
-            id,
-            name,
-            depth,
-            status,
-            duration_ms,
-            output,
-            error,
-        } => {
-            let (top_index, retries) = match state.lock() {
-                Ok(mut s) => (s.top_index, s.retries.remove(id).unwrap_or(0)),
-                Err(_) => (0, 0),
-            };
-            store.record_step(
-                &run_id,
-                StepRow {
-                    step_id: id.clone(),
-                    name: name.clone(),
-                    depth: *depth,
-                    top_index,
-                    status: *status,
-                    attempts: retries + 1,
-                    started_at: e.at_ms.saturating_sub(*duration_ms as i64),
-                    duration_ms: *duration_ms,
-                    output: output.clone(),
-                    error: error.clone(),
-                    reused: false,
-                },
-            );
         }
         RunEvent::Checkpoint(cp) => {
             let (row, last) = match state.lock() {

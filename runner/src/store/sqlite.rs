@@ -533,14 +533,6 @@ fn insert_run(
     Ok(None)
 }
 
-fn step_status_str(s: StepStatus) -> &'static str {
-    match s {
-        StepStatus::Completed => "completed",
-        StepStatus::Failed => "failed",
-        StepStatus::Skipped => "skipped",
-    }
-}
-
 fn apply(tx: &rusqlite::Transaction, w: &Write, starts: &Starts) -> Result<(), rusqlite::Error> {
     match w {
         // Journaled runs (of `marktoflow run`) carry no key.
@@ -571,7 +563,7 @@ fn apply(tx: &rusqlite::Transaction, w: &Write, starts: &Starts) -> Result<(), r
                 s.name,
                 s.depth as i64,
                 s.top_index as i64,
-                step_status_str(s.status),
+                s.status.as_str(),
                 s.attempts,
                 s.started_at,
                 s.duration_ms as i64,
@@ -771,11 +763,7 @@ fn step_of(r: &Row) -> Result<StepRow, rusqlite::Error> {
         name: r.get(1)?,
         depth: r.get::<_, i64>(2)?.max(0) as usize,
         top_index: r.get::<_, i64>(3)?.max(0) as usize,
-        status: match status.as_str() {
-            "completed" => StepStatus::Completed,
-            "skipped" => StepStatus::Skipped,
-            _ => StepStatus::Failed,
-        },
+        status: StepStatus::from_stored(&status),
         attempts: r.get(5)?,
         started_at: r.get(6)?,
         duration_ms: r.get::<_, i64>(7)?.max(0) as u64,

@@ -441,11 +441,7 @@ fn step_of(r: &Row) -> Result<StepRow, postgres::Error> {
         name: r.try_get(1)?,
         depth: r.try_get::<_, i32>(2)?.max(0) as usize,
         top_index: r.try_get::<_, i32>(3)?.max(0) as usize,
-        status: match status.as_str() {
-            "completed" => StepStatus::Completed,
-            "skipped" => StepStatus::Skipped,
-            _ => StepStatus::Failed,
-        },
+        status: StepStatus::from_stored(&status),
         attempts: r.try_get::<_, i32>(5)?.max(0) as u32,
         started_at: r.try_get(6)?,
         duration_ms: r.try_get::<_, i64>(7)?.max(0) as u64,

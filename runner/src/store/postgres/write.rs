@@ -4,7 +4,6 @@
 //! statements prepared once per connection.
 
 use super::{connect, json_text, pg_err, Member, DB_NOW, DONE_CHANNEL, QUEUE_CHANNEL};
-use crate::engine::StepStatus;
 use crate::store::writer::{Commit, Done, Op};
 use crate::store::{now_ms, NewRun, Status, StoreError, Write, IDEMPOTENCY_RETENTION};
 use postgres::{Client, Statement, Transaction};
@@ -234,14 +233,6 @@ impl StepColumns {
     }
 }
 
-fn step_status_str(s: StepStatus) -> &'static str {
-    match s {
-        StepStatus::Completed => "completed",
-        StepStatus::Failed => "failed",
-        StepStatus::Skipped => "skipped",
-    }
-}
-
 fn small(n: usize) -> i32 {
     n.min(i32::MAX as usize) as i32
 }
@@ -265,7 +256,7 @@ impl Rows {
                 c.name.push(s.name.clone());
                 c.depth.push(small(s.depth));
                 c.top_index.push(small(s.top_index));
-                c.status.push(step_status_str(s.status));
+                c.status.push(s.status.as_str());
                 c.attempts.push(s.attempts.min(i32::MAX as u32) as i32);
                 c.started_at.push(s.started_at);
                 c.duration_ms
