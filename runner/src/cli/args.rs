@@ -1,7 +1,6 @@
 //! The command line's surface: commands, their arguments and options.
 
 use super::state_dir;
-use crate::cli::store::RetryArgs;
 use clap::{Args, Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -150,7 +149,7 @@ pub enum Command {
         #[arg(long)]
         force: bool,
         #[command(flatten)]
-        run: RetryArgs,
+        run: ExecArgs,
     },
     /// Delete finished runs older than an age (`30d`, `12h`).
     Prune {
@@ -338,6 +337,20 @@ pub struct RunArgs {
     /// is JSON when it parses (`hits=[1,2]`, `n=3`), else text.
     #[arg(long = "var", value_name = "NAME=VALUE")]
     pub var: Vec<String>,
+    /// Render every step and show what would be called, calling nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Treat authoring warnings as errors: nothing runs when there are any.
+    #[arg(long)]
+    pub strict: bool,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+}
+
+/// How a run is shown, what it may use and where it is recorded: the
+/// options `run` and `retry` share.
+#[derive(Args, Debug, Clone)]
+pub struct ExecArgs {
     /// Print one JSON object with the outputs, status and every step.
     #[arg(long)]
     pub json: bool,
@@ -347,9 +360,6 @@ pub struct RunArgs {
     /// Show no progress on stderr (errors still show).
     #[arg(short, long, conflicts_with = "verbose")]
     pub quiet: bool,
-    /// Render every step and show what would be called, calling nothing.
-    #[arg(long)]
-    pub dry_run: bool,
     /// Use this LLM provider for every agent tool: anthropic, openai, ollama, local (or any sdk name).
     #[arg(short, long, env = "MARKTOFLOW_AGENT")]
     pub agent: Option<String>,
@@ -366,9 +376,6 @@ pub struct RunArgs {
     /// `127.0.0.1:8080`; repeatable). Replaces the workflow's `permissions.hosts`.
     #[arg(long, value_name = "HOST")]
     pub allow_host: Vec<String>,
-    /// Treat authoring warnings as errors: nothing runs when there are any.
-    #[arg(long)]
-    pub strict: bool,
     #[command(flatten)]
     pub store: StoreArgs,
 }

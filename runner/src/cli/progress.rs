@@ -23,8 +23,8 @@ impl Progress {
     pub(super) fn new(a: &RunArgs) -> Self {
         Progress {
             style: Style::stderr(),
-            quiet: a.quiet,
-            verbose: a.verbose,
+            quiet: a.exec.quiet,
+            verbose: a.exec.verbose,
             total: Default::default(),
             terminal: std::io::stderr().is_terminal(),
             bar: Default::default(),

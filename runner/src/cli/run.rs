@@ -267,7 +267,7 @@ pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<S
     let env = environment(&wf_dir);
     // What `validate` finds, before anything runs (and anything is paid for).
     let diags = crate::check::verify::verify(&wf, &registry, &crate::template::Templates::new());
-    if !a.quiet || crate::check::verify::has_errors(&diags) {
+    if !a.exec.quiet || crate::check::verify::has_errors(&diags) {
         print_diagnostics(&diags);
     }
     if crate::check::verify::has_errors(&diags) || (a.strict && !diags.is_empty()) {
@@ -316,7 +316,7 @@ pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<S
             }
         }
     }
-    read_roots.extend(a.allow_read.iter().cloned());
+    read_roots.extend(a.exec.allow_read.iter().cloned());
     let inputs = match inputs::resolve(&wf, supplied, &env) {
         Ok(i) => i,
         Err(errs) => {
@@ -326,23 +326,28 @@ pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<S
         }
     };
     // The state folder, the run store and `.env` files stay out of reach.
-    let store_file = a.store.url().is_none().then(|| a.store.path(&wf_dir));
+    let store_file = a
+        .exec
+        .store
+        .url()
+        .is_none()
+        .then(|| a.exec.store.path(&wf_dir));
     let protected = state_dir(&wf_dir).protected(&cwd, &env, store_file.as_deref());
-    let sandbox = Sandbox::new(cwd, read_roots, a.allow_write.clone()).protecting(protected);
-    let allowed_hosts = if a.allow_host.is_empty() {
+    let sandbox = Sandbox::new(cwd, read_roots, a.exec.allow_write.clone()).protecting(protected);
+    let allowed_hosts = if a.exec.allow_host.is_empty() {
         wf.allowed_hosts.clone()
     } else {
-        Some(a.allow_host.clone())
+        Some(a.exec.allow_host.clone())
     };
     let overrides = AgentOverrides {
-        agent: a.agent.clone(),
-        model: a.model.clone(),
+        agent: a.exec.agent.clone(),
+        model: a.exec.model.clone(),
     };
     let caps = one_run_caps(&wf_dir, sandbox, overrides, env, allowed_hosts);
     let engine = Engine::new();
     if a.dry_run {
         let plan = crate::engine::plan::dry_run(&engine, &wf, &inputs, &caps);
-        print_plan(&wf, &plan, a.json);
+        print_plan(&wf, &plan, a.exec.json);
         return EXIT_OK;
     }
     if let Err(diags) = crate::engine::plan::preflight(&wf, &caps) {
@@ -361,7 +366,7 @@ pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<S
         }
     };
     // Recorded as a journal: the next reader of the store moves it in.
-    let store = match a.store.open_journal(&wf_dir) {
+    let store = match a.exec.store.open_journal(&wf_dir) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -435,7 +440,7 @@ pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<S
             eprintln!("warning: the run was not fully recorded: {e}");
         }
     }
-    print_result(&wf, &result, a.json);
+    print_result(&wf, &result, a.exec.json);
     match result.status {
         RunStatus::Completed => EXIT_OK,
         _ => EXIT_RUN_FAILED,

@@ -1,36 +1,12 @@
 //! `marktoflow history`, `show`, `retry` and `prune`: the run store from the
 //! command line. Data goes to stdout, problems to stderr.
 
-use crate::cli::{RunArgs, StoreArgs, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
+use crate::cli::{ExecArgs, RunArgs, StoreArgs, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
 use crate::store::retry::{RetryError, RetryPlan};
 use crate::store::{RunFilter, RunRecord, RunStore, Status, StepRow};
-use clap::Args;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// The run options `retry` shares with `run`.
-#[derive(Args, Debug)]
-pub struct RetryArgs {
-    #[arg(long)]
-    pub json: bool,
-    #[arg(short, long)]
-    pub verbose: bool,
-    #[arg(short, long, conflicts_with = "verbose")]
-    pub quiet: bool,
-    #[arg(short, long, env = "MARKTOFLOW_AGENT")]
-    pub agent: Option<String>,
-    #[arg(short, long, env = "MARKTOFLOW_MODEL")]
-    pub model: Option<String>,
-    #[arg(long, value_name = "DIR")]
-    pub allow_read: Vec<PathBuf>,
-    #[arg(long, value_name = "DIR")]
-    pub allow_write: Vec<PathBuf>,
-    #[arg(long, value_name = "HOST")]
-    pub allow_host: Vec<String>,
-    #[command(flatten)]
-    pub store: StoreArgs,
-}
 
 /// Opens the store for reading; a missing file means no runs yet.
 fn open(store: &StoreArgs) -> Result<Arc<dyn RunStore>, i32> {
@@ -227,7 +203,7 @@ pub fn show(store: &StoreArgs, id: &str, as_json: bool) -> i32 {
 /// The arguments and plan for `retry`: the stored run's file and inputs,
 /// and the checkpoint before `from` (default: the run's latest checkpoint).
 pub fn retry_plan(
-    a: &RetryArgs,
+    a: &ExecArgs,
     id: &str,
     from: Option<&str>,
     force: bool,
@@ -294,16 +270,8 @@ pub fn retry_plan(
         from: None,
         only: None,
         var: Vec::new(),
-        json: a.json,
-        verbose: a.verbose,
-        quiet: a.quiet,
         dry_run: false,
-        agent: a.agent.clone(),
-        model: a.model.clone(),
-        allow_read: a.allow_read.clone(),
-        allow_write: a.allow_write.clone(),
-        allow_host: a.allow_host.clone(),
-        store: a.store.clone(),
+        exec: a.clone(),
     };
     Ok((args, plan))
 }
