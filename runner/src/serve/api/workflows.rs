@@ -1,0 +1,209 @@
+//! The served workflows in the API: the list, one with its inputs,
+//! triggers and graph, starting a run of one, and `/metrics`.
+
+use super::super::request::error;
+use super::super::{reserve, start_reserved, Job, ServerState};
+use super::{accepted, guard, workflow};
+use crate::format::graph::Graph;
+use crate::format::inputs::{self, Supplied};
+use crate::format::model::Workflow;
+use crate::store::NewRun;
+use axum::body::Body;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{header, request::Parts, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+/// A trigger's fields as shown: credentials never leave the server.
+pub(super) fn shown_trigger(t: &crate::format::model::Trigger) -> Value {
+    let mut fields = t.fields.clone();
+    for (k, v) in fields.iter_mut() {
+        let k = k.to_ascii_lowercase();
+        if ["secret", "token", "password", "authorization", "headers"].contains(&k.as_str()) {
+            *v = json!("(hidden)");
+        }
+    }
+    json!({"type": t.kind, "config": fields, "line": t.pos.line})
+}
+
+pub(super) fn inputs_json(wf: &Workflow) -> Vec<Value> {
+    wf.inputs
+        .iter()
+        .map(|i| {
+            json!({"name": i.name, "type": i.ty.name(), "required": i.required && i.default.is_none(),
+                   "default": i.default, "description": i.description, "enum": i.allowed,
+                   "min": i.min, "max": i.max, "pattern": i.pattern.as_ref().map(|p| p.as_str())})
+        })
+        .collect()
+}
+
+/// `GET /metrics`: Prometheus' text format (see [`super::super::metrics`]), with
+/// the run API's access rules (a scraper sends the bearer token).
+pub(in crate::serve) async fn metrics(State(s): State<Arc<ServerState>>, parts: Parts) -> Response {
+    if let Err(r) = guard(&s, &parts.method, &parts.headers) {
+        return r.into_response();
+    }
+    // The shared store's figures are read from the database: not here.
+    let state = s.clone();
+    let text = tokio::task::spawn_blocking(move || {
+        state.metrics.render(state.load(), state.store.as_deref())
+    })
+    .await
+    .unwrap_or_default();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+/// `GET /workflows`: every served workflow, with its inputs and webhook
+/// route (`method`, `path`, `auth` of its first; null when it has none).
+pub(in crate::serve) async fn list_workflows(
+    State(s): State<Arc<ServerState>>,
+    parts: Parts,
+) -> Response {
+    if let Err(r) = guard(&s, &parts.method, &parts.headers) {
+        return r.into_response();
+    }
+    let served = s.served();
+    let list: Vec<Value> = served
+        .workflows
+        .iter()
+        .map(|wf| {
+            let routes: Vec<Value> = served
+                .routes
+                .iter()
+                .filter(|r| Arc::ptr_eq(&r.workflow, wf))
+                .map(|r| json!({"method": r.method.as_str(), "path": r.path, "auth": r.secret.is_some() || r.token.is_some()}))
+                .collect();
+            let first = routes.first().cloned().unwrap_or(json!({}));
+            json!({"workflow": wf.meta.id, "name": wf.meta.name, "description": wf.meta.description,
+                   "file": wf.source.name, "inputs": inputs_json(wf),
+                   "method": first.get("method"), "path": first.get("path"), "auth": first.get("auth"),
+                   "routes": routes, "triggers": wf.triggers.iter().map(|t| t.kind.clone()).collect::<Vec<_>>(),
+                   "steps": wf.steps.len()})
+        })
+        .collect();
+    // Files `serve --watch` could not load: skipped, with their errors.
+    let broken: Vec<Value> = served
+        .broken
+        .iter()
+        .map(|d| json!({"file": d.file, "line": d.pos.map(|p| p.line), "column": d.pos.map(|p| p.col), "message": d.message}))
+        .collect();
+    Json(json!({"workflows": list, "broken": broken})).into_response()
+}
+
+/// `GET /workflows/{id}`: one workflow: inputs, outputs, triggers (without
+/// credentials), top-level steps and its graph (Mermaid and SVG).
+pub(in crate::serve) async fn get_workflow(
+    State(s): State<Arc<ServerState>>,
+    UrlPath(id): UrlPath<String>,
+    parts: Parts,
+) -> Response {
+    if let Err(r) = guard(&s, &parts.method, &parts.headers) {
+        return r.into_response();
+    }
+    let wf = match workflow(&s, &id) {
+        Ok(w) => w,
+        Err(r) => return r.into_response(),
+    };
+    let graph = Graph::of(&wf);
+    let routes: Vec<Value> = s
+        .served()
+        .routes
+        .iter()
+        .filter(|r| Arc::ptr_eq(&r.workflow, &wf))
+        .map(|r| json!({"method": r.method.as_str(), "path": r.path, "auth": r.secret.is_some() || r.token.is_some(), "async": r.respond_async}))
+        .collect();
+    let outputs: Vec<Value> = wf
+        .outputs
+        .iter()
+        .map(|o| json!({"name": o.name, "type": o.ty}))
+        .collect();
+    let steps: Vec<Value> = wf
+        .steps
+        .iter()
+        .map(|st| json!({"id": st.id, "name": st.display_name(), "line": st.pos.line}))
+        .collect();
+    Json(json!({
+        "workflow": wf.meta.id, "name": wf.meta.name, "description": wf.meta.description,
+        "version": wf.meta.version, "file": wf.source.name, "inputs": inputs_json(&wf),
+        "outputs": outputs, "triggers": wf.triggers.iter().map(shown_trigger).collect::<Vec<_>>(),
+        "routes": routes, "steps": steps,
+        "graph": {"mermaid": graph.mermaid(), "svg": graph.svg()},
+    }))
+    .into_response()
+}
+
+/// `POST /workflows/{id}/runs`: starts a run with the body's inputs
+/// (a JSON object), checked as on the command line; answers 202 at once.
+pub(in crate::serve) async fn start_workflow_run(
+    State(s): State<Arc<ServerState>>,
+    UrlPath(id): UrlPath<String>,
+    req: Request<Body>,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    if let Err(r) = guard(&s, &parts.method, &parts.headers) {
+        return r.into_response();
+    }
+    let wf = match workflow(&s, &id) {
+        Ok(w) => w,
+        Err(r) => return r.into_response(),
+    };
+    let body = match super::super::request::read_body(&s, &parts.headers, body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let given: Map<String, Value> = if body.iter().all(u8::is_ascii_whitespace) {
+        Map::new()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(Value::Object(m)) => m,
+            _ => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "the body must be a JSON object of input names to values",
+                )
+            }
+        }
+    };
+    if let Some(unknown) = given.keys().find(|k| wf.input(k).is_none()) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("`{id}` has no input `{unknown}`"),
+        );
+    }
+    let supplied = given
+        .into_iter()
+        .map(|(k, v)| (k, Supplied::Json(v)))
+        .collect();
+    let inputs = match inputs::resolve(&wf, supplied, &s.caps.env) {
+        Ok(i) => i,
+        Err(errs) => return super::super::request::bad_inputs(&errs),
+    };
+    let place = match reserve(&s) {
+        Ok(p) => p,
+        Err(why) => return why.response(s.config.max_queue),
+    };
+    let run_id = crate::store::new_run_id();
+    if let Some(store) = &s.store {
+        let new = NewRun::new(run_id.clone(), &wf, inputs.clone(), "api");
+        if let Err(e) = super::super::request::committed(store.submit_run(new)).await {
+            return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+        }
+    }
+    start_reserved(
+        &s,
+        wf,
+        Job::Recorded(inputs, "api", json!({"type": "api"})),
+        run_id.clone(),
+        place,
+    );
+    accepted(&run_id, json!({}))
+}

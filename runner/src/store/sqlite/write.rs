@@ -1,0 +1,503 @@
+//! The write side of the SQLite store: batches of writes committed in one
+//! transaction by the writer thread (retried while the file is busy), the
+//! WAL checkpointed as it grows, journals absorbed, old runs pruned.
+
+use super::super::writer::{Commit, Done, Op};
+use super::super::{now_ms, NewRun, Status, StoreError, Write};
+use super::db_err;
+use marktoflow_steps::core::sqlite::{self};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::Value;
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Another process holds the write lock past the busy timeout.
+pub(super) fn busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// How often a batch is tried again while the database is locked (each try
+/// already waits up to the busy timeout): a write is never dropped for a
+/// lock another process holds a while.
+pub(super) const LOCKED_RETRIES: u32 = 12;
+
+/// Applies `batch` in one transaction; a lock held by another process
+/// rolls it back and it is tried again, whole.
+pub(super) fn commit_batch(
+    conn: &mut Connection,
+    batch: &[Op],
+) -> (Vec<Applied>, Option<rusqlite::Error>) {
+    let ending = super::super::writer::ending(batch);
+    let starts = starts(
+        batch.iter().filter_map(|op| match op {
+            Op::Write(w) => Some(&**w),
+            _ => None,
+        }),
+        &ending,
+    );
+    let mut tries = 0;
+    loop {
+        let mut done = Vec::with_capacity(batch.len());
+        let outcome = (|| -> Result<(), rusqlite::Error> {
+            let tx = conn.transaction()?;
+            for op in batch {
+                let d = match op {
+                    Op::Create(run, at, _) => match insert_run(&tx, run, *at) {
+                        Ok(Some(holder)) => Applied::Duplicate(holder),
+                        other => Applied::Unit(other.map(|_| ())),
+                    },
+                    Op::Prune(cutoff, _) => Applied::Count(prune(&tx, *cutoff)),
+                    Op::Absorb(journals, _) => Applied::Unit(absorb(&tx, journals)),
+                    Op::Write(w) if needless(w, &ending) => Applied::Unit(Ok(())),
+                    Op::Write(w) => Applied::Unit(apply(&tx, w, &starts)),
+                    Op::Flush(_) | Op::Then(_) => Applied::Unit(Ok(())),
+                };
+                if let Applied::Unit(Err(e)) | Applied::Count(Err(e)) = &d {
+                    if busy(e) {
+                        return Err(rusqlite::Error::SqliteFailure(
+                            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+                            None,
+                        ));
+                    }
+                }
+                done.push(d);
+            }
+            tx.commit()
+        })();
+        match outcome {
+            Err(e) if busy(&e) && tries < LOCKED_RETRIES => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(50 * u64::from(tries)));
+            }
+            Err(e) => return (done, Some(e)),
+            Ok(()) => return (done, None),
+        }
+    }
+}
+
+/// A checkpoint after the last step committed with the run's end: a
+/// finished run is never resumed, and `retry --from` starts before a step.
+/// A run's start committed with its end is written by the end's UPDATE.
+pub(super) fn needless(w: &Write, ending: &HashSet<&str>) -> bool {
+    match w {
+        Write::Checkpoint {
+            run_id, last: true, ..
+        }
+        | Write::Running { run_id, .. } => ending.contains(run_id.as_str()),
+        _ => false,
+    }
+}
+
+/// The start (time, pid, owner) of each run that also ends among `writes`:
+/// one UPDATE writes both, as nobody can see the run between them.
+pub(super) type Starts<'a> = std::collections::HashMap<&'a str, (i64, u32, Option<&'a str>)>;
+
+pub(super) fn starts<'a>(
+    writes: impl Iterator<Item = &'a Write>,
+    ending: &HashSet<&str>,
+) -> Starts<'a> {
+    let mut found = Starts::new();
+    for w in writes {
+        if let Write::Running {
+            run_id,
+            at,
+            pid,
+            owner,
+        } = w
+        {
+            if ending.contains(run_id.as_str()) {
+                found
+                    .entry(run_id.as_str())
+                    .or_insert((*at, *pid, owner.as_deref()));
+            }
+        }
+    }
+    found
+}
+
+/// The SQLite side of the writer: a batch is one transaction.
+pub(super) struct Sqlite {
+    pub(super) conn: Connection,
+    /// The checkpointer (None: the writer's own connection checkpoints,
+    /// SQLite's default).
+    pub(super) checkpoints: Option<Checkpointer>,
+}
+
+/// How the writer and the checkpointer thread meet.
+pub(super) struct Checkpointer {
+    /// Wakes the checkpointer after a commit.
+    wake: mpsc::SyncSender<()>,
+    /// Held by the writer for each commit, and by the checkpointer while it
+    /// ends a checkpoint that lets the WAL start over.
+    gate: Arc<Mutex<()>>,
+}
+
+/// How often the WAL is checkpointed at most while commits come.
+pub(super) const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
+
+/// Frames (pages) in the WAL past which a checkpoint also makes it start
+/// over from its beginning (the size of SQLite's automatic checkpoints).
+pub(super) const RESTART_FRAMES: i64 = 1000;
+
+/// Checkpoints the WAL on a thread and connection of their own, so a commit
+/// never waits for pages to be copied into the database and synced (the
+/// writer's connection would do that every 1,000 pages, inside a commit).
+/// PASSIVE: it copies what no reader still needs and never blocks the
+/// writer. Returns how to reach it, or None (and the writer keeps SQLite's
+/// automatic checkpoints) when it cannot be started.
+///
+/// SQLite starts the WAL over only once every frame in it was copied, and
+/// a checkpoint running beside commits never copies the last ones: under
+/// steady load the WAL grew without end (a gigabyte in five seconds of
+/// `serve_bench`), every commit writing to pages the file did not have.
+/// So past [`RESTART_FRAMES`] the frames committed during the copy are
+/// copied again with commits held back, and the next commit writes from the
+/// WAL's beginning.
+pub(super) fn start_checkpointer(path: &Path, write: &Connection) -> Option<Checkpointer> {
+    let conn = sqlite::connect(path).ok()?;
+    let (wake, woken) = mpsc::sync_channel::<()>(1);
+    let gate = Arc::new(Mutex::new(()));
+    let held = gate.clone();
+    std::thread::Builder::new()
+        .name("marktoflow-checkpoint".into())
+        .spawn(move || {
+            // The WAL's size in frames, as the checkpoint found it.
+            let passive = || {
+                conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(1))
+                    .unwrap_or(0)
+            };
+            // Ends with the writer (its sender gone).
+            while woken.recv().is_ok() {
+                let mut frames = passive();
+                if frames >= RESTART_FRAMES {
+                    // Copies what came during the last copy, beside the
+                    // commits, while that is much: commits wait only for
+                    // a short tail.
+                    for _ in 0..4 {
+                        let now = passive();
+                        let new = now - std::mem::replace(&mut frames, now);
+                        if new < RESTART_FRAMES / 8 {
+                            break;
+                        }
+                    }
+                    let _no_commit = held.lock();
+                    passive();
+                }
+                // Commits meanwhile leave one wake-up: one checkpoint per
+                // interval, not one (and a sync) per commit.
+                std::thread::sleep(CHECKPOINT_EVERY);
+            }
+        })
+        .ok()?;
+    write.pragma_update(None, "wal_autocheckpoint", 0).ok()?;
+    Some(Checkpointer { wake, gate })
+}
+
+/// How long a write nobody waits for may stay queued: a commit here is
+/// cheap (no sync to disk), so this only lets the writes of a run that is
+/// about to end share its end's commit.
+pub(super) const GATHER: Duration = Duration::from_millis(1);
+
+impl Commit for Sqlite {
+    fn gather(&self) -> Duration {
+        GATHER
+    }
+
+    fn close(&mut self) {
+        // The last writer of this process: copy the WAL into the database
+        // and cut it to nothing, so no WAL of a finished burst stays on disk
+        // (another process still reading or writing makes this a no-op).
+        drop(self.checkpoints.take());
+        // Never hold up an exit for another process's readers.
+        let _ = self.conn.busy_timeout(Duration::from_millis(100));
+        let _ = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    }
+
+    fn commit(&mut self, batch: &[Op]) -> (Vec<Done>, Option<StoreError>) {
+        let held = self.checkpoints.as_ref().map(|c| c.gate.lock());
+        let (done, failed) = commit_batch(&mut self.conn, batch);
+        drop(held);
+        if let Some(c) = &self.checkpoints {
+            // Full: a wake-up is already pending.
+            let _ = c.wake.try_send(());
+        }
+        let done = done
+            .into_iter()
+            .map(|d| match d {
+                Applied::Unit(r) => Done::Unit(r.map_err(db_err)),
+                Applied::Count(r) => Done::Count(r.map_err(db_err)),
+                Applied::Duplicate(holder) => Done::Unit(Err(StoreError::DuplicateKey(holder))),
+            })
+            .collect();
+        (done, failed.map(db_err))
+    }
+}
+
+/// What one queued write came to inside its transaction.
+pub(super) enum Applied {
+    Unit(Result<(), rusqlite::Error>),
+    Count(Result<usize, rusqlite::Error>),
+    /// A run refused: its `Idempotency-Key` started this other run.
+    Duplicate(String),
+}
+
+pub(super) fn json_text(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+/// Inserts a run, unless its `Idempotency-Key` started another run within
+/// the retention: then nothing is written and the holder is the answer.
+pub(super) fn insert_run(
+    tx: &rusqlite::Transaction,
+    run: &NewRun,
+    now: i64,
+) -> Result<Option<String>, rusqlite::Error> {
+    if let Some(key) = &run.idempotency_key {
+        let since = now.saturating_sub(super::super::IDEMPOTENCY_RETENTION.as_millis() as i64);
+        let holder: Option<String> = tx
+            .prepare_cached("SELECT run_id FROM idempotency WHERE key = ?1 AND created_at >= ?2")?
+            .query_row(params![key, since], |r| r.get(0))
+            .optional()?;
+        if let Some(holder) = holder.filter(|h| *h != run.id) {
+            return Ok(Some(holder));
+        }
+    }
+    let started = (run.status == Status::Running).then_some(now);
+    tx.prepare_cached(
+        "INSERT INTO runs (id, workflow, file, version, trigger, retry_of, status, inputs, pid, created_at, started_at, owner, context)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )?
+    .execute(params![
+        run.id,
+        run.workflow,
+        run.file,
+        run.version,
+        run.trigger,
+        run.retry_of.as_ref().map(|(id, _)| id),
+        run.status.as_str(),
+        serde_json::to_string(&run.inputs).unwrap_or_else(|_| "{}".into()),
+        run.pid,
+        now,
+        started,
+        run.owner,
+        (!run.context.is_null()).then(|| json_text(&run.context)),
+    ])?;
+    if let Some(key) = &run.idempotency_key {
+        // With the run, in its transaction: a repeat after a crash finds it.
+        // (A key past its retention is taken over.)
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO idempotency (key, run_id, created_at) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![key, run.id, now])?;
+    }
+    if let Some((from, reused)) = &run.retry_of {
+        tx.prepare_cached(
+            "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused)
+             SELECT ?1, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, 1
+             FROM steps WHERE run_id = ?2 AND top_index BETWEEN 1 AND ?3 ORDER BY id",
+        )?
+        .execute(params![run.id, from, *reused as i64])?;
+    }
+    Ok(None)
+}
+
+pub(super) fn apply(
+    tx: &rusqlite::Transaction,
+    w: &Write,
+    starts: &Starts,
+) -> Result<(), rusqlite::Error> {
+    match w {
+        // Journaled runs (of `marktoflow run`) carry no key.
+        Write::Create { run, at } => {
+            insert_run(tx, run, *at)?;
+        }
+        Write::Running {
+            run_id,
+            at,
+            pid,
+            owner,
+        } => {
+            tx.prepare_cached(
+                "UPDATE runs SET status = 'running', started_at = COALESCE(started_at, ?2), pid = ?3,
+                 owner = COALESCE(?4, owner)
+                 WHERE id = ?1 AND status IN ('queued', 'running')",
+            )?
+            .execute(params![run_id, at, pid, owner])?;
+        }
+        Write::Step { run_id, row: s } => {
+            tx.prepare_cached(
+                "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            )?
+            .execute(params![
+                run_id,
+                s.step_id,
+                s.name,
+                s.depth as i64,
+                s.top_index as i64,
+                s.status.as_str(),
+                s.attempts,
+                s.started_at,
+                s.duration_ms as i64,
+                super::super::stored_json(&s.output),
+                s.error,
+                s.reused,
+            ])?;
+        }
+        Write::Checkpoint {
+            run_id, checkpoint, ..
+        } => {
+            let state = serde_json::to_string(checkpoint).unwrap_or_default();
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO checkpoints (run_id, next_step, state) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![run_id, checkpoint.next_step() as i64, state])?;
+        }
+        Write::Died { run_id, deaths } => {
+            tx.prepare_cached("UPDATE runs SET deaths = MAX(deaths, ?2) WHERE id = ?1")?
+                .execute(params![run_id, deaths])?;
+        }
+        Write::Reply { run_id, key, text } => {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO replies (key, run_id, text) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![key, run_id, text])?;
+        }
+        Write::Finish { run_id, end, at } => {
+            let start = starts.get(run_id.as_str());
+            tx.prepare_cached(
+                "UPDATE runs SET status = ?2, outputs = ?3, error = ?4, error_step = ?5, finished_at = ?6, duration_ms = ?7,
+                 started_at = COALESCE(started_at, ?8), pid = COALESCE(?9, pid), owner = COALESCE(?10, owner)
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                run_id,
+                end.status.as_str(),
+                super::super::stored_json(&end.outputs),
+                end.error,
+                end.error_step,
+                at,
+                end.duration_ms as i64,
+                start.map(|s| s.0),
+                start.map(|s| s.1),
+                start.and_then(|s| s.2),
+            ])?;
+            if end.status == Status::Completed {
+                // Large checkpoints of a run that completed are not kept,
+                // and their space goes back to the disk (in a store made
+                // with incremental vacuum; an older one reuses it).
+                let dropped = tx
+                    .prepare_cached(
+                        "DELETE FROM checkpoints WHERE run_id = ?1
+                         AND (SELECT sum(length(state)) FROM checkpoints WHERE run_id = ?1) > ?2",
+                    )?
+                    .execute(params![run_id, super::super::KEPT_CHECKPOINTS_MAX])?;
+                if dropped > 0 {
+                    // Stepped to its end: each step gives back a page.
+                    let mut vacuum = tx.prepare_cached("PRAGMA incremental_vacuum")?;
+                    let mut rows = vacuum.query([])?;
+                    while rows.next()?.is_some() {}
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Moves journals in: each run's rows are replaced by its journal, so moving
+/// the same journal twice (it grew meanwhile) leaves one copy. A run already
+/// finished in the database is never replaced by a journal that is not.
+pub(super) fn absorb(
+    tx: &rusqlite::Transaction,
+    journals: &[Vec<Write>],
+) -> Result<(), rusqlite::Error> {
+    for writes in journals {
+        let Some(id) = writes.first().map(Write::run_id) else {
+            continue;
+        };
+        let finished = writes.iter().any(|w| matches!(w, Write::Finish { .. }));
+        let stored: Option<(String, String, Option<String>, i64)> = tx
+            .prepare_cached("SELECT status, trigger, owner, created_at FROM runs WHERE id = ?1")?
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .optional()?;
+        if let Some((status, trigger, owner, created_at)) = &stored {
+            // Only a run an earlier reading of this journal created is
+            // replaced: never one a server (or another journal) recorded.
+            let ours = match writes.first() {
+                Some(Write::Create { run, at }) => {
+                    *trigger == run.trigger && *owner == run.owner && created_at == at
+                }
+                _ => false,
+            };
+            if !ours || (!finished && Status::parse(status).is_some_and(Status::is_finished)) {
+                continue;
+            }
+        }
+        for table in ["steps", "checkpoints", "replies"] {
+            tx.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), [id])?;
+        }
+        tx.execute("DELETE FROM runs WHERE id = ?1", [id])?;
+        let ending: HashSet<&str> = finished.then_some(id).into_iter().collect();
+        let starts = starts(writes.iter(), &ending);
+        // A completed run would drop large checkpoints at its end: they
+        // are not written at all.
+        let completed = writes
+            .iter()
+            .any(|w| matches!(w, Write::Finish { end, .. } if end.status == Status::Completed));
+        let large = completed && checkpoint_bytes(writes) > super::super::KEPT_CHECKPOINTS_MAX;
+        for w in writes.iter().filter(|w| w.run_id() == id) {
+            let dropped = large && matches!(w, Write::Checkpoint { .. });
+            if !dropped && !needless(w, &ending) {
+                apply(tx, w, &starts)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How much the checkpoints among `writes` hold, as stored.
+pub(super) fn checkpoint_bytes(writes: &[Write]) -> i64 {
+    writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Checkpoint { checkpoint, .. } => serde_json::to_string(checkpoint)
+                .ok()
+                .map(|t| t.len() as i64),
+            _ => None,
+        })
+        .sum()
+}
+
+pub(super) fn prune(tx: &rusqlite::Transaction, cutoff: i64) -> Result<usize, rusqlite::Error> {
+    const OLD: &str = "SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < ?1";
+    tx.execute(
+        &format!("DELETE FROM steps WHERE run_id IN ({OLD})"),
+        [cutoff],
+    )?;
+    tx.execute(
+        &format!("DELETE FROM checkpoints WHERE run_id IN ({OLD})"),
+        [cutoff],
+    )?;
+    tx.execute(
+        &format!("DELETE FROM replies WHERE run_id IN ({OLD})"),
+        [cutoff],
+    )?;
+    let keys_cutoff =
+        now_ms().saturating_sub(super::super::IDEMPOTENCY_RETENTION.as_millis() as i64);
+    tx.execute(
+        "DELETE FROM idempotency WHERE created_at < ?1",
+        [keys_cutoff],
+    )?;
+    tx.execute(
+        "DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < ?1",
+        [cutoff],
+    )
+}
