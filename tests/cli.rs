@@ -1048,3 +1048,60 @@ output_variable: report
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("no step `nope`"), "{}", r.stderr);
 }
+
+/// `.env` files are read from the workflow's folder up to the project root
+/// (the folder holding `.marktoflow/`), whatever the current folder, the
+/// nearest winning; a `.env` above the project is not the workflow's.
+#[test]
+fn dotenv_files_are_read_up_to_the_project_root_from_any_folder() {
+    let d = crate::support::tempdir();
+    let project = d.path().join("proj");
+    let sub = project.join("flows/daily");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::create_dir_all(project.join(".marktoflow")).unwrap();
+    std::fs::write(d.path().join(".env"), "MTF_OUTSIDE=leaked\n").unwrap();
+    std::fs::write(project.join(".env"), "MTF_ROOT=root\nMTF_BOTH=root\n").unwrap();
+    std::fs::write(sub.join(".env"), "MTF_BOTH=near\n").unwrap();
+    std::fs::write(
+        sub.join("wf.md"),
+        "---\nworkflow: {id: envs}\n---\n\n```yaml\naction: core.set\ninputs:\n  root: '{{ env.MTF_ROOT }}'\n  both: '{{ env.MTF_BOTH }}'\n  outside: '{{ env.MTF_OUTSIDE | default(\"unset\") }}'\noutput_variable: seen\n```\n",
+    )
+    .unwrap();
+    let elsewhere = crate::support::tempdir();
+    let r = crate::support::run(
+        crate::support::cmd(elsewhere.path())
+            .arg("run")
+            .arg(sub.join("wf.md"))
+            .args(["--json", "--quiet", "--no-store"]),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.json()["outputs"],
+        serde_json::json!({"seen": {"root": "root", "both": "near", "outside": "unset"}})
+    );
+}
+
+/// `run --json`, `history --json` and `show --json` name a run's id
+/// `run_id` and a step's `id`, as the API does.
+#[test]
+fn run_history_and_show_speak_one_json_vocabulary() {
+    let d = crate::support::tempdir();
+    std::fs::write(
+        d.path().join("wf.md"),
+        "---\nworkflow: {id: vocab}\n---\n\n```yaml\nid: first\naction: core.set\ninputs: {a: 1}\noutput_variable: x\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(d.path()).args(["run", "wf.md", "--json", "--quiet"]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let ran = r.json();
+    let run_id = ran["run_id"].as_str().unwrap().to_string();
+    assert_eq!(ran["steps"][0]["id"], "first");
+    let h = run(cmd(d.path()).args(["history", "--json"])).json();
+    assert_eq!(h["runs"][0]["run_id"], run_id.as_str(), "{h}");
+    let s = run(cmd(d.path()).args(["show", &run_id, "--json"])).json();
+    assert_eq!(s["run_id"], run_id.as_str(), "{s}");
+    assert_eq!(s["steps"][0]["id"], "first", "{s}");
+    // The former names, printed for one more release.
+    assert_eq!(s["id"], run_id.as_str());
+    assert_eq!(s["steps"][0]["step_id"], "first");
+}

@@ -188,4 +188,5 @@ impl std::fmt::Display for Diagnostic {
     }
 }
 
+pub use marktoflow_steps::core::catalog::surely_meant;
 pub use marktoflow_steps::registry::closest as did_you_mean;

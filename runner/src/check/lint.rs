@@ -2,7 +2,7 @@
 //! (syntax, unknown filters, tests and functions) are errors, found before
 //! any step runs; the rest load fine but are probably mistakes (warnings).
 
-use crate::diag::{did_you_mean, Diagnostic, Pos};
+use crate::diag::{did_you_mean, surely_meant, Diagnostic, Pos};
 use crate::format::model::{Step, StepKind, Workflow};
 use crate::template::{has_tags, Templates};
 use serde_json::Value;
@@ -55,6 +55,7 @@ pub fn lint(wf: &Workflow, t: &Templates) -> Vec<Diagnostic> {
     scope.extend(wf.inputs.iter().map(|i| i.name.clone()));
     cx.steps(&wf.steps, &mut scope, false);
     cx.unused_inputs();
+    cx.declared_outputs();
     cx.out
 }
 
@@ -396,6 +397,68 @@ impl Lint<'_> {
                     format!("input `{}` is never used", input.name),
                     None,
                 );
+            }
+        }
+    }
+}
+
+impl Lint<'_> {
+    /// A declared output that no step sets: said at its name, with the
+    /// variable meant when one is a near miss (`totl` for `total`). An output
+    /// the last top-level step's object may carry (an action's, a script's)
+    /// is not knowable here and is left alone unless a near miss shows the
+    /// mistake.
+    fn declared_outputs(&mut self) {
+        let mut set: BTreeSet<String> = self.defined_anywhere.clone();
+        let mut unknown_shape = false;
+        for s in self.wf.walk() {
+            if let StepKind::Action { action, inputs, .. } = &s.kind {
+                if action == "workflow.set_outputs" || action == "workflow.exit" {
+                    match inputs {
+                        Value::Object(m) if action == "workflow.set_outputs" => {
+                            set.extend(m.keys().cloned())
+                        }
+                        Value::Object(m) => match m.get("outputs") {
+                            Some(Value::Object(o)) => set.extend(o.keys().cloned()),
+                            None => {}
+                            Some(_) => unknown_shape = true,
+                        },
+                        _ => unknown_shape = true,
+                    }
+                }
+            }
+        }
+        if unknown_shape {
+            return;
+        }
+        let last_may_carry = self.wf.steps.last().is_some_and(|s| {
+            !matches!(
+                s.kind,
+                StepKind::If { .. } | StepKind::Switch { .. } | StepKind::Wait { .. }
+            )
+        });
+        let names: Vec<&str> = set.iter().map(String::as_str).collect();
+        for o in &self.wf.outputs {
+            if set.contains(&o.name) {
+                continue;
+            }
+            match did_you_mean(&o.name, &names) {
+                // With a last step whose object may carry the name, only a
+                // sure misspelling is worth saying.
+                Some(c) if !last_may_carry || surely_meant(&o.name, c) => self.warn(
+                    o.pos,
+                    format!("declared output `{}` is never set", o.name),
+                    Some(format!("did you mean `{c}`? (a step sets that one)")),
+                ),
+                _ if !last_may_carry => self.warn(
+                    o.pos,
+                    format!("declared output `{}` is never set", o.name),
+                    Some(format!(
+                        "give a step `output_variable: {}`, or set it with `workflow.set_outputs`",
+                        o.name
+                    )),
+                ),
+                _ => {}
             }
         }
     }

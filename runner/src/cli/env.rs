@@ -3,11 +3,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The process environment, with `.env` files (cwd, then the workflow's
-/// folder) filling in what is not set.
+/// The process environment, with `.env` files filling in what is not set
+/// (the first file to set a name wins): the current folder's, then the
+/// workflow's folder's and each folder's above it up to the project root,
+/// the folder holding `.marktoflow/` (only the workflow's folder when it is
+/// in no project: a home folder's `.env` is not the workflow's).
 pub(super) fn environment(workflow_dir: &Path) -> BTreeMap<String, String> {
     let mut env: BTreeMap<String, String> = std::env::vars().collect();
-    for dir in [PathBuf::from("."), workflow_dir.to_path_buf()] {
+    for dir in dotenv_dirs(workflow_dir) {
         if let Ok(text) = std::fs::read_to_string(dir.join(".env")) {
             for (k, v) in parse_dotenv(&text) {
                 env.entry(k).or_insert(v);
@@ -15,6 +18,30 @@ pub(super) fn environment(workflow_dir: &Path) -> BTreeMap<String, String> {
         }
     }
     env
+}
+
+/// The folders whose `.env` is read, in order of precedence.
+fn dotenv_dirs(workflow_dir: &Path) -> Vec<PathBuf> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let start = marktoflow_steps::core::sandbox::normalize(&cwd.join(workflow_dir));
+    let mut dirs = vec![cwd];
+    let project = start
+        .ancestors()
+        .find(|d| d.join(marktoflow_steps::core::state::DIR_NAME).is_dir());
+    match project {
+        Some(root) => {
+            for d in start.ancestors() {
+                dirs.push(d.to_path_buf());
+                if d == root {
+                    break;
+                }
+            }
+        }
+        None => dirs.push(start.clone()),
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    dirs.retain(|d| seen.insert(d.clone()));
+    dirs
 }
 
 /// `KEY=value` lines; `#` comments, `export ` prefixes and quotes allowed.

@@ -138,7 +138,8 @@ fn write_new(file: &Path, text: &str, replace: bool) -> std::io::Result<()> {
 
 const ENV_EXAMPLE: &str = "\
 # Copy to `.env` (which git ignores) and fill in what you use; marktoflow
-# reads `.env` from the workflow's folder and the folders above it.
+# reads `.env` from the current folder, the workflow's folder and the
+# folders above it up to this project's root (the folder with `.marktoflow/`).
 # Without any key, agent steps run on the built-in local model
 # (`marktoflow model install`).
 

@@ -50,8 +50,15 @@ fn duration(ms: Option<u64>) -> String {
     }
 }
 
+/// A run as `history --json` and `show --json` print it: `run_id` as in
+/// `run --json` and the API (`id`, its former name, kept for a release).
 fn run_json(r: &RunRecord) -> Value {
-    let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+    let mut v = json!({"run_id": r.id});
+    if let (Value::Object(out), Value::Object(rest)) =
+        (&mut v, serde_json::to_value(r).unwrap_or(Value::Null))
+    {
+        out.extend(rest);
+    }
     v["status"] = json!(r.shown_status());
     v
 }
@@ -119,8 +126,16 @@ pub fn history(
     EXIT_OK
 }
 
+/// A step as `show --json` prints it: `id` as in `run --json` and the API
+/// (`step_id`, its former name, kept for a release).
 fn step_json(s: &StepRow) -> Value {
-    serde_json::to_value(s).unwrap_or(Value::Null)
+    let mut v = json!({"id": s.step_id});
+    if let (Value::Object(out), Value::Object(rest)) =
+        (&mut v, serde_json::to_value(s).unwrap_or(Value::Null))
+    {
+        out.extend(rest);
+    }
+    v
 }
 
 pub fn show(store: &StoreArgs, id: &str, as_json: bool) -> i32 {

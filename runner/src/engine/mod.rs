@@ -294,9 +294,9 @@ fn workflow_outputs(wf: &Workflow, st: &RunState) -> Value {
                 out.insert(o.name.clone(), v.clone());
             }
         }
-        if !out.is_empty() {
-            return Value::Object(out);
-        }
+        // Declared outputs are the contract: the variables that are not
+        // among them are the run's own.
+        return Value::Object(out);
     }
     let mut all = st.variables.clone();
     // What started the run is the caller's, not an output of the workflow.

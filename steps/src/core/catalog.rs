@@ -413,6 +413,25 @@ pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         .map(|(_, c)| c)
 }
 
+/// Whether `name` is surely a misspelling of `candidate`: the same once
+/// case, `-` and `_` are set aside, or one edit apart (two for names of six
+/// letters or more; a swap of two letters is one). A misspelt key is then an
+/// error, not an unknown key to ignore.
+pub fn surely_meant(name: &str, candidate: &str) -> bool {
+    let plain = |s: &str| -> String {
+        s.chars()
+            .filter(|c| *c != '-' && *c != '_')
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    if plain(name) == plain(candidate) {
+        return true;
+    }
+    let (n, c) = (name.to_lowercase(), candidate.to_lowercase());
+    let most = if c.chars().count() >= 6 { 2 } else { 1 };
+    n.chars().count() >= 3 && strsim::osa_distance(&n, &c) <= most
+}
+
 /// Checks `inputs` against `spec`. Strings for which `unresolved` is true
 /// (templates, when checking a workflow before it runs) are not checked,
 /// nor is a whole `inputs:` that is one. Null, and an empty string where
@@ -587,5 +606,21 @@ mod tests {
             s["properties"]["file"]["description"],
             "Another name for `path`."
         );
+    }
+
+    #[test]
+    fn sure_misspellings_are_told_from_other_names() {
+        for (typo, key) in [
+            ("trigers", "triggers"),
+            ("Inputs", "inputs"),
+            ("default-agent", "default_agent"),
+            ("ouptuts", "outputs"),
+            ("totl", "total"),
+        ] {
+            assert!(surely_meant(typo, key), "{typo} → {key}");
+        }
+        for (other, key) in [("answer", "ai_answer"), ("metadata", "timeout"), ("io", "id")] {
+            assert!(!surely_meant(other, key), "{other} ≠ {key}");
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! The typed workflow, built from a [`Document`] with every error pointing
 //! into the `.md` file.
 
-use crate::diag::{did_you_mean, Diagnostic, Pos, Source};
+use crate::diag::{did_you_mean, surely_meant, Diagnostic, Pos, Source};
 use crate::format::document::{Document, YamlText};
 use crate::format::yamlpos::{positions, PosNode, ScalarStyle, YPos};
 use marktoflow_steps::registry::Registry;
@@ -197,13 +197,22 @@ impl Cx<'_> {
             for k in top.keys() {
                 if !TOP_KEYS.contains(&k.as_str()) {
                     let pos = spans.key_pos(k);
-                    let hint = did_you_mean(k, TOP_KEYS)
-                        .map(|c| format!(" (did you mean `{c}`?)"))
-                        .unwrap_or_default();
-                    self.warn(
-                        pos,
-                        format!("unknown frontmatter key `{k}` is ignored{hint}"),
-                    );
+                    match did_you_mean(k, TOP_KEYS) {
+                        // A misspelt key would be ignored, and what it holds
+                        // (a schedule, the inputs) silently never apply.
+                        Some(c) if surely_meant(k, c) => {
+                            self.err(pos, format!("unknown frontmatter key `{k}`"))
+                                .hints
+                                .push(format!("did you mean `{c}`? (as written, this key and all it holds would be ignored)"));
+                        }
+                        Some(c) => self.warn(
+                            pos,
+                            format!(
+                                "unknown frontmatter key `{k}` is ignored (did you mean `{c}`?)"
+                            ),
+                        ),
+                        None => self.warn(pos, format!("unknown frontmatter key `{k}` is ignored")),
+                    }
                 }
             }
             self.meta(&top, &spans, &mut wf.meta);

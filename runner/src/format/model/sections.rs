@@ -287,14 +287,17 @@ impl Cx<'_> {
                     name: name.clone(),
                     ty: d.get("type").map(scalar_string),
                     description: d.get("description").map(scalar_string),
+                    pos: spans.key_pos_in(&["outputs".into()], name),
                 })
                 .collect(),
             Some(Value::Array(a)) => a
                 .iter()
-                .map(|n| OutputDef {
+                .enumerate()
+                .map(|(i, n)| OutputDef {
                     name: scalar_string(n),
                     ty: None,
                     description: None,
+                    pos: spans.pos(&["outputs".into(), i.to_string()]),
                 })
                 .collect(),
             Some(_) => {

@@ -75,6 +75,8 @@ pub struct OutputDef {
     pub name: String,
     pub ty: Option<String>,
     pub description: Option<String>,
+    /// Where the name is written.
+    pub pos: Pos,
 }
 
 #[derive(Debug, Clone)]
