@@ -13,7 +13,12 @@ mod dense;
 mod evidence;
 mod hybrid;
 pub mod index;
+mod inputs;
+mod specs;
 mod vectors;
+
+use inputs::{dense_setting, opt_bool, opt_num, opt_str, options, request, today, Dense};
+pub use specs::SPECS;
 
 use crate::core::walk::WalkOptions;
 use crate::core::{
@@ -25,8 +30,8 @@ use crate::retrieval::syntax;
 use async_trait::async_trait;
 use chrono::NaiveDate;
 use chunk::{ChunkOptions, KbError};
-use index::{Filter, KbIndex, SearchRequest, UpdateStats};
-use serde_json::{json, Map, Value};
+use index::{KbIndex, UpdateStats};
+use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -125,69 +130,6 @@ fn open(call: &Call<'_>, inputs: &Value) -> Result<Arc<KbIndex>, ActionError> {
         }
         Err(e) => Err(kb_err(e)),
     }
-}
-
-fn opt_str<'v>(inputs: &'v Value, field: &str) -> Result<Option<&'v str>, ActionError> {
-    match inputs.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(ActionError::Input(format!(
-            "input `{field}` must be a string, got {}",
-            type_name(other)
-        ))),
-    }
-}
-
-fn opt_num(inputs: &Value, field: &str) -> Result<Option<f64>, ActionError> {
-    match inputs.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => Ok(n.as_f64()),
-        // Inputs from the CLI arrive as strings.
-        Some(Value::String(s)) if s.trim().parse::<f64>().is_ok() => Ok(s.trim().parse().ok()),
-        Some(other) => Err(ActionError::Input(format!(
-            "input `{field}` must be a number, got {}",
-            type_name(other)
-        ))),
-    }
-}
-
-fn opt_bool(inputs: &Value, field: &str, default: bool) -> Result<bool, ActionError> {
-    match inputs.get(field) {
-        None | Some(Value::Null) => Ok(default),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(ActionError::Input(format!(
-            "input `{field}` must be true or false, got {}",
-            type_name(other)
-        ))),
-    }
-}
-
-fn options(inputs: &Value) -> Result<(WalkOptions, ChunkOptions), ActionError> {
-    let mut walk = WalkOptions::notes();
-    if let Some(v) = inputs.get("extensions") {
-        let exts = v.as_array().ok_or_else(|| {
-            ActionError::Input("input `extensions` must be a list like [md, markdown]".into())
-        })?;
-        walk.extensions = exts
-            .iter()
-            .map(|e| e.as_str().map(|s| s.trim_start_matches('.').to_string()))
-            .collect::<Option<_>>()
-            .ok_or_else(|| ActionError::Input("input `extensions` must list strings".into()))?;
-    }
-    walk.include_hidden = opt_bool(inputs, "include_hidden", false)?;
-    let mut chunking = ChunkOptions::default();
-    if let Some(n) = opt_num(inputs, "chunk_chars")? {
-        chunking.max_chars = n.max(200.0) as usize;
-    }
-    if let Some(n) = opt_num(inputs, "split_level")? {
-        if !(1.0..=6.0).contains(&n) {
-            return Err(ActionError::Input(
-                "input `split_level` must be 1 to 6".into(),
-            ));
-        }
-        chunking.split_level = n as u8;
-    }
-    Ok((walk, chunking))
 }
 
 /// Runs an update off the async threads, reporting progress.
@@ -310,193 +252,6 @@ async fn ensure_fresh(
     }
 }
 
-fn today(inputs: &Value, clock: &dyn crate::core::time::Clock) -> Result<NaiveDate, ActionError> {
-    crate::core::time::today(inputs, &["today"], clock).map_err(ActionError::Input)
-}
-
-/// `kb.search` / `kb.facets` inputs other than the query text.
-fn request(
-    inputs: &Value,
-    parsed: syntax::ParsedQuery,
-    today: NaiveDate,
-) -> Result<SearchRequest, ActionError> {
-    let mut req = SearchRequest {
-        paths: parsed.paths.clone(),
-        filters: Vec::new(),
-        date: parsed.date,
-        top_k: 10,
-        threshold: opt_num(inputs, "threshold")?,
-        boosts: [3.0, 2.0, 1.0],
-        snippet_chars: 160,
-        collapse: opt_bool(inputs, "per_file", false)?,
-        question_words: opt_bool(inputs, "question_words", false)?,
-        parsed,
-    };
-    if let Some(d) = req.parsed.bad_dates.first() {
-        return Err(ActionError::Input(format!(
-            "`date:{d}` in the query is not a date: use today, yesterday, this-week, last-week, this-month, YYYY-MM-DD, YYYY-MM, >DATE or DATE..DATE"
-        )));
-    }
-    if let Some(k) = opt_num(inputs, "top_k")? {
-        if k < 1.0 {
-            return Err(ActionError::Input(
-                "input `top_k` must be at least 1".into(),
-            ));
-        }
-        req.top_k = k as usize;
-    }
-    if let Some(n) = opt_num(inputs, "snippet_chars")? {
-        req.snippet_chars = n.max(20.0) as usize;
-    }
-    if let Some(b) = inputs.get("boosts") {
-        let b = b.as_object().ok_or_else(|| {
-            ActionError::Input(
-                "input `boosts` must be a mapping like {title: 3, section: 2, body: 1}".into(),
-            )
-        })?;
-        for (k, v) in b {
-            let i = match k.as_str() {
-                "title" => 0,
-                "section" | "headings" => 1,
-                "body" => 2,
-                other => {
-                    return Err(ActionError::Input(format!(
-                        "unknown field `{other}` in `boosts`: use title, section or body"
-                    )))
-                }
-            };
-            req.boosts[i] = v
-                .as_f64()
-                .ok_or_else(|| ActionError::Input(format!("`boosts.{k}` must be a number")))?
-                as f32;
-        }
-    }
-    // The seed's `search_scope`: all, work, personal, or a folder.
-    if let Some(s) = opt_str(inputs, "scope")? {
-        if !s.is_empty() && !s.eq_ignore_ascii_case("all") {
-            req.paths.push(s.to_string());
-        }
-    }
-    match inputs.get("path_prefix") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(s)) => req.paths.push(s.clone()),
-        Some(Value::Array(a)) => {
-            for v in a {
-                req.paths.push(
-                    v.as_str()
-                        .ok_or_else(|| {
-                            ActionError::Input("input `path_prefix` must list strings".into())
-                        })?
-                        .to_string(),
-                );
-            }
-        }
-        Some(other) => {
-            return Err(ActionError::Input(format!(
-                "input `path_prefix` must be a string or a list, got {}",
-                type_name(other)
-            )))
-        }
-    }
-    for (k, v) in &req.parsed.fields {
-        req.filters.push(Filter {
-            field: k.clone(),
-            values: vec![v.clone()],
-            negate: false,
-        });
-    }
-    match inputs.get("filters") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(m)) => parse_filters(m, &mut req, today)?,
-        Some(other) => {
-            return Err(ActionError::Input(format!(
-                "input `filters` must be a mapping of field to value, got {}",
-                type_name(other)
-            )))
-        }
-    }
-    Ok(req)
-}
-
-fn scalars(field: &str, v: &Value) -> Result<Vec<String>, ActionError> {
-    let one = |v: &Value| match v {
-        Value::String(s) => Ok(s.trim_start_matches('#').to_string()),
-        Value::Number(n) => Ok(n.to_string()),
-        Value::Bool(b) => Ok(b.to_string()),
-        other => Err(ActionError::Input(format!(
-            "`filters.{field}` values must be strings, numbers or booleans, got {}",
-            type_name(other)
-        ))),
-    };
-    match v {
-        Value::Array(a) => a.iter().map(one).collect(),
-        v => Ok(vec![one(v)?]),
-    }
-}
-
-/// `filters: {type: task, tags: [a, b], status: {in: [..]}, project: {not: x},
-/// path: Work/, date: {from: .., to: ..} | "last-week"}`.
-fn parse_filters(
-    m: &Map<String, Value>,
-    req: &mut SearchRequest,
-    today: NaiveDate,
-) -> Result<(), ActionError> {
-    for (k, v) in m {
-        let field = if k == "tag" { "tags" } else { k.as_str() };
-        match field {
-            "path" | "path_prefix" | "in" => req.paths.extend(scalars(k, v)?),
-            "date" => {
-                let r = match v {
-                    Value::String(s) => syntax::resolve_date(s, today),
-                    Value::Object(o) => {
-                        let end =
-                            |key: &str, first: bool| -> Result<Option<NaiveDate>, ActionError> {
-                                match o.get(key).and_then(Value::as_str) {
-                                None => Ok(None),
-                                Some(s) => syntax::span(s)
-                                    .map(|(a, b)| Some(if first { a } else { b }))
-                                    .ok_or_else(|| {
-                                        ActionError::Input(format!("`filters.date.{key}` must be a date like 2026-11-20, got `{s}`"))
-                                    }),
-                            }
-                            };
-                        Some(syntax::DateRange {
-                            from: end("from", true)?,
-                            to: end("to", false)?,
-                        })
-                    }
-                    _ => None,
-                };
-                req.date = Some(r.ok_or_else(|| {
-                    ActionError::Input(format!(
-                        "`filters.date` must be {{from, to}} or an expression like last-week, got {v}"
-                    ))
-                })?);
-            }
-            _ => {
-                let (values, negate) = match v {
-                    Value::Object(o) => match (o.get("eq"), o.get("in"), o.get("not")) {
-                        (Some(x), None, None) | (None, Some(x), None) => (scalars(k, x)?, false),
-                        (None, None, Some(x)) => (scalars(k, x)?, true),
-                        _ => {
-                            return Err(ActionError::Input(format!(
-                                "`filters.{k}` takes one of eq, in or not"
-                            )))
-                        }
-                    },
-                    v => (scalars(k, v)?, false),
-                };
-                req.filters.push(Filter {
-                    field: field.to_string(),
-                    values,
-                    negate,
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
 async fn search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionError> {
     let started = Instant::now();
     let q = match inputs.get("query") {
@@ -604,38 +359,6 @@ fn analyzed(
         }
     }
     Ok(())
-}
-
-/// The `dense` input: true, false or auto.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Dense {
-    On,
-    Off,
-    Auto,
-}
-
-/// Reads the `dense` input (`None`: not given; an empty string is false).
-fn dense_setting(inputs: &Value) -> Result<Option<Dense>, ActionError> {
-    Ok(match inputs.get("dense") {
-        None | Some(Value::Null) => None,
-        Some(Value::Bool(b)) => Some(if *b { Dense::On } else { Dense::Off }),
-        Some(Value::String(s)) => match s.trim().to_ascii_lowercase().as_str() {
-            "" | "false" | "off" | "no" => Some(Dense::Off),
-            "true" | "on" | "yes" => Some(Dense::On),
-            "auto" => Some(Dense::Auto),
-            other => {
-                return Err(ActionError::Input(format!(
-                    "input `dense` must be true, false or auto, got `{other}`"
-                )))
-            }
-        },
-        Some(other) => {
-            return Err(ActionError::Input(format!(
-                "input `dense` must be true, false or auto, got {}",
-                type_name(other)
-            )))
-        }
-    })
 }
 
 /// Whether `kb.search` fuses dense search in, with which model and weight:
@@ -750,139 +473,3 @@ async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, 
     }
     Ok(out)
 }
-
-use crate::core::catalog::{
-    alias, input, spec, Input, Spec, Traits, BOOLEAN, BOOLEAN_OR_STRING, EFFECTS, INTEGER, LIST,
-    LIST_OR_MAPPING, MAPPING, NUMBER, STRING, STRING_OR_LIST,
-};
-
-const KB: Input = input("kb", STRING, "The knowledge base folder.").required();
-const KB_ALIAS: Input = alias("knowledge_base", "kb");
-const INDEX_DIR: Input = input(
-    "index_dir",
-    STRING,
-    "Where the index lives (default `<kb>/.marktoflow/index`).",
-);
-const FORCE: Input = input("force", BOOLEAN, "Rebuild from scratch.").default("false");
-const EXTENSIONS: Input =
-    input("extensions", LIST, "Note file extensions.").default("[md, markdown]");
-const HIDDEN: Input = input("include_hidden", BOOLEAN, "Index hidden folders.").default("false");
-const CHUNK_CHARS: Input = input(
-    "chunk_chars",
-    INTEGER,
-    "Longest section before it is cut at paragraphs.",
-)
-.default("2000");
-const SPLIT_LEVEL: Input = input(
-    "split_level",
-    INTEGER,
-    "Deepest heading that starts a chunk.",
-)
-.default("3");
-const REFRESH: Input = input("refresh", STRING, "When to re-index first.")
-    .default("auto")
-    .one_of(&["auto", "always", "never"]);
-const REFRESH_MS: Input = input(
-    "refresh_interval_ms",
-    NUMBER,
-    "auto: check the folder at most this often.",
-)
-.default("1000");
-const QUERY: Input = input("query", STRING, "The words (with the seed's operators).");
-const TOP_K: Input = input("top_k", INTEGER, "How many hits.").default("10");
-const THRESHOLD: Input = input("threshold", NUMBER, "The lowest score kept.");
-const PER_FILE: Input =
-    input("per_file", BOOLEAN, "One hit per note, its best chunk.").default("false");
-const SCOPE: Input = input(
-    "scope",
-    STRING,
-    "`all`, or a top-level folder such as `work`.",
-);
-const PATH_PREFIX: Input = input(
-    "path_prefix",
-    STRING_OR_LIST,
-    "Only notes below these folders.",
-);
-const FILTERS: Input = input(
-    "filters",
-    MAPPING,
-    "Metadata filters: {field: value | [values] | {eq, in, not}}, `date: {from, to}`.",
-);
-const BOOSTS: Input = input("boosts", MAPPING, "Field weights {title, section, body}.");
-const SNIPPET: Input = input("snippet_chars", INTEGER, "Snippet length.").default("160");
-const OPERATORS: Input = input(
-    "operators",
-    BOOLEAN,
-    "Read `tag:`, `type:`, `\"phrases\"`, `-words` in the query.",
-)
-.default("true");
-const TODAY: Input = input(
-    "today",
-    STRING,
-    "The date relative dates count from (YYYY-MM-DD).",
-);
-
-const MODEL_DIR: Input = input(
-    "model_dir",
-    STRING,
-    "The sentence-embedding model folder (else the tool's `options.model_dir`, else MARKTOFLOW_EMBED_MODEL).",
-);
-
-/// The index inputs, the freshness inputs, the search inputs, then `$extra`.
-macro_rules! kb_inputs {
-    ($($extra:expr),* $(,)?) => {
-        &[
-            KB, KB_ALIAS, INDEX_DIR, FORCE, EXTENSIONS, HIDDEN, CHUNK_CHARS, SPLIT_LEVEL,
-            REFRESH, REFRESH_MS, QUERY, TOP_K, THRESHOLD, PER_FILE, SCOPE, PATH_PREFIX,
-            FILTERS, BOOSTS, SNIPPET, OPERATORS, TODAY, $($extra),*
-        ]
-    };
-}
-
-const KB_TRAITS: Traits = EFFECTS;
-
-/// The contracts of `kb.*`.
-pub const SPECS: &[Spec] = &[
-    spec("kb", "index", "Indexes a folder of Markdown notes (incremental).")
-        .inputs(&[KB, KB_ALIAS, INDEX_DIR, FORCE, EXTENSIONS, HIDDEN, CHUNK_CHARS, SPLIT_LEVEL])
-        .returns("{files, chunks, added, updated, removed, unchanged, rebuilt, duration_ms, index_dir}")
-        .traits(KB_TRAITS),
-    spec("kb", "search", "Full-text (BM25) search of the notes, fused with dense search when asked.")
-        .inputs(kb_inputs!(
-            input("analyze", BOOLEAN, "Search the words `query.analyze` keeps, and filter by a date the text names.").default("false"),
-            input("question_words", BOOLEAN, "Search question words and pronouns too (what, when, my, did, …).").default("false"),
-            input("dense", BOOLEAN_OR_STRING, "Fuse dense (embedding) search in: true, false or auto (when a model is configured).").default("false"),
-            input("dense_weight", NUMBER, "The dense list's weight in the fusion, 0..1.").default("0.6"),
-            input("dense_min", NUMBER, "The lowest cosine at which a hit found by meaning alone is kept.").default("0.3"),
-            input("dense_query", STRING, "The text to embed (default: the query without operators)."),
-            MODEL_DIR,
-        ))
-        .returns("{query, found, count, total, hits: [{id, path, title, section, text, snippet, score, metadata, mtime_ms}], ranking, took_ms}")
-        .traits(KB_TRAITS),
-    spec("kb", "facets", "Counts notes by a metadata field.")
-        .inputs(kb_inputs!(
-            input("field", STRING, "A metadata field, or `folder`.").required(),
-            input("limit", INTEGER, "How many values."),
-        ))
-        .returns("{field, values: [{value, count}], files}")
-        .traits(KB_TRAITS),
-    spec("kb", "vector_search", "Dense (embedding) search of the notes.")
-        .inputs(kb_inputs!(MODEL_DIR))
-        .returns("{query, found, count, hits, took_ms}")
-        .traits(KB_TRAITS),
-    spec("kb", "evidence", "The lines of the found notes that bear on a question, with line numbers (rules, no model).")
-        .inputs(&[
-            KB,
-            KB_ALIAS,
-            input("question", STRING, "The question.").required(),
-            input("hits", LIST_OR_MAPPING, "A `kb.search` output, or its `hits`: the notes to read, best first.").required(),
-            input("max_notes", INTEGER, "Read at most this many notes.").default("5"),
-            input("budget_tokens", INTEGER, "Keep at most this much text (characters / 4).").default("500"),
-            input("max_items", INTEGER, "At most this many evidence items.").default("8"),
-            input("min_score", NUMBER, "Drop items scored lower."),
-            input("dense", BOOLEAN_OR_STRING, "Score lines by meaning too: true, false or auto (when a model is configured).").default("auto"),
-            MODEL_DIR,
-        ])
-        .returns("{question, found, count, text, notes, evidence: [{id, path, title, heading, heading_path, start_line, end_line, lines, kind, text, quote, score, units}]}")
-        .traits(KB_TRAITS),
-];

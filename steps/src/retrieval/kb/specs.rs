@@ -1,0 +1,158 @@
+//! The inputs each `kb.*` method takes, as the catalog lists them.
+
+use crate::core::catalog::{
+    alias, input, spec, Input, Spec, Traits, BOOLEAN, BOOLEAN_OR_STRING, EFFECTS, INTEGER, LIST,
+    LIST_OR_MAPPING, MAPPING, NUMBER, STRING, STRING_OR_LIST,
+};
+
+pub(super) const KB: Input = input("kb", STRING, "The knowledge base folder.").required();
+
+pub(super) const KB_ALIAS: Input = alias("knowledge_base", "kb");
+
+pub(super) const INDEX_DIR: Input = input(
+    "index_dir",
+    STRING,
+    "Where the index lives (default `<kb>/.marktoflow/index`).",
+);
+
+pub(super) const FORCE: Input = input("force", BOOLEAN, "Rebuild from scratch.").default("false");
+
+pub(super) const EXTENSIONS: Input =
+    input("extensions", LIST, "Note file extensions.").default("[md, markdown]");
+
+pub(super) const HIDDEN: Input =
+    input("include_hidden", BOOLEAN, "Index hidden folders.").default("false");
+
+pub(super) const CHUNK_CHARS: Input = input(
+    "chunk_chars",
+    INTEGER,
+    "Longest section before it is cut at paragraphs.",
+)
+.default("2000");
+
+pub(super) const SPLIT_LEVEL: Input = input(
+    "split_level",
+    INTEGER,
+    "Deepest heading that starts a chunk.",
+)
+.default("3");
+
+pub(super) const REFRESH: Input = input("refresh", STRING, "When to re-index first.")
+    .default("auto")
+    .one_of(&["auto", "always", "never"]);
+
+pub(super) const REFRESH_MS: Input = input(
+    "refresh_interval_ms",
+    NUMBER,
+    "auto: check the folder at most this often.",
+)
+.default("1000");
+
+pub(super) const QUERY: Input = input("query", STRING, "The words (with the seed's operators).");
+
+pub(super) const TOP_K: Input = input("top_k", INTEGER, "How many hits.").default("10");
+
+pub(super) const THRESHOLD: Input = input("threshold", NUMBER, "The lowest score kept.");
+
+pub(super) const PER_FILE: Input =
+    input("per_file", BOOLEAN, "One hit per note, its best chunk.").default("false");
+
+pub(super) const SCOPE: Input = input(
+    "scope",
+    STRING,
+    "`all`, or a top-level folder such as `work`.",
+);
+
+pub(super) const PATH_PREFIX: Input = input(
+    "path_prefix",
+    STRING_OR_LIST,
+    "Only notes below these folders.",
+);
+
+pub(super) const FILTERS: Input = input(
+    "filters",
+    MAPPING,
+    "Metadata filters: {field: value | [values] | {eq, in, not}}, `date: {from, to}`.",
+);
+
+pub(super) const BOOSTS: Input = input("boosts", MAPPING, "Field weights {title, section, body}.");
+
+pub(super) const SNIPPET: Input = input("snippet_chars", INTEGER, "Snippet length.").default("160");
+
+pub(super) const OPERATORS: Input = input(
+    "operators",
+    BOOLEAN,
+    "Read `tag:`, `type:`, `\"phrases\"`, `-words` in the query.",
+)
+.default("true");
+
+pub(super) const TODAY: Input = input(
+    "today",
+    STRING,
+    "The date relative dates count from (YYYY-MM-DD).",
+);
+
+pub(super) const MODEL_DIR: Input = input(
+    "model_dir",
+    STRING,
+    "The sentence-embedding model folder (else the tool's `options.model_dir`, else MARKTOFLOW_EMBED_MODEL).",
+);
+
+/// The index inputs, the freshness inputs, the search inputs, then `$extra`.
+macro_rules! kb_inputs {
+    ($($extra:expr),* $(,)?) => {
+        &[
+            KB, KB_ALIAS, INDEX_DIR, FORCE, EXTENSIONS, HIDDEN, CHUNK_CHARS, SPLIT_LEVEL,
+            REFRESH, REFRESH_MS, QUERY, TOP_K, THRESHOLD, PER_FILE, SCOPE, PATH_PREFIX,
+            FILTERS, BOOSTS, SNIPPET, OPERATORS, TODAY, $($extra),*
+        ]
+    };
+}
+
+pub(super) const KB_TRAITS: Traits = EFFECTS;
+
+/// The contracts of `kb.*`.
+pub const SPECS: &[Spec] = &[
+    spec("kb", "index", "Indexes a folder of Markdown notes (incremental).")
+        .inputs(&[KB, KB_ALIAS, INDEX_DIR, FORCE, EXTENSIONS, HIDDEN, CHUNK_CHARS, SPLIT_LEVEL])
+        .returns("{files, chunks, added, updated, removed, unchanged, rebuilt, duration_ms, index_dir}")
+        .traits(KB_TRAITS),
+    spec("kb", "search", "Full-text (BM25) search of the notes, fused with dense search when asked.")
+        .inputs(kb_inputs!(
+            input("analyze", BOOLEAN, "Search the words `query.analyze` keeps, and filter by a date the text names.").default("false"),
+            input("question_words", BOOLEAN, "Search question words and pronouns too (what, when, my, did, …).").default("false"),
+            input("dense", BOOLEAN_OR_STRING, "Fuse dense (embedding) search in: true, false or auto (when a model is configured).").default("false"),
+            input("dense_weight", NUMBER, "The dense list's weight in the fusion, 0..1.").default("0.6"),
+            input("dense_min", NUMBER, "The lowest cosine at which a hit found by meaning alone is kept.").default("0.3"),
+            input("dense_query", STRING, "The text to embed (default: the query without operators)."),
+            MODEL_DIR,
+        ))
+        .returns("{query, found, count, total, hits: [{id, path, title, section, text, snippet, score, metadata, mtime_ms}], ranking, took_ms}")
+        .traits(KB_TRAITS),
+    spec("kb", "facets", "Counts notes by a metadata field.")
+        .inputs(kb_inputs!(
+            input("field", STRING, "A metadata field, or `folder`.").required(),
+            input("limit", INTEGER, "How many values."),
+        ))
+        .returns("{field, values: [{value, count}], files}")
+        .traits(KB_TRAITS),
+    spec("kb", "vector_search", "Dense (embedding) search of the notes.")
+        .inputs(kb_inputs!(MODEL_DIR))
+        .returns("{query, found, count, hits, took_ms}")
+        .traits(KB_TRAITS),
+    spec("kb", "evidence", "The lines of the found notes that bear on a question, with line numbers (rules, no model).")
+        .inputs(&[
+            KB,
+            KB_ALIAS,
+            input("question", STRING, "The question.").required(),
+            input("hits", LIST_OR_MAPPING, "A `kb.search` output, or its `hits`: the notes to read, best first.").required(),
+            input("max_notes", INTEGER, "Read at most this many notes.").default("5"),
+            input("budget_tokens", INTEGER, "Keep at most this much text (characters / 4).").default("500"),
+            input("max_items", INTEGER, "At most this many evidence items.").default("8"),
+            input("min_score", NUMBER, "Drop items scored lower."),
+            input("dense", BOOLEAN_OR_STRING, "Score lines by meaning too: true, false or auto (when a model is configured).").default("auto"),
+            MODEL_DIR,
+        ])
+        .returns("{question, found, count, text, notes, evidence: [{id, path, title, heading, heading_path, start_line, end_line, lines, kind, text, quote, score, units}]}")
+        .traits(KB_TRAITS),
+];
