@@ -619,7 +619,11 @@ mod tests {
         ] {
             assert!(surely_meant(typo, key), "{typo} → {key}");
         }
-        for (other, key) in [("answer", "ai_answer"), ("metadata", "timeout"), ("io", "id")] {
+        for (other, key) in [
+            ("answer", "ai_answer"),
+            ("metadata", "timeout"),
+            ("io", "id"),
+        ] {
             assert!(!surely_meant(other, key), "{other} ≠ {key}");
         }
     }
