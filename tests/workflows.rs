@@ -79,9 +79,27 @@ fn parallel_waits(max_concurrent: usize, branches: usize, wait_ms: u64) -> u64 {
 
 #[test]
 fn parallel_branches_overlap() {
-    // Two branches of 200 ms each: well under the 400 ms they take in turn.
-    let ms = parallel_waits(2, 2, 200);
-    assert!(ms < 350, "took {ms} ms");
+    // Each branch's script says when it waited; side by side, each started
+    // before the other ended (in turn, one would start after the other).
+    let d = crate::support::tempdir();
+    let lane = |i: usize| {
+        format!("  - id: b{i}\n    steps:\n      - action: script.execute\n        inputs:\n          code: 'const s = Date.now(); await new Promise(r => setTimeout(r, 200)); return [s, Date.now()];'\n        output_variable: span\n")
+    };
+    let wf = format!(
+        "---\nworkflow: {{id: p}}\n---\n\n```yaml\nid: fan\ntype: parallel\nmax_concurrent: 2\nbranches:\n{}{}output_variable: fan\n```\n",
+        lane(0),
+        lane(1)
+    );
+    fs::write(d.path().join("p.md"), wf).unwrap();
+    let r = run(cmd(d.path()).args(["run", "p.md", "--json", "--quiet"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    let fan = &r.json()["outputs"]["fan"];
+    let span = |b: &str| -> (i64, i64) {
+        let v = &fan[b]["variables"]["span"];
+        (v[0].as_i64().unwrap(), v[1].as_i64().unwrap())
+    };
+    let ((s0, e0), (s1, e1)) = (span("b0"), span("b1"));
+    assert!(s0 < e1 && s1 < e0, "the branches ran in turn: {fan}");
 }
 
 #[test]

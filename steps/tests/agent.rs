@@ -475,13 +475,17 @@ async fn server_errors_twice_then_success() {
         AgentOverrides::default(),
     );
     let t = tool("claude-code", json!({}), json!({}));
-    let start = Instant::now();
     let out = run(&caps, &t, None, json!({"prompt": "p"})).await.unwrap();
     assert_eq!(out, json!("third time"));
-    assert!(start.elapsed() < Duration::from_secs(2));
     assert_eq!(srv.requests().len(), 3);
     let w = warns(&logs);
     assert_eq!(w.len(), 2, "{w:?}");
+    // The waits follow MARKTOFLOW_RETRY_BASE_MS (1 ms), as each warning says.
+    for line in &w {
+        let wait = line.rsplit(" in ").next().unwrap_or("");
+        let ms: u64 = wait.trim_end_matches("ms").parse().unwrap_or(u64::MAX);
+        assert!(wait.ends_with("ms") && ms < 100, "{line}");
+    }
     assert!(w[0].contains("500") && w[0].contains("boom"));
     assert!(w[1].contains("529") && w[1].contains("retry 2 of 3"));
 }
@@ -612,7 +616,6 @@ async fn per_request_timeout_from_step() {
         AgentOverrides::default(),
     );
     let t = tool("claude", json!({}), json!({"max_retries": 0}));
-    let start = Instant::now();
     let err = run_with(
         &caps,
         &t,
@@ -623,7 +626,6 @@ async fn per_request_timeout_from_step() {
     )
     .await
     .unwrap_err();
-    assert!(start.elapsed() < Duration::from_secs(2));
     let m = message(&err);
     assert!(m.contains("no reply within 200ms"), "{m}");
 }
@@ -646,12 +648,12 @@ async fn cancellation_stops_a_request() {
         cancel.cancel();
     });
     let t = tool("claude", json!({}), json!({}));
-    let start = Instant::now();
+    // The reply comes after 5 s: a request that was not stopped would
+    // return it instead of the cancellation.
     let err = run(&caps, &t, None, json!({"prompt": "p"}))
         .await
         .unwrap_err();
     assert_eq!(err, ActionError::Cancelled);
-    assert!(start.elapsed() < Duration::from_secs(2));
 }
 
 #[tokio::test]
