@@ -1469,6 +1469,38 @@ fn serve_watch_follows_the_files_and_skips_what_does_not_load() {
     assert_eq!(http(&s.addr, "GET", "/health", &[], b"").status, 200);
 }
 
+/// `serve --watch`: a file added later that claims a served route is the
+/// one refused, at its own trigger, whatever the names' order; the route
+/// stays with the workflow that had it.
+#[test]
+fn serve_watch_keeps_a_route_with_the_workflow_that_had_it() {
+    let d = tempdir();
+    let hook = |id: &str| {
+        format!("---\nworkflow: {{id: {id}}}\ntriggers: [{{type: webhook, path: /shared}}]\n---\n\n```yaml\naction: workflow.set_outputs\ninputs: {{who: {id}}}\n```\n")
+    };
+    std::fs::write(d.path().join("z.md"), hook("z")).unwrap();
+    let s = serve(d.path(), &[".", "--watch"], &[]);
+    assert_eq!(
+        post(&s.addr, "/shared", json!({})).json()["outputs"]["who"],
+        "z"
+    );
+    // `a.md` sorts before `z.md`: it still does not take the route.
+    std::fs::write(d.path().join("a.md"), hook("a")).unwrap();
+    let j = workflows_until(&s.addr, "a.md is refused", |j| {
+        j["broken"].as_array().is_some_and(|b| !b.is_empty())
+    });
+    assert_eq!(j["broken"][0]["file"], "./a.md", "{j}");
+    assert_eq!(j["broken"][0]["line"], 3, "{j}");
+    assert_eq!(
+        j["broken"][0]["message"],
+        "route `POST /shared` is already served by `./z.md`"
+    );
+    assert_eq!(
+        post(&s.addr, "/shared", json!({})).json()["outputs"]["who"],
+        "z"
+    );
+}
+
 #[test]
 fn a_concurrency_key_runs_one_users_runs_one_at_a_time() {
     let d = crate::support::tempdir();

@@ -483,14 +483,31 @@ fn servable(
                 .iter()
                 .find(|t| t.path == r.path && t.method == r.method)
             {
-                problems.push(crate::diag::Diagnostic::error(
-                    &wf.source,
-                    None,
-                    format!(
-                        "route `{} {}` is already served by `{}`",
-                        r.method, r.path, other.workflow.source.name
-                    ),
-                ));
+                // Said at the newcomer's trigger.
+                let at = wf
+                    .triggers
+                    .iter()
+                    .find(|t| {
+                        t.kind == "webhook"
+                            && t.fields
+                                .get("path")
+                                .and_then(serde_json::Value::as_str)
+                                .is_some_and(|p| {
+                                    p.trim_start_matches('/') == r.path.trim_start_matches('/')
+                                })
+                    })
+                    .map(|t| t.pos);
+                problems.push(
+                    crate::diag::Diagnostic::error(
+                        &wf.source,
+                        at,
+                        format!(
+                            "route `{} {}` is already served by `{}`",
+                            r.method, r.path, other.workflow.source.name
+                        ),
+                    )
+                    .with_hint("the workflow served first keeps its route: give this webhook another `path:`"),
+                );
             }
         }
         if let Err(d) = crate::serve::schedules_of(one) {
@@ -536,13 +553,28 @@ impl Following {
             self.cwd.clone(),
             self.state.caps.clone(),
         );
+        let served_files: Vec<PathBuf> = self
+            .state
+            .served()
+            .workflows
+            .iter()
+            .map(|w| w.source.path.clone())
+            .collect();
         let loaded = tokio::task::spawn_blocking(move || {
             let registry = Registry::standard();
             let (found, mut broken) = discover(&paths, &registry);
-            let workflows: Vec<Arc<Workflow>> = found
+            let mut workflows: Vec<Arc<Workflow>> = found
                 .into_iter()
                 .map(|(_, l)| Arc::new(l.workflow))
                 .collect();
+            // What is served keeps its routes: a file added or edited later
+            // that claims one is the file refused, whatever their names.
+            workflows.sort_by_key(|w| {
+                served_files
+                    .iter()
+                    .position(|p| *p == w.source.path)
+                    .unwrap_or(usize::MAX)
+            });
             let workflows = servable(workflows, &env, &cwd, Some(&caps), &mut broken);
             // Each was checked alone above: together they are sound too.
             let routes = crate::serve::routes_of(&workflows, &env).unwrap_or_default();
