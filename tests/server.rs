@@ -135,6 +135,15 @@ fn status_codes_for_bad_requests() {
         .map(|f| f["input"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(fields, ["max_results", "query"], "{}", r.body);
+    // A request is told how to send the missing input, not the CLI's flag.
+    let hint = r.json()["fields"][1]["hint"].as_str().unwrap().to_string();
+    assert!(
+        hint.starts_with(
+            "send it as `\"query\": <string>` in the JSON body, or `?query=` in the query"
+        ),
+        "{hint}"
+    );
+    assert!(!hint.contains("--input"), "{hint}");
     let big = json!({"query": "x".repeat(5000)});
     let r = post(&s.addr, "/lifeos/query", big);
     assert_eq!(r.status, 413);

@@ -23,18 +23,64 @@ pub struct InputError {
     pub name: String,
     pub message: String,
     pub hint: Option<String>,
+    /// A required input nobody gave: how to give it depends on who asks (a
+    /// command line, a request), so the edge says it.
+    pub missing: Option<Missing>,
+}
+
+/// What a missing required input is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    /// The declared type's name (`string`, `number`, …).
+    pub ty: &'static str,
+    pub description: Option<String>,
 }
 
 impl InputError {
-    /// As a diagnostic pointing at the input's definition in the workflow.
+    /// As a diagnostic pointing at the input's definition in the workflow,
+    /// with the hint for a command line.
     pub fn diagnostic(&self, wf: &Workflow) -> crate::diag::Diagnostic {
         let pos = wf.input(&self.name).map(|d| d.pos);
         let mut d = crate::diag::Diagnostic::error(&wf.source, pos, self.to_string());
-        if let Some(h) = &self.hint {
-            d.hints.push(h.clone());
+        if let Some(h) = self.cli_hint() {
+            d.hints.push(h);
         }
         d
     }
+
+    /// How to fix it from the command line (`--input name=<type>`).
+    pub fn cli_hint(&self) -> Option<String> {
+        match &self.missing {
+            Some(m) => Some(format!(
+                "pass it with `--input {}=<{}>`{}",
+                self.name,
+                m.ty,
+                described(m)
+            )),
+            None => self.hint.clone(),
+        }
+    }
+
+    /// How to fix it in a request: a field of the JSON body (or the query).
+    pub fn request_hint(&self) -> Option<String> {
+        match &self.missing {
+            Some(m) => Some(format!(
+                "send it as `\"{}\": <{}>` in the JSON body, or `?{}=` in the query{}",
+                self.name,
+                m.ty,
+                self.name,
+                described(m)
+            )),
+            None => self.hint.clone(),
+        }
+    }
+}
+
+fn described(m: &Missing) -> String {
+    m.description
+        .as_deref()
+        .map(|d| format!(" ({d})"))
+        .unwrap_or_default()
 }
 
 fn err(name: &str, message: impl Into<String>) -> InputError {
@@ -42,6 +88,7 @@ fn err(name: &str, message: impl Into<String>) -> InputError {
         name: name.to_string(),
         message: message.into(),
         hint: None,
+        missing: None,
     }
 }
 
@@ -104,16 +151,10 @@ pub fn resolve(
             }
             _ if def.required => {
                 let mut e = err(&def.name, "a value is required");
-                let desc = def
-                    .description
-                    .as_deref()
-                    .map(|d| format!(" ({d})"))
-                    .unwrap_or_default();
-                e.hint = Some(format!(
-                    "pass it with `--input {}=<{}>`{desc}",
-                    def.name,
-                    def.ty.name()
-                ));
+                e.missing = Some(Missing {
+                    ty: def.ty.name(),
+                    description: def.description.clone(),
+                });
                 errors.push(e);
             }
             _ => {}

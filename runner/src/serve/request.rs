@@ -93,7 +93,7 @@ pub(super) async fn read_body(
 pub(super) fn bad_inputs(errs: &[inputs::InputError]) -> Response {
     let fields: Vec<Value> = errs
         .iter()
-        .map(|e| json!({"input": e.name, "message": e.message, "hint": e.hint}))
+        .map(|e| json!({"input": e.name, "message": e.message, "hint": e.request_hint()}))
         .collect();
     let msg = errs
         .iter()
