@@ -129,7 +129,8 @@ pub fn resolve(
         }
     }
     for def in &wf.inputs {
-        if out.contains_key(&def.name) {
+        // Given (well or badly): its own error says what is wrong.
+        if out.contains_key(&def.name) || errors.iter().any(|e| e.name == def.name) {
             continue;
         }
         match &def.default {
