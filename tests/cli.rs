@@ -695,6 +695,11 @@ fn init_and_new_give_workflows_that_validate_and_run() {
         assert!(text.contains(&format!("id: my-{t}")), "{text}");
         let v = run(cmd(&proj).args(["validate", "--strict", &file]));
         assert_eq!(v.code, 0, "{t}: {v:?}");
+        // With no `notes/` here, the command it suggests names the folder.
+        if t == "schedule" {
+            let shown = format!("marktoflow run {file} --input folder=DIR");
+            assert!(r.stderr.contains(&shown), "{}", r.stderr);
+        }
     }
     // The ones that need no model run as they are.
     let r = run(cmd(&proj).args([

@@ -118,7 +118,24 @@ pub fn new(name: &str, template: &str, force: bool) -> i32 {
         "  next: marktoflow validate {0}   # check it",
         file.display()
     );
-    eprintln!("        marktoflow run {0}        # run it", file.display());
+    // The command shown runs as printed: the rag template needs its
+    // question, and the schedule and rag templates read a folder of notes
+    // (`notes` by default) that may not exist here yet.
+    let mut run = format!("marktoflow run {}", file.display());
+    if template == "rag" {
+        run.push_str(" --input question='What did I decide?'");
+    }
+    let folder_input = match template {
+        "schedule" => Some("folder"),
+        "rag" => Some("notes"),
+        _ => None,
+    };
+    match folder_input {
+        Some(input) if !Path::new("notes").is_dir() => eprintln!(
+            "        {run} --input {input}=DIR   # run it on the notes in DIR (there is no `notes/` here)"
+        ),
+        _ => eprintln!("        {run}        # run it"),
+    }
     EXIT_OK
 }
 
