@@ -70,7 +70,11 @@ impl Templates {
                         m
                     }
                     Instruction::PerformTest(name, ..) if !self.has_test(name) => {
-                        format!("unknown test: test {name} is unknown")
+                        let mut m = format!("unknown test: test {name} is unknown");
+                        if let Some(h) = self.suggest_test(name) {
+                            m.push_str(&format!(" (did you mean `{h}`?)"));
+                        }
+                        m
                     }
                     Instruction::CallFunction(name, ..)
                         if !globals.contains(*name)
@@ -109,11 +113,66 @@ impl Templates {
         !matches!(self.env.render_str(&probe, ()), Err(e) if e.kind() == ErrorKind::UnknownFilter)
     }
 
+    /// The test `name` is most likely a misspelling of, among those this
+    /// environment has.
+    fn suggest_test(&self, name: &str) -> Option<&'static str> {
+        use marktoflow_steps::core::catalog::typo_distance;
+        let name = name.to_lowercase();
+        TEST_NAMES
+            .iter()
+            .filter(|c| self.has_test(c))
+            .map(|c| (typo_distance(&name, c), *c))
+            .filter(|(d, c)| *d <= (c.len() / 3).max(1))
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, c)| c)
+    }
+
     fn has_test(&self, name: &str) -> bool {
         let probe = format!("{{{{ none is {name} }}}}");
         !matches!(self.env.render_str(&probe, ()), Err(e) if e.kind() == ErrorKind::UnknownTest)
     }
 }
+
+/// Test names to suggest from (minijinja's and ours); only those the
+/// environment has are offered.
+const TEST_NAMES: &[&str] = &[
+    "defined",
+    "undefined",
+    "none",
+    "nullish",
+    "safe",
+    "escaped",
+    "odd",
+    "even",
+    "divisibleby",
+    "number",
+    "integer",
+    "float",
+    "string",
+    "sequence",
+    "iterable",
+    "mapping",
+    "startingwith",
+    "endingwith",
+    "true",
+    "false",
+    "boolean",
+    "lower",
+    "upper",
+    "sameas",
+    "in",
+    "eq",
+    "equalto",
+    "ne",
+    "lt",
+    "lessthan",
+    "le",
+    "gt",
+    "greaterthan",
+    "ge",
+    "filter",
+    "test",
+];
 
 fn each<'a, 's>(instrs: &'a Instructions<'s>) -> impl Iterator<Item = (u32, &'a Instruction<'s>)> {
     (0u32..).map_while(move |i| instrs.get(i).map(|x| (i, x)))
@@ -144,7 +203,18 @@ mod tests {
             msgs("a\n{{ items | lenght }}", false),
             ["2:12 unknown filter: filter lenght is unknown (did you mean `length`?)"]
         );
-        assert_eq!(msgs("{% if x is evn %}y{% endif %}", false).len(), 1);
+        assert_eq!(
+            msgs("{% if x is evn %}y{% endif %}", false),
+            ["1:12 unknown test: test evn is unknown (did you mean `even`?)"]
+        );
+        // A swap of neighbours is one edit: `titel` is `title`, `jion` `join`.
+        assert_eq!(
+            msgs("{{ 'a b' | titel }}{{ ['a'] | jion(',') }}", false),
+            [
+                "1:12 unknown filter: filter titel is unknown (did you mean `title`?)",
+                "1:31 unknown filter: filter jion is unknown (did you mean `join`?)"
+            ]
+        );
         assert_eq!(
             msgs("{{ nowz() }}", false),
             ["1:4 unknown function: `nowz` is not a function (did you mean `now`?)"]

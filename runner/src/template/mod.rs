@@ -142,6 +142,7 @@ const FILTER_ALIASES: &[(&str, &str)] = &[
 ];
 
 pub(crate) fn suggest_filter(name: &str) -> Option<&'static str> {
+    use marktoflow_steps::core::catalog::typo_distance;
     let name = name.to_lowercase();
     if let Some((_, to)) = FILTER_ALIASES.iter().find(|(from, _)| *from == name) {
         return Some(to);
@@ -150,25 +151,10 @@ pub(crate) fn suggest_filter(name: &str) -> Option<&'static str> {
         .iter()
         .chain(nunjucks::NUNJUCKS_FILTERS)
         .chain(filters::BUILTIN_FILTERS)
-        .map(|c| (edit_distance(&name, &c.to_lowercase()), *c))
+        .map(|c| (typo_distance(&name, &c.to_lowercase()), *c))
         .filter(|(d, c)| *d <= (c.len() / 3).max(1))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
-}
-
-/// Levenshtein distance (in characters).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// Byte offset where 1-based `line` starts in `s`.

@@ -413,6 +413,12 @@ pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         .map(|(_, c)| c)
 }
 
+/// Edits between two names, a swap of neighbours counting as one (`titel`
+/// is one from `title`): the measure of "did you mean" by distance.
+pub fn typo_distance(a: &str, b: &str) -> usize {
+    strsim::osa_distance(a, b)
+}
+
 /// Whether `name` is surely a misspelling of `candidate`: the same once
 /// case, `-` and `_` are set aside, or one edit apart (two for names of six
 /// letters or more; a swap of two letters is one). A misspelt key is then an
@@ -429,7 +435,7 @@ pub fn surely_meant(name: &str, candidate: &str) -> bool {
     }
     let (n, c) = (name.to_lowercase(), candidate.to_lowercase());
     let most = if c.chars().count() >= 6 { 2 } else { 1 };
-    n.chars().count() >= 3 && strsim::osa_distance(&n, &c) <= most
+    n.chars().count() >= 3 && typo_distance(&n, &c) <= most
 }
 
 /// Checks `inputs` against `spec`. Strings for which `unresolved` is true
