@@ -484,23 +484,10 @@ fn servable(
                 .find(|t| t.path == r.path && t.method == r.method)
             {
                 // Said at the newcomer's trigger.
-                let at = wf
-                    .triggers
-                    .iter()
-                    .find(|t| {
-                        t.kind == "webhook"
-                            && t.fields
-                                .get("path")
-                                .and_then(serde_json::Value::as_str)
-                                .is_some_and(|p| {
-                                    p.trim_start_matches('/') == r.path.trim_start_matches('/')
-                                })
-                    })
-                    .map(|t| t.pos);
                 problems.push(
                     crate::diag::Diagnostic::error(
                         &wf.source,
-                        at,
+                        Some(r.pos),
                         format!(
                             "route `{} {}` is already served by `{}`",
                             r.method, r.path, other.workflow.source.name

@@ -1,7 +1,7 @@
 //! Webhook routes compiled from the workflows' `webhook` triggers: paths,
 //! methods, and authentication that fails closed.
 
-use crate::diag::Diagnostic;
+use crate::diag::{Diagnostic, Pos};
 use crate::format::inputs::{self, Supplied};
 use crate::format::model::Workflow;
 use axum::http::Method;
@@ -24,6 +24,8 @@ pub struct Route {
     /// `events:` — only these events start a run (`pull_request.opened`,
     /// or `pull_request` for every action of it); empty: every request.
     pub events: Vec<String>,
+    /// Where its trigger is written.
+    pub pos: Pos,
 }
 
 /// The routes of every workflow's webhook triggers; duplicates are errors
@@ -193,6 +195,7 @@ pub fn routes_of(
                 input_mapping,
                 respond_async: f("response").as_deref() == Some("async"),
                 events,
+                pos: t.pos,
             });
         }
     }
