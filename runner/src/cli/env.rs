@@ -24,20 +24,15 @@ pub(super) fn environment(workflow_dir: &Path) -> BTreeMap<String, String> {
 fn dotenv_dirs(workflow_dir: &Path) -> Vec<PathBuf> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let start = marktoflow_steps::core::sandbox::normalize(&cwd.join(workflow_dir));
+    // The project is the one the run's state goes to (its `.marktoflow/`).
+    let state = super::state_dir(&start);
+    let root = state.root.parent().filter(|_| state.project);
     let mut dirs = vec![cwd];
-    let project = start
-        .ancestors()
-        .find(|d| d.join(marktoflow_steps::core::state::DIR_NAME).is_dir());
-    match project {
-        Some(root) => {
-            for d in start.ancestors() {
-                dirs.push(d.to_path_buf());
-                if d == root {
-                    break;
-                }
-            }
+    for d in start.ancestors() {
+        dirs.push(d.to_path_buf());
+        if Some(d) == root || root.is_none() {
+            break;
         }
-        None => dirs.push(start.clone()),
     }
     let mut seen = std::collections::BTreeSet::new();
     dirs.retain(|d| seen.insert(d.clone()));
