@@ -116,15 +116,10 @@ impl Templates {
     /// The test `name` is most likely a misspelling of, among those this
     /// environment has.
     fn suggest_test(&self, name: &str) -> Option<&'static str> {
-        use marktoflow_steps::core::catalog::typo_distance;
-        let name = name.to_lowercase();
-        TEST_NAMES
-            .iter()
-            .filter(|c| self.has_test(c))
-            .map(|c| (typo_distance(&name, c), *c))
-            .filter(|(d, c)| *d <= (c.len() / 3).max(1))
-            .min_by_key(|(d, _)| *d)
-            .map(|(_, c)| c)
+        super::nearest_name(
+            name,
+            TEST_NAMES.iter().copied().filter(|c| self.has_test(c)),
+        )
     }
 
     fn has_test(&self, name: &str) -> bool {

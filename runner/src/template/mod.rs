@@ -142,16 +142,30 @@ const FILTER_ALIASES: &[(&str, &str)] = &[
 ];
 
 pub(crate) fn suggest_filter(name: &str) -> Option<&'static str> {
-    use marktoflow_steps::core::catalog::typo_distance;
-    let name = name.to_lowercase();
-    if let Some((_, to)) = FILTER_ALIASES.iter().find(|(from, _)| *from == name) {
+    let lower = name.to_lowercase();
+    if let Some((_, to)) = FILTER_ALIASES.iter().find(|(from, _)| *from == lower) {
         return Some(to);
     }
-    filters::CUSTOM_FILTERS
-        .iter()
-        .chain(nunjucks::NUNJUCKS_FILTERS)
-        .chain(filters::BUILTIN_FILTERS)
-        .map(|c| (typo_distance(&name, &c.to_lowercase()), *c))
+    nearest_name(
+        name,
+        filters::CUSTOM_FILTERS
+            .iter()
+            .chain(nunjucks::NUNJUCKS_FILTERS)
+            .chain(filters::BUILTIN_FILTERS)
+            .copied(),
+    )
+}
+
+/// The candidate `name` is most likely a misspelling of (case aside): the
+/// fewest edits, at most a third of its length (one for short names).
+pub(crate) fn nearest_name<'a>(
+    name: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    use marktoflow_steps::core::catalog::typo_distance;
+    let name = name.to_lowercase();
+    candidates
+        .map(|c| (typo_distance(&name, &c.to_lowercase()), c))
         .filter(|(d, c)| *d <= (c.len() / 3).max(1))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
