@@ -8,33 +8,19 @@ use std::path::{Path, PathBuf};
 /// Every `.rs` file under `src` with the top-level modules it names: `(the
 /// file relative to `src`, its own top-level module, the ones it names)`.
 pub fn uses(src: &Path) -> Vec<(String, String, Vec<String>)> {
-    let mut out = Vec::new();
-    let mut stack: Vec<PathBuf> = vec![src.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-                continue;
-            }
-            if p.extension().is_none_or(|x| x != "rs") {
-                continue;
-            }
+    module_files(src)
+        .into_iter()
+        .map(|(module, p)| {
             let rel = p.strip_prefix(src).unwrap().to_string_lossy().into_owned();
-            let parts: Vec<&str> = rel.trim_end_matches(".rs").split('/').collect();
-            let top = parts[0].to_string();
-            // The module's depth below the crate root: `a/mod.rs` is `a`,
-            // `a/b.rs` is `a::b`; `lib.rs` is the root itself.
-            let depth = match parts.as_slice() {
-                ["lib"] | ["main"] => 0,
-                p if p.last() == Some(&"mod") => p.len() - 1,
-                p => p.len(),
-            };
+            // `lib.rs` and `main.rs` are the root: their own name stands.
+            let top = module
+                .first()
+                .cloned()
+                .unwrap_or_else(|| p.file_stem().unwrap().to_string_lossy().into_owned());
             let text = std::fs::read_to_string(&p).unwrap();
-            out.push((rel, top, named(&text, depth)));
-        }
-    }
-    out
+            (rel, top, named(&text, module.len()))
+        })
+        .collect()
 }
 
 /// The top-level modules `text`, a module `depth` levels below the root,
