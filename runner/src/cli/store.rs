@@ -53,12 +53,7 @@ fn duration(ms: Option<u64>) -> String {
 /// A run as `history --json` and `show --json` print it: `run_id` as in
 /// `run --json` and the API (`id`, its former name, kept for a release).
 fn run_json(r: &RunRecord) -> Value {
-    let mut v = json!({"run_id": r.id});
-    if let (Value::Object(out), Value::Object(rest)) =
-        (&mut v, serde_json::to_value(r).unwrap_or(Value::Null))
-    {
-        out.extend(rest);
-    }
+    let mut v = led_by("run_id", &r.id, r);
     v["status"] = json!(r.shown_status());
     v
 }
@@ -129,10 +124,13 @@ pub fn history(
 /// A step as `show --json` prints it: `id` as in `run --json` and the API
 /// (`step_id`, its former name, kept for a release).
 fn step_json(s: &StepRow) -> Value {
-    let mut v = json!({"id": s.step_id});
-    if let (Value::Object(out), Value::Object(rest)) =
-        (&mut v, serde_json::to_value(s).unwrap_or(Value::Null))
-    {
+    led_by("id", &s.step_id, s)
+}
+
+/// `row`'s fields after `key: id` (the name the rest of the JSON uses).
+fn led_by(key: &str, id: &str, row: &impl serde::Serialize) -> Value {
+    let mut v = json!({ key: id });
+    if let (Value::Object(out), Ok(Value::Object(rest))) = (&mut v, serde_json::to_value(row)) {
         out.extend(rest);
     }
     v
