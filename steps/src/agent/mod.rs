@@ -73,16 +73,17 @@
 
 mod config;
 pub mod local;
+mod provider;
 mod schema;
 mod tools;
 pub(crate) mod transport;
 mod wire;
 
 pub use config::{
-    claude_alias, claude_model_id, Provider, Resolved, ANTHROPIC_DEFAULT_MODEL,
-    DEFAULT_LOCAL_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT,
-    LOCAL_INSTALL_HINT, SDKS,
+    Resolved, ANTHROPIC_DEFAULT_MODEL, DEFAULT_LOCAL_TIMEOUT, DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT,
 };
+pub use provider::{claude_alias, claude_model_id, Provider, LOCAL_INSTALL_HINT, SDKS};
 
 pub use crate::core::action::hosts::ModelInfo;
 use crate::core::{

@@ -4,7 +4,7 @@
 //! result sent back, until the model answers in text or `max_turns`
 //! requests have been made.
 
-use super::config::Provider;
+use super::provider::Provider;
 use crate::core::mcp::{result_text, ServerConfig, Session};
 use crate::core::{action::Call, error::ActionError, signals::LogLevel};
 use serde_json::{json, Map, Value};

@@ -1,7 +1,8 @@
 //! Provider requests (POST a JSON body, or GET) with a timeout, retries
 //! (exponential backoff, full jitter, `Retry-After`) and cancellation.
 
-use super::config::{display_url, Auth, Provider, Resolved};
+use super::config::{display_url, Auth, Resolved};
+use super::provider::Provider;
 use super::wire::{error_message, snippet};
 use crate::core::net::{
     backoff, describe_reqwest, fmt_duration, retry_after, retry_base_ms, retryable_status,

@@ -1,6 +1,7 @@
 //! Step inputs → provider request bodies, provider replies → text.
 
-use super::config::{Provider, Resolved, DEFAULT_MAX_TOKENS};
+use super::config::{Resolved, DEFAULT_MAX_TOKENS};
+use super::provider::Provider;
 use crate::core::error::{type_name, ActionError};
 use serde_json::{json, Map, Value};
 

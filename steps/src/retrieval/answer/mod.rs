@@ -9,6 +9,7 @@ pub mod extract;
 pub mod question;
 pub mod spans;
 pub mod text;
+pub mod units;
 pub mod verify;
 
 use crate::core::{
