@@ -495,6 +495,78 @@ fn kb_inputs_and_sandbox_errors_are_clear() {
     );
 }
 
+/// Every family reads its inputs by the catalog's one rule (numbers and
+/// booleans may come as text, as templates render them) and takes the
+/// defaults the catalog lists: `kb.*` once refused `'true'` where
+/// `memory.*` and `file.*` took it.
+#[test]
+fn every_family_reads_inputs_by_the_catalogs_rule() {
+    let dir = tempdir();
+    let root = dir.path();
+    vault(root);
+    let hits = output(&step(
+        root,
+        "kb.search",
+        "{kb: kb, query: rate limit, per_file: 'true', top_k: '1', operators: 'false'}",
+    ));
+    assert_eq!(hits["count"], 1, "{hits}");
+    // The catalog's default snippet length (160), not a reader's own.
+    let out = output(&step(root, "kb.search", "{kb: kb, query: rate limit}"));
+    let longest = out["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["snippet"].as_str().unwrap().chars().count())
+        .max()
+        .unwrap();
+    assert!(longest <= 161, "{out}");
+    let out = output(&step(
+        root,
+        "memory.remember",
+        "{text: Deploy on Fridays, importance: '0.7', dedupe: 'true', tags: 'ops, #deploy'}",
+    ));
+    assert_eq!(out["memory"]["importance"], 0.7, "{out}");
+    assert_eq!(out["memory"]["tags"], serde_json::json!(["ops", "deploy"]));
+    let out = output(&step(
+        root,
+        "memory.recall",
+        "{query: deploy, touch: 'false', topK: '2'}",
+    ));
+    assert_eq!(out["count"], 1, "{out}");
+    let out = output(&step(
+        root,
+        "file.list",
+        "{path: kb, include_hidden: 'false', recursive: 'true'}",
+    ));
+    assert!(out["count"].as_u64().unwrap() >= 3, "{out}");
+    // A value outside the rule is refused the same way by every family,
+    // written (when the file loads) or rendered (when the step runs).
+    for (action, inputs, input) in [
+        (
+            "kb.search",
+            "{kb: kb, query: x, per_file: 'yes'}",
+            "per_file",
+        ),
+        ("memory.recall", "{query: x, touch: 'yes'}", "touch"),
+        ("file.list", "{include_hidden: 'yes'}", "include_hidden"),
+        (
+            "kb.search",
+            "{kb: kb, query: x, per_file: \"{{ 'yes' }}\"}",
+            "per_file",
+        ),
+        (
+            "memory.recall",
+            "{query: x, touch: \"{{ 'yes' }}\"}",
+            "touch",
+        ),
+    ] {
+        let r = step(root, action, inputs);
+        assert_ne!(r.code, 0, "{r:?}");
+        let want = format!("input `{input}` of `{action}` must be a boolean, got text");
+        assert!(r.stderr.contains(&want), "{action}: {}", r.stderr);
+    }
+}
+
 #[test]
 fn concurrent_indexers_and_searchers_leave_one_consistent_index() {
     let dir = tempdir();

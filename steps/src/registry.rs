@@ -397,4 +397,39 @@ mod tests {
         let r = Registry::standard().resolve("api.get", &tools).unwrap();
         assert_eq!(r.kind, ActionKind::Network);
     }
+
+    /// What `Args` returns for an input not given is the declared default,
+    /// so every default in the catalog must read as a value of its type
+    /// (and text defaults as the text itself, which `str` returns as is).
+    #[test]
+    fn every_declared_default_is_a_value_of_its_type() {
+        let mut seen = 0;
+        for spec in Registry::standard().catalog() {
+            for i in spec.inputs {
+                let Some(d) = i.default else { continue };
+                seen += 1;
+                let what = format!("{}: input `{}`, default `{d}`", spec.name(), i.name);
+                let v: serde_json::Value =
+                    serde_yaml::from_str(d).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert!(
+                    i.types.iter().any(|t| t.accepts(&v)),
+                    "{what}: not {:?}",
+                    i.types
+                );
+                if let serde_json::Value::String(text) = &v {
+                    assert_eq!(
+                        text,
+                        crate::core::args::default_text(d),
+                        "{what}: text that YAML reads differently"
+                    );
+                    assert!(
+                        i.values.is_empty() || i.values.contains(&text.as_str()),
+                        "{what}: not one of {:?}",
+                        i.values
+                    );
+                }
+            }
+        }
+        assert!(seen > 50, "only {seen} defaults found");
+    }
 }

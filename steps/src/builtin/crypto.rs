@@ -56,15 +56,15 @@ pub const ENCODINGS: &[&str] = &["hex", "base64", "base64url"];
 pub const ALGORITHMS: &[&str] = &["sha256", "sha512", "sha384", "sha1", "md5"];
 
 pub fn crypto(a: &Args) -> Result<Value, ActionError> {
-    let op = a.choice("operation", OPERATIONS, None)?;
-    let encoding = a.choice("encoding", ENCODINGS, Some("hex"))?;
+    let op = a.chosen("operation")?;
+    let encoding = a.chosen("encoding")?;
     let data = || -> Result<String, ActionError> {
         Ok(match a.required("data")? {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         })
     };
-    let algorithm = || a.choice("algorithm", ALGORITHMS, Some("sha256"));
+    let algorithm = || a.chosen("algorithm");
     Ok(match op {
         "hash" => {
             let d = digest(algorithm()?, data()?.as_bytes()).unwrap_or_default();
@@ -76,7 +76,7 @@ pub fn crypto(a: &Args) -> Result<Value, ActionError> {
             json!(encode(&d, encoding))
         }
         "random" => {
-            let size = a.f64("size")?.unwrap_or(32.0);
+            let size = a.number("size")?;
             if !(1.0..=4096.0).contains(&size) {
                 return Err(a.invalid("size", "use 1 to 4096 bytes"));
             }
@@ -104,7 +104,14 @@ mod tests {
     use super::*;
 
     fn run(v: Value) -> Result<Value, ActionError> {
-        crypto(&Args::new(&v, "core.crypto").unwrap())
+        crypto(
+            &Args::new(
+                crate::core::args::spec_of(super::super::CORE_SPECS, "crypto", "core.crypto")
+                    .unwrap(),
+                &v,
+            )
+            .unwrap(),
+        )
     }
 
     #[test]
@@ -140,9 +147,9 @@ mod tests {
         let e = run(json!({"operation": "hash", "algorithm": "sha3", "data": "x"}))
             .unwrap_err()
             .to_string();
-        assert!(
-            e.contains("unknown value `sha3`: use sha256, sha512, sha384, sha1, md5"),
-            "{e}"
+        assert_eq!(
+            e,
+            "input `algorithm` of `core.crypto` cannot be `sha3` (expected one of: sha256, sha512, sha384, sha1, md5)"
         );
     }
 }

@@ -76,7 +76,7 @@ pub fn extract(a: &Args) -> Result<Value, ActionError> {
 
 pub fn format(a: &Args) -> Result<Value, ActionError> {
     let value = a.get("value").unwrap_or(&Value::Null);
-    let kind = a.choice("type", FORMAT_TYPES, Some("string"))?;
+    let kind = a.chosen("type")?;
     let text = match kind {
         "json" => serde_json::to_string_pretty(value).unwrap_or_default(),
         "string" => format_string(&display(value), a.str("format")?),
@@ -84,12 +84,12 @@ pub fn format(a: &Args) -> Result<Value, ActionError> {
             let n = as_number(value).ok_or_else(|| {
                 a.invalid("value", format!("`{}` is not a number", display(value)))
             })?;
-            let precision = a.f64("precision")?.map(|p| p.clamp(0.0, 20.0) as usize);
+            let precision = a.num("precision")?.map(|p| p.clamp(0.0, 20.0) as usize);
             if kind == "currency" {
-                let code = a.str("currency")?.unwrap_or("USD");
+                let code = a.text("currency")?;
                 format_currency(n, code, precision.unwrap_or(2))
             } else {
-                match (precision, a.bool("grouping", false)?) {
+                match (precision, a.bool("grouping")?) {
                     (Some(p), false) => format!("{n:.p$}"),
                     (Some(p), true) => group_thousands(&format!("{n:.p$}")),
                     (None, true) => group_thousands(&number_text(n)),
@@ -204,7 +204,7 @@ fn format_string(s: &str, how: Option<&str>) -> String {
 }
 
 pub fn parse(a: &Args) -> Result<Value, ActionError> {
-    let format = a.choice("format", PARSE_FORMATS, None)?;
+    let format = a.chosen("format")?;
     let data = match a.required("data")? {
         Value::String(s) => s.as_str(),
         other => {
@@ -250,13 +250,12 @@ pub fn parse(a: &Args) -> Result<Value, ActionError> {
 }
 
 fn parse_csv(a: &Args, data: &str) -> Result<Value, ActionError> {
-    let delimiter = match a.str("delimiter")? {
-        None => b',',
-        Some(d) if d.len() == 1 => d.as_bytes()[0],
-        Some("\\t") | Some("tab") => b'\t',
-        Some(d) => return Err(a.invalid("delimiter", format!("`{d}` is not one character"))),
+    let delimiter = match a.text("delimiter")? {
+        d if d.len() == 1 => d.as_bytes()[0],
+        "\\t" | "tab" => b'\t',
+        d => return Err(a.invalid("delimiter", format!("`{d}` is not one character"))),
     };
-    let header = a.bool("header", true)?;
+    let header = a.bool("header")?;
     let mut r = csv::ReaderBuilder::new()
         .delimiter(delimiter)
         .has_headers(header)
@@ -306,8 +305,9 @@ pub fn split_frontmatter(text: &str) -> Option<(&str, &str)> {
 mod tests {
     use super::*;
 
-    fn args(v: &Value) -> Args<'_> {
-        Args::new(v, "core.test").unwrap()
+    fn args<'a>(method: &str, v: &'a Value) -> Args<'a> {
+        let spec = crate::core::args::spec_of(super::super::CORE_SPECS, method, method).unwrap();
+        Args::new(spec, v).unwrap()
     }
 
     #[test]
@@ -326,7 +326,7 @@ mod tests {
 
     #[test]
     fn formats() {
-        let f = |v: Value| format(&args(&v)).unwrap();
+        let f = |v: Value| format(&args("format", &v)).unwrap();
         assert_eq!(
             f(json!({"value": 1234567.891, "type": "number", "precision": 2, "grouping": true})),
             json!("1,234,567.89")
@@ -354,12 +354,12 @@ mod tests {
             ),
             json!("2026/03/04 05:06")
         );
-        assert!(format(&args(&json!({"value": "x", "type": "number"}))).is_err());
+        assert!(format(&args("format", &json!({"value": "x", "type": "number"}))).is_err());
     }
 
     #[test]
     fn parses() {
-        let p = |v: Value| parse(&args(&v));
+        let p = |v: Value| parse(&args("parse", &v));
         assert_eq!(
             p(json!({"format": "csv", "data": "name,n\n\"Doe, J\",2\nX,3\n"})).unwrap(),
             json!([{"name": "Doe, J", "n": "2"}, {"name": "X", "n": "3"}])
@@ -384,12 +384,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with("`core.test`: input `data`: not valid json"),
+            e.starts_with("input `data` of `core.parse`: not valid json"),
             "{e}"
         );
         let e = p(json!({"format": "toml", "data": ""}))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("unknown value `toml`"), "{e}");
+        assert!(
+            e.starts_with(
+                "input `format` of `core.parse` cannot be `toml` (expected one of: json,"
+            ),
+            "{e}"
+        );
     }
 }

@@ -102,7 +102,7 @@ pub const OPERATIONS: &[&str] = &[
 ];
 
 pub fn datetime(a: &Args, now: DateTime<Utc>) -> Result<Value, ActionError> {
-    let op = a.choice("operation", OPERATIONS, Some("now"))?;
+    let op = a.chosen("operation")?;
     let date = |name: &str| -> Result<DateTime<Utc>, ActionError> {
         match a.get(name) {
             None if name == "date" => Ok(now),
@@ -142,7 +142,7 @@ pub fn datetime(a: &Args, now: DateTime<Utc>) -> Result<Value, ActionError> {
             }
         }
         "add" | "subtract" => {
-            let amount = a.f64("amount")?.ok_or_else(|| a.missing("amount"))?;
+            let amount = a.num("amount")?.ok_or_else(|| a.missing("amount"))?;
             let amount = if op == "add" { amount } else { -amount };
             let d = shift(date("date")?, amount, unit("days")?)
                 .ok_or_else(|| a.invalid("amount", "the result is out of range"))?;
@@ -213,7 +213,15 @@ mod tests {
 
     fn run(v: Value) -> Result<Value, ActionError> {
         let now = Utc.with_ymd_and_hms(2026, 11, 23, 10, 30, 0).unwrap();
-        datetime(&Args::new(&v, "core.datetime").unwrap(), now)
+        datetime(
+            &Args::new(
+                crate::core::args::spec_of(super::super::CORE_SPECS, "datetime", "core.datetime")
+                    .unwrap(),
+                &v,
+            )
+            .unwrap(),
+            now,
+        )
     }
 
     #[test]
@@ -256,7 +264,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("input `date`: `yesterday-ish` is not a date"),
+            e.contains("input `date` of `core.datetime`: `yesterday-ish` is not a date"),
             "{e}"
         );
         let e = run(json!({"operation": "add", "amount": 1, "unit": "fortnights"}))

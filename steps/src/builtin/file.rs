@@ -5,6 +5,7 @@
 //! cwd). Every path goes through the sandbox; writes are atomic.
 
 use super::{display, Args};
+use crate::core::args;
 use crate::core::confined::ConfinedError;
 use crate::core::files::shown;
 use crate::core::{
@@ -35,7 +36,7 @@ impl Action for FileAction {
         let sandbox = call.caps.sandbox.clone();
         // Disk work off the async threads.
         tokio::task::spawn_blocking(move || {
-            let a = Args::new(&inputs, &action)?;
+            let a = Args::new(args::spec_of(SPECS, &method, &action)?, &inputs)?;
             let sb = &sandbox;
             match method.as_str() {
                 "read" => read(&a, sb),
@@ -65,10 +66,7 @@ fn io_error(what: &str, path: &str, real: &Path, e: std::io::Error) -> ActionErr
 
 fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     let path = a.required_str("path")?;
-    let max = a
-        .f64("max_bytes")?
-        .map(|n| n as u64)
-        .unwrap_or(DEFAULT_MAX_BYTES);
+    let max = a.number("max_bytes")?.max(0.0) as u64;
     // Opened confined: the file read is the one the sandbox allowed.
     let (file, real) = sb
         .open_read(path)
@@ -91,9 +89,9 @@ fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     std::io::Read::read_to_end(&mut std::io::Read::take(file, max), &mut bytes)
         .map_err(|e| io_error("read", path, &real, e))?;
-    let asked = a.str("encoding")?.is_some();
-    let format = a.choice("format", READ_FORMATS, Some("text"))?;
-    let mut encoding = a.choice("encoding", ENCODINGS, Some("utf-8"))?;
+    let asked = a.is_given("encoding");
+    let format = a.chosen("format")?;
+    let mut encoding = a.chosen("encoding")?;
     // Bytes that are not text come back in base64 unless text was asked
     // for (as the peer returns binary files).
     if !asked && format == "text" && std::str::from_utf8(&bytes).is_err() {
@@ -129,11 +127,8 @@ fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
 
 fn write(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     let path = a.required_str("path")?;
-    let content = a
-        .get("content")
-        .or_else(|| a.get("data"))
-        .ok_or_else(|| a.missing("content"))?;
-    let mut bytes = match (content, a.str("encoding")?) {
+    let content = a.get("content").ok_or_else(|| a.missing("content"))?;
+    let mut bytes = match (content, a.choice("encoding")?) {
         (Value::String(s), Some("base64")) => base64::engine::general_purpose::STANDARD
             .decode(s.trim())
             .map_err(|e| a.invalid("content", format!("not base64: {e}")))?,
@@ -145,7 +140,7 @@ fn write(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
             s.into_bytes()
         }
     };
-    let create_dirs = a.bool("create_dirs", false)? || a.bool("createDirectory", false)?;
+    let create_dirs = a.bool("create_dirs")?;
     let real = sb.check_write(path).map_err(denied)?;
     let parent = real.parent().unwrap_or(Path::new("/")).to_path_buf();
     if !create_dirs && !parent.is_dir() {
@@ -154,7 +149,7 @@ fn write(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
             parent.display()
         )));
     }
-    if a.bool("append", false)? {
+    if a.bool("append")? {
         match sb.open_read(path) {
             Ok((f, _)) => {
                 let mut old = Vec::new();
@@ -186,7 +181,7 @@ fn confined_error(what: &str, path: &str, sb: &crate::Sandbox, e: ConfinedError)
 }
 
 fn list(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
-    let dir = a.str("path")?.or(a.str("dir")?).unwrap_or(".");
+    let dir = a.str("path")?.unwrap_or(".");
     let real = sb.check_read(dir).map_err(denied)?;
     if !real.is_dir() {
         return Err(ActionError::failed(format!(
@@ -200,10 +195,9 @@ fn list(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
         )));
     }
     let pattern = a.str("pattern")?;
-    let recursive = a.bool(
-        "recursive",
-        pattern.is_some_and(|p| p.contains("**") || p.contains('/')),
-    )?;
+    let recursive = a
+        .flag("recursive")?
+        .unwrap_or_else(|| pattern.is_some_and(|p| p.contains("**") || p.contains('/')));
     let matcher = match pattern {
         Some(p) => Some(
             globset::GlobBuilder::new(p)
@@ -216,15 +210,15 @@ fn list(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     };
     let opts = crate::core::walk::WalkOptions {
         extensions: Vec::new(),
-        respect_ignore_files: a.bool("respect_ignore_files", false)?,
-        include_hidden: a.bool("include_hidden", false)?,
+        respect_ignore_files: a.bool("respect_ignore_files")?,
+        include_hidden: a.bool("include_hidden")?,
         // Links are listed like files; those leading out of the roots are
         // dropped below.
         follow_links: true,
         max_depth: if recursive { None } else { Some(1) },
-        include_dirs: a.bool("include_dirs", false)?,
+        include_dirs: a.bool("include_dirs")?,
     };
-    let with_stat = a.bool("stat", false)?;
+    let with_stat = a.bool("stat")?;
     let found = crate::core::walk::walk(&real, &opts)
         .map_err(|e| ActionError::failed(format!("cannot list {}: {e}", shown(dir, &real))))?;
     let mut files = Vec::new();

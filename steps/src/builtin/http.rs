@@ -24,7 +24,6 @@ use std::time::Duration;
 pub struct HttpAction;
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-const DEFAULT_RETRIES: u32 = 3;
 /// Bodies larger than this are refused rather than held in memory.
 const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
 
@@ -47,9 +46,9 @@ impl Action for HttpAction {
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
-        let a = Args::new(&inputs, call.action)?;
+        let a = Args::of(SPECS, call, &inputs)?;
         let method = match call.method {
-            "request" => a.str("method")?.unwrap_or("GET").to_ascii_uppercase(),
+            "request" => a.text("method")?.to_ascii_uppercase(),
             m => m.to_ascii_uppercase(),
         };
         let method = Method::from_bytes(method.as_bytes())
@@ -85,15 +84,14 @@ impl Action for HttpAction {
             }
         }
         // `json:` is always JSON; `body:`/`data:` is JSON unless it is a string.
-        let body: Option<(Vec<u8>, &str)> =
-            match (a.get("json"), a.get("body").or_else(|| a.get("data"))) {
-                (Some(j), _) => Some((j.to_string().into_bytes(), "application/json")),
-                (None, Some(Value::String(s))) => {
-                    Some((s.clone().into_bytes(), "text/plain; charset=utf-8"))
-                }
-                (None, Some(v)) => Some((v.to_string().into_bytes(), "application/json")),
-                (None, None) => None,
-            };
+        let body: Option<(Vec<u8>, &str)> = match (a.get("json"), a.get("body")) {
+            (Some(j), _) => Some((j.to_string().into_bytes(), "application/json")),
+            (None, Some(Value::String(s))) => {
+                Some((s.clone().into_bytes(), "text/plain; charset=utf-8"))
+            }
+            (None, Some(v)) => Some((v.to_string().into_bytes(), "application/json")),
+            (None, None) => None,
+        };
         let timeout = match a
             .get("timeout")
             .or_else(|| options.and_then(|o| o.get("timeout")))
@@ -101,13 +99,12 @@ impl Action for HttpAction {
             Some(v) => super::parse_duration(v).map_err(|e| a.invalid("timeout", e))?,
             None => call.timeout.unwrap_or(DEFAULT_TIMEOUT),
         };
-        let max_retries = match a.f64("retries")? {
-            Some(n) if (0.0..=10.0).contains(&n) => n as u32,
-            Some(_) => return Err(a.invalid("retries", "use 0 to 10")),
-            None => DEFAULT_RETRIES,
+        let max_retries = match a.number("retries")? {
+            n if (0.0..=10.0).contains(&n) => n as u32,
+            _ => return Err(a.invalid("retries", "use 0 to 10")),
         };
-        let fail_on_error = a.bool("fail_on_error", true)?;
-        let response_type = a.choice("response_type", &["auto", "json", "text"], Some("auto"))?;
+        let fail_on_error = a.bool("fail_on_error")?;
+        let response_type = a.chosen("response_type")?;
         let shown = shown_url(&url);
         let base_ms = retry_base_ms(&call.caps.env);
 
@@ -282,7 +279,7 @@ fn build_url(a: &Args, options: Option<&Map<String, Value>>) -> Result<reqwest::
     if !matches!(url.scheme(), "http" | "https") {
         return Err(a.invalid("url", format!("`{text}`: only http and https URLs")));
     }
-    match a.get("query").or_else(|| a.get("params")) {
+    match a.get("query") {
         None => {}
         Some(Value::Object(q)) => {
             let mut pairs = url.query_pairs_mut();

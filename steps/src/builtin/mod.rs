@@ -10,7 +10,7 @@ use crate::core::{
     signals::LogLevel,
 };
 use async_trait::async_trait;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 mod crypto;
 mod data;
@@ -31,7 +31,7 @@ impl Action for CoreAction {
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
-        let args = Args::new(&inputs, call.action)?;
+        let args = Args::of(CORE_SPECS, call, &inputs)?;
         match call.method {
             // Inputs arrive rendered once; they are returned as they are
             // (the peer renders them a second time).
@@ -55,114 +55,7 @@ impl Action for CoreAction {
     }
 }
 
-/// A built-in's inputs, with errors that name the action and the field.
-pub struct Args<'a> {
-    pub map: &'a Map<String, Value>,
-    pub action: &'a str,
-}
-
-static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
-
-impl<'a> Args<'a> {
-    pub fn new(v: &'a Value, action: &'a str) -> Result<Self, ActionError> {
-        match v {
-            Value::Object(map) => Ok(Args { map, action }),
-            Value::Null => Ok(Args {
-                map: EMPTY.get_or_init(Map::new),
-                action,
-            }),
-            other => Err(ActionError::Input(format!(
-                "`{action}` takes a mapping of inputs, got {}",
-                type_name(other)
-            ))),
-        }
-    }
-
-    pub fn get(&self, name: &str) -> Option<&'a Value> {
-        self.map.get(name).filter(|v| !v.is_null())
-    }
-
-    pub fn missing(&self, name: &str) -> ActionError {
-        ActionError::Input(format!("`{}`: missing input `{name}`", self.action))
-    }
-
-    pub fn invalid(&self, name: &str, msg: impl std::fmt::Display) -> ActionError {
-        ActionError::Input(format!("`{}`: input `{name}`: {msg}", self.action))
-    }
-
-    pub fn required(&self, name: &str) -> Result<&'a Value, ActionError> {
-        self.get(name).ok_or_else(|| self.missing(name))
-    }
-
-    pub fn str(&self, name: &str) -> Result<Option<&'a str>, ActionError> {
-        match self.get(name) {
-            None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(other) => {
-                Err(self.invalid(name, format!("expected a string, got {}", type_name(other))))
-            }
-        }
-    }
-
-    pub fn required_str(&self, name: &str) -> Result<&'a str, ActionError> {
-        self.str(name)?.ok_or_else(|| self.missing(name))
-    }
-
-    pub fn bool(&self, name: &str, default: bool) -> Result<bool, ActionError> {
-        match self.get(name) {
-            None => Ok(default),
-            Some(Value::Bool(b)) => Ok(*b),
-            Some(Value::String(s)) if s == "true" || s == "false" => Ok(s == "true"),
-            Some(other) => Err(self.invalid(
-                name,
-                format!("expected true or false, got {}", type_name(other)),
-            )),
-        }
-    }
-
-    pub fn f64(&self, name: &str) -> Result<Option<f64>, ActionError> {
-        match self.get(name) {
-            None => Ok(None),
-            Some(Value::Number(n)) => Ok(n.as_f64()),
-            Some(Value::String(s)) => s
-                .trim()
-                .parse()
-                .map(Some)
-                .map_err(|_| self.invalid(name, format!("`{s}` is not a number"))),
-            Some(other) => {
-                Err(self.invalid(name, format!("expected a number, got {}", type_name(other))))
-            }
-        }
-    }
-
-    /// One of `allowed`, or the error lists them.
-    pub fn choice(
-        &self,
-        name: &str,
-        allowed: &[&'static str],
-        default: Option<&str>,
-    ) -> Result<&'a str, ActionError> {
-        let v = match (self.str(name)?, default) {
-            (Some(v), _) => v,
-            (None, Some(d)) => {
-                return allowed
-                    .iter()
-                    .find(|a| **a == d)
-                    .copied()
-                    .ok_or_else(|| self.missing(name))
-            }
-            (None, None) => return Err(self.missing(name)),
-        };
-        if allowed.contains(&v) {
-            Ok(v)
-        } else {
-            Err(self.invalid(
-                name,
-                format!("unknown value `{v}`: use {}", allowed.join(", ")),
-            ))
-        }
-    }
-}
+pub use crate::core::args::Args;
 
 pub struct WorkflowAction;
 
@@ -393,7 +286,7 @@ pub const CORE_SPECS: &[Spec] = &[
             input("format", STRING, "Its format.")
                 .required()
                 .one_of(data::PARSE_FORMATS),
-            input("delimiter", STRING, "csv: the field separator.").default(","),
+            input("delimiter", STRING, "csv: the field separator.").default("','"),
             input("header", BOOLEAN, "csv: the first row names the fields.").default("true"),
         ])
         .returns("the parsed value"),

@@ -42,7 +42,7 @@ impl Ty {
     }
 
     /// Whether `v` (not null) is of this type.
-    fn accepts(self, v: &Value) -> bool {
+    pub(crate) fn accepts(self, v: &Value) -> bool {
         match (self, v) {
             (Ty::Any, _) => true,
             (Ty::String, Value::String(_)) => true,
@@ -385,7 +385,7 @@ impl fmt::Display for Issue {
 
 impl std::error::Error for Issue {}
 
-fn json_type(v: &Value) -> &'static str {
+pub(crate) fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

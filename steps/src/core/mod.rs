@@ -7,6 +7,7 @@
 //! folder [`walk`]er.
 
 pub mod action;
+pub mod args;
 pub mod cache;
 pub mod catalog;
 pub mod confined;

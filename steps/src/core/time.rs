@@ -159,7 +159,16 @@ pub fn today(inputs: &Value, names: &[&str], clock: &dyn Clock) -> Result<NaiveD
     let set = names
         .iter()
         .find_map(|n| inputs.get(*n).filter(|v| !v.is_null()));
-    match set {
+    today_from(set, field, clock)
+}
+
+/// The day `value` (the input `field`) names, else the clock's today.
+pub fn today_from(
+    value: Option<&Value>,
+    field: &str,
+    clock: &dyn Clock,
+) -> Result<NaiveDate, String> {
+    match value {
         None => Ok(clock.today()),
         Some(Value::String(s)) => match parse_date_text(s) {
             Some(DateText::Zoned(d)) => Ok(d.date_naive()),

@@ -1,5 +1,7 @@
-//! Reading `memory.*` inputs: numbers, flags, lists, times.
+//! Reading what is particular to `memory.*` inputs (tags and kinds, times)
+//! over the one reader of inputs, [`Args`].
 
+use crate::core::args::Args;
 use crate::core::error::{type_name, ActionError};
 use crate::core::time::{epoch_ms, parse_date_text, Clock, DateText};
 use chrono::{DateTime, SecondsFormat};
@@ -9,82 +11,12 @@ pub(super) fn input(msg: impl Into<String>) -> ActionError {
     ActionError::Input(msg.into())
 }
 
-pub(super) fn opt_str<'v>(inputs: &'v Value, field: &str) -> Result<Option<&'v str>, ActionError> {
-    match inputs.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(input(format!(
-            "input `{field}` must be a string, got {}",
-            type_name(other)
-        ))),
-    }
-}
-
-pub(super) fn opt_num(inputs: &Value, field: &str) -> Result<Option<f64>, ActionError> {
-    let n = match inputs.get(field) {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Number(n)) => n.as_f64(),
-        // Inputs from the CLI and webhooks often arrive as strings.
-        Some(Value::String(s)) => s.trim().parse::<f64>().ok(),
-        Some(_) => None,
-    };
-    match n {
-        Some(x) if x.is_finite() => Ok(Some(x)),
-        _ => Err(input(format!(
-            "input `{field}` must be a number, got {}",
-            inputs.get(field).map_or("nothing", type_name)
-        ))),
-    }
-}
-
-pub(super) fn opt_bool(inputs: &Value, field: &str, default: bool) -> Result<bool, ActionError> {
-    match inputs.get(field) {
-        None | Some(Value::Null) => Ok(default),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(Value::String(s)) if s == "true" || s == "false" => Ok(s == "true"),
-        Some(other) => Err(input(format!(
-            "input `{field}` must be true or false, got {}",
-            type_name(other)
-        ))),
-    }
-}
-
-pub(super) fn unit(inputs: &Value, field: &str) -> Result<Option<f64>, ActionError> {
-    match opt_num(inputs, field)? {
-        Some(x) if !(0.0..=1.0).contains(&x) => Err(input(format!(
-            "input `{field}` must be between 0 and 1, got {x}"
-        ))),
-        x => Ok(x),
-    }
-}
-
-pub(super) fn positive(inputs: &Value, field: &str) -> Result<Option<f64>, ActionError> {
-    match opt_num(inputs, field)? {
-        Some(x) if x <= 0.0 => Err(input(format!("input `{field}` must be above 0, got {x}"))),
-        x => Ok(x),
-    }
-}
-
-/// A list of strings: a YAML list, or one string split at commas.
-pub(super) fn str_list(inputs: &Value, field: &str) -> Result<Vec<String>, ActionError> {
-    let items: Vec<String> = match inputs.get(field) {
-        None | Some(Value::Null) => Vec::new(),
+/// Tags or kinds: a list, or text split at commas; a leading `#` and
+/// blanks dropped, each name once.
+pub(super) fn names(a: &Args, field: &str) -> Result<Vec<String>, ActionError> {
+    let items = match a.get(field) {
         Some(Value::String(s)) => s.split(',').map(str::to_string).collect(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| match v {
-                Value::String(s) => Ok(s.clone()),
-                Value::Number(n) => Ok(n.to_string()),
-                other => Err(input(format!(
-                    "input `{field}` must list strings, got a {}",
-                    type_name(other)
-                ))),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(other) => Err(input(format!(
-            "input `{field}` must be a list of strings, got {}",
-            type_name(other)
-        )))?,
+        _ => a.strings(field)?,
     };
     let mut out: Vec<String> = Vec::new();
     for s in items {
@@ -97,19 +29,14 @@ pub(super) fn str_list(inputs: &Value, field: &str) -> Result<Vec<String>, Actio
 }
 
 /// `kind` (or `type`) as a filter: one or several kinds.
-pub(super) fn kinds(inputs: &Value) -> Result<Vec<String>, ActionError> {
-    let field = if inputs.get("kind").is_some_and(|v| !v.is_null()) {
-        "kind"
-    } else {
-        "type"
-    };
-    str_list(inputs, field)
+pub(super) fn kinds(a: &Args) -> Result<Vec<String>, ActionError> {
+    names(a, "kind")
 }
 
 /// A time as milliseconds since 1970: RFC 3339, `YYYY-MM-DD` or a number of ms.
-pub(super) fn time_ms(inputs: &Value, field: &str) -> Result<Option<i64>, ActionError> {
-    match inputs.get(field) {
-        None | Some(Value::Null) => Ok(None),
+pub(super) fn time_ms(a: &Args, field: &str) -> Result<Option<i64>, ActionError> {
+    match a.get(field) {
+        None => Ok(None),
         // Keeps the arithmetic in range: 1970 up to the year 9999.
         Some(Value::Number(n)) => n
             .as_f64()
@@ -117,9 +44,10 @@ pub(super) fn time_ms(inputs: &Value, field: &str) -> Result<Option<i64>, Action
             .filter(|ms| *ms >= 0)
             .map(Some)
             .ok_or_else(|| {
-                input(format!(
-                    "input `{field}` must be milliseconds (or seconds) since 1970, up to the year 9999"
-                ))
+                a.invalid(
+                    field,
+                    "must be milliseconds (or seconds) since 1970, up to the year 9999",
+                )
             }),
         Some(Value::String(s)) => {
             let s = s.trim();
@@ -128,19 +56,17 @@ pub(super) fn time_ms(inputs: &Value, field: &str) -> Result<Option<i64>, Action
                 Some(DateText::Wall(t)) => return Ok(Some(t.and_utc().timestamp_millis())),
                 None => {}
             }
-            Err(input(format!(
-                "input `{field}` must be a date like 2026-11-20 or 2026-11-20T09:30:00Z, got `{s}`"
-            )))
+            Err(a.invalid(
+                field,
+                format!("must be a date like 2026-11-20 or 2026-11-20T09:30:00Z, got `{s}`"),
+            ))
         }
-        Some(other) => Err(input(format!(
-            "input `{field}` must be a date, got {}",
-            type_name(other)
-        ))),
+        Some(other) => Err(a.invalid(field, format!("must be a date, got {}", type_name(other)))),
     }
 }
 
-pub(super) fn now_ms(inputs: &Value, clock: &dyn Clock) -> Result<i64, ActionError> {
-    Ok(time_ms(inputs, "now")?.unwrap_or_else(|| clock.now_ms()))
+pub(super) fn now_ms(a: &Args, clock: &dyn Clock) -> Result<i64, ActionError> {
+    Ok(time_ms(a, "now")?.unwrap_or_else(|| clock.now_ms()))
 }
 
 pub(super) fn iso(ms: i64) -> String {

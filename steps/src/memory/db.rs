@@ -1,8 +1,9 @@
 //! The memory database: which file, its schema, and one stored memory as
 //! a row and as JSON.
 
-use super::args::{iso, opt_str, round};
+use super::args::{iso, round};
 use super::MemError;
+use crate::core::args::Args;
 use crate::core::{action::Call, error::ActionError};
 use rusqlite::Connection;
 use serde_json::{json, Value};
@@ -34,9 +35,9 @@ impl DbFile {
     }
 }
 
-pub(super) fn db_path(call: &Call<'_>, inputs: &Value) -> Result<DbFile, ActionError> {
+pub(super) fn db_path(call: &Call<'_>, a: &Args) -> Result<DbFile, ActionError> {
     let sb = &call.caps.sandbox;
-    match opt_str(inputs, "db")? {
+    match a.str("db")? {
         Some(p) => {
             let (dir, name, _) = sb
                 .parent_of(p, crate::core::confined::Access::Write, true)

@@ -1,9 +1,10 @@
 //! Keeping the store small and current: `memory.decay`, `memory.cleanup`,
 //! `memory.stats`.
 
-use super::args::{input, iso, kinds, now_ms, opt_bool, opt_num, opt_str, positive, round, unit};
+use super::args::{input, iso, kinds, now_ms, round};
 use super::db::{all, Memory, MIGRATIONS};
 use super::{MemError, DAY_MS};
+use crate::core::args::Args;
 use crate::core::error::ActionError;
 use crate::core::time::Clock;
 use rusqlite::{params, Connection};
@@ -23,29 +24,27 @@ pub(super) struct DecayArgs {
     report_limit: usize,
 }
 
-pub(super) fn decay_args(inputs: &Value, clock: &dyn Clock) -> Result<DecayArgs, ActionError> {
-    let half_life_days = positive(inputs, "half_life_days")?;
-    let factor = unit(inputs, "factor")?;
-    if half_life_days.is_some() && factor.is_some() {
+pub(super) fn decay_args(a: &Args, clock: &dyn Clock) -> Result<DecayArgs, ActionError> {
+    let factor = a.unit("factor")?;
+    if factor.is_some() && a.is_given("half_life_days") {
         return Err(input("give `half_life_days` or `factor`, not both"));
     }
+    // These have declared defaults, so a value is always there.
+    let set = |name: &str, v: Option<f64>| v.ok_or_else(|| a.missing(name));
     Ok(DecayArgs {
-        half_life_days: if factor.is_none() {
-            Some(half_life_days.unwrap_or(30.0))
-        } else {
-            None
+        half_life_days: match factor {
+            None => Some(set("half_life_days", a.positive("half_life_days")?)?),
+            Some(_) => None,
         },
         factor,
-        boost_after: opt_num(inputs, "boost_after_queries")?
-            .unwrap_or(10.0)
-            .max(0.0) as i64,
-        boost_step: unit(inputs, "boost_per_query")?.unwrap_or(0.01),
-        boost_max: unit(inputs, "max_boost")?.unwrap_or(0.15),
-        floor: unit(inputs, "floor")?.unwrap_or(0.0),
-        kinds: kinds(inputs)?,
-        dry_run: opt_bool(inputs, "dry_run", false)?,
-        now: now_ms(inputs, clock)?,
-        report_limit: opt_num(inputs, "report_limit")?.unwrap_or(100.0).max(0.0) as usize,
+        boost_after: a.number("boost_after_queries")?.max(0.0) as i64,
+        boost_step: set("boost_per_query", a.unit("boost_per_query")?)?,
+        boost_max: set("max_boost", a.unit("max_boost")?)?,
+        floor: set("floor", a.unit("floor")?)?,
+        kinds: kinds(a)?,
+        dry_run: a.bool("dry_run")?,
+        now: now_ms(a, clock)?,
+        report_limit: a.number("report_limit")?.max(0.0) as usize,
     })
 }
 
@@ -122,35 +121,23 @@ pub(super) struct CleanupArgs {
     report_limit: usize,
 }
 
-pub(super) fn cleanup_args(inputs: &Value, clock: &dyn Clock) -> Result<CleanupArgs, ActionError> {
-    let max_age_days = opt_num(inputs, "max_age_days")?;
-    if max_age_days.is_some_and(|d| d < 0.0) {
-        return Err(input("input `max_age_days` must not be negative"));
-    }
-    let min_importance = unit(inputs, "min_importance")?;
+pub(super) fn cleanup_args(a: &Args, clock: &dyn Clock) -> Result<CleanupArgs, ActionError> {
+    let max_age_days = a.at_least("max_age_days", 0.0)?;
+    let min_importance = a.unit("min_importance")?;
     if max_age_days.is_none() && min_importance.is_none() {
         // Without a rule every memory would go: make the caller say so.
         return Err(input(
             "give `max_age_days` and/or `min_importance` (what makes a memory removable)",
         ));
     }
-    let by_last_access = match opt_str(inputs, "age_from")? {
-        None | Some("created_at") => false,
-        Some("last_access") => true,
-        Some(other) => {
-            return Err(input(format!(
-                "input `age_from` must be created_at or last_access, got `{other}`"
-            )))
-        }
-    };
     Ok(CleanupArgs {
         max_age_days,
         min_importance,
-        by_last_access,
-        kinds: kinds(inputs)?,
-        dry_run: opt_bool(inputs, "dry_run", false)?,
-        now: now_ms(inputs, clock)?,
-        report_limit: opt_num(inputs, "report_limit")?.unwrap_or(100.0).max(0.0) as usize,
+        by_last_access: a.chosen("age_from")? == "last_access",
+        kinds: kinds(a)?,
+        dry_run: a.bool("dry_run")?,
+        now: now_ms(a, clock)?,
+        report_limit: a.number("report_limit")?.max(0.0) as usize,
     })
 }
 

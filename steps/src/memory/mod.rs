@@ -25,6 +25,7 @@ mod specs;
 
 use crate::core::{
     action::{Action, Call},
+    args::Args,
     error::{type_name, ActionError},
 };
 use args::kinds;
@@ -67,16 +68,17 @@ impl Action for MemoryAction {
             other => other,
         };
         // Inputs are all checked before the file is touched.
+        let a = Args::of(SPECS, call, &inputs)?;
         let clock = call.caps.clock.as_ref();
         let job = match call.method {
-            "remember" => Job::Remember(remember_args(&inputs, clock)?),
-            "recall" => Job::Recall(recall_args(&inputs, clock)?),
-            "decay" => Job::Decay(decay_args(&inputs, clock)?),
-            "cleanup" => Job::Cleanup(cleanup_args(&inputs, clock)?),
-            "stats" => Job::Stats(kinds(&inputs)?),
+            "remember" => Job::Remember(remember_args(&a, clock)?),
+            "recall" => Job::Recall(recall_args(&a, clock)?),
+            "decay" => Job::Decay(decay_args(&a, clock)?),
+            "cleanup" => Job::Cleanup(cleanup_args(&a, clock)?),
+            "stats" => Job::Stats(kinds(&a)?),
             m => return Err(ActionError::Input(format!("unknown method `memory.{m}`"))),
         };
-        let file = db_path(call, &inputs)?;
+        let file = db_path(call, &a)?;
         let shown = file.shown();
         let work = tokio::task::spawn_blocking(move || -> Result<Value, MemError> {
             // `file` (and its open folder) lives as long as the connection.
@@ -164,20 +166,30 @@ mod tests {
     use rusqlite::Connection;
     use std::path::PathBuf;
 
+    /// `inputs` read as `memory.METHOD` declares them.
+    fn read<T>(
+        method: &str,
+        inputs: &Value,
+        f: impl Fn(&Args, &dyn crate::core::time::Clock) -> Result<T, ActionError>,
+    ) -> Result<T, ActionError> {
+        let spec = crate::core::args::spec_of(SPECS, method, method).unwrap();
+        f(&Args::new(spec, inputs)?, &crate::core::time::SystemClock)
+    }
+
     fn remember_args_now(inputs: &Value) -> Result<RememberArgs, ActionError> {
-        remember_args(inputs, &crate::core::time::SystemClock)
+        read("remember", inputs, remember_args)
     }
 
     fn recall_args_now(inputs: &Value) -> Result<RecallArgs, ActionError> {
-        recall_args(inputs, &crate::core::time::SystemClock)
+        read("recall", inputs, recall_args)
     }
 
     fn decay_args_now(inputs: &Value) -> Result<DecayArgs, ActionError> {
-        decay_args(inputs, &crate::core::time::SystemClock)
+        read("decay", inputs, decay_args)
     }
 
     fn cleanup_args_now(inputs: &Value) -> Result<CleanupArgs, ActionError> {
-        cleanup_args(inputs, &crate::core::time::SystemClock)
+        read("cleanup", inputs, cleanup_args)
     }
 
     fn tmp(name: &str) -> PathBuf {
@@ -279,7 +291,7 @@ mod tests {
         // Punctuation only: no words, no hits (and no error).
         assert_eq!(q(&mut db, json!({"query": "?!*"}))["count"], 0);
         assert!(matches!(
-            time_ms(&json!({"now": -5}), "now"),
+            read("recall", &json!({"now": -5}), |a, _| time_ms(a, "now")),
             Err(ActionError::Input(m)) if m.contains("`now`")
         ));
     }

@@ -1,12 +1,11 @@
 //! `memory.recall`: FTS5 BM25 relevance × importance × freshness, and the
 //! returned memories marked as used.
 
-use super::args::{
-    input, kinds, now_ms, opt_bool, opt_num, opt_str, positive, round, str_list, unit,
-};
+use super::args::{kinds, names, now_ms, round};
 use super::db::{filter_sql, row, Memory, COLUMNS};
 use super::{MemError, DAY_MS};
-use crate::core::error::{type_name, ActionError};
+use crate::core::args::Args;
+use crate::core::error::ActionError;
 use crate::core::time::Clock;
 use rusqlite::{params, Connection};
 use serde_json::{json, Value};
@@ -26,44 +25,22 @@ pub(super) struct RecallArgs {
     now: i64,
 }
 
-pub(super) fn recall_args(inputs: &Value, clock: &dyn Clock) -> Result<RecallArgs, ActionError> {
-    let query = match inputs.get("query") {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => {
-            return Err(input(format!(
-                "input `query` must be a string, got {}",
-                type_name(other)
-            )))
-        }
-    };
-    let all_terms = match opt_str(inputs, "match")? {
-        None | Some("any") => false,
-        Some("all") => true,
-        Some(other) => {
-            return Err(input(format!(
-                "input `match` must be any or all, got `{other}`"
-            )))
-        }
-    };
-    let top_k = match opt_num(inputs, "top_k")?.or(opt_num(inputs, "topK")?) {
-        None => 5,
-        Some(k) if k >= 1.0 => k.min(10_000.0) as usize,
-        Some(_) => return Err(input("input `top_k` must be at least 1")),
-    };
+pub(super) fn recall_args(a: &Args, clock: &dyn Clock) -> Result<RecallArgs, ActionError> {
+    // These have declared defaults, so a value is always there.
+    let set = |name: &str, v: Option<f64>| v.ok_or_else(|| a.missing(name));
     Ok(RecallArgs {
-        query,
-        all_terms,
-        top_k,
-        kinds: kinds(inputs)?,
-        tags: str_list(inputs, "tags")?,
-        min_importance: unit(inputs, "min_importance")?,
-        half_life_days: positive(inputs, "half_life_days")?.unwrap_or(30.0),
-        importance_weight: unit(inputs, "importance_weight")?.unwrap_or(1.0),
-        recency_weight: unit(inputs, "recency_weight")?.unwrap_or(0.5),
-        threshold: opt_num(inputs, "threshold")?,
-        touch: opt_bool(inputs, "touch", true)?,
-        now: now_ms(inputs, clock)?,
+        query: a.str("query")?.unwrap_or_default().to_string(),
+        all_terms: a.chosen("match")? == "all",
+        top_k: set("top_k", a.at_least("top_k", 1.0)?)?.min(10_000.0) as usize,
+        kinds: kinds(a)?,
+        tags: names(a, "tags")?,
+        min_importance: a.unit("min_importance")?,
+        half_life_days: set("half_life_days", a.positive("half_life_days")?)?,
+        importance_weight: set("importance_weight", a.unit("importance_weight")?)?,
+        recency_weight: set("recency_weight", a.unit("recency_weight")?)?,
+        threshold: a.num("threshold")?,
+        touch: a.bool("touch")?,
+        now: now_ms(a, clock)?,
     })
 }
 

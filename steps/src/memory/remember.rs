@@ -1,10 +1,11 @@
 //! `memory.remember`: store a text, or update the one with the same text
 //! and kind.
 
-use super::args::{input, now_ms, opt_bool, opt_str, str_list, time_ms, unit};
+use super::args::{names, now_ms, time_ms};
 use super::db::{row, tag_text, Memory, COLUMNS};
 use super::MemError;
-use crate::core::error::{type_name, ActionError};
+use crate::core::args::Args;
+use crate::core::error::ActionError;
 use crate::core::time::Clock;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
@@ -14,6 +15,7 @@ pub(super) struct RememberArgs {
     kind: String,
     tags: Vec<String>,
     importance: Option<f64>,
+    new_importance: f64,
     source: Option<String>,
     metadata: Option<Value>,
     id: Option<String>,
@@ -22,61 +24,26 @@ pub(super) struct RememberArgs {
     dedupe: bool,
 }
 
-pub(super) fn remember_args(
-    inputs: &Value,
-    clock: &dyn Clock,
-) -> Result<RememberArgs, ActionError> {
-    let text = match inputs.get("text").or_else(|| inputs.get("content")) {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
-        Some(Value::String(_)) | None | Some(Value::Null) => {
-            return Err(input("missing input `text` (what to remember)"))
-        }
-        Some(other) => {
-            return Err(input(format!(
-                "input `text` must be a string, got {}",
-                type_name(other)
-            )))
-        }
-    };
-    let kind_field = if inputs.get("kind").is_some_and(|v| !v.is_null()) {
-        "kind"
-    } else {
-        "type"
-    };
-    let kind = match opt_str(inputs, kind_field)? {
-        Some(k) if !k.trim().is_empty() => k.trim().to_string(),
-        _ => "note".to_string(),
-    };
-    let meta_field = if inputs.get("metadata").is_some_and(|v| !v.is_null()) {
-        "metadata"
-    } else {
-        "meta"
-    };
-    let metadata = match inputs.get(meta_field) {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(m)) => Some(Value::Object(m.clone())),
-        Some(other) => {
-            return Err(input(format!(
-                "input `{meta_field}` must be a mapping, got {}",
-                type_name(other)
-            )))
-        }
-    };
-    let id = match opt_str(inputs, "id")? {
-        Some(s) if !s.trim().is_empty() => Some(s.trim().to_string()),
-        _ => None,
-    };
+pub(super) fn remember_args(a: &Args, clock: &dyn Clock) -> Result<RememberArgs, ActionError> {
+    // Given, it replaces a remembered memory's importance; a new memory
+    // takes the declared default.
+    let importance = a
+        .unit("importance")?
+        .ok_or_else(|| a.missing("importance"))?;
     Ok(RememberArgs {
-        text,
-        kind,
-        tags: str_list(inputs, "tags")?,
-        importance: unit(inputs, "importance")?,
-        source: opt_str(inputs, "source")?.map(str::to_string),
-        metadata,
-        id,
-        created_at: time_ms(inputs, "created_at")?,
-        now: now_ms(inputs, clock)?,
-        dedupe: opt_bool(inputs, "dedupe", true)?,
+        text: a.required_str("text")?.trim().to_string(),
+        kind: a.text("kind")?.trim().to_string(),
+        tags: names(a, "tags")?,
+        importance: a.is_given("importance").then_some(importance),
+        new_importance: importance,
+        source: a.str("source")?.map(str::to_string),
+        metadata: a
+            .mapping("metadata")?
+            .map(|m| Value::Object(m.into_owned())),
+        id: a.str("id")?.map(|s| s.trim().to_string()),
+        created_at: time_ms(a, "created_at")?,
+        now: now_ms(a, clock)?,
+        dedupe: a.bool("dedupe")?,
     })
 }
 
@@ -150,7 +117,7 @@ pub(super) fn remember(db: &mut Connection, a: RememberArgs) -> Result<Value, Me
                 a.id.clone()
                     .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
             let metadata = a.metadata.clone().unwrap_or_else(|| json!({}));
-            let importance = a.importance.unwrap_or(0.5);
+            let importance = a.importance.unwrap_or(a.new_importance);
             tx.execute(
                 "INSERT INTO memories (id, text, kind, tags, importance, source, metadata,
                    created_at, last_access, query_count) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,0)",

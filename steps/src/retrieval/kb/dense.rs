@@ -2,7 +2,8 @@
 //! returns and what `kb.search` fuses with BM25 when asked to.
 
 use super::index::{KbIndex, SearchRequest};
-use super::{kb_err, opt_str};
+use super::kb_err;
+use crate::core::args::Args;
 use crate::core::{action::Call, error::ActionError, signals::LogLevel};
 use crate::retrieval::embed::EmbedError;
 use serde_json::{json, Value};
@@ -40,9 +41,9 @@ impl From<EmbedError> for Stopped {
 /// `options.model_dir` (both must be readable by the run), else
 /// `MARKTOFLOW_EMBED_MODEL` (set by whoever started marktoflow, not by a
 /// workflow, so it needs no read root of its own).
-pub fn model_path(call: &Call<'_>, inputs: &Value) -> Result<PathBuf, ActionError> {
-    let dir = configured(call, inputs)?.map_err(|e| ActionError::failed(e.to_string()))?;
-    if named_by_workflow(call, inputs)?.is_none() {
+pub fn model_path(call: &Call<'_>, a: &Args) -> Result<PathBuf, ActionError> {
+    let dir = configured(call, a)?.map_err(|e| ActionError::failed(e.to_string()))?;
+    if named_by_workflow(call, a)?.is_none() {
         return Ok(dir);
     }
     call.caps
@@ -52,26 +53,20 @@ pub fn model_path(call: &Call<'_>, inputs: &Value) -> Result<PathBuf, ActionErro
 }
 
 /// The model folder the step or its tool names, if any.
-fn named_by_workflow<'a>(
-    call: &'a Call<'_>,
-    inputs: &'a Value,
-) -> Result<Option<&'a str>, ActionError> {
+fn named_by_workflow<'a>(call: &'a Call<'_>, a: &Args<'a>) -> Result<Option<&'a str>, ActionError> {
     let named = |d: &&str| !d.trim().is_empty();
     let tool_dir = call
         .tool
         .and_then(|t| t.options.get("model_dir"))
         .and_then(Value::as_str)
         .filter(named);
-    Ok(opt_str(inputs, "model_dir")?.filter(named).or(tool_dir))
+    Ok(a.str("model_dir")?.filter(named).or(tool_dir))
 }
 
 /// The model folder if one is configured (`Err` inside: none is).
-pub fn configured(
-    call: &Call<'_>,
-    inputs: &Value,
-) -> Result<Result<PathBuf, EmbedError>, ActionError> {
+pub fn configured(call: &Call<'_>, a: &Args) -> Result<Result<PathBuf, EmbedError>, ActionError> {
     Ok(crate::retrieval::embed::model_dir(
-        named_by_workflow(call, inputs)?,
+        named_by_workflow(call, a)?,
         None,
         &call.caps.env,
     ))

@@ -2,12 +2,13 @@
 //! question, with line numbers in the files as they are now (see
 //! [`crate::retrieval::answer::evidence`] for how they are chosen).
 
-use super::{dense, dense_setting, opt_num, opt_str, Dense};
+use super::{dense, dense_setting, Dense};
+use crate::core::args::Args;
 use crate::core::{
     action::Call,
     error::{type_name, ActionError},
 };
-use crate::retrieval::answer::{evidence, question, question_input};
+use crate::retrieval::answer::{evidence, question};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -18,10 +19,10 @@ const MAX_NOTE_BYTES: u64 = 1 << 20;
 /// Lines scored by meaning when a model is at hand (the best by words).
 const DENSE_UNITS: usize = 64;
 
-pub async fn evidence_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionError> {
-    let q_text = question_input(inputs)?.to_string();
+pub async fn evidence_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionError> {
+    let q_text = a.required_str("question")?.to_string();
     let mut q = question::analyze(&q_text);
-    let hits: Vec<Value> = match inputs.get("hits") {
+    let hits: Vec<Value> = match a.get("hits") {
         Some(Value::Array(a)) => a.clone(),
         Some(Value::Object(o)) => match o.get("hits") {
             Some(Value::Array(a)) => a.clone(),
@@ -39,20 +40,13 @@ pub async fn evidence_method(call: &Call<'_>, inputs: &Value) -> Result<Value, A
         }
         None => return Err(ActionError::Input("missing input `hits`".into())),
     };
-    let max_notes = count(inputs, "max_notes", 5)?;
+    let max_notes = count(a, "max_notes")?;
     let limits = evidence::Limits {
-        budget_tokens: count(inputs, "budget_tokens", 500)?,
-        max_items: count(inputs, "max_items", 8)?,
+        budget_tokens: count(a, "budget_tokens")?,
+        max_items: count(a, "max_items")?,
         ..Default::default()
     };
-    let kb = match opt_str(inputs, "kb")?.or(opt_str(inputs, "knowledge_base")?) {
-        Some(k) if !k.is_empty() => k.to_string(),
-        _ => {
-            return Err(ActionError::Input(
-                "missing input `kb` (the knowledge base folder)".into(),
-            ))
-        }
-    };
+    let kb = a.required_str("kb")?.to_string();
     let sb = &call.caps.sandbox;
     let root = sb
         .check_read(&kb)
@@ -97,13 +91,13 @@ pub async fn evidence_method(call: &Call<'_>, inputs: &Value) -> Result<Value, A
     }
     evidence::mark_entities(&mut q, &units);
     evidence::score(&q, &mut units, None);
-    if let Some(model) = dense_model(call, inputs)? {
+    if let Some(model) = dense_model(call, a)? {
         let sims = similarities(call, model, &q_text, &units).await?;
         evidence::score(&q, &mut units, Some(&sims));
     }
     let items = evidence::select(&q, &units, limits);
     let list = evidence::to_json(&items, &notes);
-    let threshold = opt_num(inputs, "min_score")?.unwrap_or(0.0);
+    let threshold = a.number("min_score")?;
     let list: Vec<Value> = list
         .into_iter()
         .filter(|v| v["score"].as_f64().unwrap_or(0.0) >= threshold)
@@ -118,13 +112,14 @@ pub async fn evidence_method(call: &Call<'_>, inputs: &Value) -> Result<Value, A
     }))
 }
 
-fn count(inputs: &Value, field: &str, default: usize) -> Result<usize, ActionError> {
-    match opt_num(inputs, field)? {
-        None => Ok(default),
-        Some(n) if (1.0..=10_000.0).contains(&n) => Ok(n as usize),
-        Some(n) => Err(ActionError::Input(format!(
-            "input `{field}` must be a whole number from 1 to 10000, got {n}"
-        ))),
+/// A count from 1 to 10,000: given, or the declared default.
+fn count(a: &Args, field: &str) -> Result<usize, ActionError> {
+    match a.number(field)? {
+        n if (1.0..=10_000.0).contains(&n) => Ok(n as usize),
+        n => Err(a.invalid(
+            field,
+            format!("must be a whole number from 1 to 10000, got {n}"),
+        )),
     }
 }
 
@@ -161,12 +156,12 @@ fn read_note(call: &Call<'_>, root: &Path, rel: &str) -> Result<Option<String>, 
 }
 
 /// `dense: auto` (the default here) uses the model when one is configured.
-fn dense_model(call: &Call<'_>, inputs: &Value) -> Result<Option<std::path::PathBuf>, ActionError> {
-    match dense_setting(inputs)? {
-        Some(Dense::Off) => Ok(None),
-        Some(Dense::On) => Ok(Some(dense::model_path(call, inputs)?)),
-        None | Some(Dense::Auto) => match dense::configured(call, inputs)? {
-            Ok(_) => Ok(Some(dense::model_path(call, inputs)?)),
+fn dense_model(call: &Call<'_>, a: &Args) -> Result<Option<std::path::PathBuf>, ActionError> {
+    match dense_setting(a)? {
+        Dense::Off => Ok(None),
+        Dense::On => Ok(Some(dense::model_path(call, a)?)),
+        Dense::Auto => match dense::configured(call, a)? {
+            Ok(_) => Ok(Some(dense::model_path(call, a)?)),
             Err(_) => Ok(None),
         },
     }

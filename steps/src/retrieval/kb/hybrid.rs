@@ -15,13 +15,6 @@ use std::collections::HashMap;
 pub const BM25_CANDIDATES: usize = 30;
 /// Dense chunks fused (before they are grouped by note).
 pub const DENSE_CANDIDATES: usize = 60;
-/// The dense list's weight unless the step says otherwise.
-pub const DENSE_WEIGHT: f64 = 0.6;
-/// The lowest cosine at which a hit found by meaning alone is kept: the
-/// nearest chunk to a question the notes know nothing about ("Qwxzv",
-/// "the weather on Mars") scores 0.25–0.29 with all-MiniLM-L6-v2 on the
-/// bundled notes, answering chunks 0.35 and up.
-pub const DENSE_MIN: f64 = 0.3;
 
 fn key(hit: &Value, by_note: bool) -> String {
     let field = if by_note { "path" } else { "id" };

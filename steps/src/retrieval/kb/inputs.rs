@@ -1,87 +1,48 @@
-//! Reading `kb.*` inputs: the walk and chunk options, filters, dates, the
-//! dense setting, and a search request from them.
+//! Reading what is particular to `kb.*` inputs (the walk and chunk
+//! options, filters, dates, the dense setting, and a search request from
+//! them) over the one reader of inputs, [`Args`].
 
 use super::chunk::ChunkOptions;
 use super::index::{Filter, SearchRequest};
+use crate::core::args::Args;
 use crate::core::error::{type_name, ActionError};
 use crate::core::walk::WalkOptions;
 use crate::retrieval::syntax;
 use chrono::NaiveDate;
 use serde_json::{Map, Value};
 
-pub(super) fn opt_str<'v>(inputs: &'v Value, field: &str) -> Result<Option<&'v str>, ActionError> {
-    match inputs.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(ActionError::Input(format!(
-            "input `{field}` must be a string, got {}",
-            type_name(other)
-        ))),
+pub(super) fn options(a: &Args) -> Result<(WalkOptions, ChunkOptions), ActionError> {
+    let walk = WalkOptions {
+        extensions: a
+            .strings("extensions")?
+            .into_iter()
+            .map(|s| s.trim_start_matches('.').to_string())
+            .collect(),
+        include_hidden: a.bool("include_hidden")?,
+        ..WalkOptions::notes()
+    };
+    let split_level = a.number("split_level")?;
+    if !(1.0..=6.0).contains(&split_level) {
+        return Err(a.invalid("split_level", format!("must be 1 to 6, got {split_level}")));
     }
-}
-
-pub(super) fn opt_num(inputs: &Value, field: &str) -> Result<Option<f64>, ActionError> {
-    match inputs.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => Ok(n.as_f64()),
-        // Inputs from the CLI arrive as strings.
-        Some(Value::String(s)) if s.trim().parse::<f64>().is_ok() => Ok(s.trim().parse().ok()),
-        Some(other) => Err(ActionError::Input(format!(
-            "input `{field}` must be a number, got {}",
-            type_name(other)
-        ))),
-    }
-}
-
-pub(super) fn opt_bool(inputs: &Value, field: &str, default: bool) -> Result<bool, ActionError> {
-    match inputs.get(field) {
-        None | Some(Value::Null) => Ok(default),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(ActionError::Input(format!(
-            "input `{field}` must be true or false, got {}",
-            type_name(other)
-        ))),
-    }
-}
-
-pub(super) fn options(inputs: &Value) -> Result<(WalkOptions, ChunkOptions), ActionError> {
-    let mut walk = WalkOptions::notes();
-    if let Some(v) = inputs.get("extensions") {
-        let exts = v.as_array().ok_or_else(|| {
-            ActionError::Input("input `extensions` must be a list like [md, markdown]".into())
-        })?;
-        walk.extensions = exts
-            .iter()
-            .map(|e| e.as_str().map(|s| s.trim_start_matches('.').to_string()))
-            .collect::<Option<_>>()
-            .ok_or_else(|| ActionError::Input("input `extensions` must list strings".into()))?;
-    }
-    walk.include_hidden = opt_bool(inputs, "include_hidden", false)?;
-    let mut chunking = ChunkOptions::default();
-    if let Some(n) = opt_num(inputs, "chunk_chars")? {
-        chunking.max_chars = n.max(200.0) as usize;
-    }
-    if let Some(n) = opt_num(inputs, "split_level")? {
-        if !(1.0..=6.0).contains(&n) {
-            return Err(ActionError::Input(
-                "input `split_level` must be 1 to 6".into(),
-            ));
-        }
-        chunking.split_level = n as u8;
-    }
+    let chunking = ChunkOptions {
+        max_chars: a.number("chunk_chars")?.max(200.0) as usize,
+        split_level: split_level as u8,
+        ..ChunkOptions::default()
+    };
     Ok((walk, chunking))
 }
 
 pub(super) fn today(
-    inputs: &Value,
+    a: &Args,
     clock: &dyn crate::core::time::Clock,
 ) -> Result<NaiveDate, ActionError> {
-    crate::core::time::today(inputs, &["today"], clock).map_err(ActionError::Input)
+    crate::core::time::today_from(a.get("today"), "today", clock).map_err(ActionError::Input)
 }
 
 /// `kb.search` / `kb.facets` inputs other than the query text.
 pub(super) fn request(
-    inputs: &Value,
+    a: &Args,
     parsed: syntax::ParsedQuery,
     today: NaiveDate,
 ) -> Result<SearchRequest, ActionError> {
@@ -89,12 +50,15 @@ pub(super) fn request(
         paths: parsed.paths.clone(),
         filters: Vec::new(),
         date: parsed.date,
-        top_k: 10,
-        threshold: opt_num(inputs, "threshold")?,
+        top_k: a
+            .at_least("top_k", 1.0)?
+            .ok_or_else(|| a.missing("top_k"))? as usize,
+        threshold: a.num("threshold")?,
         boosts: [3.0, 2.0, 1.0],
-        snippet_chars: 160,
-        collapse: opt_bool(inputs, "per_file", false)?,
-        question_words: opt_bool(inputs, "question_words", false)?,
+        snippet_chars: a.number("snippet_chars")?.max(20.0) as usize,
+        collapse: a.bool("per_file")?,
+        // Only `kb.search` declares it.
+        question_words: a.declares("question_words") && a.bool("question_words")?,
         parsed,
     };
     if let Some(d) = req.parsed.bad_dates.first() {
@@ -102,24 +66,8 @@ pub(super) fn request(
             "`date:{d}` in the query is not a date: use today, yesterday, this-week, last-week, this-month, YYYY-MM-DD, YYYY-MM, >DATE or DATE..DATE"
         )));
     }
-    if let Some(k) = opt_num(inputs, "top_k")? {
-        if k < 1.0 {
-            return Err(ActionError::Input(
-                "input `top_k` must be at least 1".into(),
-            ));
-        }
-        req.top_k = k as usize;
-    }
-    if let Some(n) = opt_num(inputs, "snippet_chars")? {
-        req.snippet_chars = n.max(20.0) as usize;
-    }
-    if let Some(b) = inputs.get("boosts") {
-        let b = b.as_object().ok_or_else(|| {
-            ActionError::Input(
-                "input `boosts` must be a mapping like {title: 3, section: 2, body: 1}".into(),
-            )
-        })?;
-        for (k, v) in b {
+    if let Some(b) = a.mapping("boosts")? {
+        for (k, v) in b.iter() {
             let i = match k.as_str() {
                 "title" => 0,
                 "section" | "headings" => 1,
@@ -137,32 +85,12 @@ pub(super) fn request(
         }
     }
     // The seed's `search_scope`: all, work, personal, or a folder.
-    if let Some(s) = opt_str(inputs, "scope")? {
+    if let Some(s) = a.str("scope")? {
         if !s.is_empty() && !s.eq_ignore_ascii_case("all") {
             req.paths.push(s.to_string());
         }
     }
-    match inputs.get("path_prefix") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(s)) => req.paths.push(s.clone()),
-        Some(Value::Array(a)) => {
-            for v in a {
-                req.paths.push(
-                    v.as_str()
-                        .ok_or_else(|| {
-                            ActionError::Input("input `path_prefix` must list strings".into())
-                        })?
-                        .to_string(),
-                );
-            }
-        }
-        Some(other) => {
-            return Err(ActionError::Input(format!(
-                "input `path_prefix` must be a string or a list, got {}",
-                type_name(other)
-            )))
-        }
-    }
+    req.paths.extend(a.strings("path_prefix")?);
     for (k, v) in &req.parsed.fields {
         req.filters.push(Filter {
             field: k.clone(),
@@ -170,15 +98,8 @@ pub(super) fn request(
             negate: false,
         });
     }
-    match inputs.get("filters") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(m)) => parse_filters(m, &mut req, today)?,
-        Some(other) => {
-            return Err(ActionError::Input(format!(
-                "input `filters` must be a mapping of field to value, got {}",
-                type_name(other)
-            )))
-        }
+    if let Some(m) = a.mapping("filters")? {
+        parse_filters(&m, &mut req, today)?;
     }
     Ok(req)
 }
@@ -270,26 +191,28 @@ pub(super) enum Dense {
     Auto,
 }
 
-/// Reads the `dense` input (`None`: not given; an empty string is false).
-pub(super) fn dense_setting(inputs: &Value) -> Result<Option<Dense>, ActionError> {
-    Ok(match inputs.get("dense") {
-        None | Some(Value::Null) => None,
-        Some(Value::Bool(b)) => Some(if *b { Dense::On } else { Dense::Off }),
+/// Reads the `dense` input, given or its declared default (an empty
+/// string is false).
+pub(super) fn dense_setting(a: &Args) -> Result<Dense, ActionError> {
+    Ok(match a.value("dense").as_deref() {
+        None | Some(Value::Bool(false)) => Dense::Off,
+        Some(Value::Bool(true)) => Dense::On,
         Some(Value::String(s)) => match s.trim().to_ascii_lowercase().as_str() {
-            "" | "false" | "off" | "no" => Some(Dense::Off),
-            "true" | "on" | "yes" => Some(Dense::On),
-            "auto" => Some(Dense::Auto),
+            "" | "false" | "off" | "no" => Dense::Off,
+            "true" | "on" | "yes" => Dense::On,
+            "auto" => Dense::Auto,
             other => {
-                return Err(ActionError::Input(format!(
-                    "input `dense` must be true, false or auto, got `{other}`"
-                )))
+                return Err(a.invalid(
+                    "dense",
+                    format!("must be true, false or auto, got `{other}`"),
+                ))
             }
         },
         Some(other) => {
-            return Err(ActionError::Input(format!(
-                "input `dense` must be true, false or auto, got {}",
-                type_name(other)
-            )))
+            return Err(a.invalid(
+                "dense",
+                format!("must be true, false or auto, got {}", type_name(other)),
+            ))
         }
     })
 }

@@ -17,13 +17,14 @@ mod inputs;
 mod specs;
 mod vectors;
 
-use inputs::{dense_setting, opt_bool, opt_num, opt_str, options, request, today, Dense};
+use inputs::{dense_setting, options, request, today, Dense};
 pub use specs::SPECS;
 
 use crate::core::walk::WalkOptions;
 use crate::core::{
     action::{Action, Call},
-    error::{type_name, ActionError},
+    args::Args,
+    error::ActionError,
     signals::LogLevel,
 };
 use crate::retrieval::syntax;
@@ -45,19 +46,13 @@ impl Action for KbAction {
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
-        if !inputs.is_object() {
-            return Err(ActionError::Input(format!(
-                "`kb.{}` takes a mapping of inputs, got {}",
-                call.method,
-                type_name(&inputs)
-            )));
-        }
+        let a = Args::of(SPECS, call, &inputs)?;
         match call.method {
-            "index" => index_method(call, &inputs).await,
-            "search" => search_method(call, &inputs).await,
-            "facets" => facets_method(call, &inputs).await,
-            "vector_search" => vector_search_method(call, &inputs).await,
-            "evidence" => evidence::evidence_method(call, &inputs).await,
+            "index" => index_method(call, &a).await,
+            "search" => search_method(call, &a).await,
+            "facets" => facets_method(call, &a).await,
+            "vector_search" => vector_search_method(call, &a).await,
+            "evidence" => evidence::evidence_method(call, &a).await,
             m => Err(ActionError::Input(format!("unknown method `kb.{m}`"))),
         }
     }
@@ -71,21 +66,8 @@ fn kb_err(e: KbError) -> ActionError {
 }
 
 /// Opens (or creates) the index for the `kb` input, applying the sandbox.
-fn open(call: &Call<'_>, inputs: &Value) -> Result<Arc<KbIndex>, ActionError> {
-    let kb = match inputs.get("kb").or_else(|| inputs.get("knowledge_base")) {
-        Some(Value::String(s)) if !s.is_empty() => s.as_str(),
-        Some(other) => {
-            return Err(ActionError::Input(format!(
-                "input `kb` must be a folder path, got {}",
-                type_name(other)
-            )))
-        }
-        None => {
-            return Err(ActionError::Input(
-                "missing input `kb` (the knowledge base folder)".into(),
-            ))
-        }
-    };
+fn open(call: &Call<'_>, a: &Args) -> Result<Arc<KbIndex>, ActionError> {
+    let kb = a.required_str("kb")?;
     let sb = &call.caps.sandbox;
     let root = sb
         .check_read(kb)
@@ -101,7 +83,7 @@ fn open(call: &Call<'_>, inputs: &Value) -> Result<Arc<KbIndex>, ActionError> {
             }
         )));
     }
-    let dir: Option<PathBuf> = match opt_str(inputs, "index_dir")? {
+    let dir: Option<PathBuf> = match a.str("index_dir")? {
         Some(d) => Some(sb.check_write(d).map_err(|e| {
             ActionError::failed(format!(
                 "{e} (it is `index_dir`; pass `--allow-write` for it)"
@@ -118,7 +100,7 @@ fn open(call: &Call<'_>, inputs: &Value) -> Result<Arc<KbIndex>, ActionError> {
         Ok(ix) => Ok(ix),
         // A state folder that cannot be written (and no `index_dir`): index
         // in memory, cached for the life of the process.
-        Err(KbError::Io { .. }) if opt_str(inputs, "index_dir")?.is_none() => {
+        Err(KbError::Io { .. }) if !a.is_given("index_dir") => {
             call.log(
                 LogLevel::Warn,
                 format!(
@@ -189,11 +171,11 @@ fn dir_label(ix: &KbIndex) -> Value {
     }
 }
 
-async fn index_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionError> {
+async fn index_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionError> {
     let started = Instant::now();
-    let (walk, chunking) = options(inputs)?;
-    let force = opt_bool(inputs, "force", false)?;
-    let ix = open(call, inputs)?;
+    let (walk, chunking) = options(a)?;
+    let force = a.bool("force")?;
+    let ix = open(call, a)?;
     let s = update(call, ix.clone(), walk, chunking, force)
         .await
         .map_err(kb_err)?;
@@ -219,26 +201,20 @@ fn ms(d: Duration) -> f64 {
 async fn ensure_fresh(
     call: &Call<'_>,
     ix: &Arc<KbIndex>,
-    inputs: &Value,
+    a: &Args<'_>,
 ) -> Result<Option<UpdateStats>, ActionError> {
-    let refresh = opt_str(inputs, "refresh")?.unwrap_or("auto");
-    let interval = opt_num(inputs, "refresh_interval_ms")?.unwrap_or(1000.0);
-    let needed = match refresh {
+    let needed = match a.chosen("refresh")? {
         "always" => true,
         "never" => ix.is_empty(),
-        "auto" => {
-            ix.is_empty() || !ix.fresh_within(Duration::from_millis(interval.max(0.0) as u64))
-        }
-        other => {
-            return Err(ActionError::Input(format!(
-                "input `refresh` must be auto, always or never, got `{other}`"
-            )))
+        _ => {
+            let interval = a.number("refresh_interval_ms")?.max(0.0) as u64;
+            ix.is_empty() || !ix.fresh_within(Duration::from_millis(interval))
         }
     };
     if !needed {
         return Ok(None);
     }
-    let (walk, chunking) = options(inputs)?;
+    let (walk, chunking) = options(a)?;
     match update(call, ix.clone(), walk, chunking, false).await {
         Ok(s) => Ok(Some(s)),
         Err(KbError::Locked(d)) if !ix.is_empty() => {
@@ -252,36 +228,27 @@ async fn ensure_fresh(
     }
 }
 
-async fn search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionError> {
+async fn search_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionError> {
     let started = Instant::now();
-    let q = match inputs.get("query") {
-        None | Some(Value::Null) => "",
-        Some(Value::String(s)) => s.as_str(),
-        Some(other) => {
-            return Err(ActionError::Input(format!(
-                "input `query` must be a string, got {}",
-                type_name(other)
-            )))
-        }
-    };
-    let today = today(inputs, call.caps.clock.as_ref())?;
-    let mut parsed = syntax::parse(q, opt_bool(inputs, "operators", true)?, today);
-    if opt_bool(inputs, "analyze", false)? {
+    let q = a.str("query")?.unwrap_or_default();
+    let today = today(a, call.caps.clock.as_ref())?;
+    let mut parsed = syntax::parse(q, a.bool("operators")?, today);
+    if a.bool("analyze")? {
         analyzed(&mut parsed, q, today, call)?;
     }
-    let dense_text = match opt_str(inputs, "dense_query")? {
+    let dense_text = match a.str("dense_query")? {
         Some(d) if !d.trim().is_empty() => syntax::parse(d, true, today).text(),
         _ => parsed.text(),
     };
-    let mut req = request(inputs, parsed, today)?;
-    let dense = match dense_model(call, inputs)? {
+    let mut req = request(a, parsed, today)?;
+    let dense = match dense_model(call, a)? {
         Some((path, weight)) if !dense_text.trim().is_empty() => {
             Some((dense::prepare(call, path, dense_text), weight))
         }
         _ => None,
     };
-    let ix = open(call, inputs)?;
-    let refreshed = ensure_fresh(call, &ix, inputs).await?;
+    let ix = open(call, a)?;
+    let refreshed = ensure_fresh(call, &ix, a).await?;
     let (hits, total, mode) = match dense {
         Some((query, weight)) => {
             let want = req.top_k;
@@ -296,7 +263,7 @@ async fn search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionE
                 req.snippet_chars,
             )
             .await?;
-            let floor = opt_num(inputs, "dense_min")?.unwrap_or(hybrid::DENSE_MIN);
+            let floor = a.number("dense_min")?;
             let hits = hybrid::fuse(&bm25, &found.hits, weight, floor, req.collapse, want);
             let mode = json!({"dense": true, "model": found.model, "dense_weight": weight});
             (hits, total, mode)
@@ -364,19 +331,16 @@ fn analyzed(
 /// Whether `kb.search` fuses dense search in, with which model and weight:
 /// `dense: true` needs the model, `auto` uses it when one is configured
 /// (and says once per process when none is), `false` (the default) never.
-fn dense_model(call: &Call<'_>, inputs: &Value) -> Result<Option<(PathBuf, f64)>, ActionError> {
-    let mode = match dense_setting(inputs)? {
-        None | Some(Dense::Off) => return Ok(None),
-        Some(Dense::On) => "true",
-        Some(Dense::Auto) => "auto",
+fn dense_model(call: &Call<'_>, a: &Args) -> Result<Option<(PathBuf, f64)>, ActionError> {
+    let mode = match dense_setting(a)? {
+        Dense::Off => return Ok(None),
+        Dense::On => "true",
+        Dense::Auto => "auto",
     };
-    let weight = opt_num(inputs, "dense_weight")?.unwrap_or(hybrid::DENSE_WEIGHT);
-    if !(0.0..=1.0).contains(&weight) {
-        return Err(ActionError::Input(
-            "input `dense_weight` must be between 0 and 1".into(),
-        ));
-    }
-    if mode == "auto" && dense::configured(call, inputs)?.is_err() {
+    let weight = a
+        .unit("dense_weight")?
+        .ok_or_else(|| a.missing("dense_weight"))?;
+    if mode == "auto" && dense::configured(call, a)?.is_err() {
         static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
             call.log(
@@ -389,27 +353,18 @@ fn dense_model(call: &Call<'_>, inputs: &Value) -> Result<Option<(PathBuf, f64)>
         }
         return Ok(None);
     }
-    Ok(Some((dense::model_path(call, inputs)?, weight)))
+    Ok(Some((dense::model_path(call, a)?, weight)))
 }
 
-async fn facets_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionError> {
-    let field = match opt_str(inputs, "field")? {
-        Some(f) if !f.is_empty() => f.to_string(),
-        _ => {
-            return Err(ActionError::Input(
-                "missing input `field` (the metadata field to count, e.g. type)".into(),
-            ))
-        }
-    };
-    let today = today(inputs, call.caps.clock.as_ref())?;
-    let q = opt_str(inputs, "query")?.unwrap_or("");
-    let req = request(inputs, syntax::parse(q, true, today), today)?;
-    let ix = open(call, inputs)?;
-    ensure_fresh(call, &ix, inputs).await?;
+async fn facets_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionError> {
+    let field = a.required_str("field")?.to_string();
+    let today = today(a, call.caps.clock.as_ref())?;
+    let q = a.str("query")?.unwrap_or_default();
+    let req = request(a, syntax::parse(q, true, today), today)?;
+    let ix = open(call, a)?;
+    ensure_fresh(call, &ix, a).await?;
     let (values, files) = ix.facets(&field, &req).map_err(kb_err)?;
-    let limit = opt_num(inputs, "limit")?
-        .map(|n| n as usize)
-        .unwrap_or(usize::MAX);
+    let limit = a.num("limit")?.map_or(usize::MAX, |n| n.max(0.0) as usize);
     let values: Vec<Value> = values
         .into_iter()
         .take(limit)
@@ -420,40 +375,23 @@ async fn facets_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionE
 
 /// `kb.vector_search`: cosine similarity between the query's embedding and
 /// every chunk's (exact, flat scan), under the same filters as `kb.search`.
-async fn vector_search_method(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionError> {
+async fn vector_search_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionError> {
     let started = Instant::now();
-    let q = match inputs.get("query") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-        Some(Value::String(_)) | None | Some(Value::Null) => {
-            return Err(ActionError::Input("missing input `query`".into()))
-        }
-        Some(other) => {
-            return Err(ActionError::Input(format!(
-                "input `query` must be a string, got {}",
-                type_name(other)
-            )))
-        }
-    };
-    let today = today(inputs, call.caps.clock.as_ref())?;
-    let parsed = syntax::parse(&q, opt_bool(inputs, "operators", true)?, today);
+    let q = a.required_str("query")?.to_string();
+    let today = today(a, call.caps.clock.as_ref())?;
+    let parsed = syntax::parse(&q, a.bool("operators")?, today);
     // Operators filter; the rest of the text is what gets embedded.
     let text = if parsed.has_operators() {
         parsed.text()
     } else {
         q.clone()
     };
-    let req = request(inputs, parsed, today)?;
-    let query = dense::prepare(call, dense::model_path(call, inputs)?, text);
-    let ix = open(call, inputs)?;
-    let refreshed = ensure_fresh(call, &ix, inputs).await?;
-    let top_k = opt_num(inputs, "top_k")?
-        .map(|n| n.max(0.0) as usize)
-        .unwrap_or(10);
-    let threshold = opt_num(inputs, "threshold")?;
-    let snippet_chars = opt_num(inputs, "snippet_chars")?
-        .map(|n| n as usize)
-        .unwrap_or(240);
-    let found = dense::search(call, ix, &req, query, top_k, snippet_chars).await?;
+    let req = request(a, parsed, today)?;
+    let query = dense::prepare(call, dense::model_path(call, a)?, text);
+    let ix = open(call, a)?;
+    let refreshed = ensure_fresh(call, &ix, a).await?;
+    let threshold = req.threshold;
+    let found = dense::search(call, ix, &req, query, req.top_k, req.snippet_chars).await?;
     let hits: Vec<Value> = found
         .hits
         .into_iter()
