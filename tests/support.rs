@@ -56,6 +56,12 @@ pub fn cmd(cwd: &Path) -> Command {
     }
     no_local_model(&mut c);
     c.env("NO_COLOR", "1");
+    // llama.cpp's OpenMP threads sleep at their barriers instead of spinning:
+    // beside other tests on two cores a spinning thread waits for one that
+    // is not running (a local-model run took 28 s instead of 6).
+    if std::env::var_os("OMP_WAIT_POLICY").is_none() {
+        c.env("OMP_WAIT_POLICY", "passive");
+    }
     // The per-user state folder, kept inside the test's folder: tests never
     // write to the real home (tests of state discovery set their own), nor
     // into the checkout when they run in one of its folders.
