@@ -36,7 +36,7 @@ impl Action for CoreAction {
             // Inputs arrive rendered once; they are returned as they are
             // (the peer renders them a second time).
             "set" => Ok(inputs),
-            "log" => log(call, &inputs),
+            "log" => log(call, &args),
             "extract" => data::extract(&args),
             "format" => data::format(&args),
             "parse" => data::parse(&args),
@@ -66,6 +66,7 @@ impl Action for WorkflowAction {
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
+        let a = Args::of(WORKFLOW_SPECS, call, &inputs)?;
         match call.method {
             // The engine records these as the workflow's outputs.
             "set_outputs" => match inputs {
@@ -76,23 +77,18 @@ impl Action for WorkflowAction {
                     type_name(&other)
                 ))),
             },
-            "log" => log(call, &inputs),
+            "log" => log(call, &a),
             "fail" => {
-                let message = inputs
-                    .get("message")
-                    .map(display)
-                    .unwrap_or_else(|| "workflow failed".to_string());
-                let message = match inputs.get("code") {
+                let message = a.value("message").map(|m| display(&m)).unwrap_or_default();
+                let message = match a.get("code") {
                     Some(code) => format!("{message} (code {})", display(code)),
                     None => message,
                 };
                 Err(ActionError::failed(message))
             }
             "sleep" => {
-                let d = match inputs.get("duration") {
-                    Some(v) => parse_duration(v).map_err(ActionError::Input)?,
-                    None => return Err(ActionError::Input("missing input `duration`".into())),
-                };
+                let d = parse_duration(a.required("duration")?)
+                    .map_err(|e| a.invalid("duration", e))?;
                 tokio::select! {
                     _ = tokio::time::sleep(d) => {
                         let ms = d.as_millis() as u64;
@@ -103,44 +99,35 @@ impl Action for WorkflowAction {
             }
             "timestamp" => {
                 let now = call.caps.clock.now();
-                let format = inputs
-                    .get("format")
-                    .and_then(Value::as_str)
-                    .unwrap_or("iso");
-                let ts = match format {
-                    "iso" => json!(now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+                let ts = match a.chosen("format")? {
                     "unix" => json!(now.timestamp()),
                     "ms" => json!(now.timestamp_millis()),
-                    other => {
-                        return Err(ActionError::Input(format!(
-                            "unknown timestamp format `{other}`: use iso, unix or ms"
-                        )))
-                    }
+                    _ => json!(now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
                 };
                 Ok(json!({ "timestamp": ts }))
             }
             "noop" => Ok(json!({"success": true})),
             // The engine ends the run once this returns.
             "exit" => {
-                if let Some(status) = inputs.get("status") {
-                    match status.as_u64() {
-                        Some(100..=599) => {}
-                        _ => {
-                            return Err(ActionError::Input(format!(
-                                "`status` must be an HTTP status from 100 to 599, got {}",
-                                display(status)
-                            )))
-                        }
-                    }
+                let status = a.num("status")?;
+                if let Some(s) = status.filter(|s| !(100.0..=599.0).contains(s)) {
+                    return Err(a.invalid(
+                        "status",
+                        format!("must be an HTTP status from 100 to 599, got {s}"),
+                    ));
                 }
-                if let Some(m) = inputs.get("message").filter(|m| !m.is_null()) {
-                    call.log(LogLevel::Info, display(m));
+                if let Some(m) = a.str("message")? {
+                    call.log(LogLevel::Info, m);
                 }
                 let mut out = json!({"exited": true});
-                for k in ["outputs", "status", "body"] {
-                    if let Some(v) = inputs.get(k) {
-                        out[k] = v.clone();
-                    }
+                if let Some(o) = a.get("outputs") {
+                    out["outputs"] = o.clone();
+                }
+                if let Some(s) = status {
+                    out["status"] = json!(s as u16);
+                }
+                if let Some(b) = a.get("body") {
+                    out["body"] = b.clone();
                 }
                 Ok(out)
             }
@@ -149,25 +136,15 @@ impl Action for WorkflowAction {
     }
 }
 
-fn log(call: &Call<'_>, inputs: &Value) -> Result<Value, ActionError> {
-    let message = match inputs.get("message") {
-        Some(m) => display(m),
-        None => return Err(ActionError::Input("missing input `message`".into())),
-    };
-    let line = match inputs.get("metadata") {
-        Some(Value::Object(m)) if !m.is_empty() => {
-            format!("{message} {}", Value::Object(m.clone()))
-        }
+fn log(call: &Call<'_>, a: &Args) -> Result<Value, ActionError> {
+    let message = display(a.required("message")?);
+    let line = match a.mapping("metadata")? {
+        Some(m) if !m.is_empty() => format!("{message} {}", Value::Object(m.into_owned())),
         _ => message.clone(),
     };
-    let level = match inputs.get("level").and_then(Value::as_str) {
-        Some(l) => LogLevel::parse(l).ok_or_else(|| {
-            ActionError::Input(format!(
-                "unknown log level `{l}`: use debug, info, warn or error"
-            ))
-        })?,
-        None => LogLevel::Info,
-    };
+    let level = a.chosen("level")?;
+    let level = LogLevel::parse(level)
+        .ok_or_else(|| a.invalid("level", format!("`{level}` is not a log level")))?;
     call.log(level, line);
     Ok(json!({ "logged": true, "message": message }))
 }

@@ -124,10 +124,22 @@ impl<'a> Args<'a> {
         }
     }
 
-    /// The declared default of `name`, as a value.
+    /// The declared default of `name`, as a value. Numbers and booleans,
+    /// most defaults, are read without the YAML parser (this runs on every
+    /// call of an action).
     fn default(&self, name: &str) -> Option<Value> {
         let d = self.decl(name).default?;
-        serde_yaml::from_str(d).ok()
+        if let Ok(n) = d.parse::<i64>() {
+            return Some(Value::from(n));
+        }
+        if let Some(n) = d.parse::<f64>().ok().and_then(serde_json::Number::from_f64) {
+            return Some(Value::Number(n));
+        }
+        match d {
+            "true" => Some(Value::Bool(true)),
+            "false" => Some(Value::Bool(false)),
+            _ => serde_yaml::from_str(d).ok(),
+        }
     }
 
     /// The value of `name` after the catalog's type check: given or

@@ -40,18 +40,6 @@ impl ActionError {
     }
 }
 
-/// Reads a required string field of an inputs object.
-pub fn required_str<'v>(inputs: &'v Value, field: &str) -> Result<&'v str, ActionError> {
-    match inputs.get(field) {
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(ActionError::Input(format!(
-            "input `{field}` must be a string, got {}",
-            type_name(other)
-        ))),
-        None => Err(ActionError::Input(format!("missing input `{field}`"))),
-    }
-}
-
 /// The JSON type name of a value, as used in messages.
 pub fn type_name(v: &Value) -> &'static str {
     match v {

@@ -4,8 +4,10 @@
 
 use crate::core::{
     action::{Action, Call},
-    error::{type_name, ActionError},
+    args::Args,
+    error::ActionError,
 };
+use crate::retrieval::hits::hits_input;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -20,7 +22,7 @@ impl Action for ContextAction {
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
         match call.method {
-            "pack" => pack(&inputs),
+            "pack" => pack(&Args::of(SPECS, call, &inputs)?),
             m => Err(ActionError::Input(format!("unknown method `context.{m}`"))),
         }
     }
@@ -28,23 +30,6 @@ impl Action for ContextAction {
 
 pub fn estimate_tokens(s: &str) -> usize {
     s.chars().count().div_ceil(4)
-}
-
-fn num(inputs: &Value, field: &str, default: usize) -> Result<usize, ActionError> {
-    match inputs.get(field) {
-        None | Some(Value::Null) => Ok(default),
-        Some(v) => v
-            .as_f64()
-            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-            .filter(|n| *n >= 0.0)
-            .map(|n| n as usize)
-            .ok_or_else(|| {
-                ActionError::Input(format!(
-                    "input `{field}` must be a non-negative number, got {}",
-                    type_name(v)
-                ))
-            }),
-    }
 }
 
 /// Cuts `s` to at most `max_tokens` (estimated), at a line or word break
@@ -72,44 +57,19 @@ fn truncate(s: &str, max_tokens: usize) -> (String, bool) {
 /// `max_blocks` (10), `max_block_tokens` (500), `dedupe` (true: same id,
 /// or the same text), `label` (`[{n}]`; `{n}`, `{path}`, `{section}`,
 /// `{title}`, `{id}` are filled), `text_field` (`text`), `separator`.
-pub fn pack(inputs: &Value) -> Result<Value, ActionError> {
-    let hits: Vec<Value> = match inputs.get("hits") {
-        Some(Value::Array(a)) => a.clone(),
-        Some(Value::Object(o)) => match o.get("hits").or_else(|| o.get("results")) {
-            Some(Value::Array(a)) => a.clone(),
-            _ => {
-                return Err(ActionError::Input(
-                    "input `hits` must be a list of hits or a search output with `hits`".into(),
-                ))
-            }
-        },
-        Some(other) => {
-            return Err(ActionError::Input(format!(
-                "input `hits` must be a list of hits, got {}",
-                type_name(other)
-            )))
-        }
-        None => return Err(ActionError::Input("missing input `hits`".into())),
+pub fn pack(a: &Args) -> Result<Value, ActionError> {
+    let hits = hits_input(a, "hits")?;
+    // These have declared defaults, so a value is always there.
+    let count = |name: &str| -> Result<usize, ActionError> {
+        Ok(a.at_least(name, 0.0)?.ok_or_else(|| a.missing(name))? as usize)
     };
-    let budget = num(inputs, "budget_tokens", 2000)?;
-    let max_blocks = num(inputs, "max_blocks", 10)?;
-    let per_block = num(inputs, "max_block_tokens", 500)?;
-    let dedupe = inputs
-        .get("dedupe")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
-    let label_fmt = inputs
-        .get("label")
-        .and_then(Value::as_str)
-        .unwrap_or("[{n}]");
-    let text_field = inputs
-        .get("text_field")
-        .and_then(Value::as_str)
-        .unwrap_or("text");
-    let sep = inputs
-        .get("separator")
-        .and_then(Value::as_str)
-        .unwrap_or("\n\n");
+    let budget = count("budget_tokens")?;
+    let max_blocks = count("max_blocks")?;
+    let per_block = count("max_block_tokens")?;
+    let dedupe = a.bool("dedupe")?;
+    let label_fmt = a.text("label")?;
+    let text_field = a.text("text_field")?;
+    let sep = a.str("separator")?.unwrap_or("\n\n");
 
     let mut seen_ids = HashSet::new();
     let mut seen_text = HashSet::new();
@@ -236,6 +196,10 @@ pub const SPECS: &[Spec] = &[spec(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pack(v: &Value) -> Result<Value, ActionError> {
+        super::pack(&Args::new(&SPECS[0], v)?)
+    }
 
     fn hit(id: &str, path: &str, text: &str) -> Value {
         json!({"id": id, "path": path, "section": "S", "text": text})

@@ -6,7 +6,8 @@
 
 use crate::core::{
     action::{Action, Call},
-    error::{type_name, ActionError},
+    args::Args,
+    error::ActionError,
 };
 use crate::retrieval::syntax::{parse, resolve_date, DateRange};
 use async_trait::async_trait;
@@ -23,7 +24,7 @@ impl Action for QueryAction {
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
         match call.method {
-            "analyze" => analyze(&inputs, call.caps.clock.as_ref()),
+            "analyze" => analyze(&Args::of(SPECS, call, &inputs)?, call.caps.clock.as_ref()),
             m => Err(ActionError::Input(format!("unknown method `query.{m}`"))),
         }
     }
@@ -182,8 +183,9 @@ const TIME_PHRASES: &[(&str, &str)] = &[
     ("tomorrow", "tomorrow"),
 ];
 
-fn today(inputs: &Value, clock: &dyn crate::core::time::Clock) -> Result<NaiveDate, ActionError> {
-    crate::core::time::today(inputs, &["today", "now"], clock).map_err(ActionError::Input)
+/// `today` as given (its declared default, the word `today`, is the clock's).
+fn today(a: &Args, clock: &dyn crate::core::time::Clock) -> Result<NaiveDate, ActionError> {
+    crate::core::time::today_from(a.get("today"), "today", clock).map_err(ActionError::Input)
 }
 
 /// A time expression in running text: (matched words, range).
@@ -330,22 +332,10 @@ fn kind(lower: &str, has_time: bool) -> &'static str {
     }
 }
 
-pub fn analyze(inputs: &Value, clock: &dyn crate::core::time::Clock) -> Result<Value, ActionError> {
-    let q = match inputs.get("query") {
-        Some(Value::String(s)) => s.as_str(),
-        Some(other) => {
-            return Err(ActionError::Input(format!(
-                "input `query` must be a string, got {}",
-                type_name(other)
-            )))
-        }
-        None => return Err(ActionError::Input("missing input `query`".into())),
-    };
-    let today = today(inputs, clock)?;
-    let operators = inputs
-        .get("operators")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
+pub fn analyze(a: &Args, clock: &dyn crate::core::time::Clock) -> Result<Value, ActionError> {
+    let q = a.str("query")?.ok_or_else(|| a.missing("query"))?;
+    let today = today(a, clock)?;
+    let operators = a.bool("operators")?;
     let p = parse(q, operators, today);
     let free = p.terms.join(" ");
     let lower = free.to_lowercase();
@@ -444,7 +434,10 @@ mod tests {
     use super::*;
 
     fn analyze_now(inputs: &Value) -> Result<Value, ActionError> {
-        analyze(inputs, &crate::core::time::SystemClock)
+        analyze(
+            &Args::new(&SPECS[0], inputs)?,
+            &crate::core::time::SystemClock,
+        )
     }
 
     fn a(q: &str) -> Value {

@@ -5,10 +5,12 @@
 //! - `rank.rerank`: one list re-scored (recency half-life, metadata
 //!   multipliers, date-range boost), thresholded, diversified (MMR), cut.
 
+use crate::core::args::Args;
 use crate::core::{
     action::{Action, Call},
     error::{type_name, ActionError},
 };
+use crate::retrieval::hits::{hit_list, hits_input};
 use async_trait::async_trait;
 use chrono::NaiveDate;
 use serde_json::{json, Map, Value};
@@ -24,8 +26,8 @@ impl Action for RankAction {
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
         match call.method {
-            "fuse" => fuse(&inputs),
-            "rerank" => rerank(&inputs, call.caps.clock.as_ref()),
+            "fuse" => fuse(&Args::of(SPECS, call, &inputs)?),
+            "rerank" => rerank(&Args::of(SPECS, call, &inputs)?, call.caps.clock.as_ref()),
             m => Err(ActionError::Input(format!("unknown method `rank.{m}`"))),
         }
     }
@@ -35,6 +37,7 @@ fn input_err(msg: impl Into<String>) -> ActionError {
     ActionError::Input(msg.into())
 }
 
+/// A number inside a mapping input (`recency: {half_life_days: 30}`).
 fn num(v: &Value, field: &str, default: f64) -> Result<f64, ActionError> {
     match v.get(field) {
         None | Some(Value::Null) => Ok(default),
@@ -45,23 +48,6 @@ fn num(v: &Value, field: &str, default: f64) -> Result<f64, ActionError> {
             .map_err(|_| input_err(format!("input `{field}` must be a number, got `{s}`"))),
         Some(other) => Err(input_err(format!(
             "input `{field}` must be a number, got {}",
-            type_name(other)
-        ))),
-    }
-}
-
-/// A list of hits: an array, or an object with `hits` (a `kb.search` output).
-fn hit_list(v: &Value, what: &str) -> Result<Vec<Value>, ActionError> {
-    match v {
-        Value::Array(a) => Ok(a.clone()),
-        Value::Object(o) => match o.get("hits").or_else(|| o.get("results")) {
-            Some(Value::Array(a)) => Ok(a.clone()),
-            _ => Err(input_err(format!(
-                "{what} must be a list of hits or an object with `hits`"
-            ))),
-        },
-        other => Err(input_err(format!(
-            "{what} must be a list of hits, got {}",
             type_name(other)
         ))),
     }
@@ -89,13 +75,13 @@ fn round(x: f64) -> f64 {
 /// A per-list number: absent (`default` each), a list (one per list, in
 /// order) or a mapping name → number (`default` for lists not named).
 fn per_list(
-    inputs: &Value,
+    a: &Args,
     field: &str,
     names: &[String],
     default: f64,
 ) -> Result<Vec<f64>, ActionError> {
-    match inputs.get(field) {
-        None | Some(Value::Null) => Ok(vec![default; names.len()]),
+    match a.get(field) {
+        None => Ok(vec![default; names.len()]),
         Some(Value::Array(a)) if a.len() == names.len() => a
             .iter()
             .map(|w| {
@@ -132,69 +118,46 @@ fn per_list(
 ///
 /// Convex: a hit missing from a list scores that list's lowest score (its
 /// normalised value: 0 under min-max; 0 too when the list's scores are all equal).
-pub fn fuse(inputs: &Value) -> Result<Value, ActionError> {
-    let (names, lists): (Vec<String>, Vec<Vec<Value>>) = match inputs.get("lists") {
-        Some(Value::Array(a)) => (
-            (0..a.len()).map(|i| i.to_string()).collect(),
-            a.iter()
+pub fn fuse(a: &Args) -> Result<Value, ActionError> {
+    let (names, lists): (Vec<String>, Vec<Vec<Value>>) = match a.required("lists")? {
+        Value::Array(l) => (
+            (0..l.len()).map(|i| i.to_string()).collect(),
+            l.iter()
                 .enumerate()
                 .map(|(i, l)| hit_list(l, &format!("`lists[{i}]`")))
                 .collect::<Result<_, _>>()?,
         ),
-        Some(Value::Object(o)) => (
+        Value::Object(o) => (
             o.keys().cloned().collect(),
             o.iter()
                 .map(|(k, l)| hit_list(l, &format!("`lists.{k}`")))
                 .collect::<Result<_, _>>()?,
         ),
-        Some(other) => {
-            return Err(input_err(format!(
-                "input `lists` must be a list of hit lists or a mapping of them, got {}",
-                type_name(other)
-            )))
+        other => {
+            return Err(a.invalid(
+                "lists",
+                format!(
+                    "must be a list of hit lists or a mapping of them, got {}",
+                    type_name(other)
+                ),
+            ))
         }
-        None => return Err(input_err("missing input `lists` (the hit lists to fuse)")),
     };
-    let weights = per_list(inputs, "weights", &names, 1.0)?;
-    let method = inputs
-        .get("method")
-        .and_then(Value::as_str)
-        .unwrap_or("rrf");
-    let k = num(inputs, "k", 60.0)?;
-    if k < 0.0 {
-        return Err(input_err("input `k` must not be negative"));
-    }
-    let id_field = inputs
-        .get("id_field")
-        .and_then(Value::as_str)
-        .unwrap_or("id");
+    let weights = per_list(a, "weights", &names, 1.0)?;
+    let method = a.chosen("method")?;
+    let k = a.at_least("k", 0.0)?.ok_or_else(|| a.missing("k"))?;
+    let id_field = a.text("id_field")?;
 
     let mut order: Vec<String> = Vec::new();
     let mut first: HashMap<String, Value> = HashMap::new();
     let mut fused: HashMap<String, f64> = HashMap::new();
     let mut parts: HashMap<String, Map<String, Value>> = HashMap::new();
-    let normalize = match inputs.get("normalize") {
-        None | Some(Value::Null) => "minmax",
-        Some(Value::String(s)) if s.is_empty() => "minmax",
-        Some(Value::String(s)) => s.as_str(),
-        Some(other) => {
-            return Err(input_err(format!(
-                "input `normalize` must be minmax, tm2c2 or zscore, got {}",
-                type_name(other)
-            )))
-        }
+    // Empty text (an unset template value) is the default.
+    let normalize = match a.str("normalize")? {
+        Some("") => "minmax",
+        _ => a.chosen("normalize")?,
     };
-    if !matches!(normalize, "minmax" | "tm2c2" | "zscore") {
-        return Err(input_err(format!(
-            "input `normalize` must be minmax, tm2c2 or zscore, got `{normalize}`"
-        )));
-    }
-    let mins = per_list(inputs, "min", &names, 0.0)?;
-    if !matches!(method, "rrf" | "convex") {
-        return Err(input_err(format!(
-            "input `method` must be rrf or convex, got `{method}`"
-        )));
-    }
+    let mins = per_list(a, "min", &names, 0.0)?;
     // Convex: what a hit missing from list `li` adds (weight × the list's
     // lowest score, normalised).
     let mut fills = vec![0.0; lists.len()];
@@ -267,7 +230,7 @@ pub fn fuse(inputs: &Value) -> Result<Value, ActionError> {
     let mut out: Vec<(String, f64)> = order.iter().map(|k| (k.clone(), fused[k])).collect();
     // Stable: equal scores keep first-seen order.
     out.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let top_k = num(inputs, "top_k", 0.0)? as usize;
+    let top_k = a.at_least("top_k", 0.0)?.unwrap_or(0.0) as usize;
     if top_k > 0 {
         out.truncate(top_k);
     }
@@ -314,23 +277,20 @@ fn hit_date(hit: &Value, path: Option<&str>) -> Option<NaiveDate> {
     }
 }
 
-fn today(inputs: &Value, clock: &dyn crate::core::time::Clock) -> Result<NaiveDate, ActionError> {
-    crate::core::time::today(inputs, &["now", "today"], clock).map_err(input_err)
+fn today(a: &Args, clock: &dyn crate::core::time::Clock) -> Result<NaiveDate, ActionError> {
+    crate::core::time::today_from(a.get("now"), "now", clock).map_err(input_err)
 }
 
 /// Inputs: `hits`, then in this order: `recency: {half_life_days, field?,
 /// weight?}`, `boost_field` (multiply by a numeric field), `ratios: {field?,
 /// values: {task: 1.5}}`, `time_match: {from, to, boost, field?}`,
 /// `threshold`, `mmr: {lambda, field?}`, `top_k`.
-pub fn rerank(inputs: &Value, clock: &dyn crate::core::time::Clock) -> Result<Value, ActionError> {
-    let hits = match inputs.get("hits") {
-        Some(v) => hit_list(v, "input `hits`")?,
-        None => return Err(input_err("missing input `hits`")),
-    };
-    let now = today(inputs, clock)?;
+pub fn rerank(a: &Args, clock: &dyn crate::core::time::Clock) -> Result<Value, ActionError> {
+    let hits = hits_input(a, "hits")?;
+    let now = today(a, clock)?;
     let mut scored: Vec<(f64, Value)> = hits.into_iter().map(|h| (score_of(&h), h)).collect();
 
-    if let Some(r) = inputs.get("recency").filter(|v| !v.is_null()) {
+    if let Some(r) = a.get("recency") {
         let half = num(r, "half_life_days", 30.0)?;
         if half <= 0.0 {
             return Err(input_err("`recency.half_life_days` must be above 0"));
@@ -346,7 +306,7 @@ pub fn rerank(inputs: &Value, clock: &dyn crate::core::time::Clock) -> Result<Va
             *s *= 1.0 - weight + weight * decay;
         }
     }
-    if let Some(name) = inputs.get("boost_field").and_then(Value::as_str) {
+    if let Some(name) = a.str("boost_field")? {
         for (s, h) in &mut scored {
             let m = field(h, name)
                 .or_else(|| field(h, &format!("metadata.{name}")))
@@ -359,7 +319,7 @@ pub fn rerank(inputs: &Value, clock: &dyn crate::core::time::Clock) -> Result<Va
             }
         }
     }
-    if let Some(r) = inputs.get("ratios").filter(|v| !v.is_null()) {
+    if let Some(r) = a.get("ratios") {
         let fname = r
             .get("field")
             .and_then(Value::as_str)
@@ -391,7 +351,7 @@ pub fn rerank(inputs: &Value, clock: &dyn crate::core::time::Clock) -> Result<Va
             *s *= m;
         }
     }
-    if let Some(t) = inputs.get("time_match").filter(|v| !v.is_null()) {
+    if let Some(t) = a.get("time_match") {
         let d = |k: &str| -> Result<Option<NaiveDate>, ActionError> {
             match t.get(k) {
                 None | Some(Value::Null) => Ok(None),
@@ -419,14 +379,11 @@ pub fn rerank(inputs: &Value, clock: &dyn crate::core::time::Clock) -> Result<Va
         }
     }
     scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-    if let Some(th) = inputs.get("threshold").filter(|v| !v.is_null()) {
-        let th = th
-            .as_f64()
-            .ok_or_else(|| input_err("input `threshold` must be a number"))?;
+    if let Some(th) = a.num("threshold")? {
         scored.retain(|(s, _)| *s >= th);
     }
-    let top_k = num(inputs, "top_k", 0.0)? as usize;
-    if let Some(m) = inputs.get("mmr").filter(|v| !v.is_null()) {
+    let top_k = a.at_least("top_k", 0.0)?.unwrap_or(0.0) as usize;
+    if let Some(m) = a.get("mmr") {
         let lambda = num(m, "lambda", 0.7)?;
         if !(0.0..=1.0).contains(&lambda) {
             return Err(input_err("`mmr.lambda` must be between 0 and 1"));
@@ -579,8 +536,20 @@ pub const SPECS: &[Spec] = &[
 mod tests {
     use super::*;
 
+    fn read<'a>(method: &str, inputs: &'a Value) -> Args<'a> {
+        Args::new(
+            crate::core::args::spec_of(SPECS, method, method).unwrap(),
+            inputs,
+        )
+        .unwrap()
+    }
+
+    fn fuse(inputs: &Value) -> Result<Value, ActionError> {
+        super::fuse(&read("fuse", inputs))
+    }
+
     fn rerank_now(inputs: &Value) -> Result<Value, ActionError> {
-        rerank(inputs, &crate::core::time::SystemClock)
+        rerank(&read("rerank", inputs), &crate::core::time::SystemClock)
     }
 
     /// (id, fused score) of each hit, best first.

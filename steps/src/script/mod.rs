@@ -33,6 +33,7 @@ pub use worker::worker_main;
 
 use crate::core::{
     action::{Action, Call},
+    args::Args,
     error::ActionError,
     signals::{Cancel, LogLine},
 };
@@ -437,21 +438,13 @@ async fn worker_gone(w: Worker, e: std::io::Error, memory: Option<u64>) -> Scrip
 pub struct ScriptAction;
 
 /// `inputs.timeout` in milliseconds (a number or a numeric string).
-fn timeout_input(inputs: &Value) -> Result<Option<Duration>, ActionError> {
-    let bad =
-        || ActionError::Input("input `timeout` must be a positive number of milliseconds".into());
-    let ms = match inputs.get("timeout") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Number(n)) => n.as_f64().ok_or_else(bad)?,
-        Some(Value::String(s)) => s.trim().parse::<f64>().map_err(|_| bad())?,
-        Some(_) => return Err(bad()),
+fn timeout_input(a: &Args) -> Result<Option<Duration>, ActionError> {
+    let Some(ms) = a.positive("timeout")? else {
+        return Ok(None);
     };
-    if ms <= 0.0 {
-        return Err(bad());
-    }
     crate::core::time::from_secs(ms / 1000.0)
         .map(Some)
-        .ok_or_else(bad)
+        .ok_or_else(|| a.invalid("timeout", "is too long"))
 }
 
 #[async_trait]
@@ -461,12 +454,13 @@ impl Action for ScriptAction {
     }
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
-        let code = crate::core::error::required_str(&inputs, "code")?.to_string();
-        let timeout = timeout_input(&inputs)?.or(call.timeout);
-        let context = match inputs.get("context") {
-            Some(v) => v.clone(),
-            None => Value::Object(Default::default()),
-        };
+        let a = Args::of(SPECS, call, &inputs)?;
+        let code = a.str("code")?.ok_or_else(|| a.missing("code"))?.to_string();
+        let timeout = timeout_input(&a)?.or(call.timeout);
+        let context = a
+            .get("context")
+            .cloned()
+            .unwrap_or_else(|| Value::Object(Default::default()));
         let job = ScriptJob {
             code,
             context,
@@ -566,6 +560,7 @@ mod tests {
     #[test]
     fn timeout_inputs() {
         use serde_json::json;
+        let timeout_input = |v: &Value| timeout_input(&Args::new(&SPECS[0], v).unwrap());
         assert_eq!(timeout_input(&json!({})).unwrap(), None);
         assert_eq!(
             timeout_input(&json!({"timeout": 1500})).unwrap(),

@@ -14,6 +14,7 @@ pub mod verify;
 
 use crate::core::{
     action::{Action, Call},
+    args::Args,
     error::{type_name, ActionError},
 };
 use async_trait::async_trait;
@@ -29,69 +30,61 @@ impl Action for AnswerAction {
 
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
         match call.method {
-            "extract" => extract_method(&inputs),
-            "verify" => verify_method(&inputs),
+            "extract" => extract_method(&Args::of(SPECS, call, &inputs)?),
+            "verify" => verify_method(&Args::of(SPECS, call, &inputs)?),
             m => Err(ActionError::Input(format!("unknown method `answer.{m}`"))),
         }
     }
 }
 
-/// The question input: a string (`question`, or `query` as the search
-/// steps call it).
-pub fn question_input(inputs: &Value) -> Result<&str, ActionError> {
-    match inputs.get("question").or_else(|| inputs.get("query")) {
-        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s),
-        Some(Value::String(_)) => Err(ActionError::Input("input `question` is empty".into())),
-        Some(other) => Err(ActionError::Input(format!(
-            "input `question` must be a string, got {}",
-            type_name(other)
-        ))),
-        None => Err(ActionError::Input("missing input `question`".into())),
-    }
-}
-
-/// The evidence input: a `kb.evidence` output, or its `evidence` list.
-fn evidence_input(inputs: &Value) -> Result<Vec<Value>, ActionError> {
-    match inputs.get("evidence") {
-        Some(Value::Array(a)) => Ok(a.clone()),
-        Some(Value::Object(o)) => match o.get("evidence") {
-            Some(Value::Array(a)) => Ok(a.clone()),
-            _ => Err(ActionError::Input(
-                "input `evidence` must be a `kb.evidence` output or its `evidence` list".into(),
+/// The evidence input: a `kb.evidence` output, or its `evidence` list
+/// (null, from an evidence step that found nothing, is none).
+fn evidence_input(a: &Args) -> Result<Vec<Value>, ActionError> {
+    let Some(v) = a.get("evidence") else {
+        return match a.map().contains_key("evidence") {
+            true => Ok(Vec::new()),
+            false => Err(a.missing("evidence")),
+        };
+    };
+    match v {
+        Value::Array(items) => Ok(items.clone()),
+        Value::Object(o) => match o.get("evidence") {
+            Some(Value::Array(items)) => Ok(items.clone()),
+            _ => Err(a.invalid(
+                "evidence",
+                "must be a `kb.evidence` output or its `evidence` list",
             )),
         },
-        Some(Value::Null) => Ok(Vec::new()),
-        Some(other) => Err(ActionError::Input(format!(
-            "input `evidence` must be a list of evidence items, got {}",
-            type_name(other)
-        ))),
-        None => Err(ActionError::Input("missing input `evidence`".into())),
+        other => Err(a.invalid(
+            "evidence",
+            format!("must be a list of evidence items, got {}", type_name(other)),
+        )),
     }
 }
 
-fn extract_method(inputs: &Value) -> Result<Value, ActionError> {
-    let q = question::analyze(question_input(inputs)?);
-    let items = evidence::from_json(&evidence_input(inputs)?);
+fn extract_method(a: &Args) -> Result<Value, ActionError> {
+    let q = question::analyze(a.required_str("question")?);
+    let items = evidence::from_json(&evidence_input(a)?);
     let found = extract::extract(&q, &items);
     Ok(found.to_json(&q, &items))
 }
 
-fn verify_method(inputs: &Value) -> Result<Value, ActionError> {
-    let q = question::analyze(question_input(inputs)?);
-    let items = evidence::from_json(&evidence_input(inputs)?);
+fn verify_method(a: &Args) -> Result<Value, ActionError> {
+    let q = question::analyze(a.required_str("question")?);
+    let items = evidence::from_json(&evidence_input(a)?);
     // A model step that failed (`on_error: continue`) leaves no reply:
     // that is an answer that fails, not a wrong input.
-    let reply = inputs.get("answer").cloned().unwrap_or(Value::Null);
-    let fallback = match inputs.get("fallback") {
-        None | Some(Value::Null) => None,
-        Some(v @ Value::Object(_)) => Some(v),
-        Some(other) => {
-            return Err(ActionError::Input(format!(
-                "input `fallback` must be an `answer.extract` output, got {}",
+    let reply = a.get("answer").cloned().unwrap_or(Value::Null);
+    let fallback = a.get("fallback").filter(|v| v.is_object());
+    if let Some(other) = a.get("fallback").filter(|v| !v.is_object()) {
+        return Err(a.invalid(
+            "fallback",
+            format!(
+                "must be an `answer.extract` output, got {}",
                 type_name(other)
-            )))
-        }
-    };
+            ),
+        ));
+    }
     let claimed = verify::Claimed::read(&reply);
     let mut problems = verify::check(&q, &items, &claimed);
     // The value the rules found for a value question must be the one the

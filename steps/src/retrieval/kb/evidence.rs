@@ -4,11 +4,9 @@
 
 use super::{dense, dense_setting, Dense};
 use crate::core::args::Args;
-use crate::core::{
-    action::Call,
-    error::{type_name, ActionError},
-};
+use crate::core::{action::Call, error::ActionError};
 use crate::retrieval::answer::{evidence, question};
+use crate::retrieval::hits::hits_input;
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -22,24 +20,7 @@ const DENSE_UNITS: usize = 64;
 pub async fn evidence_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionError> {
     let q_text = a.required_str("question")?.to_string();
     let mut q = question::analyze(&q_text);
-    let hits: Vec<Value> = match a.get("hits") {
-        Some(Value::Array(a)) => a.clone(),
-        Some(Value::Object(o)) => match o.get("hits") {
-            Some(Value::Array(a)) => a.clone(),
-            _ => {
-                return Err(ActionError::Input(
-                    "input `hits` must be a `kb.search` output or its `hits` list".into(),
-                ))
-            }
-        },
-        Some(other) => {
-            return Err(ActionError::Input(format!(
-                "input `hits` must be a list of hits, got {}",
-                type_name(other)
-            )))
-        }
-        None => return Err(ActionError::Input("missing input `hits`".into())),
-    };
+    let hits = hits_input(a, "hits")?;
     let max_notes = count(a, "max_notes")?;
     let limits = evidence::Limits {
         budget_tokens: count(a, "budget_tokens")?,

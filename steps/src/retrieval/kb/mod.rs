@@ -297,8 +297,9 @@ fn analyzed(
     today: NaiveDate,
     call: &Call<'_>,
 ) -> Result<(), ActionError> {
+    let inputs = json!({"query": q, "today": today.to_string()});
     let a = crate::retrieval::query::analyze(
-        &json!({"query": q, "today": today.to_string()}),
+        &Args::new(&crate::retrieval::query::SPECS[0], &inputs)?,
         call.caps.clock.as_ref(),
     )?;
     let terms: Vec<String> = a["terms"]
