@@ -4,24 +4,14 @@
 //! marktoflow arguments; the file is appended). The expected exit code and
 //! stderr are in `NAME.expected`. `MARKTOFLOW_BLESS=1` rewrites them.
 
-use crate::support::{cmd, repo, run};
+use crate::support::{case_files, cmd, repo, run};
 use std::fs;
 
 #[test]
 fn broken_workflows_report_file_line_col() {
     let dir = repo().join("tests/errors");
     let bless = std::env::var_os("MARKTOFLOW_BLESS").is_some();
-    let mut cases: Vec<_> = fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    cases.sort();
-    assert!(
-        cases.len() >= 10,
-        "expected the error cases in {}",
-        dir.display()
-    );
+    let cases = case_files(&dir, "md", 10);
     let mut failures = Vec::new();
     for case in &cases {
         let text = fs::read_to_string(case).unwrap();

@@ -26,4 +26,5 @@ mod script_tool;
 mod seed_workflows;
 mod server;
 mod store;
+mod transcripts;
 mod workflows;

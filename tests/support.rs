@@ -274,6 +274,23 @@ pub fn try_serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Serv
 }
 
 /// Copies the folder `from` to `to`, without any `.marktoflow` state inside.
+/// The files of `dir` named `*.EXT`, sorted; a folder with fewer than
+/// `min` of them fails the test (the cases were not found).
+pub fn case_files(dir: &Path, ext: &str, min: usize) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= min,
+        "expected at least {min} cases in {}",
+        dir.display()
+    );
+    files
+}
+
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {

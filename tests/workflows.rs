@@ -4,7 +4,7 @@
 //! expectation (sub-workflows they call) are not run on their own.
 //! `MARKTOFLOW_BLESS=1` rewrites the expectations.
 
-use crate::support::{cmd, repo, run};
+use crate::support::{case_files, cmd, repo, run};
 use serde_json::{json, Value};
 use std::fs;
 
@@ -12,13 +12,10 @@ use std::fs;
 fn workflows_give_their_expected_results() {
     let dir = repo().join("tests/workflows");
     let bless = std::env::var_os("MARKTOFLOW_BLESS").is_some();
-    let mut cases: Vec<_> = fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+    let cases: Vec<_> = case_files(&dir, "md", 10)
+        .into_iter()
         .filter(|p| p.with_extension("expected.json").exists())
         .collect();
-    cases.sort();
     assert!(cases.len() >= 10, "{cases:?}");
     let mut failures = Vec::new();
     for case in &cases {

@@ -69,6 +69,7 @@ pub enum Command {
         /// Ask no cloud provider (the local model still answers).
         #[arg(long)]
         offline: bool,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -106,6 +107,7 @@ pub enum Command {
     Worker(WorkerArgs),
     /// List the live servers and workers of a shared (PostgreSQL) store.
     Workers {
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -124,6 +126,7 @@ pub enum Command {
         /// How many runs to list.
         #[arg(short = 'n', long, default_value_t = 20)]
         limit: usize,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -133,6 +136,7 @@ pub enum Command {
     Show {
         /// The run id (a unique prefix is enough).
         run_id: String,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -191,6 +195,7 @@ pub enum ModelCommand {
     },
     /// Show the installed models.
     List {
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
