@@ -228,5 +228,9 @@ mod tests {
         assert_eq!(out["blocks"].as_array().unwrap().len(), 1);
         assert_eq!(out["dropped"], 2);
         assert_eq!(out["blocks"][0]["label"], "(a.md)");
+        // A flag rendered as text reads as the flag (it was ignored).
+        let out = pack(&json!({"hits": hits, "dedupe": "false"})).unwrap();
+        assert_eq!(out["duplicates"], 0, "{out}");
+        assert!(pack(&json!({"hits": hits, "dedupe": "no"})).is_err());
     }
 }

@@ -675,6 +675,11 @@ mod tests {
         let out = rerank_now(&json!({"hits": hits, "time_match": {"from": "2026-10-01", "to": "2026-10-31", "boost": 4}, "threshold": 2})).unwrap();
         assert_eq!(out["count"], 1);
         assert_eq!(out["hits"][0]["score"], 4.0);
+        // A threshold rendered as text reads as the number (it was refused).
+        let out =
+            rerank_now(&json!({"hits": hits, "ratios": {"values": {"note": 3}}, "threshold": "2"}))
+                .unwrap();
+        assert_eq!(out["count"], 1, "{out}");
     }
 
     #[test]
