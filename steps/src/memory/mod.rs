@@ -192,14 +192,28 @@ mod tests {
         read("cleanup", inputs, cleanup_args)
     }
 
-    fn tmp(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "mtf-mem-{}-{name}-{}",
-            std::process::id(),
-            fastrand::u32(..)
-        ));
-        std::fs::create_dir_all(&d).unwrap();
-        d.join("memory.db")
+    /// A memory file in a folder of its own, removed when the test ends.
+    struct TmpDb {
+        path: PathBuf,
+        _dir: tempfile::TempDir,
+    }
+
+    impl std::ops::Deref for TmpDb {
+        type Target = std::path::Path;
+        fn deref(&self) -> &std::path::Path {
+            &self.path
+        }
+    }
+
+    fn tmp(name: &str) -> TmpDb {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("mtf-mem-{name}-"))
+            .tempdir()
+            .unwrap();
+        TmpDb {
+            path: dir.path().join("memory.db"),
+            _dir: dir,
+        }
     }
 
     fn put(db: &mut Connection, v: Value) -> Value {
@@ -208,7 +222,7 @@ mod tests {
 
     const NOW: &str = "2026-11-20T12:00:00Z";
 
-    fn seeded(name: &str) -> (PathBuf, Connection) {
+    fn seeded(name: &str) -> (TmpDb, Connection) {
         let p = tmp(name);
         let mut db = open(&p).unwrap();
         put(
@@ -514,7 +528,7 @@ mod tests {
         drop(open(&p).unwrap());
         let threads: Vec<_> = (0..4)
             .map(|t| {
-                let p = p.clone();
+                let p = p.to_path_buf();
                 std::thread::spawn(move || {
                     let mut db = open(&p).unwrap();
                     let mut returned = 0;
@@ -545,7 +559,7 @@ mod tests {
     fn newer_schema_is_refused() {
         let p = tmp("schema");
         drop(open(&p).unwrap());
-        let c = Connection::open(&p).unwrap();
+        let c = Connection::open(&*p).unwrap();
         c.execute("INSERT INTO schema_version (version) VALUES (99)", [])
             .unwrap();
         drop(c);
