@@ -91,7 +91,8 @@ fn normalize(text: &str, dir: &Path, shorts: &mut Vec<String>) -> String {
     let rules = [
         (r"\b[0-9a-f]{32,64}\b", "<hex>"),
         (
-            r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?",
+            // A zone's abbreviation goes with it (CET in winter, CEST in summer).
+            r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?( [A-Z]{3,5}\b)?",
             "<time>",
         ),
         (r#""(\w+_ms|\w+_at|pid)": \d+(\.\d+)?"#, r#""$1": <n>"#),
@@ -171,12 +172,12 @@ fn the_cli_prints_what_its_transcripts_say() {
 fn placeholders_hide_only_what_changes() {
     let d = tempdir();
     let text = format!(
-        "{}/a.md 01a220e8-f7fe-7040-9253-e93399d91447 99d91447 \"duration_ms\": 16, took 12 ms at 2026-11-28 06:47:48 \"pid\": 42 step_3",
+        "{}/a.md 01a220e8-f7fe-7040-9253-e93399d91447 99d91447 \"duration_ms\": 16, took 12 ms at 2026-11-28 06:47:48 \"pid\": 42 step_3 next 2026-07-06 07:00 CEST;",
         d.path().display()
     );
     assert_eq!(
         normalize(&text, d.path(), &mut Vec::new()),
-        "<dir>/a.md <uuid> <id> \"duration_ms\": <n>, took <dur> at <time> \"pid\": <n> step_3"
+        "<dir>/a.md <uuid> <id> \"duration_ms\": <n>, took <dur> at <time> \"pid\": <n> step_3 next <time>;"
     );
     assert_eq!(
         words("run 'a b.md' --input x=1"),

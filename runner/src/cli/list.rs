@@ -11,7 +11,11 @@ use std::path::PathBuf;
 
 pub(super) fn list(paths: &[PathBuf], as_json: bool) -> i32 {
     let (found, errors) = discover(paths, &Registry::standard());
-    let mut rows: Vec<Value> = found.iter().map(|(f, l)| row(f, &l.workflow)).collect();
+    let now = chrono::Utc::now();
+    let mut rows: Vec<Value> = found
+        .iter()
+        .map(|(f, l)| row(f, &l.workflow, now))
+        .collect();
     rows.sort_by(|a, b| a["file"].as_str().cmp(&b["file"].as_str()));
     if as_json {
         let broken: Vec<&String> = errors.iter().map(|d| &d.file).collect();
@@ -45,7 +49,24 @@ pub(super) fn list(paths: &[PathBuf], as_json: bool) -> i32 {
     EXIT_OK
 }
 
-fn row(file: &std::path::Path, wf: &Workflow) -> Value {
+fn row(file: &std::path::Path, wf: &Workflow, now: chrono::DateTime<chrono::Utc>) -> Value {
+    // A schedule says the zone it is read in and when it next fires, as
+    // `serve` starts it.
+    let mut whens = crate::serve::schedules_of(&[std::sync::Arc::new(wf.clone())])
+        .map(|s| s.iter().map(|s| s.cron.when(now)).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter();
+    let triggers: Vec<String> = wf
+        .triggers
+        .iter()
+        .map(|t| match (t.kind.as_str(), trigger(t)) {
+            ("schedule", text) => match whens.next() {
+                Some(when) => format!("{text} ({when})"),
+                None => text,
+            },
+            (_, text) => text,
+        })
+        .collect();
     let inputs: Vec<Value> = wf
         .inputs
         .iter()
@@ -59,7 +80,7 @@ fn row(file: &std::path::Path, wf: &Workflow) -> Value {
         "id": wf.meta.id,
         "name": wf.meta.name,
         "description": wf.meta.description,
-        "triggers": wf.triggers.iter().map(trigger).collect::<Vec<_>>(),
+        "triggers": triggers,
         "inputs": inputs,
         "steps": wf.walk().len(),
     })

@@ -172,11 +172,14 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         .iter()
         .map(|r| format!("  {} {} → {}", r.method, r.path, r.workflow.source.name))
         .collect();
-    listing.extend(
-        schedules
-            .iter()
-            .map(|s| format!("  schedule `{}` (UTC) → {}", s.expr, s.workflow.source.name)),
-    );
+    listing.extend(schedules.iter().map(|s| {
+        format!(
+            "  schedule `{}` ({}) → {}",
+            s.expr,
+            s.cron.when(chrono::Utc::now()),
+            s.workflow.source.name
+        )
+    }));
     listing.extend(tools.iter().map(|t| {
         format!(
             "  MCP tool `{}` at /mcp → {}",

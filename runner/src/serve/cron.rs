@@ -148,6 +148,20 @@ impl Cron {
             && day
     }
 
+    /// `Europe/Paris, next 2026-11-30 07:00 CET`: the zone the expression
+    /// is read in and its next time after `now` on that wall clock.
+    pub fn when(&self, now: DateTime<Utc>) -> String {
+        let zone = self.tz.unwrap_or(chrono_tz::UTC);
+        match self.next_after(now) {
+            Some(next) => format!(
+                "{}, next {}",
+                zone.name(),
+                next.with_timezone(&zone).format("%Y-%m-%d %H:%M %Z")
+            ),
+            None => format!("{}, never", zone.name()),
+        }
+    }
+
     /// The first whole second after `after` that matches (within ~4
     /// years): a minute's start for a five-field expression.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
@@ -179,6 +193,34 @@ mod tests {
 
     fn at(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(y, mo, d, h, mi, 0).unwrap()
+    }
+
+    #[test]
+    fn when_names_the_zone_and_the_next_time_on_its_clock() {
+        let paris: chrono_tz::Tz = "Europe/Paris".parse().unwrap();
+        let weekdays = Cron::parse("0 7 * * 1-5").unwrap();
+        // Saturday noon: Monday 07:00, in winter and in summer time.
+        assert_eq!(
+            weekdays
+                .clone()
+                .in_zone(paris)
+                .when(at(2026, 11, 28, 12, 0)),
+            "Europe/Paris, next 2026-11-30 07:00 CET"
+        );
+        assert_eq!(
+            weekdays.clone().in_zone(paris).when(at(2026, 7, 4, 12, 0)),
+            "Europe/Paris, next 2026-07-06 07:00 CEST"
+        );
+        assert_eq!(
+            weekdays.when(at(2026, 11, 28, 12, 0)),
+            "UTC, next 2026-11-30 07:00 UTC"
+        );
+        assert_eq!(
+            Cron::parse("0 0 30 2 *")
+                .unwrap()
+                .when(at(2026, 1, 1, 0, 0)),
+            "UTC, never"
+        );
     }
 
     #[test]
