@@ -32,9 +32,8 @@ impl Cx<'_> {
         if let Some(v) = s("id") {
             meta.id = v;
         }
-        if let Some(v) = s("name") {
-            meta.name = v;
-        }
+        // Without a name, the id names it (lists, the console, MCP titles).
+        meta.name = s("name").unwrap_or_else(|| meta.id.clone());
         if let Some(v) = s("version") {
             meta.version = v;
         }
