@@ -5,6 +5,7 @@ use super::report::{plural, print_diagnostics};
 use super::validate::discover;
 use super::{EXIT_OK, EXIT_USAGE};
 use crate::format::model::{Trigger, Workflow};
+use crate::serve::schedule;
 use marktoflow_steps::Registry;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -51,21 +52,16 @@ pub(super) fn list(paths: &[PathBuf], as_json: bool) -> i32 {
 
 fn row(file: &std::path::Path, wf: &Workflow, now: chrono::DateTime<chrono::Utc>) -> Value {
     // A schedule says the zone it is read in and when it next fires, as
-    // `serve` starts it.
-    let mut whens = crate::serve::schedules_of(&[std::sync::Arc::new(wf.clone())])
-        .map(|s| s.iter().map(|s| s.cron.when(now)).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter();
+    // `serve` reads it.
     let triggers: Vec<String> = wf
         .triggers
         .iter()
-        .map(|t| match (t.kind.as_str(), trigger(t)) {
-            ("schedule", text) => match whens.next() {
-                Some(when) => format!("{text} ({when})"),
-                None => text,
+        .map(
+            |t| match schedule::fires(t).then(|| schedule::cron_of(wf, t)) {
+                Some(Ok((_, cron))) => format!("{} ({})", trigger(t), cron.when(now)),
+                _ => trigger(t),
             },
-            (_, text) => text,
-        })
+        )
         .collect();
     let inputs: Vec<Value> = wf
         .inputs

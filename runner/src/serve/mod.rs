@@ -22,7 +22,7 @@ pub mod metrics;
 mod request;
 mod routes;
 mod runs;
-mod schedule;
+pub mod schedule;
 mod state;
 mod webhook;
 pub mod worker;

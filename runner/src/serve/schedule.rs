@@ -4,14 +4,15 @@
 use super::{start_run, Job, ServerState};
 use crate::diag::Diagnostic;
 use crate::format::inputs::{self, Supplied};
-use crate::format::model::Workflow;
+use crate::format::model::{Trigger, Workflow};
+use crate::serve::cron::Cron;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
 /// A `schedule` trigger: when, and with which inputs.
 pub struct Schedule {
     pub workflow: Arc<Workflow>,
-    pub cron: crate::serve::cron::Cron,
+    pub cron: Cron,
     pub expr: String,
     pub inputs: Map<String, Value>,
 }
@@ -21,72 +22,18 @@ pub fn schedules_of(workflows: &[Arc<Workflow>]) -> Result<Vec<Schedule>, Vec<Di
     let mut out = Vec::new();
     let mut errors = Vec::new();
     for wf in workflows {
-        for t in wf.triggers.iter().filter(|t| t.kind == "schedule") {
-            if t.fields.get("enabled") == Some(&Value::Bool(false)) {
-                continue;
-            }
-            let Some(expr) = t
-                .fields
-                .get("cron")
-                .or_else(|| t.fields.get("schedule"))
-                .and_then(Value::as_str)
-            else {
-                errors.push(Diagnostic::error(
-                    &wf.source,
-                    Some(t.pos),
-                    "a schedule trigger needs `cron:` (e.g. `0 9 * * mon-fri`)",
-                ));
-                continue;
-            };
-            let tz = match t.fields.get("timezone") {
-                None => None,
-                Some(Value::String(name)) => match name.parse::<chrono_tz::Tz>() {
-                    Ok(tz) => Some(tz),
-                    Err(_) => {
-                        let names: Vec<&str> =
-                            chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name()).collect();
-                        let hint = match crate::diag::did_you_mean(name, &names) {
-                            Some(c) => format!("did you mean `{c}`?"),
-                            None => "use an IANA name such as `Europe/Lisbon`, `America/New_York` or `UTC`".into(),
-                        };
-                        errors.push(
-                            Diagnostic::error(
-                                &wf.source,
-                                Some(t.pos),
-                                format!("unknown time zone `{name}`"),
-                            )
-                            .with_hint(hint),
-                        );
-                        continue;
-                    }
-                },
-                Some(_) => {
-                    errors.push(Diagnostic::error(
-                        &wf.source,
-                        Some(t.pos),
-                        "`timezone` must be an IANA name such as `Europe/Lisbon`",
-                    ));
-                    continue;
-                }
-            };
-            match crate::serve::cron::Cron::parse(expr).map(|c| match tz {
-                Some(tz) => c.in_zone(tz),
-                None => c,
-            }) {
-                Ok(cron) => out.push(Schedule {
+        for t in wf.triggers.iter().filter(|t| fires(t)) {
+            match cron_of(wf, t) {
+                Ok((expr, cron)) => out.push(Schedule {
                     workflow: wf.clone(),
                     cron,
-                    expr: expr.to_string(),
+                    expr,
                     inputs: match t.fields.get("inputs") {
                         Some(Value::Object(m)) => m.clone(),
                         _ => Map::new(),
                     },
                 }),
-                Err(e) => errors.push(Diagnostic::error(
-                    &wf.source,
-                    Some(t.pos),
-                    format!("invalid cron expression: {e}"),
-                )),
+                Err(d) => errors.push(*d),
             }
         }
     }
@@ -94,6 +41,58 @@ pub fn schedules_of(workflows: &[Arc<Workflow>]) -> Result<Vec<Schedule>, Vec<Di
         Ok(out)
     } else {
         Err(errors)
+    }
+}
+
+/// Whether `t` is a schedule that `serve` starts (not `enabled: false`).
+pub fn fires(t: &Trigger) -> bool {
+    t.kind == "schedule" && t.fields.get("enabled") != Some(&Value::Bool(false))
+}
+
+/// One `schedule` trigger's expression, read on its `timezone:`'s clock.
+pub fn cron_of(wf: &Workflow, t: &Trigger) -> Result<(String, Cron), Box<Diagnostic>> {
+    let at = |message: String| Box::new(Diagnostic::error(&wf.source, Some(t.pos), message));
+    let Some(expr) = t
+        .fields
+        .get("cron")
+        .or_else(|| t.fields.get("schedule"))
+        .and_then(Value::as_str)
+    else {
+        return Err(at(
+            "a schedule trigger needs `cron:` (e.g. `0 9 * * mon-fri`)".into(),
+        ));
+    };
+    let tz = match t.fields.get("timezone") {
+        None => None,
+        Some(Value::String(name)) => match name.parse::<chrono_tz::Tz>() {
+            Ok(tz) => Some(tz),
+            Err(_) => {
+                let names: Vec<&str> = chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name()).collect();
+                let hint = match crate::diag::did_you_mean(name, &names) {
+                    Some(c) => format!("did you mean `{c}`?"),
+                    None => "use an IANA name such as `Europe/Lisbon`, `America/New_York` or `UTC`"
+                        .into(),
+                };
+                return Err(Box::new(
+                    at(format!("unknown time zone `{name}`")).with_hint(hint),
+                ));
+            }
+        },
+        Some(_) => {
+            return Err(at(
+                "`timezone` must be an IANA name such as `Europe/Lisbon`".into(),
+            ))
+        }
+    };
+    match Cron::parse(expr) {
+        Ok(c) => Ok((
+            expr.to_string(),
+            match tz {
+                Some(tz) => c.in_zone(tz),
+                None => c,
+            },
+        )),
+        Err(e) => Err(at(format!("invalid cron expression: {e}"))),
     }
 }
 
