@@ -151,10 +151,7 @@ impl Engine {
             } else {
                 step.field_pos(&["inputs", &issue.input])
             };
-            let mut message = issue.to_string();
-            if let Some(h) = issue.hint(resolved.spec) {
-                message.push_str(&format!(" ({h})"));
-            }
+            let message = issue.message(resolved.spec);
             return Err(self.fail(step, pos, message));
         }
         if resolved.kind == ActionKind::Script {

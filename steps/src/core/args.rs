@@ -30,15 +30,12 @@ impl<'a> Args<'a> {
                 spec,
                 map: EMPTY.get_or_init(Map::new),
             }),
-            other => Err(ActionError::Input(
-                Issue {
-                    action: spec.name(),
-                    input: String::new(),
-                    problem: Problem::NotAMapping {
-                        got: json_type(other),
-                    },
-                }
-                .to_string(),
+            other => Err(issue(
+                spec,
+                "",
+                Problem::NotAMapping {
+                    got: json_type(other),
+                },
             )),
         }
     }
@@ -163,6 +160,16 @@ impl<'a> Args<'a> {
             ));
         }
         Ok(Some((key, v)))
+    }
+
+    /// The date `name` gives (a date text; only its date counts), else the
+    /// clock's today.
+    pub fn today(
+        &self,
+        name: &str,
+        clock: &dyn crate::core::time::Clock,
+    ) -> Result<chrono::NaiveDate, ActionError> {
+        crate::core::time::today(self.get(name), name, clock).map_err(ActionError::Input)
     }
 
     /// A required value: given, or an error naming the input.
@@ -364,20 +371,21 @@ impl<'a> Args<'a> {
         ActionError::Input(format!("input `{name}` of `{}`: {msg}", self.spec.name()))
     }
 
-    /// The catalog's words for `problem`, with its hint for a value not
-    /// allowed (the values that are).
     fn issue(&self, name: &str, problem: Problem) -> ActionError {
-        let issue = Issue {
-            action: self.spec.name(),
-            input: name.to_string(),
-            problem,
-        };
-        let mut message = issue.to_string();
-        if let (Problem::NotAllowed { .. }, Some(hint)) = (&issue.problem, issue.hint(self.spec)) {
-            message.push_str(&format!(" ({hint})"));
-        }
-        ActionError::Input(message)
+        issue(self.spec, name, problem)
     }
+}
+
+/// The catalog's words for `problem` with the input `name` of `spec`, with
+/// its hint (for a value not allowed, the values that are), as a step's
+/// error says them.
+fn issue(spec: &Spec, name: &str, problem: Problem) -> ActionError {
+    let issue = Issue {
+        action: spec.name(),
+        input: name.to_string(),
+        problem,
+    };
+    ActionError::Input(issue.message(spec))
 }
 
 /// Whether empty text is a value of `decl` (else it counts as not given).
@@ -466,6 +474,9 @@ mod tests {
         assert!(!a.bool("touch").unwrap());
         assert_eq!(a.choice("format").unwrap(), Some("json"));
         assert_eq!(a.num("weight").unwrap(), Some(0.5));
+        // The input's own name before an alias of it.
+        let v = json!({"file": "b", "path": "a"});
+        assert_eq!(args(&v).required_str("path").unwrap(), "a");
         // Null, and empty text for a number, are not given.
         let v = json!({"path": "a", "top_k": "", "weight": null});
         assert_eq!(args(&v).num("top_k").unwrap(), Some(5.0));

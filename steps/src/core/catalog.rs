@@ -326,6 +326,14 @@ pub struct Issue {
 }
 
 impl Issue {
+    /// The problem and its hint in one line, as a step's error says it.
+    pub fn message(&self, spec: &Spec) -> String {
+        match self.hint(spec) {
+            Some(h) => format!("{self} ({h})"),
+            None => self.to_string(),
+        }
+    }
+
     /// A "did you mean" or the list of inputs, for the report's hint line.
     pub fn hint(&self, spec: &Spec) -> Option<String> {
         match &self.problem {

@@ -151,23 +151,9 @@ impl Clock for FixedClock {
     }
 }
 
-/// The date an action takes as "today": the first of the inputs `names`
-/// that is set (a date text; only its date counts), else the clock's local
-/// date. The error names the first of `names`.
-pub fn today(inputs: &Value, names: &[&str], clock: &dyn Clock) -> Result<NaiveDate, String> {
-    let field = names.first().copied().unwrap_or("today");
-    let set = names
-        .iter()
-        .find_map(|n| inputs.get(*n).filter(|v| !v.is_null()));
-    today_from(set, field, clock)
-}
-
-/// The day `value` (the input `field`) names, else the clock's today.
-pub fn today_from(
-    value: Option<&Value>,
-    field: &str,
-    clock: &dyn Clock,
-) -> Result<NaiveDate, String> {
+/// The date an action takes as "today": `value` (a date text, the input
+/// `field`; only its date counts), else the clock's local date.
+pub fn today(value: Option<&Value>, field: &str, clock: &dyn Clock) -> Result<NaiveDate, String> {
     match value {
         None => Ok(clock.today()),
         Some(Value::String(s)) => match parse_date_text(s) {
@@ -372,19 +358,19 @@ mod tests {
     #[test]
     fn today_comes_from_the_inputs_or_the_clock() {
         let clock = FixedClock::at(1_705_312_800_000); // 2024-01-15T10:00Z
-        let d = |v: Value| today(&v, &["today", "now"], &clock);
-        assert_eq!(d(serde_json::json!({})).unwrap(), clock.today());
+        let d = |v: Option<Value>| today(v.as_ref(), "today", &clock);
+        assert_eq!(d(None).unwrap(), clock.today());
         assert_eq!(
-            d(serde_json::json!({"now": "2026-11-20T09:30:00Z"})).unwrap(),
+            d(Some(serde_json::json!("2026-11-20T09:30:00Z"))).unwrap(),
             NaiveDate::from_ymd_opt(2026, 11, 20).unwrap()
         );
         assert_eq!(
-            d(serde_json::json!({"today": "2026-11-21", "now": "2020-01-01"})).unwrap(),
+            d(Some(serde_json::json!("2026-11-21"))).unwrap(),
             NaiveDate::from_ymd_opt(2026, 11, 21).unwrap()
         );
-        let e = d(serde_json::json!({"today": "soon"})).unwrap_err();
+        let e = d(Some(serde_json::json!("soon"))).unwrap_err();
         assert!(e.contains("`today`") && e.contains("soon"), "{e}");
-        assert!(d(serde_json::json!({"today": 3})).is_err());
+        assert!(d(Some(serde_json::json!(3))).is_err());
         clock.advance(Duration::from_secs(86_400));
         assert_eq!(clock.now_ms(), 1_705_399_200_000);
     }

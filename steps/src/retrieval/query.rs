@@ -183,11 +183,6 @@ const TIME_PHRASES: &[(&str, &str)] = &[
     ("tomorrow", "tomorrow"),
 ];
 
-/// `today` as given (its declared default, the word `today`, is the clock's).
-fn today(a: &Args, clock: &dyn crate::core::time::Clock) -> Result<NaiveDate, ActionError> {
-    crate::core::time::today_from(a.get("today"), "today", clock).map_err(ActionError::Input)
-}
-
 /// A time expression in running text: (matched words, range).
 fn time_in_text(lower: &str, today: NaiveDate) -> Option<(String, DateRange)> {
     for (phrase, expr) in TIME_PHRASES {
@@ -334,7 +329,8 @@ fn kind(lower: &str, has_time: bool) -> &'static str {
 
 pub fn analyze(a: &Args, clock: &dyn crate::core::time::Clock) -> Result<Value, ActionError> {
     let q = a.str("query")?.ok_or_else(|| a.missing("query"))?;
-    let today = today(a, clock)?;
+    // Its declared default, the word `today`, is the clock's.
+    let today = a.today("today", clock)?;
     let operators = a.bool("operators")?;
     let p = parse(q, operators, today);
     let free = p.terms.join(" ");

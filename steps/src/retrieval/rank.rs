@@ -277,17 +277,13 @@ fn hit_date(hit: &Value, path: Option<&str>) -> Option<NaiveDate> {
     }
 }
 
-fn today(a: &Args, clock: &dyn crate::core::time::Clock) -> Result<NaiveDate, ActionError> {
-    crate::core::time::today_from(a.get("now"), "now", clock).map_err(input_err)
-}
-
 /// Inputs: `hits`, then in this order: `recency: {half_life_days, field?,
 /// weight?}`, `boost_field` (multiply by a numeric field), `ratios: {field?,
 /// values: {task: 1.5}}`, `time_match: {from, to, boost, field?}`,
 /// `threshold`, `mmr: {lambda, field?}`, `top_k`.
 pub fn rerank(a: &Args, clock: &dyn crate::core::time::Clock) -> Result<Value, ActionError> {
     let hits = hits_input(a, "hits")?;
-    let now = today(a, clock)?;
+    let now = a.today("now", clock)?;
     let mut scored: Vec<(f64, Value)> = hits.into_iter().map(|h| (score_of(&h), h)).collect();
 
     if let Some(r) = a.get("recency") {

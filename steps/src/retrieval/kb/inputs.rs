@@ -33,13 +33,6 @@ pub(super) fn options(a: &Args) -> Result<(WalkOptions, ChunkOptions), ActionErr
     Ok((walk, chunking))
 }
 
-pub(super) fn today(
-    a: &Args,
-    clock: &dyn crate::core::time::Clock,
-) -> Result<NaiveDate, ActionError> {
-    crate::core::time::today_from(a.get("today"), "today", clock).map_err(ActionError::Input)
-}
-
 /// `kb.search` / `kb.facets` inputs other than the query text.
 pub(super) fn request(
     a: &Args,

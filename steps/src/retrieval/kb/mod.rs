@@ -17,7 +17,7 @@ mod inputs;
 mod specs;
 mod vectors;
 
-use inputs::{dense_setting, options, request, today, Dense};
+use inputs::{dense_setting, options, request, Dense};
 pub use specs::SPECS;
 
 use crate::core::walk::WalkOptions;
@@ -231,7 +231,7 @@ async fn ensure_fresh(
 async fn search_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionError> {
     let started = Instant::now();
     let q = a.str("query")?.unwrap_or_default();
-    let today = today(a, call.caps.clock.as_ref())?;
+    let today = a.today("today", call.caps.clock.as_ref())?;
     let mut parsed = syntax::parse(q, a.bool("operators")?, today);
     if a.bool("analyze")? {
         analyzed(&mut parsed, q, today, call)?;
@@ -359,7 +359,7 @@ fn dense_model(call: &Call<'_>, a: &Args) -> Result<Option<(PathBuf, f64)>, Acti
 
 async fn facets_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionError> {
     let field = a.required_str("field")?.to_string();
-    let today = today(a, call.caps.clock.as_ref())?;
+    let today = a.today("today", call.caps.clock.as_ref())?;
     let q = a.str("query")?.unwrap_or_default();
     let req = request(a, syntax::parse(q, true, today), today)?;
     let ix = open(call, a)?;
@@ -379,7 +379,7 @@ async fn facets_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionErr
 async fn vector_search_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionError> {
     let started = Instant::now();
     let q = a.required_str("query")?.to_string();
-    let today = today(a, call.caps.clock.as_ref())?;
+    let today = a.today("today", call.caps.clock.as_ref())?;
     let parsed = syntax::parse(&q, a.bool("operators")?, today);
     // Operators filter; the rest of the text is what gets embedded.
     let text = if parsed.has_operators() {
