@@ -272,6 +272,19 @@ fn the_shared_store_queues_leases_fences_and_keeps_keys_unique() {
     let r = front.get_run("run-0").unwrap();
     assert_eq!((r.status, r.is_interrupted()), (Status::Queued, false));
     assert_eq!(r.context, json!({"type": "webhook"}));
+    // A part of an id finds the one run it names; LIKE's wildcards and
+    // escape name none (as on SQLite).
+    assert!(matches!(
+        front.get_run("run-"),
+        Err(StoreError::Ambiguous(_))
+    ));
+    assert_eq!(front.get_run("n-3").unwrap().id, "run-3");
+    for key in ["", "%", "run-%", "_un-0", "run-0\\", "r\\%"] {
+        assert!(
+            matches!(front.get_run(key), Err(StoreError::NotFound(_))),
+            "{key:?}"
+        );
+    }
     // Each run goes to one worker only.
     let mine = a.claim(&["v1".into()], 3).unwrap();
     let theirs = b.claim(&["v1".into(), "other".into()], 10).unwrap();

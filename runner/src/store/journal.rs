@@ -14,8 +14,8 @@
 //! parse stops the reading of its file, which is then never deleted.
 
 use super::{
-    now_ms, process_alive, Checkpoint, CheckpointRow, NewRun, RunEnd, RunFilter, RunRecord,
-    RunStore, SqliteStore, StepRow, StoreError, Write,
+    now_ms, process_alive, Checkpoint, NewRun, RunFilter, RunRecord, RunStore, SqliteStore,
+    StepRow, StoreError, Write,
 };
 use std::fs::File;
 use std::io::Write as _;
@@ -148,41 +148,18 @@ impl RunStore for JournalStore {
         rx
     }
 
-    fn mark_running(&self, run_id: &str) {
-        let owner = self
-            .owner
+    /// A CLI run is never resumed: its replies and deaths are not kept.
+    fn write(&self, w: Write) {
+        if !matches!(w, Write::Reply { .. } | Write::Died { .. }) {
+            self.append(&w);
+        }
+    }
+
+    fn owner_token(&self) -> Option<String> {
+        self.owner
             .lock()
             .ok()
-            .and_then(|o| o.as_ref().map(|o| o.token.clone()));
-        self.append(&Write::Running {
-            run_id: run_id.to_string(),
-            at: now_ms(),
-            pid: std::process::id(),
-            owner,
-        });
-    }
-
-    fn record_step(&self, run_id: &str, row: StepRow) {
-        self.append(&Write::Step {
-            run_id: run_id.to_string(),
-            row,
-        });
-    }
-
-    fn save_checkpoint(&self, run_id: &str, row: CheckpointRow, last: bool) {
-        self.append(&Write::Checkpoint {
-            run_id: run_id.to_string(),
-            checkpoint: row,
-            last,
-        });
-    }
-
-    fn finish_run(&self, run_id: &str, end: RunEnd) {
-        self.append(&Write::Finish {
-            run_id: run_id.to_string(),
-            end,
-            at: now_ms(),
-        });
+            .and_then(|o| o.as_ref().map(|o| o.token.clone()))
     }
 
     fn submit_flush(&self) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
@@ -371,7 +348,7 @@ fn parse(text: &[u8]) -> (Vec<Write>, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{RunRecord, Status};
+    use crate::store::{RunEnd, RunRecord, Status};
     use serde_json::json;
 
     fn new_run(id: &str) -> NewRun {

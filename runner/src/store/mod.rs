@@ -1,8 +1,12 @@
 //! The run store: every run, its steps and its checkpoints, kept on disk.
 //!
 //! [`RunStore`] is the interface; [`sqlite::SqliteStore`] (one file, WAL
-//! mode) is the implementation, and all SQL lives in `sqlite.rs` so that a
-//! shared PostgreSQL store can be added beside it.
+//! mode) is the store of one machine, [`postgres::PgStore`] the one many
+//! servers and workers share. Every write after a run's creation is a
+//! [`Write`] given to [`RunStore::write`]; both backends queue it to one
+//! writer (`writer.rs`) and differ only in how a batch is committed
+//! (`sqlite/write.rs`, `postgres/write.rs`); a CLI run's journal appends
+//! the same writes to a file.
 //!
 //! Writes are cheap on the caller's side: only [`RunStore::create_run`]
 //! waits for its commit; step rows, checkpoints and run ends are queued and
@@ -40,23 +44,25 @@ mod fold;
 pub mod journal;
 pub mod owner;
 pub mod postgres;
+mod record;
 pub mod retry;
 pub mod sqlite;
 mod writer;
 
 pub use fold::{Going, StepFold};
 
-use crate::engine::{
-    Checkpoint, Engine, Event, EventSink, RunConfig, RunEvent, RunResult, RunStatus, StepStatus,
-};
+use crate::engine::{Checkpoint, RunResult, RunStatus, StepStatus};
 use crate::format::model::Workflow;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use checkpoint::CheckpointRow;
 pub use postgres::{PgOptions, PgStore};
+pub use record::{
+    recording_sink, resume_from, resume_run, run_recorded, tee, RecordedReplies, MAX_DEATHS,
+};
 pub use sqlite::SqliteStore;
 pub use writer::AfterCommit;
 
@@ -242,6 +248,43 @@ pub fn stored_json(v: &Value) -> String {
         .map(|(i, _)| i)
         .unwrap_or(text.len());
     serde_json::json!({"truncated": true, "bytes": text.len(), "preview": &text[..end]}).to_string()
+}
+
+/// `v` as JSON text, whole (see [`stored_json`] for what a store keeps of
+/// a step's output).
+fn json_text(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+/// A stored JSON column read back: absent or unreadable text is null.
+fn parse_json(text: Option<String>) -> Value {
+    text.and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// Whether `id` can be looked up as a run id or its start or end: the
+/// backends match a part with `LIKE`, whose wildcards (`%`, `_`) and
+/// escape (`\`) never occur in a run id.
+fn is_run_key(id: &str) -> bool {
+    !id.is_empty() && !id.contains(['%', '_', '\\'])
+}
+
+/// The run `id` names among `found` (the exact id first, then at most one
+/// more that starts or ends with it), as both backends' `get_run` read it.
+fn named_run(id: &str, found: Vec<RunRecord>) -> Result<RunRecord, StoreError> {
+    let mut found = found.into_iter();
+    match (found.next(), found.next()) {
+        (None, _) => Err(StoreError::NotFound(id.to_string())),
+        (Some(one), _) if one.id == id => Ok(one),
+        (Some(one), None) => Ok(one),
+        (Some(_), Some(_)) => Err(StoreError::Ambiguous(id.to_string())),
+    }
+}
+
+/// The finished runs [`RunStore::prune`] deletes: those that ended before
+/// this time (milliseconds since the Unix epoch).
+fn prune_cutoff(older_than: Duration) -> i64 {
+    now_ms().saturating_sub(older_than.as_millis().min(i64::MAX as u128) as i64)
 }
 
 /// How long an `Idempotency-Key` finds the run it started.
@@ -457,11 +500,43 @@ pub trait RunStore: Send + Sync {
     fn queue_run(&self, run: NewRun) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
         self.submit_run(run)
     }
-    fn mark_running(&self, run_id: &str);
-    fn record_step(&self, run_id: &str, row: StepRow);
+    /// Queues one write of a run: every write after the run's creation
+    /// comes here, on every backend, through the methods below.
+    fn write(&self, w: Write);
+    /// The token of this process as the owner of the runs it executes
+    /// (see [`owner`]), written with a run's start.
+    fn owner_token(&self) -> Option<String> {
+        None
+    }
+    fn mark_running(&self, run_id: &str) {
+        self.write(Write::Running {
+            run_id: run_id.to_string(),
+            at: now_ms(),
+            pid: std::process::id(),
+            owner: self.owner_token(),
+        });
+    }
+    fn record_step(&self, run_id: &str, row: StepRow) {
+        self.write(Write::Step {
+            run_id: run_id.to_string(),
+            row,
+        });
+    }
     /// `last`: the checkpoint after the workflow's last step.
-    fn save_checkpoint(&self, run_id: &str, row: CheckpointRow, last: bool);
-    fn finish_run(&self, run_id: &str, end: RunEnd);
+    fn save_checkpoint(&self, run_id: &str, row: CheckpointRow, last: bool) {
+        self.write(Write::Checkpoint {
+            run_id: run_id.to_string(),
+            checkpoint: row,
+            last,
+        });
+    }
+    fn finish_run(&self, run_id: &str, end: RunEnd) {
+        self.write(Write::Finish {
+            run_id: run_id.to_string(),
+            end,
+            at: now_ms(),
+        });
+    }
     /// Answers once everything queued before it is committed (with the
     /// first error of a queued write since the last flush, if any).
     fn submit_flush(&self) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>>;
@@ -511,13 +586,24 @@ pub trait RunStore: Send + Sync {
     fn incomplete_runs(&self) -> Result<Vec<RunRecord>, StoreError>;
     /// Records that a process died `deaths` times while running `run_id`
     /// (a store whose reaper counts them itself ignores it).
-    fn record_deaths(&self, _run_id: &str, _deaths: u32) {}
+    fn record_deaths(&self, run_id: &str, deaths: u32) {
+        self.write(Write::Died {
+            run_id: run_id.to_string(),
+            deaths,
+        });
+    }
     /// Deletes finished runs that ended more than `older_than` ago; returns
     /// how many.
     fn prune(&self, older_than: Duration) -> Result<usize, StoreError>;
 
     /// Records an agent step's reply for `key` (see [`RecordedReplies`]).
-    fn remember_reply(&self, _run_id: &str, _key: &str, _text: &str) {}
+    fn remember_reply(&self, run_id: &str, key: &str, text: &str) {
+        self.write(Write::Reply {
+            run_id: run_id.to_string(),
+            key: key.to_string(),
+            text: text.to_string(),
+        });
+    }
 
     /// The reply recorded for `key`, if any.
     fn recall_reply(&self, _key: &str) -> Result<Option<String>, StoreError> {
@@ -546,35 +632,6 @@ pub trait RunStore: Send + Sync {
         self.submit_run(run)
             .blocking_recv()
             .map_err(|_| StoreError::Closed)?
-    }
-}
-
-/// A run's agent replies in the store: every reply is recorded; a resumed
-/// run recalls those recorded before it was interrupted, so a call already
-/// paid for is not paid again.
-pub struct RecordedReplies {
-    pub store: Arc<dyn RunStore>,
-    pub run_id: String,
-    /// Whether to look (only a resumed run can find anything).
-    pub recall: bool,
-}
-
-#[async_trait::async_trait]
-impl marktoflow_steps::core::action::hosts::Replies for RecordedReplies {
-    async fn recall(&self, key: &str) -> Option<String> {
-        if !self.recall {
-            return None;
-        }
-        let store = self.store.clone();
-        let key = key.to_string();
-        tokio::task::spawn_blocking(move || store.recall_reply(&key))
-            .await
-            .ok()?
-            .ok()?
-    }
-
-    fn remember(&self, key: &str, reply: &str) {
-        self.store.remember_reply(&self.run_id, key, reply);
     }
 }
 
@@ -627,154 +684,3 @@ pub fn process_alive(pid: u32) -> bool {
 }
 
 pub use marktoflow_steps::core::time::parse_age;
-
-#[derive(Default)]
-struct SinkState {
-    total_steps: usize,
-    /// The run's previous checkpoint: the next row holds what changed.
-    prev: Option<Arc<Checkpoint>>,
-    steps: StepFold,
-}
-
-/// An event sink recording `run_id`'s steps and checkpoints into `store`.
-/// It does not record the end of the run: call [`RunStore::finish_run`]
-/// with the result (the outputs are not in the events).
-pub fn recording_sink(store: Arc<dyn RunStore>, run_id: String) -> EventSink {
-    let state = Mutex::new(SinkState::default());
-    Arc::new(move |e: &Event| match &e.kind {
-        RunEvent::RunStarted { total_steps, .. } => {
-            if let Ok(mut s) = state.lock() {
-                s.total_steps = *total_steps;
-            }
-            store.mark_running(&run_id)
-        }
-        RunEvent::StepStarted { .. }
-        | RunEvent::StepRetry { .. }
-        | RunEvent::StepFinished { .. } => {
-            let row = state.lock().ok().and_then(|mut s| s.steps.push(e));
-            if let Some(row) = row {
-                store.record_step(&run_id, row);
-            }
-        }
-        RunEvent::Checkpoint(cp) => {
-            let (row, last) = match state.lock() {
-                Ok(mut s) => {
-                    let row = CheckpointRow::between(s.prev.as_deref(), cp);
-                    s.prev = Some(cp.clone());
-                    (row, cp.next_step >= s.total_steps)
-                }
-                Err(_) => (CheckpointRow::Whole(cp.clone()), false),
-            };
-            store.save_checkpoint(&run_id, row, last)
-        }
-        RunEvent::Log { .. } | RunEvent::Progress { .. } | RunEvent::RunFinished { .. } => {}
-    })
-}
-
-/// Both sinks, in order.
-pub fn tee(a: EventSink, b: EventSink) -> EventSink {
-    Arc::new(move |e: &Event| {
-        a(e);
-        b(e);
-    })
-}
-
-/// Runs an already-created run (see [`RunStore::submit_run`]) and records
-/// it: its steps and checkpoints as they happen, then how it ended.
-pub async fn run_recorded(
-    store: &Arc<dyn RunStore>,
-    engine: &Engine,
-    wf: &Workflow,
-    inputs: Map<String, Value>,
-    cfg: RunConfig,
-) -> RunResult {
-    resume_from(store, engine, wf, inputs, cfg, Checkpoint::default()).await
-}
-
-/// Continues a stored run that did not finish, from its latest checkpoint
-/// (from the start when it has none), as the same run. `wf` is the workflow
-/// loaded again from `run.file`; when it changed since the run started the
-/// run is not resumed but marked failed, and the result says why.
-/// `cfg.run_id` is replaced by the run's id.
-pub async fn resume_run(
-    store: &Arc<dyn RunStore>,
-    engine: &Engine,
-    wf: &Workflow,
-    run: &RunRecord,
-    mut cfg: RunConfig,
-) -> RunResult {
-    cfg.run_id = run.id.clone();
-    let refuse = |message: String| {
-        let result = RunResult {
-            run_id: run.id.clone(),
-            workflow: run.workflow.clone(),
-            status: RunStatus::Failed,
-            outputs: Value::Object(Map::new()),
-            steps: Vec::new(),
-            error: Some(crate::engine::RunFailure {
-                message,
-                step_id: None,
-                step_name: None,
-                file: run.file.clone(),
-                pos: None,
-            }),
-            duration_ms: 0,
-            response: None,
-        };
-        store.finish_run(&run.id, RunEnd::from(&result));
-        result
-    };
-    // A run that killed its process twice would most likely kill the next
-    // one too (and a server restarted by a supervisor would die forever).
-    if run.deaths >= MAX_DEATHS {
-        return refuse(format!(
-            "not resumed: the process died {} while running it",
-            match run.deaths {
-                2 => "twice".to_string(),
-                n => format!("{n} times"),
-            }
-        ));
-    }
-    if run.deaths > 0 {
-        // Counted before any step runs again, so the next death is seen.
-        store.record_deaths(&run.id, run.deaths);
-        if let Ok(Err(e)) = store.submit_flush().await {
-            return refuse(format!("not resumed: {e}"));
-        }
-    }
-    if version_of(wf) != run.version {
-        return refuse(format!(
-            "not resumed: the workflow file `{}` changed since the run started",
-            run.file
-        ));
-    }
-    let cp = match store.checkpoint(&run.id, None) {
-        Ok(cp) => cp.unwrap_or_default(),
-        Err(e) => return refuse(format!("not resumed: {e}")),
-    };
-    let inputs = match &run.inputs {
-        Value::Object(m) => m.clone(),
-        _ => Map::new(),
-    };
-    resume_from(store, engine, wf, inputs, cfg, cp).await
-}
-
-/// How many times a process may die while running a run before a server
-/// stops resuming it and marks it failed.
-pub const MAX_DEATHS: u32 = 2;
-
-/// Runs `wf` from `cp` as the stored run `cfg.run_id`, recording it.
-pub async fn resume_from(
-    store: &Arc<dyn RunStore>,
-    engine: &Engine,
-    wf: &Workflow,
-    inputs: Map<String, Value>,
-    mut cfg: RunConfig,
-    cp: Checkpoint,
-) -> RunResult {
-    let run_id = cfg.run_id.clone();
-    cfg.events = tee(recording_sink(store.clone(), run_id.clone()), cfg.events);
-    let result = engine.resume(wf, inputs, cfg, cp).await;
-    store.finish_run(&run_id, RunEnd::from(&result));
-    result
-}

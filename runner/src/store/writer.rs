@@ -1,11 +1,14 @@
 //! The one writer of a store: writes are queued from any thread and
 //! committed in order, whatever queued meanwhile in the same transaction, so
 //! a busy server pays for one commit per batch, not per event. Each backend
-//! (`sqlite.rs`, `postgres.rs`) says how a batch is committed; the queue,
-//! the batching and the answers are here.
+//! (`sqlite/write.rs`, `postgres/write.rs`) says how a batch is committed
+//! ([`Commit`]); the queue, the thread, the batching and the answers are
+//! here ([`Writes`]), shared by both.
 
 use super::{NewRun, StoreError, Write};
-use std::sync::{mpsc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::collections::HashSet;
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Most writes committed in one transaction: a flood of queued writes is
@@ -56,6 +59,92 @@ impl Drop for AfterCommit {
                 f(Err(StoreError::Closed))
             }));
         }
+    }
+}
+
+/// A store's writer: the queue every write of the store goes through, and
+/// the thread that commits it with the store's backend.
+pub(super) struct Writes {
+    queue: Arc<Queue>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+type Answer<T> = tokio::sync::oneshot::Receiver<Result<T, StoreError>>;
+
+impl Writes {
+    /// Starts the writer thread committing with `backend`.
+    pub(super) fn start(backend: impl Commit + Send + 'static) -> std::io::Result<Writes> {
+        let queue = Arc::new(Queue::new());
+        let rx = queue.clone();
+        let thread = std::thread::Builder::new()
+            .name("marktoflow-store".into())
+            .spawn(move || writer_loop(backend, rx))?;
+        Ok(Writes {
+            queue,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Queues a new run, taken at `at`; `hurry`: somebody waits for its
+    /// commit now (else it may share the commit of the run's next writes).
+    pub(super) fn create(&self, run: NewRun, at: i64, hurry: bool) -> Answer<()> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.queue.push(Op::Create(Box::new(run), at, reply), hurry);
+        rx
+    }
+
+    /// Queues a write nobody waits for (see [`Writes::flush`]).
+    pub(super) fn write(&self, w: Write) {
+        self.queue.send(Op::Write(Box::new(w)));
+    }
+
+    /// Answers once everything queued before is committed.
+    pub(super) fn flush(&self) -> Answer<()> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.queue.send(Op::Flush(reply));
+        rx
+    }
+
+    /// [`Writes::flush`] whose answer is a call (see [`AfterCommit`]).
+    pub(super) fn then(&self, then: AfterCommit) {
+        self.queue.send(Op::Then(then));
+    }
+
+    /// Deletes the finished runs that ended before `cutoff`, waiting for
+    /// the commit; returns how many.
+    pub(super) fn prune(&self, cutoff: i64) -> Result<usize, StoreError> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.queue.send(Op::Prune(cutoff, reply));
+        rx.blocking_recv().map_err(|_| StoreError::Closed)?
+    }
+
+    /// Moves runs' journals in, waiting for the commit.
+    pub(super) fn absorb(&self, journals: Vec<Vec<Write>>) -> Result<(), StoreError> {
+        let (reply, answer) = mpsc::channel();
+        self.queue.send(Op::Absorb(journals, reply));
+        answer.recv().map_err(|_| StoreError::Closed)?
+    }
+
+    /// Commits what is queued and stops the thread (a write queued later
+    /// is dropped, its answer saying the store stopped). Called by a drop
+    /// made on the writer's own thread (by a call after a commit), it only
+    /// closes the queue: the thread ends by itself once the queue is empty.
+    pub(super) fn stop(&self) {
+        self.queue.close();
+        let Ok(mut slot) = self.thread.lock() else {
+            return;
+        };
+        if let Some(h) = slot.take() {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+impl Drop for Writes {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
@@ -212,7 +301,7 @@ impl Queue {
 /// The writer thread's loop: until the queue is closed and empty, commits
 /// what is queued and answers each op. An error of a write nobody waits for
 /// is reported at the next flush.
-pub(super) fn writer_loop(mut backend: impl Commit, queue: std::sync::Arc<Queue>) {
+fn writer_loop(mut backend: impl Commit, queue: Arc<Queue>) {
     let mut deferred: Option<StoreError> = None;
     let gather = backend.gather();
     while let Some(batch) = queue.next_batch(gather) {
@@ -281,16 +370,43 @@ fn unit(d: Option<Done>, commit_err: &Option<StoreError>) -> Result<(), StoreErr
     }
 }
 
+/// The checkpoint after the last step of a run whose end is in the same
+/// batch: no backend needs to write it (a finished run is never resumed,
+/// and `retry --from` starts before a step).
+pub(super) fn needless(w: &Write, ending: &HashSet<&str>) -> bool {
+    matches!(w, Write::Checkpoint { run_id, last: true, .. } if ending.contains(run_id.as_str()))
+}
+
+/// What pruning runs that ended before `cutoff` deletes, as SQL statements
+/// both backends run in order in one transaction, each with its one
+/// parameter `$1` (a named parameter in SQLite, bound by position as in
+/// PostgreSQL). The last one deletes the runs: its count is the answer.
+/// Idempotency keys go when their retention is over, whatever `cutoff`.
+pub(super) fn pruning(cutoff: i64) -> [(&'static str, i64); 5] {
+    let keys = super::now_ms().saturating_sub(super::IDEMPOTENCY_RETENTION.as_millis() as i64);
+    [
+        ("DELETE FROM steps WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < $1)", cutoff),
+        ("DELETE FROM checkpoints WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < $1)", cutoff),
+        ("DELETE FROM replies WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < $1)", cutoff),
+        ("DELETE FROM idempotency WHERE created_at < $1", keys),
+        ("DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < $1", cutoff),
+    ]
+}
+
+/// The writes among `batch`, in order.
+pub(super) fn writes_of(batch: &[Op]) -> impl Iterator<Item = &Write> {
+    batch.iter().filter_map(|op| match op {
+        Op::Write(w) => Some(&**w),
+        _ => None,
+    })
+}
+
 /// The runs whose end is in `batch`: their checkpoint after the last step
 /// is never needed once the end is committed with it.
-pub(super) fn ending(batch: &[Op]) -> std::collections::HashSet<&str> {
-    batch
-        .iter()
-        .filter_map(|op| match op {
-            Op::Write(w) => match &**w {
-                super::Write::Finish { run_id, .. } => Some(run_id.as_str()),
-                _ => None,
-            },
+pub(super) fn ending(batch: &[Op]) -> HashSet<&str> {
+    writes_of(batch)
+        .filter_map(|w| match w {
+            Write::Finish { run_id, .. } => Some(run_id.as_str()),
             _ => None,
         })
         .collect()

@@ -1,6 +1,6 @@
 //! [`RunStore`] on PostgreSQL, shared by many servers and workers: the run
-//! history and the queue of runs to do. All SQL of this store is in this
-//! file.
+//! history and the queue of runs to do: the reads here, the writer's side
+//! in `write.rs`, the queue and leases in `cluster.rs`.
 //!
 //! - **Queue.** A run accepted by a server that does not execute it is
 //!   stored `queued` with no worker, and `NOTIFY marktoflow_queue` wakes the
@@ -26,15 +26,14 @@ mod write;
 
 pub use cluster::{QueueStats, WorkerInfo};
 
-use super::checkpoint::{self, CheckpointRow};
-use super::writer::{writer_loop, Op, Queue};
+use super::checkpoint;
+use super::writer::Writes;
 use super::{
-    now_ms, NewRun, RunFilter, RunRecord, RunStore, Status, StepRow, StoreError, Write,
-    IDEMPOTENCY_RETENTION,
+    is_run_key, named_run, now_ms, parse_json, prune_cutoff, NewRun, RunFilter, RunRecord,
+    RunStore, Status, StepRow, StoreError, Write, IDEMPOTENCY_RETENTION,
 };
 use crate::engine::{Checkpoint, StepStatus};
 use postgres::{Client, GenericClient, NoTls, Row};
-use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
@@ -282,8 +281,7 @@ impl crate::engine::Lease for PgLease {
 pub struct PgStore {
     url: String,
     me: Arc<Member>,
-    queue: Arc<Queue>,
-    writer: Mutex<Option<JoinHandle<()>>>,
+    writes: Writes,
     pool: Arc<Pool>,
     /// Set when the store is dropped: the heartbeat and listener stop.
     stop: Arc<AtomicBool>,
@@ -309,25 +307,19 @@ impl PgStore {
             fences: Arc::default(),
             renewed: Mutex::new(None),
         });
-        let queue = Arc::new(Queue::new());
-        let rx = queue.clone();
-        let backend = write::Pg {
+        let writes = Writes::start(write::Pg {
             url: url.to_string(),
             conn: None,
             me: me.clone(),
-        };
-        let writer = std::thread::Builder::new()
-            .name("marktoflow-store".into())
-            .spawn(move || writer_loop(backend, rx))
-            .map_err(|e| StoreError::Open {
-                path: shown(url),
-                message: format!("cannot start the writer thread: {e}"),
-            })?;
+        })
+        .map_err(|e| StoreError::Open {
+            path: shown(url),
+            message: format!("cannot start the writer thread: {e}"),
+        })?;
         Ok(PgStore {
             url: url.to_string(),
             me,
-            queue,
-            writer: Mutex::new(Some(writer)),
+            writes,
             pool,
             stop: Arc::default(),
             heartbeat: OnceLock::new(),
@@ -344,10 +336,6 @@ impl PgStore {
 
     pub fn lease(&self) -> Duration {
         self.me.opts.lease
-    }
-
-    fn send(&self, op: Op) {
-        self.queue.send(op);
     }
 
     /// Copies finished runs (from another store) in with their steps;
@@ -374,16 +362,7 @@ impl Drop for PgStore {
     fn drop(&mut self) {
         // The writer commits what is queued, then stops; then the heartbeat
         // says goodbye (its leases lapse at once for the reaper).
-        self.queue.close();
-        if let Ok(mut w) = self.writer.lock() {
-            if let Some(h) = w.take() {
-                // Dropped by a call made on the writer's own thread: it
-                // ends by itself once the queue is empty.
-                if h.thread().id() != std::thread::current().id() {
-                    let _ = h.join();
-                }
-            }
-        }
+        self.writes.stop();
         self.stop.store(true, Ordering::SeqCst);
         if let Some(h) = self.heartbeat.take() {
             let _ = h.join();
@@ -398,15 +377,6 @@ impl Drop for PgStore {
 /// alive; a lease that ran out does not.
 const ALIVE: &str = "CASE WHEN status IN ('queued', 'running')
     THEN (worker IS NULL OR lease_until >= (extract(epoch from clock_timestamp()) * 1000)::bigint) END";
-
-fn parse_json(text: Option<String>) -> Value {
-    text.and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(Value::Null)
-}
-
-fn json_text(v: &Value) -> String {
-    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
-}
 
 /// A row of `RUN_COLUMNS, ALIVE`.
 fn run_of(r: &Row) -> Result<RunRecord, postgres::Error> {
@@ -488,61 +458,36 @@ impl RunStore for PgStore {
         &self,
         mut run: NewRun,
     ) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
-        let (reply, rx) = tokio::sync::oneshot::channel();
         if self.me.opts.executes {
             self.join_cluster();
             run.owner = Some(self.me.id.clone());
         } else {
             run.owner = None;
         }
-        self.send(Op::Create(Box::new(run), now_ms(), reply));
-        rx
+        self.writes.create(run, now_ms(), true)
     }
 
-    fn mark_running(&self, run_id: &str) {
-        self.send(Op::Write(Box::new(Write::Running {
-            run_id: run_id.to_string(),
-            at: now_ms(),
-            pid: std::process::id(),
-            owner: Some(self.me.id.clone()),
-        })));
+    fn write(&self, w: Write) {
+        self.writes.write(w);
     }
 
-    fn record_step(&self, run_id: &str, row: StepRow) {
-        self.send(Op::Write(Box::new(Write::Step {
-            run_id: run_id.to_string(),
-            row,
-        })));
+    fn owner_token(&self) -> Option<String> {
+        Some(self.me.id.clone())
     }
 
-    fn save_checkpoint(&self, run_id: &str, row: CheckpointRow, last: bool) {
-        self.send(Op::Write(Box::new(Write::Checkpoint {
-            run_id: run_id.to_string(),
-            checkpoint: row,
-            last,
-        })));
-    }
-
-    fn finish_run(&self, run_id: &str, end: super::RunEnd) {
-        self.send(Op::Write(Box::new(Write::Finish {
-            run_id: run_id.to_string(),
-            end,
-            at: now_ms(),
-        })));
-    }
+    /// The reaper counts deaths here, when it puts a run back in the queue.
+    fn record_deaths(&self, _run_id: &str, _deaths: u32) {}
 
     fn submit_flush(&self) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
-        let (reply, rx) = tokio::sync::oneshot::channel();
-        self.send(Op::Flush(reply));
-        rx
+        self.writes.flush()
     }
 
     fn after_commit(&self, then: super::AfterCommit) {
-        self.send(Op::Then(then));
+        self.writes.then(then);
     }
 
     fn get_run(&self, id: &str) -> Result<RunRecord, StoreError> {
-        if id.is_empty() || id.contains(['%', '_', '\\']) {
+        if !is_run_key(id) {
             return Err(StoreError::NotFound(id.to_string()));
         }
         let want = id.to_string();
@@ -557,12 +502,7 @@ impl RunStore for PgStore {
                 &[&want],
             )
         })?;
-        match rows.as_slice() {
-            [] => Err(StoreError::NotFound(id.to_string())),
-            [one, ..] if one.id == id => Ok(one.clone()),
-            [one] => Ok(one.clone()),
-            _ => Err(StoreError::Ambiguous(id.to_string())),
-        }
+        named_run(id, rows)
     }
 
     fn list_runs(&self, f: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
@@ -635,18 +575,7 @@ impl RunStore for PgStore {
     }
 
     fn prune(&self, older_than: Duration) -> Result<usize, StoreError> {
-        let cutoff = now_ms().saturating_sub(older_than.as_millis().min(i64::MAX as u128) as i64);
-        let (reply, rx) = tokio::sync::oneshot::channel();
-        self.send(Op::Prune(cutoff, reply));
-        rx.blocking_recv().map_err(|_| StoreError::Closed)?
-    }
-
-    fn remember_reply(&self, run_id: &str, key: &str, text: &str) {
-        self.send(Op::Write(Box::new(Write::Reply {
-            run_id: run_id.to_string(),
-            key: key.to_string(),
-            text: text.to_string(),
-        })));
+        self.writes.prune(prune_cutoff(older_than))
     }
 
     fn recall_reply(&self, key: &str) -> Result<Option<String>, StoreError> {

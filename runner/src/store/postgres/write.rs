@@ -3,9 +3,9 @@
 //! the batch's rows sent in a few statements (arrays through `UNNEST`), with
 //! statements prepared once per connection.
 
-use super::{connect, json_text, pg_err, Member, DB_NOW, DONE_CHANNEL, QUEUE_CHANNEL};
-use crate::store::writer::{Commit, Done, Op};
-use crate::store::{now_ms, NewRun, Status, StoreError, Write, IDEMPOTENCY_RETENTION};
+use super::{connect, pg_err, Member, DB_NOW, DONE_CHANNEL, QUEUE_CHANNEL};
+use crate::store::writer::{ending, needless, pruning, Commit, Done, Op};
+use crate::store::{json_text, NewRun, Status, StoreError, Write, IDEMPOTENCY_RETENTION};
 use postgres::{Client, Statement, Transaction};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -392,7 +392,7 @@ fn commit_batch(
         }
     }
     let fences = me.fences.lock().map(|f| f.clone()).unwrap_or_default();
-    let ending = crate::store::writer::ending(batch);
+    let ending = ending(batch);
     let mut created: HashMap<String, i32> = HashMap::new();
     let mut rows = Rows::default();
     let mut notify = false;
@@ -426,10 +426,7 @@ fn commit_batch(
                 if !ours {
                     Done::Unit(Err(refused(Refusal::Fenced(id.to_string()))))
                 } else {
-                    // The checkpoint after the last step is never needed
-                    // once the run's end is committed with it.
-                    let needless = matches!(&**w, Write::Checkpoint { run_id, last: true, .. } if ending.contains(run_id.as_str()));
-                    if !needless {
+                    if !needless(w, &ending) {
                         rows.add(w);
                     }
                     Done::Unit(Ok(()))
@@ -527,29 +524,11 @@ fn insert_run(
 }
 
 fn prune(tx: &mut Transaction, cutoff: i64) -> Result<usize, postgres::Error> {
-    const OLD: &str = "SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < $1";
-    tx.execute(
-        &format!("DELETE FROM steps WHERE run_id IN ({OLD})"),
-        &[&cutoff],
-    )?;
-    tx.execute(
-        &format!("DELETE FROM checkpoints WHERE run_id IN ({OLD})"),
-        &[&cutoff],
-    )?;
-    tx.execute(
-        &format!("DELETE FROM replies WHERE run_id IN ({OLD})"),
-        &[&cutoff],
-    )?;
-    let keys_cutoff = now_ms().saturating_sub(IDEMPOTENCY_RETENTION.as_millis() as i64);
-    tx.execute(
-        "DELETE FROM idempotency WHERE created_at < $1",
-        &[&keys_cutoff],
-    )?;
-    tx.execute(
-        "DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < $1",
-        &[&cutoff],
-    )
-    .map(|n| n as usize)
+    let mut deleted = 0;
+    for (sql, at) in pruning(cutoff) {
+        deleted = tx.execute(sql, &[&at])?;
+    }
+    Ok(deleted as usize)
 }
 
 /// Copies finished runs and their steps in, in one transaction: a run whose

@@ -1,4 +1,5 @@
-//! [`RunStore`] on one SQLite file. All SQL of the store is in this file.
+//! [`RunStore`] on one SQLite file: the schema and the reads here, the
+//! writer's side in `write.rs`.
 //!
 //! One writer thread owns the write connection and commits whatever is
 //! queued as one transaction, so a busy server pays for one commit per batch,
@@ -11,20 +12,18 @@ mod write;
 
 use write::{start_checkpointer, Sqlite};
 
-use super::checkpoint::{self, CheckpointRow};
+use super::checkpoint;
 use super::journal;
-use super::writer::{writer_loop, Op, Queue};
+use super::writer::Writes;
 use super::{
-    now_ms, NewRun, RunEnd, RunFilter, RunRecord, RunStore, Status, StepRow, StoreError, Write,
+    is_run_key, named_run, now_ms, parse_json, prune_cutoff, NewRun, RunFilter, RunRecord,
+    RunStore, Status, StepRow, StoreError, Write,
 };
 use crate::engine::{Checkpoint, StepStatus};
 use marktoflow_steps::core::sqlite::{self, DbError};
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// The schema, one migration per entry; `schema_version` holds how many
@@ -99,8 +98,7 @@ CREATE INDEX replies_by_run ON replies (run_id);
 
 pub struct SqliteStore {
     path: PathBuf,
-    queue: Arc<Queue>,
-    writer: Mutex<Option<JoinHandle<()>>>,
+    writes: Writes,
     /// Opened on first use: a CLI run only writes.
     read: Mutex<Option<Connection>>,
     /// This process as the owner of the runs it records: taken at the
@@ -133,39 +131,22 @@ impl SqliteStore {
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         let write = sqlite::open(path, MIGRATIONS).map_err(|e| open_err(path, e))?;
         let checkpoints = start_checkpointer(path, &write);
-        let queue = Arc::new(Queue::new());
-        let rx = queue.clone();
-        let writer = std::thread::Builder::new()
-            .name("marktoflow-store".into())
-            .spawn(move || {
-                writer_loop(
-                    Sqlite {
-                        conn: write,
-                        checkpoints,
-                    },
-                    rx,
-                )
-            })
-            .map_err(|e| StoreError::Open {
-                path: path.display().to_string(),
-                message: format!("cannot start the writer thread: {e}"),
-            })?;
+        let writes = Writes::start(Sqlite {
+            conn: write,
+            checkpoints,
+        })
+        .map_err(|e| StoreError::Open {
+            path: path.display().to_string(),
+            message: format!("cannot start the writer thread: {e}"),
+        })?;
         let store = SqliteStore {
             path: path.to_path_buf(),
-            queue,
-            writer: Mutex::new(Some(writer)),
+            writes,
             read: Mutex::new(None),
             owner: std::sync::OnceLock::new(),
         };
         store.absorb_journals()?;
         Ok(store)
-    }
-
-    fn owner_token(&self) -> Option<String> {
-        self.owner
-            .get_or_init(|| super::owner::Owner::acquire(&self.path).ok())
-            .as_ref()
-            .map(|o| o.token.clone())
     }
 
     /// `r` with whether its owner lives (for runs not finished).
@@ -190,13 +171,11 @@ impl SqliteStore {
         if pending.is_empty() {
             return Ok(());
         }
-        let (reply, answer) = mpsc::channel();
         let (done, writes): (Vec<_>, Vec<_>) = pending
             .into_iter()
             .map(|p| (p.complete.then_some(p.path), p.writes))
             .unzip();
-        self.send(Op::Absorb(writes, reply));
-        answer.recv().map_err(|_| StoreError::Closed)??;
+        self.writes.absorb(writes)?;
         for path in done.into_iter().flatten() {
             // Another process may have moved and deleted it first.
             let _ = std::fs::remove_file(path);
@@ -206,10 +185,6 @@ impl SqliteStore {
 
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    fn send(&self, op: Op) {
-        self.queue.send(op);
     }
 
     fn read<T>(
@@ -231,33 +206,12 @@ impl SqliteStore {
     }
 }
 
-impl Drop for SqliteStore {
-    fn drop(&mut self) {
-        // The writer commits what is queued and stops.
-        self.queue.close();
-        if let Ok(mut w) = self.writer.lock() {
-            if let Some(h) = w.take() {
-                // Dropped by a call made on the writer's own thread: it
-                // ends by itself once the queue is empty.
-                if h.thread().id() != std::thread::current().id() {
-                    let _ = h.join();
-                }
-            }
-        }
-    }
-}
-
 /// [`RunFilter`]'s conditions, its fields as `?1`…`?5`.
 const RUN_FILTER: &str = "(?1 IS NULL OR workflow = ?1) AND (?2 IS NULL OR status = ?2)
      AND (?3 IS NULL OR trigger = ?3) AND (?4 IS NULL OR created_at >= ?4)
      AND (?5 IS NULL OR created_at < ?5)";
 
 const RUN_COLUMNS: &str = "id, workflow, file, version, trigger, status, retry_of, inputs, outputs, error, error_step, pid, created_at, finished_at, duration_ms, owner, context, deaths";
-
-fn parse_json(text: Option<String>) -> Value {
-    text.and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(Value::Null)
-}
 
 fn run_of(r: &Row) -> Result<RunRecord, rusqlite::Error> {
     let status: String = r.get(5)?;
@@ -307,65 +261,36 @@ impl RunStore for SqliteStore {
         &self,
         mut run: NewRun,
     ) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
-        let (reply, rx) = tokio::sync::oneshot::channel();
         run.owner = run.owner.or_else(|| self.owner_token());
-        self.send(Op::Create(Box::new(run), now_ms(), reply));
-        rx
+        self.writes.create(run, now_ms(), true)
     }
 
     fn queue_run(&self, mut run: NewRun) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
-        let (reply, rx) = tokio::sync::oneshot::channel();
         run.owner = run.owner.or_else(|| self.owner_token());
-        self.queue
-            .push(Op::Create(Box::new(run), now_ms(), reply), false);
-        rx
+        self.writes.create(run, now_ms(), false)
     }
 
-    fn mark_running(&self, run_id: &str) {
-        self.send(Op::Write(Box::new(Write::Running {
-            run_id: run_id.to_string(),
-            at: now_ms(),
-            pid: std::process::id(),
-            owner: self.owner_token(),
-        })));
+    fn write(&self, w: Write) {
+        self.writes.write(w);
     }
 
-    fn record_step(&self, run_id: &str, row: StepRow) {
-        self.send(Op::Write(Box::new(Write::Step {
-            run_id: run_id.to_string(),
-            row,
-        })));
-    }
-
-    fn save_checkpoint(&self, run_id: &str, row: CheckpointRow, last: bool) {
-        self.send(Op::Write(Box::new(Write::Checkpoint {
-            run_id: run_id.to_string(),
-            checkpoint: row,
-            last,
-        })));
-    }
-
-    fn finish_run(&self, run_id: &str, end: RunEnd) {
-        self.send(Op::Write(Box::new(Write::Finish {
-            run_id: run_id.to_string(),
-            end,
-            at: now_ms(),
-        })));
+    fn owner_token(&self) -> Option<String> {
+        self.owner
+            .get_or_init(|| super::owner::Owner::acquire(&self.path).ok())
+            .as_ref()
+            .map(|o| o.token.clone())
     }
 
     fn submit_flush(&self) -> tokio::sync::oneshot::Receiver<Result<(), StoreError>> {
-        let (reply, rx) = tokio::sync::oneshot::channel();
-        self.send(Op::Flush(reply));
-        rx
+        self.writes.flush()
     }
 
     fn after_commit(&self, then: super::AfterCommit) {
-        self.send(Op::Then(then));
+        self.writes.then(then);
     }
 
     fn get_run(&self, id: &str) -> Result<RunRecord, StoreError> {
-        // `_` and `%` are LIKE wildcards; ids are uuids, so refuse them.
-        if id.is_empty() || id.contains(['%', '_']) {
+        if !is_run_key(id) {
             return Err(StoreError::NotFound(id.to_string()));
         }
         let rows = self.read(|c| {
@@ -376,12 +301,7 @@ impl RunStore for SqliteStore {
             let rows = st.query_map([id], run_of)?;
             rows.collect::<Result<Vec<_>, _>>()
         })?;
-        match rows.as_slice() {
-            [] => Err(StoreError::NotFound(id.to_string())),
-            [one, ..] if one.id == id => Ok(self.live(one.clone())),
-            [one] => Ok(self.live(one.clone())),
-            _ => Err(StoreError::Ambiguous(id.to_string())),
-        }
+        named_run(id, rows).map(|r| self.live(r))
     }
 
     fn list_runs(&self, f: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
@@ -479,21 +399,6 @@ impl RunStore for SqliteStore {
             .collect())
     }
 
-    fn record_deaths(&self, run_id: &str, deaths: u32) {
-        self.send(Op::Write(Box::new(Write::Died {
-            run_id: run_id.to_string(),
-            deaths,
-        })));
-    }
-
-    fn remember_reply(&self, run_id: &str, key: &str, text: &str) {
-        self.send(Op::Write(Box::new(Write::Reply {
-            run_id: run_id.to_string(),
-            key: key.to_string(),
-            text: text.to_string(),
-        })));
-    }
-
     fn recall_reply(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.read(|c| {
             c.prepare_cached("SELECT text FROM replies WHERE key = ?1")?
@@ -513,19 +418,19 @@ impl RunStore for SqliteStore {
 
     fn prune(&self, older_than: Duration) -> Result<usize, StoreError> {
         self.absorb_journals()?;
-        let cutoff = now_ms().saturating_sub(older_than.as_millis().min(i64::MAX as u128) as i64);
-        let (reply, rx) = tokio::sync::oneshot::channel();
-        self.send(Op::Prune(cutoff, reply));
-        rx.blocking_recv().map_err(|_| StoreError::Closed)?
+        self.writes.prune(prune_cutoff(older_than))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::writer::Op;
     use super::write::commit_batch;
     use super::*;
-    use crate::store::{NewRun, RunEnd, RunFilter, Status, StepRow};
+    use crate::store::{CheckpointRow, RunEnd};
     use serde_json::json;
+    use serde_json::Value;
+    use std::sync::Arc;
 
     fn new_run(id: &str, workflow: &str, trigger: &str, pid: Option<u32>) -> NewRun {
         NewRun {
@@ -640,13 +545,11 @@ mod tests {
         store.flush().unwrap();
         assert!(stored(&path, "then-2"));
         // A call queued on a stopped writer is made, saying so.
-        drop(store);
-        let queue = Queue::new();
-        queue.close();
+        store.writes.stop();
         let (tx, rx) = std::sync::mpsc::channel();
-        queue.send(Op::Then(crate::store::AfterCommit::new(move |r| {
+        store.after_commit(crate::store::AfterCommit::new(move |r| {
             let _ = tx.send(matches!(r, Err(StoreError::Closed)));
-        })));
+        }));
         assert!(rx.recv_timeout(Duration::from_secs(1)).unwrap());
     }
 
@@ -798,6 +701,13 @@ mod tests {
         // Reopened: everything was committed.
         let s = SqliteStore::open(&path).unwrap();
         assert!(matches!(s.get_run("aaa"), Err(StoreError::Ambiguous(_))));
+        // LIKE's wildcards and escape name no run (both backends).
+        for key in ["", "%", "aaa%", "_aaa-1", "aaaa\\", "a\\%"] {
+            assert!(
+                matches!(s.get_run(key), Err(StoreError::NotFound(_))),
+                "{key:?}"
+            );
+        }
         let a = s.get_run("aaaa").unwrap();
         assert_eq!((a.status, a.trigger.as_str()), (Status::Queued, "webhook"));
         assert!(a.is_interrupted(), "its process is gone");

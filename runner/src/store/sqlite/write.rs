@@ -2,12 +2,11 @@
 //! transaction by the writer thread (retried while the file is busy), the
 //! WAL checkpointed as it grows, journals absorbed, old runs pruned.
 
-use super::super::writer::{Commit, Done, Op};
-use super::super::{now_ms, NewRun, Status, StoreError, Write};
+use super::super::writer::{ending, needless, pruning, writes_of, Commit, Done, Op};
+use super::super::{json_text, NewRun, Status, StoreError, Write};
 use super::db_err;
 use marktoflow_steps::core::sqlite::{self};
 use rusqlite::{params, Connection, OptionalExtension};
-use serde_json::Value;
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::mpsc;
@@ -33,14 +32,8 @@ pub(super) fn commit_batch(
     conn: &mut Connection,
     batch: &[Op],
 ) -> (Vec<Applied>, Option<rusqlite::Error>) {
-    let ending = super::super::writer::ending(batch);
-    let starts = starts(
-        batch.iter().filter_map(|op| match op {
-            Op::Write(w) => Some(&**w),
-            _ => None,
-        }),
-        &ending,
-    );
+    let ending = ending(batch);
+    let starts = starts(writes_of(batch), &ending);
     let mut tries = 0;
     loop {
         let mut done = Vec::with_capacity(batch.len());
@@ -54,7 +47,7 @@ pub(super) fn commit_batch(
                     },
                     Op::Prune(cutoff, _) => Applied::Count(prune(&tx, *cutoff)),
                     Op::Absorb(journals, _) => Applied::Unit(absorb(&tx, journals)),
-                    Op::Write(w) if needless(w, &ending) => Applied::Unit(Ok(())),
+                    Op::Write(w) if skipped(w, &ending) => Applied::Unit(Ok(())),
                     Op::Write(w) => Applied::Unit(apply(&tx, w, &starts)),
                     Op::Flush(_) | Op::Then(_) => Applied::Unit(Ok(())),
                 };
@@ -81,27 +74,19 @@ pub(super) fn commit_batch(
     }
 }
 
-/// A checkpoint after the last step committed with the run's end: a
-/// finished run is never resumed, and `retry --from` starts before a step.
-/// A run's start committed with its end is written by the end's UPDATE.
-pub(super) fn needless(w: &Write, ending: &HashSet<&str>) -> bool {
-    match w {
-        Write::Checkpoint {
-            run_id, last: true, ..
-        }
-        | Write::Running { run_id, .. } => ending.contains(run_id.as_str()),
-        _ => false,
-    }
+/// What this backend does not write: what no backend needs, and the start
+/// of a run whose end is in the same batch (the end's UPDATE writes it,
+/// see [`starts`]).
+fn skipped(w: &Write, ending: &HashSet<&str>) -> bool {
+    needless(w, ending)
+        || matches!(w, Write::Running { run_id, .. } if ending.contains(run_id.as_str()))
 }
 
 /// The start (time, pid, owner) of each run that also ends among `writes`:
 /// one UPDATE writes both, as nobody can see the run between them.
-pub(super) type Starts<'a> = std::collections::HashMap<&'a str, (i64, u32, Option<&'a str>)>;
+type Starts<'a> = std::collections::HashMap<&'a str, (i64, u32, Option<&'a str>)>;
 
-pub(super) fn starts<'a>(
-    writes: impl Iterator<Item = &'a Write>,
-    ending: &HashSet<&str>,
-) -> Starts<'a> {
+fn starts<'a>(writes: impl Iterator<Item = &'a Write>, ending: &HashSet<&str>) -> Starts<'a> {
     let mut found = Starts::new();
     for w in writes {
         if let Write::Running {
@@ -247,10 +232,6 @@ pub(super) enum Applied {
     Count(Result<usize, rusqlite::Error>),
     /// A run refused: its `Idempotency-Key` started this other run.
     Duplicate(String),
-}
-
-pub(super) fn json_text(v: &Value) -> String {
-    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
 }
 
 /// Inserts a run, unless its `Idempotency-Key` started another run within
@@ -455,7 +436,7 @@ pub(super) fn absorb(
         let large = completed && checkpoint_bytes(writes) > super::super::KEPT_CHECKPOINTS_MAX;
         for w in writes.iter().filter(|w| w.run_id() == id) {
             let dropped = large && matches!(w, Write::Checkpoint { .. });
-            if !dropped && !needless(w, &ending) {
+            if !dropped && !skipped(w, &ending) {
                 apply(tx, w, &starts)?;
             }
         }
@@ -477,27 +458,9 @@ pub(super) fn checkpoint_bytes(writes: &[Write]) -> i64 {
 }
 
 pub(super) fn prune(tx: &rusqlite::Transaction, cutoff: i64) -> Result<usize, rusqlite::Error> {
-    const OLD: &str = "SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < ?1";
-    tx.execute(
-        &format!("DELETE FROM steps WHERE run_id IN ({OLD})"),
-        [cutoff],
-    )?;
-    tx.execute(
-        &format!("DELETE FROM checkpoints WHERE run_id IN ({OLD})"),
-        [cutoff],
-    )?;
-    tx.execute(
-        &format!("DELETE FROM replies WHERE run_id IN ({OLD})"),
-        [cutoff],
-    )?;
-    let keys_cutoff =
-        now_ms().saturating_sub(super::super::IDEMPOTENCY_RETENTION.as_millis() as i64);
-    tx.execute(
-        "DELETE FROM idempotency WHERE created_at < ?1",
-        [keys_cutoff],
-    )?;
-    tx.execute(
-        "DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < ?1",
-        [cutoff],
-    )
+    let mut deleted = 0;
+    for (sql, at) in pruning(cutoff) {
+        deleted = tx.execute(sql, [at])?;
+    }
+    Ok(deleted)
 }

@@ -1,0 +1,191 @@
+//! Running a workflow as a stored run: the event sink that records its
+//! steps and checkpoints, its end, resuming an interrupted one, and its
+//! agent replies kept for a resumed run.
+
+use super::{version_of, CheckpointRow, RunEnd, RunRecord, RunStore, StepFold};
+use crate::engine::{
+    Checkpoint, Engine, Event, EventSink, RunConfig, RunEvent, RunResult, RunStatus,
+};
+use crate::format::model::Workflow;
+use serde_json::{Map, Value};
+use std::sync::{Arc, Mutex};
+
+/// A run's agent replies in the store: every reply is recorded; a resumed
+/// run recalls those recorded before it was interrupted, so a call already
+/// paid for is not paid again.
+pub struct RecordedReplies {
+    pub store: Arc<dyn RunStore>,
+    pub run_id: String,
+    /// Whether to look (only a resumed run can find anything).
+    pub recall: bool,
+}
+
+#[async_trait::async_trait]
+impl marktoflow_steps::core::action::hosts::Replies for RecordedReplies {
+    async fn recall(&self, key: &str) -> Option<String> {
+        if !self.recall {
+            return None;
+        }
+        let store = self.store.clone();
+        let key = key.to_string();
+        tokio::task::spawn_blocking(move || store.recall_reply(&key))
+            .await
+            .ok()?
+            .ok()?
+    }
+
+    fn remember(&self, key: &str, reply: &str) {
+        self.store.remember_reply(&self.run_id, key, reply);
+    }
+}
+
+#[derive(Default)]
+struct SinkState {
+    total_steps: usize,
+    /// The run's previous checkpoint: the next row holds what changed.
+    prev: Option<Arc<Checkpoint>>,
+    steps: StepFold,
+}
+
+/// An event sink recording `run_id`'s steps and checkpoints into `store`.
+/// It does not record the end of the run: call [`RunStore::finish_run`]
+/// with the result (the outputs are not in the events).
+pub fn recording_sink(store: Arc<dyn RunStore>, run_id: String) -> EventSink {
+    let state = Mutex::new(SinkState::default());
+    Arc::new(move |e: &Event| match &e.kind {
+        RunEvent::RunStarted { total_steps, .. } => {
+            if let Ok(mut s) = state.lock() {
+                s.total_steps = *total_steps;
+            }
+            store.mark_running(&run_id)
+        }
+        RunEvent::StepStarted { .. }
+        | RunEvent::StepRetry { .. }
+        | RunEvent::StepFinished { .. } => {
+            let row = state.lock().ok().and_then(|mut s| s.steps.push(e));
+            if let Some(row) = row {
+                store.record_step(&run_id, row);
+            }
+        }
+        RunEvent::Checkpoint(cp) => {
+            let (row, last) = match state.lock() {
+                Ok(mut s) => {
+                    let row = CheckpointRow::between(s.prev.as_deref(), cp);
+                    s.prev = Some(cp.clone());
+                    (row, cp.next_step >= s.total_steps)
+                }
+                Err(_) => (CheckpointRow::Whole(cp.clone()), false),
+            };
+            store.save_checkpoint(&run_id, row, last)
+        }
+        RunEvent::Log { .. } | RunEvent::Progress { .. } | RunEvent::RunFinished { .. } => {}
+    })
+}
+
+/// Both sinks, in order.
+pub fn tee(a: EventSink, b: EventSink) -> EventSink {
+    Arc::new(move |e: &Event| {
+        a(e);
+        b(e);
+    })
+}
+
+/// Runs an already-created run (see [`RunStore::submit_run`]) and records
+/// it: its steps and checkpoints as they happen, then how it ended.
+pub async fn run_recorded(
+    store: &Arc<dyn RunStore>,
+    engine: &Engine,
+    wf: &Workflow,
+    inputs: Map<String, Value>,
+    cfg: RunConfig,
+) -> RunResult {
+    resume_from(store, engine, wf, inputs, cfg, Checkpoint::default()).await
+}
+
+/// Continues a stored run that did not finish, from its latest checkpoint
+/// (from the start when it has none), as the same run. `wf` is the workflow
+/// loaded again from `run.file`; when it changed since the run started the
+/// run is not resumed but marked failed, and the result says why.
+/// `cfg.run_id` is replaced by the run's id.
+pub async fn resume_run(
+    store: &Arc<dyn RunStore>,
+    engine: &Engine,
+    wf: &Workflow,
+    run: &RunRecord,
+    mut cfg: RunConfig,
+) -> RunResult {
+    cfg.run_id = run.id.clone();
+    let refuse = |message: String| {
+        let result = RunResult {
+            run_id: run.id.clone(),
+            workflow: run.workflow.clone(),
+            status: RunStatus::Failed,
+            outputs: Value::Object(Map::new()),
+            steps: Vec::new(),
+            error: Some(crate::engine::RunFailure {
+                message,
+                step_id: None,
+                step_name: None,
+                file: run.file.clone(),
+                pos: None,
+            }),
+            duration_ms: 0,
+            response: None,
+        };
+        store.finish_run(&run.id, RunEnd::from(&result));
+        result
+    };
+    // A run that killed its process twice would most likely kill the next
+    // one too (and a server restarted by a supervisor would die forever).
+    if run.deaths >= MAX_DEATHS {
+        return refuse(format!(
+            "not resumed: the process died {} while running it",
+            match run.deaths {
+                2 => "twice".to_string(),
+                n => format!("{n} times"),
+            }
+        ));
+    }
+    if run.deaths > 0 {
+        // Counted before any step runs again, so the next death is seen.
+        store.record_deaths(&run.id, run.deaths);
+        if let Ok(Err(e)) = store.submit_flush().await {
+            return refuse(format!("not resumed: {e}"));
+        }
+    }
+    if version_of(wf) != run.version {
+        return refuse(format!(
+            "not resumed: the workflow file `{}` changed since the run started",
+            run.file
+        ));
+    }
+    let cp = match store.checkpoint(&run.id, None) {
+        Ok(cp) => cp.unwrap_or_default(),
+        Err(e) => return refuse(format!("not resumed: {e}")),
+    };
+    let inputs = match &run.inputs {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    };
+    resume_from(store, engine, wf, inputs, cfg, cp).await
+}
+
+/// How many times a process may die while running a run before a server
+/// stops resuming it and marks it failed.
+pub const MAX_DEATHS: u32 = 2;
+
+/// Runs `wf` from `cp` as the stored run `cfg.run_id`, recording it.
+pub async fn resume_from(
+    store: &Arc<dyn RunStore>,
+    engine: &Engine,
+    wf: &Workflow,
+    inputs: Map<String, Value>,
+    mut cfg: RunConfig,
+    cp: Checkpoint,
+) -> RunResult {
+    let run_id = cfg.run_id.clone();
+    cfg.events = tee(recording_sink(store.clone(), run_id.clone()), cfg.events);
+    let result = engine.resume(wf, inputs, cfg, cp).await;
+    store.finish_run(&run_id, RunEnd::from(&result));
+    result
+}
