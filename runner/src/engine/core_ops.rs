@@ -6,7 +6,9 @@
 //! evaluated once per item with `item` (and `index`, `accumulator`) defined.
 
 use crate::template::{TemplateError, Templates};
-use marktoflow_steps::builtin::{display, lookup_path};
+use marktoflow_steps::builtin::{display, lookup_path, CORE_SPECS};
+use marktoflow_steps::core::args::{spec_of, Args};
+use marktoflow_steps::core::error::{type_name, ActionError};
 use serde_json::{json, Map, Value};
 use std::cmp::Ordering;
 
@@ -40,18 +42,28 @@ fn input_err(field: &'static str, msg: impl Into<String>) -> OpError {
     }
 }
 
-fn str_field<'a>(m: &'a Map<String, Value>, k: &'static str) -> Result<Option<&'a str>, OpError> {
-    match m.get(k) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(input_err(
-            k,
-            format!(
-                "input `{k}` must be a string, got {}",
-                marktoflow_steps::core::error::type_name(other)
-            ),
-        )),
+/// The inputs of `core.<method>` as its catalog entry declares them, read
+/// by the rule every action reads by ([`Args`]): `rendered` the step's
+/// inputs with the other fields rendered, `raw` the template fields as
+/// written.
+struct Inputs<'a> {
+    rendered: Args<'a>,
+    raw: Args<'a>,
+}
+
+impl<'a> Inputs<'a> {
+    fn new(method: &str, rendered: &'a Value, raw: &'a Value) -> Result<Self, OpError> {
+        let spec = spec_of(CORE_SPECS, method, method).map_err(|e| at("inputs", e))?;
+        Ok(Inputs {
+            rendered: Args::new(spec, rendered).map_err(|e| at("inputs", e))?,
+            raw: Args::new(spec, raw).map_err(|e| at("inputs", e))?,
+        })
     }
+}
+
+/// An input's error, placed at the input.
+fn at(field: &'static str, e: ActionError) -> OpError {
+    input_err(field, e.to_string())
 }
 
 fn locals(pairs: &[(&str, Value)]) -> Map<String, Value> {
@@ -66,35 +78,29 @@ fn locals(pairs: &[(&str, Value)]) -> Map<String, Value> {
 pub fn transform(
     t: &Templates,
     base: &minijinja::Value,
-    rendered: &Map<String, Value>,
-    raw: &Map<String, Value>,
+    rendered: &Value,
+    raw: &Value,
 ) -> Result<Value, OpError> {
-    const OPS: &[&str] = marktoflow_steps::builtin::TRANSFORM_OPERATIONS;
-    let op = str_field(rendered, "operation")?.ok_or_else(|| {
-        input_err(
-            "operation",
-            format!("missing input `operation` ({})", OPS.join(", ")),
-        )
-    })?;
-    let items = match rendered.get("input").or_else(|| rendered.get("items")) {
-        Some(Value::Array(a)) => a.clone(),
-        Some(Value::Null) | None => {
-            return Err(input_err("input", "missing input `input` (a list)"))
-        }
-        Some(other) => {
-            return Err(input_err(
-                "input",
-                format!(
-                    "input `input` must be a list, got {}",
-                    marktoflow_steps::core::error::type_name(other)
-                ),
-            ))
-        }
+    let inputs = Inputs::new("transform", rendered, raw)?;
+    let (args, raw) = (&inputs.rendered, &inputs.raw);
+    let op = args.chosen("operation").map_err(|e| at("operation", e))?;
+    let items = match args.value("input") {
+        Some(v) => match v.as_ref() {
+            Value::Array(a) => a.clone(),
+            other => {
+                return Err(at(
+                    "input",
+                    args.invalid("input", format!("must be a list, got {}", type_name(other))),
+                ))
+            }
+        },
+        None => return Err(at("input", args.missing("input"))),
     };
     let raw_str = |k: &'static str, default: &str| -> Result<(String, &'static str), OpError> {
-        Ok((str_field(raw, k)?.unwrap_or(default).to_string(), k))
+        let written = raw.str(k).map_err(|e| at(k, e))?;
+        Ok((written.unwrap_or(default).to_string(), k))
     };
-    let key = str_field(rendered, "key")?;
+    let key = args.str("key").map_err(|e| at("key", e))?;
     let item_ctx = |item: &Value, i: usize| {
         Templates::with_locals(
             base,
@@ -156,11 +162,7 @@ pub fn transform(
             let (expr, field) = raw_str("expression", "{{ accumulator }}")?;
             let expr = Value::String(expr);
             // `initial_value: 0` stays 0 (the peer turned falsy values into null).
-            let mut acc = rendered
-                .get("initialValue")
-                .or_else(|| rendered.get("initial_value"))
-                .cloned()
-                .unwrap_or(Value::Null);
+            let mut acc = args.get("initialValue").cloned().unwrap_or(Value::Null);
             for (i, item) in items.iter().enumerate() {
                 let ctx = Templates::with_locals(
                     base,
@@ -178,9 +180,9 @@ pub fn transform(
         }
         "group_by" => {
             if key.is_none() {
-                return Err(input_err(
+                return Err(at(
                     "operation",
-                    "`group_by` needs input `key` (a field path)",
+                    args.invalid("key", "is needed by `group_by` (a path into the item)"),
                 ));
             }
             let mut groups: Map<String, Value> = Map::new();
@@ -205,19 +207,7 @@ pub fn transform(
             Ok(Value::Array(out))
         }
         "sort" => {
-            let reverse = match rendered.get("reverse") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(other) => {
-                    return Err(input_err(
-                        "reverse",
-                        format!(
-                            "input `reverse` must be true or false, got {}",
-                            display(other)
-                        ),
-                    ))
-                }
-            };
+            let reverse = args.bool("reverse").map_err(|e| at("reverse", e))?;
             let mut keyed = items
                 .iter()
                 .enumerate()
@@ -230,10 +220,7 @@ pub fn transform(
             }
             Ok(Value::Array(keyed.into_iter().map(|(_, v)| v).collect()))
         }
-        other => Err(input_err(
-            "operation",
-            format!("unknown operation `{other}`: use {}", OPS.join(", ")),
-        )),
+        other => unreachable!("`{other}` is not among the operations the catalog allows"),
     }
 }
 
@@ -264,12 +251,12 @@ pub fn template(
     t: &Templates,
     fueled: &Templates,
     base: &minijinja::Value,
-    rendered: &Map<String, Value>,
-    raw: &Map<String, Value>,
+    rendered: &Value,
+    raw: &Value,
 ) -> Result<Value, OpError> {
     let field = "template";
-    let written =
-        str_field(raw, field)?.ok_or_else(|| input_err(field, "missing input `template`"))?;
+    let inputs = Inputs::new("template", rendered, raw)?;
+    let written = inputs.raw.required_str(field).map_err(|e| at(field, e))?;
     let from_data = crate::template::single_expression(written).is_some();
     let source = if from_data {
         match t
@@ -278,12 +265,11 @@ pub fn template(
         {
             Value::String(s) => s,
             other => {
-                return Err(input_err(
+                return Err(at(
                     field,
-                    format!(
-                        "input `template` must give a string, got {}",
-                        marktoflow_steps::core::error::type_name(&other)
-                    ),
+                    inputs
+                        .raw
+                        .invalid(field, format!("must give text, got {}", type_name(&other))),
                 ))
             }
         }
@@ -299,18 +285,13 @@ pub fn template(
     } else {
         base.clone()
     };
-    let ctx = match rendered.get("context") {
-        None | Some(Value::Null) => base,
-        Some(Value::Object(m)) => Templates::with_locals(&base, m),
-        Some(other) => {
-            return Err(input_err(
-                "context",
-                format!(
-                    "input `context` must be a mapping, got {}",
-                    marktoflow_steps::core::error::type_name(other)
-                ),
-            ))
-        }
+    let ctx = match inputs
+        .rendered
+        .mapping("context")
+        .map_err(|e| at("context", e))?
+    {
+        None => base,
+        Some(m) => Templates::with_locals(&base, &m),
     };
     fueled
         .render_str(&source, &ctx)

@@ -310,10 +310,8 @@ impl Engine {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .partition(|(k, _)| raw_names.contains(&k.as_str()));
-        let rendered = match self.render(step, &["inputs"], &Value::Object(others), st)? {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        };
+        let rendered = self.render(step, &["inputs"], &Value::Object(others), st)?;
+        let raw = Value::Object(raw);
         let base = self.context(st);
         let result = match method {
             "transform" => {
@@ -329,7 +327,7 @@ impl Engine {
         result.map_err(|e| match e {
             crate::engine::core_ops::OpError::Input { field, message } => {
                 let pos = step.field_pos(&["inputs", field]);
-                self.fail(step, pos, format!("`core.{method}`: {message}"))
+                self.fail(step, pos, message)
             }
             crate::engine::core_ops::OpError::Template { field, error } => {
                 self.template_failure(step, &["inputs".into(), field.into()], error)

@@ -10,8 +10,6 @@ use crate::core::{action::Call, error::ActionError, signals::LogLevel};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
-/// Turns (requests to the model) unless the step sets `max_turns`.
-pub(crate) const DEFAULT_MAX_TURNS: u32 = 10;
 /// The most of one tool result sent back to the model.
 const MAX_RESULT_CHARS: usize = 32_000;
 

@@ -242,6 +242,32 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// A whole number of 0 or more, read exactly (a seed past 2^53 stays
+    /// itself), else the declared default.
+    pub fn whole(&self, name: &str) -> Result<Option<u64>, ActionError> {
+        let Some((key, v)) = self.checked(name)? else {
+            return Ok(None);
+        };
+        let n = match v.as_ref() {
+            Value::Number(n) => n.as_u64().or_else(|| {
+                n.as_f64()
+                    .filter(|x| *x >= 0.0 && x.fract() == 0.0)
+                    .map(|x| x as u64)
+            }),
+            Value::String(s) => s.trim().parse::<u64>().ok().or_else(|| {
+                s.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| *x >= 0.0 && x.fract() == 0.0 && x.is_finite())
+                    .map(|x| x as u64)
+            }),
+            _ => None,
+        };
+        n.map(Some).ok_or_else(|| {
+            self.invalid(key, format!("must be a whole number of 0 or more, got {v}"))
+        })
+    }
+
     /// A number above 0.
     pub fn positive(&self, name: &str) -> Result<Option<f64>, ActionError> {
         match self.num(name)? {
