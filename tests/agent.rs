@@ -169,10 +169,11 @@ fn a_reply_that_breaks_the_output_schema_fails_the_step() {
             .args(["run", "s.md", "--json", "--quiet"])
             .env("OPENAI_BASE_URL", format!("{}/v1", llm.base)))
     };
-    // Conforming JSON (its Markdown fence removed) is the step's output.
+    // Conforming JSON (its Markdown fence removed) is the step's output,
+    // as the value it is.
     let r = go();
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.json()["outputs"]["raw"], "{\"terms\": [\"apollo\"]}");
+    assert_eq!(r.json()["outputs"]["raw"], json!({"terms": ["apollo"]}));
     let body = &llm.requests()[0].body;
     assert_eq!(body["response_format"]["type"], "json_schema", "{body}");
     // JSON of another shape, or no JSON at all, fails with the reason.

@@ -5,8 +5,9 @@
 use crate::diag::{did_you_mean, surely_meant, Diagnostic, Pos};
 use crate::format::model::{Step, StepKind, Workflow};
 use crate::template::{has_tags, Templates};
+use marktoflow_steps::registry::ActionKind;
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Names every template can use without a step defining them.
 const ALWAYS: &[&str] = &[
@@ -29,6 +30,7 @@ pub fn lint(wf: &Workflow, t: &Templates) -> Vec<Diagnostic> {
         out: Vec::new(),
         defined_anywhere: BTreeSet::new(),
         used_text: String::new(),
+        text_replies: text_replies(wf),
     };
     // `concurrency.key` is rendered over the inputs too.
     if let Some(key) = wf.concurrency.as_ref().and_then(|c| c.key.as_deref()) {
@@ -66,6 +68,94 @@ struct Lint<'a> {
     defined_anywhere: BTreeSet<String>,
     /// Every template and script text, to find input uses.
     used_text: String,
+    /// Variables that only ever hold a model's reply text (see
+    /// [`text_replies`]), with the step that sets each.
+    text_replies: BTreeMap<String, String>,
+}
+
+/// The agent methods whose output is the reply as text, unless the step
+/// asks for JSON.
+const TEXT_METHODS: &[&str] = &["run", "generate", "chat"];
+
+/// What a template may read of text (minijinja's string methods, and the
+/// peer's `.length`): anything else is undefined.
+const TEXT_ATTRIBUTES: &[&str] = &[
+    "length",
+    "upper",
+    "lower",
+    "title",
+    "capitalize",
+    "strip",
+    "lstrip",
+    "rstrip",
+    "split",
+    "splitlines",
+    "replace",
+    "startswith",
+    "endswith",
+    "find",
+    "rfind",
+    "count",
+    "join",
+    "format",
+    "isalpha",
+    "isalnum",
+    "isdigit",
+    "isnumeric",
+    "islower",
+    "isupper",
+    "isspace",
+    "istitle",
+    "casefold",
+    "center",
+    "zfill",
+    "index",
+];
+
+/// Variables set only by agent steps that reply with text (no `format`,
+/// no `output_schema`), never by another step, a loop or a `while`: a
+/// field read of one (`{{ summary.actions }}`) is undefined.
+fn text_replies(wf: &Workflow) -> BTreeMap<String, String> {
+    let mut text = BTreeMap::new();
+    let mut other = BTreeSet::new();
+    for s in wf.walk() {
+        match &s.kind {
+            StepKind::ForEach {
+                item_variable,
+                index_variable,
+                ..
+            } => {
+                other.insert(item_variable.clone());
+                other.extend(index_variable.clone());
+            }
+            StepKind::While { initial, .. } => {
+                other.extend(initial.iter().map(|(n, _)| n.clone()));
+            }
+            _ => {}
+        }
+        let Some(var) = &s.output_variable else {
+            continue;
+        };
+        let replies_text = match &s.kind {
+            StepKind::Action {
+                resolved, inputs, ..
+            } => {
+                resolved.kind == ActionKind::Agent
+                    && TEXT_METHODS.contains(&resolved.method.as_str())
+                    && inputs.as_object().is_some_and(|m| {
+                        !m.contains_key("format") && !m.contains_key("output_schema")
+                    })
+            }
+            _ => false,
+        };
+        if replies_text {
+            text.entry(var.clone()).or_insert_with(|| s.id.clone());
+        } else {
+            other.insert(var.clone());
+        }
+    }
+    text.retain(|name, _| !other.contains(name));
+    text
 }
 
 impl Lint<'_> {
@@ -143,6 +233,9 @@ impl Lint<'_> {
             // The names of a broken template say little.
             return;
         }
+        if !self.text_replies.is_empty() {
+            self.fields_of_text(step, field, src);
+        }
         for name in self.t.referenced_names(src) {
             if scope.contains(&name) || self.wf.steps.is_empty() {
                 continue;
@@ -164,6 +257,32 @@ impl Lint<'_> {
                 pos,
                 format!("`{name}` is not defined by any step or input"),
                 hint,
+            );
+        }
+    }
+
+    /// Warns of a field read of a variable that holds a reply's text.
+    fn fields_of_text(&mut self, step: &Step, field: &[String], src: &str) {
+        for path in self.t.referenced_paths(src) {
+            let mut parts = path.split('.');
+            let (Some(name), Some(attr)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let Some(setter) = self.text_replies.get(name) else {
+                continue;
+            };
+            if TEXT_ATTRIBUTES.contains(&attr) {
+                continue;
+            }
+            let setter = setter.clone();
+            self.warn(
+                Self::pos_of(step, field),
+                format!(
+                    "`{name}.{attr}` is undefined: `{name}` is the reply text of step `{setter}`"
+                ),
+                Some(format!(
+                    "give step `{setter}` an `output_schema` (or `format: json`) to get the reply as data"
+                )),
             );
         }
     }

@@ -248,7 +248,7 @@ impl AgentHub {
     /// Runs one agent call and returns the reply text.
     pub async fn complete(&self, call: &Call<'_>, inputs: &Value) -> Result<String, ActionError> {
         let resolved = self.resolve_call(call)?;
-        let prompt = wire::parse_inputs(inputs)?;
+        let prompt = wire::parse_inputs(call.method, inputs)?;
         let timeout = call.timeout.unwrap_or(resolved.timeout);
         if let Some(why) = &resolved.fallback {
             if !FALLBACK_SAID.swap(true, Ordering::Relaxed) {
@@ -427,13 +427,25 @@ impl Action for AgentAction {
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]
                 }))
             }
-            _ => complete_naming_model(call, inputs).await.map(Value::String),
+            _ => {
+                // A reply held to `format: json` or `output_schema` was
+                // checked to be JSON: the step's output is the value, so
+                // `{{ reply.field }}` reads it (`| tojson` gives the text).
+                let structured =
+                    wire::parse_inputs(call.method, &inputs).is_ok_and(|p| p.format.is_some());
+                let text = complete_naming_model(call, inputs).await?;
+                Ok(if structured {
+                    wire::json_reply(&text).unwrap_or(Value::String(text))
+                } else {
+                    Value::String(text)
+                })
+            }
         }
     }
 }
 
 use crate::core::catalog::{
-    input, spec, Input, Spec, ANY, EFFECTS, INTEGER, LIST, MAPPING, NUMBER, STRING,
+    input, spec, Input, Spec, ANY, EFFECTS, INTEGER, LIST, MAPPING, NUMBER, STRING, STRING_OR_LIST,
 };
 
 const AGENT_INPUTS: &[Input] = &[
@@ -475,14 +487,15 @@ const AGENT_INPUTS: &[Input] = &[
     ),
     input(
         "tools",
-        LIST,
+        STRING_OR_LIST,
         "MCP servers the model may call: declared `sdk: mcp` tools (`[fs]`: all the tools they allow) or one tool (`fs.read_file`).",
     ),
     input(
         "max_turns",
         INTEGER,
-        "With `tools`: the most requests to the model (10); it fails when the model is still calling tools.",
-    ),
+        "With `tools`: the most requests to the model (1 to 100); it fails when the model is still calling tools.",
+    )
+    .default("10"),
     input(
         "model",
         ANY,
@@ -494,7 +507,7 @@ const fn agent(method: &'static str, doc: &'static str) -> Spec {
     spec("agent", method, doc)
         .inputs(AGENT_INPUTS)
         .text_inputs()
-        .returns("the reply text")
+        .returns("the reply text; with `format: json` or `output_schema`, the value it holds")
         .traits(EFFECTS)
 }
 

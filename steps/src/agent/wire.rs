@@ -2,6 +2,7 @@
 
 use super::config::{Resolved, DEFAULT_MAX_TOKENS};
 use super::provider::Provider;
+use crate::core::args::Args;
 use crate::core::error::{type_name, ActionError};
 use serde_json::{json, Map, Value};
 
@@ -61,19 +62,29 @@ impl OutputFormat {
     /// The reply's JSON text (a surrounding Markdown fence removed), or why
     /// it does not conform.
     pub fn check(&self, text: &str) -> Result<String, String> {
-        let t = text.trim();
-        let t = t
-            .strip_prefix("```json")
-            .or_else(|| t.strip_prefix("```"))
-            .and_then(|r| r.trim_end().strip_suffix("```"))
-            .map(str::trim)
-            .unwrap_or(t);
+        let t = unfenced(text);
         let v: Value = serde_json::from_str(t)
             .map_err(|e| format!("the reply is not JSON ({e}): {}", snippet(t)))?;
         super::schema::check(&self.schema(), &v)
             .map_err(|e| format!("the reply does not follow `output_schema`: {e}"))?;
         Ok(t.to_string())
     }
+}
+
+/// The value of a reply [`OutputFormat::check`] accepted (a Markdown fence
+/// around it taken off), else None.
+pub(crate) fn json_reply(text: &str) -> Option<Value> {
+    serde_json::from_str(unfenced(text)).ok()
+}
+
+/// `text` without a Markdown code fence around it.
+fn unfenced(text: &str) -> &str {
+    let t = text.trim();
+    t.strip_prefix("```json")
+        .or_else(|| t.strip_prefix("```"))
+        .and_then(|r| r.trim_end().strip_suffix("```"))
+        .map(str::trim)
+        .unwrap_or(t)
 }
 
 pub(crate) fn text_of(v: &Value) -> String {
@@ -83,46 +94,45 @@ pub(crate) fn text_of(v: &Value) -> String {
     }
 }
 
-/// Reads `prompt` / `messages` / `system` / `max_tokens` / `temperature`.
-pub(crate) fn parse_inputs(inputs: &Value) -> Result<Prompt, ActionError> {
-    let empty = Map::new();
-    let (obj, bare_prompt) = match inputs {
-        Value::Object(o) => (o, None),
-        // `inputs: "text"` — the whole inputs are the prompt.
-        Value::String(s) => (&empty, Some(s.clone())),
-        Value::Null => (&empty, None),
-        other => {
-            return Err(ActionError::Input(format!(
-                "agent inputs must be an object with `prompt` or `messages`, got {}",
-                type_name(other)
-            )))
-        }
-    };
+/// Reads the inputs of a call of `method` (`run`, `chat`, …: they take the
+/// same inputs) through its catalog entry, as every action does.
+pub(crate) fn parse_inputs(method: &str, inputs: &Value) -> Result<Prompt, ActionError> {
+    // `inputs: "text"`: the whole inputs are the prompt.
+    if let Value::String(s) = inputs {
+        return parse_inputs(method, &json!({ "prompt": s }));
+    }
+    let spec = super::SPECS
+        .iter()
+        .find(|s| s.method == method)
+        .unwrap_or(&super::SPECS[0]);
+    let args = Args::new(spec, inputs)?;
 
     let mut messages = Vec::new();
-    match obj.get("messages") {
-        None | Some(Value::Null) => {}
+    match args.get("messages") {
+        None => {}
         Some(Value::Array(items)) => {
             for (i, item) in items.iter().enumerate() {
                 let Value::Object(m) = item else {
-                    return Err(ActionError::Input(format!(
-                        "input `messages[{i}]` must be an object `{{role, content}}`, got {}",
-                        type_name(item)
-                    )));
+                    return Err(args.invalid(
+                        &format!("messages[{i}]"),
+                        format!(
+                            "must be a mapping `{{role, content}}`, got {}",
+                            type_name(item)
+                        ),
+                    ));
                 };
                 let role = match m.get("role") {
                     Some(Value::String(r)) if !r.trim().is_empty() => r.trim().to_ascii_lowercase(),
                     _ => {
-                        return Err(ActionError::Input(format!(
-                        "input `messages[{i}].role` must be a string (user, assistant or system)"
-                    )))
+                        return Err(args.invalid(
+                            &format!("messages[{i}].role"),
+                            "must be a string (user, assistant or system)",
+                        ))
                     }
                 };
                 let content = match m.get("content") {
                     None | Some(Value::Null) => {
-                        return Err(ActionError::Input(format!(
-                            "input `messages[{i}].content` is missing"
-                        )))
+                        return Err(args.invalid(&format!("messages[{i}].content"), "is missing"))
                     }
                     Some(c) => c.clone(),
                 };
@@ -130,20 +140,19 @@ pub(crate) fn parse_inputs(inputs: &Value) -> Result<Prompt, ActionError> {
             }
         }
         Some(other) => {
-            return Err(ActionError::Input(format!(
-                "input `messages` must be an array of `{{role, content}}`, got {}",
-                type_name(other)
-            )))
+            return Err(args.invalid(
+                "messages",
+                format!(
+                    "must be a list of `{{role, content}}`, got {}",
+                    type_name(other)
+                ),
+            ))
         }
     }
 
-    let prompt = match obj.get("prompt") {
-        None | Some(Value::Null) => bare_prompt,
-        Some(v) => Some(text_of(v)),
-    };
-    if let Some(p) = prompt {
+    if let Some(p) = args.get("prompt").map(text_of) {
         if p.trim().is_empty() {
-            return Err(ActionError::Input("input `prompt` is empty".into()));
+            return Err(args.invalid("prompt", "is empty"));
         }
         messages.push(Msg {
             role: "user".into(),
@@ -151,129 +160,65 @@ pub(crate) fn parse_inputs(inputs: &Value) -> Result<Prompt, ActionError> {
         });
     }
     if messages.is_empty() {
-        return Err(ActionError::Input(
-            "agent step needs input `prompt` (a string) or `messages` (a list of {role, content})"
-                .into(),
-        ));
+        return Err(ActionError::Input(format!(
+            "`{}` needs input `prompt` (text) or `messages` (a list of {{role, content}})",
+            args.action()
+        )));
     }
 
-    let system = match obj.get("system") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(text_of(v)).filter(|s| !s.trim().is_empty()),
+    let system = args
+        .get("system")
+        .map(text_of)
+        .filter(|s| !s.trim().is_empty());
+    let max_tokens = match args.whole("max_tokens")? {
+        Some(0) => return Err(args.invalid("max_tokens", "must be at least 1, got 0")),
+        n => n,
     };
-    let max_tokens = match obj.get("max_tokens") {
-        None | Some(Value::Null) => None,
-        Some(v) => {
-            let n = match v {
-                Value::Number(n) => n.as_f64(),
-                Value::String(s) => s.trim().parse::<f64>().ok(),
-                _ => None,
-            };
-            match n {
-                Some(n) if n.is_finite() && n >= 1.0 && n.fract() == 0.0 => Some(n as u64),
-                _ => {
-                    return Err(ActionError::Input(format!(
-                        "input `max_tokens` must be a positive integer, got {v}"
-                    )))
-                }
-            }
-        }
-    };
-    let temperature = match obj.get("temperature") {
-        None | Some(Value::Null) => None,
-        Some(v) => {
-            let t = match v {
-                Value::Number(n) => n.as_f64(),
-                Value::String(s) => s.trim().parse::<f64>().ok(),
-                _ => None,
-            };
-            match t {
-                Some(t) if t.is_finite() && t >= 0.0 => Some(t),
-                _ => {
-                    return Err(ActionError::Input(format!(
-                        "input `temperature` must be a non-negative number, got {v}"
-                    )))
-                }
-            }
-        }
-    };
-    let seed = match obj.get("seed") {
-        None | Some(Value::Null) => None,
-        Some(v) => match v
-            .as_u64()
-            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-        {
-            Some(n) => Some(n),
-            None => {
-                return Err(ActionError::Input(format!(
-                    "input `seed` must be a non-negative integer, got {v}"
-                )))
-            }
-        },
-    };
-    let given = |k: &str| obj.get(k).filter(|v| !v.is_null());
-    let format = match (given("output_schema"), given("format")) {
+    let temperature = args.at_least("temperature", 0.0)?;
+    let seed = args.whole("seed")?;
+    let format = match (args.get("output_schema"), args.str("format")?) {
         (Some(s @ Value::Object(_)), _) => {
-            super::schema::validate_schema(s)
-                .map_err(|e| ActionError::Input(format!("input `output_schema`: {e}")))?;
+            super::schema::validate_schema(s).map_err(|e| args.invalid("output_schema", e))?;
             Some(OutputFormat::Schema(s.clone()))
         }
         (Some(other), _) => {
-            return Err(ActionError::Input(format!(
-                "input `output_schema` must be a JSON Schema (a mapping), got {}",
-                type_name(other)
-            )))
+            return Err(args.invalid(
+                "output_schema",
+                format!(
+                    "must be a JSON Schema (a mapping), got {}",
+                    type_name(other)
+                ),
+            ))
         }
         (None, None) => None,
-        (None, Some(Value::String(f))) => match f.trim().to_ascii_lowercase().as_str() {
+        (None, Some(f)) => match f.trim().to_ascii_lowercase().as_str() {
             "json" => Some(OutputFormat::Json),
             "text" | "" => None,
-            _ => {
-                return Err(ActionError::Input(format!(
-                    "input `format` must be `json` or `text`, got `{f}`"
-                )))
-            }
+            _ => return Err(args.invalid("format", format!("must be `json` or `text`, got `{f}`"))),
         },
-        (None, Some(other)) => {
-            return Err(ActionError::Input(format!(
-                "input `format` must be `json` or `text`, got {}",
-                type_name(other)
-            )))
-        }
     };
-    let tools = match given("tools") {
-        None => Vec::new(),
-        Some(Value::String(t)) => vec![t.trim().to_string()],
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| match v {
-                Value::String(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
-                other => Err(ActionError::Input(format!(
-                    "input `tools` lists MCP tools by name (`fs`, `fs.read_file`), got {}",
-                    type_name(other)
-                ))),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(other) => {
-            return Err(ActionError::Input(format!(
-                "input `tools` must be a list of MCP tool names (`[fs, tickets.search]`), got {}",
-                type_name(other)
-            )))
+    let tools = args
+        .strings("tools")?
+        .into_iter()
+        .map(|t| match t.trim() {
+            "" => Err(args.invalid(
+                "tools",
+                "lists MCP tools by name (`fs`, `fs.read_file`), got an empty name",
+            )),
+            t => Ok(t.to_string()),
+        })
+        .collect::<Result<_, _>>()?;
+    let max_turns = match args.whole("max_turns")? {
+        Some(n @ 1..=100) => n as u32,
+        other => {
+            return Err(args.invalid(
+                "max_turns",
+                format!(
+                    "must be from 1 to 100, got {}",
+                    other.map_or("nothing".into(), |n| n.to_string())
+                ),
+            ))
         }
-    };
-    let max_turns = match given("max_turns") {
-        None => super::tools::DEFAULT_MAX_TURNS,
-        Some(v) => match v
-            .as_u64()
-            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-        {
-            Some(n @ 1..=100) => n as u32,
-            _ => {
-                return Err(ActionError::Input(format!(
-                    "input `max_turns` must be an integer from 1 to 100, got {v}"
-                )))
-            }
-        },
     };
     Ok(Prompt {
         messages,
@@ -580,21 +525,56 @@ mod tests {
 
     #[test]
     fn inputs() {
-        let p = parse_inputs(&json!({"prompt": {"a": 1}})).unwrap();
+        let p = parse_inputs("run", &json!({"prompt": {"a": 1}})).unwrap();
         assert_eq!(p.messages[0].content, json!("{\"a\":1}"));
         assert!(matches!(
-            parse_inputs(&json!({})),
+            parse_inputs("run", &json!({})),
             Err(ActionError::Input(_))
         ));
         assert!(matches!(
-            parse_inputs(&json!({"prompt": "x", "max_tokens": -1})),
+            parse_inputs("run", &json!({"prompt": "x", "max_tokens": -1})),
             Err(ActionError::Input(_))
         ));
-        let p =
-            parse_inputs(&json!({"messages": [{"role": "user", "content": "hi"}], "system": "s"}))
-                .unwrap();
+        let p = parse_inputs(
+            "run",
+            &json!({"messages": [{"role": "user", "content": "hi"}], "system": "s"}),
+        )
+        .unwrap();
         assert_eq!(p.messages.len(), 1);
         assert_eq!(p.system.as_deref(), Some("s"));
+        // Read through the catalog: its default, its coercion, its aliases.
+        let p = parse_inputs("run", &json!("just text")).unwrap();
+        assert_eq!((p.max_turns, p.tools.len()), (10, 0));
+        let p = parse_inputs(
+            "run",
+            &json!({"prompt": "q", "max_tokens": "64", "temperature": "0.5",
+            "seed": u64::MAX, "tools": "fs", "max_turns": "3"}),
+        )
+        .unwrap();
+        assert_eq!(
+            (p.max_tokens, p.temperature, p.seed, p.tools, p.max_turns),
+            (
+                Some(64),
+                Some(0.5),
+                Some(u64::MAX),
+                vec!["fs".to_string()],
+                3
+            )
+        );
+        for bad in [
+            json!({"prompt": "q", "max_tokens": 0}),
+            json!({"prompt": "q", "max_tokens": 2.5}),
+            json!({"prompt": "q", "temperature": -1}),
+            json!({"prompt": "q", "max_turns": 0}),
+            json!({"prompt": "q", "max_turns": 101}),
+            json!({"prompt": "q", "tools": [""]}),
+            json!({"messages": "hi"}),
+            json!({"messages": [{"content": "hi"}]}),
+            json!([1]),
+        ] {
+            let e = parse_inputs("run", &bad).unwrap_err().to_string();
+            assert!(e.contains("`agent.run`"), "{bad}: {e}");
+        }
     }
 
     fn resolved(provider: Provider, base: &str) -> Resolved {
@@ -616,7 +596,11 @@ mod tests {
     #[test]
     fn json_output_in_each_providers_terms() {
         let schema = json!({"type": "object", "required": ["a"]});
-        let p = parse_inputs(&json!({"prompt": "q", "output_schema": schema, "seed": 7})).unwrap();
+        let p = parse_inputs(
+            "run",
+            &json!({"prompt": "q", "output_schema": schema, "seed": 7}),
+        )
+        .unwrap();
         assert_eq!(p.format, Some(OutputFormat::Schema(schema.clone())));
         assert_eq!(p.seed, Some(7));
 
@@ -630,7 +614,7 @@ mod tests {
         let b = request_body(&resolved(Provider::Anthropic, "http://127.0.0.1:1"), &p);
         assert!(b["system"].as_str().unwrap().contains("JSON Schema"), "{b}");
 
-        let p = parse_inputs(&json!({"prompt": "q", "format": "JSON"})).unwrap();
+        let p = parse_inputs("run", &json!({"prompt": "q", "format": "JSON"})).unwrap();
         assert_eq!(p.format, Some(OutputFormat::Json));
         let b = request_body(&resolved(Provider::OpenAi, "http://127.0.0.1:1/v1"), &p);
         assert_eq!(b["response_format"], json!({"type": "json_object"}));
@@ -638,7 +622,10 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("JSON"));
-        assert_eq!(parse_inputs(&json!({"prompt": "q"})).unwrap().format, None);
+        assert_eq!(
+            parse_inputs("run", &json!({"prompt": "q"})).unwrap().format,
+            None
+        );
 
         for bad in [
             json!({"prompt": "q", "format": "yaml"}),
@@ -648,7 +635,7 @@ mod tests {
             json!({"prompt": "q", "seed": -1}),
         ] {
             assert!(
-                matches!(parse_inputs(&bad), Err(ActionError::Input(_))),
+                matches!(parse_inputs("run", &bad), Err(ActionError::Input(_))),
                 "{bad}"
             );
         }
