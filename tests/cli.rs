@@ -715,6 +715,30 @@ fn init_and_new_give_workflows_that_validate_and_run() {
     fs::write(proj.join("notes/a.md"), "# A\n").unwrap();
     let r = run(cmd(&proj).args(["run", "workflows/my-schedule.md", "--json", "-q"]));
     assert_eq!(r.json()["outputs"]["changed"], json!(["a.md"]), "{r:?}");
+    // The agent template against a provider: its JSON step's reply is data,
+    // so the declared `actions` output is the list (it was null).
+    let llm = crate::fake_llm::FakeLlm::start(std::sync::Arc::new(|req| {
+        if req.prompt().starts_with("List the action items") {
+            (
+                200,
+                "{\"actions\": [\"book the room\", \"send the agenda\"]}".into(),
+            )
+        } else {
+            (200, "The team will meet on Friday.".into())
+        }
+    }));
+    let r = run(cmd(&proj)
+        .args(["run", "workflows/my-agent.md", "--json", "-q", "--input"])
+        .arg("text=Book the room and send the agenda; we meet on Friday.")
+        .env("ANTHROPIC_BASE_URL", &llm.base)
+        .env("ANTHROPIC_API_KEY", "k"));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json()["outputs"],
+        json!({"summary": "The team will meet on Friday.",
+               "actions": ["book the room", "send the agenda"]}),
+        "{r:?}"
+    );
     // An existing file is kept; an unknown template is refused.
     let r = run(cmd(&proj).args(["new", "workflows/my-basic"]));
     assert_eq!(r.code, 2);
@@ -778,6 +802,76 @@ fn run_event_runs_a_webhook_workflow_on_a_saved_body() {
         "{}",
         r.stderr
     );
+}
+
+#[test]
+fn run_event_takes_the_headers_a_sender_would_send() {
+    let d = tempdir();
+    write(
+        d.path(),
+        "issues.md",
+        r#"---
+workflow: {id: issues}
+triggers:
+  - type: webhook
+    path: /hooks/issues
+    events: [issues.opened]
+    inputMapping: {title: payload.issue.title}
+inputs:
+  title: {type: string, default: none}
+outputs:
+  said: {type: string}
+---
+```yaml
+action: core.set
+inputs:
+  said: '{{ trigger.event }}: {{ inputs.title }} ({{ trigger.headers["x-delivery"] }})'
+```
+"#,
+    );
+    write(
+        d.path(),
+        "issue.json",
+        r#"{"action": "opened", "issue": {"title": "Crash on save"}}"#,
+    );
+    let go = |headers: &[&str]| {
+        let mut c = cmd(d.path());
+        c.args(["run", "issues.md", "--event", "issue.json", "--json", "-q"]);
+        for h in headers {
+            c.args(["--header", h]);
+        }
+        run(&mut c)
+    };
+    // A GitHub payload names its event in a header only: without it the
+    // trigger would ignore the request, and the error says how to pass it.
+    let r = go(&[]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("(its event: none)")
+            && r.stderr.contains("--header X-GitHub-Event=issues"),
+        "{}",
+        r.stderr
+    );
+    // With it (either spelling), the run sees the event and the headers.
+    let r = go(&["X-GitHub-Event=issues", "X-Delivery: 42"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json()["outputs"]["said"],
+        "issues.opened: Crash on save (42)"
+    );
+    // Another event is refused; a header that cannot be one is an error.
+    let r = go(&["X-GitHub-Event=push"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("(its event: push.opened)"), "{}", r.stderr);
+    let r = go(&["no separator"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("expected NAME=VALUE"), "{}", r.stderr);
+    let r = go(&["bad name=1"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("is not a header name"), "{}", r.stderr);
+    // `--header` belongs to `--event`.
+    let r = run(cmd(d.path()).args(["run", "issues.md", "--header", "A=b"]));
+    assert_eq!(r.code, 2, "{r:?}");
 }
 
 #[test]

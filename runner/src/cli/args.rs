@@ -97,8 +97,12 @@ pub enum Command {
         /// An action, `tool.method`.
         name: Option<String>,
         /// Print the catalog as JSON.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "markdown")]
         json: bool,
+        /// Print the catalog as Markdown tables (`docs/actions.md` is this
+        /// output).
+        #[arg(long)]
+        markdown: bool,
     },
     /// Serve the workflows' webhook triggers over HTTP.
     Serve(ServeArgs),
@@ -331,6 +335,16 @@ pub struct RunArgs {
     /// not; the run sees the body as `trigger.body` (`--input` wins).
     #[arg(long, value_name = "FILE")]
     pub event: Option<PathBuf>,
+    /// A request header of the `--event`, `NAME=VALUE` or `NAME: VALUE`
+    /// (repeatable), as the sender would send it: `X-GitHub-Event=issues`
+    /// says which event a GitHub payload is.
+    #[arg(
+        long = "header",
+        short = 'H',
+        value_name = "NAME=VALUE",
+        requires = "event"
+    )]
+    pub header: Vec<String>,
     /// Start at this top-level step (its id), the steps before it not run;
     /// give what they would have set with `--var`.
     #[arg(long, value_name = "STEP", conflicts_with = "only")]

@@ -147,7 +147,18 @@ pub fn main() -> i32 {
             print!("{}", crate::format::schema::schema_text());
             EXIT_OK
         }
-        Command::Actions { name, json } => crate::cli::actions::print(name.as_deref(), json),
+        Command::Actions {
+            name,
+            json,
+            markdown,
+        } => {
+            let shape = match (json, markdown) {
+                (true, _) => crate::cli::actions::Shape::Json,
+                (_, true) => crate::cli::actions::Shape::Markdown,
+                _ => crate::cli::actions::Shape::Text,
+            };
+            crate::cli::actions::print(name.as_deref(), shape)
+        }
         Command::Model { command } => match command {
             ModelCommand::Install { names } => models::install(&names),
             ModelCommand::List { json } => models::list(json),
@@ -179,7 +190,7 @@ impl crate::engine::WorkflowLoader for FileLoader {
 }
 
 fn load(file: &Path, registry: &Registry) -> Result<Workflow, i32> {
-    match model::load_file(file, registry) {
+    match crate::check::load::load_file(file, registry) {
         Ok(l) => {
             print_diagnostics(&l.warnings);
             Ok(l.workflow)

@@ -100,7 +100,7 @@ fn event_inputs(a: &RunArgs, wf: &Workflow) -> Result<(Vec<(String, Supplied)>, 
         ));
     };
     let field = |k: &str| t.fields.get(k).and_then(Value::as_str);
-    let headers = axum::http::HeaderMap::new();
+    let headers = event_headers(&a.header)?;
     let event = crate::serve::event_of(&headers, &body);
     let wanted: Vec<String> = match t.fields.get("events") {
         Some(Value::Array(l)) => l
@@ -116,11 +116,19 @@ fn event_inputs(a: &RunArgs, wf: &Workflow) -> Result<(Vec<(String, Supplied)>, 
             .as_deref()
             .is_some_and(|e| crate::serve::event_wanted(&wanted, e))
     {
-        return Err(format!(
+        let mut msg = format!(
             "the trigger runs on {} and would ignore this request (its event: {})",
             wanted.join(", "),
             event.as_deref().unwrap_or("none")
-        ));
+        );
+        if a.header.is_empty() {
+            // A saved payload lacks the header that names its event.
+            msg.push_str(&format!(
+                "; a sender names the event in a header: pass it as `--header X-GitHub-Event={}` (GitHub) or `--header X-Event-Type=...`",
+                wanted[0].split('.').next().unwrap_or("...")
+            ));
+        }
+        return Err(msg);
     }
     let method = axum::http::Method::from_bytes(
         field("method")
@@ -134,6 +142,28 @@ fn event_inputs(a: &RunArgs, wf: &Workflow) -> Result<(Vec<(String, Supplied)>, 
         crate::serve::request_context(&method, path, &headers, &[], &body, event.as_deref());
     let supplied = crate::serve::request_inputs(wf, &crate::serve::input_mapping(t), &body, &[]);
     Ok((supplied, context))
+}
+
+/// The `--header`s of an `--event`, as a request would carry them.
+fn event_headers(given: &[String]) -> Result<axum::http::HeaderMap, String> {
+    let mut headers = axum::http::HeaderMap::new();
+    for h in given {
+        // `NAME: VALUE` as curl writes it, or `NAME=VALUE` as `--input` is.
+        let split = match (h.find(':'), h.find('=')) {
+            (Some(c), Some(e)) => Some(c.min(e)),
+            (c, e) => c.or(e),
+        };
+        let Some(at) = split else {
+            return Err(format!("`--header {h}`: expected NAME=VALUE"));
+        };
+        let (name, value) = (h[..at].trim(), h[at + 1..].trim());
+        let name = axum::http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("`--header {h}`: `{name}` is not a header name"))?;
+        let value = axum::http::HeaderValue::from_str(value)
+            .map_err(|_| format!("`--header {h}`: the value is not a header value"))?;
+        headers.append(name, value);
+    }
+    Ok(headers)
 }
 
 /// With `--from STEP` or `--only STEP`: where the run starts (the steps

@@ -227,7 +227,7 @@ pub fn retry_plan(
         EXIT_USAGE
     })?;
     let file = PathBuf::from(&run.file);
-    let wf = crate::format::model::load_file(&file, &marktoflow_steps::Registry::standard())
+    let wf = crate::check::load::load_file(&file, &marktoflow_steps::Registry::standard())
         .map_err(|d| {
             crate::cli::print_diagnostics(&d);
             EXIT_USAGE
@@ -280,6 +280,7 @@ pub fn retry_plan(
         input: Vec::new(),
         inputs_file: None,
         event: None,
+        header: Vec::new(),
         from: None,
         only: None,
         var: Vec::new(),
