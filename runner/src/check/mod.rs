@@ -4,5 +4,6 @@
 //! only the declared MCP servers can answer ([`online`], `validate --online`).
 
 pub mod lint;
+pub mod load;
 pub mod online;
 pub mod verify;

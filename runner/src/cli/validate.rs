@@ -219,7 +219,7 @@ pub fn discover(
                 continue;
             }
         }
-        match model::load_file(&f, registry) {
+        match crate::check::load::load_file(&f, registry) {
             Ok(l) => found.push((f, l)),
             Err(d) => errors.extend(d),
         }

@@ -15,13 +15,18 @@ pub struct Loaded {
 
 /// Reads and checks a workflow file. Errors are all the problems found.
 pub fn load_file(path: &Path, registry: &Registry) -> Result<Loaded, Vec<Diagnostic>> {
+    load_str(path, &read_text(path)?, registry)
+}
+
+/// A workflow file's text, or why it cannot be read.
+pub fn read_text(path: &Path) -> Result<String, Vec<Diagnostic>> {
     let text = std::fs::read(path).map_err(|e| {
         vec![Diagnostic::file_error(
             &path.display().to_string(),
             format!("cannot read workflow file: {}", io_reason(&e)),
         )]
     })?;
-    let text = String::from_utf8(text).map_err(|e| {
+    String::from_utf8(text).map_err(|e| {
         vec![Diagnostic::file_error(
             &path.display().to_string(),
             format!(
@@ -29,8 +34,7 @@ pub fn load_file(path: &Path, registry: &Registry) -> Result<Loaded, Vec<Diagnos
                 e.utf8_error().valid_up_to()
             ),
         )]
-    })?;
-    load_str(path, &text, registry)
+    })
 }
 
 pub fn io_reason(e: &std::io::Error) -> String {
@@ -42,6 +46,28 @@ pub fn io_reason(e: &std::io::Error) -> String {
 }
 
 pub fn load_str(path: &Path, text: &str, registry: &Registry) -> Result<Loaded, Vec<Diagnostic>> {
+    let parts = load_parts(path, text, registry);
+    if parts.errors.is_empty() {
+        Ok(Loaded {
+            workflow: parts.workflow,
+            warnings: parts.warnings,
+        })
+    } else {
+        Err(parts.errors)
+    }
+}
+
+/// What loading found, errors or not: the workflow as far as it could be
+/// read (a step with an error is left out), so later checks can look at
+/// the rest in the same pass.
+pub struct Parts {
+    pub workflow: Workflow,
+    /// In file order.
+    pub errors: Vec<Diagnostic>,
+    pub warnings: Vec<Diagnostic>,
+}
+
+pub fn load_parts(path: &Path, text: &str, registry: &Registry) -> Parts {
     let src = Source::new(path, text);
     let doc = parse_document(src.clone());
     let mut cx = Cx {
@@ -67,14 +93,11 @@ pub fn load_str(path: &Path, text: &str, registry: &Registry) -> Result<Loaded, 
             cx.warnings.push(d);
         }
     }
-    if cx.errors.is_empty() {
-        Ok(Loaded {
-            workflow: wf,
-            warnings: cx.warnings,
-        })
-    } else {
-        cx.errors.sort_by_key(|d| d.pos);
-        Err(cx.errors)
+    cx.errors.sort_by_key(|d| d.pos);
+    Parts {
+        workflow: wf,
+        errors: cx.errors,
+        warnings: cx.warnings,
     }
 }
 

@@ -20,7 +20,9 @@ mod types;
 
 use keys::NOT_YET;
 pub use keys::{COMMON_KEYS, INPUT_KEYS, KINDS, META_KEYS, TOOL_KEYS, TOP_KEYS};
-pub use load::{io_reason, load_file, load_str, yaml_to_json, Loaded};
+pub use load::{
+    io_reason, load_file, load_parts, load_str, read_text, yaml_to_json, Loaded, Parts,
+};
 pub use text::slug;
 use text::{infer_kind, scalar_string, unquoted_template};
 pub use types::{
