@@ -862,7 +862,11 @@ inputs:
     // Another event is refused; a header that cannot be one is an error.
     let r = go(&["X-GitHub-Event=push"]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("(its event: push.opened)"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("(its event: push.opened)"),
+        "{}",
+        r.stderr
+    );
     let r = go(&["no separator"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("expected NAME=VALUE"), "{}", r.stderr);

@@ -99,12 +99,7 @@ pub fn markdown(specs: &[&Spec]) -> String {
                 if !i.values.is_empty() {
                     doc.push_str(&format!(" One of: `{}`.", i.values.join("`, `")));
                 }
-                let aliases: Vec<&str> = s
-                    .inputs
-                    .iter()
-                    .filter(|a| a.alias_of == Some(i.name))
-                    .map(|a| a.name)
-                    .collect();
+                let aliases = aliases_of(s, i.name);
                 if !aliases.is_empty() {
                     doc.push_str(&format!(" Also `{}`.", aliases.join("`, `")));
                 }
@@ -118,6 +113,15 @@ pub fn markdown(specs: &[&Spec]) -> String {
         out.push_str(&format!("\nReturns: {}\n", cell(s.returns)));
     }
     out
+}
+
+/// The other names input `name` of `s` answers to.
+fn aliases_of(s: &Spec, name: &str) -> Vec<&'static str> {
+    s.inputs
+        .iter()
+        .filter(|a| a.alias_of == Some(name))
+        .map(|a| a.name)
+        .collect()
 }
 
 /// Text for one table cell: a `|` would end the cell.
@@ -192,12 +196,7 @@ pub fn detail(s: &Spec) -> String {
             if !i.values.is_empty() {
                 line.push_str(&format!(" One of: {}.", i.values.join(", ")));
             }
-            let aliases: Vec<&str> = s
-                .inputs
-                .iter()
-                .filter(|a| a.alias_of == Some(i.name))
-                .map(|a| a.name)
-                .collect();
+            let aliases = aliases_of(s, i.name);
             if !aliases.is_empty() {
                 line.push_str(&format!(" Also `{}`.", aliases.join("`, `")));
             }
