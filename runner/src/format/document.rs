@@ -108,6 +108,33 @@ fn find_frontmatter(src: &Source) -> Option<(YamlText, usize)> {
     None
 }
 
+/// The line (1-based) of a `---` that opens a frontmatter no `---` closes:
+/// the next lines are a workflow's keys, and no `---` (or `...`) comes
+/// after it outside code fences.
+pub fn unclosed_frontmatter(src: &Source) -> Option<usize> {
+    let lines: Vec<&str> = src.text.split('\n').collect();
+    let opening = lines.iter().position(|l| is_dashes(l))?;
+    let mut in_fence = false;
+    let mut keys = false;
+    for line in &lines[opening + 1..] {
+        let t = line.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            continue;
+        }
+        if is_dashes(line) || line.trim_end() == "..." {
+            return None;
+        }
+        keys |= FRONTMATTER_KEYS
+            .iter()
+            .any(|k| line.starts_with(k) && line[k.len()..].trim_start().starts_with(':'));
+    }
+    keys.then_some(opening + 1)
+}
+
 pub fn parse_document(src: Arc<Source>) -> Document {
     let (frontmatter, body_start) = match find_frontmatter(&src) {
         Some((fm, end)) => (Some(fm), end),

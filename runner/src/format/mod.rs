@@ -7,4 +7,5 @@ pub mod graph;
 pub mod inputs;
 pub mod model;
 pub mod schema;
+pub mod yamlhint;
 pub mod yamlpos;

@@ -121,7 +121,17 @@ impl Cx<'_> {
                     let p = yaml.file_pos(l, k);
                     format!(" at line {} column {}", p.line, p.col)
                 });
-                self.err(pos, format!("invalid YAML: {msg}"));
+                let file_line = |n: usize| yaml.file_pos(n, 1).line;
+                match crate::format::yamlhint::explain(&yaml.text, line, col, &raw, &file_line) {
+                    Some((said, hint)) => {
+                        self.err(pos, format!("invalid YAML: {said}"))
+                            .hints
+                            .push(hint);
+                    }
+                    None => {
+                        self.err(pos, format!("invalid YAML: {msg}"));
+                    }
+                }
                 None
             }
         }
@@ -173,7 +183,19 @@ impl Cx<'_> {
             Some(fm) => self.parse_yaml(fm),
             None => {
                 let text = self.src.text.trim_start_matches('\u{feff}');
-                let d = if text.lines().next().is_some_and(|l| l.trim_end() == "---") {
+                let unclosed = crate::format::document::unclosed_frontmatter(&self.src);
+                let d = if let Some(line) = unclosed {
+                    Diagnostic::error(
+                        &self.src,
+                        Some(Pos { line, col: 1 }),
+                        format!(
+                            "the frontmatter starting at line {line} is never closed with `---`"
+                        ),
+                    )
+                    .with_hint(
+                        "end the frontmatter with a `---` line before the first heading or step",
+                    )
+                } else if text.lines().next().is_some_and(|l| l.trim_end() == "---") {
                     // A YAML block is there, without any key of a workflow.
                     Diagnostic::error(
                         &self.src,
