@@ -81,9 +81,10 @@ impl Templates {
                             && !locals.contains(name)
                             && !CALLABLE.contains(name) =>
                     {
-                        let names: Vec<&str> = globals.iter().map(String::as_str).collect();
                         let mut m = format!("unknown function: `{name}` is not a function");
-                        if let Some(h) = crate::diag::did_you_mean(name, &names) {
+                        // The same rule as filters and tests: the fewest edits.
+                        let near = super::nearest_name(name, globals.iter().map(String::as_str));
+                        if let Some(h) = near {
                             m.push_str(&format!(" (did you mean `{h}`?)"));
                         }
                         m

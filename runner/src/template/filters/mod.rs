@@ -20,7 +20,8 @@ use math::{add, ceil, divide, floor, max, min, multiply, round, subtract};
 use objects::{dictsort, entries, keys, merge, omit, path, pick, values};
 use patterns::{match_, not_match, regex_replace};
 use strings::{
-    contains, prefix, slugify, split, striptags, substring, suffix, truncate, wordcount,
+    capitalize, contains, lower, prefix, slugify, split, striptags, substring, suffix, title, trim,
+    truncate, upper, wordcount,
 };
 
 use minijinja::value::{Kwargs, ValueKind};
@@ -131,7 +132,13 @@ pub(crate) const BUILTIN_FILTERS: &[&str] = &[
 ];
 
 pub(crate) fn register(env: &mut Environment<'static>) {
-    // strings
+    // strings (the case and trim filters replace minijinja's, which print
+    // a list and work on that)
+    env.add_filter("upper", upper);
+    env.add_filter("lower", lower);
+    env.add_filter("title", title);
+    env.add_filter("capitalize", capitalize);
+    env.add_filter("trim", trim);
     env.add_filter("split", split);
     env.add_filter("slugify", slugify);
     env.add_filter("prefix", prefix);
@@ -548,6 +555,35 @@ mod tests {
         // minijinja's own int/float stay available
         assert_eq!(ev("'42' | int"), json!(42));
         assert_eq!(ev("'2.5' | float"), json!(2.5));
+    }
+
+    #[test]
+    fn text_filters_refuse_lists_and_mappings() {
+        assert_eq!(
+            ev("'hello world-wide (x)' | title"),
+            json!("Hello World-Wide (X)")
+        );
+        assert_eq!(ev("'mIXED' | capitalize"), json!("Mixed"));
+        assert_eq!(ev("'  a ' | trim"), json!("a"));
+        assert_eq!(ev("'xxaxx' | trim('x')"), json!("a"));
+        assert_eq!(ev("5 | upper"), json!("5"));
+        assert_eq!(ev("missing | upper"), json!(""));
+        assert!(ev_err("words | split(',')")
+            .contains("`split` works on text, got a list: it is split already"));
+        for f in [
+            "upper",
+            "lower",
+            "title",
+            "capitalize",
+            "trim",
+            "slugify",
+            "truncate(2)",
+        ] {
+            let e = ev_err(&format!("words | {f}"));
+            assert!(e.contains("works on text, got a list"), "{f}: {e}");
+            let e = ev_err(&format!("obj | {f}"));
+            assert!(e.contains("works on text, got a mapping"), "{f}: {e}");
+        }
     }
 
     #[test]

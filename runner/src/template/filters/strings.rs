@@ -1,11 +1,87 @@
 //! Text filters: `split`, `slugify`, `prefix`/`suffix`, `truncate`,
-//! `substring`, `contains`, `wordcount`, `striptags`.
+//! `substring`, `contains`, `wordcount`, `striptags`, and the case and
+//! trim filters (`upper`, `lower`, `title`, `capitalize`, `trim`), which
+//! refuse a list or a mapping rather than work on its printed form.
 
 use super::super::values::{list, text, to_num};
 use minijinja::value::ValueKind;
 use minijinja::{Error, Value};
 use regex::Regex;
 use std::sync::OnceLock;
+
+/// The text a text filter works on. A list or a mapping is refused: worked
+/// on as its printed form (`['a', 'b']`) it would give a wrong result
+/// without a word (`names | split(',')` of a list that is split already).
+pub(super) fn textual(value: &Value, filter: &str) -> Result<String, Error> {
+    let kind = match value.kind() {
+        ValueKind::Seq | ValueKind::Iterable => "a list",
+        ValueKind::Map => "a mapping",
+        _ => return Ok(text(value)),
+    };
+    let hint = match (filter, kind) {
+        ("split", "a list") => ": it is split already",
+        (_, "a list") => {
+            ": use `map` to apply it to each item (`xs | map('upper')`), or `join` first"
+        }
+        _ => ": pick a field first (`x.name | upper`)",
+    };
+    Err(super::invalid(format!(
+        "`{filter}` works on text, got {kind}{hint}"
+    )))
+}
+
+/// `upper`: the text in upper case.
+pub(super) fn upper(value: &Value) -> Result<String, Error> {
+    Ok(textual(value, "upper")?.to_uppercase())
+}
+
+/// `lower`: the text in lower case.
+pub(super) fn lower(value: &Value) -> Result<String, Error> {
+    Ok(textual(value, "lower")?.to_lowercase())
+}
+
+/// `capitalize`: the first character upper case, the rest lower case.
+pub(super) fn capitalize(value: &Value) -> Result<String, Error> {
+    let s = textual(value, "capitalize")?;
+    let mut chars = s.chars();
+    Ok(match chars.next() {
+        Some(first) => first
+            .to_uppercase()
+            .chain(chars.flat_map(char::to_lowercase))
+            .collect(),
+        None => String::new(),
+    })
+}
+
+/// `title`: each word's first letter upper case, the rest lower case (a
+/// word starts after whitespace or one of `-({[<`, as minijinja's).
+pub(super) fn title(value: &Value) -> Result<String, Error> {
+    let s = textual(value, "title")?;
+    let mut out = String::with_capacity(s.len());
+    let mut start = true;
+    for c in s.chars() {
+        if start {
+            out.extend(c.to_uppercase());
+        } else {
+            out.extend(c.to_lowercase());
+        }
+        start = c.is_whitespace() || matches!(c, '-' | '(' | '{' | '[' | '<');
+    }
+    Ok(out)
+}
+
+/// `trim(chars?)`: the text without leading and trailing whitespace (or
+/// the characters given).
+pub(super) fn trim(value: &Value, chars: Option<String>) -> Result<String, Error> {
+    let s = textual(value, "trim")?;
+    Ok(match chars {
+        Some(c) => {
+            let set: Vec<char> = c.chars().collect();
+            s.trim_matches(|x| set.contains(&x)).to_string()
+        }
+        None => s.trim().to_string(),
+    })
+}
 
 /// `split(sep=',', maxsplits?)`: splits the text into a list. Unlike
 /// minijinja's `split` the separator defaults to `,` (the peer's default),
@@ -19,7 +95,7 @@ pub(super) fn split(
     if value.is_undefined() || value.is_none() {
         return Ok(list(Vec::new()));
     }
-    let s = text(value);
+    let s = textual(value, "split")?;
     let sep = match sep {
         Some(v) if !(v.is_none() || v.is_undefined()) => text(&v),
         _ => ",".to_string(),
@@ -40,8 +116,8 @@ pub(super) fn split(
 
 /// `slugify`: lower case, runs of anything but `a-z0-9` become `-`, no `-` at
 /// either end (ASCII only, like the peer).
-pub(super) fn slugify(value: &Value) -> String {
-    let lower = text(value).to_lowercase();
+pub(super) fn slugify(value: &Value) -> Result<String, Error> {
+    let lower = textual(value, "slugify")?.to_lowercase();
     let mut out = String::with_capacity(lower.len());
     let mut dash = false;
     for c in lower.chars() {
@@ -55,7 +131,7 @@ pub(super) fn slugify(value: &Value) -> String {
             dash = true;
         }
     }
-    out
+    Ok(out)
 }
 
 /// `prefix(p)`: `p` followed by the text.
@@ -72,16 +148,20 @@ pub(super) fn suffix(value: &Value, s: &Value) -> String {
 /// Nunjucks' builtin): if the text has more than `length` characters, the
 /// first `length` characters plus `ellipsis` (so the result can be longer
 /// than `length`); never breaks at word boundaries.
-pub(super) fn truncate(value: &Value, length: Option<i64>, ellipsis: Option<Value>) -> String {
-    let s = text(value);
+pub(super) fn truncate(
+    value: &Value,
+    length: Option<i64>,
+    ellipsis: Option<Value>,
+) -> Result<String, Error> {
+    let s = textual(value, "truncate")?;
     let n = length.unwrap_or(255).max(0) as usize;
-    match s.char_indices().nth(n) {
+    Ok(match s.char_indices().nth(n) {
         None => s,
         Some((cut, _)) => {
             let ellipsis = ellipsis.map(|e| text(&e)).unwrap_or_else(|| "...".into());
             format!("{}{}", &s[..cut], ellipsis)
         }
-    }
+    })
 }
 
 pub(super) fn int_arg(v: &Value, what: &str) -> Result<f64, Error> {
@@ -91,7 +171,7 @@ pub(super) fn int_arg(v: &Value, what: &str) -> Result<f64, Error> {
 /// `substring(start, end?)`: JavaScript's `String.prototype.substring` on
 /// characters: indexes are clamped to the text, swapped if `start > end`.
 pub(super) fn substring(value: &Value, start: &Value, end: Option<Value>) -> Result<String, Error> {
-    let chars: Vec<char> = text(value).chars().collect();
+    let chars: Vec<char> = textual(value, "substring")?.chars().collect();
     let len = chars.len() as f64;
     let clamp = |f: f64| if f.is_nan() { 0.0 } else { f.trunc().clamp(0.0, len) } as usize;
     let a = clamp(int_arg(start, "substring")?);
