@@ -556,6 +556,25 @@ fn file_watch_triggers_are_checked_at_start() {
     assert!(err.contains("w.md:4:5: error: the input `changed_paths` receives the changed paths, so it must be `type: array`, not `string`"), "{err}");
 }
 
+#[test]
+fn serve_says_at_start_which_file_writes_will_be_refused() {
+    let d = tempdir();
+    let wf = "---\nworkflow: {id: nightly}\ntriggers:\n  - {type: schedule, cron: '0 7 * * *'}\n---\n\n```yaml\naction: file.write\ninputs: {path: reports/daily.md, content: hi, create_dirs: true}\n```\n";
+    std::fs::write(d.path().join("nightly.md"), wf).unwrap();
+    // Without `--allow-write`: said now, not at 07:00 when the step runs.
+    let s = serve(d.path(), &["nightly.md"], &[]);
+    assert!(
+        s.banner.contains(
+            "nightly.md:9:16: warning: `file.write` to `reports/daily.md` will be refused"
+        ) && s.banner.contains("run with `--allow-write reports`"),
+        "{}",
+        s.banner
+    );
+    drop(s);
+    let s = serve(d.path(), &["nightly.md", "--allow-write", "reports"], &[]);
+    assert!(!s.banner.contains("will be refused"), "{}", s.banner);
+}
+
 /// Appends `{tag}-1`, waits `ms`, appends `{tag}-3`: a step that ran twice
 /// would show twice in `log.txt`.
 fn chain(dir: &Path) {

@@ -188,6 +188,8 @@ pub struct Server {
     pub child: std::process::Child,
     /// `127.0.0.1:PORT`.
     pub addr: String,
+    /// What it printed up to its listening line (the banner, warnings).
+    pub banner: String,
     /// Holds the server's own run store, unless the test gave one.
     _store: Option<tempfile::TempDir>,
 }
@@ -267,6 +269,7 @@ pub fn try_serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Serv
             return Ok(Server {
                 child,
                 addr,
+                banner: all,
                 _store: store,
             });
         }

@@ -7,3 +7,4 @@ pub mod lint;
 pub mod load;
 pub mod online;
 pub mod verify;
+pub mod writes;

@@ -129,6 +129,16 @@ pub fn has_errors(diags: &[Diagnostic]) -> bool {
     diags.iter().any(|d| d.severity == Severity::Error)
 }
 
+/// Whether a template is anywhere in `v` (known only when the step runs).
+fn templated(v: &Value) -> bool {
+    match v {
+        Value::String(s) => has_tags(s),
+        Value::Array(a) => a.iter().any(templated),
+        Value::Object(m) => m.values().any(templated),
+        _ => false,
+    }
+}
+
 fn sub_workflows(wf: &Workflow, registry: &Registry, out: &mut Vec<Diagnostic>) {
     for step in wf.walk() {
         let StepKind::SubWorkflow { path, inputs } = &step.kind else {
@@ -168,7 +178,19 @@ fn sub_workflows(wf: &Workflow, registry: &Registry, out: &mut Vec<Diagnostic>) 
             _ => continue,
         };
         let declared: Vec<&str> = child.inputs.iter().map(|i| i.name.as_str()).collect();
-        for k in given.keys() {
+        for (k, v) in &given {
+            // A literal is checked now, as the call will check it.
+            if let Some(def) = child.input(k).filter(|_| !templated(v)) {
+                if let Err(e) = crate::format::inputs::check_value(def, v) {
+                    let mut d = Diagnostic::error(
+                        &wf.source,
+                        Some(step.field_pos(&["inputs", k])),
+                        format!("sub-workflow `{path}`: {e}"),
+                    );
+                    d.hints.extend(e.hint);
+                    out.push(d);
+                }
+            }
             if !declared.contains(&k.as_str()) {
                 let mut d = Diagnostic::error(
                     &wf.source,

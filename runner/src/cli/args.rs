@@ -28,6 +28,7 @@ pub enum Command {
     },
     /// Parse and check workflow files (or every workflow below a folder) without running them.
     Validate {
+        /// Workflow files, or folders (every workflow below them).
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Print the result as JSON.
@@ -40,9 +41,14 @@ pub enum Command {
         /// tools and check each call's tool and argument names.
         #[arg(long)]
         online: bool,
+        /// Check `file.write` paths against these folders, as `run
+        /// --allow-write DIR` would allow them (repeatable).
+        #[arg(long, value_name = "DIR")]
+        allow_write: Vec<PathBuf>,
     },
     /// List the workflows below folders (or the files named): triggers and inputs.
     List {
+        /// Folders (every workflow below them) or workflow files.
         #[arg(default_value = ".")]
         paths: Vec<PathBuf>,
         /// Print the list as JSON.
@@ -148,6 +154,7 @@ pub enum Command {
     },
     /// Run a recorded run again from a top-level step, reusing the outputs of the steps before it.
     Retry {
+        /// The run to retry: its id, or the end of it `history` shows.
         run_id: String,
         /// The top-level step to start from (its id); default: where the run stopped.
         #[arg(long, value_name = "STEP")]
@@ -161,6 +168,8 @@ pub enum Command {
     },
     /// Delete finished runs older than an age (`30d`, `12h`).
     Prune {
+        /// Delete the runs that finished longer ago than this (`30d`,
+        /// `12h`, `90m`, `2w`); runs not finished are kept.
         #[arg(long, value_name = "AGE")]
         older_than: String,
         #[command(flatten)]
@@ -178,6 +187,7 @@ pub enum Command {
     },
     /// Print a workflow as a flowchart.
     Graph {
+        /// The workflow file (.md).
         file: PathBuf,
         /// mermaid (for Markdown and GitHub), dot (Graphviz), or svg (a picture).
         #[arg(long, default_value = "mermaid", value_parser = ["mermaid", "dot", "svg"])]
@@ -210,6 +220,7 @@ pub struct ServeArgs {
     /// Workflow files or folders (every `.md` below a folder with webhook triggers).
     #[arg(default_value = ".")]
     pub paths: Vec<PathBuf>,
+    /// The address to listen on (a loopback one unless an API token is set).
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
     /// 0 picks a free port (the address is printed on stderr).
@@ -250,15 +261,9 @@ pub struct ServeArgs {
 /// the run store of the runs they start.
 #[derive(Args, Debug)]
 pub struct ServerOpts {
-    /// Let scripts and file actions read below DIR (fixed for the server's life).
-    #[arg(long, value_name = "DIR")]
-    pub allow_read: Vec<PathBuf>,
-    /// Let scripts and file actions write below DIR.
-    #[arg(long, value_name = "DIR")]
-    pub allow_write: Vec<PathBuf>,
-    /// Let http actions call only these hosts.
-    #[arg(long, value_name = "HOST")]
-    pub allow_host: Vec<String>,
+    /// (Fixed for the server's life: nothing in a request widens them.)
+    #[command(flatten)]
+    pub roots: RootArgs,
     /// Runs executing at once over all workflows; more wait in the queue.
     #[arg(long, default_value_t = 64)]
     pub max_concurrent: usize,
@@ -271,10 +276,8 @@ pub struct ServerOpts {
     /// On SIGTERM or Ctrl-C: how long executing runs may take to finish (seconds) before they are cancelled.
     #[arg(long, default_value_t = 30)]
     pub grace_period: u64,
-    #[arg(short, long, env = "MARKTOFLOW_AGENT")]
-    pub agent: Option<String>,
-    #[arg(short, long, env = "MARKTOFLOW_MODEL")]
-    pub model: Option<String>,
+    #[command(flatten)]
+    pub provider: ProviderArgs,
     #[command(flatten)]
     pub store: StoreArgs,
     /// Delete finished runs older than this at start and every hour (`30d`, `12h`).
@@ -379,12 +382,38 @@ pub struct ExecArgs {
     /// Show no progress on stderr (errors still show).
     #[arg(short, long, conflicts_with = "verbose")]
     pub quiet: bool,
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+    #[command(flatten)]
+    pub roots: RootArgs,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// Which LLM provider and model agent steps use (`run`, `serve`, `worker`,
+/// `mcp`, …).
+#[derive(Args, Debug, Clone)]
+pub struct ProviderArgs {
     /// Use this LLM provider for every agent tool: anthropic, openai, ollama, local (or any sdk name).
     #[arg(short, long, env = "MARKTOFLOW_AGENT")]
     pub agent: Option<String>,
     /// The model for agent steps that name none (and for every step when --agent switches provider).
     #[arg(short, long, env = "MARKTOFLOW_MODEL")]
     pub model: Option<String>,
+}
+
+impl ProviderArgs {
+    pub fn overrides(&self) -> marktoflow_steps::agent::AgentOverrides {
+        marktoflow_steps::agent::AgentOverrides {
+            agent: self.agent.clone(),
+            model: self.model.clone(),
+        }
+    }
+}
+
+/// What runs may read, write and call.
+#[derive(Args, Debug, Clone)]
+pub struct RootArgs {
     /// Let scripts and file actions read below DIR (repeatable).
     #[arg(long, value_name = "DIR")]
     pub allow_read: Vec<PathBuf>,
@@ -395,8 +424,6 @@ pub struct ExecArgs {
     /// `127.0.0.1:8080`; repeatable). Replaces the workflow's `permissions.hosts`.
     #[arg(long, value_name = "HOST")]
     pub allow_host: Vec<String>,
-    #[command(flatten)]
-    pub store: StoreArgs,
 }
 
 /// Where runs are recorded.
@@ -471,5 +498,37 @@ impl StoreArgs {
         }
         let s = crate::store::journal::JournalStore::open(&self.path(start))?;
         Ok(Some(Arc::new(s)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// `--help` describes every argument of every command (`retry --help`
+    /// listed `RUN_ID` and `--older-than` with nothing beside them).
+    #[test]
+    fn every_argument_has_a_description() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") || arg.is_hide_set() {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                    missing.push(format!("{path} {} (the command)", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "marktoflow", &mut missing);
+        assert!(missing.is_empty(), "no help text:\n{}", missing.join("\n"));
     }
 }

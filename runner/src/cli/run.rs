@@ -346,7 +346,7 @@ pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<S
             }
         }
     }
-    read_roots.extend(a.exec.allow_read.iter().cloned());
+    read_roots.extend(a.exec.roots.allow_read.iter().cloned());
     let inputs = match inputs::resolve(&wf, supplied, &env) {
         Ok(i) => i,
         Err(errs) => {
@@ -363,16 +363,15 @@ pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<S
         .is_none()
         .then(|| a.exec.store.path(&wf_dir));
     let protected = state_dir(&wf_dir).protected(&cwd, &env, store_file.as_deref());
-    let sandbox = Sandbox::new(cwd, read_roots, a.exec.allow_write.clone()).protecting(protected);
-    let allowed_hosts = if a.exec.allow_host.is_empty() {
+    let sandbox =
+        Sandbox::new(cwd, read_roots, a.exec.roots.allow_write.clone()).protecting(protected);
+    print_diagnostics(&crate::check::writes::writes_outside(&wf, &sandbox));
+    let allowed_hosts = if a.exec.roots.allow_host.is_empty() {
         wf.allowed_hosts.clone()
     } else {
-        Some(a.exec.allow_host.clone())
+        Some(a.exec.roots.allow_host.clone())
     };
-    let overrides = AgentOverrides {
-        agent: a.exec.agent.clone(),
-        model: a.exec.model.clone(),
-    };
+    let overrides = a.exec.provider.overrides();
     let caps = one_run_caps(&wf_dir, sandbox, overrides, env, allowed_hosts);
     let engine = Engine::new();
     if a.dry_run {

@@ -6,7 +6,7 @@ use super::report::{plural, print_diagnostics};
 use super::validate::discover;
 use super::{state_dir, FileLoader, ServeArgs, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
 use crate::format::model::Workflow;
-use marktoflow_steps::agent::{AgentHub, AgentOverrides};
+use marktoflow_steps::agent::AgentHub;
 use marktoflow_steps::core::action::Capabilities;
 use marktoflow_steps::script::ScriptHost;
 use marktoflow_steps::{Registry, Sandbox};
@@ -120,6 +120,10 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         return EXIT_USAGE;
     }
     let caps = server_caps(&a.server, &cwd, &workflows, &serve_root, env);
+    // Said now, not when a schedule reaches the step.
+    for wf in &workflows {
+        print_diagnostics(&crate::check::writes::writes_outside(wf, &caps.sandbox));
+    }
     // A workflow named on the command line must be servable; one found in a
     // folder whose agent steps have no provider is left out, saying so, and
     // the others are served (`serve workflows/` without an API key).
@@ -699,7 +703,7 @@ pub(super) fn server_caps(
             read_roots.push(cwd.join(d));
         }
     }
-    read_roots.extend(opts.allow_read.iter().cloned());
+    read_roots.extend(opts.roots.allow_read.iter().cloned());
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("marktoflow"));
     let state = state_dir(serve_root);
     // The state folder, the run store and `.env` files stay out of reach.
@@ -709,8 +713,12 @@ pub(super) fn server_caps(
         .is_none()
         .then(|| opts.store.path(serve_root));
     let protected = state.protected(cwd, &env, store_file.as_deref());
-    let sandbox =
-        Sandbox::new(cwd.to_path_buf(), read_roots, opts.allow_write.clone()).protecting(protected);
+    let sandbox = Sandbox::new(
+        cwd.to_path_buf(),
+        read_roots,
+        opts.roots.allow_write.clone(),
+    )
+    .protecting(protected);
     Capabilities::new(
         sandbox,
         state,
@@ -723,11 +731,8 @@ pub(super) fn server_caps(
                 ..Default::default()
             },
         )),
-        Arc::new(AgentHub::new(AgentOverrides {
-            agent: opts.agent.clone(),
-            model: opts.model.clone(),
-        })),
+        Arc::new(AgentHub::new(opts.provider.overrides())),
         env,
-        (!opts.allow_host.is_empty()).then(|| opts.allow_host.clone()),
+        (!opts.roots.allow_host.is_empty()).then(|| opts.roots.allow_host.clone()),
     )
 }

@@ -11,7 +11,13 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub(super) fn validate(files: &[PathBuf], as_json: bool, strict: bool, online: bool) -> i32 {
+pub(super) fn validate(
+    files: &[PathBuf],
+    as_json: bool,
+    strict: bool,
+    online: bool,
+    allow_write: &[PathBuf],
+) -> i32 {
     let registry = Registry::standard();
     let templates = crate::template::Templates::new();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
@@ -37,6 +43,11 @@ pub(super) fn validate(files: &[PathBuf], as_json: bool, strict: bool, online: b
             &[Arc::new(l.workflow.clone())],
             &env,
         ));
+        if !allow_write.is_empty() {
+            let sandbox =
+                marktoflow_steps::Sandbox::new(cwd.clone(), Vec::new(), allow_write.to_vec());
+            diags.extend(crate::check::writes::writes_outside(&l.workflow, &sandbox));
+        }
         entries.push((f, Some(l.workflow.walk().len()), diags));
         loaded.push(Arc::new(l.workflow));
     }

@@ -45,6 +45,9 @@ pub(super) fn worker(a: WorkerArgs) -> i32 {
         }
     };
     let caps = server_caps(&a.server, &cwd, &workflows, &root, env);
+    for wf in &workflows {
+        super::report::print_diagnostics(&crate::check::writes::writes_outside(wf, &caps.sandbox));
+    }
     // A workflow this worker cannot run (an agent step without a provider)
     // is left to the workers that can.
     workflows.retain(|w| match crate::engine::plan::preflight(w, &caps) {

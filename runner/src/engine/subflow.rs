@@ -71,6 +71,10 @@ impl Engine {
                 format!("cannot load sub-workflow `{path}`:\n{first}"),
             )
         })?;
+        let given: Vec<String> = match &rendered {
+            Value::Object(m) => m.keys().cloned().collect(),
+            _ => Vec::new(),
+        };
         let supplied = match rendered {
             Value::Object(m) => m
                 .into_iter()
@@ -81,9 +85,14 @@ impl Engine {
         let child_inputs = crate::format::inputs::resolve(&child, supplied, &cfg.caps.env)
             .map_err(|errs| {
                 let list: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+                // At the input given wrong (a missing one: at `inputs:`).
+                let at = match errs.first() {
+                    Some(e) if given.contains(&e.name) => step.field_pos(&["inputs", &e.name]),
+                    _ => step.field_pos(&["inputs"]),
+                };
                 self.fail(
                     step,
-                    step.field_pos(&["inputs"]),
+                    at,
                     format!("sub-workflow `{path}`: {}", list.join("; ")),
                 )
             })?;

@@ -168,6 +168,12 @@ pub fn resolve(
     }
 }
 
+/// Whether `v`, a value written in a workflow (a sub-workflow's literal
+/// input), fits `def` as [`resolve`] will check it when the step runs.
+pub fn check_value(def: &InputDef, v: &Value) -> Result<(), InputError> {
+    coerce(def, Supplied::Json(v.clone())).map(drop)
+}
+
 fn coerce(def: &InputDef, value: Supplied) -> Result<Value, InputError> {
     let name = &def.name;
     let ty = def.ty.name();

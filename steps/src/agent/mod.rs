@@ -484,7 +484,8 @@ const AGENT_INPUTS: &[Input] = &[
         "output_schema",
         MAPPING,
         "A JSON Schema the reply must follow (local: grammar-constrained; OpenAI/Ollama: structured output; Anthropic: asked and checked).",
-    ),
+    )
+    .checked(schema::validate_schema),
     input(
         "tools",
         STRING_OR_LIST,

@@ -88,6 +88,9 @@ pub const STRING_OR_LIST: &[Ty] = &[Ty::String, Ty::Array];
 pub const BOOLEAN_OR_STRING: &[Ty] = &[Ty::Boolean, Ty::String];
 pub const LIST_OR_MAPPING: &[Ty] = &[Ty::Array, Ty::Object];
 
+/// A check of an input's value beyond its type: why it does not fit.
+pub type ValueCheck = fn(&Value) -> Result<(), String>;
+
 /// One input of an action.
 #[derive(Debug, Clone, Copy)]
 pub struct Input {
@@ -101,6 +104,10 @@ pub struct Input {
     pub doc: &'static str,
     /// Another name for the input `alias_of` (the peer's spelling, say).
     pub alias_of: Option<&'static str>,
+    /// What a value must be beyond its type (an `output_schema` must be a
+    /// JSON Schema): checked on a literal when the workflow loads, so the
+    /// mistake is not found only when the step runs.
+    pub check: Option<ValueCheck>,
 }
 
 /// An input named `name` of `types`, optional, with a one-line doc.
@@ -113,6 +120,7 @@ pub const fn input(name: &'static str, types: &'static [Ty], doc: &'static str) 
         values: &[],
         doc,
         alias_of: None,
+        check: None,
     }
 }
 
@@ -126,6 +134,7 @@ pub const fn alias(name: &'static str, of: &'static str) -> Input {
         values: &[],
         doc: "",
         alias_of: Some(of),
+        check: None,
     }
 }
 
@@ -144,6 +153,12 @@ impl Input {
     }
     pub const fn one_of(self, values: &'static [&'static str]) -> Self {
         Input { values, ..self }
+    }
+    pub const fn checked(self, check: ValueCheck) -> Self {
+        Input {
+            check: Some(check),
+            ..self
+        }
     }
 }
 
@@ -315,6 +330,9 @@ pub enum Problem {
     },
     /// `inputs:` is not a mapping.
     NotAMapping { got: &'static str },
+    /// Of the right type, but not what the input takes (its declared check
+    /// says why).
+    Invalid { message: String },
 }
 
 /// A problem with the input `input` (empty for the whole `inputs:`).
@@ -387,6 +405,7 @@ impl fmt::Display for Issue {
             Problem::NotAMapping { got } => {
                 write!(f, "`{a}` takes a mapping of inputs, got {got}")
             }
+            Problem::Invalid { message } => write!(f, "input `{i}` of `{a}`: {message}"),
         }
     }
 }
@@ -401,6 +420,17 @@ pub(crate) fn json_type(v: &Value) -> &'static str {
         Value::String(_) => "text",
         Value::Array(_) => "a list",
         Value::Object(_) => "a mapping",
+    }
+}
+
+/// Whether a template is anywhere in `v` (its value is known only when the
+/// step runs).
+fn templated(v: &Value, unresolved: &dyn Fn(&str) -> bool) -> bool {
+    match v {
+        Value::String(s) => unresolved(s),
+        Value::Array(a) => a.iter().any(|x| templated(x, unresolved)),
+        Value::Object(m) => m.values().any(|x| templated(x, unresolved)),
+        _ => false,
     }
 }
 
@@ -509,6 +539,11 @@ pub fn check(spec: &Spec, inputs: &Value, unresolved: &dyn Fn(&str) -> bool) -> 
                         allowed: decl.values,
                     },
                 ));
+            }
+        }
+        if let Some(check) = decl.check.filter(|_| !templated(v, unresolved)) {
+            if let Err(message) = check(v) {
+                out.push(issue(k, Problem::Invalid { message }));
             }
         }
     }
