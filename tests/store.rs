@@ -147,7 +147,24 @@ fn runs_are_recorded_and_a_retry_reuses_finished_steps() {
     let r = mtf(p, &["show", "zzzz"]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("no run `zzzz`"), "{}", r.stderr);
-    // A changed workflow is not retried with old outputs.
+    // An edit of the prose only (no step, no frontmatter changed) keeps
+    // the workflow the same version: retried without `--force`.
+    std::fs::write(
+        p.join("c.md"),
+        COUNTER.replace(
+            "## Third\n",
+            "## Third\n\nSets the result, now explained.\n",
+        ),
+    )
+    .unwrap();
+    let before = count(p);
+    let r = run(cmd(p)
+        .args(["retry", &id, "--allow-write", ".", "--json", "-q"])
+        .env("FIXED", "1"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("changed since run"), "{}", r.stderr);
+    assert_eq!(count(p), before, "`first` is reused, not run again");
+    // A changed step is not retried with old outputs.
     std::fs::write(
         p.join("c.md"),
         COUNTER.replace("second failed", "2nd failed"),

@@ -292,7 +292,8 @@ pub struct ServerOpts {
 #[derive(Args, Debug)]
 pub struct WorkerArgs {
     /// Workflow files or folders: the worker executes queued runs of these
-    /// (matched by the exact text of the workflow the run was accepted with).
+    /// (matched by the version of the workflow the run was accepted with:
+    /// its frontmatter and steps, not its prose).
     #[arg(default_value = ".")]
     pub paths: Vec<PathBuf>,
     /// Serve `/health` and `/metrics` on this port (none by default).

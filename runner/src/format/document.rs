@@ -48,6 +48,37 @@ pub struct Document {
     pub blocks: Vec<Block>,
 }
 
+impl Document {
+    /// The sha256 (hex) of what the file makes run: the frontmatter, and
+    /// each step block with the heading above it (a heading may name its
+    /// steps). Prose is left out: an edit of the explanations around the
+    /// steps leaves a workflow the same version (a run of it can still be
+    /// resumed and retried as it is).
+    pub fn behaviour_digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        use std::fmt::Write as _;
+        let mut h = Sha256::new();
+        let mut part = |tag: &str, text: &str| {
+            // Lengths first: no two different sequences of parts hash alike.
+            h.update(format!("{tag}:{}:", text.len()));
+            h.update(text.as_bytes());
+        };
+        part(
+            "frontmatter",
+            self.frontmatter.as_ref().map_or("", |f| f.text.as_str()),
+        );
+        for b in &self.blocks {
+            part("heading", b.heading.as_deref().unwrap_or(""));
+            part("block", &b.yaml.text);
+        }
+        let mut hex = String::with_capacity(64);
+        for byte in h.finalize() {
+            let _ = write!(hex, "{byte:02x}");
+        }
+        hex
+    }
+}
+
 const FRONTMATTER_KEYS: &[&str] = &[
     "workflow", "tools", "inputs", "steps", "triggers", "outputs",
 ];
@@ -209,6 +240,22 @@ pub fn parse_document(src: Arc<Source>) -> Document {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn the_behaviour_digest_ignores_prose_only() {
+        let digest =
+            |text: &str| parse_document(Source::new(Path::new("t.md"), text)).behaviour_digest();
+        let base = "---\nworkflow: {id: x}\n---\n\n## Ask\n\nWhy.\n\n```yaml\naction: core.set\ninputs: {a: 1}\n```\n";
+        let prose = base.replace("Why.", "Why, at length.\n\nAnd more.");
+        assert_eq!(digest(base), digest(&prose));
+        for changed in [
+            base.replace("{a: 1}", "{a: 2}"),
+            base.replace("## Ask", "## Ask again"),
+            base.replace("id: x", "id: y"),
+        ] {
+            assert_ne!(digest(base), digest(&changed), "{changed}");
+        }
+    }
 
     #[test]
     fn frontmatter_after_title_and_nested_fences() {

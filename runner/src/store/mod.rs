@@ -650,9 +650,10 @@ pub fn short_id(id: &str) -> &str {
     id.get(n.saturating_sub(8)..).unwrap_or(id)
 }
 
-/// The version of a workflow: sha256 of its file's text.
+/// The version of a workflow: the sha256 of what runs (its frontmatter and
+/// step blocks; not its prose).
 pub fn version_of(wf: &Workflow) -> String {
-    wf.source.digest().to_string()
+    wf.behaviour.clone()
 }
 
 /// Milliseconds since the Unix epoch.

@@ -178,6 +178,7 @@ impl Cx<'_> {
             timeout: None,
             allowed_hosts: None,
             concurrency: None,
+            behaviour: doc.behaviour_digest(),
         };
         let fm = match &doc.frontmatter {
             Some(fm) => self.parse_yaml(fm),

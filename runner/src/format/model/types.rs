@@ -334,6 +334,10 @@ pub struct Workflow {
     /// `concurrency:` how many of its runs may execute at once, over every
     /// server and worker of a store.
     pub concurrency: Option<Concurrency>,
+    /// What runs, as a digest (see
+    /// [`crate::format::document::Document::behaviour_digest`]): the version
+    /// a run records.
+    pub behaviour: String,
 }
 
 /// `concurrency: {key: '{{ inputs.user }}', limit: 1}`: at most `limit`
