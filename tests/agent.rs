@@ -53,7 +53,7 @@ fn retries_give_up_after_the_limit() {
     let r = run_agent_example(&llm);
     assert_eq!(r.code, 1, "{r:?}");
     let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
-    assert!(msg.contains("after 4 attempts"), "{msg}");
+    assert!(msg.contains("failed after 4 requests"), "{msg}");
     assert_eq!(llm.requests().len(), 4, "1 attempt + 3 retries");
     // One call, resent: one key, so a provider that honours it acts once.
     let run_id = r.json()["run_id"].as_str().unwrap().to_string();

@@ -1208,3 +1208,43 @@ fn run_history_and_show_speak_one_json_vocabulary() {
     assert_eq!(s["id"], run_id.as_str());
     assert_eq!(s["steps"][0]["step_id"], "first");
 }
+
+#[test]
+fn a_loops_steps_are_numbered_by_iteration_in_progress_and_history() {
+    let d = tempdir();
+    write(
+        d.path(),
+        "loop.md",
+        r#"---
+workflow: {id: loop}
+inputs:
+  names: {type: array, default: [ada, bob]}
+---
+## Greet them
+```yaml
+type: for_each
+items: '{{ inputs.names }}'
+item_variable: name
+steps:
+  - id: greet
+    action: core.log
+    inputs: {message: 'hi {{ name }}'}
+```
+"#,
+    );
+    let r = run(cmd(d.path()).args(["run", "loop.md"]));
+    assert_eq!(r.code, 0, "{r:?}");
+    // The progress tells the iterations apart: each child says which it is.
+    let first = r.stderr.find("greet [1/2]").expect(&r.stderr);
+    let second = r.stderr.find("greet [2/2]").expect(&r.stderr);
+    assert!(first < second, "{}", r.stderr);
+    let h = run(cmd(d.path()).args(["history", "--json"]));
+    let id = h.json()["runs"][0]["id"].as_str().unwrap().to_string();
+    let s = run(cmd(d.path()).args(["show", &id]));
+    assert!(
+        s.stdout.contains("completed greet [1/2] (")
+            && s.stdout.contains("completed greet [2/2] ("),
+        "{}",
+        s.stdout
+    );
+}

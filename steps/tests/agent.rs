@@ -511,7 +511,7 @@ async fn retries_exhausted_is_a_retryable_failure() {
         ActionError::Failed { message, retryable } => {
             assert!(*retryable);
             assert!(
-                message.contains("after 3 attempts")
+                message.contains("after 3 requests")
                     && message.contains("503")
                     && message.contains("busy"),
                 "{message}"
@@ -600,7 +600,7 @@ async fn connection_errors_are_retried() {
         .unwrap_err();
     assert_eq!(warns(&logs).len(), 1);
     let m = message(&err);
-    assert!(m.contains("after 2 attempts"), "{m}");
+    assert!(m.contains("after 2 requests"), "{m}");
 }
 
 #[tokio::test]

@@ -174,10 +174,14 @@ pub fn show(store: &StoreArgs, id: &str, as_json: bool) -> i32 {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
+        let id = match st.iterations() {
+            Some(it) => format!("{} {it}", st.step_id),
+            None => st.step_id.clone(),
+        };
         let mut line = format!(
             "{indent}{:<9} {} ({}), {} attempt{}",
             status,
-            st.step_id,
+            id,
             duration(Some(st.duration_ms)),
             st.attempts,
             if st.attempts == 1 { "" } else { "s" }

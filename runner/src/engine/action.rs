@@ -123,6 +123,11 @@ impl Engine {
                         .await;
                     return (r, attempt);
                 }
+                // The step's attempts, as `show` counts them.
+                let message = match attempt {
+                    0 => message,
+                    n => format!("{message} (after {} attempts)", n + 1),
+                };
                 let mut f = self.action_failure(step, inputs, &e, message);
                 f.cancelled = cancelled;
                 return (Err(f), attempt);

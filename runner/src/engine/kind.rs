@@ -139,7 +139,10 @@ impl Engine {
                                     format!("the loop was still running after `max_iterations` ({max_iterations}) passes"),
                                 ));
                             }
-                            self.exec_list(wf, steps, st, cfg, depth + 1, false).await?;
+                            st.iterations.push((n + 1).to_string());
+                            let r = self.exec_list(wf, steps, st, cfg, depth + 1, false).await;
+                            st.iterations.pop();
+                            r?;
                             n += 1;
                         }
                         Ok(json!({"iterations": n}))

@@ -84,7 +84,10 @@ impl Engine {
         if max <= 1 {
             for (i, item) in items.into_iter().enumerate() {
                 names.set(st, item, i, n);
-                match self.exec_list(wf, steps, st, cfg, depth + 1, false).await {
+                st.iterations.push(format!("{}/{n}", i + 1));
+                let r = self.exec_list(wf, steps, st, cfg, depth + 1, false).await;
+                st.iterations.pop();
+                match r {
                     Ok(o) => results.push(Value::Array(o)),
                     Err(f) if keep_going && !f.cancelled => {
                         results.push(json!({"error": f.message}))
@@ -105,6 +108,7 @@ impl Engine {
         for (i, item) in items.into_iter().enumerate() {
             let mut ist = fork.clone();
             names.set(&mut ist, item, i, n);
+            ist.iterations.push(format!("{}/{n}", i + 1));
             tasks.push(async move {
                 let r = self
                     .exec_list(wf, steps, &mut ist, cfg, depth + 1, false)

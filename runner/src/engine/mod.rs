@@ -76,6 +76,10 @@ struct RunState {
     trigger: Value,
     /// Set by `workflow.exit` (its output): the run ends, successfully.
     exit: Option<Value>,
+    /// The iterations of the loops the current step is in, outermost
+    /// first (`2/5` of a `for_each`, `3` of a `while`): its name shows
+    /// them, so a loop's steps are told apart in the progress and history.
+    iterations: Vec<String>,
 }
 
 impl Engine {
@@ -141,6 +145,7 @@ impl Engine {
             ),
             trigger: Value::Null,
             exit: None,
+            iterations: Vec::new(),
         };
         if !cfg.trigger.is_null() && !st.variables.contains_key("trigger") {
             st.variables

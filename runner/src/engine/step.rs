@@ -98,9 +98,14 @@ impl Engine {
             StepKind::Action { action, .. } => Some(action.clone()),
             _ => None,
         };
+        let shown = if st.iterations.is_empty() {
+            step.display_name().to_string()
+        } else {
+            format!("{} [{}]", step.display_name(), st.iterations.join("]["))
+        };
         emit(RunEvent::StepStarted {
             id: step.id.clone(),
-            name: step.display_name().to_string(),
+            name: shown.clone(),
             depth,
             index,
             kind: step.kind.label(),
@@ -123,7 +128,7 @@ impl Engine {
             };
             emit(RunEvent::StepFinished {
                 id: step.id.clone(),
-                name: step.display_name().to_string(),
+                name: shown.clone(),
                 depth,
                 status,
                 duration_ms,
@@ -132,7 +137,7 @@ impl Engine {
             });
             st.records.push(StepRecord {
                 id: step.id.clone(),
-                name: step.display_name().to_string(),
+                name: shown.clone(),
                 status,
                 output,
                 error,

@@ -389,6 +389,20 @@ pub struct StepRow {
     pub reused: bool,
 }
 
+impl StepRow {
+    /// The loop iterations a step inside loops ran in (`[2/5]`, `[1/3][2]`),
+    /// as the engine ends its name with them; None outside loops.
+    pub fn iterations(&self) -> Option<&str> {
+        let at = self.name.find(" [")?;
+        let tail = &self.name[at + 1..];
+        let inner = tail.strip_prefix('[')?.strip_suffix(']')?;
+        let looks = inner
+            .split("][")
+            .all(|it| !it.is_empty() && it.chars().all(|c| c.is_ascii_digit() || c == '/'));
+        looks.then_some(tail)
+    }
+}
+
 /// Which runs [`RunStore::list_runs`] returns, newest first.
 #[derive(Debug, Clone, Default)]
 pub struct RunFilter {

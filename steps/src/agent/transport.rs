@@ -139,10 +139,13 @@ async fn exchange_json(
             Outcome::Fatal(e) => return Err(e),
             Outcome::Transient(text, wait) => {
                 if attempt >= r.max_retries {
-                    let attempts = attempt + 1;
-                    let plural = if attempts == 1 { "" } else { "s" };
+                    // Requests: the step's attempts are the engine's to count.
+                    let sent = match attempt + 1 {
+                        1 => String::new(),
+                        n => format!(" after {n} requests"),
+                    };
                     return Err(ActionError::retryable(format!(
-                        "{who} request to {shown_url} failed after {attempts} attempt{plural}: {text}"
+                        "{who} request to {shown_url} failed{sent}: {text}"
                     )));
                 }
                 let (delay, why) = match wait {

@@ -155,11 +155,14 @@ impl Action for HttpAction {
                 }
             };
             if attempt >= max_retries {
+                // Requests, not attempts: a step's attempts (its
+                // `max_retries`) are counted by the engine, as `show` does.
                 let n = attempt + 1;
-                return Err(ActionError::failed(format!(
-                    "{transient} (after {n} attempt{})",
-                    if n == 1 { "" } else { "s" }
-                )));
+                return Err(ActionError::failed(if n == 1 {
+                    transient
+                } else {
+                    format!("{transient} (after {n} requests)")
+                }));
             }
             let delay = wait.unwrap_or_else(|| backoff(base_ms, attempt));
             call.log(
