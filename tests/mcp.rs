@@ -103,7 +103,9 @@ fn tools_have_schemas_from_inputs_and_calls_return_outputs_or_errors() {
             {"do": "call", "name": "greet", "arguments": {"who": "Ada", "times": 2}, "progress": true},
             {"do": "call", "name": "greet", "arguments": {"times": 9}},
             {"do": "call", "name": "broken"},
-            {"do": "call", "name": "notes.count"}
+            {"do": "call", "name": "notes.count"},
+            {"do": "call", "name": "greet", "arguments": {"woh": "Ada"}},
+            {"do": "call", "name": "gret", "arguments": {"who": "Ada"}}
         ]),
         &[
             "greet.md",
@@ -173,6 +175,21 @@ fn tools_have_schemas_from_inputs_and_calls_return_outputs_or_errors() {
         json!({"line": 7, "col": 9})
     );
     assert_eq!(out[4]["result"]["structuredContent"], json!({"count": 3}));
+    // A misspelt argument and a misspelt tool: each with its "did you mean".
+    let typo = &out[5]["result"];
+    assert_eq!(typo["isError"], true);
+    let text = typo["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("input `woh`: this workflow has no such input (did you mean `who`?)")
+            && text.contains("input `who`: a value is required (pass the argument `who` (string))"),
+        "{text}"
+    );
+    let unknown = out[6]["error"].as_str().unwrap_or_default();
+    assert!(
+        unknown.contains("no tool `gret`; did you mean `greet`?"),
+        "{:?}",
+        out[6]
+    );
 
     // Every call is in the run store, triggered by `mcp`.
     let h = crate::support::run(crate::support::cmd(d.path()).args([

@@ -6,7 +6,7 @@ marktoflow's MCP server for the end-to-end tests.
     client.py http ACTIONS_JSON URL [BEARER_TOKEN]
 
 ACTIONS_JSON is a list of steps: {"do": "list"}, {"do": "call", "name",
-"arguments", "progress": bool}, {"do": "cancel", "name", "arguments",
+"arguments", "progress": bool} (`{"error"}` for a protocol error), {"do": "cancel", "name", "arguments",
 "after": seconds}, {"do": "write", "path", "text"} (a file, from here, so it
 happens between two steps), {"do": "remove", "path"}, {"do":
 "wait_list_changed", "within": seconds} (until the server says its tool list
@@ -22,6 +22,7 @@ import httpx2
 from mcp import types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 
 def dump(model):
@@ -51,10 +52,15 @@ async def run(session, actions):
             async def on_progress(p, total, message):
                 progress.append({"progress": p, "total": total, "message": message})
 
-            r = await session.call_tool(
-                a["name"], a.get("arguments", {}),
-                progress_callback=on_progress if a.get("progress") else None)
-            out = {"result": dump(r), "progress": progress}
+            try:
+                r = await session.call_tool(
+                    a["name"], a.get("arguments", {}),
+                    progress_callback=on_progress if a.get("progress") else None)
+            except MCPError as e:
+                # A protocol error (an unknown tool): its message.
+                out = {"error": str(e)}
+            else:
+                out = {"result": dump(r), "progress": progress}
         elif a["do"] == "cancel":
             started = anyio.current_time()
             with anyio.move_on_after(a["after"]) as scope:

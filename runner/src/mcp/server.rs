@@ -113,8 +113,12 @@ impl McpServer {
         let tools = self.tools();
         let Some(tool) = tools.iter().find(|t| t.name == name) else {
             let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+            let hint = match crate::diag::did_you_mean(name, &names) {
+                Some(c) => format!("did you mean `{c}`?"),
+                None => format!("tools: {}", names.join(", ")),
+            };
             return Err(McpError::invalid_params(
-                format!("no tool `{name}`; tools: {}", names.join(", ")),
+                format!("no tool `{name}`; {hint}"),
                 None,
             ));
         };
@@ -126,7 +130,20 @@ impl McpServer {
         let inputs = match inputs::resolve(&wf, supplied, &self.state.caps.env) {
             Ok(i) => i,
             Err(errors) => {
-                let msgs: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+                // Each with its hint: a "did you mean", or how to pass it.
+                let msgs: Vec<String> = errors
+                    .iter()
+                    .map(|e| {
+                        let hint = match &e.missing {
+                            Some(m) => Some(format!("pass the argument `{}` ({})", e.name, m.ty)),
+                            None => e.hint.clone(),
+                        };
+                        match hint {
+                            Some(h) => format!("{e} ({h})"),
+                            None => e.to_string(),
+                        }
+                    })
+                    .collect();
                 return Ok(rejected(msgs.join("; ")));
             }
         };

@@ -441,8 +441,21 @@ pub fn meant_for(issue: &Issue, fallback: Option<&Spec>) -> bool {
         && fallback.is_some_and(|f| f.takes(&issue.input))
 }
 
-/// The closest of `candidates` to `name`, for "did you mean".
+/// The closest of `candidates` to `name`, for "did you mean": a typo away
+/// (the fewest edits, a swap of two letters counting as one, at most a
+/// third of the candidate's length: `woh` → `who`), else the most alike by
+/// Jaro-Winkler (`knowledge` → `knowledge_base`).
 pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let candidates: Vec<&'a str> = candidates.into_iter().collect();
+    let typo = candidates
+        .iter()
+        .map(|c| (typo_distance(name, c), *c))
+        .filter(|(d, c)| *d <= (c.chars().count() / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c);
+    if typo.is_some() {
+        return typo;
+    }
     candidates
         .into_iter()
         .map(|c| (strsim::jaro_winkler(name, c), c))
