@@ -392,3 +392,58 @@ fn without_a_store_the_runs_in_memory_are_listed() {
     assert_eq!(r.status, 409);
     assert!(r.body.contains("--no-store"), "{}", r.body);
 }
+
+#[test]
+fn the_workflow_list_has_each_latest_run_and_next_schedule() {
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("nightly.md"),
+        "---\nworkflow: {id: nightly}\ntriggers:\n  - {type: schedule, cron: '0 7 * * *', timezone: Europe/Paris}\n---\n\n```yaml\naction: core.set\ninputs: {a: 1}\n```\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join("plain.md"),
+        "---\nworkflow: {id: plain}\n---\n\n```yaml\naction: core.set\ninputs: {a: 1}\n```\n",
+    )
+    .unwrap();
+    let s = serve(d.path(), &["nightly.md", "plain.md"], &[]);
+    let list = |id: &str| -> Value {
+        let all = get(&s.addr, "/workflows").json();
+        all["workflows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["workflow"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{id} in {all}"))
+    };
+    let nightly = list("nightly");
+    let now = chrono::Utc::now().timestamp_millis();
+    let at = nightly["next"]["at"].as_i64().expect("a next time");
+    assert!(at > now && at <= now + 24 * 3600 * 1000, "{nightly}");
+    assert!(
+        nightly["next"]["shown"]
+            .as_str()
+            .unwrap()
+            .starts_with("Europe/Paris, next "),
+        "{nightly}"
+    );
+    assert_eq!(nightly["last_run"], Value::Null);
+    let plain = list("plain");
+    assert_eq!(
+        (&plain["next"], &plain["last_run"]),
+        (&Value::Null, &Value::Null)
+    );
+    // A workflow without `version:` has none (it was shown as 1.0.0).
+    assert_eq!(
+        get(&s.addr, "/workflows/plain").json()["version"],
+        Value::Null
+    );
+    let id = start(&s.addr, "plain", json!({}));
+    ended(&s.addr, &id);
+    let last = &list("plain")["last_run"];
+    assert_eq!(
+        (&last["run_id"], &last["status"]),
+        (&json!(id), &json!("completed"))
+    );
+}

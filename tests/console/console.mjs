@@ -131,6 +131,16 @@ try {
   await shot("06-running");
   await page.getByRole("button", { name: "Cancel run" }).click();
   expect(await waitStatus(["cancelled", "failed", "completed"], 20000) === "cancelled", "the run is cancelled");
+  // Said as a cancellation, not as a failure in red.
+  await page.waitForSelector("[data-cancelled]");
+  expect(await page.locator("[data-error]").count() === 0, "a cancelled run shows no error box");
+
+  // The workflows page shows each workflow's latest run.
+  step("workflows page, latest runs");
+  await page.goto(`${BASE}/console#/workflows`);
+  await page.waitForSelector('a[data-last-run="cancelled"]');
+  const flakyLast = await page.locator("main tbody tr", { hasText: "Flaky" }).locator("[data-last-run]").getAttribute("data-last-run");
+  expect(flakyLast === "completed", `the flaky workflow's latest run is its retry: ${flakyLast}`);
 
   // The runs list: filters and live updates.
   step("runs list");

@@ -167,7 +167,8 @@ impl Cx<'_> {
             meta: Meta {
                 id: "unnamed".into(),
                 name: "Unnamed Workflow".into(),
-                version: "1.0.0".into(),
+                // Only what the file says (none: the console shows none).
+                version: String::new(),
                 ..Default::default()
             },
             tools: Vec::new(),

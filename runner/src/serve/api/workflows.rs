@@ -62,8 +62,51 @@ pub(in crate::serve) async fn metrics(State(s): State<Arc<ServerState>>, parts: 
         .into_response()
 }
 
+/// When `wf`'s schedules fire next (epoch ms; null without one), and how
+/// it is read (`Europe/Paris, next 2026-11-30 07:00 CET`).
+fn next_fire(wf: &Workflow, now: chrono::DateTime<chrono::Utc>) -> Value {
+    let next = wf
+        .triggers
+        .iter()
+        .filter(|t| crate::serve::schedule::fires(t))
+        .filter_map(|t| crate::serve::schedule::cron_of(wf, t).ok())
+        .filter_map(|(_, cron)| cron.next_after(now).map(|at| (at, cron)))
+        .min_by_key(|(at, _)| *at);
+    match next {
+        Some((at, cron)) => json!({"at": at.timestamp_millis(), "shown": cron.when(now)}),
+        None => Value::Null,
+    }
+}
+
+/// Each workflow's latest run in the store (`{run_id, status,
+/// created_at}`), by id; none without a store.
+async fn last_runs(s: &ServerState, ids: Vec<String>) -> Map<String, Value> {
+    let Some(store) = s.store.clone() else {
+        return Map::new();
+    };
+    tokio::task::spawn_blocking(move || {
+        ids.into_iter()
+            .filter_map(|id| {
+                let filter = crate::store::RunFilter {
+                    workflow: Some(id.clone()),
+                    limit: Some(1),
+                    ..Default::default()
+                };
+                let run = store.list_runs(&filter).ok()?.into_iter().next()?;
+                Some((
+                    id,
+                    json!({"run_id": run.id, "status": run.shown_status(), "created_at": run.created_at}),
+                ))
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
+}
+
 /// `GET /workflows`: every served workflow, with its inputs and webhook
-/// route (`method`, `path`, `auth` of its first; null when it has none).
+/// route (`method`, `path`, `auth` of its first; null when it has none),
+/// its latest run and when its schedule fires next.
 pub(in crate::serve) async fn list_workflows(
     State(s): State<Arc<ServerState>>,
     parts: Parts,
@@ -72,6 +115,9 @@ pub(in crate::serve) async fn list_workflows(
         return r.into_response();
     }
     let served = s.served();
+    let now = chrono::Utc::now();
+    let ids = served.workflows.iter().map(|w| w.meta.id.clone()).collect();
+    let last = last_runs(&s, ids).await;
     let list: Vec<Value> = served
         .workflows
         .iter()
@@ -87,7 +133,8 @@ pub(in crate::serve) async fn list_workflows(
                    "file": wf.source.name, "inputs": inputs_json(wf),
                    "method": first.get("method"), "path": first.get("path"), "auth": first.get("auth"),
                    "routes": routes, "triggers": wf.triggers.iter().map(|t| t.kind.clone()).collect::<Vec<_>>(),
-                   "steps": wf.steps.len()})
+                   "steps": wf.steps.len(), "last_run": last.get(&wf.meta.id),
+                   "next": next_fire(wf, now)})
         })
         .collect();
     // Files `serve --watch` could not load: skipped, with their errors.
@@ -133,7 +180,7 @@ pub(in crate::serve) async fn get_workflow(
         .collect();
     Json(json!({
         "workflow": wf.meta.id, "name": wf.meta.name, "description": wf.meta.description,
-        "version": wf.meta.version, "file": wf.source.name, "inputs": inputs_json(&wf),
+        "version": (!wf.meta.version.is_empty()).then_some(&wf.meta.version), "file": wf.source.name, "inputs": inputs_json(&wf),
         "outputs": outputs, "triggers": wf.triggers.iter().map(shown_trigger).collect::<Vec<_>>(),
         "routes": routes, "steps": steps,
         "graph": {"mermaid": graph.mermaid(), "svg": graph.svg()},

@@ -145,13 +145,17 @@ function drawWorkflows({ workflows, broken }) {
       h("td", {}, h("a", { href: `#/workflows/${encodeURIComponent(w.workflow)}` }, w.name || w.workflow)),
       h("td", {}, (w.triggers || []).join(", ")),
       h("td", {}, w.path ? h("code", {}, `${w.method} ${w.path}`) : ""),
+      h("td", {}, w.last_run
+        ? h("a", { href: `#/runs/${w.last_run.run_id}`, "data-last-run": w.last_run.status }, badge(w.last_run.status), " ", when(w.last_run.created_at))
+        : h("span", { class: "muted" }, "never")),
+      h("td", {}, w.next ? h("span", { title: w.next.shown, "data-next": "" }, when(w.next.at)) : ""),
       h("td", { class: "muted" }, w.file),
       h("td", {}, h("a", { href: `#/runs?workflow=${encodeURIComponent(w.workflow)}` }, "runs")),
     ));
   page("Workflows", problems,
     workflows.length
       ? h("table", {},
-        h("thead", {}, h("tr", {}, ["Workflow", "Triggers", "Route", "File", ""].map((t) => h("th", { scope: "col" }, t)))),
+        h("thead", {}, h("tr", {}, ["Workflow", "Triggers", "Route", "Last run", "Next", "File", ""].map((t) => h("th", { scope: "col" }, t)))),
         h("tbody", {}, rows))
       : h("p", { class: "muted" }, "This server serves no workflows."));
 }
@@ -247,7 +251,7 @@ async function workflowPage(id) {
     : h("p", { class: "muted" }, "No triggers: started from here, the CLI or the API.");
   page(wf.name || wf.workflow,
     wf.description ? h("p", { class: "description" }, wf.description) : null,
-    h("p", { class: "muted" }, h("code", {}, wf.file), " · version ", wf.version, " · ",
+    h("p", { class: "muted" }, h("code", {}, wf.file), wf.version ? ` · version ${wf.version}` : "", " · ",
       h("a", { href: `#/runs?workflow=${encodeURIComponent(wf.workflow)}` }, "runs of this workflow")),
     h("h2", {}, "Start a run"),
     h("div", { class: "card" }, wf.inputs.length ? null : h("p", { class: "muted" }, "This workflow takes no inputs."), form),
@@ -340,8 +344,13 @@ function stepNode(step, retryFrom, onRetry) {
       : null);
 }
 
-function errorBox(err) {
+function errorBox(err, status) {
   if (!err) return null;
+  // Cancelling is a choice, not a failure: said plainly, not in red.
+  if (status === "cancelled") {
+    return h("div", { class: "card", role: "status", "data-cancelled": "" },
+      h("strong", {}, err.step ? `Cancelled during step ${err.step}` : "The run was cancelled"));
+  }
   const place = err.place || (err.line ? { file: err.file, line: err.line, column: err.column } : null);
   return h("div", { class: "card error", role: "alert", "data-error": "" },
     h("strong", {}, err.step ? `Step ${err.step} failed` : "The run failed"),
@@ -418,7 +427,7 @@ async function runPage(id) {
         run.retry_of ? h("span", {}, "retry of ", h("a", { href: `#/runs/${run.retry_of}` }, short(run.retry_of))) : null),
       h("p", { class: "muted" }, h("code", {}, run.run_id)),
       actions, liveLine,
-      errorBox(run.error),
+      errorBox(run.error, run.status),
       h("h2", {}, "Outputs"), h("div", { class: "card", "data-outputs": "" }, outputsView(run.outputs)),
       h("h2", {}, "Steps"),
       h("div", { class: "card" }, run.steps && run.steps.length
