@@ -184,3 +184,109 @@ fn placeholders_hide_only_what_changes() {
         ["run", "a b.md", "--input", "x=1"]
     );
 }
+
+/// The keys of `v` and of the items one level down (the first of a list,
+/// the values of a mapping), as the reference's `--json` table names them;
+/// a run's inputs and outputs are the workflow's data, not looked into.
+fn keys_of(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>, depth: usize) {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                out.insert(k.clone());
+                // A workflow's own data, not the shape.
+                let data = ["inputs", "outputs", "output", "default"].contains(&k.as_str());
+                if depth > 0 && !data {
+                    keys_of(x, out, depth - 1);
+                }
+            }
+        }
+        Value::Array(a) => {
+            if let Some(first) = a.first() {
+                keys_of(first, out, depth);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every command that takes `--json` has a row in the reference's `--json`
+/// table, and every key a command prints is named in its row.
+#[test]
+fn every_json_shape_is_in_the_reference() {
+    use clap::CommandFactory as _;
+    let doc = fs::read_to_string(repo().join("docs/reference.md")).unwrap();
+    let start = doc
+        .find("### `--json` output")
+        .expect("the `--json` section");
+    let table: Vec<&str> = doc[start..]
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .collect();
+    let row = |command: &str| -> String {
+        table
+            .iter()
+            .find(|l| l.contains(&format!("`{command} --json`")))
+            .unwrap_or_else(|| panic!("no row for `{command} --json` in the reference"))
+            .to_string()
+    };
+    // Every command with a `--json` flag has its row.
+    fn with_json(c: &clap::Command, path: &str, out: &mut Vec<String>) {
+        if c.get_arguments().any(|a| a.get_id() == "json") {
+            out.push(path.trim().to_string());
+        }
+        for s in c.get_subcommands() {
+            with_json(s, &format!("{path} {}", s.get_name()), out);
+        }
+    }
+    let mut commands = Vec::new();
+    with_json(&marktoflow::cli::Cli::command(), "", &mut commands);
+    assert!(commands.len() >= 8, "{commands:?}");
+    for c in &commands {
+        row(c);
+    }
+    // What they print now: each key is named in its row.
+    let d = tempdir();
+    copy_dir(&repo().join("tests/transcripts/project"), d.path());
+    let json_of = |args: &[&str]| -> serde_json::Value {
+        let r = run(cmd(d.path()).args(args));
+        serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {r:?}"))
+    };
+    let first_run = json_of(&["run", "hello.md", "--json", "-q"]);
+    let id = first_run["run_id"].as_str().unwrap().to_string();
+    let cases: Vec<(&str, serde_json::Value)> = vec![
+        ("run", first_run),
+        ("validate", json_of(&["validate", ".", "--json"])),
+        ("list", json_of(&["list", "--json"])),
+        ("actions", json_of(&["actions", "--json"])),
+        ("history", json_of(&["history", "--json"])),
+        ("show", json_of(&["show", &id, "--json"])),
+        ("model list", json_of(&["model", "list", "--json"])),
+    ];
+    let mut missing = Vec::new();
+    for (command, v) in &cases {
+        let text = if *command == "show" {
+            row("history")
+        } else {
+            row(command)
+        };
+        let mut keys = std::collections::BTreeSet::new();
+        // `actions`' inputs are a JSON Schema, named as such, not key by key.
+        let depth = if *command == "actions" { 0 } else { 1 };
+        keys_of(v, &mut keys, depth);
+        for k in keys {
+            let named =
+                Regex::new(&format!(r"[{{\[(,: `]{}[,:}}\]) ?`]", regex::escape(&k))).unwrap();
+            if !named.is_match(&text) {
+                missing.push(format!(
+                    "`{command} --json` prints `{k}`, which its row does not name"
+                ));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/reference.md `--json` table:\n{}",
+        missing.join("\n")
+    );
+}
