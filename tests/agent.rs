@@ -306,11 +306,7 @@ fn a_model_file_the_workflow_names_must_be_readable_by_the_run() {
 #[test]
 fn openai_style_chat_completions_and_list_models() {
     let d = crate::support::tempdir();
-    std::fs::write(
-        d.path().join("c.md"),
-        "---\nworkflow: {id: c}\ntools:\n  vllm:\n    sdk: vllm\n    auth: {base_url: '${BASE}', api_key: dummy}\n---\n\n```yaml\naction: vllm.listModels\noutput_variable: models\n```\n\n```yaml\naction: vllm.chat.completions\ninputs:\n  model: fake-large\n  messages:\n    - {role: system, content: Be brief.}\n    - {role: user, content: Say hi.}\noutput_variable: chat\n```\n\n```yaml\naction: workflow.set_outputs\ninputs:\n  ids: \"{{ models | map(attribute='id') | list }}\"\n  owner: \"{{ models[0].owned_by }}\"\n  text: \"{{ chat.choices[0].message.content }}\"\n```\n",
-    )
-    .unwrap();
+    std::fs::write(d.path().join("c.md"), include_str!("fixtures/agent/c.md")).unwrap();
     let llm = FakeLlm::start(Arc::new(|req| (200, format!("hi from {}", req.model()))));
     let r = run(cmd(d.path())
         .args(["run", "c.md", "--json", "--quiet"])
@@ -330,11 +326,7 @@ fn openai_style_chat_completions_and_list_models() {
 #[test]
 fn an_undeclared_agent_tool_uses_the_provider_whose_key_is_set() {
     let d = crate::support::tempdir();
-    std::fs::write(
-        d.path().join("a.md"),
-        "---\nworkflow: {id: a}\n---\n\n```yaml\naction: agent.chat.completions\ninputs:\n  messages: [{role: user, content: ping}]\noutput_variable: reply\n```\n",
-    )
-    .unwrap();
+    std::fs::write(d.path().join("a.md"), include_str!("fixtures/agent/a.md")).unwrap();
     let llm = FakeLlm::start(Arc::new(|_| (200, "pong".into())));
     let r = run(cmd(d.path())
         .args(["run", "a.md", "--json", "--quiet"])

@@ -398,12 +398,12 @@ fn the_workflow_list_has_each_latest_run_and_next_schedule() {
     let d = tempdir();
     std::fs::write(
         d.path().join("nightly.md"),
-        "---\nworkflow: {id: nightly}\ntriggers:\n  - {type: schedule, cron: '0 7 * * *', timezone: Europe/Paris}\n---\n\n```yaml\naction: core.set\ninputs: {a: 1}\n```\n",
+        include_str!("fixtures/api/nightly.md"),
     )
     .unwrap();
     std::fs::write(
         d.path().join("plain.md"),
-        "---\nworkflow: {id: plain}\n---\n\n```yaml\naction: core.set\ninputs: {a: 1}\n```\n",
+        include_str!("fixtures/api/plain.md"),
     )
     .unwrap();
     let s = serve(d.path(), &["nightly.md", "plain.md"], &[]);

@@ -102,7 +102,7 @@ fn file_actions_write_atomically_and_read_back_relative_to_the_working_directory
     // A path that is not there says where it looked.
     std::fs::write(
         wf_dir.join("missing.md"),
-        "---\nworkflow: {id: m}\n---\n\n```yaml\naction: file.read\ninputs: {path: data/gone.txt}\n```\n",
+        include_str!("fixtures/builtins/m.md"),
     )
     .unwrap();
     let r = run(cmd(d.path()).args(["run", "flows/missing.md", "--allow-read", "flows"]));
@@ -122,7 +122,7 @@ fn file_writes_outside_the_write_roots_are_refused() {
     let d = tempdir();
     std::fs::write(
         d.path().join("w.md"),
-        "---\nworkflow: {id: w}\n---\n\n```yaml\naction: file.write\ninputs: {path: ../escape.txt, content: x}\n```\n",
+        include_str!("fixtures/builtins/w.md"),
     )
     .unwrap();
     let r = run(cmd(d.path()).args(["run", "w.md", "--allow-write", "."]));
@@ -137,7 +137,7 @@ fn file_writes_outside_the_write_roots_are_refused() {
     // Without --allow-write nothing may be written, not even beside the workflow.
     std::fs::write(
         d.path().join("w.md"),
-        "---\nworkflow: {id: w}\n---\n\n```yaml\naction: file.write\ninputs: {path: here.txt, content: x}\n```\n",
+        include_str!("fixtures/builtins/w-2.md"),
     )
     .unwrap();
     let r = run(cmd(d.path()).args(["run", "w.md"]));
@@ -340,7 +340,7 @@ fn http_hosts_can_be_limited() {
     let d = tempdir();
     std::fs::write(
         d.path().join("h.md"),
-        "---\nworkflow: {id: h}\npermissions:\n  hosts: [api.example.com]\ninputs:\n  base: {type: string}\n---\n\n```yaml\naction: http.get\ninputs: {url: '{{ inputs.base }}/echo'}\n```\n",
+        include_str!("fixtures/builtins/h.md"),
     )
     .unwrap();
     let base = format!("base={}", srv.base);
@@ -496,7 +496,7 @@ fn a_tool_declared_with_an_http_client_sdk_is_the_builtin_http() {
     let d = tempdir();
     std::fs::write(
         d.path().join("x.md"),
-        "---\nworkflow: {id: x}\ninputs:\n  base: {type: string}\ntools:\n  http:\n    sdk: axios\n---\n\n```yaml\naction: http.get\ninputs:\n  url: '{{ inputs.base }}/echo'\n  params: {page: 2}\noutput_variable: page\n```\n\n```yaml\naction: http.post\ninputs:\n  url: '{{ inputs.base }}/echo'\n  data: {job: export}\noutput_variable: posted\n```\n",
+        include_str!("fixtures/builtins/x.md"),
     )
     .unwrap();
     let r = run(cmd(d.path()).args([

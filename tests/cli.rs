@@ -177,11 +177,7 @@ then:
 #[test]
 fn without_set_outputs_all_variables_are_the_outputs() {
     let d = tempdir();
-    write(
-        d.path(),
-        "v.md",
-        "---\nworkflow: {id: vars}\n---\n\n```yaml\naction: core.set\ninputs: {a: 1}\noutput_variable: x\n```\n\n```yaml\naction: core.set\ninputs: {b: true}\noutput_variable: y\n```\n",
-    );
+    write(d.path(), "v.md", include_str!("fixtures/cli/vars.md"));
     let r = run(cmd(d.path()).args(["run", "v.md", "--json", "--quiet"]));
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(
@@ -193,11 +189,7 @@ fn without_set_outputs_all_variables_are_the_outputs() {
 #[test]
 fn a_failed_run_exits_1_and_names_the_step_and_its_place() {
     let d = tempdir();
-    write(
-        d.path(),
-        "f.md",
-        "---\nworkflow: {id: fails}\n---\n\n## Give up\n\n```yaml\naction: workflow.fail\ninputs:\n  message: 'nothing to do for {{ inputs.who }}'\n```\n\n## Never\n\n```yaml\naction: core.set\ninputs: {a: 1}\n```\n",
-    );
+    write(d.path(), "f.md", include_str!("fixtures/cli/fails.md"));
     let r = run(cmd(d.path()).args(["run", "f.md", "--input", "who=bob", "--json"]));
     assert_eq!(r.code, 1, "{r:?}");
     let j = r.json();
@@ -256,11 +248,7 @@ output_variable: report
 fn validate_checks_several_files() {
     let d = tempdir();
     write(d.path(), "good.md", TYPED);
-    write(
-        d.path(),
-        "bad.md",
-        "---\nworkflow: {id: b}\n---\n\n```yaml\naction: core.nope\n```\n",
-    );
+    write(d.path(), "bad.md", include_str!("fixtures/cli/b.md"));
     let r = run(cmd(d.path()).args(["validate", "good.md", "bad.md"]));
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stdout.contains("good.md: ok (2 steps"), "{}", r.stdout);
@@ -351,11 +339,7 @@ fn validate_takes_folders_like_serve() {
 #[test]
 fn strict_validation_reports_not_ok_and_run_strict_runs_nothing() {
     let d = tempdir();
-    write(
-        d.path(),
-        "warn.md",
-        "---\nworkflow: {id: warn}\n---\n\n```yaml\naction: file.write\ninputs: {path: out.txt, content: '{{ nmae }}'}\n```\n",
-    );
+    write(d.path(), "warn.md", include_str!("fixtures/cli/warn.md"));
     let r = run(cmd(d.path()).args(["validate", "warn.md", "--json"]));
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json()[0]["ok"], json!(true));
@@ -373,11 +357,7 @@ fn strict_validation_reports_not_ok_and_run_strict_runs_nothing() {
 #[test]
 fn a_template_error_stops_the_run_before_its_first_step() {
     let d = tempdir();
-    write(
-        d.path(),
-        "wf.md",
-        "---\nworkflow: {id: late-typo}\n---\n\n## Paid work\n\n```yaml\naction: file.write\ninputs: {path: first.txt, content: done}\n```\n\n## Typo\n\n```yaml\naction: core.set\ninputs: {n: '{{ [1] | lenght }}'}\n```\n",
-    );
+    write(d.path(), "wf.md", include_str!("fixtures/cli/late-typo.md"));
     let r = run(cmd(d.path()).args(["run", "wf.md", "--allow-write", "."]));
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
@@ -468,11 +448,7 @@ fn timeouts_bound_template_rendering() {
 #[test]
 fn sigterm_cancels_a_run_and_records_it() {
     let d = tempdir();
-    write(
-        d.path(),
-        "slow.md",
-        "---\nworkflow: {id: slow}\n---\n\n```yaml\naction: workflow.sleep\ninputs: {duration: 60s}\n```\n",
-    );
+    write(d.path(), "slow.md", include_str!("fixtures/cli/slow.md"));
     let mut child = cmd(d.path())
         .args(["run", "slow.md", "--verbose"])
         .stdout(std::process::Stdio::null())
@@ -504,11 +480,7 @@ fn sigterm_cancels_a_run_and_records_it() {
 fn a_loops_iterations_are_not_kept_again_in_the_step_list() {
     let d = crate::support::tempdir();
     // 30 iterations, each returning 10 KB.
-    std::fs::write(
-        d.path().join("big.md"),
-        "---\nworkflow: {id: big}\noutputs:\n  all: {type: array}\n---\n\n```yaml\ntype: for_each\nitems: '{{ range(30) | list }}'\nitem_variable: i\noutput_variable: all\nsteps:\n  - action: script.execute\n    inputs:\n      code: \"return 'x'.repeat(10000);\"\n    output_variable: piece\n```\n",
-    )
-    .unwrap();
+    std::fs::write(d.path().join("big.md"), include_str!("fixtures/cli/big.md")).unwrap();
     let r = run(cmd(d.path()).args(["run", "big.md", "--json", "--quiet"]));
     assert_eq!(r.code, 0, "{}", r.stderr);
     let j = r.json();
@@ -541,7 +513,7 @@ fn list_shows_each_workflow_with_its_triggers_and_inputs() {
     write(
         &d.path().join("flows"),
         "hook.md",
-        "---\nworkflow: {id: hook, name: Hook}\ntriggers:\n  - type: webhook\n    path: /hook\n  - type: schedule\n    cron: '0 9 * * 1'\ninputs:\n  q: {type: string, required: true}\n  n: {type: integer, default: 3}\n---\n\n```yaml\naction: core.log\ninputs: {message: hi}\n```\n",
+        include_str!("fixtures/cli/hook.md"),
     );
     write(
         &d.path().join("flows"),
@@ -580,7 +552,7 @@ fn list_shows_each_workflow_with_its_triggers_and_inputs() {
     write(
         &d.path().join("flows"),
         "broken.md",
-        "---\nworkflow: {id: broken\n---\n",
+        include_str!("fixtures/cli/broken.md"),
     );
     let r = run(cmd(d.path()).args(["list", "flows"]));
     assert_eq!(r.code, 2, "{r:?}");
@@ -1165,11 +1137,7 @@ fn dotenv_files_are_read_up_to_the_project_root_from_any_folder() {
     std::fs::write(d.path().join(".env"), "MTF_OUTSIDE=leaked\n").unwrap();
     std::fs::write(project.join(".env"), "MTF_ROOT=root\nMTF_BOTH=root\n").unwrap();
     std::fs::write(sub.join(".env"), "MTF_BOTH=near\n").unwrap();
-    std::fs::write(
-        sub.join("wf.md"),
-        "---\nworkflow: {id: envs}\n---\n\n```yaml\naction: core.set\ninputs:\n  root: '{{ env.MTF_ROOT }}'\n  both: '{{ env.MTF_BOTH }}'\n  outside: '{{ env.MTF_OUTSIDE | default(\"unset\") }}'\noutput_variable: seen\n```\n",
-    )
-    .unwrap();
+    std::fs::write(sub.join("wf.md"), include_str!("fixtures/cli/envs.md")).unwrap();
     let elsewhere = crate::support::tempdir();
     let r = crate::support::run(
         crate::support::cmd(elsewhere.path())
@@ -1191,7 +1159,7 @@ fn run_history_and_show_speak_one_json_vocabulary() {
     let d = crate::support::tempdir();
     std::fs::write(
         d.path().join("wf.md"),
-        "---\nworkflow: {id: vocab}\n---\n\n```yaml\nid: first\naction: core.set\ninputs: {a: 1}\noutput_variable: x\n```\n",
+        include_str!("fixtures/cli/vocab.md"),
     )
     .unwrap();
     let r = run(cmd(d.path()).args(["run", "wf.md", "--json", "--quiet"]));

@@ -322,7 +322,7 @@ fn mutated_api_bodies_and_mcp_messages_never_kill_or_stall_the_server() {
     let d = tempdir();
     std::fs::write(
         d.path().join("hook.md"),
-        "---\nworkflow: {id: hook}\ntriggers:\n  - {type: webhook, path: /hook}\ninputs:\n  s: {type: string, default: ''}\n  n: {type: integer, default: 0}\n  x: {type: number, default: 0}\n  b: {type: boolean, default: false}\n  l: {type: array, default: []}\n  o: {type: object, default: {}}\n  e: {type: string, enum: [red, green], default: red}\n---\n\n```yaml\naction: core.template\ninputs: {template: '{{ inputs.s }}'}\noutput_variable: echoed\n```\n",
+        include_str!("fixtures/fuzz/hook.md"),
     )
     .unwrap();
     let s = serve(

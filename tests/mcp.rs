@@ -73,11 +73,11 @@ fn write(dir: &Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).unwrap();
 }
 
-const GREET: &str = "---\nworkflow: {id: greet, name: Greeter, description: Greets someone.}\ninputs:\n  who: {type: string, required: true, description: Whom to greet}\n  times: {type: integer, min: 1, max: 3, default: 1}\n  tone: {type: string, enum: [warm, dry], default: warm}\noutputs:\n  greeting: {type: string, description: The greeting}\n---\n\n```yaml\naction: workflow.set_outputs\ninputs: {greeting: \"{{ ((inputs.tone ~ ' hello ' ~ inputs.who ~ '. ') * inputs.times) | trim }}\"}\n```\n";
+const GREET: &str = include_str!("fixtures/mcp/greet.md");
 
-const SLOW: &str = "---\nworkflow: {id: slow}\ninputs:\n  ms: {type: integer, default: 30000}\n---\n\n```yaml\nid: nap\ntype: wait\nduration: \"{{ inputs.ms }}\"\n```\n";
+const SLOW: &str = include_str!("fixtures/mcp/slow.md");
 
-const BROKEN: &str = "---\nworkflow: {id: broken}\n---\n\n```yaml\nid: boom\naction: workflow.fail\ninputs: {message: the service is down}\n```\n";
+const BROKEN: &str = include_str!("fixtures/mcp/broken.md");
 
 #[test]
 fn tools_have_schemas_from_inputs_and_calls_return_outputs_or_errors() {
@@ -92,9 +92,13 @@ fn tools_have_schemas_from_inputs_and_calls_return_outputs_or_errors() {
     write(
         d.path().join("more").as_path(),
         "hidden.md",
-        "---\nworkflow: {id: hidden}\n---\n\n```yaml\naction: workflow.noop\n```\n",
+        include_str!("fixtures/mcp/hidden.md"),
     );
-    write(d.path().join("more").as_path(), "shown.md", "---\nworkflow: {id: shown}\ntriggers:\n  - type: mcp\n    name: notes.count\n    description: Counts notes.\n---\n\n```yaml\naction: workflow.set_outputs\ninputs: {count: 3}\n```\n");
+    write(
+        d.path().join("more").as_path(),
+        "shown.md",
+        include_str!("fixtures/mcp/shown.md"),
+    );
     let store = d.path().join("runs.db");
     let out = stdio(
         d.path(),
@@ -911,7 +915,7 @@ fn with_watch_the_tool_list_follows_the_files_and_clients_are_told() {
             {"do": "list"},
             {"do": "call", "name": "two"},
             // A broken edit keeps the last list that loaded.
-            {"do": "write", "path": one, "text": "---\nworkflow: {id: one\n---\n"},
+            {"do": "write", "path": one, "text": include_str!("fixtures/mcp/one.md")},
             {"do": "wait_list_changed", "within": 2},
             {"do": "call", "name": "one"},
             {"do": "remove", "path": two},

@@ -180,11 +180,7 @@ fn errors_name_the_field_and_writes_stay_in_the_sandbox() {
     let outside = tempdir();
     let home = tempdir();
     std::os::unix::fs::symlink(outside.path(), dir.join(".marktoflow")).unwrap();
-    std::fs::write(
-        dir.join("wf.md"),
-        "---\nworkflow: {id: t}\n---\n\n```yaml\naction: memory.remember\ninputs: {text: hello}\n```\n",
-    )
-    .unwrap();
+    std::fs::write(dir.join("wf.md"), include_str!("fixtures/memory/t.md")).unwrap();
     let r = run(cmd(dir).env("MARKTOFLOW_HOME", home.path()).args([
         "run",
         "wf.md",

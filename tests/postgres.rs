@@ -803,7 +803,7 @@ fn a_paused_worker_past_its_lease_does_not_go_on_with_the_run() {
     let dir = d.path().to_str().unwrap().to_string();
     std::fs::write(
         d.path().join("wf.md"),
-        "---\nworkflow: {id: paused}\ntriggers:\n  - {type: webhook, path: /pg}\n---\n\n## One\n\n```yaml\naction: file.write\ninputs: {path: log.txt, content: \"1\\n\", append: true}\n```\n\n## Two\n\n```yaml\naction: workflow.sleep\ninputs: {duration: 1500}\n```\n\n## Three\n\n```yaml\naction: file.write\ninputs: {path: log.txt, content: \"3\\n\", append: true}\n```\n",
+        include_str!("fixtures/postgres/paused.md"),
     )
     .unwrap();
     let (_server, addr) = serve_enqueue_only(d.path(), &pg.url);

@@ -632,7 +632,7 @@ fn an_indexer_killed_midway_leaves_an_index_the_next_run_completes() {
     }
     std::fs::write(
         root.join("index.md"),
-        "---\nworkflow: {id: t}\n---\n\n```yaml\naction: kb.index\ninputs: {kb: kb}\noutput_variable: out\n```\n",
+        include_str!("fixtures/retrieval/t.md"),
     )
     .unwrap();
     // Killed at a known point of the work (its progress lines say where),
@@ -687,7 +687,7 @@ fn long_indexing_shows_progress() {
         )
         .unwrap();
     }
-    let wf = "---\nworkflow: {id: t}\n---\n\n```yaml\naction: kb.index\ninputs: {kb: kb}\n```\n";
+    let wf = include_str!("fixtures/retrieval/t-2.md");
     std::fs::write(d.path().join("wf.md"), wf).unwrap();
     // Not a terminal: counts appear as log lines with --verbose only.
     let r = run(cmd(d.path()).args(["run", "wf.md", "--verbose", "--no-store"]));
@@ -739,7 +739,7 @@ fn kb_search_without_a_model_says_so_once_and_ranks_by_words() {
     .unwrap();
     std::fs::write(
         d.path().join("s.md"),
-        "---\nworkflow: {id: s}\ninputs:\n  q: {type: string}\n---\n\n```yaml\naction: kb.search\ninputs: {kb: kb, query: '{{ inputs.q }}', per_file: true, dense: auto}\noutput_variable: a\n```\n\n```yaml\naction: kb.search\ninputs: {kb: kb, query: '{{ inputs.q }}', per_file: true, dense: auto}\noutput_variable: b\n```\n",
+        include_str!("fixtures/retrieval/s.md"),
     )
     .unwrap();
     let go = |q: &str| {
@@ -787,7 +787,7 @@ fn a_notes_short_intro_brings_its_best_section_along() {
     .unwrap();
     std::fs::write(
         d.path().join("s.md"),
-        "---\nworkflow: {id: s}\n---\n\n```yaml\naction: kb.search\ninputs: {kb: kb, query: 'home boiler cupboard', per_file: true}\noutput_variable: r\n```\n",
+        include_str!("fixtures/retrieval/s-2.md"),
     )
     .unwrap();
     let r = run(cmd(d.path()).args(["run", "s.md", "--json", "--quiet"]));
@@ -826,7 +826,7 @@ fn kb_search_can_read_the_question_first() {
     }
     std::fs::write(
         d.path().join("s.md"),
-        "---\nworkflow: {id: s}\ninputs:\n  analyze: {type: boolean}\n---\n\n```yaml\naction: kb.search\ninputs: {kb: kb, query: 'What did we talk about in the sync on November 17?', per_file: true, today: '2026-11-25', analyze: '{{ inputs.analyze }}'}\noutput_variable: r\n```\n",
+        include_str!("fixtures/retrieval/s-3.md"),
     )
     .unwrap();
     let paths = |analyze: bool| -> Vec<String> {
@@ -864,7 +864,7 @@ fn a_mapped_index_cut_short_under_a_server_does_not_kill_it() {
     crate::support::copy_dir(&repo().join("examples/lifeos"), &dir.join("notes"));
     std::fs::write(
         dir.join("search.md"),
-        "---\nworkflow: {id: search}\ntriggers:\n  - {type: webhook, path: /search}\ninputs:\n  q: {type: string}\n---\n\n```yaml\naction: kb.search\ninputs: {kb: notes, query: '{{ inputs.q }}', index_dir: idx}\noutput_variable: found\n```\n",
+        include_str!("fixtures/retrieval/search.md"),
     )
     .unwrap();
     let s = serve(dir, &["search.md", "--allow-write", "idx"], &[]);

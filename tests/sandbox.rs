@@ -141,7 +141,7 @@ fn a_path_given_as_an_input_is_readable() {
     fs::create_dir_all(&root).unwrap();
     fs::create_dir_all(&kb).unwrap();
     fs::write(kb.join("a.md"), "hello").unwrap();
-    let wf = "---\nworkflow: {id: kb}\ninputs:\n  knowledge_base: {type: string}\n---\n\n```yaml\naction: script.execute\ninputs:\n  code: |\n    return require('fs').readdirSync(context.inputs.knowledge_base);\noutput_variable: files\n```\n";
+    let wf = include_str!("fixtures/sandbox/kb.md");
     fs::write(root.join("wf.md"), wf).unwrap();
     let r = run(crate::support::cmd(&root)
         .args(["run", "wf.md", "--json", "--quiet", "--input"])
@@ -301,17 +301,17 @@ fn a_served_workflow_never_reaches_env_files_the_state_folder_or_the_run_store()
     std::os::unix::fs::symlink(dir.join(".env"), dir.join("innocent.txt")).unwrap();
     fs::write(
         dir.join("read.md"),
-        "---\nworkflow: {id: reader}\ntriggers:\n  - {type: webhook, path: /read}\ninputs:\n  path: {type: string}\n---\n\n```yaml\naction: file.read\ninputs: {path: '{{ inputs.path }}'}\noutput_variable: text\n```\n",
+        include_str!("fixtures/sandbox/reader.md"),
     )
     .unwrap();
     fs::write(
         dir.join("write.md"),
-        "---\nworkflow: {id: writer}\ntriggers:\n  - {type: webhook, path: /write}\ninputs:\n  path: {type: string}\n  content: {type: string}\n---\n\n```yaml\naction: file.write\ninputs: {path: '{{ inputs.path }}', content: '{{ inputs.content }}'}\n```\n",
+        include_str!("fixtures/sandbox/writer.md"),
     )
     .unwrap();
     fs::write(
         dir.join("script.md"),
-        "---\nworkflow: {id: scripted}\ntriggers:\n  - {type: webhook, path: /script}\ninputs:\n  path: {type: string}\n---\n\n```yaml\naction: script.execute\ninputs:\n  code: return require('fs').readFileSync(inputs.path, 'utf8');\noutput_variable: text\n```\n",
+        include_str!("fixtures/sandbox/scripted.md"),
     )
     .unwrap();
     let s = serve(

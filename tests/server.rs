@@ -208,7 +208,7 @@ fn async_runs_answer_202_and_stream_their_events() {
 #[test]
 fn signed_triggers_need_a_valid_hmac() {
     let d = tempdir();
-    let wf = "---\nworkflow: {id: signed}\ninputs:\n  n: {type: integer, default: 1}\ntriggers:\n  - type: webhook\n    config: {path: /signed, secret: '${HOOK_SECRET}'}\n---\n\n```yaml\naction: core.set\ninputs: {doubled: '{{ inputs.n * 2 }}'}\noutput_variable: out\n```\n";
+    let wf = include_str!("fixtures/server/signed.md");
     std::fs::write(d.path().join("signed.md"), wf).unwrap();
     let s = serve(d.path(), &["."], &[("HOOK_SECRET", "s3cret")]);
     let body = br#"{"n": 21}"#;
@@ -237,7 +237,7 @@ fn signed_triggers_need_a_valid_hmac() {
 #[test]
 fn webhook_events_select_which_requests_start_a_run() {
     let d = tempdir();
-    let wf = "---\nworkflow: {id: pr}\ninputs:\n  number: {type: integer, default: 0}\ntriggers:\n  - type: webhook\n    path: /github\n    provider: github\n    events: [pull_request.opened, issues]\n---\n\n```yaml\naction: core.set\ninputs: {seen: '{{ inputs.number }}'}\noutput_variable: out\n```\n";
+    let wf = include_str!("fixtures/server/pr.md");
     std::fs::write(d.path().join("pr.md"), wf).unwrap();
     let s = serve(d.path(), &["."], &[]);
     let send = |event: &str, body: Value| {
@@ -342,7 +342,7 @@ fn an_idempotency_key_returns_the_same_run() {
 #[test]
 fn schedules_are_checked_at_start() {
     let d = tempdir();
-    let wf = "---\nworkflow: {id: nightly}\ntriggers:\n  - type: schedule\n    cron: '0 3 * * *'\n    inputs: {mode: full}\ninputs:\n  mode: {type: string, enum: [full, quick]}\n---\n\n```yaml\naction: core.set\ninputs: {m: '{{ inputs.mode }}'}\n```\n";
+    let wf = include_str!("fixtures/server/nightly.md");
     std::fs::write(d.path().join("nightly.md"), wf).unwrap();
     let s = serve(d.path(), &["."], &[]);
     let r = http(&s.addr, "GET", "/health", &[], b"");
@@ -498,7 +498,7 @@ fn file_watch_runs_the_workflow_with_the_changed_paths() {
     let d = tempdir();
     std::fs::create_dir_all(d.path().join("notes/sub")).unwrap();
     std::fs::create_dir_all(d.path().join("out")).unwrap();
-    let wf = "---\nworkflow: {id: on-change}\ntriggers:\n  - type: file_watch\n    path: notes/**/*.md\n    debounce: 300ms\ninputs:\n  changed_paths: {type: array}\n---\n\n```yaml\naction: script.execute\ninputs:\n  code: |\n    const fs = require('fs');\n    const n = fs.readdirSync('out').length;\n    fs.writeFileSync('out/run-' + n + '.json', JSON.stringify(context.inputs.changed_paths));\n    return n;\n```\n";
+    let wf = include_str!("fixtures/server/on-change.md");
     std::fs::write(d.path().join("watch.md"), wf).unwrap();
     let out = d.path().join("out");
     let _s = serve(
@@ -533,7 +533,7 @@ fn file_watch_runs_the_workflow_with_the_changed_paths() {
 #[test]
 fn file_watch_triggers_are_checked_at_start() {
     let d = tempdir();
-    let wf = "---\nworkflow: {id: w}\ntriggers:\n  - type: file_watch\n    path: missing/*.md\ninputs:\n  changed_paths: {type: string}\n---\n\n```yaml\naction: core.set\ninputs: {a: 1}\n```\n";
+    let wf = include_str!("fixtures/server/w.md");
     std::fs::write(d.path().join("w.md"), wf).unwrap();
     let out = Command::new(bin())
         .current_dir(d.path())
@@ -559,7 +559,7 @@ fn file_watch_triggers_are_checked_at_start() {
 #[test]
 fn serve_says_at_start_which_file_writes_will_be_refused() {
     let d = tempdir();
-    let wf = "---\nworkflow: {id: nightly}\ntriggers:\n  - {type: schedule, cron: '0 7 * * *'}\n---\n\n```yaml\naction: file.write\ninputs: {path: reports/daily.md, content: hi, create_dirs: true}\n```\n";
+    let wf = include_str!("fixtures/server/nightly-2.md");
     std::fs::write(d.path().join("nightly.md"), wf).unwrap();
     // Without `--allow-write`: said now, not at 07:00 when the step runs.
     let s = serve(d.path(), &["nightly.md"], &[]);
@@ -968,7 +968,7 @@ fn bearer_tokens_failed_runs_and_request_timeouts() {
 fn schedules_fire_with_their_inputs_and_are_recorded() {
     let d = tempdir();
     // Every second (six fields, the seconds first).
-    let wf = "---\nworkflow: {id: every-minute}\ntriggers:\n  - {type: schedule, cron: '* * * * * *', inputs: {mode: quick}}\ninputs:\n  mode: {type: string, enum: [full, quick]}\n---\n\n```yaml\naction: file.write\ninputs: {path: fired.txt, content: \"{{ inputs.mode }}\\n\", append: true}\n```\n";
+    let wf = include_str!("fixtures/server/every-minute.md");
     std::fs::write(d.path().join("tick.md"), wf).unwrap();
     let store = d.path().join("runs.db");
     let store_env = store.to_str().unwrap().to_string();
@@ -1104,7 +1104,7 @@ fn serving_a_folder_without_an_api_key_leaves_out_only_the_agent_workflows() {
 #[test]
 fn runs_busy_rendering_do_not_stop_the_server_from_answering() {
     let d = tempdir();
-    let wf = "---\nworkflow: {id: heavy}\ntriggers:\n  - {type: webhook, path: /heavy, response: async}\ninputs:\n  n: {type: integer, default: 10}\n---\n\n```yaml\naction: core.set\ninputs: {x: \"{% for i in range(inputs.n) %}{% for j in range(inputs.n) %}{% endfor %}{% endfor %}ok\"}\n```\n";
+    let wf = include_str!("fixtures/server/heavy.md");
     std::fs::write(d.path().join("heavy.md"), wf).unwrap();
     let s = serve(
         d.path(),
@@ -1148,7 +1148,7 @@ fn runs_busy_rendering_do_not_stop_the_server_from_answering() {
 #[test]
 fn a_request_that_grows_a_text_or_an_integer_past_the_cap_is_refused_and_the_server_lives() {
     let d = tempdir();
-    let wf = "---\nworkflow: {id: letter}\ntriggers:\n  - {type: webhook, path: /letter}\ninputs:\n  t: {type: string}\n  n: {type: integer, required: false}\n---\n\n```yaml\naction: core.template\ninputs: {template: '{{ inputs.t }}'}\noutput_variable: text\n```\n";
+    let wf = include_str!("fixtures/server/letter.md");
     std::fs::write(d.path().join("letter.md"), wf).unwrap();
     let s = serve(d.path(), &["letter.md"], &[]);
     for t in [
@@ -1225,7 +1225,7 @@ fn a_restart_right_after_kill_9_resumes_even_while_the_old_process_is_a_zombie()
 #[test]
 fn an_idempotency_key_survives_a_restart() {
     let d = tempdir();
-    let wf = "---\nworkflow: {id: once}\ntriggers:\n  - {type: webhook, path: /once}\n---\n\n```yaml\naction: script.execute\ninputs:\n  code: |\n    require('fs').appendFileSync('ran.txt', 'x');\n    return 1;\n```\n\n```yaml\naction: workflow.set_outputs\ninputs: {done: true}\n```\n";
+    let wf = include_str!("fixtures/server/once.md");
     std::fs::write(d.path().join("once.md"), wf).unwrap();
     let store = d.path().join("runs.db");
     let store_env = store.to_str().unwrap().to_string();
@@ -1411,7 +1411,7 @@ fn workflow_exit_chooses_the_webhook_answer() {
     let d = tempdir();
     std::fs::write(
         d.path().join("text.md"),
-        "---\nworkflow: {id: text}\ntriggers: [{type: webhook, path: /t}]\ninputs:\n  code: {type: integer, default: 201}\n---\n\n```yaml\naction: workflow.exit\ninputs: {status: '{{ inputs.code }}', body: 'made it'}\n```\n",
+        include_str!("fixtures/server/text.md"),
     )
     .unwrap();
     let s = serve(d.path(), &["text.md"], &[]);
@@ -1448,7 +1448,7 @@ fn serve_watch_follows_the_files_and_skips_what_does_not_load() {
     // Broken from the start: reported, skipped, the server starts.
     std::fs::write(
         d.path().join("bad.md"),
-        "---\nworkflow: {id: bad}\n---\n\n```yaml\naction: core.nope\n```\n",
+        include_str!("fixtures/server/bad.md"),
     )
     .unwrap();
     let s = serve(d.path(), &[".", "--watch"], &[]);

@@ -213,11 +213,7 @@ fn runs_are_recorded_and_a_retry_reuses_finished_steps() {
 #[test]
 fn runs_started_while_the_store_is_created_all_record() {
     let d = tempdir();
-    std::fs::write(
-        d.path().join("wf.md"),
-        "---\nworkflow: {id: t}\n---\n\n```yaml\naction: core.set\ninputs: {a: 1}\noutput_variable: out\n```\n",
-    )
-    .unwrap();
+    std::fs::write(d.path().join("wf.md"), include_str!("fixtures/store/t.md")).unwrap();
     let spawn = |args: &[&str]| {
         cmd(d.path())
             .args(args)
@@ -303,11 +299,7 @@ fn run_from_or_only_a_step_with_given_variables() {
 fn store_options_and_pruning() {
     let d = tempdir();
     let p = d.path();
-    std::fs::write(
-        p.join("h.md"),
-        "---\nworkflow: {id: h}\n---\n\n```yaml\naction: core.set\ninputs: {a: 1}\n```\n",
-    )
-    .unwrap();
+    std::fs::write(p.join("h.md"), include_str!("fixtures/store/h.md")).unwrap();
     let r = mtf(p, &["run", "h.md", "-q", "--no-store"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
@@ -360,11 +352,7 @@ fn state_is_found_like_git_finds_its_folder() {
         "# Apollo\n\nThe launch is in May.\n",
     )
     .unwrap();
-    std::fs::write(
-        flows.join("wf.md"),
-        "---\nworkflow: {id: found}\n---\n\n```yaml\naction: kb.search\ninputs: {kb: notes, query: launch}\noutput_variable: hits\n```\n",
-    )
-    .unwrap();
+    std::fs::write(flows.join("wf.md"), include_str!("fixtures/store/found.md")).unwrap();
     let at =
         |cwd: &Path, args: &[&str]| run(cmd(cwd).env("MARKTOFLOW_HOME", home.path()).args(args));
     // Run from the project root: the run, the index and nothing else land in
@@ -396,7 +384,7 @@ fn state_is_found_like_git_finds_its_folder() {
     std::fs::create_dir_all(p.join("loose")).unwrap();
     std::fs::write(
         p.join("loose/one.md"),
-        "---\nworkflow: {id: loose}\n---\n\n```yaml\naction: core.set\ninputs: {a: 1}\n```\n",
+        include_str!("fixtures/store/loose.md"),
     )
     .unwrap();
     let r = at(&p.join("loose"), &["run", "one.md", "-q"]);
@@ -418,11 +406,7 @@ fn a_retry_keeps_the_folders_its_inputs_name_readable() {
     let p = d.path();
     let notes = tempdir();
     std::fs::write(notes.path().join("n.md"), "# Note\n\nhello").unwrap();
-    std::fs::write(
-        p.join("r.md"),
-        "---\nworkflow: {id: reads}\ninputs:\n  dir: {type: string}\n---\n\n```yaml\naction: file.list\ninputs: {path: '{{ inputs.dir }}'}\noutput_variable: listed\n```\n\n```yaml\naction: workflow.fail\nconditions: ['{{ not env.FIXED }}']\ninputs: {message: not yet}\n```\n\n```yaml\naction: file.read\ninputs: {path: \"{{ inputs.dir }}/n.md\"}\noutput_variable: note\n```\n",
-    )
-    .unwrap();
+    std::fs::write(p.join("r.md"), include_str!("fixtures/store/reads.md")).unwrap();
     let dir = notes.path().to_str().unwrap();
     let r = mtf(p, &["run", "r.md", "--input", &format!("dir={dir}"), "-q"]);
     assert_eq!(r.code, 1, "{}", r.stderr);
@@ -439,9 +423,7 @@ fn a_retry_keeps_the_folders_its_inputs_name_readable() {
 /// A 2 MB variable set by the first of 21 steps; step `s12` fails unless
 /// `FIXED` is set; the last step reports what every earlier step set.
 fn big_state_workflow() -> String {
-    let mut wf = String::from(
-        "---\nworkflow: {id: big-state}\n---\n\n## s1\n\n```yaml\nid: s1\naction: script.execute\ninputs:\n  code: \"return 'x'.repeat(2000000);\"\noutput_variable: big\n```\n",
-    );
+    let mut wf = String::from(include_str!("fixtures/store/big-state.md"));
     for i in 2..=20 {
         let fail = if i == 12 {
             "conditions: ['{{ not env.FIXED }}']\naction: workflow.fail\ninputs: {message: s12 failed}\n".to_string()

@@ -405,7 +405,7 @@ pub fn post(addr: &str, path: &str, body: Value) -> Resp {
 /// to `ran.txt` (each execution shows), then waits 300 ms and sets
 /// `{done: true}`.
 pub fn once_workflow(dir: &Path) {
-    let wf = "---\nworkflow: {id: once}\ntriggers:\n  - {type: webhook, path: /once}\n---\n\n```yaml\naction: script.execute\ninputs:\n  code: |\n    require('fs').appendFileSync('ran.txt', 'x');\n    return 1;\n```\n\n```yaml\naction: workflow.sleep\ninputs: {duration: 300}\n```\n\n```yaml\naction: workflow.set_outputs\ninputs: {done: true}\n```\n";
+    let wf = include_str!("fixtures/support/once.md");
     std::fs::write(dir.join("once.md"), wf).unwrap();
 }
 
