@@ -18,11 +18,7 @@ fn vault(dir: &Path) {
         std::fs::create_dir_all(f.parent().unwrap()).unwrap();
         std::fs::write(f, text).unwrap();
     }
-    std::fs::write(
-        dir.join("vs.md"),
-        "---\nworkflow: {id: vs}\ninputs:\n  q: {type: string}\n---\n\n```yaml\naction: kb.vector_search\ninputs: {kb: kb, query: '{{ inputs.q }}', top_k: 2}\noutput_variable: r\n```\n",
-    )
-    .unwrap();
+    std::fs::write(dir.join("vs.md"), include_str!("fixtures/dense/vs.md")).unwrap();
 }
 
 #[test]
@@ -105,11 +101,7 @@ fn without_a_model_the_error_says_how_to_get_one() {
     );
     assert!(r.stderr.contains("MARKTOFLOW_EMBED_MODEL"), "{}", r.stderr);
     // kb.search needs no model.
-    std::fs::write(
-        d.path().join("s.md"),
-        "---\nworkflow: {id: s}\n---\n\n```yaml\naction: kb.search\ninputs: {kb: kb, query: bananas}\noutput_variable: r\n```\n",
-    )
-    .unwrap();
+    std::fs::write(d.path().join("s.md"), include_str!("fixtures/dense/s.md")).unwrap();
     let r = run(cmd(d.path())
         .env_remove("MARKTOFLOW_EMBED_MODEL")
         .args(["run", "s.md", "--json", "--quiet"]));
@@ -159,4 +151,81 @@ fn hybrid_search_finds_by_meaning_what_words_miss() {
     let r = go("APOLLO-KEY-7f3a");
     assert_eq!(r["hits"][0]["path"], "Work/Apollo.md", "{r}");
     assert!(r["hits"][0]["bm25_score"].is_number(), "{r}");
+}
+
+/// The first `vectors-*.bin` below `dir`: the cache a dense search saves
+/// as it embeds.
+fn vectors_file(dir: &Path) -> Option<std::path::PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if let Some(f) = vectors_file(&p) {
+                return Some(f);
+            }
+        } else if p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("vectors-") && n.ends_with(".bin"))
+        {
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// SIGTERM while a run embeds a vault stops the embedding (the process
+/// ends instead of embedding on), and what was embedded is kept: the next
+/// run embeds only the rest.
+#[test]
+fn sigterm_stops_embedding_and_keeps_what_was_done() {
+    let Some(model) = crate::support::embed_model() else {
+        return;
+    };
+    let d = tempdir();
+    const NOTES: usize = 400;
+    for i in 0..NOTES {
+        let f = d.path().join(format!("kb/n{i:03}.md"));
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(
+            f,
+            format!("# Note {i}\n\nItem {i}: a line about topic number {i}.\n"),
+        )
+        .unwrap();
+    }
+    std::fs::write(d.path().join("vs.md"), include_str!("fixtures/dense/vs.md")).unwrap();
+    let go = || {
+        let mut c = cmd(d.path());
+        c.env("MARKTOFLOW_EMBED_MODEL", &model)
+            .args(["run", "vs.md", "--json", "--quiet", "--allow-read"])
+            .arg(&model)
+            .args(["--input", "q=topic"]);
+        c
+    };
+    let mut child = go()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The cache is first saved after the first part: embedding is under way.
+    while vectors_file(d.path()).is_none() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before embedding"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: the child's pid, a process this test started and has not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cancelled"), "{err}");
+    // The next run reuses what the stopped one embedded.
+    let r = run(&mut go());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let embedded = r.json()["outputs"]["r"]["embedded"].as_u64().unwrap() as usize;
+    assert!(
+        embedded > 0 && embedded < NOTES,
+        "embedded {embedded} of {NOTES}"
+    );
 }

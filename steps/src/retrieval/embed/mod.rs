@@ -28,6 +28,10 @@ pub enum EmbedError {
     /// The chunks to embed could not be read from the index (its message).
     #[error("{0}")]
     Chunks(String),
+    /// The step's time ran out or the run was cancelled while embedding:
+    /// what was embedded is kept for the next run.
+    #[error("embedding stopped: the step's time ran out or the run was cancelled (what was embedded is kept)")]
+    Stopped,
 }
 
 /// Turns texts into unit-length vectors.

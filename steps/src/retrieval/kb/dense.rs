@@ -111,6 +111,7 @@ pub async fn search(
         .unwrap_or_else(|| ix.root.join(".marktoflow-in-memory"));
     let sink = call.caps.progress.clone();
     let caches = call.caps.caches.clone();
+    let stop = super::stopper(call);
     let work = async move {
         let Prepared { embedder, vector } = query.await??;
         // Embedding and the scan are CPU work: off the async threads.
@@ -138,6 +139,7 @@ pub async fn search(
                 &key,
                 file.as_deref(),
                 &progress,
+                &stop,
             )?;
             let found = crate::retrieval::embed::topk::top_k(
                 &vector,

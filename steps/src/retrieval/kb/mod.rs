@@ -114,6 +114,16 @@ fn open(call: &Call<'_>, a: &Args) -> Result<Arc<KbIndex>, ActionError> {
     }
 }
 
+/// Whether work off the async threads should stop now: the run was
+/// cancelled (SIGTERM, the console's Cancel) or the step's time ran out.
+/// Long loops (indexing, embedding) ask between pieces, so a stop is
+/// obeyed within about a second and the process can end.
+pub(crate) fn stopper(call: &Call<'_>) -> impl Fn() -> bool + Send + Sync + 'static {
+    let cancel = call.caps.cancel.clone();
+    let deadline = call.timeout.map(|t| std::time::Instant::now() + t);
+    move || cancel.is_cancelled() || deadline.is_some_and(|d| std::time::Instant::now() >= d)
+}
+
 /// Runs an update off the async threads, reporting progress.
 async fn update(
     call: &Call<'_>,
@@ -123,12 +133,8 @@ async fn update(
     force: bool,
 ) -> Result<UpdateStats, KbError> {
     let sink = call.caps.progress.clone();
-    let cancel = call.caps.cancel.clone();
-    let deadline = call.timeout.map(|t| std::time::Instant::now() + t);
+    let stop = stopper(call);
     let stats = tokio::task::spawn_blocking(move || {
-        let stop = move || {
-            cancel.is_cancelled() || deadline.is_some_and(|d| std::time::Instant::now() >= d)
-        };
         let progress = move |done: usize, total: usize| {
             sink(crate::core::signals::Progress {
                 what: "files indexed".into(),
