@@ -131,6 +131,10 @@ impl Engine {
                             st.variables.insert(name.clone(), v);
                         }
                         let mut n = 0u64;
+                        // With `on_error: continue`, a failed pass is noted
+                        // and the next one runs (as the peer does).
+                        let keep_going = step.on_error.action == crate::format::model::OnError::Continue;
+                        let mut errors = Vec::new();
                         while self.condition(step, &["condition".into()], condition, st)? {
                             if n >= *max_iterations {
                                 return Err(self.fail(
@@ -142,10 +146,20 @@ impl Engine {
                             st.iterations.push((n + 1).to_string());
                             let r = self.exec_list(wf, steps, st, cfg, depth + 1, false).await;
                             st.iterations.pop();
-                            r?;
+                            match r {
+                                Ok(_) => {}
+                                Err(f) if keep_going && !f.cancelled => {
+                                    errors.push(json!({"iteration": n + 1, "error": f.message}))
+                                }
+                                Err(f) => return Err(f),
+                            }
                             n += 1;
                         }
-                        Ok(json!({"iterations": n}))
+                        Ok(if errors.is_empty() {
+                            json!({"iterations": n})
+                        } else {
+                            json!({"iterations": n, "errors": errors})
+                        })
                     }
                     .await;
                     (r.map(Done::Ran), 0)

@@ -119,7 +119,8 @@ impl Engine {
             let duration_ms = started.elapsed().as_millis() as u64;
             st.meta.insert(
                 step.id.clone(),
-                json!({"status": status, "output": output, "error": error, "retries": retries, "duration_ms": duration_ms}),
+                // `retryCount`: the peer's name for `retries`.
+                json!({"status": status, "output": output, "error": error, "retries": retries, "retryCount": retries, "duration_ms": duration_ms}),
             );
             let output = if depth > 0 {
                 bounded_nested(output)

@@ -148,7 +148,25 @@ pub fn schema() -> Value {
             }
         }
     }
-    let mut step = object(&step_keys, field);
+    // Each in camelCase too, as the peer spells them (the reader takes both).
+    let camel: Vec<String> = step_keys
+        .iter()
+        .map(|k| crate::format::model::camel_case(k))
+        .filter(|c| !step_keys.contains(&c.as_str()))
+        .collect();
+    let spelled: Vec<&str> = step_keys
+        .iter()
+        .copied()
+        .chain(camel.iter().map(String::as_str))
+        .collect();
+    let mut step = object(&spelled, |k| {
+        let snake = step_keys
+            .iter()
+            .find(|s| crate::format::model::camel_case(s) == k)
+            .copied()
+            .unwrap_or(k);
+        field(snake)
+    });
     // Each action's inputs, so editors complete and check `inputs:` keys.
     let catalog = marktoflow_steps::Registry::standard().catalog();
     let names: Vec<String> = catalog.iter().map(|s| s.name()).collect();

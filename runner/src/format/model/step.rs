@@ -12,7 +12,10 @@ use std::sync::Arc;
 
 /// The step being read: its mapping and where it sits.
 struct Fields<'a> {
+    /// Its keys in snake_case (the peer's camelCase spellings renamed).
     m: &'a Map<String, Value>,
+    /// Each renamed key and how the file spells it, for positions.
+    spelled: &'a [(String, String)],
     spans: &'a Arc<Spans>,
     path: &'a [String],
     /// The step's own position.
@@ -24,8 +27,19 @@ struct Fields<'a> {
 impl Fields<'_> {
     fn path_to(&self, keys: &[&str]) -> Vec<String> {
         let mut p = self.path.to_vec();
-        p.extend(keys.iter().map(|k| k.to_string()));
+        p.extend(keys.iter().enumerate().map(|(i, k)| match i {
+            0 => self.written(k).to_string(),
+            _ => k.to_string(),
+        }));
         p
+    }
+
+    /// The key as the file spells it (`itemVariable` for `item_variable`).
+    fn written<'k>(&'k self, key: &'k str) -> &'k str {
+        self.spelled
+            .iter()
+            .find(|(snake, _)| snake == key)
+            .map_or(key, |(_, w)| w.as_str())
     }
 
     /// Where `key` is written.
@@ -35,7 +49,7 @@ impl Fields<'_> {
 
     /// Where the key `key` itself is (not its value).
     fn key_at(&self, key: &str) -> Pos {
-        self.spans.key_pos_in(self.path, key)
+        self.spans.key_pos_in(self.path, self.written(key))
     }
 
     /// Where `key` is written, else the step itself.
@@ -46,6 +60,29 @@ impl Fields<'_> {
             self.pos
         }
     }
+}
+
+/// `m` with each camelCase key whose snake_case form `allowed` lists
+/// renamed to it (unless both are written), and the renamed keys with their
+/// spelling in the file.
+fn snake_keys(
+    m: &Map<String, Value>,
+    allowed: &[&str],
+) -> (Map<String, Value>, Vec<(String, String)>) {
+    let mut out = Map::new();
+    let mut spelled = Vec::new();
+    for (k, v) in m {
+        let snake = super::text::snake_case(k);
+        // A spelling the readers take as it is (`errorHandling`) keeps it.
+        let renamed = snake != *k && !allowed.contains(&k.as_str());
+        if renamed && allowed.contains(&snake.as_str()) && !m.contains_key(&snake) {
+            spelled.push((snake.clone(), k.clone()));
+            out.insert(snake, v.clone());
+        } else {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    (out, spelled)
 }
 
 impl Cx<'_> {
@@ -70,6 +107,10 @@ impl Cx<'_> {
             .map(|(_, keys)| *keys)
             .unwrap_or_default();
         let allowed: Vec<&str> = COMMON_KEYS.iter().chain(own_keys).copied().collect();
+        // The peer reads each key in camelCase too (`itemVariable`,
+        // `maxIterations`, `initialValue`, …): both spellings work.
+        let (renamed, spelled) = snake_keys(m, &allowed);
+        let m = &renamed;
         let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
             "an"
         } else {
@@ -85,6 +126,7 @@ impl Cx<'_> {
         let id = self.step_id(m, spans, &path, pos, default_id, heading);
         let f = Fields {
             m,
+            spelled: &spelled,
             spans,
             path: &path,
             pos,

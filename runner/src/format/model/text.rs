@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 /// `max_retries` → `maxRetries`.
-pub(super) fn camel_case(k: &str) -> String {
+pub fn camel_case(k: &str) -> String {
     let mut out = String::with_capacity(k.len());
     let mut up = false;
     for c in k.chars() {
@@ -81,7 +81,8 @@ pub(super) fn is_step(m: &Map<String, Value>) -> bool {
 
 /// The peer's order of inference when `type` is absent.
 pub(super) fn infer_kind(m: &Map<String, Value>) -> Option<&'static str> {
-    let has = |k: &str| m.contains_key(k);
+    // Either spelling, as the peer reads them (`maxIterations`).
+    let has = |k: &str| m.contains_key(k) || m.contains_key(&camel_case(k));
     Some(if has("action") {
         "action"
     } else if has("workflow") {
