@@ -152,7 +152,14 @@ impl Cx<'_> {
                 let node = spans.node.lookup(&p[..p.len() - 1]);
                 let kp = node.key_pos(k).unwrap_or(node.pos());
                 let pos = spans.yaml.file_pos(kp.line, kp.col);
-                let hint = did_you_mean(k, allowed).map(|c| format!("did you mean `{c}`?"));
+                // Suggested in the spelling the author uses (the peer's
+                // camelCase works as well).
+                let hint = if k.chars().any(|c| c.is_ascii_uppercase()) {
+                    did_you_mean(&text::snake_case(k), allowed).map(text::camel_case)
+                } else {
+                    did_you_mean(k, allowed).map(str::to_string)
+                }
+                .map(|c| format!("did you mean `{c}`?"));
                 let d = self.err(pos, format!("unknown key `{k}` in {what}"));
                 d.hints.push(
                     hint.unwrap_or_else(|| format!("expected one of: {}", allowed.join(", "))),

@@ -298,7 +298,7 @@ impl Cx<'_> {
             Some(Value::String(s)) => Some(s.clone()),
             Some(v @ (Value::Bool(_) | Value::Number(_))) => Some(v.to_string()),
             Some(_) => {
-                self.err(f.at(k), format!("`{k}` must be a string"));
+                self.err(f.at(k), format!("`{}` must be a string", f.written(k)));
                 None
             }
         }
@@ -312,7 +312,7 @@ impl Cx<'_> {
                 None
             }
             Some(Value::Null) => {
-                self.err(f.at(k), format!("`{k}` must be a string"));
+                self.err(f.at(k), format!("`{}` must be a string", f.written(k)));
                 None
             }
             Some(_) => self.opt_str(f, k),
@@ -328,7 +328,10 @@ impl Cx<'_> {
                 self.step_list(items, f.spans, &p, prefix, None)
             }
             Some(_) => {
-                self.err(f.at(key), format!("`{key}` must be a list of steps"));
+                self.err(
+                    f.at(key),
+                    format!("`{}` must be a list of steps", f.written(key)),
+                );
                 Vec::new()
             }
         }
@@ -343,7 +346,7 @@ impl Cx<'_> {
                 _ => {
                     self.err(
                         f.at(key),
-                        format!("`{key}` must be a positive whole number"),
+                        format!("`{}` must be a positive whole number", f.written(key)),
                     );
                     default.max(1)
                 }
