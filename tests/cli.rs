@@ -711,6 +711,41 @@ fn init_and_new_give_workflows_that_validate_and_run() {
                "actions": ["book the room", "send the agenda"]}),
         "{r:?}"
     );
+    // The basic template as it is, and the rag template on a note.
+    let r = run(cmd(&proj).args([
+        "run",
+        "workflows/my-basic.md",
+        "--input",
+        "name=ada",
+        "--json",
+        "-q",
+    ]));
+    assert_eq!(
+        r.json()["outputs"],
+        json!({"greeting": "Hello, Ada!", "letters": 3}),
+        "{r:?}"
+    );
+    fs::write(
+        proj.join("notes/apollo.md"),
+        "# Apollo\n\nThe Apollo deadline is 2026-12-15.\n",
+    )
+    .unwrap();
+    let llm = crate::fake_llm::FakeLlm::start(std::sync::Arc::new(|_| {
+        (200, "The deadline is 2026-12-15 [1].".into())
+    }));
+    let r = run(cmd(&proj)
+        .args(["run", "workflows/my-rag.md", "--json", "-q", "--input"])
+        .arg("question=When is the Apollo deadline?")
+        .env("ANTHROPIC_BASE_URL", &llm.base)
+        .env("ANTHROPIC_API_KEY", "k"));
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = &r.json()["outputs"];
+    assert_eq!(out["answer"], "The deadline is 2026-12-15 [1].", "{out}");
+    assert!(out["sources"].to_string().contains("apollo.md"), "{out}");
+    assert!(
+        llm.requests()[0].prompt().contains("2026-12-15"),
+        "the passage reached the model"
+    );
     // An existing file is kept; an unknown template is refused.
     let r = run(cmd(&proj).args(["new", "workflows/my-basic"]));
     assert_eq!(r.code, 2);

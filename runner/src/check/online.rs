@@ -4,7 +4,7 @@
 
 use crate::diag::{did_you_mean, Diagnostic};
 use crate::engine::with_env;
-use crate::format::model::{StepKind, Workflow};
+use crate::format::model::{ActionStep, Workflow};
 use marktoflow_steps::core::action::{Call, Capabilities};
 use marktoflow_steps::core::mcp::{self, ServerConfig};
 use serde::Serialize;
@@ -35,15 +35,13 @@ pub async fn check_mcp(wf: &Workflow, caps: &Capabilities) -> (Vec<Diagnostic>, 
     let mut diags = Vec::new();
     let mut reports: Vec<ServerReport> = Vec::new();
     let mut failed: Vec<String> = Vec::new();
-    for step in wf.walk() {
-        let StepKind::Action {
-            action,
-            resolved,
-            inputs,
-        } = &step.kind
-        else {
-            continue;
-        };
+    for ActionStep {
+        step,
+        action,
+        resolved,
+        inputs,
+    } in wf.actions()
+    {
         let Some(tool) = resolved.tool.as_ref().filter(|t| t.sdk == "mcp") else {
             continue;
         };

@@ -33,13 +33,13 @@ fn agent_tools(wf: &Workflow, out: &mut Vec<Diagnostic>) {
         .filter(|t| t.sdk == "mcp")
         .map(|t| t.name.as_str())
         .collect();
-    for step in wf.walk() {
-        let StepKind::Action {
-            resolved, inputs, ..
-        } = &step.kind
-        else {
-            continue;
-        };
+    for model::ActionStep {
+        step,
+        resolved,
+        inputs,
+        ..
+    } in wf.actions()
+    {
         if resolved.kind != marktoflow_steps::registry::ActionKind::Agent {
             continue;
         }
@@ -70,13 +70,13 @@ fn agent_tools(wf: &Workflow, out: &mut Vec<Diagnostic>) {
 
 /// A call of an MCP tool the server's `allowed` list leaves out.
 fn mcp_allowed(wf: &Workflow, out: &mut Vec<Diagnostic>) {
-    for step in wf.walk() {
-        let StepKind::Action {
-            action, resolved, ..
-        } = &step.kind
-        else {
-            continue;
-        };
+    for model::ActionStep {
+        step,
+        action,
+        resolved,
+        ..
+    } in wf.actions()
+    {
         let Some(tool) = resolved.tool.as_ref().filter(|t| t.sdk == "mcp") else {
             continue;
         };

@@ -4,7 +4,7 @@
 //! start, and `validate --allow-write DIR` checks against those folders.
 
 use crate::diag::Diagnostic;
-use crate::format::model::{StepKind, Workflow};
+use crate::format::model::{ActionStep, Workflow};
 use crate::template::has_tags;
 use marktoflow_steps::core::sandbox::SandboxError;
 use marktoflow_steps::Sandbox;
@@ -33,13 +33,13 @@ fn roots(sandbox: &Sandbox) -> String {
 /// naming the flag that allows it.
 pub fn writes_outside(wf: &Workflow, sandbox: &Sandbox) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    for step in wf.walk() {
-        let StepKind::Action {
-            resolved, inputs, ..
-        } = &step.kind
-        else {
-            continue;
-        };
+    for ActionStep {
+        step,
+        resolved,
+        inputs,
+        ..
+    } in wf.actions()
+    {
         if resolved.spec.name() != "file.write" {
             continue;
         }

@@ -3,7 +3,7 @@
 use crate::diag::Diagnostic;
 use crate::engine::with_env;
 use crate::engine::Engine;
-use crate::format::model::{Step, StepKind, Workflow};
+use crate::format::model::{ActionStep, Step, StepKind, Workflow};
 use crate::template::Templates;
 use marktoflow_steps::core::action::Capabilities;
 use marktoflow_steps::registry::ActionKind;
@@ -14,13 +14,13 @@ use serde_json::{Map, Value};
 /// it can reach (keys and endpoints set).
 pub fn preflight(wf: &Workflow, caps: &Capabilities) -> Result<(), Vec<Diagnostic>> {
     let mut errors: Vec<Diagnostic> = Vec::new();
-    for step in wf.walk() {
-        let StepKind::Action {
-            resolved, inputs, ..
-        } = &step.kind
-        else {
-            continue;
-        };
+    for ActionStep {
+        step,
+        resolved,
+        inputs,
+        ..
+    } in wf.actions()
+    {
         // Listing models needs no model; its errors come when it runs.
         if resolved.kind != ActionKind::Agent || resolved.method == "listModels" {
             continue;

@@ -26,8 +26,8 @@ pub use load::{
 pub use text::{camel_case, slug};
 use text::{infer_kind, scalar_string, unquoted_template};
 pub use types::{
-    Backoff, Branch, Concurrency, ErrorPolicy, InputDef, InputType, Meta, OnError, OutputDef,
-    Spans, Step, StepKind, Trigger, Workflow,
+    ActionStep, Backoff, Branch, Concurrency, ErrorPolicy, InputDef, InputType, Meta, OnError,
+    OutputDef, Spans, Step, StepKind, Trigger, Workflow,
 };
 
 struct Cx<'r> {

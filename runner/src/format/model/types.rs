@@ -340,6 +340,15 @@ pub struct Workflow {
     pub behaviour: String,
 }
 
+/// An action step and its parts (see [`Workflow::actions`]).
+pub struct ActionStep<'a> {
+    pub step: &'a Step,
+    /// `tool.method` as written.
+    pub action: &'a str,
+    pub resolved: &'a Resolved,
+    pub inputs: &'a Value,
+}
+
 /// `concurrency: {key: '{{ inputs.user }}', limit: 1}`: at most `limit`
 /// runs at once with the same rendered `key` (without a key: of the
 /// workflow).
@@ -353,6 +362,26 @@ pub struct Concurrency {
 impl Workflow {
     pub fn input(&self, name: &str) -> Option<&InputDef> {
         self.inputs.iter().find(|i| i.name == name)
+    }
+    /// Every action step, depth first, with its parts (what most checks
+    /// before a run look at).
+    pub fn actions(&self) -> Vec<ActionStep<'_>> {
+        self.walk()
+            .into_iter()
+            .filter_map(|step| match &step.kind {
+                StepKind::Action {
+                    action,
+                    resolved,
+                    inputs,
+                } => Some(ActionStep {
+                    step,
+                    action,
+                    resolved,
+                    inputs,
+                }),
+                _ => None,
+            })
+            .collect()
     }
     /// Every step, depth first.
     pub fn walk(&self) -> Vec<&Step> {
