@@ -447,3 +447,48 @@ fn the_workflow_list_has_each_latest_run_and_next_schedule() {
         (&json!(id), &json!("completed"))
     );
 }
+
+#[test]
+fn a_webhook_workflow_starts_from_a_request_body_with_its_headers() {
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("issues.md"),
+        "---\nworkflow: {id: issues}\ntriggers:\n  - type: webhook\n    path: /hooks/issues\n    events: [issues.opened]\n    secret: '${HOOK_SECRET}'\n    inputMapping: {title: payload.issue.title}\ninputs:\n  title: {type: string, default: none}\n---\n\n```yaml\naction: workflow.set_outputs\ninputs: {said: '{{ trigger.event }}: {{ inputs.title }}'}\n```\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join("plain.md"),
+        "---\nworkflow: {id: plain}\n---\n\n```yaml\naction: workflow.noop\n```\n",
+    )
+    .unwrap();
+    let s = serve(
+        d.path(),
+        &["issues.md", "plain.md"],
+        &[("HOOK_SECRET", "s3cret")],
+    );
+    let body = json!({"action": "opened", "issue": {"title": "Crash on save"}});
+    // The event's header, as GitHub sends it: the trigger takes the request
+    // (its secret is not asked: the API's own access guards this).
+    let r = post(
+        &s.addr,
+        "/workflows/issues/replay",
+        json!({"body": body, "headers": {"X-GitHub-Event": "issues"}}),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    let run = ended(&s.addr, &id);
+    assert_eq!(
+        run["outputs"]["said"], "issues.opened: Crash on save",
+        "{run}"
+    );
+    // Without the header the trigger would ignore it; a workflow without a
+    // webhook has nothing to replay; a body must be an object.
+    let r = post(&s.addr, "/workflows/issues/replay", json!({"body": body}));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("(its event: none)"), "{}", r.body);
+    let r = post(&s.addr, "/workflows/plain/replay", json!({"body": {}}));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("has no webhook trigger"), "{}", r.body);
+    let r = post(&s.addr, "/workflows/issues/replay", json!({"body": [1]}));
+    assert_eq!(r.status, 400, "{}", r.body);
+}

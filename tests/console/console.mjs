@@ -135,10 +135,21 @@ try {
   await page.waitForSelector("[data-cancelled]");
   expect(await page.locator("[data-error]").count() === 0, "a cancelled run shows no error box");
 
+  // A webhook workflow starts from a pasted request body too.
+  step("slow run from a request body");
+  await page.goto(`${BASE}/console#/workflows/console-slow`);
+  await page.getByLabel("Request body (JSON)").fill('{"seconds": 1}');
+  await page.getByRole("button", { name: "Start from this body" }).click();
+  await page.waitForURL(/#\/runs\/[0-9a-f-]+$/);
+  expect(await waitStatus(["completed", "failed"]) === "completed", "the run from a body completes");
+  expect(await page.getByText('"seconds": 1').count() > 0, "its input came from the body");
+
   // The workflows page shows each workflow's latest run.
   step("workflows page, latest runs");
   await page.goto(`${BASE}/console#/workflows`);
-  await page.waitForSelector('a[data-last-run="cancelled"]');
+  await page.waitForSelector("main tbody tr a[data-last-run]");
+  const slowLast = await page.locator("main tbody tr", { hasText: "Slow" }).locator("[data-last-run]").getAttribute("data-last-run");
+  expect(slowLast === "completed", `the slow workflow's latest run is the one from a body: ${slowLast}`);
   const flakyLast = await page.locator("main tbody tr", { hasText: "Flaky" }).locator("[data-last-run]").getAttribute("data-last-run");
   expect(flakyLast === "completed", `the flaky workflow's latest run is its retry: ${flakyLast}`);
 

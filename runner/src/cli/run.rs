@@ -89,59 +89,20 @@ fn event_inputs(a: &RunArgs, wf: &Workflow) -> Result<(Vec<(String, Supplied)>, 
             file.display()
         ));
     }
-    let Some(t) = wf
-        .triggers
-        .iter()
-        .find(|t| t.kind == "webhook" && t.fields.get("enabled") != Some(&Value::Bool(false)))
-    else {
-        return Err(format!(
-            "`{}` has no webhook trigger; `--event` runs a webhook workflow on a saved request body (use `--inputs-file` for plain inputs)",
-            wf.source.name
-        ));
-    };
-    let field = |k: &str| t.fields.get(k).and_then(Value::as_str);
     let headers = event_headers(&a.header)?;
-    let event = crate::serve::event_of(&headers, &body);
-    let wanted: Vec<String> = match t.fields.get("events") {
-        Some(Value::Array(l)) => l
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect(),
-        Some(Value::String(one)) => vec![one.clone()],
-        _ => Vec::new(),
-    };
-    if !wanted.is_empty()
-        && !event
-            .as_deref()
-            .is_some_and(|e| crate::serve::event_wanted(&wanted, e))
-    {
-        let mut msg = format!(
-            "the trigger runs on {} and would ignore this request (its event: {})",
-            wanted.join(", "),
-            event.as_deref().unwrap_or("none")
-        );
-        if a.header.is_empty() {
+    crate::serve::replay::replayed(wf, &headers, &body).map_err(|e| match e {
+        crate::serve::replay::ReplayError::NoWebhook { .. } => format!(
+            "{e}; `--event` runs a webhook workflow on a saved request body (use `--inputs-file` for plain inputs)"
+        ),
+        crate::serve::replay::ReplayError::Ignored { ref wanted, .. } if a.header.is_empty() => {
             // A saved payload lacks the header that names its event.
-            msg.push_str(&format!(
-                "; a sender names the event in a header: pass it as `--header X-GitHub-Event={}` (GitHub) or `--header X-Event-Type=...`",
+            format!(
+                "{e}; a sender names the event in a header: pass it as `--header X-GitHub-Event={}` (GitHub) or `--header X-Event-Type=...`",
                 wanted[0].split('.').next().unwrap_or("...")
-            ));
+            )
         }
-        return Err(msg);
-    }
-    let method = axum::http::Method::from_bytes(
-        field("method")
-            .unwrap_or("POST")
-            .to_ascii_uppercase()
-            .as_bytes(),
-    )
-    .unwrap_or(axum::http::Method::POST);
-    let path = field("path").unwrap_or("/");
-    let context =
-        crate::serve::request_context(&method, path, &headers, &[], &body, event.as_deref());
-    let supplied = crate::serve::request_inputs(wf, &crate::serve::input_mapping(t), &body, &[]);
-    Ok((supplied, context))
+        other => other.to_string(),
+    })
 }
 
 /// The `--header`s of an `--event`, as a request would carry them.

@@ -23,6 +23,7 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/workflows", get(api::list_workflows))
         .route("/workflows/{id}", get(api::get_workflow))
         .route("/workflows/{id}/runs", post(api::start_workflow_run))
+        .route("/workflows/{id}/replay", post(api::replay_workflow_run))
         .route("/runs", get(api::list_runs))
         .route("/runs/{id}", get(api::get_run))
         .route("/runs/{id}/events", get(get_events))

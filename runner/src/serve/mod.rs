@@ -19,6 +19,7 @@ pub mod file_watch;
 mod http;
 pub mod listen;
 pub mod metrics;
+pub mod replay;
 mod request;
 mod routes;
 mod runs;

@@ -10,7 +10,9 @@ mod workflows;
 
 pub(super) use control::{cancel_run, retry_run};
 pub(super) use runs::{get_run, list_runs, run_json};
-pub(super) use workflows::{get_workflow, list_workflows, metrics, start_workflow_run};
+pub(super) use workflows::{
+    get_workflow, list_workflows, metrics, replay_workflow_run, start_workflow_run,
+};
 
 use super::request::{bearer_matches, error};
 use super::ServerState;

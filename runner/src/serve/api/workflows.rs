@@ -234,23 +234,96 @@ pub(in crate::serve) async fn start_workflow_run(
         Ok(i) => i,
         Err(errs) => return super::super::request::bad_inputs(&errs),
     };
-    let place = match reserve(&s) {
+    start_api_run(&s, wf, inputs, json!({"type": "api"})).await
+}
+
+/// Starts a run the API was asked for, recorded before the 202 answers;
+/// `context` is what it sees as `trigger`.
+async fn start_api_run(
+    s: &Arc<ServerState>,
+    wf: Arc<Workflow>,
+    inputs: Map<String, Value>,
+    context: Value,
+) -> Response {
+    let place = match reserve(s) {
         Ok(p) => p,
         Err(why) => return why.response(s.config.max_queue),
     };
     let run_id = crate::store::new_run_id();
     if let Some(store) = &s.store {
-        let new = NewRun::new(run_id.clone(), &wf, inputs.clone(), "api");
+        let mut new = NewRun::new(run_id.clone(), &wf, inputs.clone(), "api");
+        new.context = context.clone();
         if let Err(e) = super::super::request::committed(store.submit_run(new)).await {
             return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
         }
     }
     start_reserved(
-        &s,
+        s,
         wf,
-        Job::Recorded(inputs, "api", json!({"type": "api"})),
+        Job::Recorded(inputs, "api", context),
         run_id.clone(),
         place,
     );
     accepted(&run_id, json!({}))
+}
+
+/// `POST /workflows/{id}/replay`: starts a run of a webhook workflow from a
+/// request body, `{"body": {...}, "headers": {"X-GitHub-Event": "issues"}}`,
+/// as its trigger would take the request (its `events` filter and
+/// `inputMapping`; not its authentication: the caller holds the API's
+/// access already). The console's "start from a request body".
+pub(in crate::serve) async fn replay_workflow_run(
+    State(s): State<Arc<ServerState>>,
+    UrlPath(id): UrlPath<String>,
+    req: Request<Body>,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    if let Err(r) = guard(&s, &parts.method, &parts.headers) {
+        return r.into_response();
+    }
+    let wf = match workflow(&s, &id) {
+        Ok(w) => w,
+        Err(r) => return r.into_response(),
+    };
+    let body = match super::super::request::read_body(&s, &parts.headers, body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let bad = |m: String| error(StatusCode::BAD_REQUEST, m);
+    let Ok(Value::Object(given)) = serde_json::from_slice::<Value>(&body) else {
+        return bad("the body must be a JSON object: {\"body\": {...}, \"headers\": {...}}".into());
+    };
+    let request_body = given
+        .get("body")
+        .cloned()
+        .unwrap_or(Value::Object(Map::new()));
+    if !request_body.is_object() {
+        return bad("`body` must be a JSON object, as a webhook's body must".into());
+    }
+    let mut headers = axum::http::HeaderMap::new();
+    if let Some(h) = given.get("headers") {
+        let Value::Object(h) = h else {
+            return bad("`headers` must be a mapping of header names to text".into());
+        };
+        for (name, value) in h {
+            let (Ok(n), Some(Ok(v))) = (
+                axum::http::HeaderName::from_bytes(name.as_bytes()),
+                value.as_str().map(axum::http::HeaderValue::from_str),
+            ) else {
+                return bad(format!(
+                    "header `{name}`: not a header name with a text value"
+                ));
+            };
+            headers.append(n, v);
+        }
+    }
+    let (supplied, context) = match crate::serve::replay::replayed(&wf, &headers, &request_body) {
+        Ok(r) => r,
+        Err(e) => return bad(e.to_string()),
+    };
+    let inputs = match inputs::resolve(&wf, supplied, &s.caps.env) {
+        Ok(i) => i,
+        Err(errs) => return super::super::request::bad_inputs(&errs),
+    };
+    start_api_run(&s, wf, inputs, context).await
 }

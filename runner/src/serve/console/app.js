@@ -243,6 +243,9 @@ async function workflowPage(id) {
       }
     }
   });
+  // A webhook workflow can also start from a request body pasted as it
+  // came (a GitHub delivery, say), taken as its trigger would take it.
+  const replay = wf.triggers.some((t) => t.type === "webhook") ? replayForm(id) : null;
   const url = URL.createObjectURL(new Blob([wf.graph.svg], { type: "image/svg+xml" }));
   leave.push(() => URL.revokeObjectURL(url));
   const triggers = wf.triggers.length
@@ -255,10 +258,51 @@ async function workflowPage(id) {
       h("a", { href: `#/runs?workflow=${encodeURIComponent(wf.workflow)}` }, "runs of this workflow")),
     h("h2", {}, "Start a run"),
     h("div", { class: "card" }, wf.inputs.length ? null : h("p", { class: "muted" }, "This workflow takes no inputs."), form),
+    replay,
     h("h2", {}, "Triggers"), triggers,
     h("h2", {}, "Steps"),
     h("div", { class: "card graph" }, h("img", { src: url, alt: `Flowchart of ${wf.name}: ${wf.steps.map((s) => s.name).join(", then ")}` })),
     h("details", {}, h("summary", {}, "Mermaid source"), h("pre", {}, wf.graph.mermaid)));
+}
+
+function replayForm(id) {
+  const body = h("textarea", { id: "replay-body", name: "body", rows: 8, spellcheck: "false", placeholder: '{"action": "opened", "issue": {"title": "…"}}' });
+  const headers = h("textarea", { id: "replay-headers", name: "headers", rows: 2, spellcheck: "false", placeholder: "X-GitHub-Event: issues" });
+  const status = h("div", { role: "status", "data-replay-status": "" });
+  const start = h("button", { type: "submit" }, "Start from this body");
+  const form = h("form", { class: "inputs", "aria-label": "Start from a request body" },
+    h("div", { class: "field" }, h("label", { for: "replay-body" }, "Request body (JSON)"), body),
+    h("div", { class: "field" }, h("label", { for: "replay-headers" }, "Headers, one `Name: value` a line"), headers),
+    h("div", { class: "row" }, start, status));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    let parsed;
+    try {
+      parsed = body.value.trim() === "" ? {} : JSON.parse(body.value);
+    } catch (err) {
+      status.replaceChildren(`Not valid JSON: ${err.message}`);
+      body.setAttribute("aria-invalid", "true");
+      return;
+    }
+    const named = {};
+    for (const line of headers.value.split("\n")) {
+      const at = line.indexOf(":");
+      if (at > 0) named[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+    }
+    start.disabled = true;
+    status.replaceChildren("Starting…");
+    try {
+      const r = await api(`/workflows/${encodeURIComponent(id)}/replay`, { method: "POST", json: { body: parsed, headers: named } });
+      say("Run started");
+      location.hash = `#/runs/${r.run_id}`;
+    } catch (err) {
+      start.disabled = false;
+      status.replaceChildren(problem(err));
+    }
+  });
+  return [h("h2", {}, "Start from a request body"),
+    h("div", { class: "card" }, h("p", { class: "muted" },
+      "Paste a request as the sender sends it: its trigger's event filter and input mapping apply, its authentication does not."), form)];
 }
 
 // ---------- runs ----------
