@@ -188,6 +188,20 @@ pub(in crate::serve) async fn get_workflow(
     .into_response()
 }
 
+/// A request about workflow `id` that the API's access rules let through,
+/// with its body read (bounded as every body is).
+async fn workflow_request(
+    s: &Arc<ServerState>,
+    id: &str,
+    req: Request<Body>,
+) -> Result<(Arc<Workflow>, axum::body::Bytes), Response> {
+    let (parts, body) = req.into_parts();
+    guard(s, &parts.method, &parts.headers).map_err(IntoResponse::into_response)?;
+    let wf = workflow(s, id).map_err(IntoResponse::into_response)?;
+    let body = super::super::request::read_body(s, &parts.headers, body).await?;
+    Ok((wf, body))
+}
+
 /// `POST /workflows/{id}/runs`: starts a run with the body's inputs
 /// (a JSON object), checked as on the command line; answers 202 at once.
 pub(in crate::serve) async fn start_workflow_run(
@@ -195,16 +209,8 @@ pub(in crate::serve) async fn start_workflow_run(
     UrlPath(id): UrlPath<String>,
     req: Request<Body>,
 ) -> Response {
-    let (parts, body) = req.into_parts();
-    if let Err(r) = guard(&s, &parts.method, &parts.headers) {
-        return r.into_response();
-    }
-    let wf = match workflow(&s, &id) {
-        Ok(w) => w,
-        Err(r) => return r.into_response(),
-    };
-    let body = match super::super::request::read_body(&s, &parts.headers, body).await {
-        Ok(b) => b,
+    let (wf, body) = match workflow_request(&s, &id, req).await {
+        Ok(r) => r,
         Err(r) => return r,
     };
     let given: Map<String, Value> = if body.iter().all(u8::is_ascii_whitespace) {
@@ -277,16 +283,8 @@ pub(in crate::serve) async fn replay_workflow_run(
     UrlPath(id): UrlPath<String>,
     req: Request<Body>,
 ) -> Response {
-    let (parts, body) = req.into_parts();
-    if let Err(r) = guard(&s, &parts.method, &parts.headers) {
-        return r.into_response();
-    }
-    let wf = match workflow(&s, &id) {
-        Ok(w) => w,
-        Err(r) => return r.into_response(),
-    };
-    let body = match super::super::request::read_body(&s, &parts.headers, body).await {
-        Ok(b) => b,
+    let (wf, body) = match workflow_request(&s, &id, req).await {
+        Ok(r) => r,
         Err(r) => return r,
     };
     let bad = |m: String| error(StatusCode::BAD_REQUEST, m);
