@@ -220,7 +220,12 @@ pub fn transform(
             }
             Ok(Value::Array(keyed.into_iter().map(|(_, v)| v).collect()))
         }
-        other => unreachable!("`{other}` is not among the operations the catalog allows"),
+        // The catalog allows only the operations above; one added there
+        // without its arm here is an error, never a panic.
+        other => Err(at(
+            "operation",
+            args.invalid("operation", format!("`{other}` is not implemented")),
+        )),
     }
 }
 
