@@ -13,41 +13,34 @@ use std::sync::Arc;
 impl Cx<'_> {
     pub(super) fn body_steps(&mut self, blocks: &[Block]) -> Vec<Step> {
         let mut steps = Vec::new();
+        // Steps under one heading: where each group starts, and the ids
+        // their authors wrote (named in the display name, see `number_group`).
+        let mut group_start = 0;
+        let mut group_heading: Option<&str> = None;
+        let mut explicit_ids: Vec<String> = Vec::new();
         for b in blocks {
+            if b.index_under_heading == 0 {
+                number_group(&mut steps[group_start..], group_heading, &explicit_ids);
+                group_start = steps.len();
+                group_heading = b.heading.as_deref();
+                explicit_ids.clear();
+            }
             let Some(Parsed { value, spans }) = self.parse_yaml(&b.yaml) else {
                 continue;
             };
-            let name = b.heading.as_ref().map(|h| {
-                if b.index_under_heading > 0 {
-                    format!("{h} ({})", b.index_under_heading + 1)
-                } else {
-                    h.clone()
-                }
-            });
+            let name = b.heading.as_deref();
             match &value {
                 Value::Array(items) => {
-                    let first = steps.len();
-                    let mut list = self.step_list(items, &spans, &[], "", name.as_deref());
-                    if list.len() > 1 {
-                        for (k, s) in list.iter_mut().enumerate() {
-                            if s.name.as_deref() == name.as_deref() && name.is_some() {
-                                s.name =
-                                    Some(format!("{} ({})", name.as_deref().unwrap_or(""), k + 1));
-                            }
-                        }
-                    }
-                    let _ = first;
+                    explicit_ids.extend(items.iter().filter_map(explicit_id));
+                    let list = self.step_list(items, &spans, &[], "", name);
                     steps.extend(list);
                 }
                 Value::Object(m) if is_step(m) => {
+                    explicit_ids.extend(explicit_id(&value));
                     let n = steps.len() + 1;
-                    if let Some(s) = self.step(
-                        &value,
-                        &spans,
-                        Vec::new(),
-                        &format!("step_{n}"),
-                        name.as_deref(),
-                    ) {
+                    if let Some(s) =
+                        self.step(&value, &spans, Vec::new(), &format!("step_{n}"), name)
+                    {
                         steps.push(s);
                     }
                 }
@@ -59,6 +52,7 @@ impl Cx<'_> {
                 }
             }
         }
+        number_group(&mut steps[group_start..], group_heading, &explicit_ids);
         steps
     }
     pub(super) fn step_list(
@@ -139,5 +133,30 @@ impl Cx<'_> {
                 None
             }
         }
+    }
+}
+
+fn explicit_id(step: &Value) -> Option<String> {
+    step.get("id").map(super::text::scalar_string)
+}
+
+/// Several unnamed steps under one heading share its text as their name;
+/// tell them apart in progress, history and the console by their place
+/// ("Write (2 of 3)") and by the id their author gave, if any. A step named
+/// by its author keeps its name.
+fn number_group(group: &mut [Step], heading: Option<&str>, explicit_ids: &[String]) {
+    let n = group.len();
+    let Some(heading) = heading.filter(|_| n > 1) else {
+        return;
+    };
+    for (k, s) in group.iter_mut().enumerate() {
+        if s.name.as_deref() != Some(heading) {
+            continue;
+        }
+        s.name = Some(if explicit_ids.contains(&s.id) {
+            format!("{heading} ({} of {n}, {})", k + 1, s.id)
+        } else {
+            format!("{heading} ({} of {n})", k + 1)
+        });
     }
 }
