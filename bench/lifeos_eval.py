@@ -24,6 +24,13 @@ sources, averaged; MRR@5: 1/rank of the first answering note (0 past 5).
 `--cv` dumps BM25 and dense note lists and scores the fusion weight with
 two-fold cross-validation (questions split even/odd; the weight best on one
 half is scored on the other) — the only fusion figure to quote.
+
+`--coverage` scores the hybrid flagship as a big vault sees it before every
+chunk has a vector (`kb.search` with `embed_limit: 0`: it embeds the best
+notes' chunks, at most 64, and ranks by meaning the chunks that have a
+vector): each question in a fresh state folder holding the index and a
+vector file with a random 0 %, 10 %, 50 % or 100 % of the chunks (seeded),
+against BM25 alone.
 """
 import argparse
 import http.server
@@ -167,6 +174,74 @@ def cross_validate(qs, env, tmp):
               f"{statistics.mean(scores(fuse(*dumps[i], w), qs[i]['notes'])[0] for i in all_i):.3f}")
 
 
+def read_vectors(path):
+    """A vector file (format 2): its header, row hashes and rows, as bytes."""
+    import struct
+    b = open(path, "rb").read()
+    assert b[:4] == b"MTFV", path
+    _, hlen = struct.unpack("<II", b[4:12])
+    h = json.loads(b[12:12 + hlen])
+    off = (12 + hlen + 7) // 8 * 8
+    n, dim = h["rows"], h["dim"]
+    return h, b[off:off + 8 * n], b[off + 8 * n:off + 8 * n + 4 * dim * n]
+
+
+def write_vectors(path, h, hashes, data, rows):
+    """A vector file of `rows` (indices) of another, in no index order."""
+    import struct
+    dim = h["dim"]
+    header = json.dumps({"model_id": h["model_id"], "dim": dim, "rows": len(rows), "order": None}).encode()
+    out = bytearray(b"MTFV" + struct.pack("<II", 2, len(header)) + header)
+    out += b"\0" * ((len(out) + 7) // 8 * 8 - len(out))
+    for r in rows:
+        out += hashes[8 * r:8 * r + 8]
+    for r in rows:
+        out += data[4 * dim * r:4 * dim * (r + 1)]
+    with open(path, "wb") as f:
+        f.write(out)
+
+
+def coverage(qs, env, tmp):
+    """Answer quality at stages of dense coverage (see the module's doc)."""
+    import glob
+    import random
+    import shutil
+    full_home = os.path.join(tmp, "home-full")
+    lists(DENSE_WF, qs[0]["q"], dict(env, MARKTOFLOW_HOME=full_home), tmp, "dense.md")
+    vec = glob.glob(os.path.join(full_home, "**", "vectors-*.bin"), recursive=True)[0]
+    h, hashes, data = read_vectors(vec)
+    wf = os.path.join(tmp, "flagship-now.md")
+    text = open(os.path.join(REPO, "workflows/lifeos/retrieval-indexed.md")).read()
+    with open(wf, "w") as f:
+        f.write(text.replace("  dense: auto\n", "  dense: auto\n  embed_limit: 0\n", 1))
+    print(f"{len(qs)} questions over examples/lifeos ({h['rows']} chunks), top 5 sources, "
+          f"the hybrid flagship with embed_limit: 0, a fresh state folder each")
+    for share in (None, 0.0, 0.1, 0.5, 1.0):
+        recs, rrs, covs = [], [], []
+        for i, q in enumerate(qs):
+            home = os.path.join(tmp, "home-cov")
+            shutil.rmtree(home, ignore_errors=True)
+            shutil.copytree(full_home, home)
+            target = os.path.join(home, os.path.relpath(vec, full_home))
+            if share is None:
+                os.remove(target)
+                e = {k: v for k, v in env.items() if k != "MARKTOFLOW_EMBED_MODEL"}
+            else:
+                rows = sorted(random.Random(i).sample(range(h["rows"]), round(share * h["rows"])))
+                write_vectors(target, h, hashes, data, rows)
+                e = env
+            j, _ = run_flow([wf, "--input", f"query={q['q']}", "--allow-read", REPO], dict(e, MARKTOFLOW_HOME=home), REPO)
+            rec, rr = scores(dedupe([note_of(x) for x in j["outputs"].get("sources") or []]), q["notes"])
+            recs.append(rec)
+            rrs.append(rr)
+            step = next((s for s in j["steps"] if s.get("output", {}) and "ranking" in (s.get("output") or {})), None)
+            if step and step["output"]["ranking"].get("dense"):
+                covs.append(step["output"]["ranking"]["dense_coverage"])
+        name = "bm25 alone" if share is None else f"{share:.0%} stored"
+        cov = f"  coverage when searched: mean {statistics.mean(covs):.2f}" if covs else ""
+        print(f"{name:12} recall@5 {statistics.mean(recs):.3f}  MRR@5 {statistics.mean(rrs):.3f}{cov}")
+
+
 def served(qs, env):
     """The flagship under `marktoflow serve`: each question POSTed to its
     webhook once the server is up and has answered one (model and index
@@ -216,6 +291,8 @@ def main():
                     help="all-MiniLM-L6-v2 folder (default $MARKTOFLOW_EMBED_MODEL); without it dense and hybrid are skipped")
     ap.add_argument("--questions", default=QUESTIONS)
     ap.add_argument("--cv", action="store_true", help="cross-validate the fusion weight and stop")
+    ap.add_argument("--coverage", action="store_true",
+                    help="score the hybrid flagship at 0/10/50/100 %% of chunks embedded, and stop")
     ap.add_argument("--show", action="store_true", help="print each question's misses")
     args = ap.parse_args()
     if not os.path.exists(BIN):
@@ -235,6 +312,11 @@ def main():
         if not with_model:
             sys.exit("--cv needs --model")
         cross_validate(qs, dict(with_model), tmp)
+        return
+    if args.coverage:
+        if not with_model:
+            sys.exit("--coverage needs --model")
+        coverage(qs, dict(with_model), tmp)
         return
 
     def flagship(env, wf):

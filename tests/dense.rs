@@ -153,8 +153,8 @@ fn hybrid_search_finds_by_meaning_what_words_miss() {
     assert!(r["hits"][0]["bm25_score"].is_number(), "{r}");
 }
 
-/// The first `vectors-*.bin` below `dir`: the cache a dense search saves
-/// as it embeds.
+/// The first vector file or journal (`vectors-*.bin`, `vectors-*.add`)
+/// below `dir`: what a dense search writes as it embeds.
 fn vectors_file(dir: &Path) -> Option<std::path::PathBuf> {
     for e in std::fs::read_dir(dir).ok()?.flatten() {
         let p = e.path();
@@ -162,11 +162,9 @@ fn vectors_file(dir: &Path) -> Option<std::path::PathBuf> {
             if let Some(f) = vectors_file(&p) {
                 return Some(f);
             }
-        } else if p
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("vectors-") && n.ends_with(".bin"))
-        {
+        } else if p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+            n.starts_with("vectors-") && (n.ends_with(".bin") || n.ends_with(".add"))
+        }) {
             return Some(p);
         }
     }
@@ -206,7 +204,7 @@ fn sigterm_stops_embedding_and_keeps_what_was_done() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The cache is first saved after the first part: embedding is under way.
+    // The journal is first written after the first part: embedding is under way.
     while vectors_file(d.path()).is_none() {
         assert!(
             child.try_wait().unwrap().is_none(),
@@ -228,4 +226,212 @@ fn sigterm_stops_embedding_and_keeps_what_was_done() {
         embedded > 0 && embedded < NOTES,
         "embedded {embedded} of {NOTES}"
     );
+}
+
+/// A vault of `notes` notes of three sections each, and one note that
+/// answers "what is the API key for Apollo".
+fn big_vault(dir: &Path, notes: usize) {
+    for i in 0..notes {
+        let f = dir.join(format!("kb/Notes/n{i:04}.md"));
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(
+            f,
+            format!(
+                "# Note {i}\n\n## Plan\n\nItem {i}: plan the garden bed number {i}.\n\n\
+                 ## Log\n\nWatered bed {i} on day {i}.\n\n## Ideas\n\nTry herbs in bed {i}.\n"
+            ),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.join("kb/Apollo.md"),
+        "# Apollo access\n\nThe API key for Apollo is APOLLO-KEY-7f3a. Ask John for access.\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("now.md"), include_str!("fixtures/dense/now.md")).unwrap();
+}
+
+/// With more chunks lacking a vector than `embed_limit`, `kb.search`
+/// answers at once from the best notes' chunks and what is embedded so
+/// far; `kb index --embed` embeds the rest; edits and deletions after that
+/// embed only what changed.
+#[test]
+fn a_search_answers_before_the_vault_is_embedded_and_kb_index_embeds_the_rest() {
+    let Some(model) = crate::support::embed_model() else {
+        return;
+    };
+    let d = tempdir();
+    big_vault(d.path(), 60);
+    let go = |args: &[&str]| {
+        let r = run(cmd(d.path())
+            .env("MARKTOFLOW_EMBED_MODEL", &model)
+            .args(args)
+            .args(["--allow-read"])
+            .arg(&model));
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        r
+    };
+    let ask = |q: &str| {
+        let r = go(&[
+            "run",
+            "now.md",
+            "--json",
+            "--quiet",
+            "--input",
+            &format!("q={q}"),
+        ]);
+        r.json()["outputs"]["r"].clone()
+    };
+    let r = ask("What is the API key for Apollo?");
+    assert_eq!(r["hits"][0]["path"], "Apollo.md", "{r}");
+    let ranking = &r["ranking"];
+    let coverage = ranking["dense_coverage"].as_f64().unwrap();
+    let embedded = ranking["embedded"].as_u64().unwrap();
+    assert!(coverage > 0.0 && coverage < 0.5, "{ranking}");
+    assert!(embedded > 0 && embedded <= 64, "{ranking}");
+    // Another question embeds its own candidates; the first's are kept.
+    let r = ask("garden bed 17");
+    let more = r["ranking"]["dense_coverage"].as_f64().unwrap();
+    assert!(more > coverage, "{} then {more}", coverage);
+    // `kb status` counts without changing anything.
+    let status = |json: bool| {
+        let mut args = vec!["kb", "status", "kb"];
+        if json {
+            args.push("--json");
+        }
+        let r = run(cmd(d.path())
+            .env("MARKTOFLOW_EMBED_MODEL", &model)
+            .args(&args));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r
+    };
+    let s = status(true).json();
+    let chunks = s["chunks"].as_u64().unwrap();
+    assert_eq!(
+        (s["files"].as_u64(), s["indexed"].as_bool()),
+        (Some(61), Some(true))
+    );
+    assert_eq!(s["vectors"]["chunks"].as_u64(), Some(chunks), "{s}");
+    let covered = s["vectors"]["covered"].as_u64().unwrap();
+    assert!((covered as f64 / chunks as f64 - more).abs() < 1e-4, "{more}: {s}");
+    assert_eq!(
+        status(true).json()["vectors"]["covered"].as_u64(),
+        Some(covered)
+    );
+    // `kb index --embed` embeds the rest, and says so.
+    let r = run(cmd(d.path())
+        .env("MARKTOFLOW_EMBED_MODEL", &model)
+        .args(["kb", "index", "kb", "--embed", "--json"]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v = r.json()["vectors"].clone();
+    assert_eq!(v["embedded"].as_u64(), Some(chunks - covered), "{v}");
+    assert_eq!(v["covered"].as_u64(), Some(chunks), "{v}");
+    assert!(
+        status(false)
+            .stdout
+            .contains(&format!("{chunks} of {chunks} chunks (100.0 %)")),
+        "{}",
+        status(false).stdout
+    );
+    let r = ask("What is the API key for Apollo?");
+    assert_eq!(r["ranking"]["dense_coverage"], 1.0, "{r}");
+    assert_eq!(r["ranking"]["embedded"], 0, "{r}");
+    // An edit is embedded alone, a deleted note is gone from the results.
+    std::fs::write(
+        d.path().join("kb/Notes/n0005.md"),
+        "# Note 5\n\nThe zeppelin hangar is now a greenhouse.\n",
+    )
+    .unwrap();
+    std::fs::remove_file(d.path().join("kb/Notes/n0009.md")).unwrap();
+    let r = ask("Where is the greenhouse?");
+    assert_eq!(r["hits"][0]["path"], "Notes/n0005.md", "{r}");
+    assert_eq!(r["ranking"]["embedded"], 1, "only the edited chunk: {r}");
+    assert_eq!(r["ranking"]["dense_coverage"], 1.0, "{r}");
+    let r = ask("garden bed number 9");
+    let paths: Vec<&str> = r["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["path"].as_str().unwrap())
+        .collect();
+    assert!(!paths.contains(&"Notes/n0009.md"), "{paths:?}");
+}
+
+/// `serve` embeds the rest of the vault in the background after a search
+/// found chunks without a vector, shows its progress on `/metrics`, and a
+/// server killed midway (SIGKILL) resumes where it stopped.
+#[test]
+fn serve_embeds_in_the_background_and_resumes_after_a_kill() {
+    let Some(model) = crate::support::embed_model() else {
+        return;
+    };
+    let d = tempdir();
+    big_vault(d.path(), 150);
+    let model_s = model.to_string_lossy().to_string();
+    let env = [("MARKTOFLOW_EMBED_MODEL", model_s.as_str())];
+    let metric = |addr: &str, name: &str| -> Option<f64> {
+        let text = crate::support::http(addr, "GET", "/metrics", &[], b"").body;
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name}{{")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    };
+    let mut s = crate::support::serve(d.path(), &["now.md", "--allow-read", &model_s], &env);
+    let r = crate::support::post(
+        &s.addr,
+        "/ask",
+        serde_json::json!({"q": "API key for Apollo"}),
+    );
+    let out = r.json();
+    assert_eq!(out["outputs"]["r"]["hits"][0]["path"], "Apollo.md", "{out}");
+    assert!(
+        out["outputs"]["r"]["ranking"]["dense_coverage"]
+            .as_f64()
+            .unwrap()
+            < 1.0
+    );
+    // Background embedding is under way: its first part reaches the journal.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let journal = loop {
+        if let Some(j) =
+            vectors_file(d.path()).filter(|p| p.extension().is_some_and(|e| e == "add"))
+        {
+            if std::fs::metadata(&j).is_ok_and(|m| m.len() > 100_000) {
+                break j;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no background embedding"
+        );
+        assert!(metric(&s.addr, "marktoflow_background_total").is_some());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let total = metric(&s.addr, "marktoflow_background_total").unwrap();
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    let kept = std::fs::metadata(&journal).unwrap().len();
+    // A new server: the first search starts the rest, not everything.
+    let s = crate::support::serve(d.path(), &["now.md", "--allow-read", &model_s], &env);
+    crate::support::post(&s.addr, "/ask", serde_json::json!({"q": "garden"}));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while metric(&s.addr, "marktoflow_background_running") != Some(0.0) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "background embedding did not end"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let resumed = metric(&s.addr, "marktoflow_background_total").unwrap();
+    assert!(
+        resumed < total,
+        "resumed with {resumed} left of {total} ({kept} bytes kept)"
+    );
+    assert_eq!(metric(&s.addr, "marktoflow_background_done"), Some(resumed));
+    drop(s);
+    let r = run(cmd(d.path())
+        .env("MARKTOFLOW_EMBED_MODEL", &model)
+        .args(["kb", "status", "kb", "--json"]));
+    let v = r.json()["vectors"].clone();
+    assert_eq!(v["covered"], v["chunks"], "{v}");
 }

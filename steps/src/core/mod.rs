@@ -8,6 +8,7 @@
 
 pub mod action;
 pub mod args;
+pub mod background;
 pub mod cache;
 pub mod catalog;
 pub mod confined;

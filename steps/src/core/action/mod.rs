@@ -46,6 +46,9 @@ pub struct Capabilities {
     /// Where agent steps' replies are recorded and recalled (None: not at
     /// all, as for a run that is not recorded).
     pub replies: Option<Arc<dyn hosts::Replies>>,
+    /// Where work may go on after its step returns (a server's; None for a
+    /// one-off run, whose process ends with it).
+    pub background: Option<Arc<crate::core::background::Background>>,
 }
 
 impl Capabilities {
@@ -76,6 +79,7 @@ impl Capabilities {
             caches: Default::default(),
             mcp: Default::default(),
             replies: None,
+            background: None,
         }
     }
 }

@@ -81,6 +81,46 @@ impl std::fmt::Debug for Vectors {
     }
 }
 
+/// Writes a vector file of `hashes.len()` rows, row `i` being `row(i)`,
+/// without gathering them in memory first (atomically, as [`Vectors::save`]).
+pub fn write_rows<'a>(
+    path: &Path,
+    model_id: &str,
+    dim: usize,
+    order: Option<String>,
+    hashes: &[u64],
+    row: &dyn Fn(usize) -> &'a [f32],
+) -> std::io::Result<()> {
+    let header = serde_json::to_vec(&Header {
+        model_id: model_id.to_string(),
+        dim,
+        rows: hashes.len(),
+        order,
+    })?;
+    crate::core::files::atomic_write_with(path, |w| {
+        w.write_all(MAGIC)?;
+        w.write_all(&VERSION.to_le_bytes())?;
+        w.write_all(&(header.len() as u32).to_le_bytes())?;
+        w.write_all(&header)?;
+        let pad = (12 + header.len()).next_multiple_of(ALIGN) - (12 + header.len());
+        w.write_all(&[0u8; ALIGN][..pad])?;
+        for h in hashes {
+            w.write_all(&h.to_le_bytes())?;
+        }
+        for i in 0..hashes.len() {
+            let r = row(i);
+            if cfg!(target_endian = "little") {
+                w.write_all(bytemuck::cast_slice(r))?;
+            } else {
+                for x in r {
+                    w.write_all(&x.to_le_bytes())?;
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
 /// A version 1 hash (`core::hash::hex_hash`'s hex) as version 2 stores it.
 fn v1_hash(hex: &str) -> u64 {
     // Not a hash of ours: any stable value will do; it is never looked up.
@@ -238,32 +278,16 @@ impl Vectors {
     }
 
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
-        let header = serde_json::to_vec(&Header {
-            model_id: self.model_id.clone(),
-            dim: self.dim,
-            rows: self.rows,
-            order: self.order.clone(),
-        })?;
-        crate::core::files::atomic_write_with(path, |w| {
-            w.write_all(MAGIC)?;
-            w.write_all(&VERSION.to_le_bytes())?;
-            w.write_all(&(header.len() as u32).to_le_bytes())?;
-            w.write_all(&header)?;
-            let pad = (12 + header.len()).next_multiple_of(ALIGN) - (12 + header.len());
-            w.write_all(&[0u8; ALIGN][..pad])?;
-            if cfg!(target_endian = "little") {
-                w.write_all(bytemuck::cast_slice(self.hashes()))?;
-                w.write_all(bytemuck::cast_slice(self.matrix()))
-            } else {
-                for h in self.hashes() {
-                    w.write_all(&h.to_le_bytes())?;
-                }
-                for x in self.matrix() {
-                    w.write_all(&x.to_le_bytes())?;
-                }
-                Ok(())
-            }
-        })
+        let dim = self.dim;
+        let m = self.matrix();
+        write_rows(
+            path,
+            &self.model_id,
+            dim,
+            self.order.clone(),
+            self.hashes(),
+            &|i| &m[i * dim..(i + 1) * dim],
+        )
     }
 }
 

@@ -8,6 +8,7 @@
 
 mod bert;
 pub mod cache;
+pub mod journal;
 mod minilm;
 pub mod topk;
 

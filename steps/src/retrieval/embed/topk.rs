@@ -68,6 +68,37 @@ pub fn top_k(
     } else {
         scan(query, matrix, dim, k, 0, &keep)
     };
+    ranked(best, k)
+}
+
+/// [`top_k`] over rows given one by one, as `(row, vector)`: for vectors
+/// that are not one matrix (some rows only, from several places).
+pub fn top_k_of<'a>(
+    query: &[f32],
+    k: usize,
+    rows: impl Iterator<Item = (usize, &'a [f32])>,
+) -> Vec<(usize, f32)> {
+    if k == 0 {
+        return Vec::new();
+    }
+    let mut heap: BinaryHeap<Scored> = BinaryHeap::with_capacity(k + 1);
+    for (row, v) in rows {
+        push(&mut heap, k, Scored(dot(query, v), row));
+    }
+    ranked(heap.into_vec(), k)
+}
+
+fn push(heap: &mut BinaryHeap<Scored>, k: usize, s: Scored) {
+    if heap.len() < k {
+        heap.push(s);
+    } else if heap.peek().is_some_and(|w| s.0 > w.0) {
+        heap.pop();
+        heap.push(s);
+    }
+}
+
+/// Best first (ties: lower row first), at most `k`.
+fn ranked(best: Vec<Scored>, k: usize) -> Vec<(usize, f32)> {
     let mut out: Vec<(usize, f32)> = best.into_iter().map(|Scored(s, r)| (r, s)).collect();
     out.sort_by(|a, b| {
         b.1.partial_cmp(&a.1)
@@ -93,13 +124,7 @@ fn scan(
         if !keep(row) {
             continue;
         }
-        let s = dot(query, v);
-        if heap.len() < k {
-            heap.push(Scored(s, row));
-        } else if heap.peek().is_some_and(|w| s > w.0) {
-            heap.pop();
-            heap.push(Scored(s, row));
-        }
+        push(&mut heap, k, Scored(dot(query, v), row));
     }
     heap.into_vec()
 }
@@ -153,5 +178,11 @@ mod tests {
         q[0] = 1.0;
         let got = top_k(&q, &m, dim, 2, |_| true);
         assert_eq!(got, vec![(5, 1.0), (BLOCK_ROWS + 1, 1.0)]);
+        // Rows one by one rank as the matrix does.
+        let some = (0..rows)
+            .filter(|r| r % 5 == 0)
+            .map(|r| (r, &m[r * dim..(r + 1) * dim]));
+        let every_fifth = top_k(&q, &m, dim, 3, |r| r % 5 == 0);
+        assert_eq!(top_k_of(&q, 3, some), every_fifth);
     }
 }

@@ -9,6 +9,26 @@ use crate::core::hash::hex_hash;
 use serde_json::{Map, Value};
 use std::path::Path;
 
+/// The text a chunk is embedded as: its title, its section (unless it is
+/// the title), its text; and its hash, under which its vector is kept. The
+/// index stores the hash, so vectors are found without reading any text.
+pub fn embed_text(title: &str, section: &str, text: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    if !title.is_empty() {
+        parts.push(title);
+    }
+    if !section.is_empty() && section != title {
+        parts.push(section);
+    }
+    parts.push(text);
+    parts.join("\n")
+}
+
+/// [`embed_text`]'s hash.
+pub fn embed_hash(title: &str, section: &str, text: &str) -> u64 {
+    crate::core::hash::hash64(&[embed_text(title, section, text).as_bytes()])
+}
+
 /// One retrievable piece of a note: a heading's section, or part of a long one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Chunk {

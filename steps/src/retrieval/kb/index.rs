@@ -36,7 +36,7 @@ use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 
 /// Bumped when the schema or chunking changes: an index with another version
 /// is rebuilt.
-const SCHEMA_VERSION: u32 = 3;
+const SCHEMA_VERSION: u32 = 4;
 const MANIFEST_PREFIX: &str = "kb-manifest-";
 const TOKENIZER: &str = "kb_en";
 
@@ -52,6 +52,8 @@ struct Fields {
     mtime: Field,
     meta: Field,
     filter: Field,
+    /// The hash of the text the chunk is embedded as: its vector's key.
+    hash: Field,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -75,6 +77,7 @@ fn schema() -> (Schema, Fields) {
         meta: b.add_text_field("meta", STORED),
         // `key=value` (lower-case) for every scalar metadata value.
         filter: b.add_text_field("filter", STRING),
+        hash: b.add_u64_field("hash", FAST),
     };
     (b.build(), f)
 }
@@ -219,8 +222,6 @@ pub struct KbIndex {
     writing: Mutex<()>,
     /// The row order of the last commit seen, by searcher generation.
     order: Mutex<Option<(u64, Arc<RowOrder>)>>,
-    /// Every chunk as of one commit, when a scan needed their text.
-    table: Mutex<Option<Arc<ChunkTable>>>,
 }
 
 /// One chunk, as stored in the index.
@@ -235,24 +236,6 @@ pub struct ChunkRow {
     pub mtime_ms: i64,
 }
 
-/// Every chunk of one commit, in its [`RowOrder`].
-pub struct ChunkTable {
-    /// The row order's fingerprint.
-    pub fingerprint: String,
-    pub rows: Vec<ChunkRow>,
-}
-
-#[cfg(test)]
-impl ChunkTable {
-    /// A table of `rows`, for tests of what reads tables.
-    pub fn from_rows(rows: Vec<ChunkRow>) -> ChunkTable {
-        ChunkTable {
-            fingerprint: "test".into(),
-            rows,
-        }
-    }
-}
-
 /// The live chunks of one commit in row order (by segment, then by
 /// document), without their text. `fingerprint` names these rows in this
 /// order in any process: segments never change once written and are named
@@ -263,6 +246,8 @@ pub struct RowOrder {
     /// The commit the addresses belong to (kept open while they are used).
     searcher: tantivy::Searcher,
     addrs: Vec<tantivy::DocAddress>,
+    /// Each row's [`embed_hash`](super::chunk::embed_hash), read once.
+    hashes: std::sync::OnceLock<Arc<Vec<u64>>>,
 }
 
 impl RowOrder {
@@ -348,7 +333,6 @@ impl KbIndex {
             }),
             writing: Mutex::new(()),
             order: Mutex::new(None),
-            table: Mutex::new(None),
         };
         ix.load_manifest()?;
         Ok(ix)
@@ -441,6 +425,13 @@ impl KbIndex {
     pub fn is_empty(&self) -> bool {
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.manifest.version == 0
+    }
+
+    /// Notes and chunks in the index, as of its last commit seen.
+    pub fn counts(&self) -> (usize, usize) {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let chunks = st.manifest.files.values().map(|f| f.chunks as usize).sum();
+        (st.manifest.files.len(), chunks)
     }
 
     /// Brings the index up to date with the files: only new, changed and
@@ -666,10 +657,17 @@ impl KbIndex {
         d.add_text(f.title, &c.title);
         // A note's first chunk is headed by its title: counted once, as the
         // title, not again as a section heading.
-        if !c.section.trim().eq_ignore_ascii_case(c.title.trim()) {
-            d.add_text(f.section, &c.section);
+        let section = if c.section.trim().eq_ignore_ascii_case(c.title.trim()) {
+            ""
+        } else {
+            &c.section
+        };
+        if !section.is_empty() {
+            d.add_text(f.section, section);
         }
         d.add_text(f.body, &c.text);
+        // Of the fields as stored, as `chunk_rows` reads them back.
+        d.add_u64(f.hash, super::chunk::embed_hash(&c.title, section, &c.text));
         if let Some(days) = c
             .metadata
             .get("date")
@@ -897,6 +895,7 @@ impl KbIndex {
             fingerprint: hex_hash(&[named.as_bytes()]),
             searcher,
             addrs,
+            hashes: Default::default(),
         });
         *last = Some((generation, order.clone()));
         order
@@ -928,22 +927,51 @@ impl KbIndex {
         Ok(Some(keep))
     }
 
-    /// Every chunk of `order` (decoded once per commit).
-    pub fn chunk_table(&self, order: &RowOrder) -> Result<Arc<ChunkTable>, KbError> {
-        let mut cached = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(t) = cached
-            .as_ref()
-            .filter(|t| t.fingerprint == order.fingerprint)
-        {
-            return Ok(t.clone());
+    /// Each row's embedding hash, from a column: no chunk is read.
+    pub fn row_hashes(&self, order: &RowOrder) -> Result<Arc<Vec<u64>>, KbError> {
+        if let Some(h) = order.hashes.get() {
+            return Ok(h.clone());
         }
-        let rows = self.chunk_rows(order, &(0..order.len()).collect::<Vec<_>>())?;
-        let t = Arc::new(ChunkTable {
-            fingerprint: order.fingerprint.clone(),
-            rows,
-        });
-        *cached = Some(t.clone());
-        Ok(t)
+        let mut out = Vec::with_capacity(order.len());
+        let mut seg = u32::MAX;
+        let mut column = None;
+        for a in &order.addrs {
+            if a.segment_ord != seg {
+                seg = a.segment_ord;
+                let reader = order.searcher.segment_reader(seg);
+                column = Some(
+                    reader
+                        .fast_fields()
+                        .u64("hash")
+                        .map_err(|e| index_err(self.shown(), e))?,
+                );
+            }
+            out.push(column.as_ref().and_then(|c| c.first(a.doc_id)).unwrap_or(0));
+        }
+        Ok(order.hashes.get_or_init(|| Arc::new(out)).clone())
+    }
+
+    /// The rows of `order` that belong to `paths`, note by note in the
+    /// order given, each note's rows in row order.
+    pub fn rows_of_notes(&self, order: &RowOrder, paths: &[String]) -> Result<Vec<usize>, KbError> {
+        let mut out = Vec::new();
+        for p in paths {
+            let q = TermQuery::new(
+                Term::from_field_text(self.f.path, p),
+                IndexRecordOption::Basic,
+            );
+            let found = order
+                .searcher
+                .search(&q, &DocSetCollector)
+                .map_err(|e| index_err(self.shown(), e))?;
+            let mut rows: Vec<usize> = found
+                .into_iter()
+                .filter_map(|a| order.addrs.binary_search(&a).ok())
+                .collect();
+            rows.sort_unstable();
+            out.extend(rows);
+        }
+        Ok(out)
     }
 
     /// The chunks at `rows` of `order`.

@@ -118,8 +118,16 @@ pub(super) const KB_TRAITS: Traits = EFFECTS;
 /// The contracts of `kb.*`.
 pub const SPECS: &[Spec] = &[
     spec("kb", "index", "Indexes a folder of Markdown notes (incremental).")
-        .inputs(&[KB, KB_ALIAS, INDEX_DIR, FORCE, EXTENSIONS, HIDDEN, CHUNK_CHARS, SPLIT_LEVEL])
-        .returns("{files, chunks, added, updated, removed, unchanged, rebuilt, duration_ms, index_dir}")
+        .inputs(&[
+            KB, KB_ALIAS, INDEX_DIR, FORCE, EXTENSIONS, HIDDEN, CHUNK_CHARS, SPLIT_LEVEL,
+            input("embed", BOOLEAN, "Also embed every chunk that has no vector yet (the embedding model must be installed), so that search by meaning never waits.").default("false"),
+            MODEL_DIR,
+        ])
+        .returns("{files, chunks, added, updated, removed, unchanged, rebuilt, duration_ms, index_dir, vectors?: {model, embedded, covered, chunks}}")
+        .traits(KB_TRAITS),
+    spec("kb", "status", "How much of a knowledge base is indexed and embedded, without changing either.")
+        .inputs(&[KB, KB_ALIAS, INDEX_DIR, MODEL_DIR])
+        .returns("{kb, index_dir, files, chunks, indexed, vectors: {model, covered, chunks, background?: {pid, done, total, started_ms, updated_ms}} | null}")
         .traits(KB_TRAITS),
     spec("kb", "search", "Full-text (BM25) search of the notes, fused with dense search when asked.")
         .inputs(kb_inputs!(
@@ -133,6 +141,7 @@ pub const SPECS: &[Spec] = &[
             // all-MiniLM-L6-v2 on the bundled notes, answering chunks 0.35 and up.
             input("dense_min", NUMBER, "The lowest cosine at which a hit found by meaning alone is kept.").default("0.3"),
             input("dense_query", STRING, "The text to embed (default: the query without operators)."),
+            input("embed_limit", INTEGER, "With dense: when more chunks than this have no vector yet, answer at once with the vectors made so far and the chunks of the best notes by words (at most 64), and leave the rest to `marktoflow kb index --embed` or `serve`'s background embedding.").default("512"),
             MODEL_DIR,
         ))
         .returns("{query, found, count, total, hits: [{id, path, title, section, text, snippet, score, metadata, mtime_ms}], ranking, took_ms}")

@@ -1,24 +1,23 @@
 //! Vectors for the rows of a `kb` index, cached on disk and in memory.
 
-use super::index::{ChunkRow, ChunkTable, RowOrder};
-use crate::core::hash::hash64;
+use super::index::{ChunkRow, RowOrder};
 use crate::retrieval::embed::cache::{Loaded, Vectors};
-use crate::retrieval::embed::{EmbedError, Embedder};
+use crate::retrieval::embed::journal::Journal;
+use crate::retrieval::embed::{topk, EmbedError, Embedder};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// The text a chunk is embedded as: its title, its section, its text.
+/// The text a chunk is embedded as (see [`super::chunk::embed_text`]).
 pub fn chunk_text(r: &ChunkRow) -> String {
-    let mut parts: Vec<&str> = Vec::new();
-    if !r.title.is_empty() {
-        parts.push(&r.title);
-    }
-    if !r.section.is_empty() && r.section != r.title {
-        parts.push(&r.section);
-    }
-    parts.push(&r.text);
-    parts.join("\n")
+    super::chunk::embed_text(&r.title, &r.section, &r.text)
+}
+
+/// What the vectors need of an index commit's rows: each row's hash (its
+/// vector's key), and the text of the rows to embed.
+pub trait Rows {
+    fn hashes(&self) -> Result<Arc<Vec<u64>>, EmbedError>;
+    fn texts(&self, rows: &[usize]) -> Result<Vec<String>, EmbedError>;
 }
 
 /// What building the vectors did.
@@ -27,12 +26,94 @@ pub struct VectorStats {
     pub embedded: usize,
     pub reused: usize,
     pub dropped: usize,
+    /// Rows with a vector, of `rows`.
+    pub covered: usize,
+    pub rows: usize,
     /// Why an unusable cache file was ignored.
     pub discarded: Option<String>,
 }
 
-/// A knowledge base's vectors (by key and model id), in its latest row order.
-type Aligned = HashMap<(PathBuf, String), Arc<Vectors>>;
+/// What to embed before answering.
+#[derive(Clone, Debug)]
+pub enum Want {
+    /// Every chunk.
+    All,
+    /// Every chunk when at most `limit` lack a vector; else only the
+    /// missing ones among `rows` (best first), at most `at_most` of them,
+    /// and the rest is left for later (`kb index --embed`, a server's
+    /// background embedding).
+    Now {
+        rows: Vec<usize>,
+        limit: usize,
+        at_most: usize,
+    },
+}
+
+/// The vectors of one index commit's rows.
+#[derive(Clone)]
+pub enum Coverage {
+    /// Every row, in the index's row order: row `i` is the index's row `i`.
+    Full(Arc<Vectors>),
+    /// The rows that have a vector (some or all), found by their text.
+    Partial(Arc<Partial>),
+}
+
+/// Vectors for some rows, held where they were found: the vector file, its
+/// journal, and what this call embedded.
+pub struct Partial {
+    fingerprint: String,
+    sources: Vec<Arc<Vectors>>,
+    /// Per index row: its vector's (source, row).
+    at: Vec<Option<(u32, u32)>>,
+    covered: usize,
+}
+
+impl Coverage {
+    /// The `k` rows closest to `query` among those `keep` allows and that
+    /// have a vector, best first.
+    pub fn top_k(
+        &self,
+        query: &[f32],
+        dim: usize,
+        k: usize,
+        keep: impl Fn(usize) -> bool + Sync,
+    ) -> Vec<(usize, f32)> {
+        match self {
+            Coverage::Full(v) => topk::top_k(query, v.matrix(), dim, k, keep),
+            Coverage::Partial(p) => topk::top_k_of(
+                query,
+                k,
+                p.at.iter().enumerate().filter_map(|(i, at)| {
+                    let (s, r) = (*at)?;
+                    keep(i).then(|| (i, p.sources[s as usize].row(r as usize)))
+                }),
+            ),
+        }
+    }
+
+    /// Row `i`'s vector, if it has one.
+    #[cfg(test)]
+    fn row(&self, i: usize) -> Option<&[f32]> {
+        match self {
+            Coverage::Full(v) => Some(v.row(i)),
+            Coverage::Partial(p) => p.at[i].map(|(s, r)| p.sources[s as usize].row(r as usize)),
+        }
+    }
+
+    /// Whether this is every row of the commit named `fingerprint`.
+    fn complete_for(&self, fingerprint: &str, rows: usize) -> bool {
+        match self {
+            Coverage::Full(v) => v.order.as_deref() == Some(fingerprint) && v.len() == rows,
+            Coverage::Partial(p) => {
+                p.fingerprint == fingerprint && p.at.len() == rows && p.covered == rows
+            }
+        }
+    }
+}
+
+/// A knowledge base's complete vectors (by key and model id), in its
+/// latest row order.
+type Aligned = HashMap<(PathBuf, String), Coverage>;
 /// One build at a time per knowledge base and model.
 type Building = HashMap<(PathBuf, String), Arc<Mutex<()>>>;
 
@@ -40,7 +121,8 @@ type Building = HashMap<(PathBuf, String), Arc<Mutex<()>>>;
 /// vectors cost address space, not memory.
 const MAX_CACHED: usize = 32;
 
-/// Chunks embedded between two progress reports.
+/// Chunks embedded between two progress reports (and two appends to the
+/// journal).
 const EMBED_PART: usize = 256;
 
 /// Chunks embedded between two checks of whether to stop: about a third of
@@ -49,36 +131,49 @@ const EMBED_PART: usize = 256;
 /// in calls of 32, 65.0 s in calls of 8).
 const STOP_CHECK: usize = 16;
 
-/// The vectors of `order`'s rows, in that order. When the cache file at
-/// `file` (None: memory only, keyed by `key`) is in that order it is used
-/// where it lies (mapped); otherwise the rows' text (`table`) is read, the
-/// chunks new to the cache are embedded, and the file is rewritten in the
-/// new order. `progress(done, total)` follows the embedding of new chunks;
-/// `stop()` is asked between batches: when it says so, what was embedded
-/// is saved and [`EmbedError::Stopped`] returned.
+/// The journal beside a vector file.
+pub fn journal_path(file: &Path) -> PathBuf {
+    file.with_extension("add")
+}
+
+/// The vectors of `order`'s rows. When the cache file at `file` (None:
+/// memory only, keyed by `key`) is in that order it is used where it lies
+/// (mapped); otherwise the rows' text (`table`) is read, vectors are found
+/// by text in the file and its journal, and the chunks `want` asks for are
+/// embedded and appended to the journal as they are made. `progress(done,
+/// total)` follows the embedding; `stop()` is asked between batches: when
+/// it says so, what was embedded is kept and [`EmbedError::Stopped`]
+/// returned.
 #[allow(clippy::too_many_arguments)]
 pub fn vectors_for(
     caches: &crate::core::cache::Caches,
     embedder: &dyn Embedder,
     order: &RowOrder,
-    table: &dyn Fn() -> Result<Arc<ChunkTable>, EmbedError>,
+    source: &dyn Rows,
     key: &Path,
     file: Option<&Path>,
     progress: &dyn Fn(usize, usize),
     stop: &dyn Fn() -> bool,
-) -> Result<(Arc<Vectors>, VectorStats), EmbedError> {
+    want: Want,
+) -> Result<(Coverage, VectorStats), EmbedError> {
     vectors_in_parts(
         caches,
         embedder,
         order.len(),
         &order.fingerprint,
-        table,
-        key,
-        file,
+        source,
+        &Store { key, file },
         progress,
         stop,
         EMBED_PART,
+        want,
     )
+}
+
+/// Where vectors are kept: in memory under `key`, and in `file` if any.
+struct Store<'a> {
+    key: &'a Path,
+    file: Option<&'a Path>,
 }
 
 /// [`vectors_for`] for `rows` rows in the order named `fingerprint`,
@@ -89,26 +184,27 @@ fn vectors_in_parts(
     embedder: &dyn Embedder,
     rows: usize,
     fingerprint: &str,
-    table: &dyn Fn() -> Result<Arc<ChunkTable>, EmbedError>,
-    key: &Path,
-    file: Option<&Path>,
+    source: &dyn Rows,
+    store: &Store,
     progress: &dyn Fn(usize, usize),
     stop: &dyn Fn() -> bool,
     part_len: usize,
-) -> Result<(Arc<Vectors>, VectorStats), EmbedError> {
+    want: Want,
+) -> Result<(Coverage, VectorStats), EmbedError> {
     let model = embedder.model_id().to_string();
     let dim = embedder.dim();
-    let akey = (key.to_path_buf(), model.clone());
-    let in_order = |v: &Vectors| v.order.as_deref() == Some(fingerprint) && v.len() == rows;
+    let akey = (store.key.to_path_buf(), model.clone());
     let current = || caches.with(|c: &mut Aligned| c.get(&akey).cloned());
-    let reused = |v: Arc<Vectors>| {
+    let reused = |v: Coverage| {
         let stats = VectorStats {
             reused: rows,
+            covered: rows,
+            rows,
             ..Default::default()
         };
         (v, stats)
     };
-    if let Some(v) = current().filter(|v| in_order(v)) {
+    if let Some(v) = current().filter(|v| v.complete_for(fingerprint, rows)) {
         return Ok(reused(v));
     }
     // One process embeds a knowledge base once; other bases go on meanwhile.
@@ -117,130 +213,269 @@ fn vectors_in_parts(
         crate::core::cache::bound(c, &akey, MAX_CACHED);
         l
     });
-    let _building = lock.lock().unwrap_or_else(|e| e.into_inner());
-    let keep = |v: Arc<Vectors>| {
+    // A search does not wait for a build under way (embedding a big base
+    // takes hours): it embeds only its own candidates.
+    let building = match &want {
+        Want::All => Some(lock.lock().unwrap_or_else(|e| e.into_inner())),
+        Want::Now { .. } => match lock.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        },
+    };
+    let keep = |v: Coverage| {
         caches.with(|c: &mut Aligned| {
             c.insert(akey.clone(), v.clone());
             crate::core::cache::bound(c, &akey, MAX_CACHED);
         });
         v
     };
-    let mut stats = VectorStats::default();
-    let previous = match current() {
-        Some(v) if in_order(&v) => return Ok(reused(v)),
-        Some(v) => Some(v),
-        None => match file.map(|f| Vectors::load(f, &model, dim)) {
-            Some((Some(v), _)) if in_order(&v) => return Ok(reused(keep(Arc::new(v)))),
-            Some((v, state)) => {
-                if let Loaded::Discarded(why) = state {
-                    stats.discarded = Some(why);
-                }
-                v.map(Arc::new)
-            }
-            None => None,
-        },
+    let mut stats = VectorStats {
+        rows,
+        ..Default::default()
     };
+    // Where vectors may already be: the file (mapped) and its journal, or,
+    // kept in memory only, what this process made before.
+    let mut sources: Vec<Arc<Vectors>> = Vec::new();
+    let mut journal_damaged = false;
+    match store.file {
+        Some(f) => {
+            if let Some(v) = current().filter(|v| v.complete_for(fingerprint, rows)) {
+                return Ok(reused(v));
+            }
+            match Vectors::load(f, &model, dim) {
+                (Some(v), _) if v.order.as_deref() == Some(fingerprint) && v.len() == rows => {
+                    return Ok(reused(keep(Coverage::Full(Arc::new(v)))));
+                }
+                (Some(v), _) => sources.push(Arc::new(v)),
+                (None, Loaded::Discarded(why)) => stats.discarded = Some(why),
+                (None, _) => {}
+            }
+            let j = Journal::load(&journal_path(f), &model, dim);
+            journal_damaged = j.damaged;
+            if !j.is_empty() {
+                sources.push(Arc::new(Vectors::owned(
+                    &model, dim, None, j.hashes, j.data,
+                )));
+            }
+        }
+        None => match current() {
+            Some(v) if v.complete_for(fingerprint, rows) => return Ok(reused(v)),
+            Some(Coverage::Full(v)) => sources.push(v),
+            Some(Coverage::Partial(p)) => sources.extend(p.sources.iter().cloned()),
+            None => {}
+        },
+    }
+    let in_file = sources.first().map_or(0, |v| v.len());
 
-    let table = table()?;
-    let texts: Vec<String> = table.rows.iter().map(chunk_text).collect();
-    let hashes: Vec<u64> = texts.iter().map(|t| hash64(&[t.as_bytes()])).collect();
-    let mut data = vec![0f32; rows * dim];
-    let mut filled = vec![false; rows];
-    let mut used: HashSet<u64> = HashSet::new();
-    if let Some(prev) = &previous {
-        let at = prev.rows_by_hash();
-        for (i, h) in hashes.iter().enumerate() {
-            if let Some(&r) = at.get(h) {
-                data[i * dim..(i + 1) * dim].copy_from_slice(prev.row(r));
-                filled[i] = true;
-                used.insert(*h);
-            }
+    let hashes = source.hashes()?;
+    let mut found: HashMap<u64, (u32, u32)> = HashMap::new();
+    for (s, v) in sources.iter().enumerate() {
+        for (r, h) in v.hashes().iter().enumerate() {
+            found.entry(*h).or_insert((s as u32, r as u32));
         }
-        stats.dropped = prev.hashes().iter().filter(|h| !used.contains(h)).count();
     }
-    // Chunks to embed: each text once, however many rows share it.
-    let mut first_row: HashMap<u64, usize> = HashMap::new();
+    let wanted: HashSet<u64> = hashes.iter().copied().collect();
+    stats.dropped = found.keys().filter(|h| !wanted.contains(h)).count();
+    // Chunks without a vector: each text once, however many rows share it.
     let mut missing: Vec<usize> = Vec::new();
+    let mut seen: HashSet<u64> = HashSet::new();
     for (i, h) in hashes.iter().enumerate() {
-        if !filled[i] {
-            if let std::collections::hash_map::Entry::Vacant(e) = first_row.entry(*h) {
-                e.insert(i);
-                missing.push(i);
-            }
+        if !found.contains_key(h) && seen.insert(*h) {
+            missing.push(i);
         }
     }
-    if !missing.is_empty() {
-        // In parts, so that progress can be shown, shortest first: the
-        // embedder batches texts of similar length together.
-        missing.sort_by_key(|&i| texts[i].len());
-        let parts = missing.len().div_ceil(part_len);
-        let mut next_save = 1;
-        for (n, part) in missing.chunks(part_len).enumerate() {
-            // A few chunks at a time, asking between them whether to stop:
-            // a part takes seconds on a slow machine.
-            for piece in part.chunks(STOP_CHECK) {
-                if stop() {
-                    if let Some(f) = file {
-                        let _ = partial(&model, dim, &hashes, &data, &filled).save(f);
+    let todo = match &want {
+        Want::Now {
+            rows: best,
+            limit,
+            at_most,
+        } if missing.len() > *limit || building.is_none() => {
+            let lacking: HashSet<usize> = missing.iter().copied().collect();
+            let mut taken = HashSet::new();
+            best.iter()
+                .copied()
+                .filter(|i| lacking.contains(i) && taken.insert(hashes[*i]))
+                .take(*at_most)
+                .collect()
+        }
+        _ => missing,
+    };
+    let embedded = embed_rows(
+        embedder,
+        source,
+        &hashes,
+        &todo,
+        store.file.map(journal_path).as_deref(),
+        progress,
+        stop,
+        part_len,
+    )?;
+    stats.embedded = embedded.len();
+    if !embedded.is_empty() {
+        let s = sources.len() as u32;
+        for (r, h) in embedded.hashes().iter().enumerate() {
+            found.entry(*h).or_insert((s, r as u32));
+        }
+        sources.push(Arc::new(embedded));
+    }
+    let at: Vec<Option<(u32, u32)>> = hashes.iter().map(|h| found.get(h).copied()).collect();
+    stats.covered = at.iter().filter(|a| a.is_some()).count();
+    stats.reused = stats.covered.saturating_sub(stats.embedded);
+    let outside_file: usize = sources.iter().map(|v| v.len()).sum::<usize>() - in_file;
+    let ordered_file = sources.first().is_some_and(|v| v.order.is_some()) && in_file > 0;
+    let complete = stats.covered == rows;
+    // Written out whole, in this order, when complete and the rows held
+    // outside the file are many (or the file is not an index's): a fresh
+    // process then maps it and reads no text. A few edited notes only
+    // append to the journal.
+    let write_out = match store.file {
+        None => complete,
+        Some(_) => {
+            journal_damaged
+                || (complete
+                    && (matches!(want, Want::All) || !ordered_file || outside_file * 8 >= in_file))
+        }
+    };
+    if write_out {
+        if let Some(f) = store.file {
+            // Saved and mapped, so that a served process holds pages the
+            // kernel may drop rather than a copy of its own; written row by
+            // row from where the vectors are, not gathered first. A cache
+            // that cannot be written is only slower next time.
+            let saved = if complete {
+                let row = |i: usize| match at[i] {
+                    Some((s, r)) => sources[s as usize].row(r as usize),
+                    None => &[][..],
+                };
+                crate::retrieval::embed::cache::write_rows(
+                    f,
+                    &model,
+                    dim,
+                    Some(fingerprint.to_string()),
+                    &hashes,
+                    &row,
+                )
+            } else {
+                let (h, data) = gather(&sources, &at, &hashes, dim, false);
+                Vectors::owned(&model, dim, None, h, data).save(f)
+            };
+            if saved.is_ok() {
+                let _ = std::fs::remove_file(journal_path(f));
+                if complete {
+                    if let (Some(mapped), _) = Vectors::load(f, &model, dim) {
+                        if mapped.order.as_deref() == Some(fingerprint) && mapped.len() == rows {
+                            return Ok((keep(Coverage::Full(Arc::new(mapped))), stats));
+                        }
                     }
-                    return Err(EmbedError::Stopped);
-                }
-                let batch: Vec<&str> = piece.iter().map(|&i| texts[i].as_str()).collect();
-                let vecs = embedder.embed(&batch)?;
-                for (&i, v) in piece.iter().zip(&vecs) {
-                    data[i * dim..(i + 1) * dim].copy_from_slice(v);
-                    filled[i] = true;
-                }
-            }
-            progress(
-                (n * part_len + part.len()).min(missing.len()),
-                missing.len(),
-            );
-            // Saved as it goes, after parts 1, 2, 4, 8, …: a run killed
-            // midway keeps at least half of what it embedded, and the
-            // saves cost at most twice the final one.
-            if n + 1 == next_save && n + 1 < parts {
-                next_save *= 2;
-                if let Some(f) = file {
-                    let _ = partial(&model, dim, &hashes, &data, &filled).save(f);
                 }
             }
         }
-        // Rows whose text another row had.
-        for (i, h) in hashes.iter().enumerate() {
-            if !filled[i] {
-                let from = first_row[h];
-                data.copy_within(from * dim..(from + 1) * dim, i * dim);
-            }
-        }
-        stats.embedded = missing.len();
-    }
-    stats.reused = rows - stats.embedded;
-    let built = Vectors::owned(&model, dim, Some(fingerprint.to_string()), hashes, data);
-    // Saved and mapped, so that a served process holds pages the kernel may
-    // drop rather than a copy of its own. A cache that cannot be written is
-    // only slower next time.
-    if let Some(f) = file {
-        if built.save(f).is_ok() {
-            if let (Some(mapped), _) = Vectors::load(f, &model, dim) {
-                if in_order(&mapped) {
-                    return Ok((keep(Arc::new(mapped)), stats));
-                }
-            }
+        if complete {
+            let (h, data) = gather(&sources, &at, &hashes, dim, true);
+            let built = Vectors::owned(&model, dim, Some(fingerprint.to_string()), h, data);
+            return Ok((keep(Coverage::Full(Arc::new(built))), stats));
         }
     }
-    Ok((keep(Arc::new(built)), stats))
+    let partial = Coverage::Partial(Arc::new(Partial {
+        fingerprint: fingerprint.to_string(),
+        sources,
+        at,
+        covered: stats.covered,
+    }));
+    Ok((if complete { keep(partial) } else { partial }, stats))
 }
 
-/// The rows embedded so far, in no index order.
-fn partial(model: &str, dim: usize, hashes: &[u64], data: &[f32], filled: &[bool]) -> Vectors {
-    let mut h = Vec::new();
-    let mut d = Vec::new();
-    for (i, _) in filled.iter().enumerate().filter(|(_, f)| **f) {
-        h.push(hashes[i]);
-        d.extend_from_slice(&data[i * dim..(i + 1) * dim]);
+/// Embeds the rows `todo` (by length: the embedder batches texts of
+/// similar length together), reading their text a part at a time and
+/// appending each part to the journal as it is done, so a run killed or
+/// stopped midway keeps what it embedded.
+#[allow(clippy::too_many_arguments)]
+fn embed_rows(
+    embedder: &dyn Embedder,
+    source: &dyn Rows,
+    hashes: &[u64],
+    todo: &[usize],
+    journal: Option<&Path>,
+    progress: &dyn Fn(usize, usize),
+    stop: &dyn Fn() -> bool,
+    part_len: usize,
+) -> Result<Vectors, EmbedError> {
+    let (model, dim) = (embedder.model_id(), embedder.dim());
+    let mut done_hashes: Vec<u64> = Vec::with_capacity(todo.len());
+    let mut data: Vec<f32> = Vec::with_capacity(todo.len() * dim);
+    let append = |from: usize, hashes: &[u64], data: &[f32]| {
+        if let Some(j) = journal {
+            let rows: Vec<(u64, &[f32])> = (from..hashes.len())
+                .map(|r| (hashes[r], &data[r * dim..(r + 1) * dim]))
+                .collect();
+            // A journal that cannot be written is only slower next time.
+            let _ = Journal::append(j, model, dim, &rows);
+        }
+    };
+    // Row order is close to file order; lengths are sorted within a part.
+    for part in todo.chunks(part_len) {
+        let from = done_hashes.len();
+        let texts = source.texts(part)?;
+        let mut by_len: Vec<usize> = (0..part.len()).collect();
+        by_len.sort_by_key(|&k| texts[k].len());
+        // A few chunks at a time, asking between them whether to stop: a
+        // part takes seconds on a slow machine.
+        for piece in by_len.chunks(STOP_CHECK) {
+            if stop() {
+                append(from, &done_hashes, &data);
+                return Err(EmbedError::Stopped);
+            }
+            let batch: Vec<&str> = piece.iter().map(|&k| texts[k].as_str()).collect();
+            let vecs = match embedder.embed(&batch) {
+                Ok(v) => v,
+                Err(e) => {
+                    append(from, &done_hashes, &data);
+                    return Err(e);
+                }
+            };
+            for (&k, v) in piece.iter().zip(&vecs) {
+                done_hashes.push(hashes[part[k]]);
+                data.extend_from_slice(v);
+            }
+        }
+        append(from, &done_hashes, &data);
+        progress(done_hashes.len(), todo.len());
     }
-    Vectors::owned(model, dim, None, h, d)
+    Ok(Vectors::owned(model, dim, None, done_hashes, data))
+}
+
+/// The rows with a vector, copied out of `sources`: every row in index
+/// order when `complete`, else each known vector once.
+fn gather(
+    sources: &[Arc<Vectors>],
+    at: &[Option<(u32, u32)>],
+    hashes: &[u64],
+    dim: usize,
+    complete: bool,
+) -> (Vec<u64>, Vec<f32>) {
+    let mut h = Vec::new();
+    let mut data = Vec::new();
+    if complete {
+        data.reserve(at.len() * dim);
+        for (i, a) in at.iter().enumerate() {
+            if let Some((s, r)) = a {
+                h.push(hashes[i]);
+                data.extend_from_slice(sources[*s as usize].row(*r as usize));
+            }
+        }
+    } else {
+        let mut seen = HashSet::new();
+        for v in sources {
+            for (r, x) in v.hashes().iter().enumerate() {
+                if seen.insert(*x) {
+                    h.push(*x);
+                    data.extend_from_slice(v.row(r));
+                }
+            }
+        }
+    }
+    (h, data)
 }
 
 #[cfg(test)]
@@ -283,6 +518,43 @@ mod tests {
         }
     }
 
+    /// Every row of a test's index.
+    struct ChunkTable {
+        rows: Vec<ChunkRow>,
+    }
+
+    impl ChunkTable {
+        fn from_rows(rows: Vec<ChunkRow>) -> ChunkTable {
+            ChunkTable { rows }
+        }
+    }
+
+    /// A table whose reads are counted.
+    struct Counted<'a> {
+        table: &'a ChunkTable,
+        reads: &'a AtomicUsize,
+    }
+
+    impl Rows for Counted<'_> {
+        fn hashes(&self) -> Result<Arc<Vec<u64>>, EmbedError> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            Ok(Arc::new(
+                self.table
+                    .rows
+                    .iter()
+                    .map(|r| super::super::chunk::embed_hash(&r.title, &r.section, &r.text))
+                    .collect(),
+            ))
+        }
+        fn texts(&self, rows: &[usize]) -> Result<Vec<String>, EmbedError> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            Ok(rows
+                .iter()
+                .map(|&i| chunk_text(&self.table.rows[i]))
+                .collect())
+        }
+    }
+
     /// Builds the vectors of `table` in the order named `order`, cached in
     /// `dir`'s `vectors.bin`, counting how often the table's text was read.
     fn build(
@@ -293,7 +565,7 @@ mod tests {
         dir: &Path,
         reads: &AtomicUsize,
         part: usize,
-    ) -> Result<(Arc<Vectors>, VectorStats), EmbedError> {
+    ) -> Result<(Coverage, VectorStats), EmbedError> {
         build_until(caches, embedder, table, order, dir, reads, part, &|| false)
     }
 
@@ -308,11 +580,34 @@ mod tests {
         reads: &AtomicUsize,
         part: usize,
         stop: &dyn Fn() -> bool,
-    ) -> Result<(Arc<Vectors>, VectorStats), EmbedError> {
-        let t = || {
-            reads.fetch_add(1, Ordering::SeqCst);
-            Ok(table.clone())
-        };
+    ) -> Result<(Coverage, VectorStats), EmbedError> {
+        build_wanting(
+            caches,
+            embedder,
+            table,
+            order,
+            dir,
+            reads,
+            part,
+            stop,
+            Want::All,
+        )
+    }
+
+    /// [`build_until`], embedding what `want` asks for.
+    #[allow(clippy::too_many_arguments)]
+    fn build_wanting(
+        caches: &crate::core::cache::Caches,
+        embedder: &dyn Embedder,
+        table: &Arc<ChunkTable>,
+        order: &str,
+        dir: &Path,
+        reads: &AtomicUsize,
+        part: usize,
+        stop: &dyn Fn() -> bool,
+        want: Want,
+    ) -> Result<(Coverage, VectorStats), EmbedError> {
+        let t = Counted { table, reads };
         let file = dir.join("vectors.bin");
         vectors_in_parts(
             caches,
@@ -320,12 +615,22 @@ mod tests {
             table.rows.len(),
             order,
             &t,
-            dir,
-            Some(&file),
+            &Store {
+                key: dir,
+                file: Some(&file),
+            },
             &|_, _| {},
             stop,
             part,
+            want,
         )
+    }
+
+    /// Rows kept on disk: the vector file's and its journal's.
+    fn saved_rows(dir: &Path, e: &dyn Embedder) -> usize {
+        let file = dir.join("vectors.bin");
+        let (v, _) = Vectors::load(&file, e.model_id(), e.dim());
+        v.map_or(0, |v| v.len()) + Journal::load(&journal_path(&file), e.model_id(), e.dim()).len()
     }
 
     #[test]
@@ -361,13 +666,8 @@ mod tests {
             3,
             "no batch after the stop"
         );
-        let (saved, _) = Vectors::load(
-            &d.path().join("vectors.bin"),
-            counting.model_id(),
-            counting.dim(),
-        );
         assert_eq!(
-            saved.unwrap().len(),
+            saved_rows(d.path(), &counting),
             3 * PART,
             "everything embedded before the stop is kept"
         );
@@ -384,7 +684,7 @@ mod tests {
         const PART: usize = 8;
         let table = Arc::new(ChunkTable::from_rows((0..PART * 5).map(row).collect()));
         let load = || crate::retrieval::embed::MiniLm::load(&dir).unwrap();
-        // Parts 1-3 embedded, part 4 fails: saved after parts 1 and 2.
+        // Parts 1-3 embedded, part 4 fails: each part was appended as done.
         let stopping = StopsAfter {
             model: load(),
             calls: AtomicUsize::new(0),
@@ -394,10 +694,13 @@ mod tests {
         let caches = crate::core::cache::Caches::default();
         let r = build(&caches, &stopping, &table, "o1", d.path(), &reads, PART);
         assert!(r.is_err());
-        let (saved, _) = Vectors::load(&file, stopping.model_id(), stopping.dim());
-        let saved = saved.unwrap();
-        assert_eq!(saved.len(), 2 * PART, "what the first two parts embedded");
-        assert_eq!(saved.order, None, "a part is in no index order");
+        assert!(!file.exists(), "only the journal is written midway");
+        let journal = Journal::load(&journal_path(&file), stopping.model_id(), stopping.dim());
+        assert_eq!(
+            journal.len(),
+            3 * PART,
+            "what the first three parts embedded"
+        );
         // The next run (another process: fresh caches) embeds only the rest.
         let model = load();
         let (_, stats) = build(
@@ -410,7 +713,7 @@ mod tests {
             PART,
         )
         .unwrap();
-        assert_eq!((stats.embedded, stats.reused), (3 * PART, 2 * PART));
+        assert_eq!((stats.embedded, stats.reused), (2 * PART, 3 * PART));
     }
 
     #[test]
@@ -439,6 +742,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((stats.embedded, stats.reused), (11, 1));
+        let first = full(&first);
         assert_eq!(first.row(7), first.row(0));
         let direct = model
             .embed(&[chunk_text(&rows[3]).as_str()])
@@ -468,6 +772,7 @@ mod tests {
             before,
             "the table was not read"
         );
+        let mapped = full(&mapped);
         assert!(mapped.is_mapped());
         assert_eq!((stats.embedded, stats.reused), (0, 12));
         assert_eq!(mapped.matrix(), first.matrix());
@@ -485,15 +790,121 @@ mod tests {
             (1, 11, 0),
             "row 0's text is row 7's"
         );
+        let v = full(&v);
         assert_eq!(v.order.as_deref(), Some("o2"));
         let now = changed.rows.iter().position(|r| r.id == "n3.md#1").unwrap();
         assert_eq!(v.row(now), first.row(3), "row 3 moved with its vector");
         // In memory too: the same process asks again without reading anything.
         let before = reads.load(Ordering::SeqCst);
         let (again, _) = build(&caches, &model, &changed, "o2", d.path(), &reads, 5).unwrap();
-        assert!(Arc::ptr_eq(&v, &again));
+        assert!(Arc::ptr_eq(v, full(&again)));
         assert_eq!(reads.load(Ordering::SeqCst), before);
         let (on_disk, _) = Vectors::load(&file, model.model_id(), dim);
         assert_eq!(on_disk.unwrap().order.as_deref(), Some("o2"));
+    }
+
+    fn full(c: &Coverage) -> &Arc<Vectors> {
+        match c {
+            Coverage::Full(v) => v,
+            Coverage::Partial(_) => panic!("expected every row in index order"),
+        }
+    }
+
+    /// Asked for an answer now: with too many chunks lacking a vector, only
+    /// the best notes' chunks are embedded, each later question adds its
+    /// own, and a few changed notes are appended, never a rewrite.
+    #[test]
+    fn answers_now_embed_the_best_notes_and_edits_only_append() {
+        let Some(dir) = crate::retrieval::embed::test_model_dir() else {
+            return;
+        };
+        let model = crate::retrieval::embed::MiniLm::load(&dir).unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("vectors.bin");
+        let reads = AtomicUsize::new(0);
+        let table = Arc::new(ChunkTable::from_rows((0..30).map(row).collect()));
+        // One chunk per note here: note i is row i.
+        let now = |notes: &[usize], limit: usize| Want::Now {
+            rows: notes.to_vec(),
+            limit,
+            at_most: 3,
+        };
+        let ask = |table: &Arc<ChunkTable>, order: &str, want: Want| {
+            build_wanting(
+                &Default::default(),
+                &model,
+                table,
+                order,
+                d.path(),
+                &reads,
+                4,
+                &|| false,
+                want,
+            )
+            .unwrap()
+        };
+        // 30 lack a vector, more than 10: the best 3 of the 4 notes named.
+        let (c, stats) = ask(&table, "o1", now(&[5, 9, 2, 7], 10));
+        assert_eq!((stats.embedded, stats.covered, stats.rows), (3, 3, 30));
+        assert!(c.row(5).is_some() && c.row(9).is_some() && c.row(2).is_some());
+        assert!(c.row(7).is_none());
+        let hit = c.top_k(
+            &model.embed(&[chunk_text(&table.rows[9]).as_str()]).unwrap()[0],
+            model.dim(),
+            5,
+            |_| true,
+        );
+        assert_eq!(hit.len(), 3, "only rows with a vector are ranked");
+        assert_eq!(hit[0].0, 9);
+        assert!(!file.exists(), "appended to the journal only");
+        // The next question (a fresh process) reuses them and adds its own.
+        let (_, stats) = ask(&table, "o1", now(&[9, 7, 11], 10));
+        assert_eq!((stats.embedded, stats.covered), (2, 5));
+        // Few enough missing: everything, written out in order.
+        let (c, stats) = ask(&table, "o1", now(&[], 25));
+        assert_eq!((stats.embedded, stats.covered), (25, 30));
+        assert_eq!(full(&c).order.as_deref(), Some("o1"));
+        assert!(
+            !journal_path(&file).exists(),
+            "the journal went into the file"
+        );
+        let written = std::fs::read(&file).unwrap();
+        // Two notes edited, one deleted: their rows go to the journal, the
+        // file is left as it is, and every row has its vector.
+        let mut rows: Vec<ChunkRow> = (0..29).map(row).collect();
+        rows[3].text.push_str(" Edited.");
+        rows[17].text.push_str(" Edited too.");
+        let edited = Arc::new(ChunkTable::from_rows(rows));
+        let (c, stats) = ask(&edited, "o2", now(&[], 25));
+        assert_eq!((stats.embedded, stats.covered, stats.dropped), (2, 29, 3));
+        assert!(matches!(c, Coverage::Partial(_)));
+        assert_eq!(std::fs::read(&file).unwrap(), written, "not rewritten");
+        let direct = model
+            .embed(&[chunk_text(&edited.rows[3]).as_str()])
+            .unwrap()
+            .remove(0);
+        assert_eq!(
+            c.row(3).unwrap(),
+            direct.as_slice(),
+            "the edited text's vector"
+        );
+        assert_eq!(saved_rows(d.path(), &model), 32);
+        // A journal cut short by a killed writer: its whole rows are used,
+        // and it is written into the file.
+        let j = journal_path(&file);
+        let len = std::fs::metadata(&j).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&j)
+            .unwrap()
+            .set_len(len - 9)
+            .unwrap();
+        let (_, stats) = ask(&edited, "o2", now(&[], 25));
+        assert_eq!((stats.embedded, stats.covered), (1, 29));
+        assert!(!j.exists());
+        assert_eq!(
+            full(&ask(&edited, "o2", now(&[], 0)).0).order.as_deref(),
+            Some("o2")
+        );
     }
 }

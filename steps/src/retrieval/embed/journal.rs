@@ -1,0 +1,158 @@
+//! Vectors added since the last full write of a knowledge base's vector
+//! file: appended, never rewritten, so a question that embeds a few chunks
+//! or an edited note costs the bytes of those rows, not of the whole file.
+//!
+//! Little-endian: `MTFJ`, version 1, the dimension, the model id's length
+//! and the model id; then records of a 64-bit chunk hash, `dim` f32 values
+//! and a 64-bit check of both. A record cut short (a killed writer) or
+//! failing its check ends the journal: what precedes it is used, the rest
+//! is dropped, and the caller writes the journal into the vector file.
+//! The header is made whole before the file appears (a link of a finished
+//! temporary file), so an appender never writes before it.
+
+use crate::core::hash::hash64;
+use std::io::Write;
+use std::path::Path;
+
+const MAGIC: &[u8; 4] = b"MTFJ";
+const VERSION: u32 = 1;
+
+/// The rows of a journal, in the order they were appended.
+#[derive(Debug, Default)]
+pub struct Journal {
+    pub hashes: Vec<u64>,
+    /// Row-major, `dim` columns.
+    pub data: Vec<f32>,
+    /// A damaged or foreign tail was dropped: write the journal out.
+    pub damaged: bool,
+}
+
+fn header(model_id: &str, dim: usize) -> Vec<u8> {
+    let mut h = Vec::with_capacity(16 + model_id.len());
+    h.extend_from_slice(MAGIC);
+    h.extend_from_slice(&VERSION.to_le_bytes());
+    h.extend_from_slice(&(dim as u32).to_le_bytes());
+    h.extend_from_slice(&(model_id.len() as u32).to_le_bytes());
+    h.extend_from_slice(model_id.as_bytes());
+    h
+}
+
+fn record(hash: u64, row: &[f32], out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&hash.to_le_bytes());
+    for x in row {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    let check = hash64(&[&out[start..]]);
+    out.extend_from_slice(&check.to_le_bytes());
+}
+
+impl Journal {
+    /// The journal at `path` (empty when there is none).
+    pub fn load(path: &Path, model_id: &str, dim: usize) -> Journal {
+        let Ok(bytes) = std::fs::read(path) else {
+            return Journal::default();
+        };
+        let head = header(model_id, dim);
+        if !bytes.starts_with(&head) {
+            return Journal {
+                damaged: !bytes.is_empty(),
+                ..Default::default()
+            };
+        }
+        let size = 8 + dim * 4 + 8;
+        let body = &bytes[head.len()..];
+        let mut j = Journal::default();
+        for rec in body.chunks(size) {
+            let (content, check) = rec.split_at(rec.len().saturating_sub(8));
+            let whole = rec.len() == size && check == hash64(&[content]).to_le_bytes().as_slice();
+            if !whole {
+                j.damaged = true;
+                break;
+            }
+            j.hashes.push(u64::from_le_bytes(
+                content[..8].try_into().unwrap_or_default(),
+            ));
+            j.data.extend(
+                content[8..]
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default())),
+            );
+        }
+        j
+    }
+
+    pub fn len(&self) -> usize {
+        self.hashes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hashes.is_empty()
+    }
+
+    /// Appends `rows` (hash, vector) to the journal at `path`, creating it.
+    /// One write: appenders in other processes do not interleave rows.
+    pub fn append(
+        path: &Path,
+        model_id: &str,
+        dim: usize,
+        rows: &[(u64, &[f32])],
+    ) -> std::io::Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        if !path.exists() {
+            let tmp = path.with_extension(format!("new-{}", std::process::id()));
+            std::fs::write(&tmp, header(model_id, dim))?;
+            // Only one creator wins; the others append to its file.
+            let linked = std::fs::hard_link(&tmp, path);
+            let _ = std::fs::remove_file(&tmp);
+            match linked {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let mut buf = Vec::with_capacity(rows.len() * (16 + dim * 4));
+        for (h, row) in rows {
+            debug_assert_eq!(row.len(), dim);
+            record(*h, row, &mut buf);
+        }
+        let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
+        f.write_all(&buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_reload_and_a_cut_tail_is_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("v.add");
+        assert!(Journal::load(&p, "m", 3).is_empty());
+        Journal::append(&p, "m", 3, &[(1, &[1.0, 2.0, 3.0]), (2, &[4.0, 5.0, 6.0])]).unwrap();
+        Journal::append(&p, "m", 3, &[(3, &[7.0, 8.0, 9.0])]).unwrap();
+        let j = Journal::load(&p, "m", 3);
+        assert_eq!(j.hashes, [1, 2, 3]);
+        assert_eq!(j.data[6..], [7.0, 8.0, 9.0]);
+        assert!(!j.damaged);
+        // Another model's or dimension's journal is not read.
+        assert!(Journal::load(&p, "other", 3).is_empty());
+        assert!(Journal::load(&p, "m", 4).damaged);
+        // A writer killed mid-record: the whole rows before it are kept.
+        let len = std::fs::metadata(&p).unwrap().len();
+        let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        f.set_len(len - 5).unwrap();
+        let j = Journal::load(&p, "m", 3);
+        assert_eq!((j.hashes.as_slice(), j.damaged), (&[1u64, 2][..], true));
+        // A flipped byte fails its row's check.
+        let mut bytes = std::fs::read(&p).unwrap();
+        let at = header("m", 3).len() + 10;
+        bytes[at] ^= 1;
+        std::fs::write(&p, &bytes).unwrap();
+        let j = Journal::load(&p, "m", 3);
+        assert_eq!((j.len(), j.damaged), (0, true));
+    }
+}
