@@ -262,6 +262,12 @@ fn every_json_shape_is_in_the_reference() {
         ("history", json_of(&["history", "--json"])),
         ("show", json_of(&["show", &id, "--json"])),
         ("model list", json_of(&["model", "list", "--json"])),
+        ("kb index", {
+            fs::create_dir_all(d.path().join("notes")).unwrap();
+            fs::write(d.path().join("notes/a.md"), "# A\n\nA note.\n").unwrap();
+            json_of(&["kb", "index", "notes", "--json"])
+        }),
+        ("kb status", json_of(&["kb", "status", "notes", "--json"])),
     ];
     let mut missing = Vec::new();
     for (command, v) in &cases {

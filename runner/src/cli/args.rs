@@ -198,6 +198,43 @@ pub enum Command {
         #[command(subcommand)]
         command: ModelCommand,
     },
+    /// A knowledge base (a folder of notes): index and embed it up front, or see how far that has got.
+    Kb {
+        #[command(subcommand)]
+        command: KbSubcommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KbSubcommand {
+    /// Index the notes (only what changed), and with `--embed` give every chunk a vector, with progress; Ctrl-C keeps what was done.
+    Index {
+        /// The knowledge base folder.
+        path: PathBuf,
+        /// Also embed every chunk without a vector (needs `marktoflow model install all-minilm-l6-v2`).
+        #[arg(long)]
+        embed: bool,
+        /// Rebuild the index from scratch.
+        #[arg(long)]
+        force: bool,
+        /// Keep the index here instead of the state folder (as the step's `index_dir`).
+        #[arg(long, value_name = "DIR")]
+        index_dir: Option<PathBuf>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// How many notes are indexed and how many chunks have a vector; changes nothing.
+    Status {
+        /// The knowledge base folder.
+        path: PathBuf,
+        /// The index's folder, if it was given to `kb index --index-dir`.
+        #[arg(long, value_name = "DIR")]
+        index_dir: Option<PathBuf>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

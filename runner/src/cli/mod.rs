@@ -6,6 +6,7 @@ pub mod args;
 pub mod debug;
 pub mod doctor;
 pub mod env;
+pub mod kb;
 pub mod list;
 pub mod mcp;
 pub mod models;
@@ -160,6 +161,34 @@ pub fn main() -> i32 {
             };
             crate::cli::actions::print(name.as_deref(), shape)
         }
+        Command::Kb { command } => match command {
+            KbSubcommand::Index {
+                path,
+                embed,
+                force,
+                index_dir,
+                json,
+            } => kb::kb(kb::KbCommand {
+                method: "index",
+                kb: &path,
+                index_dir: index_dir.as_deref(),
+                embed,
+                force,
+                json,
+            }),
+            KbSubcommand::Status {
+                path,
+                index_dir,
+                json,
+            } => kb::kb(kb::KbCommand {
+                method: "status",
+                kb: &path,
+                index_dir: index_dir.as_deref(),
+                embed: false,
+                force: false,
+                json,
+            }),
+        },
         Command::Model { command } => match command {
             ModelCommand::Install { names } => models::install(&names),
             ModelCommand::List { json } => models::list(json),

@@ -458,7 +458,7 @@ pub(super) fn one_run_caps(
 }
 
 /// The next signal of `s` (never, when it could not be listened for).
-async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+pub(super) async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
     match s {
         Some(s) => {
             s.recv().await;

@@ -719,7 +719,7 @@ pub(super) fn server_caps(
         opts.roots.allow_write.clone(),
     )
     .protecting(protected);
-    Capabilities::new(
+    let caps = Capabilities::new(
         sandbox,
         state,
         // A server runs scripts concurrently: keep enough warm workers that
@@ -734,5 +734,10 @@ pub(super) fn server_caps(
         Arc::new(AgentHub::new(opts.provider.overrides())),
         env,
         (!opts.roots.allow_host.is_empty()).then(|| opts.roots.allow_host.clone()),
-    )
+    );
+    // A server lives on: a big knowledge base is embedded while it answers.
+    Capabilities {
+        background: Some(marktoflow_steps::core::background::Background::new()),
+        ..caps
+    }
 }

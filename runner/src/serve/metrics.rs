@@ -4,6 +4,7 @@
 //! stored runs by status, the live processes and how long claims take.
 
 use crate::store::RunStore;
+use marktoflow_steps::core::background::TaskStatus;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -99,8 +100,16 @@ impl Metrics {
 
     /// The text of `/metrics`: this process's figures with `load` (runs
     /// waiting, executing), and the shared store's when there is one.
-    pub fn render(&self, load: (usize, usize), store: Option<&dyn RunStore>) -> String {
+    pub fn render(
+        &self,
+        load: (usize, usize),
+        store: Option<&dyn RunStore>,
+        background: Option<&marktoflow_steps::core::background::Background>,
+    ) -> String {
         let mut out = String::new();
+        if let Some(bg) = background {
+            background_tasks(&mut out, &bg.status());
+        }
         let (queued, running) = load;
         gauge(
             &mut out,
@@ -192,6 +201,34 @@ impl Metrics {
     }
 }
 
+/// Background tasks (a knowledge base embedded while the server answers):
+/// how far each has got, and an estimate of the time left.
+fn background_tasks(out: &mut String, tasks: &[(String, TaskStatus)]) {
+    if tasks.is_empty() {
+        return;
+    }
+    type Family = (&'static str, &'static str, fn(&TaskStatus) -> f64);
+    let families: [Family; 4] = [
+        ("marktoflow_background_done", "Units of work a background task has done (chunks embedded).", |s| s.done as f64),
+        ("marktoflow_background_total", "Units of work a background task has to do.", |s| s.total as f64),
+        ("marktoflow_background_running", "Whether a background task is running (1) or ended (0).", |s| f64::from(u8::from(s.running))),
+        ("marktoflow_background_eta_seconds", "Estimated seconds a background task has left at its pace so far (0 when ended or not yet known).", eta),
+    ];
+    for (name, help, value) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (_, s) in tasks {
+            let _ = writeln!(out, "{name}{{task=\"{}\"}} {}", escape(&s.what), value(s));
+        }
+    }
+}
+
+fn eta(s: &TaskStatus) -> f64 {
+    if !s.running || s.done == 0 || s.done >= s.total {
+        return 0.0;
+    }
+    (s.seconds as f64 / s.done as f64 * (s.total - s.done) as f64).round()
+}
+
 fn gauge(out: &mut String, name: &str, help: &str, v: f64) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
 }
@@ -213,7 +250,7 @@ mod tests {
         m.step_finished("a\"b", Duration::from_millis(3));
         m.step_finished("a\"b", Duration::from_secs(2));
         m.run_finished("completed");
-        let text = m.render((1, 2), None);
+        let text = m.render((1, 2), None, None);
         assert!(text.contains("marktoflow_runs_executing 2\n"), "{text}");
         assert!(text.contains("marktoflow_runs_waiting 1\n"), "{text}");
         assert!(
@@ -242,5 +279,36 @@ mod tests {
             text.contains("marktoflow_step_duration_seconds_count{workflow=\"a\\\"b\"} 2"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn background_tasks_show_progress_and_time_left() {
+        let task = |done, total, running| TaskStatus {
+            what: "embedding /kb".into(),
+            done,
+            total,
+            running,
+            error: None,
+            seconds: 100,
+        };
+        let mut out = String::new();
+        background_tasks(&mut out, &[("k".into(), task(1000, 5000, true))]);
+        assert!(
+            out.contains("marktoflow_background_done{task=\"embedding /kb\"} 1000\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("marktoflow_background_total{task=\"embedding /kb\"} 5000\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("marktoflow_background_running{task=\"embedding /kb\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("marktoflow_background_eta_seconds{task=\"embedding /kb\"} 400\n"),
+            "{out}"
+        );
+        assert_eq!(eta(&task(5000, 5000, false)), 0.0);
     }
 }

@@ -324,6 +324,10 @@ impl ServerState {
     /// waits for them to record their end; then stops the MCP servers.
     pub async fn drain(&self, grace: Duration) {
         self.stopping.cancel();
+        // Background work keeps what it did and ends with the process.
+        if let Some(bg) = &self.caps.background {
+            bg.stop();
+        }
         if !self.wait_idle(grace).await {
             if let Ok(runs) = self.runs.lock() {
                 for e in runs.values() {

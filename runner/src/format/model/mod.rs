@@ -381,8 +381,8 @@ mod seed_tests {
             "/../../shared/seeds/000_fd4e5c8ba954ba6b.txt"
         ));
         // ../shared sits beside the clone in CI and in the README's setup.
-        let text = std::fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text =
+            std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let loaded = load_str(path, &text, &Registry::standard()).unwrap_or_else(|e| {
             panic!(
                 "{}",

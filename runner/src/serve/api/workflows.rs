@@ -48,7 +48,11 @@ pub(in crate::serve) async fn metrics(State(s): State<Arc<ServerState>>, parts: 
     // The shared store's figures are read from the database: not here.
     let state = s.clone();
     let text = tokio::task::spawn_blocking(move || {
-        state.metrics.render(state.load(), state.store.as_deref())
+        state.metrics.render(
+            state.load(),
+            state.store.as_deref(),
+            state.caps.background.as_deref(),
+        )
     })
     .await
     .unwrap_or_default();
