@@ -12,10 +12,15 @@ Folders are nested 2 to 4 levels deep:
     Work/People/                                     colleagues
     Personal/<Area>/[<year>/[<month>/]]              health, finance, journal, ...
 
-Every note is plain ASCII Markdown of 1 to 3 KB: an H1 title on the first
-line (the LifeOS search gives a bonus for terms in it), a short bullet list
-of metadata, then sections of English-like sentences that mention project
-names, people and dates. Standard library only.
+Every note is plain ASCII Markdown of 1 to 3 KB: an H1 title (the LifeOS
+search gives a bonus for terms in it), a short bullet list of metadata, then
+sections of English-like sentences and lists that mention project names,
+people and dates. As in real vaults, a quarter of the notes open with YAML
+frontmatter (title, date, tags, aliases) and two in five end with links to
+other notes (`[[Apollo]]`, `[[Priya Natarajan]]`, `[spec](../Specs/x.md)`).
+Those extras are drawn from a generator of their own, so the rest of each
+note is the same as without them. 40,000 notes take about 10 s. Standard
+library only.
 """
 import argparse
 import os
@@ -218,6 +223,22 @@ def make_note(rng, i, min_bytes=MIN_BYTES, max_bytes=MAX_BYTES):
     return parts, title, body(rng, header, sentences, sections, target)
 
 
+def realistic(seed, i, title, text):
+    """Frontmatter and links, from a generator of the note's own."""
+    rng = random.Random(seed * 1_000_003 + i)
+    if rng.random() < 0.25:
+        tags = rng.sample([p.lower() for p in PROJECTS] + ["meeting", "idea", "health", "reading"], 2)
+        fm = (f"---\ntitle: \"{title}\"\ndate: {rdate(rng)}\ntags: [{', '.join(tags)}]\n"
+              f"aliases: [\"{title.split(' ')[0]} {i}\"]\n---\n\n")
+        text = fm + text
+    if rng.random() < 0.4:
+        links = [f"[[{rng.choice(PROJECTS)}]]", f"[[{rng.choice(PEOPLE)}]]"]
+        if rng.random() < 0.5:
+            links.append(f"[{rng.choice(NOUNS)}](../{rng.choice(PROJECT_SUBDIRS)}/{rng.randint(0, 99999):05d}.md)")
+        text = text.rstrip("\n") + "\n\nRelated: " + ", ".join(links) + "\n"
+    return text
+
+
 def slug(title):
     keep = [c if c.isalnum() else "-" for c in title.lower()]
     return "-".join(filter(None, "".join(keep).split("-")))[:60]
@@ -247,6 +268,7 @@ def main():
     made = set()
     for i in range(a.notes):
         parts, title, text = make_note(rng, i, lo, hi)
+        text = realistic(a.seed, i, title, text)
         d = os.path.join(a.out, *parts)
         if d not in made:
             os.makedirs(d, exist_ok=True)
