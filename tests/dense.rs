@@ -313,7 +313,10 @@ fn a_search_answers_before_the_vault_is_embedded_and_kb_index_embeds_the_rest() 
     );
     assert_eq!(s["vectors"]["chunks"].as_u64(), Some(chunks), "{s}");
     let covered = s["vectors"]["covered"].as_u64().unwrap();
-    assert!((covered as f64 / chunks as f64 - more).abs() < 1e-4, "{more}: {s}");
+    assert!(
+        (covered as f64 / chunks as f64 - more).abs() < 1e-4,
+        "{more}: {s}"
+    );
     assert_eq!(
         status(true).json()["vectors"]["covered"].as_u64(),
         Some(covered)
@@ -408,6 +411,15 @@ fn serve_embeds_in_the_background_and_resumes_after_a_kill() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     let total = metric(&s.addr, "marktoflow_background_total").unwrap();
+    // The console's list says so too.
+    let w = crate::support::http(&s.addr, "GET", "/workflows", &[], b"").json();
+    let task = &w["background"][0];
+    assert_eq!(task["running"], true, "{w}");
+    assert!(
+        task["task"].as_str().unwrap().starts_with("embedding "),
+        "{task}"
+    );
+    assert!(task["total"].as_u64().unwrap() > 0, "{task}");
     s.child.kill().unwrap();
     s.child.wait().unwrap();
     let kept = std::fs::metadata(&journal).unwrap().len();

@@ -147,7 +147,26 @@ pub(in crate::serve) async fn list_workflows(
         .iter()
         .map(|d| json!({"file": d.file, "line": d.pos.map(|p| p.line), "column": d.pos.map(|p| p.col), "message": d.message}))
         .collect();
-    Json(json!({"workflows": list, "broken": broken})).into_response()
+    Json(json!({"workflows": list, "broken": broken, "background": background(&s)})).into_response()
+}
+
+/// The server's background tasks (a big knowledge base being embedded):
+/// `[{task, done, total, running, error, eta_seconds}]`.
+fn background(s: &ServerState) -> Value {
+    let Some(bg) = &s.caps.background else {
+        return json!([]);
+    };
+    let tasks: Vec<Value> = bg
+        .status()
+        .into_iter()
+        .map(|(_, t)| {
+            let eta = (t.running && t.done > 0 && t.done < t.total)
+                .then(|| (t.seconds as f64 / t.done as f64 * (t.total - t.done) as f64).round());
+            json!({"task": t.what, "done": t.done, "total": t.total, "running": t.running,
+                   "error": t.error, "eta_seconds": eta})
+        })
+        .collect();
+    json!(tasks)
 }
 
 /// `GET /workflows/{id}`: one workflow: inputs, outputs, triggers (without

@@ -133,7 +133,25 @@ async function workflowsPage() {
   every(3000, () => render().catch(() => {}));
 }
 
-function drawWorkflows({ workflows, broken }) {
+/// "about 12 min left" from seconds.
+function timeLeft(s) {
+  if (s === null || s === undefined) return "";
+  if (s < 90) return `, about ${Math.round(s)} s left`;
+  if (s < 5400) return `, about ${Math.round(s / 60)} min left`;
+  return `, about ${(s / 3600).toFixed(1)} h left`;
+}
+
+function drawWorkflows({ workflows, broken, background }) {
+  const tasks = (background || []).filter((t) => t.running || t.error);
+  const working = tasks.length
+    ? h("div", { class: "card", "data-background": "" },
+      h("strong", {}, "In the background"),
+      h("ul", {}, tasks.map((t) => h("li", {},
+        t.running
+          ? [`${t.task}: ${t.done.toLocaleString()} of ${t.total.toLocaleString()} chunks`, timeLeft(t.eta_seconds),
+            " ", h("progress", { max: String(t.total || 1), value: String(t.done) })]
+          : `${t.task}: stopped (${t.error})`))))
+    : null;
   const problems = (broken || []).length
     ? h("div", { class: "card error", role: "alert", "data-broken": "" },
       h("strong", {}, "Files that did not load (skipped until fixed)"),
@@ -152,7 +170,7 @@ function drawWorkflows({ workflows, broken }) {
       h("td", { class: "muted" }, w.file),
       h("td", {}, h("a", { href: `#/runs?workflow=${encodeURIComponent(w.workflow)}` }, "runs")),
     ));
-  page("Workflows", problems,
+  page("Workflows", problems, working,
     workflows.length
       ? h("table", {},
         h("thead", {}, h("tr", {}, ["Workflow", "Triggers", "Route", "Last run", "Next", "File", ""].map((t) => h("th", { scope: "col" }, t)))),
