@@ -1,6 +1,6 @@
 //! A folder of workflows, each run with its expected outputs or error:
 //! `tests/workflows/NAME.md` and `NAME.expected.json` (`{"status",
-//! "outputs"}` or `{"status": "failed", "error"}`). Files without an
+//! "outputs"}` or `{"status": "failed", "error", "code"?}`). Files without an
 //! expectation (sub-workflows they call) are not run on their own.
 //! `MARKTOFLOW_BLESS=1` rewrites the expectations.
 
@@ -26,7 +26,11 @@ fn workflows_give_their_expected_results() {
         let mut actual = if j["status"] == "completed" {
             json!({"status": "completed", "outputs": j["outputs"]})
         } else {
-            json!({"status": j["status"], "error": j["error"]["message"]})
+            let mut failed = json!({"status": j["status"], "error": j["error"]["message"]});
+            if let Some(code) = j["error"].get("code") {
+                failed["code"] = code.clone();
+            }
+            failed
         };
         if let Some(msg) = actual["error"].as_str() {
             let mut msg = msg.to_string();

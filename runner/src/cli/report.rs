@@ -118,7 +118,11 @@ pub(super) fn print_result(wf: &Workflow, r: &RunResult, as_json: bool) {
             .map(|s| json!({"id": s.id, "name": s.name, "status": s.status, "output": s.output, "error": s.error, "duration_ms": s.duration_ms, "retries": s.retries}))
             .collect();
         let error = r.error.as_ref().map(|f| {
-            json!({"message": f.message, "step": f.step_id, "file": f.file, "line": f.pos.map(|p| p.line), "column": f.pos.map(|p| p.col)})
+            let mut e = json!({"message": f.message, "step": f.step_id, "file": f.file, "line": f.pos.map(|p| p.line), "column": f.pos.map(|p| p.col)});
+            if let Some(c) = &f.code {
+                e["code"] = json!(c);
+            }
+            e
         });
         let doc = json!({
             "run_id": r.run_id,

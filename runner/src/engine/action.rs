@@ -229,7 +229,10 @@ impl Engine {
                 ),
             _ => step.field_pos(&["action"]),
         };
-        self.fail(step, pos, message)
+        Failure {
+            code: e.code().map(str::to_string),
+            ..self.fail(step, pos, message)
+        }
     }
 }
 

@@ -59,6 +59,7 @@ pub(super) fn stop_before(cfg: &RunConfig, step: &Step) -> Option<Failure> {
         return None;
     };
     Some(Failure {
+        code: None,
         message: message.into(),
         step_id: step.id.clone(),
         step_name: step.display_name().to_string(),

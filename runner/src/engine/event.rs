@@ -195,6 +195,9 @@ pub(super) fn bounded_nested(output: Value) -> Value {
 #[derive(Debug, Clone, Serialize)]
 pub struct RunFailure {
     pub message: String,
+    /// The error code a `workflow.fail` step gave, beside its message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
     pub step_id: Option<String>,
     pub step_name: Option<String>,
     pub file: String,
@@ -207,7 +210,11 @@ impl RunFailure {
             Some(n) => format!("step `{n}` failed: {}", self.message),
             None => self.message.clone(),
         };
-        Diagnostic::error(&wf.source, self.pos, msg)
+        let mut d = Diagnostic::error(&wf.source, self.pos, msg);
+        if let Some(c) = &self.code {
+            d.hints.push(format!("error code: {c}"));
+        }
+        d
     }
 }
 

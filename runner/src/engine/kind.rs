@@ -176,10 +176,11 @@ impl Engine {
                             Err(f) if f.cancelled => Err(f),
                             Err(f) if !catch.is_empty() => {
                                 let saved = st.variables.get("error").cloned();
-                                st.variables.insert(
-                                    "error".into(),
-                                    json!({"message": f.message, "step": f.step_id}),
-                                );
+                                let mut error = json!({"message": f.message, "step": f.step_id});
+                                if let Some(c) = &f.code {
+                                    error["code"] = json!(c);
+                                }
+                                st.variables.insert("error".into(), error);
                                 let c = self.exec_list(wf, catch, st, cfg, depth + 1, false).await;
                                 restore(st, vec![("error".into(), saved)]);
                                 c.map(|o| json!({"caught": f.message, "outputs": o}))

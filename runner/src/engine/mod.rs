@@ -50,6 +50,8 @@ impl Default for Engine {
 
 struct Failure {
     message: String,
+    /// The error code a `workflow.fail` step gave.
+    code: Option<String>,
     step_id: String,
     step_name: String,
     pos: Pos,
@@ -155,6 +157,7 @@ impl Engine {
         let body = async {
             if start > wf.steps.len() {
                 return Err(Failure {
+                    code: None,
                     message: format!(
                         "cannot resume at step {} of a workflow with {} steps",
                         start + 1,
@@ -174,6 +177,7 @@ impl Engine {
                 _ = tokio::time::sleep(t) => {
                     cfg.caps.cancel.cancel();
                     Err(Failure {
+                        code: None,
                         message: format!("workflow timed out after {}", human_duration(t)),
                         step_id: String::new(),
                         step_name: String::new(),
@@ -188,6 +192,7 @@ impl Engine {
         // The same for the whole run: a template may have held it past the end.
         let outcome = match (wf.timeout, outcome) {
             (Some(t), Ok(_)) if started.elapsed() > t => Err(Failure {
+                code: None,
                 message: format!("workflow timed out after {}", human_duration(t)),
                 step_id: String::new(),
                 step_name: String::new(),
@@ -207,6 +212,7 @@ impl Engine {
                 },
                 Some(RunFailure {
                     message: f.message,
+                    code: f.code,
                     step_id: (!f.step_id.is_empty()).then_some(f.step_id),
                     step_name: (!f.step_name.is_empty()).then_some(f.step_name),
                     file: wf.source.name.clone(),

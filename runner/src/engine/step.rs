@@ -248,6 +248,7 @@ impl Engine {
     pub(super) fn fail(&self, step: &Step, pos: Pos, message: impl Into<String>) -> Failure {
         Failure {
             message: message.into(),
+            code: None,
             step_id: step.id.clone(),
             step_name: step.display_name().to_string(),
             pos,

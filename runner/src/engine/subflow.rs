@@ -132,6 +132,8 @@ impl Engine {
         match result.status {
             RunStatus::Completed => Ok(result.outputs),
             status => {
+                // The child's error code stays the caller's to test.
+                let code = result.error.as_ref().and_then(|f| f.code.clone());
                 let why = result.error.map(|f| {
                     let at = f
                         .pos
@@ -144,6 +146,7 @@ impl Engine {
                 });
                 Err(Failure {
                     cancelled: status == RunStatus::Cancelled,
+                    code,
                     ..self.fail(
                         step,
                         at,

@@ -211,6 +211,7 @@ fn result_of(r: &RunRecord, wf: &Workflow) -> RunResult {
         outputs: r.outputs.clone(),
         steps: Vec::new(),
         error: r.error.as_ref().map(|m| RunFailure {
+            code: None,
             message: m.clone(),
             step_id: r.error_step.clone(),
             step_name: None,

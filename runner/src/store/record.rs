@@ -123,6 +123,7 @@ pub async fn resume_run(
             outputs: Value::Object(Map::new()),
             steps: Vec::new(),
             error: Some(crate::engine::RunFailure {
+                code: None,
                 message,
                 step_id: None,
                 step_name: None,

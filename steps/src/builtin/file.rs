@@ -120,9 +120,25 @@ fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     } else {
         "utf-8"
     };
-    Ok(
-        json!({"content": content, "path": real.to_string_lossy(), "size": meta.len(), "encoding": encoding}),
-    )
+    // The peer's names for what the file was (it converts documents to
+    // text; this runner returns their bytes, in base64).
+    let ext = real
+        .extension()
+        .map(|e| e.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    let original = match ext.as_str() {
+        "docx" | "doc" => "docx",
+        "pdf" => "pdf",
+        "xlsx" | "xls" => "xlsx",
+        _ if encoding == "base64" => "binary",
+        _ => "text",
+    };
+    let mut out = json!({"content": content, "path": real.to_string_lossy(), "size": meta.len(),
+                         "encoding": encoding, "originalFormat": original});
+    if encoding == "base64" {
+        out["convertedFrom"] = json!("binary (base64 encoded)");
+    }
+    Ok(out)
 }
 
 fn write(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
@@ -289,7 +305,7 @@ pub const SPECS: &[Spec] = &[
                 .one_of(ENCODINGS),
             input("max_bytes", INTEGER, "Refuse larger files.").default("67108864"),
         ])
-        .returns("{content, path, size}")
+        .returns("{content, path, size, encoding, originalFormat, convertedFrom?}")
         .traits(EFFECTS),
     spec("file", "write", "Writes a file atomically.")
         .inputs(&[

@@ -17,6 +17,7 @@ mod data;
 mod datetime;
 pub mod file;
 pub mod http;
+mod lists;
 
 pub use data::lookup_path;
 pub use file::FileAction;
@@ -42,6 +43,11 @@ impl Action for CoreAction {
             "parse" => data::parse(&args),
             "datetime" => datetime::datetime(&args, call.caps.clock.now()),
             "crypto" => crypto::crypto(&args),
+            "aggregate" => lists::aggregate(&args),
+            "compare" => lists::compare(&args),
+            "rename_keys" => lists::rename_keys(&args),
+            "limit" => lists::limit(&args),
+            "sort" => lists::sort(&args),
             m if CORE_SPECS
                 .iter()
                 .any(|s| s.method == m && s.traits.engine_op) =>
@@ -78,14 +84,10 @@ impl Action for WorkflowAction {
                 ))),
             },
             "log" => log(call, &a),
-            "fail" => {
-                let message = a.value("message").map(|m| display(&m)).unwrap_or_default();
-                let message = match a.get("code") {
-                    Some(code) => format!("{message} (code {})", display(code)),
-                    None => message,
-                };
-                Err(ActionError::failed(message))
-            }
+            "fail" => Err(ActionError::Raised {
+                message: a.value("message").map(|m| display(&m)).unwrap_or_default(),
+                code: a.get("code").filter(|c| !c.is_null()).map(display),
+            }),
             "sleep" => {
                 let d = parse_duration(a.required("duration")?)
                     .map_err(|e| a.invalid("duration", e))?;
@@ -303,6 +305,69 @@ pub const CORE_SPECS: &[Spec] = &[
         input("size", NUMBER, "random: how many bytes.").default("32"),
     ])
     .returns("text"),
+    spec(
+        "core",
+        "aggregate",
+        "Sums, averages, counts, joins the items of a list (or one field of each).",
+    )
+    .inputs(&[
+        input("input", LIST, "The list.").required(),
+        input("operation", STRING, "What to compute.")
+            .required()
+            .one_of(lists::AGGREGATE_OPERATIONS),
+        input(
+            "field",
+            STRING,
+            "Each item's field to use (else the items).",
+        ),
+        input("separator", STRING, "concat: between the values.").default("', '"),
+    ])
+    .returns("a number, an item, or text (concat)"),
+    spec(
+        "core",
+        "compare",
+        "Which items of two lists were added, removed or kept, by one field.",
+    )
+    .inputs(&[
+        input("source1", LIST, "The old list.").required(),
+        input("source2", LIST, "The new list.").required(),
+        input("field", STRING, "The field that identifies an item.").required(),
+    ])
+    .returns("{added, removed, unchanged, total_source1, total_source2}"),
+    spec(
+        "core",
+        "rename_keys",
+        "Renames the keys of a mapping, or of each mapping in a list.",
+    )
+    .inputs(&[
+        input("input", ANY, "A mapping or a list of them."),
+        input("mapping", MAPPING, "Old key → new key.").required(),
+    ])
+    .returns("the renamed value"),
+    spec(
+        "core",
+        "limit",
+        "A slice of a list: `count` items from `offset`.",
+    )
+    .inputs(&[
+        input("input", LIST, "The list.").required(),
+        input("count", NUMBER, "How many items.").required(),
+        input("offset", NUMBER, "Where to start (negative: from the end).").default("0"),
+    ])
+    .returns("the slice"),
+    spec(
+        "core",
+        "sort",
+        "Sorts a list, by one field of its items if given.",
+    )
+    .inputs(&[
+        input("input", LIST, "The list.").required(),
+        input("field", STRING, "The field to sort by (else the items)."),
+        input("direction", STRING, "Ascending or descending.")
+            .default("asc")
+            .one_of(&["asc", "desc"]),
+    ])
+    .returns("the sorted list"),
 ];
 
 const LOG_INPUTS: &[crate::core::catalog::Input] = &[
@@ -332,7 +397,11 @@ pub const WORKFLOW_SPECS: &[Spec] = &[
     spec("workflow", "fail", "Fails the step with a message.")
         .inputs(&[
             input("message", ANY, "Why.").default("workflow failed"),
-            input("code", ANY, "An error code, added to the message."),
+            input(
+                "code",
+                ANY,
+                "An error code, kept beside the message (`error.code`).",
+            ),
         ])
         .returns("nothing: the step fails"),
     spec("workflow", "sleep", "Waits.")

@@ -15,6 +15,13 @@ pub enum ActionError {
     Timeout(Duration),
     #[error("cancelled")]
     Cancelled,
+    /// The workflow failed itself (`workflow.fail`): the author's message
+    /// as written, and their error code, if any, beside it.
+    #[error("{message}")]
+    Raised {
+        message: String,
+        code: Option<String>,
+    },
     /// Code the action ran (a script) failed at a place inside it: 1-based
     /// `line`/`column` within that code, for the caller to map into its file.
     #[error("{message}")]
@@ -36,6 +43,14 @@ impl ActionError {
         ActionError::Failed {
             message: message.into(),
             retryable: true,
+        }
+    }
+
+    /// The error code the workflow's author gave (`workflow.fail`'s `code`).
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ActionError::Raised { code, .. } => code.as_deref(),
+            _ => None,
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod confined;
 pub mod error;
 pub mod files;
 pub mod hash;
+pub mod js;
 pub mod mapped;
 pub mod mcp;
 pub mod models;
