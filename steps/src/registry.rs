@@ -214,6 +214,17 @@ impl Registry {
             // (`--agent`, a key in the environment, else the local model);
             // every provider sdk has the same action.
             None if tool_name == IMPLICIT_AGENT => "anthropic",
+            // The peer calls a user integration by its sdk name (tool
+            // `weather` with `sdk: weather-api`, action `weather-api.get`).
+            None if tools.iter().any(|t| {
+                t.sdk == tool_name && !self.by_sdk.contains_key(canonical_sdk(&t.sdk))
+            }) =>
+            {
+                return Err(user_module(
+                    &format!("`{action}` calls `{tool_name}`"),
+                    tool_name,
+                ));
+            }
             None => {
                 let names: Vec<&str> = tools
                     .iter()
@@ -311,6 +322,12 @@ pub fn unsupported_sdk<'a>(
         };
     }
     let known: Vec<&str> = known.collect();
+    if closest(sdk, &known).is_none() {
+        return ResolveError {
+            unsupported_tool: Some(tool_name.to_string()),
+            ..user_module(&format!("tool `{tool_name}` uses sdk `{sdk}`"), sdk)
+        };
+    }
     ResolveError {
         message: format!("tool `{tool_name}` uses sdk `{sdk}`, which marktoflow does not provide"),
         hint: Some(match closest(sdk, &known) {
@@ -318,6 +335,21 @@ pub fn unsupported_sdk<'a>(
             None => format!("supported sdks: {}", known.join(", ")),
         }),
         unsupported_tool: Some(tool_name.to_string()),
+    }
+}
+
+/// An sdk that is neither ours nor a known integration of the peer: most
+/// likely a user integration, a TypeScript module the peer loads from
+/// `integrations/` (or `marktoflow.integrations.ts`, an npm package).
+fn user_module(subject: &str, sdk: &str) -> ResolveError {
+    ResolveError {
+        message: format!(
+            "{subject}, which is neither built in nor an integration of the TypeScript marktoflow: if it is a user integration (a TypeScript module such as `integrations/{sdk}.ts`), this runner does not load user modules"
+        ),
+        hint: Some(
+            "call the service with `http.get`/`http.post` (or `http.request`), with a `script` step (JavaScript with `fetch`), or run the module as an MCP server (`sdk: mcp`); docs/compatibility.md, user integrations".into(),
+        ),
+        unsupported_tool: None,
     }
 }
 

@@ -25,6 +25,28 @@ pub fn verify(wf: &Workflow, registry: &Registry, templates: &Templates) -> Vec<
     out
 }
 
+/// The Claude Agent SDK's built-in tools, which the peer's `claude-agent`
+/// steps name in `tools:`.
+const CLAUDE_CODE_TOOLS: &[&str] = &[
+    "Read",
+    "Write",
+    "Edit",
+    "MultiEdit",
+    "Bash",
+    "BashOutput",
+    "KillShell",
+    "Glob",
+    "Grep",
+    "LS",
+    "Task",
+    "WebFetch",
+    "WebSearch",
+    "NotebookEdit",
+    "NotebookRead",
+    "TodoWrite",
+    "ExitPlanMode",
+];
+
 /// The MCP servers an agent step offers (`tools:`) must be declared ones.
 fn agent_tools(wf: &Workflow, out: &mut Vec<Diagnostic>) {
     let servers: Vec<&str> = wf
@@ -43,6 +65,13 @@ fn agent_tools(wf: &Workflow, out: &mut Vec<Diagnostic>) {
         if resolved.kind != marktoflow_steps::registry::ActionKind::Agent {
             continue;
         }
+        if inputs.get("permissionMode").is_some() {
+            out.push(Diagnostic::warning(
+                &wf.source,
+                Some(step.field_pos(&["inputs", "permissionMode"])),
+                "`permissionMode` has no effect here: agent steps never edit files or run commands (they call the MCP servers given in `tools`)",
+            ));
+        }
         let Some(Value::Array(names)) = inputs.get("tools") else {
             continue;
         };
@@ -52,6 +81,16 @@ fn agent_tools(wf: &Workflow, out: &mut Vec<Diagnostic>) {
             };
             let server = name.split('.').next().unwrap_or(name);
             if servers.contains(&server) {
+                continue;
+            }
+            if CLAUDE_CODE_TOOLS.contains(&server) {
+                let mut d = Diagnostic::error(
+                    &wf.source,
+                    Some(step.field_pos(&["inputs", "tools", &i.to_string()])),
+                    format!("input `tools`: `{server}` is a tool of Claude Code (the Claude Agent SDK: files, shell, web), which agent steps here do not have"),
+                );
+                d.hints.push("offer an MCP server that does the job instead, e.g. files: `tools: {fs: {sdk: mcp, command: npx, args: [-y, '@modelcontextprotocol/server-filesystem', .]}}` in the frontmatter and `tools: [fs]` on the step".into());
+                out.push(d);
                 continue;
             }
             let mut d = Diagnostic::error(

@@ -445,7 +445,8 @@ impl Action for AgentAction {
 }
 
 use crate::core::catalog::{
-    input, spec, Input, Spec, ANY, EFFECTS, INTEGER, LIST, MAPPING, NUMBER, STRING, STRING_OR_LIST,
+    alias, input, spec, Input, Spec, ANY, EFFECTS, INTEGER, LIST, MAPPING, NUMBER, STRING,
+    STRING_OR_LIST,
 };
 
 const AGENT_INPUTS: &[Input] = &[
@@ -460,6 +461,7 @@ const AGENT_INPUTS: &[Input] = &[
         "A conversation: [{role, content}]; a system message moves to `system`.",
     ),
     input("system", ANY, "The system prompt."),
+    alias("systemPrompt", "system"),
     input(
         "max_tokens",
         INTEGER,
@@ -497,6 +499,12 @@ const AGENT_INPUTS: &[Input] = &[
         "With `tools`: the most requests to the model (1 to 100); it fails when the model is still calling tools.",
     )
     .default("10"),
+    alias("maxTurns", "max_turns"),
+    input(
+        "permissionMode",
+        STRING,
+        "Accepted from the Claude Agent SDK's workflows, with no effect: agent steps here never edit files or run commands (`validate` says so).",
+    ),
     input(
         "model",
         ANY,

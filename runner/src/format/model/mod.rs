@@ -204,6 +204,18 @@ impl Cx<'_> {
                     .with_hint(
                         "end the frontmatter with a `---` line before the first heading or step",
                     )
+                } else if let Some(line) = peer_daemon(text) {
+                    // Its steps wait for events this runner has no sources
+                    // for: one error says so, instead of one per step.
+                    self.errors.push(
+                        Diagnostic::error(
+                            &self.src,
+                            Some(Pos { line, col: 1 }),
+                            "this is a daemon workflow of the TypeScript marktoflow (`mode: daemon`, event `sources:`), which this runner does not run",
+                        )
+                        .with_hint("write it as a workflow with `triggers:` and serve it with `marktoflow serve`: a cron source becomes a `schedule` trigger, an HTTP or chat source a `webhook`, a file source `file_watch` (docs/compatibility.md, daemon mode)"),
+                    );
+                    return wf;
                 } else if text.lines().next().is_some_and(|l| l.trim_end() == "---") {
                     // A YAML block is there, without any key of a workflow.
                     Diagnostic::error(
@@ -315,6 +327,23 @@ impl Cx<'_> {
         }
         wf
     }
+}
+
+/// The line of `mode: daemon` (or of `sources:`) in the first `---` block:
+/// the peer's daemon files, which have no `workflow:`.
+fn peer_daemon(text: &str) -> Option<usize> {
+    let mut lines = text.lines().enumerate();
+    // The block may follow a title or a comment, as a workflow's may.
+    lines.find(|(_, l)| l.trim_end() == "---")?;
+    lines
+        .take_while(|(_, l)| l.trim_end() != "---")
+        .find(|(_, l)| {
+            let l = l.trim_end();
+            l.starts_with("sources:")
+                || l.strip_prefix("mode:")
+                    .is_some_and(|m| m.trim().trim_matches(['\'', '"']) == "daemon")
+        })
+        .map(|(i, _)| i + 1)
 }
 
 #[cfg(test)]
