@@ -25,6 +25,7 @@ pub mod compat;
 pub mod conditions;
 pub mod dates;
 pub mod filters;
+mod js_builtins;
 pub mod methods;
 mod nunjucks;
 mod values;
@@ -318,6 +319,7 @@ impl Templates {
         env.set_debug(true);
         filters::register(&mut env);
         nunjucks::register(&mut env);
+        js_builtins::register(&mut env);
         // `x == null` in conditions becomes `(x) is nullish` (see conditions).
         env.add_test("nullish", |v: &Value| v.is_none() || v.is_undefined());
         env.set_unknown_method_callback(methods::call_method);

@@ -139,7 +139,16 @@ fn to_json_depth(v: &Value, depth: usize) -> Result<Json, Error> {
     })
 }
 
+/// A number as JSON: integers, and whole floats as integers too (the
+/// peer's values are JavaScript numbers: `5.0` is `5`).
 fn number_to_json(v: &Value) -> Json {
+    if !v.is_integer() {
+        if let Ok(f) = f64::try_from(v.clone()) {
+            if f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15 {
+                return Json::from(f as i64);
+            }
+        }
+    }
     if v.is_integer() {
         if let Ok(i) = i64::try_from(v.clone()) {
             return Json::from(i);
@@ -155,18 +164,9 @@ fn number_to_json(v: &Value) -> Json {
         .unwrap_or(Json::Null)
 }
 
-/// Formats a float the way JavaScript prints numbers for integral values
-/// (`5` rather than `5.0`); other floats use Rust's shortest round-trip form.
+/// A float as JavaScript prints numbers: `5`, `0.1`, `1e+21`, `NaN`.
 pub(crate) fn format_float(f: f64) -> String {
-    if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e21 {
-        format!("{f:.0}")
-    } else if f.is_nan() {
-        "NaN".to_string()
-    } else if f.is_infinite() {
-        if f > 0.0 { "Infinity" } else { "-Infinity" }.to_string()
-    } else {
-        format!("{f}")
-    }
+    marktoflow_steps::core::js::number_string(f)
 }
 
 /// The text of a value as it appears in rendered output: none/undefined are
@@ -206,7 +206,7 @@ pub(crate) fn formatter(out: &mut Output, _state: &mut State, v: &Value) -> Resu
 /// A list as JavaScript's `String(list)`: items joined with `,`, nested
 /// lists flattened the same way, none as nothing; a mapping item as compact
 /// JSON (JavaScript would print `[object Object]`).
-fn js_join(v: &Value) -> String {
+pub(crate) fn js_join(v: &Value) -> String {
     let Ok(items) = v.try_iter() else {
         return text(v);
     };

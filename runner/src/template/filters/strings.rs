@@ -65,7 +65,8 @@ pub(super) fn title(value: &Value) -> Result<String, Error> {
         } else {
             out.extend(c.to_lowercase());
         }
-        start = c.is_whitespace() || matches!(c, '-' | '(' | '{' | '[' | '<');
+        // Words split at spaces only, as Nunjucks' `title` splits them.
+        start = c == ' ';
     }
     Ok(out)
 }
