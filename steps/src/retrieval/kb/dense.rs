@@ -292,15 +292,7 @@ pub async fn embed_all(
     let work = async move {
         let done = tokio::task::spawn_blocking(move || {
             let embedder = crate::retrieval::embed::load_cached(&caches, &model_path)?;
-            let want = if all {
-                Want::All
-            } else {
-                Want::Now {
-                    rows: Vec::new(),
-                    limit: 0,
-                    at_most: 0,
-                }
-            };
+            let want = if all { Want::All } else { Want::Count };
             let (_, stats) = build.run(&*embedder, &order, want)?;
             Ok::<_, EmbedError>(Embedded {
                 model: embedder.model_id().to_string(),

@@ -47,6 +47,8 @@ pub enum Want {
         limit: usize,
         at_most: usize,
     },
+    /// Nothing embedded, nothing written: how many chunks have a vector.
+    Count,
 }
 
 /// The vectors of one index commit's rows.
@@ -217,6 +219,7 @@ fn vectors_in_parts(
     // takes hours): it embeds only its own candidates.
     let building = match &want {
         Want::All => Some(lock.lock().unwrap_or_else(|e| e.into_inner())),
+        Want::Count => None,
         Want::Now { .. } => match lock.try_lock() {
             Ok(g) => Some(g),
             Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
@@ -238,6 +241,8 @@ fn vectors_in_parts(
     // kept in memory only, what this process made before.
     let mut sources: Vec<Arc<Vectors>> = Vec::new();
     let mut journal_damaged = false;
+    // Rows of the vector file itself (the first source, when there is one).
+    let mut in_file = 0;
     match store.file {
         Some(f) => {
             if let Some(v) = current().filter(|v| v.complete_for(fingerprint, rows)) {
@@ -247,7 +252,10 @@ fn vectors_in_parts(
                 (Some(v), _) if v.order.as_deref() == Some(fingerprint) && v.len() == rows => {
                     return Ok(reused(keep(Coverage::Full(Arc::new(v)))));
                 }
-                (Some(v), _) => sources.push(Arc::new(v)),
+                (Some(v), _) => {
+                    in_file = v.len();
+                    sources.push(Arc::new(v));
+                }
                 (None, Loaded::Discarded(why)) => stats.discarded = Some(why),
                 (None, _) => {}
             }
@@ -266,7 +274,6 @@ fn vectors_in_parts(
             None => {}
         },
     }
-    let in_file = sources.first().map_or(0, |v| v.len());
 
     let hashes = source.hashes()?;
     let mut found: HashMap<u64, (u32, u32)> = HashMap::new();
@@ -299,6 +306,7 @@ fn vectors_in_parts(
                 .take(*at_most)
                 .collect()
         }
+        Want::Count => Vec::new(),
         _ => missing,
     };
     let embedded = embed_rows(
@@ -330,6 +338,7 @@ fn vectors_in_parts(
     // process then maps it and reads no text. A few edited notes only
     // append to the journal.
     let write_out = match store.file {
+        _ if matches!(want, Want::Count) => false,
         None => complete,
         Some(_) => {
             journal_damaged
