@@ -43,6 +43,14 @@ enum Backing {
         hashes: usize,
         data: usize,
     },
+    /// Rows spaced `stride` bytes apart in a mapped file, the first at
+    /// `first` (a journal's records); their hashes read out.
+    Strided {
+        map: memmap2::Mmap,
+        hashes: Vec<u64>,
+        first: usize,
+        stride: usize,
+    },
 }
 
 /// What loading found.
@@ -245,27 +253,64 @@ impl Vectors {
         self.rows == 0
     }
 
+    /// Rows `f32` values each `stride` bytes apart in `map` from `first`
+    /// (which the caller checked: in bounds, 4-byte aligned, little-endian).
+    pub(crate) fn strided(
+        model_id: &str,
+        dim: usize,
+        map: memmap2::Mmap,
+        hashes: Vec<u64>,
+        first: usize,
+        stride: usize,
+    ) -> Self {
+        Vectors {
+            model_id: model_id.to_string(),
+            dim,
+            order: None,
+            rows: hashes.len(),
+            backing: Backing::Strided {
+                map,
+                hashes,
+                first,
+                stride,
+            },
+        }
+    }
+
     pub fn is_mapped(&self) -> bool {
-        matches!(self.backing, Backing::Mapped { .. })
+        !matches!(self.backing, Backing::Owned { .. })
     }
 
     pub fn hashes(&self) -> &[u64] {
         match &self.backing {
-            Backing::Owned { hashes, .. } => hashes,
+            Backing::Owned { hashes, .. } | Backing::Strided { hashes, .. } => hashes,
             Backing::Mapped { map, hashes, data } => bytemuck::cast_slice(&map[*hashes..*data]),
         }
     }
 
-    /// Row-major, `dim` columns.
-    pub fn matrix(&self) -> &[f32] {
+    /// Row-major, `dim` columns, when the rows lie one after another.
+    pub fn matrix(&self) -> Option<&[f32]> {
         match &self.backing {
-            Backing::Owned { data, .. } => data,
-            Backing::Mapped { map, data, .. } => bytemuck::cast_slice(&map[*data..]),
+            Backing::Owned { data, .. } => Some(data),
+            Backing::Mapped { map, data, .. } => Some(bytemuck::cast_slice(&map[*data..])),
+            Backing::Strided { .. } => None,
         }
     }
 
     pub fn row(&self, i: usize) -> &[f32] {
-        &self.matrix()[i * self.dim..(i + 1) * self.dim]
+        let d = self.dim;
+        match &self.backing {
+            Backing::Owned { data, .. } => &data[i * d..(i + 1) * d],
+            Backing::Mapped { map, data, .. } => {
+                bytemuck::cast_slice(&map[data + i * d * 4..data + (i + 1) * d * 4])
+            }
+            Backing::Strided {
+                map, first, stride, ..
+            } => {
+                let at = first + i * stride;
+                bytemuck::cast_slice(&map[at..at + d * 4])
+            }
+        }
     }
 
     /// Each hash's row (the first, should a hash repeat).
@@ -278,15 +323,13 @@ impl Vectors {
     }
 
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
-        let dim = self.dim;
-        let m = self.matrix();
         write_rows(
             path,
             &self.model_id,
-            dim,
+            self.dim,
             self.order.clone(),
             self.hashes(),
-            &|i| &m[i * dim..(i + 1) * dim],
+            &|i| self.row(i),
         )
     }
 }

@@ -81,7 +81,14 @@ impl Coverage {
         keep: impl Fn(usize) -> bool + Sync,
     ) -> Vec<(usize, f32)> {
         match self {
-            Coverage::Full(v) => topk::top_k(query, v.matrix(), dim, k, keep),
+            Coverage::Full(v) => match v.matrix() {
+                Some(m) => topk::top_k(query, m, dim, k, keep),
+                None => topk::top_k_of(
+                    query,
+                    k,
+                    (0..v.len()).filter(|i| keep(*i)).map(|i| (i, v.row(i))),
+                ),
+            },
             Coverage::Partial(p) => topk::top_k_of(
                 query,
                 k,
@@ -261,11 +268,12 @@ fn vectors_in_parts(
             }
             let j = Journal::load(&journal_path(f), &model, dim);
             journal_damaged = j.damaged;
-            if !j.is_empty() {
-                sources.push(Arc::new(Vectors::owned(
-                    &model, dim, None, j.hashes, j.data,
-                )));
+            if j.damaged {
+                // Its good rows stay mapped; new ones start a new journal
+                // (after the damage they could not be read back).
+                let _ = std::fs::remove_file(journal_path(f));
             }
+            sources.extend(j.rows.map(Arc::new));
         }
         None => match current() {
             Some(v) if v.complete_for(fingerprint, rows) => return Ok(reused(v)),
@@ -309,23 +317,34 @@ fn vectors_in_parts(
         Want::Count => Vec::new(),
         _ => missing,
     };
+    let journal = store.file.map(journal_path);
     let embedded = embed_rows(
         embedder,
         source,
         &hashes,
         &todo,
-        store.file.map(journal_path).as_deref(),
+        journal.as_deref(),
         progress,
         stop,
         part_len,
     )?;
-    stats.embedded = embedded.len();
-    if !embedded.is_empty() {
+    stats.embedded = embedded.count;
+    // What went to the journal is read from there (mapped), not held.
+    let mut fresh = Vec::new();
+    if embedded.journaled {
+        if let Some(j) = journal.as_deref() {
+            let j = Journal::load(j, &model, dim);
+            journal_damaged |= j.damaged;
+            fresh.extend(j.rows);
+        }
+    }
+    fresh.extend(Some(embedded.held).filter(|v| !v.is_empty()));
+    for v in fresh {
         let s = sources.len() as u32;
-        for (r, h) in embedded.hashes().iter().enumerate() {
+        for (r, h) in v.hashes().iter().enumerate() {
             found.entry(*h).or_insert((s, r as u32));
         }
-        sources.push(Arc::new(embedded));
+        sources.push(Arc::new(v));
     }
     let at: Vec<Option<(u32, u32)>> = hashes.iter().map(|h| found.get(h).copied()).collect();
     stats.covered = at.iter().filter(|a| a.is_some()).count();
@@ -395,10 +414,21 @@ fn vectors_in_parts(
     Ok((if complete { keep(partial) } else { partial }, stats))
 }
 
-/// Embeds the rows `todo` (by length: the embedder batches texts of
-/// similar length together), reading their text a part at a time and
-/// appending each part to the journal as it is done, so a run killed or
-/// stopped midway keeps what it embedded.
+/// What [`embed_rows`] made.
+struct Embedded {
+    /// Chunks embedded.
+    count: usize,
+    /// Some went to the journal (and are read back from there).
+    journaled: bool,
+    /// Those that did not (no journal, or it could not be written).
+    held: Vectors,
+}
+
+/// Embeds the rows `todo` (by length within a part: the embedder batches
+/// texts of similar length together), reading their text a part at a time
+/// and appending each part to the journal as it is done, so a run killed or
+/// stopped midway keeps what it embedded and a long run holds one part in
+/// memory, not the vault.
 #[allow(clippy::too_many_arguments)]
 fn embed_rows(
     embedder: &dyn Embedder,
@@ -409,49 +439,63 @@ fn embed_rows(
     progress: &dyn Fn(usize, usize),
     stop: &dyn Fn() -> bool,
     part_len: usize,
-) -> Result<Vectors, EmbedError> {
+) -> Result<Embedded, EmbedError> {
     let (model, dim) = (embedder.model_id(), embedder.dim());
-    let mut done_hashes: Vec<u64> = Vec::with_capacity(todo.len());
-    let mut data: Vec<f32> = Vec::with_capacity(todo.len() * dim);
-    let append = |from: usize, hashes: &[u64], data: &[f32]| {
-        if let Some(j) = journal {
-            let rows: Vec<(u64, &[f32])> = (from..hashes.len())
-                .map(|r| (hashes[r], &data[r * dim..(r + 1) * dim]))
-                .collect();
-            // A journal that cannot be written is only slower next time.
-            let _ = Journal::append(j, model, dim, &rows);
+    let mut held_hashes: Vec<u64> = Vec::new();
+    let mut held: Vec<f32> = Vec::new();
+    let mut journaled = false;
+    let mut count = 0;
+    // A part's rows go to the journal, or are held when it cannot take them.
+    let mut keep = |part_hashes: Vec<u64>, part: Vec<f32>| {
+        let rows: Vec<(u64, &[f32])> = part_hashes
+            .iter()
+            .zip(part.chunks_exact(dim.max(1)))
+            .map(|(h, r)| (*h, r))
+            .collect();
+        match journal.map(|j| Journal::append(j, model, dim, &rows)) {
+            Some(Ok(())) => journaled |= !rows.is_empty(),
+            _ => {
+                held_hashes.extend(part_hashes);
+                held.extend(part);
+            }
         }
     };
-    // Row order is close to file order; lengths are sorted within a part.
     for part in todo.chunks(part_len) {
-        let from = done_hashes.len();
         let texts = source.texts(part)?;
         let mut by_len: Vec<usize> = (0..part.len()).collect();
         by_len.sort_by_key(|&k| texts[k].len());
+        let mut part_hashes = Vec::with_capacity(part.len());
+        let mut data = Vec::with_capacity(part.len() * dim);
         // A few chunks at a time, asking between them whether to stop: a
         // part takes seconds on a slow machine.
         for piece in by_len.chunks(STOP_CHECK) {
-            if stop() {
-                append(from, &done_hashes, &data);
-                return Err(EmbedError::Stopped);
-            }
-            let batch: Vec<&str> = piece.iter().map(|&k| texts[k].as_str()).collect();
-            let vecs = match embedder.embed(&batch) {
+            let vecs = if stop() {
+                Err(EmbedError::Stopped)
+            } else {
+                let batch: Vec<&str> = piece.iter().map(|&k| texts[k].as_str()).collect();
+                embedder.embed(&batch)
+            };
+            let vecs = match vecs {
                 Ok(v) => v,
                 Err(e) => {
-                    append(from, &done_hashes, &data);
+                    keep(part_hashes, data);
                     return Err(e);
                 }
             };
             for (&k, v) in piece.iter().zip(&vecs) {
-                done_hashes.push(hashes[part[k]]);
+                part_hashes.push(hashes[part[k]]);
                 data.extend_from_slice(v);
             }
         }
-        append(from, &done_hashes, &data);
-        progress(done_hashes.len(), todo.len());
+        count += part_hashes.len();
+        keep(part_hashes, data);
+        progress(count, todo.len());
     }
-    Ok(Vectors::owned(model, dim, None, done_hashes, data))
+    Ok(Embedded {
+        count,
+        journaled,
+        held: Vectors::owned(model, dim, None, held_hashes, held),
+    })
 }
 
 /// The rows with a vector, copied out of `sources`: every row in index
