@@ -426,6 +426,38 @@ fn serve_embeds_in_the_background_and_resumes_after_a_kill() {
     // A new server: the first search starts the rest, not everything.
     let s = crate::support::serve(d.path(), &["now.md", "--allow-read", &model_s], &env);
     crate::support::post(&s.addr, "/ask", serde_json::json!({"q": "garden"}));
+    // A note edited while the rest is embedded: found with its new text,
+    // at once, never with the old.
+    std::fs::write(
+        d.path().join("kb/Notes/n0042.md"),
+        "# Note 42\n\nThe quokka colony moved to the greenhouse.\n",
+    )
+    .unwrap();
+    // The server re-reads the folder at most once a second.
+    let asked = std::time::Instant::now();
+    let hit = loop {
+        let r = crate::support::post(
+            &s.addr,
+            "/ask",
+            serde_json::json!({"q": "Where did the quokka colony move?"}),
+        );
+        let hits = r.json()["outputs"]["r"]["hits"].clone();
+        let found = hits
+            .as_array()
+            .and_then(|h| h.iter().find(|h| h["path"] == "Notes/n0042.md").cloned());
+        if let Some(h) = found {
+            break h;
+        }
+        assert!(
+            asked.elapsed().as_secs() < 10,
+            "the edit was not found: {hits}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(
+        hit["text"].as_str().unwrap().contains("greenhouse"),
+        "{hit}"
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
     while metric(&s.addr, "marktoflow_background_running") != Some(0.0) {
         assert!(

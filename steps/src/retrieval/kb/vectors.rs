@@ -248,6 +248,9 @@ fn vectors_in_parts(
     // kept in memory only, what this process made before.
     let mut sources: Vec<Arc<Vectors>> = Vec::new();
     let mut journal_damaged = false;
+    // Journal rows there when this call began: what was appended after
+    // (by others too) is checked before the journal is retired.
+    let mut journal_seen = 0;
     // Rows of the vector file itself (the first source, when there is one).
     let mut in_file = 0;
     match store.file {
@@ -268,6 +271,7 @@ fn vectors_in_parts(
             }
             let j = Journal::load(&journal_path(f), &model, dim);
             journal_damaged = j.damaged;
+            journal_seen = if j.damaged { 0 } else { j.len() };
             if j.damaged {
                 // Its good rows stay mapped; new ones start a new journal
                 // (after the damage they could not be read back).
@@ -371,7 +375,9 @@ fn vectors_in_parts(
             // kernel may drop rather than a copy of its own; written row by
             // row from where the vectors are, not gathered first. A cache
             // that cannot be written is only slower next time.
+            let mut written: HashSet<u64> = HashSet::new();
             let saved = if complete {
+                written.extend(hashes.iter().copied());
                 let row = |i: usize| match at[i] {
                     Some((s, r)) => sources[s as usize].row(r as usize),
                     None => &[][..],
@@ -386,10 +392,11 @@ fn vectors_in_parts(
                 )
             } else {
                 let (h, data) = gather(&sources, &at, &hashes, dim, false);
+                written.extend(h.iter().copied());
                 Vectors::owned(&model, dim, None, h, data).save(f)
             };
             if saved.is_ok() {
-                let _ = std::fs::remove_file(journal_path(f));
+                retire_journal(f, &model, dim, &written, journal_seen);
                 if complete {
                     if let (Some(mapped), _) = Vectors::load(f, &model, dim) {
                         if mapped.order.as_deref() == Some(fingerprint) && mapped.len() == rows {
@@ -412,6 +419,23 @@ fn vectors_in_parts(
         covered: stats.covered,
     }));
     Ok((if complete { keep(partial) } else { partial }, stats))
+}
+
+/// Removes the journal now written into the vector file, unless rows
+/// appended after this call began (past its first `seen` rows: another
+/// search's, for a newer commit of the index perhaps) are missing from the
+/// file (`written` lacks them): then it stays, and they are read from it
+/// next time (when the rows before them are dropped).
+fn retire_journal(file: &Path, model: &str, dim: usize, written: &HashSet<u64>, seen: usize) {
+    let path = journal_path(file);
+    let j = Journal::load(&path, model, dim);
+    let newer = j
+        .rows
+        .as_ref()
+        .is_some_and(|v| v.hashes().iter().skip(seen).any(|h| !written.contains(h)));
+    if !newer {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// What [`embed_rows`] made.
