@@ -54,17 +54,7 @@ pub async fn check_mcp(wf: &Workflow, caps: &Capabilities) -> (Vec<Diagnostic>, 
             // Said when the file was loaded.
             continue;
         };
-        let call = Call {
-            action,
-            method: &resolved.method,
-            tool: Some(&tool),
-            declared: &[],
-            model: None,
-            timeout: None,
-            globals: None,
-            caps,
-            idempotency_key: None,
-        };
+        let call = Call::outside_a_run(action, &resolved.method, Some(&tool), caps);
         let listed = async {
             let session = call.mcp_session(&tool.name, &config).await?;
             session.tools().await.map(<[_]>::to_vec)

@@ -87,17 +87,7 @@ fn call(caps: &Capabilities, method: &str, inputs: Value) -> Result<Value, Strin
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate()).ok();
         let mut int = signal(SignalKind::interrupt()).ok();
-        let call = Call {
-            action: &action,
-            method,
-            tool: None,
-            declared: &[],
-            model: None,
-            timeout: None,
-            globals: None,
-            caps,
-            idempotency_key: None,
-        };
+        let call = Call::outside_a_run(&action, method, None, caps);
         let work = resolved.action.call(&call, inputs);
         tokio::pin!(work);
         loop {

@@ -110,6 +110,27 @@ pub struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
+    /// A call made outside a run (a CLI command, a check before one): no
+    /// step, so no model, timeout, globals or idempotency key.
+    pub fn outside_a_run(
+        action: &'a str,
+        method: &'a str,
+        tool: Option<&'a ToolConfig>,
+        caps: &'a Capabilities,
+    ) -> Call<'a> {
+        Call {
+            action,
+            method,
+            tool,
+            declared: &[],
+            model: None,
+            timeout: None,
+            globals: None,
+            caps,
+            idempotency_key: None,
+        }
+    }
+
     /// A copy to change a field of (`Call { model, ..call.reborrow() }`).
     pub fn reborrow(&self) -> Call<'a> {
         Call {

@@ -643,21 +643,6 @@ mod tests {
         reads: &AtomicUsize,
         part: usize,
     ) -> Result<(Coverage, VectorStats), EmbedError> {
-        build_until(caches, embedder, table, order, dir, reads, part, &|| false)
-    }
-
-    /// [`build`], asking `stop` between batches.
-    #[allow(clippy::too_many_arguments)]
-    fn build_until(
-        caches: &crate::core::cache::Caches,
-        embedder: &dyn Embedder,
-        table: &Arc<ChunkTable>,
-        order: &str,
-        dir: &Path,
-        reads: &AtomicUsize,
-        part: usize,
-        stop: &dyn Fn() -> bool,
-    ) -> Result<(Coverage, VectorStats), EmbedError> {
         build_wanting(
             caches,
             embedder,
@@ -666,12 +651,13 @@ mod tests {
             dir,
             reads,
             part,
-            stop,
+            &|| false,
             Want::All,
         )
     }
 
-    /// [`build_until`], embedding what `want` asks for.
+    /// [`build`], asking `stop` between batches and embedding what `want`
+    /// asks for.
     #[allow(clippy::too_many_arguments)]
     fn build_wanting(
         caches: &crate::core::cache::Caches,
@@ -727,7 +713,7 @@ mod tests {
         let stop = || counting.calls.load(Ordering::SeqCst) >= 3;
         let reads = AtomicUsize::new(0);
         let caches = crate::core::cache::Caches::default();
-        let r = build_until(
+        let r = build_wanting(
             &caches,
             &counting,
             &table,
@@ -736,6 +722,7 @@ mod tests {
             &reads,
             PART,
             &stop,
+            Want::All,
         );
         assert!(matches!(r, Err(EmbedError::Stopped)), "{:?}", r.err());
         assert_eq!(
