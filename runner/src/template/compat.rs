@@ -128,7 +128,8 @@ fn pairs_target(src: &str, content: std::ops::Range<usize>) -> Option<std::ops::
 /// Rewrites Nunjucks-only syntax (see the module docs); `None` if there is
 /// nothing to rewrite.
 pub(crate) fn nunjucks_compat(src: &str) -> Option<Translated> {
-    if !src.contains("elseif") && !src.contains("for") {
+    let lengths = src.contains(".length");
+    if !src.contains("elseif") && !src.contains("for") && !lengths {
         return None;
     }
     // (offset, bytes removed, text inserted)
@@ -145,6 +146,19 @@ pub(crate) fn nunjucks_compat(src: &str) -> Option<Translated> {
             "raw" => in_raw = true,
             "endraw" => in_raw = false,
             _ if in_raw => {}
+            _ if lengths => {
+                edits.extend(length_edits(src, tag.kw_start..tag.content.end));
+                match tag.kw.as_str() {
+                    "elseif" => edits.push((tag.kw_start, 6, "elif")),
+                    "for" => {
+                        if let Some(target) = pairs_target(src, tag.content.clone()) {
+                            edits.push((target.start, 0, "__nunjucks_pairs("));
+                            edits.push((target.end, 0, ")"));
+                        }
+                    }
+                    _ => {}
+                }
+            }
             "elseif" => edits.push((tag.kw_start, 6, "elif")),
             "for" => {
                 if let Some(target) = pairs_target(src, tag.content) {
@@ -155,9 +169,13 @@ pub(crate) fn nunjucks_compat(src: &str) -> Option<Translated> {
             _ => {}
         }
     }
+    if lengths {
+        edits.extend(expression_length_edits(src));
+    }
     if edits.is_empty() {
         return None;
     }
+    edits.sort_by_key(|e| e.0);
     let mut text = String::with_capacity(src.len() + 32 * edits.len());
     let mut origin = Vec::with_capacity(src.len() + 32 * edits.len());
     let mut at = 0;
@@ -172,6 +190,65 @@ pub(crate) fn nunjucks_compat(src: &str) -> Option<Translated> {
     origin.extend(at..src.len());
     origin.push(src.len());
     Some(Translated { text, origin })
+}
+
+/// `x.length` as JavaScript reads it (a string's or list's length, a
+/// mapping's `length`): `x|__js_length` in the expression `range` of `src`.
+/// Not a call (`.length(`), not a name of its own (`.lengths`).
+fn length_edits(src: &str, range: std::ops::Range<usize>) -> Vec<(usize, usize, &'static str)> {
+    let toks = tokenize(&src[range.clone()]);
+    let mut out = Vec::new();
+    for i in 1..toks.len().saturating_sub(1) {
+        let (before, dot, name) = (&toks[i - 1], &toks[i], &toks[i + 1]);
+        let follows = matches!(before.kind, Kind::Ident | Kind::Close | Kind::Str);
+        let called = toks[i + 2..]
+            .iter()
+            .find(|t| t.kind != Kind::Space)
+            .is_some_and(|t| t.text == "(");
+        if dot.text == "."
+            && name.kind == Kind::Ident
+            && name.text == "length"
+            && follows
+            && !called
+        {
+            out.push((range.start + dot.start, ".length".len(), LENGTH_FILTER));
+        }
+    }
+    out
+}
+
+/// The filter `.length` becomes (see [`js_length`]).
+const LENGTH_FILTER: &str = "|__js_length";
+
+/// `x.length`: a text's length (in UTF-16 units, as JavaScript counts), a
+/// list's, a mapping's `length` field; undefined otherwise.
+pub(crate) fn js_length(v: Value) -> Value {
+    match v.kind() {
+        ValueKind::String => Value::from(v.as_str().unwrap_or_default().encode_utf16().count()),
+        ValueKind::Seq | ValueKind::Iterable => Value::from(v.len().unwrap_or(0)),
+        ValueKind::Map => v.get_attr("length").unwrap_or_default(),
+        _ => Value::UNDEFINED,
+    }
+}
+
+/// [`length_edits`] for every `{{ … }}` of `src` (outside `{% raw %}`).
+fn expression_length_edits(src: &str) -> Vec<(usize, usize, &'static str)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(p) = src[i..].find("{{") {
+        let open = i + p + 2;
+        let Some(q) = src[open..].find("}}") else {
+            break;
+        };
+        let close = open + q;
+        let raw_before = src[..open].rfind("{% raw").unwrap_or(0);
+        let raw_open = raw_before > 0 && !src[raw_before..open].contains("endraw");
+        if !raw_open {
+            out.extend(length_edits(src, open..close));
+        }
+        i = close + 2;
+    }
+    out
 }
 
 #[cfg(test)]

@@ -252,9 +252,18 @@ fn rewrite_null_comparisons(toks: &mut Vec<Tok>) -> bool {
 /// comparisons with a null literal become `is nullish` tests (so a missing
 /// value equals null). Returns `None` when nothing needs translating.
 pub(crate) fn translate_js(src: &str) -> Option<Translated> {
-    let maybe = ["&&", "||", "!", "null", "undefined", "none", "None"]
-        .iter()
-        .any(|p| src.contains(p));
+    let maybe = [
+        "&&",
+        "||",
+        "!",
+        "null",
+        "undefined",
+        "none",
+        "None",
+        ".length",
+    ]
+    .iter()
+    .any(|p| src.contains(p));
     if !maybe {
         return None;
     }
@@ -284,6 +293,16 @@ pub(crate) fn translate_js(src: &str) -> Option<Translated> {
         }
         if t.kind == Kind::Ident && !after_dot && matches!(t.text.as_str(), "none" | "None") {
             t.null = true;
+        }
+    }
+    // `x.length` as JavaScript reads it (see `compat::js_length`).
+    for i in 1..toks.len().saturating_sub(1) {
+        let follows = matches!(toks[i - 1].kind, Kind::Ident | Kind::Close | Kind::Str);
+        let called = next_sig(&toks, i + 1).is_some_and(|n| toks[n].text == "(");
+        if toks[i].text == "." && toks[i + 1].text == "length" && follows && !called {
+            toks[i] = punct("|", Kind::Op, toks[i].start);
+            toks[i + 1] = word("__js_length", toks[i + 1].start);
+            changed = true;
         }
     }
     changed |= rewrite_null_comparisons(&mut toks);

@@ -324,6 +324,7 @@ impl Templates {
         env.add_test("nullish", |v: &Value| v.is_none() || v.is_undefined());
         env.set_unknown_method_callback(methods::call_method);
         env.add_function(compat::PAIRS_FN, compat::pairs);
+        env.add_filter("__js_length", compat::js_length);
         env.add_function("now", system_clock);
         env.set_fuel(Some(TEMPLATE_FUEL));
         Templates { env }
