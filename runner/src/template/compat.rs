@@ -129,7 +129,8 @@ fn pairs_target(src: &str, content: std::ops::Range<usize>) -> Option<std::ops::
 /// nothing to rewrite.
 pub(crate) fn nunjucks_compat(src: &str) -> Option<Translated> {
     let lengths = src.contains(".length");
-    if !src.contains("elseif") && !src.contains("for") && !lengths {
+    let comments = src.contains("{#");
+    if !src.contains("elseif") && !src.contains("for") && !lengths && !comments {
         return None;
     }
     // (offset, bytes removed, text inserted)
@@ -171,6 +172,9 @@ pub(crate) fn nunjucks_compat(src: &str) -> Option<Translated> {
     }
     if lengths {
         edits.extend(expression_length_edits(src));
+    }
+    if comments {
+        edits.extend(comment_edits(src));
     }
     if edits.is_empty() {
         return None;
@@ -231,6 +235,40 @@ pub(crate) fn js_length(v: Value) -> Value {
     }
 }
 
+/// Whether offset `at` of `src` is between `{% raw %}` and `{% endraw %}`.
+fn inside_raw(src: &str, at: usize) -> bool {
+    let before = &src[..at];
+    let opened = ["{% raw", "{%- raw", "{%+ raw"]
+        .iter()
+        .filter_map(|t| before.rfind(t))
+        .max();
+    opened.is_some_and(|o| !before[o..].contains("endraw"))
+}
+
+/// A `{# … #}` comment leaves the whitespace around it as an expression
+/// does, as in Nunjucks (whose `trimBlocks`/`lstripBlocks` are for block
+/// tags only): a line holding only a comment keeps its line break. So it
+/// becomes an expression that prints nothing; a comment with its own
+/// whitespace control (`{#-`, `-#}`) is left to it.
+fn comment_edits(src: &str) -> Vec<(usize, usize, &'static str)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(p) = src[i..].find("{#") {
+        let open = i + p;
+        let Some(q) = src[open + 2..].find("#}") else {
+            break;
+        };
+        let end = open + 2 + q + 2;
+        let body = &src[open + 2..end - 2];
+        let controlled = body.starts_with(['-', '+']) || body.ends_with(['-', '+']);
+        if !controlled && !inside_raw(src, open) {
+            out.push((open, end - open, "{{ '' }}"));
+        }
+        i = end;
+    }
+    out
+}
+
 /// [`length_edits`] for every `{{ … }}` of `src` (outside `{% raw %}`).
 fn expression_length_edits(src: &str) -> Vec<(usize, usize, &'static str)> {
     let mut out = Vec::new();
@@ -241,9 +279,7 @@ fn expression_length_edits(src: &str) -> Vec<(usize, usize, &'static str)> {
             break;
         };
         let close = open + q;
-        let raw_before = src[..open].rfind("{% raw").unwrap_or(0);
-        let raw_open = raw_before > 0 && !src[raw_before..open].contains("endraw");
-        if !raw_open {
+        if !inside_raw(src, open) {
             out.extend(length_edits(src, open..close));
         }
         i = close + 2;
