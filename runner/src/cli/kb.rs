@@ -217,17 +217,8 @@ impl Bar {
                 return;
             }
             st.drawn = Some(now);
-            const WIDTH: u64 = 30;
-            let filled = (p.done * WIDTH / p.total) as usize;
-            let _ = write!(
-                err,
-                "\r\x1b[2K  [{}{}] {pct:>3}% {}/{} {}{left}",
-                "#".repeat(filled),
-                " ".repeat(WIDTH as usize - filled),
-                p.done,
-                p.total,
-                p.what
-            );
+            let bar = super::progress::bar_text("  ", &p.what, p.done, p.total);
+            let _ = write!(err, "{bar}{left}");
             let _ = err.flush();
         } else if p.done * 10 / p.total > st.tenth || p.done == p.total {
             st.tenth = p.done * 10 / p.total + u64::from(p.done == p.total);

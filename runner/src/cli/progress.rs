@@ -7,6 +7,21 @@ use std::io::{IsTerminal, Write};
 use super::RunArgs;
 use crate::cli::report::Style;
 
+/// A progress bar redrawn in place (`[#####     ]  45% 4500/10000 what`),
+/// after `indent`.
+pub(super) fn bar_text(indent: &str, what: &str, done: u64, total: u64) -> String {
+    const WIDTH: u64 = 30;
+    let filled = (done.min(total) * WIDTH)
+        .checked_div(total)
+        .unwrap_or(WIDTH) as usize;
+    let pct = (done * 100).checked_div(total).unwrap_or(100);
+    format!(
+        "\r\x1b[2K{indent}[{}{}] {pct:>3}% {done}/{total} {what}",
+        "#".repeat(filled),
+        " ".repeat(WIDTH as usize - filled)
+    )
+}
+
 /// Step progress on stderr.
 pub(super) struct Progress {
     style: Style,
@@ -39,15 +54,7 @@ impl Progress {
             return;
         }
         *bar = Some(now);
-        const WIDTH: u64 = 30;
-        let filled = (done * WIDTH).checked_div(total).unwrap_or(WIDTH) as usize;
-        let pct = (done * 100).checked_div(total).unwrap_or(100);
-        let _ = write!(
-            err,
-            "\r\x1b[2K    [{}{}] {pct:>3}% {done}/{total} {what}",
-            "#".repeat(filled),
-            " ".repeat(WIDTH as usize - filled)
-        );
+        let _ = write!(err, "{}", bar_text("    ", what, done, total));
         let _ = err.flush();
     }
 

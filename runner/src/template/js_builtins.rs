@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use minijinja::value::{from_args, Object, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, State, Value};
 
-use super::values::{js_join, list, text};
+use super::values::{js_join, list, text, Num};
 
 pub(crate) fn register(env: &mut Environment<'static>) {
     env.add_filter("int", int);
@@ -91,14 +91,6 @@ fn parse_float(s: &str) -> Option<f64> {
     s[..i].parse::<f64>().ok()
 }
 
-fn number(n: f64) -> Value {
-    if n.fract() == 0.0 && n.abs() < 9.0e15 {
-        Value::from(n as i64)
-    } else {
-        Value::from(n)
-    }
-}
-
 /// `int(default)`: `parseInt(value, 10)`, else the default (undefined
 /// without one, which prints nothing).
 fn int(value: &Value, default: Option<Value>) -> Value {
@@ -107,7 +99,10 @@ fn int(value: &Value, default: Option<Value>) -> Value {
         ValueKind::Number => f64::try_from(value.clone()).ok().map(f64::trunc),
         _ => parse_int(&source(value)),
     };
-    parsed.map_or_else(|| default.unwrap_or(Value::UNDEFINED), number)
+    parsed.map_or_else(
+        || default.unwrap_or(Value::UNDEFINED),
+        |n| Num::from_f64_int(n).into_value(),
+    )
 }
 
 /// `float(default)`: `parseFloat(value)`, else the default (undefined).

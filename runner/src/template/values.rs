@@ -142,13 +142,6 @@ fn to_json_depth(v: &Value, depth: usize) -> Result<Json, Error> {
 /// A number as JSON: integers, and whole floats as integers too (the
 /// peer's values are JavaScript numbers: `5.0` is `5`).
 fn number_to_json(v: &Value) -> Json {
-    if !v.is_integer() {
-        if let Ok(f) = f64::try_from(v.clone()) {
-            if f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15 {
-                return Json::from(f as i64);
-            }
-        }
-    }
     if v.is_integer() {
         if let Ok(i) = i64::try_from(v.clone()) {
             return Json::from(i);
@@ -157,11 +150,7 @@ fn number_to_json(v: &Value) -> Json {
             return Json::from(u);
         }
     }
-    f64::try_from(v.clone())
-        .ok()
-        .and_then(serde_json::Number::from_f64)
-        .map(Json::Number)
-        .unwrap_or(Json::Null)
+    f64::try_from(v.clone()).map_or(Json::Null, marktoflow_steps::core::js::number_value)
 }
 
 /// A float as JavaScript prints numbers: `5`, `0.1`, `1e+21`, `NaN`.

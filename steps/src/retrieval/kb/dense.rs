@@ -337,6 +337,7 @@ pub fn embed_in_background(call: &Call<'_>, ix: Arc<KbIndex>, model_path: PathBu
         .clone()
         .unwrap_or_else(|| ix.root.join(".marktoflow-in-memory"));
     let caches = call.caps.caches.clone();
+    let clock = call.caps.clock.clone();
     let label = format!("embedding {}", ix.root.display());
     let said = format!(
         "kb: some chunks of {} have no vector yet; the rest are embedded in the background",
@@ -347,9 +348,7 @@ pub fn embed_in_background(call: &Call<'_>, ix: Arc<KbIndex>, model_path: PathBu
             .map_err(|e| e.to_string())?;
         let file = vector_file(&ix, embedder.model_id());
         let status = file.as_deref().map(progress_file);
-        let since = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let since = clock.now_ms();
         let (shown, stopping) = (cx.clone(), cx.clone());
         let at = status.clone();
         let build = Build {
@@ -361,9 +360,7 @@ pub fn embed_in_background(call: &Call<'_>, ix: Arc<KbIndex>, model_path: PathBu
                     let note = json!({
                         "pid": std::process::id(), "done": p.done, "total": p.total,
                         "started_ms": since,
-                        "updated_ms": std::time::SystemTime::now()
-                            .duration_since(std::time::UNIX_EPOCH)
-                            .map_or(0, |d| d.as_millis() as u64),
+                        "updated_ms": clock.now_ms(),
                     });
                     let _ = crate::core::files::atomic_write(f, note.to_string().as_bytes());
                 }
