@@ -16,16 +16,30 @@
 use super::cache::Vectors;
 use crate::core::hash::hash64;
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::Arc;
 
 const MAGIC: &[u8; 4] = b"MTFJ";
 const VERSION: u32 = 2;
 
 /// A journal as read: its rows (None when there are none) and whether a
 /// damaged or foreign tail was dropped (then: write the journal out).
+#[derive(Clone)]
 pub struct Journal {
-    pub rows: Option<Vectors>,
+    pub rows: Option<Arc<Vectors>>,
     pub damaged: bool,
+    /// What was read, so that a later read checks only what came after.
+    read: Option<Read>,
+}
+
+/// Which file was read, how far, and the check words of its first and last
+/// record read (a file put in its place under the same inode differs there).
+#[derive(Clone, PartialEq)]
+struct Read {
+    file: (u64, u64),
+    bytes: usize,
+    checks: (u64, u64),
 }
 
 fn header(model_id: &str, dim: usize) -> Vec<u8> {
@@ -37,6 +51,20 @@ fn header(model_id: &str, dim: usize) -> Vec<u8> {
     h.extend_from_slice(model_id.as_bytes());
     h.resize(h.len().next_multiple_of(8), 0);
     h
+}
+
+/// The check words of the first record and of the one ending at `bytes`,
+/// read without mapping the file.
+fn check_words(path: &Path, bytes: usize, size: usize, head: usize) -> Option<(u64, u64)> {
+    use std::io::{Read as _, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut word = |end: usize| -> Option<u64> {
+        let mut b = [0u8; 8];
+        f.seek(SeekFrom::Start((end - 8) as u64)).ok()?;
+        f.read_exact(&mut b).ok()?;
+        Some(u64::from_le_bytes(b))
+    };
+    Some((word(head + size)?, word(bytes)?))
 }
 
 fn record(hash: u64, row: &[f32], out: &mut Vec<u8>) {
@@ -52,13 +80,43 @@ fn record(hash: u64, row: &[f32], out: &mut Vec<u8>) {
 impl Journal {
     /// The journal at `path` (no rows when there is none).
     pub fn load(path: &Path, model_id: &str, dim: usize) -> Journal {
+        Self::load_after(path, model_id, dim, None)
+    }
+
+    /// [`Journal::load`], checking only the records appended since `before`
+    /// (a read of the same file): a search during a long background
+    /// embedding does not check the whole journal again, nor touch its
+    /// pages.
+    pub fn load_after(
+        path: &Path,
+        model_id: &str,
+        dim: usize,
+        before: Option<&Journal>,
+    ) -> Journal {
         let none = |damaged| Journal {
             rows: None,
             damaged,
+            read: None,
         };
         let Ok(file) = std::fs::File::open(path) else {
             return none(false);
         };
+        let Ok(meta) = file.metadata() else {
+            return none(false);
+        };
+        let id = (meta.dev(), meta.ino());
+        let size = 16 + dim * 4;
+        let head = header(model_id, dim);
+        // What an earlier read of this file found good, if it is this file.
+        let known = before.filter(|b| !b.damaged).and_then(|b| {
+            let r = b.read.as_ref()?;
+            (r.file == id && meta.len() as usize >= r.bytes).then_some((b, r))
+        });
+        if let Some((b, r)) = known.filter(|(_, r)| meta.len() as usize == r.bytes) {
+            if check_words(path, r.bytes, size, head.len()) == Some(r.checks) {
+                return b.clone();
+            }
+        }
         crate::core::mapped::guard();
         // SAFETY: records are only ever appended, never changed in place,
         // and the length is fixed when mapped; a file cut short by another
@@ -66,14 +124,23 @@ impl Journal {
         let Ok(map) = (unsafe { memmap2::Mmap::map(&file) }) else {
             return none(true);
         };
-        let head = header(model_id, dim);
         if !map.starts_with(&head) {
             return none(!map.is_empty());
         }
-        let size = 16 + dim * 4;
-        let mut hashes = Vec::new();
+        let check_at =
+            |end: usize| u64::from_le_bytes(map[end - 8..end].try_into().unwrap_or_default());
+        let (mut hashes, from) = match known {
+            Some((b, r))
+                if r.bytes > head.len()
+                    && (check_at(head.len() + size), check_at(r.bytes)) == r.checks =>
+            {
+                let prior = b.rows.as_ref().map_or(&[][..], |v| v.hashes());
+                (prior.to_vec(), r.bytes)
+            }
+            _ => (Vec::new(), head.len()),
+        };
         let mut damaged = false;
-        for rec in map[head.len()..].chunks(size) {
+        for rec in map[from..].chunks(size) {
             let (content, check) = rec.split_at(rec.len().saturating_sub(8));
             if rec.len() != size || check != hash64(&[content]).to_le_bytes().as_slice() {
                 damaged = true;
@@ -86,6 +153,12 @@ impl Journal {
         if hashes.is_empty() {
             return none(damaged);
         }
+        let bytes = head.len() + hashes.len() * size;
+        let read = Read {
+            file: id,
+            bytes,
+            checks: (check_at(head.len() + size), check_at(bytes)),
+        };
         let first = head.len() + 8;
         // The header keeps records 8-byte aligned, so rows read in place.
         let rows = if cfg!(target_endian = "little") {
@@ -103,14 +176,15 @@ impl Journal {
             Vectors::owned(model_id, dim, None, hashes, data)
         };
         Journal {
-            rows: Some(rows),
+            rows: Some(Arc::new(rows)),
             damaged,
+            read: Some(read),
         }
     }
 
     /// Rows in the journal.
     pub fn len(&self) -> usize {
-        self.rows.as_ref().map_or(0, Vectors::len)
+        self.rows.as_ref().map_or(0, |v| v.len())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -194,5 +268,35 @@ mod tests {
         std::fs::write(&p, &bytes).unwrap();
         let j = Journal::load(&p, "model", 3);
         assert_eq!((j.len(), j.damaged), (0, true));
+    }
+
+    #[test]
+    fn a_later_read_checks_only_what_was_appended_and_sees_a_new_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("v.add");
+        Journal::append(&p, "m", 2, &[(1, &[1.0, 1.0]), (2, &[2.0, 2.0])]).unwrap();
+        let first = Journal::load(&p, "m", 2);
+        // Nothing appended: the same rows, not read again.
+        let same = Journal::load_after(&p, "m", 2, Some(&first));
+        assert!(Arc::ptr_eq(
+            same.rows.as_ref().unwrap(),
+            first.rows.as_ref().unwrap()
+        ));
+        Journal::append(&p, "m", 2, &[(3, &[3.0, 3.0])]).unwrap();
+        let more = Journal::load_after(&p, "m", 2, Some(&first));
+        assert_eq!(hashes(&more), [1, 2, 3]);
+        assert_eq!(more.rows.as_ref().unwrap().row(2), [3.0, 3.0]);
+        // Removed and written anew: read whole, whatever inode it gets.
+        std::fs::remove_file(&p).unwrap();
+        Journal::append(
+            &p,
+            "m",
+            2,
+            &[(7, &[7.0, 7.0]), (8, &[8.0, 8.0]), (9, &[9.0, 9.0])],
+        )
+        .unwrap();
+        let fresh = Journal::load_after(&p, "m", 2, Some(&more));
+        assert_eq!(hashes(&fresh), [7, 8, 9]);
+        assert_eq!(fresh.rows.as_ref().unwrap().row(0), [7.0, 7.0]);
     }
 }

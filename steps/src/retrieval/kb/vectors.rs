@@ -269,7 +269,7 @@ fn vectors_in_parts(
                 (None, Loaded::Discarded(why)) => stats.discarded = Some(why),
                 (None, _) => {}
             }
-            let j = Journal::load(&journal_path(f), &model, dim);
+            let j = read_journal(caches, &journal_path(f), &model, dim);
             journal_damaged = j.damaged;
             journal_seen = if j.damaged { 0 } else { j.len() };
             if j.damaged {
@@ -277,7 +277,7 @@ fn vectors_in_parts(
                 // (after the damage they could not be read back).
                 let _ = std::fs::remove_file(journal_path(f));
             }
-            sources.extend(j.rows.map(Arc::new));
+            sources.extend(j.rows);
         }
         None => match current() {
             Some(v) if v.complete_for(fingerprint, rows) => return Ok(reused(v)),
@@ -334,21 +334,21 @@ fn vectors_in_parts(
     )?;
     stats.embedded = embedded.count;
     // What went to the journal is read from there (mapped), not held.
-    let mut fresh = Vec::new();
+    let mut fresh: Vec<Arc<Vectors>> = Vec::new();
     if embedded.journaled {
         if let Some(j) = journal.as_deref() {
-            let j = Journal::load(j, &model, dim);
+            let j = read_journal(caches, j, &model, dim);
             journal_damaged |= j.damaged;
             fresh.extend(j.rows);
         }
     }
-    fresh.extend(Some(embedded.held).filter(|v| !v.is_empty()));
+    fresh.extend(Some(embedded.held).filter(|v| !v.is_empty()).map(Arc::new));
     for v in fresh {
         let s = sources.len() as u32;
         for (r, h) in v.hashes().iter().enumerate() {
             found.entry(*h).or_insert((s, r as u32));
         }
-        sources.push(Arc::new(v));
+        sources.push(v);
     }
     let at: Vec<Option<(u32, u32)>> = hashes.iter().map(|h| found.get(h).copied()).collect();
     stats.covered = at.iter().filter(|a| a.is_some()).count();
@@ -419,6 +419,27 @@ fn vectors_in_parts(
         covered: stats.covered,
     }));
     Ok((if complete { keep(partial) } else { partial }, stats))
+}
+
+/// Journals read in this process, so that the next read checks only what
+/// was appended since.
+type Journals = HashMap<PathBuf, Journal>;
+
+/// The journal at `path`, read from where this process last read it.
+fn read_journal(
+    caches: &crate::core::cache::Caches,
+    path: &Path,
+    model: &str,
+    dim: usize,
+) -> Journal {
+    let key = path.to_path_buf();
+    let before = caches.with(|c: &mut Journals| c.get(&key).cloned());
+    let j = Journal::load_after(path, model, dim, before.as_ref());
+    caches.with(|c: &mut Journals| {
+        c.insert(key.clone(), j.clone());
+        crate::core::cache::bound(c, &key, MAX_CACHED);
+    });
+    j
 }
 
 /// Removes the journal now written into the vector file, unless rows
