@@ -147,7 +147,7 @@ def main():
             f.write("---\nworkflow: {id: idx}\ninputs:\n  kb: {type: string}\n---\n\n"
                     "```yaml\naction: kb.index\ninputs: {kb: '{{ inputs.kb }}'}\n```\n\n"
                     "```yaml\naction: kb.vector_search\ninputs: {kb: '{{ inputs.kb }}', query: warm up, top_k: 1}\n```\n")
-        subprocess.run([BIN, "run", idx, "--quiet", "--input", f"kb={kb}", "--allow-read", kb,
+        subprocess.run([BIN, "run", idx, "--quiet", "--no-store", "--input", f"kb={kb}", "--allow-read", kb,
                         "--allow-read", model], check=True, env=env, cwd=work, stdout=subprocess.DEVNULL)
         cold = time.perf_counter() - t
         if args.dump:
@@ -158,7 +158,7 @@ def main():
             json.dump({"kb": kb, "queries": queries, "variants": VARIANTS}, f)
         t = time.perf_counter()
         out = subprocess.run([BIN, "run", os.path.join(REPO, "bench", "msmarco_eval.md"), "--json", "--quiet",
-                              "--inputs-file", inputs, "--allow-read", kb, "--allow-read", model],
+                              "--no-store", "--inputs-file", inputs, "--allow-read", kb, "--allow-read", model],
                              check=True, env=env, cwd=work, capture_output=True, text=True).stdout
         warm = time.perf_counter() - t
         if os.environ.get("MTF_EVAL_DUMP"):

