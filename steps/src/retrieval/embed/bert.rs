@@ -10,6 +10,8 @@
 //! does not depend on its batch.
 
 use gemm::Parallelism;
+use marktoflow_kernels::ops::{self, Act};
+use marktoflow_kernels::q8;
 use memmap2::Mmap;
 use rayon::prelude::*;
 use safetensors::{Dtype, SafeTensors};
@@ -41,15 +43,6 @@ fn default_eps() -> f64 {
     1e-12
 }
 
-#[derive(Clone, Copy)]
-enum Act {
-    /// `gelu`: the exact one, with erf.
-    Gelu,
-    /// `gelu_new` / `gelu_pytorch_tanh`: the tanh approximation.
-    GeluTanh,
-    Relu,
-}
-
 /// Where a weight's numbers are: in the mapping (f32, aligned) or, for
 /// other encodings, converted into memory of our own.
 enum Place {
@@ -66,6 +59,8 @@ struct Linear {
     b: Weight,
     inputs: usize,
     outputs: usize,
+    /// The same layer in int8, where the CPU runs it ([`q8`]).
+    q8: Option<q8::Linear>,
 }
 
 struct Norm {
@@ -82,6 +77,19 @@ struct Layer {
     up: Linear,
     down: Linear,
     out_norm: Norm,
+}
+
+impl Layer {
+    fn linears_mut(&mut self) -> [&mut Linear; 6] {
+        [
+            &mut self.query,
+            &mut self.key,
+            &mut self.value,
+            &mut self.attn_out,
+            &mut self.up,
+            &mut self.down,
+        ]
+    }
 }
 
 pub struct Bert {
@@ -101,8 +109,9 @@ pub struct Bert {
 
 impl Bert {
     /// Maps `file` and checks every weight the encoder reads against
-    /// `config`, so running it cannot index out of bounds.
-    pub fn load(file: &Path, config: &Config) -> Result<Bert, String> {
+    /// `config`, so running it cannot index out of bounds. With `int8` (and
+    /// a CPU that runs it) the linear layers are quantized ([`q8`]).
+    pub fn load(file: &Path, config: &Config, int8: bool) -> Result<Bert, String> {
         let act = match config.hidden_act.as_str() {
             "gelu" => Act::Gelu,
             "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Act::GeluTanh,
@@ -220,6 +229,7 @@ impl Bert {
                     b: take(&format!("{name}.bias"), &[Some(outputs)])?.0,
                     inputs,
                     outputs,
+                    q8: None,
                 })
             };
             let emb_norm = norm("embeddings.LayerNorm")?;
@@ -241,7 +251,7 @@ impl Bert {
                 .collect::<Result<Vec<_>, String>>()?;
             (word, position, token_type, emb_norm, layers, ws[0], ps[0])
         };
-        Ok(Bert {
+        let mut bert = Bert {
             map,
             hidden: h,
             heads,
@@ -254,7 +264,32 @@ impl Bert {
             token_type,
             emb_norm,
             layers,
-        })
+        };
+        if int8 && q8::available() {
+            let quantized: Vec<Vec<q8::Linear>> = bert
+                .layers
+                .par_iter()
+                .map(|l| {
+                    [&l.query, &l.key, &l.value, &l.attn_out, &l.up, &l.down]
+                        .into_par_iter()
+                        .map(|lin| {
+                            q8::Linear::new(
+                                bert.get(&lin.w),
+                                bert.get(&lin.b),
+                                lin.outputs,
+                                lin.inputs,
+                            )
+                        })
+                        .collect()
+                })
+                .collect();
+            for (layer, q) in bert.layers.iter_mut().zip(quantized) {
+                for (lin, q) in layer.linears_mut().into_iter().zip(q) {
+                    lin.q8 = Some(q);
+                }
+            }
+        }
+        Ok(bert)
     }
 
     /// The longest sequence the position table allows.
@@ -308,7 +343,7 @@ impl Bert {
                 *v = word[w + j] + typ[j] + pos[q + j];
             }
         }
-        self.layer_norm(&mut x, &self.emb_norm);
+        self.add_norm(&mut x, None, &self.emb_norm);
         let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
         let (mut q, mut k, mut v, mut ctx, mut tmp, mut up) = (
             Vec::new(),
@@ -319,19 +354,28 @@ impl Bert {
             Vec::new(),
         );
         for layer in &self.layers {
-            self.linear(&x, &layer.query, &mut q);
-            self.linear(&x, &layer.key, &mut k);
-            self.linear(&x, &layer.value, &mut v);
+            match (&layer.query.q8, &layer.key.q8, &layer.value.q8) {
+                (Some(wq), Some(wk), Some(wv)) => {
+                    // The three read the same rows: quantized once.
+                    let rows = q8::Input::new(&x, h);
+                    wq.forward(&rows, &mut q);
+                    wk.forward(&rows, &mut k);
+                    wv.forward(&rows, &mut v);
+                }
+                _ => {
+                    self.linear(&x, &layer.query, &mut q);
+                    self.linear(&x, &layer.key, &mut k);
+                    self.linear(&x, &layer.value, &mut v);
+                }
+            }
             self.attention(&lens, &q, &k, &v, &mut ctx);
             self.linear(&ctx, &layer.attn_out, &mut tmp);
-            tmp.iter_mut().zip(&x).for_each(|(t, r)| *t += r);
-            self.layer_norm(&mut tmp, &layer.attn_norm);
+            self.add_norm(&mut tmp, Some(&x), &layer.attn_norm);
             std::mem::swap(&mut x, &mut tmp);
             self.linear(&x, &layer.up, &mut up);
-            self.activate(&mut up);
+            ops::activate(self.act, &mut up);
             self.linear(&up, &layer.down, &mut tmp);
-            tmp.iter_mut().zip(&x).for_each(|(t, r)| *t += r);
-            self.layer_norm(&mut tmp, &layer.out_norm);
+            self.add_norm(&mut tmp, Some(&x), &layer.out_norm);
             std::mem::swap(&mut x, &mut tmp);
         }
         Ok(x)
@@ -339,6 +383,9 @@ impl Bert {
 
     /// `out = x · Wᵀ + b` for every row of `x`.
     fn linear(&self, x: &[f32], lin: &Linear, out: &mut Vec<f32>) {
+        if let Some(q) = &lin.q8 {
+            return q.forward(&q8::Input::new(x, lin.inputs), out);
+        }
         let (k, n) = (lin.inputs, lin.outputs);
         let m = x.len() / k;
         let (w, b) = (self.get(&lin.w), self.get(&lin.b));
@@ -375,12 +422,18 @@ impl Bert {
         }
     }
 
+    /// `x + residual` (if given), then layer norm, row by row.
+    fn add_norm(&self, x: &mut [f32], residual: Option<&[f32]>, norm: &Norm) {
+        let (w, b) = (self.get(&norm.w), self.get(&norm.b));
+        ops::add_norm(x, residual, w, b, self.eps)
+    }
+
     /// Multi-head self-attention of each sequence over its own tokens.
     fn attention(&self, lens: &[usize], q: &[f32], k: &[f32], v: &[f32], ctx: &mut Vec<f32>) {
         let h = self.hidden;
         let d = h / self.heads;
         let scale = 1.0 / (d as f32).sqrt();
-        ctx.clear();
+        // Every number is written below (the products overwrite): only sized.
         ctx.resize(q.len(), 0.0);
         // Each sequence's rows are contiguous in q, k, v and ctx.
         let mut blocks = Vec::with_capacity(lens.len());
@@ -425,7 +478,7 @@ impl Bert {
                         Parallelism::None,
                     );
                 }
-                scores.chunks_exact_mut(len).for_each(softmax);
+                ops::softmax_rows(&mut scores, len);
                 // SAFETY: as above.
                 unsafe {
                     // out_h = probabilities · v_h
@@ -454,48 +507,6 @@ impl Bert {
             }
         });
     }
-
-    fn layer_norm(&self, x: &mut [f32], norm: &Norm) {
-        let (w, b) = (self.get(&norm.w), self.get(&norm.b));
-        let eps = self.eps;
-        x.par_chunks_mut(self.hidden).for_each(|row| {
-            let n = row.len() as f32;
-            let mean = row.iter().sum::<f32>() / n;
-            let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
-            let inv = 1.0 / (var + eps).sqrt();
-            for ((v, w), b) in row.iter_mut().zip(w).zip(b) {
-                *v = (*v - mean) * inv * w + b;
-            }
-        });
-    }
-
-    fn activate(&self, x: &mut [f32]) {
-        let act = self.act;
-        x.par_chunks_mut(4096).for_each(|c| {
-            for v in c {
-                *v = match act {
-                    Act::Gelu => {
-                        0.5 * *v * (1.0 + libm::erff(*v * std::f32::consts::FRAC_1_SQRT_2))
-                    }
-                    Act::GeluTanh => {
-                        let u = 0.797_884_6 * (*v + 0.044_715 * *v * *v * *v);
-                        0.5 * *v * (1.0 + u.tanh())
-                    }
-                    Act::Relu => v.max(0.0),
-                };
-            }
-        });
-    }
-}
-
-fn softmax(row: &mut [f32]) {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0;
-    for v in row.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
-    }
-    row.iter_mut().for_each(|v| *v /= sum);
 }
 
 /// Threads for a product of `work` multiply-adds: one question's few
@@ -615,7 +626,7 @@ mod tests {
         let run = |name: &str, prefix: &str, f16: bool, pad: usize| {
             let p = d.path().join(name);
             write(&p, prefix, &ts, f16, pad);
-            let m = Bert::load(&p, &config()).unwrap();
+            let m = Bert::load(&p, &config(), true).unwrap();
             (m.forward(&seqs).unwrap(), m)
         };
         let (mapped, m) = run("a", "", false, 0);
@@ -649,25 +660,25 @@ mod tests {
         let mut ts = tensors();
         ts.retain(|t| t.0 != "encoder.layer.1.output.dense.bias");
         write(&p, "", &ts, false, 0);
-        let e = Bert::load(&p, &config()).err().unwrap();
+        let e = Bert::load(&p, &config(), true).err().unwrap();
         assert!(e.contains("encoder.layer.1.output.dense.bias"), "{e}");
 
         let mut ts = tensors();
         ts[5].1 = vec![H, H + 1];
         ts[5].2.extend([0.0; H]);
         write(&p, "", &ts, false, 0);
-        let e = Bert::load(&p, &config()).err().unwrap();
+        let e = Bert::load(&p, &config(), true).err().unwrap();
         assert!(e.contains("shape"), "{e}");
 
         std::fs::write(&p, b"not a safetensors file").unwrap();
-        assert!(Bert::load(&p, &config()).is_err());
+        assert!(Bert::load(&p, &config(), true).is_err());
 
         let mut c = config();
         c.hidden_act = "swish".into();
         write(&p, "", &tensors(), false, 0);
-        assert!(Bert::load(&p, &c).err().unwrap().contains("swish"));
+        assert!(Bert::load(&p, &c, true).err().unwrap().contains("swish"));
 
-        let m = Bert::load(&p, &config()).unwrap();
+        let m = Bert::load(&p, &config(), true).unwrap();
         let e = m.forward(&[&[1, VOCAB as u32]]).err().unwrap();
         assert!(e.contains("vocabulary"), "{e}");
         let long = vec![1u32; POS + 1];

@@ -17,7 +17,12 @@ pub struct MiniLm {
 const BATCH: usize = 32;
 
 impl MiniLm {
+    /// The model in `dir`, int8 where the CPU runs it.
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
+        Self::open(dir, true)
+    }
+
+    fn open(dir: &Path, int8: bool) -> Result<Self, EmbedError> {
         let err = |message: String| EmbedError::Load {
             dir: dir.display().to_string(),
             message,
@@ -31,7 +36,7 @@ impl MiniLm {
             &std::fs::read_to_string(dir.join("config.json")).map_err(|e| err(e.to_string()))?,
         )
         .map_err(|e| err(format!("config.json: {e}")))?;
-        let model = Bert::load(&dir.join("model.safetensors"), &config)
+        let model = Bert::load(&dir.join("model.safetensors"), &config, int8)
             .map_err(|e| err(format!("model.safetensors: {e}")))?;
         // sentence-transformers' own limit (256 for this model), not the
         // tokenizer file's 128.
@@ -129,6 +134,13 @@ impl Embedder for MiniLm {
 mod tests {
     use super::*;
 
+    const TEXTS: [&str; 4] = [
+        "What is the API key for Apollo?",
+        "Where can I find the Apollo access key?",
+        "Recipe for banana bread",
+        "## Standup 2024-03-12\n- [x] ship the **billing** fix (#412)\n- [ ] ask Dana about the Q3 roadmap; see [[Projects/Apollo]] and https://example.com/a?b=1\n> The migration moved 1,204 rows in 3.5 s.",
+    ];
+
     /// Needs the model: `MARKTOFLOW_EMBED_MODEL` names its folder (CI sets it).
     /// Without it the test says so and passes, outside CI only.
     #[test]
@@ -136,15 +148,9 @@ mod tests {
         let Some(dir) = super::super::test_model_dir() else {
             return;
         };
-        let m = MiniLm::load(&dir).unwrap();
+        let m = MiniLm::open(&dir, false).unwrap();
         assert_eq!(m.dim(), 384);
-        let v = m
-            .embed(&[
-                "What is the API key for Apollo?",
-                "Where can I find the Apollo access key?",
-                "Recipe for banana bread",
-            ])
-            .unwrap();
+        let v = m.embed(&TEXTS).unwrap();
         // Reference: sentence-transformers 6.2 (PyTorch) on the same model.
         let want = [-0.06938, -0.00433, -0.05162, -0.0486];
         for (got, want) in v[0].iter().zip(want) {
@@ -157,5 +163,35 @@ mod tests {
         assert!((sim(&v[2], &v[2]) - 1.0).abs() < 1e-4);
         let alone = m.embed(&["Recipe for banana bread"]).unwrap();
         assert!((sim(&alone[0], &v[2]) - 1.0).abs() < 1e-5);
+    }
+
+    /// The int8 encoder (where the CPU has it) stays close to the f32 one:
+    /// every text's two vectors nearly the same direction, the similarities
+    /// between texts within 0.01.
+    #[test]
+    fn int8_stays_close_to_f32() {
+        let Some(dir) = super::super::test_model_dir() else {
+            return;
+        };
+        if !marktoflow_kernels::q8::available() {
+            eprintln!("skipped: this CPU has no AVX-512 VNNI, the encoder is f32");
+            return;
+        }
+        let sim = |a: &[f32], b: &[f32]| crate::retrieval::embed::topk::dot(a, b);
+        let exact = MiniLm::open(&dir, false).unwrap().embed(&TEXTS).unwrap();
+        let q8 = MiniLm::load(&dir).unwrap();
+        let v = q8.embed(&TEXTS).unwrap();
+        for (a, b) in exact.iter().zip(&v) {
+            assert!(sim(a, b) > 0.99, "{}", sim(a, b));
+            assert!((sim(b, b) - 1.0).abs() < 1e-4);
+        }
+        for i in 0..TEXTS.len() {
+            for j in 0..i {
+                let (a, b) = (sim(&exact[i], &exact[j]), sim(&v[i], &v[j]));
+                assert!((a - b).abs() < 0.01, "{i},{j}: {a} vs {b}");
+            }
+        }
+        let alone = q8.embed(&[TEXTS[3]]).unwrap();
+        assert!((sim(&alone[0], &v[3]) - 1.0).abs() < 1e-5);
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! The backend sits behind [`Embedder`]; [`MiniLm`] runs a BERT-family
 //! sentence-transformers model (all-MiniLM-L6-v2) on the CPU with our own
-//! encoder on the mapped weights ([`bert`]): mean pooling over the tokens,
+//! encoder on the mapped weights ([`bert`]; its linear layers in int8 where
+//! the CPU has AVX-512 VNNI, `marktoflow_kernels::q8`): mean pooling over the tokens,
 //! then L2 normalisation, so a dot product is the cosine similarity. Vectors are cached by chunk hash and model id
 //! ([`cache`]); search is an exact flat scan ([`topk`]).
 
