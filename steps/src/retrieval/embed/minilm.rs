@@ -116,6 +116,17 @@ impl Embedder for MiniLm {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // Run on a worker of the thread pool: the encoder's many parallel
+        // steps then fork from there, instead of each being handed to the
+        // pool from outside (a wake-up and a sleep every time).
+        let mut done = None;
+        rayon::scope(|_| done = Some(self.embed_sorted(texts)));
+        done.unwrap_or_else(|| Ok(Vec::new()))
+    }
+}
+
+impl MiniLm {
+    fn embed_sorted(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         // Batches of similar length pad little: sort by length, embed, put back.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());
