@@ -114,6 +114,9 @@ fn erf(a: f32) -> f32 {
 
 /// Softmax of each row of `len` scores.
 pub fn softmax_rows(scores: &mut [f32], len: usize) {
+    if len == 0 {
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx512f") {
         for row in scores.chunks_exact_mut(len) {

@@ -35,6 +35,12 @@ pub fn available() -> bool {
     false
 }
 
+/// Whether a layer of `k` inputs fits: its sums, at most 255 · 127 · k,
+/// must stay within i32.
+pub fn fits(k: usize) -> bool {
+    k <= 65_536
+}
+
 /// Rows of inputs quantized to u8, each with its own scale and zero point
 /// (`x ≈ s · (q − z)`): done once for all the layers that read the same
 /// rows (query, key and value).
@@ -104,7 +110,7 @@ pub struct Linear {
 impl Linear {
     /// Quantizes `w` (n × k, row-major: one row per output) and keeps `b`.
     pub fn new(w: &[f32], b: &[f32], n: usize, k: usize) -> Linear {
-        assert!(w.len() == n * k && b.len() == n && n > 0 && k > 0);
+        assert!(w.len() == n * k && b.len() == n && n > 0 && k > 0 && fits(k));
         let kp = k.div_ceil(4) * 4;
         let panels = n.div_ceil(PANEL);
         let mut packed = vec![0i8; panels * PANEL * kp];

@@ -265,7 +265,8 @@ impl Bert {
             emb_norm,
             layers,
         };
-        if int8 && q8::available() {
+        let fits = q8::fits(h) && q8::fits(config.intermediate_size);
+        if int8 && fits && q8::available() {
             let quantized: Vec<Vec<q8::Linear>> = bert
                 .layers
                 .par_iter()

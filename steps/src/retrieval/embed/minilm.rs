@@ -119,9 +119,7 @@ impl Embedder for MiniLm {
         // Run on a worker of the thread pool: the encoder's many parallel
         // steps then fork from there, instead of each being handed to the
         // pool from outside (a wake-up and a sleep every time).
-        let mut done = None;
-        rayon::scope(|_| done = Some(self.embed_sorted(texts)));
-        done.unwrap_or_else(|| Ok(Vec::new()))
+        rayon::scope(|_| self.embed_sorted(texts))
     }
 }
 
