@@ -4,3 +4,14 @@
 
 pub mod ops;
 pub mod q8;
+
+/// The mask of a 16-lane vector that holds the `left` numbers still to do
+/// (all lanes when 16 or more).
+#[inline(always)]
+pub(crate) fn tail_mask(left: usize) -> u16 {
+    if left >= 16 {
+        u16::MAX
+    } else {
+        (1u16 << left) - 1
+    }
+}

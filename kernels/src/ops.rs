@@ -134,13 +134,7 @@ pub fn softmax_rows(scores: &mut [f32], len: usize) {
 unsafe fn softmax_avx512(row: &mut [f32]) {
     use std::arch::x86_64::*;
     let (n, p) = (row.len(), row.as_mut_ptr());
-    let mask = |i: usize| -> __mmask16 {
-        if n - i >= 16 {
-            u16::MAX
-        } else {
-            (1u16 << (n - i)) - 1
-        }
-    };
+    let mask = |i: usize| crate::tail_mask(n - i);
     let low = _mm512_set1_ps(f32::NEG_INFINITY);
     let mut top = low;
     for i in (0..n).step_by(16) {

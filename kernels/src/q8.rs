@@ -234,12 +234,7 @@ impl Linear {
                 let bias = _mm512_loadu_ps(self.bias.as_ptr().add(j));
                 let v = _mm512_cvtepi32_ps(_mm512_sub_epi32(*acc, _mm512_mullo_epi32(zx, sum)));
                 let f = _mm512_fmadd_ps(v, _mm512_mul_ps(scale, sx), bias);
-                let valid = (n - j).min(LANES);
-                let mask = if valid == LANES {
-                    u16::MAX
-                } else {
-                    (1u16 << valid) - 1
-                };
+                let mask = crate::tail_mask(n - j);
                 _mm512_mask_storeu_ps(out.as_mut_ptr().add(row * n + j), mask, f);
             }
         }
@@ -287,14 +282,7 @@ unsafe fn dot<const R: usize>(a: *const u8, kp: usize, w: *const i8) -> [[__m512
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn quantize_row(x: &[f32], q: &mut [u8]) -> (f32, i32) {
     let n = x.len().min(q.len());
-    let mask = |i: usize| -> __mmask16 {
-        let left = n - i;
-        if left >= LANES {
-            u16::MAX
-        } else {
-            (1u16 << left) - 1
-        }
-    };
+    let mask = |i: usize| crate::tail_mask(n - i);
     let (mut lo, mut hi) = (_mm512_setzero_ps(), _mm512_setzero_ps());
     for i in (0..n).step_by(LANES) {
         let v = _mm512_maskz_loadu_ps(mask(i), x.as_ptr().add(i));
