@@ -51,7 +51,9 @@ fn expected(name: &str) -> Option<Value> {
             "words": 6,
             "tool_status": "completed",
             "polls": 3,
-            "notified": "Teams: web,api"
+            "notified": "Teams: web,api",
+            "tally": "Total: 10",
+            "empty_is_true": "yes"
         }),
         "builtins.md" => json!({
             "report": "Apollo (John Carter): on track, with one dependency at risk.\nDeadline 2026-12-15, 22 days after 2026-11-23.\nNotes: Apollo API Key and Access; Apollo Architecture; Apollo Milestones and Deadline; Apollo Overview; Apollo Risks and Decisions",

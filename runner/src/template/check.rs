@@ -2,7 +2,10 @@
 //! tests and functions that do not exist (minijinja only finds those when
 //! the failing line is reached, after earlier steps and their paid calls).
 
-use super::{compat, conditions, has_tags, line_col, suggest_filter, TemplateError, Templates};
+use super::{
+    has_tags, line_col, prepare_expression, prepare_template, suggest_filter, TemplateError,
+    Templates,
+};
 use minijinja::machinery::{get_compiled_template, Instruction, Instructions};
 use minijinja::ErrorKind;
 use std::collections::BTreeSet;
@@ -17,7 +20,7 @@ impl Templates {
     pub fn check(&self, src: &str, expr: bool) -> Vec<TemplateError> {
         if expr && !has_tags(src) {
             // A condition: as the engine reads it, JavaScript operators included.
-            let translated = conditions::translate_js(src);
+            let translated = prepare_expression(src, true);
             let text = translated.as_ref().map_or(src, |t| t.text.as_str());
             let wrapped = format!("{{{{ {text} }}}}");
             let map = |o: usize| {
@@ -29,9 +32,9 @@ impl Templates {
         if !has_tags(src) {
             return Vec::new();
         }
-        let compat = compat::nunjucks_compat(src);
-        let text = compat.as_ref().map_or(src, |t| t.text.as_str());
-        let map = |o: usize| compat.as_ref().map_or(o, |t| t.source_offset(o));
+        let prepared = prepare_template(src);
+        let text = prepared.as_ref().map_or(src, |t| t.text.as_str());
+        let map = |o: usize| prepared.as_ref().map_or(o, |t| t.source_offset(o));
         self.check_text(text, src, &map)
     }
 

@@ -11,7 +11,8 @@
 use minijinja::value::ValueKind;
 use minijinja::{Error, Value};
 
-use super::conditions::{tokenize, Kind, Translated};
+use super::conditions::{tokenize, Kind};
+use super::rewrite::{apply, Edit, Translated};
 use super::values::list;
 
 /// Name of the global function wrapped around `for k, v in …` iterables.
@@ -176,24 +177,13 @@ pub(crate) fn nunjucks_compat(src: &str) -> Option<Translated> {
     if comments {
         edits.extend(comment_edits(src));
     }
-    if edits.is_empty() {
-        return None;
-    }
-    edits.sort_by_key(|e| e.0);
-    let mut text = String::with_capacity(src.len() + 32 * edits.len());
-    let mut origin = Vec::with_capacity(src.len() + 32 * edits.len());
-    let mut at = 0;
-    for (pos, removed, inserted) in edits {
-        text.push_str(&src[at..pos]);
-        origin.extend(at..pos);
-        text.push_str(inserted);
-        origin.extend(std::iter::repeat_n(pos, inserted.len()));
-        at = pos + removed;
-    }
-    text.push_str(&src[at..]);
-    origin.extend(at..src.len());
-    origin.push(src.len());
-    Some(Translated { text, origin })
+    apply(
+        src,
+        edits
+            .into_iter()
+            .map(|(at, removed, text)| Edit::new(at, removed, text))
+            .collect(),
+    )
 }
 
 /// `x.length` as JavaScript reads it (a string's or list's length, a

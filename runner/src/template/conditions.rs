@@ -14,26 +14,10 @@
 
 use minijinja::Value;
 
+use super::js_ops::truthy;
+use super::rewrite::Translated;
 use super::values::{is_truthy_text, to_json};
-use super::{has_tags, single_expression, TemplateError, Templates};
-
-/// JavaScript-style operators translated to minijinja's, with a map from
-/// each byte of the result back to the source (for error positions).
-pub(crate) struct Translated {
-    pub text: String,
-    /// `origin[i]` is the source offset of byte `i` of `text`
-    /// (one extra entry for the end).
-    pub origin: Vec<usize>,
-}
-
-impl Translated {
-    pub fn source_offset(&self, out: usize) -> usize {
-        self.origin
-            .get(out)
-            .copied()
-            .unwrap_or_else(|| self.origin.last().copied().unwrap_or(0))
-    }
-}
+use super::{has_tags, prepare_expression, single_expression, TemplateError, Templates};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -336,8 +320,9 @@ impl Templates {
     /// ids (`first.status == 'completed'`, as in the peer).
     ///
     /// - A bare expression (JavaScript operators accepted, see the module
-    ///   docs) is evaluated; its value's truthiness decides: empty text,
-    ///   list and map, `0`, `false`, none and undefined are false.
+    ///   docs) is evaluated; its value's truthiness decides, as in
+    ///   JavaScript: empty text, `0`, NaN, `false`, none and undefined are
+    ///   false, empty lists and maps true.
     /// - One `{{ expr }}` (after trimming) evaluates `expr` the same way,
     ///   except that a text result is judged like rendered text.
     /// - Any other template is rendered and the text decides: empty,
@@ -349,10 +334,12 @@ impl Templates {
             return Err(TemplateError::new("empty condition"));
         }
         if let Some(range) = single_expression(cond) {
-            let v = self.eval_js_expr(cond, range.start, range.end, ctx)?;
+            // The value, then judged: text as rendered text, the rest as
+            // JavaScript judges it.
+            let v = self.eval_js_expr(cond, range.start, range.end, ctx, false)?;
             return Ok(match v.as_str() {
                 Some(s) => is_truthy_text(s),
-                None => v.is_true(),
+                None => truthy(&v),
             });
         }
         if has_tags(cond) {
@@ -361,20 +348,22 @@ impl Templates {
         }
         let start = cond.len() - cond.trim_start().len();
         let end = cond.trim_end().len();
-        Ok(self.eval_js_expr(cond, start, end, ctx)?.is_true())
+        Ok(truthy(&self.eval_js_expr(cond, start, end, ctx, true)?))
     }
 
     /// Evaluates `src[start..end]` as an expression after translating
-    /// JavaScript operators; error positions point into `src`.
+    /// JavaScript operators (`boolean`: as a condition); error positions
+    /// point into `src`.
     pub(crate) fn eval_js_expr(
         &self,
         src: &str,
         start: usize,
         end: usize,
         ctx: &Value,
+        boolean: bool,
     ) -> Result<Value, TemplateError> {
         let expr = &src[start..end];
-        match translate_js(expr) {
+        match prepare_expression(expr, boolean) {
             None => self.eval_value(src, start, end, ctx),
             Some(t) => {
                 let compiled = self
@@ -398,7 +387,7 @@ impl Templates {
     ) -> Result<serde_json::Value, TemplateError> {
         let start = cond.len() - cond.trim_start().len();
         let end = cond.trim_end().len().max(start);
-        let v = self.eval_js_expr(cond, start, end, ctx)?;
+        let v = self.eval_js_expr(cond, start, end, ctx, false)?;
         to_json(&v).map_err(|e| TemplateError::from_mj(&e, cond, cond, |o| start + o))
     }
 }
@@ -473,7 +462,10 @@ mod tests {
         assert!(!cond("first.status == 'failed'"));
         assert!(cond("steps.first.status == 'completed'"));
         assert!(cond("search_results.results"));
-        assert!(!cond("empty.results"));
+        // JavaScript's truthiness: an empty list is true, its length is not.
+        assert!(cond("empty.results"));
+        assert!(!cond("empty.results | length"));
+        assert!(!cond("empty.results.length > 0"));
         assert!(!cond("missing_variable"));
         assert!(cond("'found' in search_results"));
     }
@@ -501,7 +493,8 @@ mod tests {
         assert!(cond("{{ search_results.found }}"));
         assert!(!cond("{{ empty.found }}"));
         assert!(cond("  {{ x > 3 && !y }}  "));
-        assert!(!cond("{{ empty.results }}"));
+        assert!(cond("{{ empty.results }}"));
+        assert!(!cond("{{ empty.results | length > 0 }}"));
         // text results are judged like rendered text
         assert!(!cond("{{ word }}"));
         assert!(cond("{{ first.status }}"));

@@ -26,8 +26,11 @@ pub mod conditions;
 pub mod dates;
 pub mod filters;
 mod js_builtins;
+mod js_ops;
+mod js_rewrite;
 pub mod methods;
 mod nunjucks;
+mod rewrite;
 mod values;
 
 use marktoflow_steps::core::time::Clock;
@@ -287,6 +290,25 @@ pub const TEMPLATE_FUEL: u64 = 30_000_000;
 
 /// The template environment. Cheap to create (no template is compiled until
 /// used; strings without tags are never compiled).
+/// A template's text as compiled: Nunjucks-only syntax translated (see
+/// [`compat`]), then JavaScript's operators, truthiness and loop scopes
+/// (see [`js_rewrite`]).
+pub(crate) fn prepare_template(src: &str) -> Option<rewrite::Translated> {
+    let compat = compat::nunjucks_compat(src);
+    let js = js_rewrite::template(compat.as_ref().map_or(src, |t| t.text.as_str()));
+    rewrite::chain(compat, js)
+}
+
+/// A bare expression as conditions are written (JavaScript's `&&`, `===`,
+/// `null` …, see [`conditions`]) as compiled; `boolean` when its value is
+/// used as a condition.
+pub(crate) fn prepare_expression(src: &str, boolean: bool) -> Option<rewrite::Translated> {
+    let translated = conditions::translate_js(src);
+    let text = translated.as_ref().map_or(src, |t| t.text.as_str());
+    let js = js_rewrite::expression(text, boolean);
+    rewrite::chain(translated, js)
+}
+
 #[derive(Debug, Clone)]
 pub struct Templates {
     env: Environment<'static>,
@@ -320,6 +342,7 @@ impl Templates {
         filters::register(&mut env);
         nunjucks::register(&mut env);
         js_builtins::register(&mut env);
+        js_ops::register(&mut env);
         // `x == null` in conditions becomes `(x) is nullish` (see conditions).
         env.add_test("nullish", |v: &Value| v.is_none() || v.is_undefined());
         env.set_unknown_method_callback(methods::call_method);
@@ -410,9 +433,9 @@ impl Templates {
         if !has_tags(src) {
             return Ok(src.to_string());
         }
-        let compat = compat::nunjucks_compat(src);
-        let text = compat.as_ref().map_or(src, |t| t.text.as_str());
-        let map = |o: usize| compat.as_ref().map_or(o, |t| t.source_offset(o));
+        let prepared = prepare_template(src);
+        let text = prepared.as_ref().map_or(src, |t| t.text.as_str());
+        let map = |o: usize| prepared.as_ref().map_or(o, |t| t.source_offset(o));
         let map_err = |e: minijinja::Error| TemplateError::from_mj(&e, text, src, map);
         let tmpl = self.env.template_from_str(text).map_err(map_err)?;
         tmpl.render(ctx.clone()).map_err(map_err)
@@ -481,8 +504,11 @@ impl Templates {
         ctx: &Value,
     ) -> Result<Value, TemplateError> {
         let expr = &src[start..end];
-        let map_err = |e: minijinja::Error| TemplateError::from_mj(&e, expr, src, |o| o + start);
-        let compiled = self.env.compile_expression(expr).map_err(map_err)?;
+        let js = js_rewrite::expression(expr, false);
+        let text = js.as_ref().map_or(expr, |t| t.text.as_str());
+        let map = |o: usize| start + js.as_ref().map_or(o, |t| t.source_offset(o));
+        let map_err = |e: minijinja::Error| TemplateError::from_mj(&e, text, src, map);
+        let compiled = self.env.compile_expression(text).map_err(map_err)?;
         compiled.eval(ctx.clone()).map_err(map_err)
     }
 
@@ -514,14 +540,14 @@ impl Templates {
 
     fn referenced(&self, src: &str, nested: bool) -> Vec<String> {
         let found = if has_tags(src) {
-            let compat = compat::nunjucks_compat(src);
-            let text = compat.as_ref().map_or(src, |t| t.text.as_str());
+            let prepared = prepare_template(src);
+            let text = prepared.as_ref().map_or(src, |t| t.text.as_str());
             match self.env.template_from_str(text) {
                 Ok(t) => t.undeclared_variables(nested),
                 Err(_) => return Vec::new(),
             }
         } else {
-            let text = match conditions::translate_js(src) {
+            let text = match prepare_expression(src, false) {
                 Some(t) => t.text,
                 None => src.to_string(),
             };

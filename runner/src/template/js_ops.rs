@@ -1,0 +1,271 @@
+//! Arithmetic and truthiness as JavaScript has them, for the peer's
+//! templates (Nunjucks compiles `a + b` to JavaScript's `+`):
+//!
+//! - `+` joins text when either side is text (`'7' + 3` is `'73'`, `'#' + 3`
+//!   is `'#3'`); two lists still concatenate, as in Jinja; otherwise it adds
+//!   numbers (`none + 1` is 1, `true + 1` is 2);
+//! - `-`, `*`, `/`, `//`, `%`, `**` read both sides as numbers (`'7' - 2` is 5);
+//!   what is not a number gives NaN, division by zero Infinity;
+//! - only `false`, `0`, NaN, `''`, none and undefined are false: `[]` and `{}`
+//!   are true.
+//!
+//! [`super::js_rewrite`] turns the template's operators into calls of the
+//! functions registered here.
+
+use minijinja::value::ValueKind;
+use minijinja::{Environment, Error, Value};
+
+use super::values::{js_join, list, text, to_json, Num};
+
+/// `(operator, function)` for each rewritten binary operator.
+pub(crate) const BINARY: &[(&str, &str)] = &[
+    ("+", "__js_add"),
+    ("-", "__js_sub"),
+    ("*", "__js_mul"),
+    ("/", "__js_div"),
+    ("//", "__js_floordiv"),
+    ("%", "__js_rem"),
+    ("**", "__js_pow"),
+];
+
+/// The function unary minus becomes.
+pub(crate) const NEG: &str = "__js_neg";
+
+/// The function a boolean context is wrapped in.
+pub(crate) const TRUTHY: &str = "__js_truthy";
+
+pub(crate) fn register(env: &mut Environment<'static>) {
+    env.add_function("__js_add", add);
+    env.add_function("__js_sub", |a: Value, b: Value| arith(&a, &b, Op::Sub));
+    env.add_function("__js_mul", mul);
+    env.add_function("__js_div", |a: Value, b: Value| arith(&a, &b, Op::Div));
+    env.add_function("__js_floordiv", |a: Value, b: Value| {
+        arith(&a, &b, Op::FloorDiv)
+    });
+    env.add_function("__js_rem", |a: Value, b: Value| arith(&a, &b, Op::Rem));
+    env.add_function("__js_pow", |a: Value, b: Value| arith(&a, &b, Op::Pow));
+    env.add_function(TRUTHY, |v: Value| truthy(&v));
+    env.add_function(NEG, |v: Value| arith(&Value::from(0), &v, Op::Sub));
+}
+
+/// JavaScript's `Boolean(v)`.
+pub(crate) fn truthy(v: &Value) -> bool {
+    match v.kind() {
+        ValueKind::Undefined | ValueKind::None => false,
+        ValueKind::Bool => v.is_true(),
+        ValueKind::Number => match to_number(v) {
+            Num::Int(i) => i != 0,
+            Num::Float(f) => f != 0.0 && !f.is_nan(),
+        },
+        ValueKind::String | ValueKind::Bytes => v.is_true(),
+        _ => true,
+    }
+}
+
+/// `Number(v)`; NaN for what is not a number.
+fn to_number(v: &Value) -> Num {
+    match v.kind() {
+        ValueKind::Number => {
+            if v.is_integer() {
+                if let Ok(i) = i64::try_from(v.clone()) {
+                    return Num::Int(i);
+                }
+            }
+            Num::Float(f64::try_from(v.clone()).unwrap_or(f64::NAN))
+        }
+        ValueKind::Bool => Num::Int(i64::from(v.is_true())),
+        ValueKind::None => Num::Int(0),
+        ValueKind::Undefined => Num::Float(f64::NAN),
+        ValueKind::String | ValueKind::Seq | ValueKind::Iterable => to_json(v)
+            .ok()
+            .and_then(|j| marktoflow_steps::core::js::number(&j))
+            .map_or(Num::Float(f64::NAN), Num::from_f64_int),
+        _ => Num::Float(f64::NAN),
+    }
+}
+
+/// `String(v)` as `+` joins it.
+fn js_string(v: &Value) -> String {
+    match v.kind() {
+        ValueKind::Undefined => "undefined".into(),
+        ValueKind::None => "null".into(),
+        ValueKind::Seq | ValueKind::Iterable => js_join(v),
+        _ => text(v),
+    }
+}
+
+fn is_list(v: &Value) -> bool {
+    matches!(v.kind(), ValueKind::Seq | ValueKind::Iterable)
+}
+
+fn add(a: Value, b: Value) -> Result<Value, Error> {
+    if is_list(&a) && is_list(&b) {
+        let items: Vec<Value> = a.try_iter()?.chain(b.try_iter()?).collect();
+        return Ok(list(items));
+    }
+    // Anything but a number, boolean or nothing is text to JavaScript's `+`.
+    let numeric = |v: &Value| {
+        matches!(
+            v.kind(),
+            ValueKind::Number | ValueKind::Bool | ValueKind::None | ValueKind::Undefined
+        )
+    };
+    if !numeric(&a) || !numeric(&b) {
+        let (x, y) = (js_string(&a), js_string(&b));
+        super::values::room_for("+", x.len() + y.len())?;
+        return Ok(Value::from(x + &y));
+    }
+    arith(&a, &b, Op::Add)
+}
+
+/// `*`: numbers multiplied; text that is not a number times a whole number
+/// is repeated, as in Jinja (JavaScript would give NaN).
+fn mul(a: Value, b: Value) -> Result<Value, Error> {
+    let words = |v: &Value| {
+        v.kind() == ValueKind::String && matches!(to_number(v), Num::Float(f) if f.is_nan())
+    };
+    let count = |v: &Value| match (v.kind(), to_number(v)) {
+        (ValueKind::Number, Num::Int(n)) => Some(usize::try_from(n).unwrap_or(0)),
+        _ => None,
+    };
+    let repeat = match (words(&a), words(&b)) {
+        (true, false) => count(&b).map(|n| (a.as_str().unwrap_or_default(), n)),
+        (false, true) => count(&a).map(|n| (b.as_str().unwrap_or_default(), n)),
+        _ => None,
+    };
+    if let Some((s, n)) = repeat {
+        super::values::room_for("*", s.len().saturating_mul(n))?;
+        return Ok(Value::from(s.repeat(n)));
+    }
+    arith(&a, &b, Op::Mul)
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    FloorDiv,
+    Rem,
+    Pow,
+}
+
+fn arith(a: &Value, b: &Value, op: Op) -> Result<Value, Error> {
+    let (x, y) = (to_number(a), to_number(b));
+    // Integers stay integers while the result is exact.
+    if let (Num::Int(i), Num::Int(j)) = (x, y) {
+        let exact = match op {
+            Op::Add => i.checked_add(j),
+            Op::Sub => i.checked_sub(j),
+            Op::Mul => i.checked_mul(j),
+            Op::Rem if j != 0 => i.checked_rem(j),
+            Op::Pow => u32::try_from(j).ok().and_then(|j| i.checked_pow(j)),
+            _ => None,
+        };
+        if let Some(n) = exact {
+            return Ok(Value::from(n));
+        }
+    }
+    let (x, y) = (x.as_f64(), y.as_f64());
+    let n = match op {
+        Op::Add => x + y,
+        Op::Sub => x - y,
+        Op::Mul => x * y,
+        Op::Div => x / y,
+        Op::FloorDiv => (x / y).floor(),
+        // Rust's `%` on floats is JavaScript's: the sign of the dividend.
+        Op::Rem => x % y,
+        Op::Pow => x.powf(y),
+    };
+    Ok(Num::from_f64_int(n).into_value())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(j: serde_json::Value) -> Value {
+        super::super::values::from_json(&j)
+    }
+
+    fn show(r: Result<Value, Error>) -> String {
+        js_string(&r.unwrap())
+    }
+
+    #[test]
+    fn plus_joins_text_and_adds_numbers() {
+        use serde_json::json;
+        assert_eq!(show(add(v(json!("7")), v(json!(3)))), "73");
+        assert_eq!(show(add(v(json!(3)), v(json!("7")))), "37");
+        assert_eq!(show(add(v(json!("#")), v(json!(3)))), "#3");
+        assert_eq!(show(add(v(json!("a")), Value::UNDEFINED)), "aundefined");
+        assert_eq!(show(add(v(json!("a")), v(json!(null)))), "anull");
+        assert_eq!(show(add(v(json!("n=")), v(json!(2.5)))), "n=2.5");
+        assert_eq!(show(add(v(json!("t:")), v(json!(true)))), "t:true");
+        assert_eq!(show(add(v(json!(null)), v(json!(1)))), "1");
+        assert_eq!(show(add(v(json!(true)), v(json!(1)))), "2");
+        assert_eq!(show(add(Value::UNDEFINED, v(json!(1)))), "NaN");
+        assert_eq!(
+            show(add(v(json!(0.1)), v(json!(0.2)))),
+            "0.30000000000000004"
+        );
+        assert_eq!(show(add(v(json!([1])), v(json!([2, 3])))), "1,2,3");
+        assert_eq!(add(v(json!([1])), v(json!([2]))).unwrap().len(), Some(2));
+        assert_eq!(show(add(v(json!([1, 2])), v(json!("x")))), "1,2x");
+        assert_eq!(
+            show(add(v(json!(i64::MAX)), v(json!(1)))),
+            "9223372036854776000"
+        );
+    }
+
+    #[test]
+    fn other_operators_read_numbers() {
+        use serde_json::json;
+        let op = |a, b, op| show(arith(&v(a), &v(b), op));
+        assert_eq!(op(json!("7"), json!(2), Op::Sub), "5");
+        assert_eq!(op(json!("7"), json!(2), Op::Mul), "14");
+        assert_eq!(op(json!(" 7 "), json!("2"), Op::Mul), "14");
+        assert_eq!(op(json!("a"), json!(2), Op::Mul), "NaN");
+        let m = |a, b| show(mul(v(a), v(b)));
+        assert_eq!(m(json!("ab"), json!(3)), "ababab");
+        assert_eq!(m(json!(2), json!("-")), "--");
+        assert_eq!(m(json!("7"), json!(2)), "14");
+        assert_eq!(m(json!("ab"), json!(-1)), "");
+        assert_eq!(m(json!("ab"), json!(1.5)), "NaN");
+        assert!(mul(v(json!("ab")), v(json!(1u64 << 40))).is_err());
+        assert_eq!(op(json!("7"), json!(2), Op::Div), "3.5");
+        assert_eq!(op(json!(6), json!(3), Op::Div), "2");
+        assert_eq!(op(json!(1), json!(0), Op::Div), "Infinity");
+        assert_eq!(op(json!(7), json!(2), Op::FloorDiv), "3");
+        assert_eq!(op(json!(-7), json!(2), Op::FloorDiv), "-4");
+        assert_eq!(op(json!(-7), json!(3), Op::Rem), "-1");
+        assert_eq!(op(json!("7"), json!(4), Op::Rem), "3");
+        assert_eq!(op(json!(7), json!(0), Op::Rem), "NaN");
+        assert_eq!(op(json!("3"), json!(2), Op::Pow), "9");
+        assert_eq!(op(json!(2), json!(-1), Op::Pow), "0.5");
+        assert_eq!(op(json!([]), json!(1), Op::Sub), "-1");
+        assert_eq!(op(json!({}), json!(1), Op::Sub), "NaN");
+        assert_eq!(op(json!(null), json!(2), Op::Sub), "-2");
+    }
+
+    #[test]
+    fn truthiness() {
+        use serde_json::json;
+        for t in [
+            json!([]),
+            json!({}),
+            json!("0"),
+            json!("false"),
+            json!(-1),
+            json!(0.5),
+        ] {
+            assert!(truthy(&v(t.clone())), "{t}");
+        }
+        for f in [json!(null), json!(""), json!(0), json!(0.0), json!(false)] {
+            assert!(!truthy(&v(f.clone())), "{f}");
+        }
+        assert!(!truthy(&Value::UNDEFINED));
+        assert!(!truthy(&Value::from(f64::NAN)));
+    }
+}
