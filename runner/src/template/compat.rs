@@ -226,7 +226,7 @@ pub(crate) fn js_length(v: Value) -> Value {
 }
 
 /// Whether offset `at` of `src` is between `{% raw %}` and `{% endraw %}`.
-fn inside_raw(src: &str, at: usize) -> bool {
+pub(crate) fn inside_raw(src: &str, at: usize) -> bool {
     let before = &src[..at];
     let opened = ["{% raw", "{%- raw", "{%+ raw"]
         .iter()

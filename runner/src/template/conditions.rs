@@ -121,7 +121,11 @@ fn punct(text: &str, kind: Kind, start: usize) -> Tok {
 }
 
 fn is_comparison(t: &Tok) -> bool {
-    t.kind == Kind::Op && matches!(t.text.as_str(), "==" | "!=" | "<" | ">" | "<=" | ">=")
+    t.kind == Kind::Op
+        && matches!(
+            t.text.as_str(),
+            "==" | "!=" | "===" | "!==" | "<" | ">" | "<=" | ">="
+        )
 }
 
 /// Tokens that end an operand of a comparison.
@@ -185,11 +189,11 @@ fn rewrite_null_comparisons(toks: &mut Vec<Tok>) -> bool {
     let mut k = 0;
     while k < toks.len() {
         let t = &toks[k];
-        if !(t.kind == Kind::Op && (t.text == "==" || t.text == "!=")) {
+        if !(t.kind == Kind::Op && matches!(t.text.as_str(), "==" | "!=" | "===" | "!==")) {
             k += 1;
             continue;
         }
-        let negate = t.text == "!=";
+        let negate = t.text.starts_with('!');
         let op_start = t.start;
         let ends_after = |toks: &[Tok], j: usize| {
             next_sig(toks, j).is_none_or(|n| toks[n].kind == Kind::Close || is_boundary(&toks[n]))
@@ -257,8 +261,6 @@ pub(crate) fn translate_js(src: &str) -> Option<Translated> {
         let after_dot = prev_sig(&toks, i).is_some_and(|p| toks[p].text == ".");
         let t = &mut toks[i];
         let replacement = match (t.kind, t.text.as_str()) {
-            (Kind::Op, "===") => Some(("==", Kind::Op)),
-            (Kind::Op, "!==") => Some(("!=", Kind::Op)),
             (Kind::Op, "&&") => Some(("and", Kind::Ident)),
             (Kind::Op, "||") => Some(("or", Kind::Ident)),
             (Kind::Op, "!") => Some(("not", Kind::Ident)),
@@ -431,7 +433,11 @@ mod tests {
                 .unwrap_or_else(|| s.to_string());
             out.split_whitespace().collect::<Vec<_>>().join(" ")
         };
-        assert_eq!(t("a === 1 && !b || c !== 2"), "a == 1 and not b or c != 2");
+        // `===` and `!==` are left to `js_rewrite`, which keeps them strict.
+        assert_eq!(
+            t("a === 1 && !b || c !== 2"),
+            "a === 1 and not b or c !== 2"
+        );
         assert_eq!(t("a != b"), "a != b");
         assert_eq!(t("x == 'a && !b === null'"), "x == 'a && !b === null'");
         assert_eq!(t(r#"x == "it's \" && y""#), r#"x == "it's \" && y""#);

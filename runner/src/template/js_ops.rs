@@ -28,6 +28,22 @@ pub(crate) const BINARY: &[(&str, &str)] = &[
     ("**", "__js_pow"),
 ];
 
+/// `(operator, function)` for each rewritten comparison; `===` and `!==`
+/// are strict, `==` and `!=` JavaScript's loose equality.
+pub(crate) const COMPARE: &[(&str, &str)] = &[
+    ("===", "__js_seq"),
+    ("!==", "__js_sne"),
+    ("==", "__js_eq"),
+    ("!=", "__js_ne"),
+    ("<", "__js_lt"),
+    ("<=", "__js_le"),
+    (">", "__js_gt"),
+    (">=", "__js_ge"),
+];
+
+/// The function `~` becomes.
+pub(crate) const CONCAT: &str = "__js_cat";
+
 /// The function unary minus becomes.
 pub(crate) const NEG: &str = "__js_neg";
 
@@ -45,6 +61,27 @@ pub(crate) fn register(env: &mut Environment<'static>) {
     env.add_function("__js_rem", |a: Value, b: Value| arith(&a, &b, Op::Rem));
     env.add_function("__js_pow", |a: Value, b: Value| arith(&a, &b, Op::Pow));
     env.add_function(TRUTHY, |v: Value| truthy(&v));
+    env.add_function("__js_seq", |a: Value, b: Value| strict_eq(&a, &b));
+    env.add_function("__js_sne", |a: Value, b: Value| !strict_eq(&a, &b));
+    env.add_function("__js_eq", |a: Value, b: Value| loose_eq(&a, &b));
+    env.add_function("__js_ne", |a: Value, b: Value| !loose_eq(&a, &b));
+    env.add_function("__js_lt", |a: Value, b: Value| {
+        order(&a, &b).is_some_and(|o| o.is_lt())
+    });
+    env.add_function("__js_le", |a: Value, b: Value| {
+        order(&a, &b).is_some_and(|o| o.is_le())
+    });
+    env.add_function("__js_gt", |a: Value, b: Value| {
+        order(&a, &b).is_some_and(|o| o.is_gt())
+    });
+    env.add_function("__js_ge", |a: Value, b: Value| {
+        order(&a, &b).is_some_and(|o| o.is_ge())
+    });
+    env.add_function(CONCAT, |a: Value, b: Value| -> Result<Value, Error> {
+        let (x, y) = (js_string(&a), js_string(&b));
+        super::values::room_for("~", x.len() + y.len())?;
+        Ok(Value::from(x + &y))
+    });
     env.add_function(NEG, |v: Value| arith(&Value::from(0), &v, Op::Sub));
 }
 
@@ -59,6 +96,81 @@ pub(crate) fn truthy(v: &Value) -> bool {
         },
         ValueKind::String | ValueKind::Bytes => v.is_true(),
         _ => true,
+    }
+}
+
+fn nullish(v: &Value) -> bool {
+    matches!(v.kind(), ValueKind::Undefined | ValueKind::None)
+}
+
+fn is_text(v: &Value) -> bool {
+    matches!(v.kind(), ValueKind::String | ValueKind::Bytes)
+}
+
+/// Lists and mappings: JavaScript's objects.
+fn is_object(v: &Value) -> bool {
+    !nullish(v) && !is_text(v) && !matches!(v.kind(), ValueKind::Number | ValueKind::Bool)
+}
+
+fn same_number(a: Num, b: Num) -> bool {
+    match (a, b) {
+        (Num::Int(x), Num::Int(y)) => x == y,
+        (x, y) => x.as_f64() == y.as_f64(),
+    }
+}
+
+/// `a === b`. Lists and mappings are equal when their contents are (in
+/// JavaScript only the same object is).
+pub(crate) fn strict_eq(a: &Value, b: &Value) -> bool {
+    match (a.kind(), b.kind()) {
+        (ValueKind::Number, ValueKind::Number) => same_number(to_number(a), to_number(b)),
+        (x, y) if x != y => false,
+        _ => a == b,
+    }
+}
+
+/// `a == b`: null and undefined equal each other only; a boolean is a
+/// number; text and a number compare as numbers; a list or mapping meets a
+/// text or number as its text.
+pub(crate) fn loose_eq(a: &Value, b: &Value) -> bool {
+    if nullish(a) || nullish(b) {
+        return nullish(a) && nullish(b);
+    }
+    if a.kind() == ValueKind::Bool || b.kind() == ValueKind::Bool {
+        return same_number(to_number(a), to_number(b));
+    }
+    match (is_object(a), is_object(b)) {
+        (true, true) => a == b,
+        (true, false) => loose_eq(&Value::from(js_string(a)), b),
+        (false, true) => loose_eq(a, &Value::from(js_string(b))),
+        (false, false) if is_text(a) && is_text(b) => a.as_str() == b.as_str(),
+        (false, false) => same_number(to_number(a), to_number(b)),
+    }
+}
+
+/// How `<`, `<=`, `>`, `>=` order two values: texts by their characters,
+/// anything else as numbers (`'10' < 9` is false); `None` when either is
+/// NaN, which makes every comparison false.
+pub(crate) fn order(a: &Value, b: &Value) -> Option<std::cmp::Ordering> {
+    let prim = |v: &Value| {
+        if is_object(v) {
+            Value::from(js_string(v))
+        } else {
+            v.clone()
+        }
+    };
+    let (a, b) = (prim(a), prim(b));
+    if is_text(&a) && is_text(&b) {
+        let (x, y) = (
+            a.as_str().unwrap_or_default(),
+            b.as_str().unwrap_or_default(),
+        );
+        // JavaScript orders texts by UTF-16 code units.
+        return Some(x.encode_utf16().cmp(y.encode_utf16()));
+    }
+    match (to_number(&a), to_number(&b)) {
+        (Num::Int(x), Num::Int(y)) => Some(x.cmp(&y)),
+        (x, y) => x.as_f64().partial_cmp(&y.as_f64()),
     }
 }
 
@@ -247,6 +359,35 @@ mod tests {
         assert_eq!(op(json!([]), json!(1), Op::Sub), "-1");
         assert_eq!(op(json!({}), json!(1), Op::Sub), "NaN");
         assert_eq!(op(json!(null), json!(2), Op::Sub), "-2");
+    }
+
+    #[test]
+    fn equality_and_order() {
+        use serde_json::json;
+        let eq = |a, b| loose_eq(&v(a), &v(b));
+        assert!(eq(json!("5"), json!(5)));
+        assert!(eq(json!(0), json!(false)));
+        assert!(eq(json!(""), json!(0)));
+        assert!(eq(json!([1]), json!(1)));
+        assert!(eq(json!([1, 2]), json!("1,2")));
+        assert!(eq(json!(null), json!(null)));
+        assert!(loose_eq(&Value::UNDEFINED, &v(json!(null))));
+        assert!(!eq(json!(null), json!(0)));
+        assert!(!eq(json!("a"), json!(0)));
+        assert!(eq(json!(1), json!(1.0)));
+        assert!(eq(json!({"a": 1}), json!({"a": 1})));
+        let seq = |a, b| strict_eq(&v(a), &v(b));
+        assert!(!seq(json!("5"), json!(5)));
+        assert!(seq(json!(1), json!(1.0)));
+        assert!(!strict_eq(&Value::UNDEFINED, &v(json!(null))));
+        assert!(seq(json!("a"), json!("a")));
+        let lt = |a, b| order(&v(a), &v(b)).is_some_and(|o| o.is_lt());
+        assert!(lt(json!("10"), json!("9")));
+        assert!(!lt(json!("10"), json!(9)));
+        assert!(lt(json!(null), json!(1)));
+        assert!(order(&Value::UNDEFINED, &v(json!(1))).is_none());
+        assert!(order(&v(json!("a")), &v(json!(1))).is_none());
+        assert!(lt(json!(true), json!(2)));
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! Nothing is rewritten when the text does not parse: compiling it reports
 //! the error.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use minijinja::machinery::ast::{BinOpKind, CallArg, Expr, Stmt, UnaryOpKind};
@@ -25,7 +26,8 @@ use minijinja::machinery::{parse, parse_expr, Span};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::ValueKind;
 
-use super::js_ops::{BINARY, NEG, TRUTHY};
+use super::compat::inside_raw;
+use super::js_ops::{BINARY, COMPARE, CONCAT, NEG, TRUTHY};
 use super::rewrite::{apply, Edit, Translated};
 
 /// The namespace that carries loop-set variables out of loops.
@@ -33,25 +35,98 @@ const CARRY: &str = "__nj";
 
 /// A template's text with the rewrites applied; `None` if nothing changes.
 pub(crate) fn template(src: &str) -> Option<Translated> {
-    let operators = src.bytes().any(|b| b"+-*/%".contains(&b));
+    let operators = src.bytes().any(|b| b"+-*/%~=<>".contains(&b));
     let words = [" or ", " and ", " if ", "not "];
     if !src.contains("{%") && !operators && !words.iter().any(|w| src.contains(w)) {
         return None;
     }
-    let ast = parse(src, "<template>", SyntaxConfig::default()).ok()?;
-    let mut w = Walker::new(src);
+    let (text, strict) = strict_operators(src, true);
+    let ast = parse(&text, "<template>", SyntaxConfig::default()).ok()?;
+    let mut w = Walker::new(&text);
+    w.strict = strict;
     w.stmt(&ast);
     w.carry_loop_sets();
-    w.finish()
+    let out = w.finish();
+    out.or_else(|| unchanged(text))
 }
 
 /// An expression's text with the rewrites applied; `boolean` when its value
 /// is used as a condition.
 pub(crate) fn expression(src: &str, boolean: bool) -> Option<Translated> {
-    let e = parse_expr(src).ok()?;
-    let mut w = Walker::new(src);
+    let (text, strict) = strict_operators(src, false);
+    let e = parse_expr(&text).ok()?;
+    let mut w = Walker::new(&text);
+    w.strict = strict;
     w.expr(&e, boolean);
-    w.finish()
+    let out = w.finish();
+    out.or_else(|| unchanged(text))
+}
+
+/// Nunjucks' `===` and `!==`, which minijinja does not parse, as `==` and
+/// `!=` followed by a space (offsets do not move), with where they were.
+/// In a template only tags and expressions are read, never its text.
+fn strict_operators(src: &str, template: bool) -> (Cow<'_, str>, Vec<usize>) {
+    if !src.contains("==") {
+        return (Cow::Borrowed(src), Vec::new());
+    }
+    let b = src.as_bytes();
+    let mut found = Vec::new();
+    let mut i = 0;
+    let mut code = !template;
+    let mut quote: Option<u8> = None;
+    while i < b.len() {
+        let rest = &b[i..];
+        if template && quote.is_none() {
+            if !code && (rest.starts_with(b"{{") || rest.starts_with(b"{%")) {
+                code = !inside_raw(src, i);
+                i += 2;
+                continue;
+            }
+            if code && (rest.starts_with(b"}}") || rest.starts_with(b"%}")) {
+                code = false;
+                i += 2;
+                continue;
+            }
+        }
+        if code {
+            match quote {
+                Some(_) if b[i] == b'\\' => i += 1,
+                Some(q) if b[i] == q => quote = None,
+                Some(_) => {}
+                None if b[i] == b'\'' || b[i] == b'"' => quote = Some(b[i]),
+                None if rest.starts_with(b"===") || rest.starts_with(b"!==") => {
+                    found.push(i);
+                    i += 3;
+                    continue;
+                }
+                None => {}
+            }
+        }
+        i += 1;
+    }
+    if found.is_empty() {
+        return (Cow::Borrowed(src), found);
+    }
+    let mut text = src.as_bytes().to_vec();
+    for &at in &found {
+        text[at + 2] = b' ';
+    }
+    // Only ASCII bytes changed.
+    (
+        Cow::Owned(String::from_utf8(text).unwrap_or_else(|_| src.to_string())),
+        found,
+    )
+}
+
+/// `text` as it stands when only [`strict_operators`] changed it.
+fn unchanged(text: Cow<'_, str>) -> Option<Translated> {
+    match text {
+        Cow::Borrowed(_) => None,
+        Cow::Owned(t) => Some(Translated {
+            origin: (0..=t.len()).collect(),
+            text: t,
+        }),
+    }
 }
 
 /// A `{% set name … %}`.
@@ -90,6 +165,8 @@ struct Walker<'s> {
     /// after its tag), with the tag's marker; `None` when it is not found.
     scopes: Vec<Option<(usize, &'static str)>>,
     scope: usize,
+    /// Where `===` and `!==` were (see [`strict_operators`]).
+    strict: Vec<usize>,
 }
 
 fn start(s: Span) -> usize {
@@ -100,34 +177,81 @@ fn end(s: Span) -> usize {
     s.end_offset as usize
 }
 
-/// Where the text of `e` starts: a filter's, test's, attribute's, index's
-/// or call's span starts at its own part, after the expression it applies to.
-fn lo(e: &Expr) -> usize {
-    let inner = match e {
-        Expr::Filter(f) => f.expr.as_ref().map(lo),
-        Expr::Test(t) => Some(lo(&t.expr)),
-        Expr::GetAttr(g) => Some(lo(&g.expr)),
-        Expr::GetItem(g) => Some(lo(&g.expr)),
-        Expr::Slice(s) => Some(lo(&s.expr)),
-        Expr::Call(c) => Some(lo(&c.expr)),
-        Expr::BinOp(b) => Some(lo(&b.left)),
-        Expr::Compare(c) => Some(lo(&c.expr)),
-        Expr::IfExpr(i) => Some(lo(&i.true_expr)),
-        _ => None,
-    };
-    inner.map_or(start(e.span()), |i| i.min(start(e.span())))
+/// Where the text of `e` starts, without parentheses around it. A
+/// filter's, test's, attribute's, index's or call's span starts at its own
+/// part, and a comparison's at the token before it, so the leftmost part
+/// decides.
+fn lo(src: &str, e: &Expr) -> usize {
+    match e {
+        Expr::Filter(f) => f.expr.as_ref().map_or(start(e.span()), |x| lo(src, x)),
+        Expr::Test(t) => lo(src, &t.expr),
+        Expr::GetAttr(g) => lo(src, &g.expr),
+        Expr::GetItem(g) => lo(src, &g.expr),
+        Expr::Slice(s) => lo(src, &s.expr),
+        Expr::Call(c) => lo(src, &c.expr),
+        Expr::BinOp(b) => outer_lo(src, &b.left),
+        Expr::Compare(c) => outer_lo(src, &c.expr),
+        Expr::IfExpr(i) => outer_lo(src, &i.true_expr),
+        // `-x` and `not x` start at their operator; `a not in b` is a `not`
+        // around `a in b`, spanning from before `a`.
+        Expr::UnaryOp(u) => {
+            let at = start(e.span());
+            let text = src.get(at..).unwrap_or_default();
+            if text.starts_with('-') || text.starts_with("not") {
+                at
+            } else {
+                outer_lo(src, &u.expr)
+            }
+        }
+        _ => start(e.span()),
+    }
 }
 
-/// Where the text of `e` ends.
-fn hi(e: &Expr) -> usize {
-    let inner = match e {
-        Expr::BinOp(b) => Some(hi(&b.right)),
-        Expr::Compare(c) => c.ops.last().map(|op| hi(&op.expr)),
-        Expr::IfExpr(i) => Some(i.false_expr.as_ref().map_or(hi(&i.test_expr), hi)),
-        Expr::UnaryOp(u) => Some(hi(&u.expr)),
-        _ => None,
-    };
-    inner.map_or(end(e.span()), |i| i.max(end(e.span())))
+/// Where the text of `e` ends, without parentheses around it.
+fn hi(src: &str, e: &Expr) -> usize {
+    let own = end(e.span());
+    match e {
+        Expr::BinOp(b) => outer_hi(src, &b.right),
+        Expr::Compare(c) => c.ops.last().map_or(own, |op| outer_hi(src, &op.expr)),
+        Expr::IfExpr(i) => outer_hi(src, i.false_expr.as_ref().unwrap_or(&i.test_expr)),
+        Expr::UnaryOp(u) => outer_hi(src, &u.expr),
+        _ => own,
+    }
+}
+
+/// Where `e` starts and ends with the parentheses that enclose it alone
+/// (`(a) + b`: `(a)`; `(a + b)`: neither `a` nor `b` alone).
+fn parens(src: &str, e: &Expr) -> (usize, usize) {
+    let (from, to) = (lo(src, e), hi(src, e));
+    let b = src.as_bytes();
+    let mut opens = Vec::new();
+    for i in (0..from.min(b.len())).rev() {
+        match b[i] {
+            b'(' => opens.push(i),
+            c if c.is_ascii_whitespace() => {}
+            _ => break,
+        }
+    }
+    let mut closes = Vec::new();
+    for (j, &c) in b.iter().enumerate().skip(to) {
+        match c {
+            b')' => closes.push(j + 1),
+            c if c.is_ascii_whitespace() => {}
+            _ => break,
+        }
+    }
+    match opens.len().min(closes.len()) {
+        0 => (from, to),
+        k => (opens[k - 1], closes[k - 1]),
+    }
+}
+
+fn outer_lo(src: &str, e: &Expr) -> usize {
+    parens(src, e).0
+}
+
+fn outer_hi(src: &str, e: &Expr) -> usize {
+    parens(src, e).1
 }
 
 fn is_number(e: &Expr) -> bool {
@@ -188,6 +312,7 @@ impl<'s> Walker<'s> {
             path: Vec::new(),
             scopes: vec![Some((0, "+"))],
             scope: 0,
+            strict: Vec::new(),
         }
     }
 
@@ -205,23 +330,33 @@ impl<'s> Walker<'s> {
     }
 
     fn wrap(&mut self, e: &Expr, function: &'static str) {
-        self.open(lo(e), format!("{function}("));
-        self.close(hi(e));
+        self.open(lo(self.src, e), format!("{function}("));
+        self.close(hi(self.src, e));
     }
 
     /// The offset and length of the operator between two operands.
-    fn operator(&self, left: &Expr, right: &Expr, words: bool) -> Option<(usize, usize)> {
-        let (from, to) = (hi(left), lo(right));
+    /// The offset and length of the operator between two operands, made
+    /// of the characters `chars` (of letters when `chars` is empty).
+    fn operator(&self, left: &Expr, right: &Expr, chars: &str) -> Option<(usize, usize)> {
+        let (from, to) = (outer_hi(self.src, left), outer_lo(self.src, right));
         let gap = self.src.get(from..to)?;
-        let at = if words {
-            gap.find(|c: char| c.is_ascii_alphabetic())?
-        } else {
-            gap.find(|c: char| "+-*/%".contains(c))?
+        let part = |c: char| {
+            if chars.is_empty() {
+                c.is_ascii_alphabetic()
+            } else {
+                chars.contains(c)
+            }
         };
-        let len = gap[at..]
-            .find(|c: char| c.is_whitespace() || c == '(' || c == ')')
-            .unwrap_or(gap.len() - at);
+        let at = gap.find(part)?;
+        let len = gap[at..].find(|c| !part(c)).unwrap_or(gap.len() - at);
         Some((from + at, len))
+    }
+
+    /// `left op right` as `function(left, right)`.
+    fn call(&mut self, e: &Expr, at: usize, len: usize, function: &str) {
+        self.open(lo(self.src, e), format!("{function}("));
+        self.edits.push((1, Edit::new(at, len, ",")));
+        self.close(hi(self.src, e));
     }
 
     fn expr(&mut self, e: &Expr, boolean: bool) {
@@ -229,17 +364,18 @@ impl<'s> Walker<'s> {
             Expr::BinOp(b) => match b.op {
                 BinOpKind::ScAnd | BinOpKind::ScOr => {
                     if !boolean && is_path(&b.left) {
-                        if let Some((at, len)) = self.operator(&b.left, &b.right, true) {
-                            let left = &self.src[lo(&b.left)..hi(&b.left)];
+                        if let Some((at, len)) = self.operator(&b.left, &b.right, "") {
+                            let left =
+                                &self.src[outer_lo(self.src, &b.left)..outer_hi(self.src, &b.left)];
                             let not = if matches!(b.op, BinOpKind::ScAnd) {
                                 "not "
                             } else {
                                 ""
                             };
                             let text = format!("if {not}{TRUTHY}({left}) else");
-                            self.open(lo(e), "(");
+                            self.open(lo(self.src, e), "(");
                             self.edits.push((1, Edit::new(at, len, text)));
-                            self.close(hi(e));
+                            self.close(hi(self.src, e));
                         }
                     }
                     self.expr(&b.left, boolean);
@@ -257,12 +393,10 @@ impl<'s> Walker<'s> {
                     // minijinja refuses to divide by a zero literal.
                     let plain = matches!(b.op, BinOpKind::Add | BinOpKind::Sub | BinOpKind::Mul);
                     if !(plain && is_number(&b.left) && is_number(&b.right)) {
-                        if let Some((at, len)) = self.operator(&b.left, &b.right, false) {
+                        if let Some((at, len)) = self.operator(&b.left, &b.right, "+-*/%") {
                             let op = &self.src[at..at + len];
                             if let Some((_, function)) = BINARY.iter().find(|(o, _)| *o == op) {
-                                self.open(lo(e), format!("{function}("));
-                                self.edits.push((1, Edit::new(at, len, ",")));
-                                self.close(hi(e));
+                                self.call(e, at, len, function);
                             }
                         }
                     }
@@ -270,10 +404,35 @@ impl<'s> Walker<'s> {
                     self.expr(&b.right, false);
                 }
                 BinOpKind::Concat => {
+                    if let Some((at, len)) = self.operator(&b.left, &b.right, "~") {
+                        self.call(e, at, len, CONCAT);
+                    }
                     self.expr(&b.left, false);
                     self.expr(&b.right, false);
                 }
-                // Comparisons and `in` give booleans.
+                BinOpKind::Eq
+                | BinOpKind::Ne
+                | BinOpKind::Lt
+                | BinOpKind::Lte
+                | BinOpKind::Gt
+                | BinOpKind::Gte => {
+                    if let Some((at, len)) = self.operator(&b.left, &b.right, "=!<>") {
+                        // `===` was read as `==` followed by a space.
+                        let strict = self.strict.contains(&at);
+                        let op = match &self.src[at..at + len] {
+                            "==" if strict => "===",
+                            "!=" if strict => "!==",
+                            op => op,
+                        };
+                        if let Some((_, function)) = COMPARE.iter().find(|(o, _)| *o == op) {
+                            self.call(e, at, len, function);
+                        }
+                    }
+                    self.expr(&b.left, false);
+                    self.expr(&b.right, false);
+                    return;
+                }
+                // `in` gives a boolean.
                 _ => {
                     self.expr(&b.left, false);
                     self.expr(&b.right, false);
@@ -290,7 +449,7 @@ impl<'s> Walker<'s> {
                     if !is_number(&u.expr) {
                         self.edits
                             .push((1, Edit::new(start(u.span()), 1, format!("{NEG}("))));
-                        self.close(hi(e));
+                        self.close(hi(self.src, e));
                     }
                     self.expr(&u.expr, false)
                 }
@@ -380,7 +539,7 @@ impl<'s> Walker<'s> {
                     self.expr(c, true);
                 }
                 let id = self.loops.len();
-                let header = f.filter_expr.as_ref().map_or(hi(&f.iter), hi);
+                let header = outer_hi(self.src, f.filter_expr.as_ref().unwrap_or(&f.iter));
                 self.loops.push(LoopSite {
                     scope: self.scope,
                     loops: self.path.clone(),
@@ -424,7 +583,12 @@ impl<'s> Walker<'s> {
             }
             Stmt::Macro(m) => {
                 m.defaults.iter().for_each(|x| self.expr(x, false));
-                let header = m.args.iter().chain(&m.defaults).map(hi).max();
+                let header = m
+                    .args
+                    .iter()
+                    .chain(&m.defaults)
+                    .map(|x| hi(self.src, x))
+                    .max();
                 let from = header.unwrap_or_else(|| {
                     // No arguments: just after `(`.
                     let at = start(m.span());
@@ -560,7 +724,17 @@ mod tests {
             "{{ __js_floordiv(a , __js_pow(2 , b)) }}"
         );
         assert_eq!(t("{{ x | f(a - 1) }}"), "{{ x | f(__js_sub(a , 1)) }}");
-        assert_eq!(t("{{ a ~ b }}"), "{{ a ~ b }}");
+        assert_eq!(t("{{ a ~ b }}"), "{{ __js_cat(a , b) }}");
+        // `===` is strict, `==` loose; text outside tags is left alone.
+        assert_eq!(
+            t("a === b {{ x === 1 }} {{ y !== '===' }}{% if z == 2 %}{% endif %}"),
+            "a === b {{ __js_seq(x ,  1) }} {{ __js_sne(y ,  '===') }}{% if __js_eq(z , 2) %}{% endif %}"
+        );
+        assert_eq!(
+            t("{{ (a) < (b + 1) }}"),
+            "{{ __js_lt((a) , (__js_add(b , 1))) }}"
+        );
+        assert_eq!(t("{{ a not in b }}"), "{{ a not in b }}");
         assert_eq!(e("'7' + n", false), "__js_add('7' , n)");
     }
 
@@ -572,7 +746,7 @@ mod tests {
         );
         assert_eq!(
             t("{% if not xs and y > 1 %}y{% elif m.a %}{% endif %}"),
-            "{% if not __js_truthy(xs) and y > 1 %}y{% elif __js_truthy(m.a) %}{% endif %}"
+            "{% if not __js_truthy(xs) and __js_gt(y , 1) %}y{% elif __js_truthy(m.a) %}{% endif %}"
         );
         assert_eq!(
             t("{{ 'T' if m else 'F' }}"),
@@ -593,7 +767,7 @@ mod tests {
             e("xs and not ys", true),
             "__js_truthy(xs) and not __js_truthy(ys)"
         );
-        assert_eq!(e("xs | length > 0", true), "xs | length > 0");
+        assert_eq!(e("xs | length > 0", true), "__js_gt(xs | length , 0)");
     }
 
     #[test]
