@@ -343,3 +343,97 @@ fn an_undeclared_agent_tool_uses_the_provider_whose_key_is_set() {
     assert_eq!(reqs[1].path, "/v1/chat/completions");
     assert_eq!(reqs[1].model(), "fake-small");
 }
+
+/// The peer's `parallel.spawn` and `parallel.map`: each agent is a
+/// `<provider>.chat.completions` call with its prompt rendered; the results
+/// come in the peer's shapes.
+#[test]
+fn parallel_spawn_and_map_call_each_agent() {
+    let d = crate::support::tempdir();
+    std::fs::write(
+        d.path().join("s.md"),
+        include_str!("fixtures/agent/spawn.md"),
+    )
+    .unwrap();
+    let llm = FakeLlm::start(Arc::new(|req| match req.model() {
+        "m-broken" => (400, "bad request".into()),
+        m => (200, format!("{m} says: {}", req.prompt())),
+    }));
+    let r = run(cmd(d.path())
+        .args(["run", "s.md", "--json", "--quiet"])
+        .env("BASE", format!("{}/v1", llm.base))
+        .env("SLOW", &llm.base));
+    assert_eq!(r.code, 0, "{r:?}");
+    let o = &r.json()["outputs"];
+    assert_eq!(o["successful"], json!(["security", "style"]));
+    assert_eq!(o["failed"], json!(["broken"]));
+    assert_eq!(o["security"], "m-sec says: Security of tides");
+    assert_eq!(o["broken_success"], false);
+    assert!(o["broken_error"].as_str().unwrap().contains("400"), "{o}");
+    assert_eq!(
+        o["keys"],
+        json!(["results", "successful", "failed", "timing", "costs"])
+    );
+    assert_eq!(
+        o["mapped"],
+        json!([
+            "m-map says: Item 0: a",
+            "m-map says: Item 1: b",
+            "m-map says: Item 2: c"
+        ])
+    );
+    let prompts: Vec<String> = llm.requests().iter().map(|q| q.prompt()).collect();
+    assert!(
+        prompts.contains(&"Style of TIDES".to_string()),
+        "{prompts:?}"
+    );
+}
+
+/// `onError: fail` (the default) fails the step naming the agent; `wait:
+/// any` returns with the first agent that finished.
+#[test]
+fn parallel_spawn_fails_by_default_and_waits_for_any() {
+    let d = crate::support::tempdir();
+    let wf = |on_error: &str, wait: &str| {
+        format!(
+            "---\nworkflow: {{id: w}}\ntools:\n  fast: {{sdk: openai-compatible, auth: {{base_url: '${{BASE}}', api_key: dummy}}}}\n---\n\
+```yaml\nid: both\naction: parallel.spawn\ninputs:\n  agents:\n    - {{id: ok, provider: fast, model: m-ok, prompt: hi}}\n    - {{id: bad, provider: fast, model: m-bad, prompt: hi}}\n  {on_error}\n  {wait}\noutput_variable: both\n```\n\
+```yaml\naction: workflow.set_outputs\ninputs:\n  got: '{{{{ both.results | list }}}}'\n```\n"
+        )
+    };
+    // `bad` answers only once the test lets it: `wait: any` must return
+    // while it is still out.
+    let release = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (rel, ans) = (release.clone(), answered.clone());
+    let llm = FakeLlm::start(Arc::new(move |req| match req.model() {
+        "m-bad" => {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !rel.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            ans.fetch_add(1, Ordering::SeqCst);
+            (400, "no".into())
+        }
+        _ => (200, "yes".into()),
+    }));
+    std::fs::write(d.path().join("a.md"), wf("", "wait: any")).unwrap();
+    let r = run(cmd(d.path())
+        .args(["run", "a.md", "--json", "--quiet"])
+        .env("BASE", format!("{}/v1", llm.base)));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["outputs"]["got"], json!(["ok"]));
+    assert_eq!(
+        answered.load(Ordering::SeqCst),
+        0,
+        "the run waited for `bad`"
+    );
+    release.store(true, Ordering::SeqCst);
+    std::fs::write(d.path().join("f.md"), wf("", "")).unwrap();
+    let r = run(cmd(d.path())
+        .args(["run", "f.md", "--json", "--quiet"])
+        .env("BASE", format!("{}/v1", llm.base)));
+    assert_eq!(r.code, 1, "{r:?}");
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(msg.starts_with("Parallel execution failed: bad: "), "{msg}");
+}

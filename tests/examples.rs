@@ -55,6 +55,11 @@ fn expected(name: &str) -> Option<Value> {
             "tally": "Total: 10",
             "empty_is_true": "yes"
         }),
+        "parallel-agents.md" => json!({
+            "answered": ["risks", "owners"],
+            "risks": "Apollo ships mid-December.",
+            "milestones": 2
+        }),
         "builtins.md" => json!({
             "report": "Apollo (John Carter): on track, with one dependency at risk.\nDeadline 2026-12-15, 22 days after 2026-11-23.\nNotes: Apollo API Key and Access; Apollo Architecture; Apollo Milestones and Deadline; Apollo Overview; Apollo Risks and Decisions",
             "deadline": "2026-12-15",
@@ -114,7 +119,11 @@ fn every_example_runs() {
         );
     }
     let reqs = llm.requests();
-    assert_eq!(reqs.len(), 2, "agent.md and structured.md call the LLM");
+    assert_eq!(
+        reqs.len(),
+        6,
+        "agent.md, structured.md and parallel-agents.md (4 agents) call the LLM"
+    );
     assert!(reqs
         .iter()
         .all(|r| r.model() == "claude-haiku-4-5-20251001"));

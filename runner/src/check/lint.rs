@@ -414,6 +414,14 @@ impl Lint<'_> {
                 }
                 self.steps(default, &mut scope.clone(), in_loop);
             }
+            StepKind::Spawn { agents, items, .. } => {
+                let mut inner = scope.clone();
+                if let Some(items) = items {
+                    self.value(s, &["inputs", "items"], items, scope, in_loop);
+                    inner.extend(["item", "itemIndex"].map(String::from));
+                }
+                self.steps(agents, &mut inner, in_loop);
+            }
             StepKind::ForEach {
                 items,
                 item_variable,

@@ -303,6 +303,34 @@ impl Engine {
                         .await,
                     0,
                 )),
+                StepKind::Spawn {
+                    agents,
+                    items,
+                    wait,
+                    on_error,
+                    max_concurrent,
+                } => {
+                    let r = match items {
+                        None => {
+                            self.exec_spawn(step, agents, *wait, *on_error, st, cfg, depth)
+                                .await
+                        }
+                        Some(items) => {
+                            self.exec_spawn_map(
+                                step,
+                                &agents[0],
+                                items,
+                                *max_concurrent,
+                                *on_error,
+                                st,
+                                cfg,
+                                depth,
+                            )
+                            .await
+                        }
+                    };
+                    ran((r, 0))
+                }
                 StepKind::SubWorkflow { path, inputs } => ran((
                     self.exec_subworkflow(wf, step, path, inputs, st, cfg, depth)
                         .await,

@@ -13,6 +13,7 @@ mod kind;
 mod loops;
 mod parallel;
 pub mod plan;
+mod spawn;
 mod step;
 mod subflow;
 
@@ -48,6 +49,7 @@ impl Default for Engine {
     }
 }
 
+#[derive(Clone)]
 struct Failure {
     message: String,
     /// The error code a `workflow.fail` step gave.

@@ -111,6 +111,13 @@ impl Graph {
                 (Shape::Fork, Some(format!("parallel ×{max_concurrent}")))
             }
             StepKind::SubWorkflow { path, .. } => (Shape::Call, Some(path.clone())),
+            StepKind::Spawn { agents, items, .. } => {
+                let detail = match items {
+                    None => format!("parallel.spawn ×{}", agents.len()),
+                    Some(_) => "parallel.map".to_string(),
+                };
+                (Shape::Fork, Some(detail))
+            }
         };
         self.node(&id, &name, detail, shape);
         self.link(entry, &id);
@@ -150,6 +157,22 @@ impl Graph {
                 let mut exits = Vec::new();
                 for b in branches {
                     exits.extend(self.seq(&b.steps, vec![(id.clone(), Some(b.id.clone()))]));
+                }
+                self.node(&join, "join", None, Shape::Fork);
+                self.link(exits, &join);
+                vec![(join, None)]
+            }
+            StepKind::Spawn { agents, items, .. } => {
+                let join = format!("{id}_join");
+                let mut exits = Vec::new();
+                for a in agents {
+                    let label = if items.is_some() {
+                        "each item"
+                    } else {
+                        a.id.as_str()
+                    };
+                    let lane = std::slice::from_ref(a);
+                    exits.extend(self.seq(lane, vec![(id.clone(), Some(label.to_string()))]));
                 }
                 self.node(&join, "join", None, Shape::Fork);
                 self.link(exits, &join);

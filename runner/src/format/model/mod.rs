@@ -14,6 +14,7 @@ mod keys;
 mod load;
 mod policy;
 mod sections;
+mod spawn;
 mod step;
 mod text;
 mod types;
@@ -27,7 +28,7 @@ pub use text::{camel_case, slug};
 use text::{infer_kind, scalar_string, unquoted_template};
 pub use types::{
     ActionStep, Backoff, Branch, Concurrency, ErrorPolicy, InputDef, InputType, Meta, OnError,
-    OutputDef, Spans, Step, StepKind, Trigger, Workflow,
+    OutputDef, Spans, SpawnOnError, SpawnWait, Step, StepKind, Trigger, Workflow,
 };
 
 struct Cx<'r> {

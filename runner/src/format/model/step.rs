@@ -438,6 +438,18 @@ impl Cx<'_> {
         } else {
             let action = self.req_str(f, "action")?;
             let inputs = self.inputs_mapping(m, f.at("inputs"))?;
+            if let Some(kind) = super::spawn::PARALLEL_AGENTS
+                .iter()
+                .position(|a| *a == action)
+            {
+                let at = super::spawn::SpawnAt {
+                    spans: f.spans,
+                    path: f.path,
+                    pos: f.at_or_step("inputs"),
+                    id: f.id,
+                };
+                return self.spawn_kind(&at, &inputs, kind == 1);
+            }
             (action, inputs)
         };
         let resolved = match self.registry.resolve(&action, &self.tools) {

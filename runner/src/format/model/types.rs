@@ -263,6 +263,37 @@ pub enum StepKind {
         path: String,
         inputs: Value,
     },
+    /// The peer's `parallel.spawn` (one agent step per agent, side by side)
+    /// and `parallel.map` (one agent step, once per item of `items`).
+    Spawn {
+        agents: Vec<Step>,
+        /// `parallel.map`'s items; `None` for `parallel.spawn`.
+        items: Option<Value>,
+        wait: SpawnWait,
+        on_error: SpawnOnError,
+        /// Agents in flight at once.
+        max_concurrent: usize,
+    },
+}
+
+/// How many of `parallel.spawn`'s agents to wait for; the rest are stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpawnWait {
+    All,
+    Any,
+    Majority,
+    Count(usize),
+}
+
+/// What failed agents do to a `parallel.spawn` or `parallel.map`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpawnOnError {
+    /// Any failure fails the step.
+    Fail,
+    /// Failures are reported in the result.
+    Continue,
+    /// The step fails only when every agent failed.
+    Partial,
 }
 
 /// One lane of a `parallel` step.
@@ -287,6 +318,8 @@ impl StepKind {
             StepKind::Reduce { .. } => "reduce",
             StepKind::Parallel { .. } => "parallel",
             StepKind::SubWorkflow { .. } => "workflow",
+            StepKind::Spawn { items: None, .. } => "parallel.spawn",
+            StepKind::Spawn { items: Some(_), .. } => "parallel.map",
         }
     }
     /// The nested step lists, for walking the tree.
@@ -301,6 +334,7 @@ impl StepKind {
             StepKind::Parallel { branches, .. } => {
                 branches.iter().map(|b| b.steps.as_slice()).collect()
             }
+            StepKind::Spawn { agents, .. } => vec![agents],
             StepKind::If {
                 then, otherwise, ..
             } => vec![then, otherwise],
