@@ -12,6 +12,11 @@
 //! OS's cache when it returns, so it survives the process being killed, not
 //! a power cut. A line cut short by a crash is ignored; a line that does not
 //! parse stops the reading of its file, which is then never deleted.
+//!
+//! A step's output and a run's outputs are written as the store keeps them
+//! (cut to a marker over [`super::STORED_VALUE_MAX`]): a run whose steps
+//! pass large values along does not write them again and again, and the
+//! next reader does not hold them all in memory.
 
 use super::{
     now_ms, process_alive, Checkpoint, NewRun, RunFilter, RunRecord, RunStore, SqliteStore,
@@ -104,7 +109,9 @@ impl JournalStore {
 
     fn append(&self, w: &Write) {
         let result = (|| -> Result<(), String> {
-            let mut line = serde_json::to_vec(w).map_err(|e| e.to_string())?;
+            let compacted = compact(w);
+            let mut line =
+                serde_json::to_vec(compacted.as_ref().unwrap_or(w)).map_err(|e| e.to_string())?;
             line.push(b'\n');
             let mut slot = self
                 .file
@@ -265,8 +272,7 @@ pub(super) fn read_pending(db: &Path) -> Vec<Pending> {
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .filter_map(|path| {
-            let text = std::fs::read(&path).ok()?;
-            let (writes, whole) = parse(&text);
+            let (writes, whole) = parse(File::open(&path).ok()?);
             let (created, pid, owner) = match writes.first() {
                 Some(Write::Create { run, at }) if trusted(db, &path, run) => {
                     (*at, run.pid, run.owner.clone())
@@ -321,28 +327,58 @@ fn trusted(db: &Path, path: &Path, run: &NewRun) -> bool {
     named && same_owner && cli && run.idempotency_key.is_none()
 }
 
-/// The writes of one journal, and whether every line was read (a cut last
-/// line does not count against it: its write never returned).
-fn parse(text: &[u8]) -> (Vec<Write>, bool) {
-    let mut writes = Vec::new();
-    let mut lines = text.split(|b| *b == b'\n').peekable();
-    while let Some(line) = lines.next() {
-        if lines.peek().is_none() {
-            // After the last newline: empty, or a write cut short.
-            break;
+/// `w` with its large values as the store keeps them; `None` when it is
+/// kept as it is.
+fn compact(w: &Write) -> Option<Write> {
+    match w {
+        Write::Step { run_id, row } => super::stored_marker(&row.output).map(|output| {
+            let mut row = row.clone();
+            row.output = output;
+            Write::Step {
+                run_id: run_id.clone(),
+                row,
+            }
+        }),
+        Write::Finish { run_id, end, at } => super::stored_marker(&end.outputs).map(|outputs| {
+            let mut end = end.clone();
+            end.outputs = outputs;
+            Write::Finish {
+                run_id: run_id.clone(),
+                end,
+                at: *at,
+            }
+        }),
+        _ => None,
+    }
+}
+
+/// The writes of one journal, read a line at a time (large values cut as
+/// the store keeps them, for journals written before they were cut), and
+/// whether every line was read (a cut last line does not count against
+/// it: its write never returned).
+fn parse(file: impl std::io::Read) -> (Vec<Write>, bool) {
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let mut writes: Vec<Write> = Vec::new();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) => return (writes, true),
+            Ok(_) if line.last() != Some(&b'\n') => {
+                // After the last newline: a write cut short.
+                return (writes, true);
+            }
+            Ok(_) => {}
+            Err(_) => return (writes, false),
         }
-        match serde_json::from_slice::<Write>(line) {
-            Ok(w)
-                if writes
-                    .first()
-                    .is_none_or(|f: &Write| f.run_id() == w.run_id()) =>
-            {
-                writes.push(w)
+        match serde_json::from_slice::<Write>(&line) {
+            Ok(w) if writes.first().is_none_or(|f| f.run_id() == w.run_id()) => {
+                writes.push(compact(&w).unwrap_or(w));
             }
             _ => return (writes, false),
         }
     }
-    (writes, true)
 }
 
 #[cfg(test)]
@@ -399,6 +435,68 @@ mod tests {
         let s = SqliteStore::open(db).unwrap();
         let r = s.get_run(id).unwrap();
         (r, s.steps_of(id).unwrap().len())
+    }
+
+    /// A large step output or run output is written as the store keeps it
+    /// (a marker), not whole: the journal stays small, the store shows the
+    /// same as for a run written to it directly. An older journal that
+    /// holds the whole values is cut the same way when read.
+    #[test]
+    fn large_values_are_written_as_the_store_keeps_them() {
+        let d = tempfile::tempdir().unwrap();
+        let db = d.path().join("runs.db");
+        let big = json!({"text": "x".repeat(crate::store::STORED_VALUE_MAX + 10)});
+        let j = JournalStore::open(&db).unwrap();
+        j.create_run(new_run("run-big")).unwrap();
+        j.mark_running("run-big");
+        let mut row = step("a");
+        row.output = big.clone();
+        j.record_step("run-big", row.clone());
+        let mut e = end();
+        e.outputs = big.clone();
+        let journal = dir_of(&db).join("run-big.jsonl");
+        j.finish_run("run-big", e.clone());
+        j.flush().unwrap();
+        let written = std::fs::metadata(&journal).unwrap().len();
+        assert!(written < 16 << 10, "the journal holds {written} bytes");
+        // Read back as if another process wrote it (this one is alive).
+        let (writes, whole) = parse(File::open(&journal).unwrap());
+        assert!(whole);
+        let marker = crate::store::stored_marker(&big).unwrap();
+        assert_eq!(marker["truncated"], json!(true));
+        assert!(writes.iter().any(|w| matches!(w,
+            Write::Step { row, .. } if row.output == marker)));
+        assert!(writes.iter().any(|w| matches!(w,
+            Write::Finish { end, .. } if end.outputs == marker)));
+        // A journal written whole (by an older version) is cut on reading.
+        let old = d.path().join("old.jsonl");
+        let lines = [
+            Write::Create {
+                run: new_run("run-old"),
+                at: 1,
+            },
+            Write::Step {
+                run_id: "run-old".into(),
+                row,
+            },
+            Write::Finish {
+                run_id: "run-old".into(),
+                end: e,
+                at: 2,
+            },
+        ]
+        .iter()
+        .map(|w| serde_json::to_string(w).unwrap() + "\n")
+        .collect::<String>();
+        std::fs::write(&old, &lines).unwrap();
+        assert!(lines.len() > 2 * crate::store::STORED_VALUE_MAX);
+        let (writes, whole) = parse(File::open(&old).unwrap());
+        assert!(whole && writes.len() == 3);
+        assert!(writes
+            .iter()
+            .all(|w| serde_json::to_string(w).unwrap().len() < 8 << 10));
+        // Small values are kept whole.
+        assert_eq!(crate::store::stored_marker(&json!({"id": "a"})), None);
     }
 
     #[test]

@@ -250,6 +250,27 @@ pub fn stored_json(v: &Value) -> String {
     serde_json::json!({"truncated": true, "bytes": text.len(), "preview": &text[..end]}).to_string()
 }
 
+/// The marker [`stored_json`] keeps instead of `v`, as a value; `None`
+/// when `v` is kept whole. Cheap for small values: the counting stops at
+/// the limit.
+pub fn stored_marker(v: &Value) -> Option<Value> {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            if self.0 > STORED_VALUE_MAX {
+                return Err(std::io::Error::other("over the limit"));
+            }
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    serde_json::to_writer(Count(0), v).err()?;
+    serde_json::from_str(&stored_json(v)).ok()
+}
+
 /// `v` as JSON text, whole (see [`stored_json`] for what a store keeps of
 /// a step's output).
 fn json_text(v: &Value) -> String {
