@@ -798,3 +798,90 @@ mod tests {
         assert_eq!(t("{% if %}"), "{% if %}");
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use crate::template::Templates;
+    use serde_json::json;
+
+    const CORPUS: &[&str] = &[
+        "{% set n = 0 %}{% for i in xs %}{% if i > 1 %}{% set n = n + i %}{% endif %}{% endfor %}{{ n }}",
+        "{{ (a + '1') * -b }}|{{ a === b }}|{{ x or 'd' }}|{{ m and m.k }}|{{ 'é' ~ a ~ none }}",
+        "{% macro m(a, b=1) -%}{% set r = 0 %}{% for i in a %}{% set r = r + i %}{% endfor %}{{ r }}{%- endmacro %}{{ m(xs) }}",
+        "{% for k, v in m %}{{ k }}={{ v // 2 ** 3 }}{% else %}none{% endfor %}{{ xs | length > 0 }}",
+        "{{ 'a' if not xs else ('b' if m else 'c') }}{# c #}\n{% raw %}{{ a === b }}{% endraw %}",
+    ];
+    const TOKENS: &[&str] = &[
+        "(",
+        ")",
+        "{{",
+        "}}",
+        "{%",
+        "%}",
+        "===",
+        "!==",
+        "==",
+        "-",
+        "+",
+        "*",
+        "**",
+        "//",
+        "~",
+        " or ",
+        " and ",
+        "not ",
+        " if ",
+        " else ",
+        "'",
+        "\"",
+        "{% set n = 1 %}",
+        "{% for i in xs %}",
+        "{% endfor %}",
+        "é",
+        "\u{1F600}",
+        "|",
+        ".length",
+        "[",
+        "]",
+        "-%}",
+        "{%-",
+    ];
+
+    /// Mutated templates render or fail with an error; the rewrite never
+    /// panics (byte offsets inside multi-byte text, unbalanced parentheses,
+    /// tags cut in half).
+    #[test]
+    fn mutated_templates_never_panic() {
+        let t = Templates::new();
+        let ctx = Templates::context(
+            &json!({}),
+            json!({"a": "7", "b": 2, "xs": [1, 2, 3], "m": {"k": []}, "x": null})
+                .as_object()
+                .unwrap(),
+            &json!({}),
+            &json!({}),
+        );
+        let mut rng = fastrand::Rng::with_seed(36);
+        for _ in 0..3000 {
+            let mut s = CORPUS[rng.usize(..CORPUS.len())].to_string();
+            for _ in 0..rng.usize(1..5) {
+                let mut at = rng.usize(..=s.len());
+                while !s.is_char_boundary(at) {
+                    at -= 1;
+                }
+                if rng.bool() {
+                    s.insert_str(at, TOKENS[rng.usize(..TOKENS.len())]);
+                } else {
+                    let mut end = (at + rng.usize(1..8)).min(s.len());
+                    while !s.is_char_boundary(end) {
+                        end += 1;
+                    }
+                    s.replace_range(at..end, "");
+                }
+            }
+            let _ = t.render_str(&s, &ctx);
+            let _ = t.eval_condition(&s, &ctx);
+            let _ = t.check(&s, false);
+        }
+    }
+}
