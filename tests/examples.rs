@@ -24,7 +24,7 @@ fn expected(name: &str) -> Option<Value> {
         "agent.md" => json!({"summary": "Apollo ships mid-December."}),
         "structured.md" => json!({"deadline": "2026-12-15", "owner": "John Carter"}),
         "collections.md" => {
-            json!({"billed": ["tea", "scone"], "grand_total": 13, "top": "tea", "units": 5})
+            json!({"billed": ["tea", "scone"], "grand_total": 13, "top": "tea", "units": 5, "out_of_stock": ["scone"]})
         }
         "parallel.md" => {
             json!({"facts": "Facts about tides", "questions": ["Why? (tides)", "When? (tides)"]})

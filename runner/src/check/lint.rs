@@ -414,6 +414,11 @@ impl Lint<'_> {
                 }
                 self.steps(default, &mut scope.clone(), in_loop);
             }
+            StepKind::Merge { sources, .. } => {
+                for (i, source) in sources.iter().enumerate() {
+                    self.value(s, &["sources", &i.to_string()], source, scope, in_loop);
+                }
+            }
             StepKind::Spawn { agents, items, .. } => {
                 let mut inner = scope.clone();
                 if let Some(items) = items {

@@ -303,6 +303,22 @@ impl Engine {
                         .await,
                     0,
                 )),
+                StepKind::Merge {
+                    mode,
+                    sources,
+                    match_field,
+                    keep_first,
+                } => {
+                    let r = self.exec_merge(
+                        step,
+                        *mode,
+                        sources,
+                        match_field.as_deref(),
+                        *keep_first,
+                        st,
+                    );
+                    (r.map(Done::Ran), 0)
+                }
                 StepKind::Spawn {
                     agents,
                     items,

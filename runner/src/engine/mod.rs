@@ -11,6 +11,7 @@ pub mod core_ops;
 mod event;
 mod kind;
 mod loops;
+mod merge;
 mod parallel;
 pub mod plan;
 mod spawn;

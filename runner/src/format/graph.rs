@@ -107,6 +107,7 @@ impl Graph {
             StepKind::Map { .. } => (Shape::Box, Some("map".into())),
             StepKind::Filter { .. } => (Shape::Box, Some("filter".into())),
             StepKind::Reduce { .. } => (Shape::Box, Some("reduce".into())),
+            StepKind::Merge { .. } => (Shape::Box, Some("merge".into())),
             StepKind::Parallel { max_concurrent, .. } => {
                 (Shape::Fork, Some(format!("parallel ×{max_concurrent}")))
             }

@@ -93,6 +93,10 @@ pub const KINDS: &[(&str, &[&str])] = &[
     ),
     ("parallel", &["branches", "max_concurrent"]),
     (
+        "merge",
+        &["mode", "sources", "match_field", "key_field", "on_conflict"],
+    ),
+    (
         "workflow",
         &[
             "workflow",
@@ -105,4 +109,4 @@ pub const KINDS: &[(&str, &[&str])] = &[
 ];
 
 /// Step types of the peer's format that this version does not run yet.
-pub(super) const NOT_YET: &[&str] = &["merge"];
+pub(super) const NOT_YET: &[&str] = &[];

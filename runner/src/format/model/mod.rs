@@ -27,8 +27,8 @@ pub use load::{
 pub use text::{camel_case, slug};
 use text::{infer_kind, scalar_string, unquoted_template};
 pub use types::{
-    ActionStep, Backoff, Branch, Concurrency, ErrorPolicy, InputDef, InputType, Meta, OnError,
-    OutputDef, Spans, SpawnOnError, SpawnWait, Step, StepKind, Trigger, Workflow,
+    ActionStep, Backoff, Branch, Concurrency, ErrorPolicy, InputDef, InputType, MergeMode, Meta,
+    OnError, OutputDef, Spans, SpawnOnError, SpawnWait, Step, StepKind, Trigger, Workflow,
 };
 
 struct Cx<'r> {

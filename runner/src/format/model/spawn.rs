@@ -69,12 +69,14 @@ impl Cx<'_> {
         } else {
             (SPAWN_KEYS, "`parallel.spawn`'s inputs")
         };
+        // Every problem is reported, then the step is refused.
+        let errors = self.errors.len();
         self.check_keys(m, keys, at.spans, &at.path(&[]), what);
         let timeout = m
             .get("timeout")
             .cloned()
             .unwrap_or_else(|| json!(DEFAULT_TIMEOUT));
-        self.duration(&timeout, at.pos(&["timeout"]), "timeout")?;
+        self.duration(&timeout, at.pos(&["timeout"]), "timeout");
         let on_error = match m.get("onError").or_else(|| m.get("on_error")) {
             None => SpawnOnError::Fail,
             Some(v) => match v.as_str() {
@@ -91,7 +93,7 @@ impl Cx<'_> {
                         at.pos(&[key]),
                         "`onError` must be `fail`, `continue` or `partial`",
                     );
-                    return None;
+                    SpawnOnError::Fail
                 }
             },
         };
@@ -123,12 +125,15 @@ impl Cx<'_> {
                             at.pos(&["concurrency"]),
                             "`concurrency` must be a positive whole number",
                         );
-                        return None;
+                        DEFAULT_CONCURRENCY
                     }
                 },
             };
             let id = format!("{}_agent", at.id);
             let step = self.agent_step(at, &["agent"], agent, &id, &timeout)?;
+            if self.errors.len() > errors {
+                return None;
+            }
             return Some(StepKind::Spawn {
                 agents: vec![step],
                 items: Some(items),
@@ -149,7 +154,7 @@ impl Cx<'_> {
                         at.pos(&["wait"]),
                         "`wait` must be `all`, `any`, `majority` or how many agents to wait for",
                     );
-                    return None;
+                    SpawnWait::All
                 }
             },
         };
@@ -202,7 +207,7 @@ impl Cx<'_> {
                 agents.push(step);
             }
         }
-        if agents.len() < list.len() {
+        if agents.len() < list.len() || self.errors.len() > errors {
             return None;
         }
         Some(StepKind::Spawn {

@@ -2,8 +2,8 @@
 //! name, conditions, timeout, error policy), then one small reader per kind.
 
 use super::{
-    infer_kind, scalar_string, slug, Branch, Cx, ErrorPolicy, Spans, Step, StepKind, COMMON_KEYS,
-    KINDS, NOT_YET,
+    infer_kind, scalar_string, slug, Branch, Cx, ErrorPolicy, MergeMode, Spans, Step, StepKind,
+    COMMON_KEYS, KINDS, NOT_YET,
 };
 use crate::diag::{did_you_mean, Pos};
 use marktoflow_steps::registry::ActionKind;
@@ -400,6 +400,7 @@ impl Cx<'_> {
             "wait" => self.wait_kind(f)?,
             "map" | "filter" | "reduce" => self.collection_kind(f)?,
             "parallel" => self.parallel_kind(f)?,
+            "merge" => self.merge_kind(f)?,
             "workflow" => {
                 if f.m
                     .get("use_subagent")
@@ -619,6 +620,63 @@ impl Cx<'_> {
                 initial_value: f.m.get("initial_value").cloned().unwrap_or(Value::Null),
                 expression,
             }
+        })
+    }
+
+    /// The peer's `merge`: `mode`, at least two `sources`, `match_field`
+    /// (or `key_field`) for the modes that compare, `on_conflict`.
+    fn merge_kind(&mut self, f: &Fields) -> Option<StepKind> {
+        let mode = match self.req_str(f, "mode")?.as_str() {
+            "append" => MergeMode::Append,
+            "match" => MergeMode::Match,
+            "diff" => MergeMode::Diff,
+            "combine_by_field" => MergeMode::CombineByField,
+            other => {
+                let d = self.err(f.at("mode"), format!("unknown merge mode `{other}`"));
+                d.hints
+                    .push("expected one of: append, match, diff, combine_by_field".into());
+                return None;
+            }
+        };
+        let sources = match f.m.get("sources") {
+            Some(Value::Array(s)) if s.len() >= 2 => s.clone(),
+            _ => {
+                self.err(
+                    f.at_or_step("sources"),
+                    "a `merge` step needs `sources`: at least two lists (or templates giving them)",
+                );
+                return None;
+            }
+        };
+        let match_field = match f.m.get("match_field") {
+            Some(_) => self.opt_str(f, "match_field"),
+            None => self.opt_str(f, "key_field"),
+        };
+        if mode != MergeMode::Append && match_field.is_none() {
+            self.err(
+                f.pos,
+                "this merge mode needs `matchField` (or `match_field`): the field its items are compared by",
+            );
+            return None;
+        }
+        let keep_first = match self.opt_str(f, "on_conflict").as_deref() {
+            None | Some("keep_last" | "merge_fields") => false,
+            Some("keep_first") => true,
+            Some(other) => {
+                let d = self.err(
+                    f.at("on_conflict"),
+                    format!("unknown `{}` `{other}`", f.written("on_conflict")),
+                );
+                d.hints
+                    .push("expected one of: keep_first, keep_last, merge_fields".into());
+                return None;
+            }
+        };
+        Some(StepKind::Merge {
+            mode,
+            sources,
+            match_field,
+            keep_first,
         })
     }
 

@@ -263,6 +263,16 @@ pub enum StepKind {
         path: String,
         inputs: Value,
     },
+    /// The peer's `merge`: lists combined (see [`MergeMode`]).
+    Merge {
+        mode: MergeMode,
+        /// Each a template or value giving a list.
+        sources: Vec<Value>,
+        /// The dotted path compared (`match`, `diff`, `combine_by_field`).
+        match_field: Option<String>,
+        /// `on_conflict: keep_first` (else the later item's fields win).
+        keep_first: bool,
+    },
     /// The peer's `parallel.spawn` (one agent step per agent, side by side)
     /// and `parallel.map` (one agent step, once per item of `items`).
     Spawn {
@@ -274,6 +284,19 @@ pub enum StepKind {
         /// Agents in flight at once.
         max_concurrent: usize,
     },
+}
+
+/// How a `merge` step combines its sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeMode {
+    /// All items, source after source.
+    Append,
+    /// The first source's items whose field every source has.
+    Match,
+    /// The first source's items whose field no other source has.
+    Diff,
+    /// One item per field value, the items' fields merged.
+    CombineByField,
 }
 
 /// How many of `parallel.spawn`'s agents to wait for; the rest are stopped.
@@ -318,6 +341,7 @@ impl StepKind {
             StepKind::Reduce { .. } => "reduce",
             StepKind::Parallel { .. } => "parallel",
             StepKind::SubWorkflow { .. } => "workflow",
+            StepKind::Merge { .. } => "merge",
             StepKind::Spawn { items: None, .. } => "parallel.spawn",
             StepKind::Spawn { items: Some(_), .. } => "parallel.map",
         }
@@ -330,6 +354,7 @@ impl StepKind {
             | StepKind::Map { .. }
             | StepKind::Filter { .. }
             | StepKind::Reduce { .. }
+            | StepKind::Merge { .. }
             | StepKind::SubWorkflow { .. } => vec![],
             StepKind::Parallel { branches, .. } => {
                 branches.iter().map(|b| b.steps.as_slice()).collect()
