@@ -70,6 +70,8 @@ fn strict_operators(src: &str, template: bool) -> (Cow<'_, str>, Vec<usize>) {
         return (Cow::Borrowed(src), Vec::new());
     }
     let b = src.as_bytes();
+    // Only a template with a `raw` block needs the (slower) check per tag.
+    let raw = template && src.contains("raw");
     let mut found = Vec::new();
     let mut i = 0;
     let mut code = !template;
@@ -78,7 +80,7 @@ fn strict_operators(src: &str, template: bool) -> (Cow<'_, str>, Vec<usize>) {
         let rest = &b[i..];
         if template && quote.is_none() {
             if !code && (rest.starts_with(b"{{") || rest.starts_with(b"{%")) {
-                code = !inside_raw(src, i);
+                code = !(raw && inside_raw(src, i));
                 i += 2;
                 continue;
             }
@@ -735,6 +737,11 @@ mod tests {
             "{{ __js_lt((a) , (__js_add(b , 1))) }}"
         );
         assert_eq!(t("{{ a not in b }}"), "{{ a not in b }}");
+        // Nothing in a raw block is touched.
+        assert_eq!(
+            t("{% raw %}{{ a === b }}{% endraw %}"),
+            "{% raw %}{{ a === b }}{% endraw %}"
+        );
         assert_eq!(e("'7' + n", false), "__js_add('7' , n)");
     }
 
