@@ -14,6 +14,10 @@
 //! - Filters: minijinja's builtins plus the peer's (see [`filters`],
 //!   [`dates`]); JavaScript and Python methods on values (see [`methods`]);
 //!   Nunjucks' `elseif` and `for k, v in map` (see [`compat`]).
+//! - JavaScript's operators, truthiness and loop scopes, as the peer's
+//!   Nunjucks has them (`'7' + 3` is `73`, `[]` is true, a `set` in a loop
+//!   reaches the variable outside it): the parsed template is rewritten
+//!   before compiling (see `js_rewrite`, `js_ops`).
 //!
 //! Rendered text: none and undefined print as nothing, integral floats
 //! without `.0` (`{{ 10 / 4 * 2 }}` is `5`), lists and maps as compact JSON.

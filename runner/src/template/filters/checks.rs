@@ -1,6 +1,7 @@
 //! Type checks (`is_array`, `is_empty`, …) and logic (`ternary`, `and`,
 //! `or`, `not`).
 
+use super::super::js_ops::truthy;
 use super::is_list;
 use minijinja::value::{Rest, ValueKind};
 use minijinja::Value;
@@ -47,10 +48,10 @@ pub(super) fn is_null(value: &Value) -> bool {
     value.is_none() || value.is_undefined()
 }
 
-/// `ternary(a, b)`: `a` if the value is truthy, else `b` (truthiness as in
-/// conditions: empty lists and maps are false, unlike JavaScript).
+/// `ternary(a, b)`: `a` if the value is truthy, else `b` (JavaScript's
+/// truthiness, as in conditions: empty lists and maps are true).
 pub(super) fn ternary(value: &Value, a: Value, b: Option<Value>) -> Value {
-    if value.is_true() {
+    if truthy(value) {
         a
     } else {
         b.unwrap_or(Value::UNDEFINED)
@@ -59,19 +60,19 @@ pub(super) fn ternary(value: &Value, a: Value, b: Option<Value>) -> Value {
 
 /// `and(x, ...)`: true if the value and all arguments are truthy.
 pub(super) fn and(value: &Value, rest: Rest<Value>) -> bool {
-    value.is_true() && rest.iter().all(Value::is_true)
+    truthy(value) && rest.iter().all(truthy)
 }
 
 /// `or(x, ...)`: the value if truthy, else the first truthy argument, else none.
 pub(super) fn or(value: &Value, rest: Rest<Value>) -> Value {
     std::iter::once(value)
         .chain(rest.iter())
-        .find(|v| v.is_true())
+        .find(|v| truthy(v))
         .cloned()
         .unwrap_or(Value::from(()))
 }
 
 /// `not`: true if the value is falsy.
 pub(super) fn not(value: &Value) -> bool {
-    !value.is_true()
+    !truthy(value)
 }

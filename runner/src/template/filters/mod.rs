@@ -511,14 +511,17 @@ mod tests {
     #[test]
     fn logic_filters() {
         assert_eq!(ev("true | ternary('yes', 'no')"), json!("yes"));
-        assert_eq!(ev("[] | ternary('yes', 'no')"), json!("no"));
+        // JavaScript's truthiness, as the peer's filters have it.
+        assert_eq!(ev("[] | ternary('yes', 'no')"), json!("yes"));
+        assert_eq!(ev("'' | ternary('yes', 'no')"), json!("no"));
         assert_eq!(ev("0 | ternary('yes')"), json!(null));
         assert_eq!(ev("1 | and(true, 'x')"), json!(true));
         assert_eq!(ev("1 | and(true, '')"), json!(false));
         assert_eq!(ev("'' | or(0, 'fallback', 'other')"), json!("fallback"));
         assert_eq!(ev("'' | or(0)"), json!(null));
         assert_eq!(ev("'v' | or('w')"), json!("v"));
-        assert_eq!(ev("[] | not"), json!(true));
+        assert_eq!(ev("[] | not"), json!(false));
+        assert_eq!(ev("none | not"), json!(true));
         assert_eq!(ev("'x' | not"), json!(false));
     }
 
