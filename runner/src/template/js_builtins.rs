@@ -1,14 +1,19 @@
 //! Nunjucks built-ins whose meaning comes from JavaScript, as the peer's
 //! templates run them: `int`/`float` as `parseInt`/`parseFloat`, `string`
 //! as `String()`, `urlencode` as `encodeURIComponent`, `escape` without
-//! touching `/`, `groupby` as an object in first-seen key order, and the
-//! `joiner()` and `cycler()` globals.
+//! touching `/`, `groupby` as an object in first-seen key order, the
+//! `joiner()` and `cycler()` globals, and the filters that judge values
+//! without a test (`select`, `reject`, `selectattr`, `rejectattr`,
+//! `default(x, true)`) judging them as JavaScript does (`[]` is true).
 
 use std::sync::{Arc, Mutex};
 
-use minijinja::value::{from_args, Object, ValueKind};
+use std::borrow::Cow;
+
+use minijinja::value::{from_args, Object, Rest, ValueKind, ValueOrKwargs};
 use minijinja::{Environment, Error, ErrorKind, State, Value};
 
+use super::js_ops::truthy;
 use super::values::{js_join, list, text, Num};
 
 pub(crate) fn register(env: &mut Environment<'static>) {
@@ -19,6 +24,12 @@ pub(crate) fn register(env: &mut Environment<'static>) {
     env.add_filter("escape", escape);
     env.add_filter("e", escape);
     env.add_filter("groupby", groupby);
+    env.add_filter("select", select);
+    env.add_filter("reject", reject);
+    env.add_filter("selectattr", selectattr);
+    env.add_filter("rejectattr", rejectattr);
+    env.add_filter("default", default);
+    env.add_filter("d", default);
     env.add_function("joiner", joiner);
     env.add_function("cycler", cycler);
 }
@@ -289,6 +300,91 @@ impl Object for Cycler {
                 format!("a cycler has `next()`, `reset()` and `current`, not `{method}`"),
             )),
         }
+    }
+}
+
+/// The items of `seq` (or their `attr`) that are truthy (`keep`) or not.
+fn by_truth(seq: Value, attr: Option<&str>, keep: bool) -> Result<Vec<Value>, Error> {
+    let mut out = Vec::new();
+    for item in seq.try_iter()? {
+        let judged = match attr {
+            Some(path) => path
+                .split('.')
+                .try_fold(item.clone(), |v, part| v.get_attr(part))?,
+            None => item.clone(),
+        };
+        if truthy(&judged) == keep {
+            out.push(item);
+        }
+    }
+    Ok(out)
+}
+
+/// `select(test?, …)`: without a test, the truthy items.
+fn select(
+    state: &mut State,
+    seq: Value,
+    test: Option<Cow<'_, str>>,
+    args: Rest<ValueOrKwargs>,
+) -> Result<Vec<Value>, Error> {
+    match test {
+        None => by_truth(seq, None, true),
+        test => minijinja::filters::select(state, seq, test, args),
+    }
+}
+
+/// `reject(test?, …)`: without a test, the falsy items.
+fn reject(
+    state: &mut State,
+    seq: Value,
+    test: Option<Cow<'_, str>>,
+    args: Rest<ValueOrKwargs>,
+) -> Result<Vec<Value>, Error> {
+    match test {
+        None => by_truth(seq, None, false),
+        test => minijinja::filters::reject(state, seq, test, args),
+    }
+}
+
+/// `selectattr(attr, test?, …)`: without a test, the items whose `attr` is truthy.
+fn selectattr(
+    state: &mut State,
+    seq: Value,
+    attr: Cow<'_, str>,
+    test: Option<Cow<'_, str>>,
+    args: Rest<ValueOrKwargs>,
+) -> Result<Vec<Value>, Error> {
+    match test {
+        None => by_truth(seq, Some(&attr), true),
+        test => minijinja::filters::selectattr(state, seq, attr, test, args),
+    }
+}
+
+/// `rejectattr(attr, test?, …)`: without a test, the items whose `attr` is falsy.
+fn rejectattr(
+    state: &mut State,
+    seq: Value,
+    attr: Cow<'_, str>,
+    test: Option<Cow<'_, str>>,
+    args: Rest<ValueOrKwargs>,
+) -> Result<Vec<Value>, Error> {
+    match test {
+        None => by_truth(seq, Some(&attr), false),
+        test => minijinja::filters::rejectattr(state, seq, attr, test, args),
+    }
+}
+
+/// `default(other = '', boolean = false)`: `other` when the value is
+/// undefined, or with `boolean` when it is falsy as JavaScript judges it
+/// (`[]` is kept, as in Nunjucks).
+fn default(state: &State, value: &Value, args: Rest<Value>) -> Result<Value, Error> {
+    match args.get(1) {
+        Some(lax) if args.len() == 2 && truthy(lax) => Ok(if truthy(value) {
+            value.clone()
+        } else {
+            args[0].clone()
+        }),
+        _ => minijinja::filters::default(state, value, args),
     }
 }
 
