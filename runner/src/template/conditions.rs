@@ -492,6 +492,11 @@ mod tests {
         assert!(cond("!empty.found"));
         assert!(!cond("!search_results.found"));
         assert!(cond("x != 5"));
+        // `==` is JavaScript's loose equality, `===` strict.
+        assert!(cond("x == '4'"));
+        assert!(!cond("x === '4'"));
+        assert!(cond("x !== '4'"));
+        assert!(cond("x === 4 && y == 0"));
     }
 
     #[test]
