@@ -109,12 +109,13 @@ impl Engine {
         if wait == SpawnWait::All {
             done.sort_by_key(|(i, _)| *i);
         }
-        if cfg.caps.cancel.is_cancelled() {
-            if let Some((_, o)) = done.iter().find(|(_, o)| o.result.is_err()) {
-                if let Err(f) = &o.result {
-                    return Err(f.clone());
-                }
-            }
+        // A cancelled run stops here, as the map does.
+        let cancelled = done
+            .iter()
+            .filter_map(|(_, o)| o.result.as_ref().err())
+            .find(|f| f.cancelled);
+        if let Some(f) = cancelled {
+            return Err(f.clone());
         }
         let mut results = Map::new();
         let mut by_agent = Map::new();

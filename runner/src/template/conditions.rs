@@ -364,21 +364,8 @@ impl Templates {
         ctx: &Value,
         boolean: bool,
     ) -> Result<Value, TemplateError> {
-        let expr = &src[start..end];
-        match prepare_expression(expr, boolean) {
-            None => self.eval_value(src, start, end, ctx),
-            Some(t) => {
-                let compiled = self
-                    .env
-                    .compile_expression_owned(t.text.clone())
-                    .map_err(|e| {
-                        TemplateError::from_mj(&e, &t.text, src, |o| start + t.source_offset(o))
-                    })?;
-                compiled.eval(ctx.clone()).map_err(|e| {
-                    TemplateError::from_mj(&e, &t.text, src, |o| start + t.source_offset(o))
-                })
-            }
-        }
+        let prepared = prepare_expression(&src[start..end], boolean);
+        self.eval_prepared(src, start, end, prepared, ctx)
     }
 
     /// Evaluates an expression (JavaScript operators accepted) to JSON.

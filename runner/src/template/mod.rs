@@ -507,10 +507,23 @@ impl Templates {
         end: usize,
         ctx: &Value,
     ) -> Result<Value, TemplateError> {
+        let js = js_rewrite::expression(&src[start..end], false);
+        self.eval_prepared(src, start, end, js, ctx)
+    }
+
+    /// Evaluates `src[start..end]` as `prepared` rewrote it (as it is when
+    /// `None`); error positions point into `src`.
+    pub(crate) fn eval_prepared(
+        &self,
+        src: &str,
+        start: usize,
+        end: usize,
+        prepared: Option<rewrite::Translated>,
+        ctx: &Value,
+    ) -> Result<Value, TemplateError> {
         let expr = &src[start..end];
-        let js = js_rewrite::expression(expr, false);
-        let text = js.as_ref().map_or(expr, |t| t.text.as_str());
-        let map = |o: usize| start + js.as_ref().map_or(o, |t| t.source_offset(o));
+        let text = prepared.as_ref().map_or(expr, |t| t.text.as_str());
+        let map = |o: usize| start + prepared.as_ref().map_or(o, |t| t.source_offset(o));
         let map_err = |e: minijinja::Error| TemplateError::from_mj(&e, text, src, map);
         let compiled = self.env.compile_expression(text).map_err(map_err)?;
         compiled.eval(ctx.clone()).map_err(map_err)
