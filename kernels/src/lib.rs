@@ -2,6 +2,7 @@
 //! that they are compiled optimised in every build: the tests embed real
 //! notes with them, and unoptimised SIMD code is tens of times slower.
 
+pub mod attention;
 pub mod ops;
 pub mod q8;
 
@@ -13,5 +14,18 @@ pub(crate) fn tail_mask(left: usize) -> u16 {
         u16::MAX
     } else {
         (1u16 << left) - 1
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    /// `n` numbers spread evenly over ±`spread`, the same for the same seed.
+    pub fn numbers(n: usize, seed: &mut u32, spread: f32) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                *seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                (((*seed >> 8) % 20_001) as f32 / 10_000.0 - 1.0) * spread
+            })
+            .collect()
     }
 }

@@ -3,8 +3,6 @@
 //! has AVX-512 (the same code compiled for it, chosen when it runs), with
 //! polynomials instead of library calls for erf and exp.
 
-use rayon::prelude::*;
-
 /// A BERT activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Act {
@@ -17,8 +15,7 @@ pub enum Act {
 
 /// `act` on every number of `x`.
 pub fn activate(act: Act, x: &mut [f32]) {
-    x.par_chunks_mut(4096)
-        .for_each(|c| wide(|| activate_part(act, c)));
+    wide(|| activate_part(act, x))
 }
 
 /// Each row of `x` (rows of `w.len()`): plus the same row of `residual` if
@@ -27,26 +24,22 @@ pub fn add_norm(x: &mut [f32], residual: Option<&[f32]>, w: &[f32], b: &[f32], e
     let h = w.len();
     assert!(h > 0 && b.len() == h && x.len().is_multiple_of(h));
     assert!(residual.is_none_or(|r| r.len() == x.len()));
-    let rows = 64 * h;
-    x.par_chunks_mut(rows).enumerate().for_each(|(i, part)| {
-        let residual = residual.map(|r| &r[i * rows..i * rows + part.len()]);
-        wide(|| {
-            for (j, row) in part.chunks_exact_mut(h).enumerate() {
-                if let Some(r) = residual {
-                    row.iter_mut()
-                        .zip(&r[j * h..(j + 1) * h])
-                        .for_each(|(v, r)| *v += r);
-                }
-                let n = row.len() as f32;
-                let mean = lanes_sum(row, |v| v) / n;
-                let var = lanes_sum(row, |v| (v - mean) * (v - mean)) / n;
-                let inv = 1.0 / (var + eps).sqrt();
-                for ((v, w), b) in row.iter_mut().zip(w).zip(b) {
-                    *v = (*v - mean) * inv * w + b;
-                }
+    wide(|| {
+        for (j, row) in x.chunks_exact_mut(h).enumerate() {
+            if let Some(r) = residual {
+                row.iter_mut()
+                    .zip(&r[j * h..(j + 1) * h])
+                    .for_each(|(v, r)| *v += r);
             }
-        })
-    });
+            let n = row.len() as f32;
+            let mean = lanes_sum(row, |v| v) / n;
+            let var = lanes_sum(row, |v| (v - mean) * (v - mean)) / n;
+            let inv = 1.0 / (var + eps).sqrt();
+            for ((v, w), b) in row.iter_mut().zip(w).zip(b) {
+                *v = (*v - mean) * inv * w + b;
+            }
+        }
+    })
 }
 
 /// Runs `f` compiled for AVX-512 where the CPU has it, so that its loops
@@ -79,7 +72,7 @@ fn lanes_sum(row: &[f32], f: impl Fn(f32) -> f32) -> f32 {
 }
 
 #[inline(always)]
-fn activate_part(act: Act, x: &mut [f32]) {
+pub(crate) fn activate_part(act: Act, x: &mut [f32]) {
     match act {
         Act::Gelu => x
             .iter_mut()
@@ -112,20 +105,17 @@ fn erf(a: f32) -> f32 {
     x * p / q
 }
 
-/// Softmax of each row of `len` scores.
-pub fn softmax_rows(scores: &mut [f32], len: usize) {
-    if len == 0 {
+/// Softmax of `row`, in place.
+pub(crate) fn softmax_row(row: &mut [f32]) {
+    if row.is_empty() {
         return;
     }
     #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx512f") {
-        for row in scores.chunks_exact_mut(len) {
-            // SAFETY: the CPU has the feature.
-            unsafe { softmax_avx512(row) }
-        }
-        return;
+        // SAFETY: the CPU has the feature.
+        return unsafe { softmax_avx512(row) };
     }
-    scores.chunks_exact_mut(len).for_each(softmax)
+    softmax(row)
 }
 
 /// [`softmax`] sixteen at a time, the row's tail masked.
@@ -229,7 +219,7 @@ mod tests {
                 .map(|i| ((i * 37) % 23) as f32 - 11.0)
                 .collect();
             let (mut a, mut b) = (scores.clone(), scores);
-            softmax_rows(&mut a, len);
+            a.chunks_exact_mut(len).for_each(softmax_row);
             b.chunks_exact_mut(len).for_each(softmax);
             assert!(
                 a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-6),

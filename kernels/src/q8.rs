@@ -9,6 +9,7 @@
 //! 0.01 of the f32 encoder's on the retrieval benchmarks (see
 //! `docs/benchmarks.md`). Elsewhere the encoder stays f32.
 
+use crate::ops::Act;
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
@@ -43,7 +44,9 @@ pub fn fits(k: usize) -> bool {
 
 /// Rows of inputs quantized to u8, each with its own scale and zero point
 /// (`x ≈ s · (q − z)`): done once for all the layers that read the same
-/// rows (query, key and value).
+/// rows (query, key and value). Kept between calls, so that its room is
+/// reused.
+#[derive(Default)]
 pub struct Input {
     k: usize,
     q: Vec<u8>,
@@ -57,33 +60,32 @@ type Params = (f32, i32);
 impl Input {
     /// `x`: rows of `k` numbers.
     pub fn new(x: &[f32], k: usize) -> Input {
+        let mut input = Input::default();
+        input.set(x, k);
+        input
+    }
+
+    /// Quantizes `x` (rows of `k` numbers) in place of what was here.
+    pub fn set(&mut self, x: &[f32], k: usize) {
         assert!(available(), "int8 layers need AVX-512 VNNI");
         assert!(k > 0 && x.len().is_multiple_of(k));
         let m = x.len() / k;
         let kp = k.div_ceil(4) * 4;
-        let mut q = vec![0u8; m * kp];
-        let mut params = vec![(0f32, 0i32); m];
-        const PART: usize = 64;
-        let quantize_part = |(i, (q, params)): (usize, (&mut [u8], &mut [Params]))| {
-            let x = &x[i * PART * k..];
-            for ((x, q), p) in x.chunks_exact(k).zip(q.chunks_exact_mut(kp)).zip(params) {
-                // SAFETY: `available` checked the CPU's features.
-                *p = unsafe { quantize_row(x, &mut q[..k]) };
-            }
-        };
-        if m * k >= 1 << 16 {
-            use rayon::prelude::*;
-            q.par_chunks_mut(PART * kp)
-                .zip(params.par_chunks_mut(PART))
-                .enumerate()
-                .for_each(quantize_part);
-        } else {
-            q.chunks_mut(PART * kp)
-                .zip(params.chunks_mut(PART))
-                .enumerate()
-                .for_each(quantize_part);
+        self.k = k;
+        // Every number is written below but the padding to kp, which
+        // stays zero: only sized.
+        self.q.clear();
+        self.q.resize(m * kp, 0);
+        self.params.clear();
+        self.params.resize(m, (0.0, 0));
+        for ((x, q), p) in x
+            .chunks_exact(k)
+            .zip(self.q.chunks_exact_mut(kp))
+            .zip(&mut self.params)
+        {
+            // SAFETY: `available` checked the CPU's features.
+            *p = unsafe { quantize_row(x, &mut q[..k]) };
         }
-        Input { k, q, params }
     }
 
     fn rows(&self) -> usize {
@@ -145,57 +147,45 @@ impl Linear {
         }
     }
 
-    /// `out = x · Wᵀ + b` for every row of `x`; `out` becomes rows × n.
-    pub fn forward(&self, x: &Input, out: &mut Vec<f32>) {
-        let (m, n, k) = (x.rows(), self.n, self.k);
-        assert_eq!(x.k, k, "input rows of another width");
+    /// `out = x · Wᵀ + b` for every row of `x`, then `act` on each number
+    /// (while it is still in the cache); `out` becomes rows × n.
+    pub fn forward(&self, x: &Input, act: Option<Act>, out: &mut Vec<f32>) {
+        assert_eq!(x.k, self.k, "input rows of another width");
         // Every number is written below: the buffer is only sized.
-        out.resize(m * n, 0.0);
-        if m == 0 {
-            return;
-        }
-        // Rows in parts of whole micro-kernels, a few per thread; one
-        // question's handful of tokens stays on this thread.
-        let threads = rayon::current_num_threads();
-        if threads > 1 && m * n * k >= 1 << 22 {
-            use rayon::prelude::*;
-            let part = m.div_ceil(threads * 4).div_ceil(MR).max(4) * MR;
-            out.par_chunks_mut(part * n)
-                .enumerate()
-                .for_each(|(i, out)| self.rows(x, i * part, out));
-        } else {
-            self.rows(x, 0, out);
+        out.resize(x.rows() * self.n, 0.0);
+        if x.rows() > 0 {
+            self.rows(x, act, out);
         }
     }
 
-    /// The outputs of input rows `first..`, as many as `out` holds.
-    fn rows(&self, x: &Input, first: usize, out: &mut [f32]) {
+    /// The outputs of every input row.
+    fn rows(&self, x: &Input, act: Option<Act>, out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Input::new` checked that the CPU has the features; out
-        // holds whole rows of n, and x has at least that many from `first`.
+        // holds a row of n for each of x's rows.
         unsafe {
-            self.rows_vnni(x, first, out)
+            self.rows_vnni(x, act, out)
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let _ = (x, first, out);
+            let _ = (x, act, out);
             unreachable!("int8 layers need AVX-512 VNNI")
         }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn rows_vnni(&self, x: &Input, first: usize, out: &mut [f32]) {
+    unsafe fn rows_vnni(&self, x: &Input, act: Option<Act>, out: &mut [f32]) {
         let kp = self.kp;
         let m = out.len() / self.n;
-        assert!(first + m <= x.rows());
-        let params = &x.params[first..];
+        assert!(m <= x.rows());
+        let params = &x.params[..];
         for p in 0..self.panels {
             let w = self.w.as_ptr().add(p * PANEL * kp);
             let mut r = 0;
             while r < m {
                 let rows = (m - r).min(MR);
-                let a = x.q.as_ptr().add((first + r) * kp);
+                let a = x.q.as_ptr().add(r * kp);
                 let t = Tile {
                     rows: r,
                     panel: p,
@@ -208,6 +198,13 @@ impl Linear {
                     3 => self.store(&t, &dot::<3>(a, kp, w), out),
                     2 => self.store(&t, &dot::<2>(a, kp, w), out),
                     _ => self.store(&t, &dot::<1>(a, kp, w), out),
+                }
+                if let Some(act) = act {
+                    let cols = p * PANEL..((p + 1) * PANEL).min(self.n);
+                    for row in r..r + rows {
+                        let at = row * self.n;
+                        crate::ops::activate_part(act, &mut out[at + cols.start..at + cols.end]);
+                    }
                 }
                 r += rows;
             }
@@ -345,15 +342,7 @@ fn range(lo: f32, hi: f32) -> (f32, f32, f32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn numbers(n: usize, seed: &mut u32, spread: f32) -> Vec<f32> {
-        (0..n)
-            .map(|_| {
-                *seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-                (((*seed >> 8) % 20_001) as f32 / 10_000.0 - 1.0) * spread
-            })
-            .collect()
-    }
+    use crate::tests::numbers;
 
     /// The same quantized sums done one by one: what the kernel must give
     /// exactly, before the float scaling.
@@ -397,8 +386,15 @@ mod tests {
             let x = numbers(m * k, &mut seed, 3.0);
             let l = Linear::new(&w, &b, n, k);
             let mut got = Vec::new();
-            l.forward(&Input::new(&x, k), &mut got);
+            l.forward(&Input::new(&x, k), None, &mut got);
             assert_eq!(got.len(), m * n);
+            // The activation while the outputs are in the cache: the same
+            // numbers as after.
+            let mut activated = Vec::new();
+            l.forward(&Input::new(&x, k), Some(Act::Gelu), &mut activated);
+            let mut after = got.clone();
+            crate::ops::activate(Act::Gelu, &mut after);
+            assert_eq!(activated, after, "{m}×{n}×{k}");
             let want = reference(&l, &x);
             for (g, w) in got.iter().zip(&want) {
                 assert!(
