@@ -72,8 +72,8 @@ impl Input {
         let m = x.len() / k;
         let kp = k.div_ceil(4) * 4;
         self.k = k;
-        // Every number is written below but the padding to kp, which
-        // stays zero: only sized.
+        // Zeroed, so that the padding to kp is zero; the rest is written
+        // below.
         self.q.clear();
         self.q.resize(m * kp, 0);
         self.params.clear();
