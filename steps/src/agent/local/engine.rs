@@ -5,6 +5,7 @@
 //! Everything here blocks; callers run it off the async threads.
 
 use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
@@ -115,6 +116,8 @@ pub struct LocalModel {
     threads: i32,
     /// llama.cpp may adjust the model while creating a context: one at a time.
     creating: Mutex<()>,
+    /// The tokens that end a span's answer (found once, by [`span`](super::span)).
+    pub(super) span_ends: OnceLock<Vec<LlamaToken>>,
 }
 
 impl std::fmt::Debug for LocalModel {
@@ -158,6 +161,7 @@ impl LocalModel {
             load_time: started.elapsed(),
             threads,
             creating: Mutex::new(()),
+            span_ends: OnceLock::new(),
         })
     }
 
@@ -201,18 +205,7 @@ impl LocalModel {
             });
         }
         let n_ctx = (needed as u32).next_multiple_of(256).min(limit);
-        let params = LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(n_ctx))
-            .with_n_batch(PROMPT_CHUNK as u32)
-            .with_n_ubatch(PROMPT_CHUNK as u32)
-            .with_n_threads(self.threads)
-            .with_n_threads_batch(self.threads);
-        let mut ctx = {
-            let _one = self.creating.lock().unwrap_or_else(|e| e.into_inner());
-            self.model
-                .new_context(backend()?, params)
-                .map_err(|e| LocalError::Context(e.to_string()))?
-        };
+        let mut ctx = self.context(n_ctx, PROMPT_CHUNK)?;
         let mut sampler = self.sampler(req)?;
 
         let started = Instant::now();
@@ -262,6 +255,24 @@ impl LocalModel {
             prompt_time,
             reply_time: started.elapsed(),
         })
+    }
+
+    /// A context of `n_ctx` tokens that decodes `batch` at a time.
+    pub(super) fn context(&self, n_ctx: u32, batch: usize) -> Result<LlamaContext<'_>, LocalError> {
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(n_ctx))
+            .with_n_batch(batch as u32)
+            .with_n_ubatch(batch as u32)
+            .with_n_threads(self.threads)
+            .with_n_threads_batch(self.threads);
+        let _one = self.creating.lock().unwrap_or_else(|e| e.into_inner());
+        self.model
+            .new_context(backend()?, params)
+            .map_err(|e| LocalError::Context(e.to_string()))
+    }
+
+    pub(super) fn model(&self) -> &LlamaModel {
+        &self.model
     }
 
     fn sampler(&self, req: &GenRequest) -> Result<LlamaSampler, LocalError> {

@@ -8,6 +8,7 @@
 
 pub mod chat;
 pub mod engine;
+pub mod span;
 
 use super::config::Resolved;
 use super::wire::{text_of, Prompt, Reply};
@@ -208,4 +209,124 @@ fn timed_out(limit: Duration) -> ActionError {
         "the local model gave no complete reply within {}",
         crate::core::net::fmt_duration(limit)
     ))
+}
+
+/// One span reading asked of the local model: chat messages, the words the
+/// reply starts with, and what it may copy from.
+#[derive(Debug, Clone)]
+pub struct SpanAsk {
+    pub messages: Vec<chat::ChatMessage>,
+    /// Written after the template's reply cue (`Answer:`).
+    pub reply_prefix: String,
+    pub sources: Vec<String>,
+    pub none_word: String,
+    pub max_tokens: usize,
+    /// A judgement of the span read, asked right after it.
+    pub judge: Option<JudgeAsk>,
+}
+
+/// Where the span goes in a [`JudgeAsk`]'s messages.
+pub const SPAN_SLOT: &str = "\u{1}span\u{1}";
+
+/// Chat messages about the span read ([`SPAN_SLOT`] marks where it goes),
+/// the words the reply starts with, and the words whose probabilities as
+/// the next word are wanted.
+#[derive(Debug, Clone)]
+pub struct JudgeAsk {
+    pub messages: Vec<chat::ChatMessage>,
+    pub reply_prefix: String,
+    pub choices: Vec<String>,
+}
+
+/// Reads `asks` on the local model at `path` (loaded once per process), in
+/// one generation slot, within `timeout`; asks that share their beginning
+/// share its decoding.
+pub(crate) async fn read_spans(
+    call: &Call<'_>,
+    path: &Path,
+    asks: Vec<SpanAsk>,
+    timeout: Duration,
+) -> Result<Vec<span::SpanReading>, ActionError> {
+    let deadline = Instant::now() + timeout;
+    let caches = call.caps.caches.clone();
+    let load_path = path.to_path_buf();
+    let loading = tokio::task::spawn_blocking(move || load_cached(&caches, &load_path));
+    let loaded = tokio::select! {
+        biased;
+        _ = call.caps.cancel.cancelled() => return Err(ActionError::Cancelled),
+        r = loading => r
+            .map_err(|e| ActionError::failed(format!("loading the local model stopped: {e}")))?
+            .map_err(|e| ActionError::failed(e.to_string()))?,
+    };
+    let today = call.caps.clock.now().date_naive();
+    let model = &loaded.model;
+    let mut prompts = Vec::with_capacity(asks.len());
+    for a in asks {
+        let text = chat::render(
+            model.chat_template.as_deref(),
+            &a.messages,
+            &model.bos,
+            &model.eos,
+            today,
+        )
+        .map_err(ActionError::failed)?;
+        let judge = match a.judge {
+            None => None,
+            Some(j) => {
+                let text = chat::render(
+                    model.chat_template.as_deref(),
+                    &j.messages,
+                    &model.bos,
+                    &model.eos,
+                    today,
+                )
+                .map_err(ActionError::failed)?
+                    + &j.reply_prefix;
+                let (before, after) = text.split_once(SPAN_SLOT).ok_or_else(|| {
+                    ActionError::failed("the judgement's messages have no place for the span")
+                })?;
+                Some(span::Judge {
+                    before: before.to_string(),
+                    after: after.to_string(),
+                    choices: j.choices,
+                })
+            }
+        };
+        prompts.push(span::SpanPrompt {
+            prompt: text + &a.reply_prefix,
+            sources: a.sources,
+            none_word: a.none_word,
+            max_tokens: a.max_tokens,
+            judge,
+        });
+    }
+    let slots = loaded.slots.clone();
+    let permit = tokio::select! {
+        biased;
+        _ = call.caps.cancel.cancelled() => return Err(ActionError::Cancelled),
+        _ = tokio::time::sleep_until(deadline.into()) => return Err(timed_out(timeout)),
+        p = slots.acquire_owned() => p.map_err(|e| ActionError::failed(e.to_string()))?,
+    };
+    let cancel = call.caps.cancel.clone();
+    let work_model = loaded.clone();
+    let work = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let halt = || {
+            if cancel.is_cancelled() {
+                Some(Halt::Cancelled)
+            } else if Instant::now() >= deadline {
+                Some(Halt::TimedOut)
+            } else {
+                None
+            }
+        };
+        work_model.model.read_spans(&prompts, &halt)
+    });
+    match work.await {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(LocalError::Cancelled)) => Err(ActionError::Cancelled),
+        Ok(Err(LocalError::TimedOut)) => Err(timed_out(timeout)),
+        Ok(Err(e)) => Err(ActionError::failed(e.to_string())),
+        Err(e) => Err(ActionError::failed(format!("reading stopped: {e}"))),
+    }
 }
