@@ -59,15 +59,13 @@ pub struct Term {
     /// As written, lower case.
     pub word: String,
     pub stem: String,
-    /// Stems that mean the same ([`text::SYNONYMS`]).
-    pub alternatives: Vec<String>,
     /// Written with a capital inside the question: a name.
     pub entity: bool,
 }
 
 impl Term {
     pub fn matches(&self, stem: &str) -> bool {
-        self.stem == stem || self.alternatives.iter().any(|a| a == stem)
+        self.stem == stem
     }
 }
 
@@ -209,7 +207,6 @@ pub fn analyze(question: &str) -> Question {
             }
             terms.push(Term {
                 word: lw.clone(),
-                alternatives: text::synonym_stems(&lw),
                 stem: s,
                 entity,
             });
@@ -234,7 +231,6 @@ pub fn analyze(question: &str) -> Question {
         terms.push(Term {
             word: "balance".into(),
             stem: text::stem("balance"),
-            alternatives: Vec::new(),
             entity: false,
         });
     }

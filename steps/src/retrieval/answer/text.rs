@@ -164,77 +164,6 @@ pub fn is_filler(word: &str) -> bool {
     FILLER.contains(&word)
 }
 
-/// Common ways the same thing is said in notes and in questions: each group
-/// is one meaning. Only general English equivalences; names are never here.
-pub const SYNONYMS: &[&[&str]] = &[
-    &["flat", "apartment", "home"],
-    &["holiday", "trip", "vacation", "travel"],
-    &["physical", "checkup", "check-up"],
-    &["doctor", "gp", "dr", "physician"],
-    &["email", "e-mail", "mail"],
-    &["phone", "telephone", "mobile", "cell"],
-    &["open", "pending", "todo", "unfinished", "outstanding"],
-    &["done", "finished", "completed", "complete"],
-    &["cost", "price", "costs", "paid", "pay", "spent", "fee"],
-    &["kilo", "kilos", "kg", "kilogram", "kilograms"],
-    &["switch-over", "switchover", "cutover", "migration"],
-    &["text", "sms"],
-    &["city", "town", "live", "lives", "location", "based"],
-    &["boss", "manager"],
-    &["start", "begin", "starts", "begins", "kick-off"],
-    &["meeting", "meetings", "call", "sync"],
-    &["aim", "aiming", "target", "goal"],
-    &["rainy", "emergency"],
-    &["bread", "loaf", "sourdough"],
-    &["curry", "dal", "dhal"],
-    &["deadline", "due"],
-    &["access", "availability", "launch", "release"],
-    &["partner", "partners", "pilot", "customer"],
-    &["race", "marathon"],
-    &["outside", "out", "outdoors"],
-    &["eye", "eyes", "optician", "optometrist"],
-    &["appointment", "appointments", "booked", "booking"],
-    &["repair", "repairs", "broken", "breaks", "break", "fix"],
-    &[
-        "charge",
-        "owner",
-        "owns",
-        "lead",
-        "leads",
-        "responsible",
-        "manages",
-    ],
-    &["put", "transfer", "deposit", "deposited"],
-    &["cheap", "cheaper", "cheapest", "expensive", "price"],
-    &["refund", "back", "returned"],
-    &[
-        "struggle",
-        "struggled",
-        "badly",
-        "problem",
-        "problems",
-        "difficult",
-    ],
-];
-
-/// `word`'s synonyms' stems (itself excluded), from [`SYNONYMS`].
-pub fn synonym_stems(word: &str) -> Vec<String> {
-    let w = word.to_lowercase();
-    let s = stem(&w);
-    let mut out = Vec::new();
-    for group in SYNONYMS {
-        if group.iter().any(|g| *g == w || stem(g) == s) {
-            for g in *group {
-                let gs = stem(g);
-                if gs != s && !out.contains(&gs) {
-                    out.push(gs);
-                }
-            }
-        }
-    }
-    out
-}
-
 /// Words with the sense of "not yet done" in a question ("still open",
 /// "not reach", "left to do").
 pub fn asks_for_open_items(lower_question: &str) -> bool {
@@ -346,7 +275,6 @@ mod tests {
         assert!(!contains_phrase("reopened", "open"));
         assert!(asks_for_open_items("which goals did i not reach"));
         assert!(asks_for_done_items("which tasks are done"));
-        assert!(synonym_stems("flat").contains(&stem("apartment")));
         assert_eq!(plain("- [x] **Hotel** in [[Alfama]]"), "Hotel in Alfama");
         assert_eq!(plain("2. Fewer cities."), "Fewer cities.");
     }
