@@ -24,7 +24,11 @@ pub fn install(names: &[String]) -> i32 {
             match models::known(n) {
                 Some(k) => out.push(k),
                 None => {
-                    let names: Vec<&str> = models::KNOWN.iter().map(|k| k.name).collect();
+                    let names: Vec<&str> = models::KNOWN
+                        .iter()
+                        .chain(models::OPTIONAL)
+                        .map(|k| k.name)
+                        .collect();
                     eprintln!(
                         "marktoflow: no model called `{n}`; known models: {}. Any other GGUF works without installing: `--model /path/model.gguf`",
                         names.join(", ")

