@@ -133,6 +133,16 @@ impl crate::core::action::hosts::Llm for AgentHub {
         AgentHub::complete(self, call, inputs).await
     }
 
+    async fn read_spans(
+        &self,
+        call: &Call<'_>,
+        model: &std::path::Path,
+        asks: Vec<crate::core::reading::SpanAsk>,
+        timeout: std::time::Duration,
+    ) -> Result<Vec<crate::core::reading::SpanReading>, ActionError> {
+        local::read_spans(call, model, asks, timeout).await
+    }
+
     async fn list_models(&self, call: &Call<'_>) -> Result<Vec<ModelInfo>, ActionError> {
         AgentHub::list_models(self, call).await
     }

@@ -13,6 +13,22 @@ pub struct ChatMessage {
     pub content: String,
 }
 
+impl ChatMessage {
+    /// A system message and a user message.
+    pub fn pair(system: &str, user: &str) -> Vec<ChatMessage> {
+        vec![
+            ChatMessage {
+                role: "system".into(),
+                content: system.into(),
+            },
+            ChatMessage {
+                role: "user".into(),
+                content: user.into(),
+            },
+        ]
+    }
+}
+
 /// ChatML, for models whose GGUF has no template.
 const CHATML: &str = "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
 

@@ -211,37 +211,12 @@ fn timed_out(limit: Duration) -> ActionError {
     ))
 }
 
-/// One span reading asked of the local model: chat messages, the words the
-/// reply starts with, and what it may copy from.
-#[derive(Debug, Clone)]
-pub struct SpanAsk {
-    pub messages: Vec<chat::ChatMessage>,
-    /// Written after the template's reply cue (`Answer:`).
-    pub reply_prefix: String,
-    pub sources: Vec<String>,
-    pub none_word: String,
-    pub max_tokens: usize,
-    /// A judgement of the span read, asked right after it.
-    pub judge: Option<JudgeAsk>,
-}
-
-/// Where the span goes in a [`JudgeAsk`]'s messages.
-pub const SPAN_SLOT: &str = "\u{1}span\u{1}";
-
-/// Chat messages about the span read ([`SPAN_SLOT`] marks where it goes),
-/// the words the reply starts with, and the words whose probabilities as
-/// the next word are wanted.
-#[derive(Debug, Clone)]
-pub struct JudgeAsk {
-    pub messages: Vec<chat::ChatMessage>,
-    pub reply_prefix: String,
-    pub choices: Vec<String>,
-}
+use crate::core::reading::{SpanAsk, SPAN_SLOT};
 
 /// Reads `asks` on the local model at `path` (loaded once per process), in
 /// one generation slot, within `timeout`; asks that share their beginning
 /// share its decoding.
-pub(crate) async fn read_spans(
+pub async fn read_spans(
     call: &Call<'_>,
     path: &Path,
     asks: Vec<SpanAsk>,
@@ -264,7 +239,7 @@ pub(crate) async fn read_spans(
     for a in asks {
         let text = chat::render(
             model.chat_template.as_deref(),
-            &a.messages,
+            &chat::ChatMessage::pair(&a.system, &a.user),
             &model.bos,
             &model.eos,
             today,
@@ -275,7 +250,7 @@ pub(crate) async fn read_spans(
             Some(j) => {
                 let text = chat::render(
                     model.chat_template.as_deref(),
-                    &j.messages,
+                    &chat::ChatMessage::pair(&j.system, &j.user),
                     &model.bos,
                     &model.eos,
                     today,

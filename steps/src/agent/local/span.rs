@@ -9,11 +9,12 @@
 //! questions) are read in one context: the shared tokens are decoded once.
 
 use super::engine::{Halt, LocalError, LocalModel};
+pub use crate::core::reading::{Span, SpanReading};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::token::LlamaToken;
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Tokens decoded per call while reading a prompt.
 const CHUNK: usize = 256;
@@ -45,42 +46,6 @@ pub struct Judge {
     pub before: String,
     pub after: String,
     pub choices: Vec<String>,
-}
-
-/// A span: which source, and its byte range there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Span {
-    pub source: usize,
-    pub start: usize,
-    pub end: usize,
-}
-
-/// What the model read.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SpanReading {
-    /// The span chosen, or `None` when the model chose the no-answer word.
-    pub span: Option<Span>,
-    /// The best span even when the model chose no answer (its start chosen
-    /// among the passages' words), for the caller's decision.
-    pub best: Option<Span>,
-    /// log p(no-answer word) at the first step, over the whole vocabulary.
-    pub none_logprob: f32,
-    /// log p of the span's first token, over the whole vocabulary.
-    pub start_logprob: f32,
-    /// Mean log p of the span's tokens and its end, over the whole vocabulary.
-    pub mean_logprob: f32,
-    /// log of the share of the first step's probability that falls on
-    /// allowed span starts (how much the model wanted to copy at all).
-    pub copy_logmass: f32,
-    /// Tokens in the span.
-    pub tokens: usize,
-    /// log p of each of the judgement's choices, over the whole vocabulary
-    /// (empty without a judgement or a span).
-    pub judged: Vec<f32>,
-    /// Tokens decoded for this prompt (those shared with the previous one
-    /// were not decoded again).
-    pub prompt_tokens: usize,
-    pub time: Duration,
 }
 
 /// One source tokenized for matching: per line, the tokens of " " + line

@@ -49,6 +49,18 @@ pub trait Llm: Send + Sync {
     async fn list_models(&self, _call: &Call<'_>) -> Result<Vec<ModelInfo>, ActionError> {
         Err(ActionError::failed("listing models is not available here"))
     }
+    /// Reads `asks` with the local GGUF model at `model`, within `timeout`.
+    async fn read_spans(
+        &self,
+        _call: &Call<'_>,
+        _model: &std::path::Path,
+        _asks: Vec<crate::core::reading::SpanAsk>,
+        _timeout: Duration,
+    ) -> Result<Vec<crate::core::reading::SpanReading>, ActionError> {
+        Err(ActionError::failed(
+            "reading with a local model is not available here",
+        ))
+    }
 }
 
 /// LLM replies recorded with their call's idempotency key (see
