@@ -41,7 +41,10 @@ fn expected(name: &str) -> Option<Value> {
             "value": "09:40",
             "cited": "Personal/Travel/Lisbon Trip March 2027.md:12",
             "checked": false,
-            "kept": "09:40 — from your notes: “Flights Amsterdam → Lisbon, 2027-03-11, 09:40, arriving 11:55 (booked 2026-11-02, 186 EUR return)”"
+            "kept": "09:40 — from your notes: “Flights Amsterdam → Lisbon, 2027-03-11, 09:40, arriving 11:55 (booked 2026-11-02, 186 EUR return)”",
+            // No model is installed for the examples: `answer.read` answers by rules.
+            "read": "09:40 — from your notes: “Flights Amsterdam → Lisbon, 2027-03-11, 09:40, arriving 11:55 (booked 2026-11-02, 186 EUR return)”",
+            "reader": "rules"
         }),
         "subworkflow.md" => json!({"greetings": ["Hello, Ada.", "Hello, Grace!"]}),
         "mcp-client.md" => json!({"words": 6, "longest": "workflows"}),

@@ -221,3 +221,95 @@ fn a_question_the_notes_only_brush_against_is_not_answered() {
         assert_eq!(out["confidence"], 0, "{q}: {out}");
     }
 }
+
+const READ: &str = r#"---
+workflow: {id: read, name: Read}
+inputs:
+  questions: {type: array}
+---
+## Read
+```yaml
+action: answer.read
+inputs:
+  questions: '{{ inputs.questions }}'
+  evidence:
+    - id: E1
+      path: Work/Atlas.md
+      lines: '3'
+      start_line: 3
+      heading_path: [Atlas Migration, People]
+      text: Daniel Okafor owns the Atlas Migration. Priya Natarajan advises on the schema.
+    - id: E2
+      path: Work/Limits.md
+      lines: '7'
+      start_line: 7
+      heading_path: [API Limits, Proposal]
+      text: We propose a default limit of 600 requests per minute for each partner.
+output_variable: read
+```
+"#;
+
+/// `answer.read` on the real model: every answer is a verbatim span of the
+/// item it cites, and its fields are those the reference documents.
+#[test]
+fn answer_read_copies_a_span_of_the_line_it_cites() {
+    let Some(model) = local_model() else { return };
+    let d = tempdir();
+    std::fs::write(d.path().join("read.md"), READ).unwrap();
+    let questions = [
+        "Who owns the Atlas migration?",
+        "What default request limit are we proposing?",
+        "What is Daniel Okafor's phone number?",
+    ];
+    let r = run(cmd(d.path())
+        .args(["run", "read.md", "--json", "--quiet", "--input"])
+        .arg(format!("questions={}", serde_json::json!(questions)))
+        .env("MARKTOFLOW_LOCAL_MODEL", &model));
+    assert_eq!(r.code, 0, "{r:?}");
+    let answers = r.json()["steps"][0]["output"]["answers"].clone();
+    let answers = answers.as_array().expect("answers");
+    assert_eq!(answers.len(), questions.len());
+    let texts = [
+        "Daniel Okafor owns the Atlas Migration. Priya Natarajan advises on the schema.",
+        "We propose a default limit of 600 requests per minute for each partner.",
+    ];
+    for a in answers {
+        let reader = &a["reader"];
+        assert_eq!(reader["model"], "qwen2.5-coder-0.5b-instruct-q4_k_m", "{a}");
+        let span = reader["span"].as_str().expect("a span");
+        let cited = a["citations"][0]["id"].as_str().expect("a citation");
+        let text = texts[if cited == "E1" { 0 } else { 1 }];
+        assert!(text.contains(span), "{span:?} is not in {cited}: {a}");
+        let p = reader["probability"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&p), "{a}");
+        let confidence = a["confidence"].as_u64().unwrap();
+        match a["found"].as_bool().unwrap() {
+            true => {
+                assert_eq!(confidence, (p * 100.0).round() as u64, "{a}");
+                assert!(text.contains(a["answer"].as_str().unwrap()), "{a}");
+            }
+            false => {
+                assert_eq!(confidence, 0, "{a}");
+                assert!(
+                    a["answer"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("Your notes don't say."),
+                    "{a}"
+                );
+            }
+        }
+    }
+    // The easy questions are answered with the span a person would give.
+    assert_eq!(answers[0]["answer"], "Daniel Okafor", "{}", answers[0]);
+    assert_eq!(answers[0]["citations"][0]["id"], "E1");
+    assert_eq!(answers[1]["citations"][0]["id"], "E2");
+    assert!(
+        answers[1]["reader"]["span"]
+            .as_str()
+            .unwrap()
+            .contains("600"),
+        "{}",
+        answers[1]
+    );
+}

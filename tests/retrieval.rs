@@ -192,6 +192,32 @@ fn indexed_flagship_says_so_when_nothing_matches() {
 }
 
 /// Writes a workflow of one step `action` with `inputs` (YAML flow) into `dir`.
+/// Without an installed model `answer.read` answers as `answer.extract`
+/// does, and says which reader answered.
+#[test]
+fn answer_read_without_a_model_answers_by_rules_and_says_so() {
+    let d = tempdir();
+    let evidence = r#"[{id: E1, path: Home.md, lines: '2', start_line: 2, text: 'Next boiler service: 2026-12-02, 08:00–12:00', units: [{line: 2, text: 'Next boiler service: 2026-12-02, 08:00–12:00', kind: meta}]}]"#;
+    let inputs = format!("{{question: 'When is the boiler service?', evidence: {evidence}}}");
+    step(d.path(), "answer.read", &inputs);
+    // Not quiet: the warning is shown.
+    let read = run(cmd(d.path()).args(["run", "wf.md", "--json"]));
+    let mut out = output(&read);
+    assert_eq!(out["reader"], json!({"model": "rules"}), "{out}");
+    assert_eq!(
+        read.stderr
+            .matches("no local model is installed, so the answer is chosen by rules")
+            .count(),
+        1,
+        "{}",
+        read.stderr
+    );
+    out.as_object_mut().unwrap().remove("reader");
+    let extracted = output(&step(d.path(), "answer.extract", &inputs));
+    assert_eq!(out, extracted);
+    assert_eq!(out["found"], true, "{out}");
+}
+
 fn step(dir: &Path, action: &str, inputs: &str) -> Run {
     let wf = format!(
         "---\nworkflow: {{id: t}}\n---\n\n```yaml\naction: {action}\ninputs: {inputs}\noutput_variable: out\n```\n"

@@ -287,7 +287,8 @@ fn entities(text: &str) -> Vec<String> {
     out
 }
 
-fn kind(lower: &str, has_time: bool) -> &'static str {
+/// What a question asks for: `summary`, `list`, `exploratory` or `factual`.
+pub(crate) fn kind(lower: &str, has_time: bool) -> &'static str {
     let starts = |p: &[&str]| p.iter().any(|x| lower.starts_with(x));
     if starts(&[
         "summarize",
@@ -320,6 +321,7 @@ fn kind(lower: &str, has_time: bool) -> &'static str {
         "explore",
         "anything about",
     ]) || lower.contains("know about")
+        || ((lower.starts_with("how is") || lower.starts_with("how's")) && lower.contains(" going"))
     {
         "exploratory"
     } else {

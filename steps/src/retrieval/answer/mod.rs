@@ -7,6 +7,7 @@
 pub mod evidence;
 pub mod extract;
 pub mod question;
+pub mod read;
 pub mod spans;
 pub mod text;
 pub mod units;
@@ -31,6 +32,7 @@ impl Action for AnswerAction {
     async fn call(&self, call: &Call<'_>, inputs: Value) -> Result<Value, ActionError> {
         match call.method {
             "extract" => extract_method(&Args::of(SPECS, call, &inputs)?),
+            "read" => read_method(call, &Args::of(SPECS, call, &inputs)?).await,
             "verify" => verify_method(&Args::of(SPECS, call, &inputs)?),
             m => Err(ActionError::Input(format!("unknown method `answer.{m}`"))),
         }
@@ -67,6 +69,138 @@ fn extract_method(a: &Args) -> Result<Value, ActionError> {
     let items = evidence::from_json(&evidence_input(a)?);
     let found = extract::extract(&q, &items);
     Ok(found.to_json(&q, &items))
+}
+
+/// How long reading may take when the step sets no `timeout`.
+const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+async fn read_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionError> {
+    let items = evidence::from_json(&evidence_input(a)?);
+    let several = a.is_given("questions");
+    let questions: Vec<String> = if several {
+        a.strings("questions")?
+    } else {
+        vec![a.required_str("question")?.to_string()]
+    };
+    let env = &call.caps.env;
+    let model = match a.str("model")?.map(str::trim).filter(|m| !m.is_empty()) {
+        Some(m) => {
+            let p = crate::core::models::resolve_gguf(m, env).ok_or_else(|| {
+                a.invalid(
+                    "model",
+                    format!(
+                        "`{m}` is not an installed model: give the path of a .gguf file or a file name in {}",
+                        crate::core::state::models_dir(env).display()
+                    ),
+                )
+            })?;
+            Some(
+                call.caps
+                    .sandbox
+                    .check_read(&p.to_string_lossy())
+                    .map_err(|e| ActionError::failed(format!("the reading model: {e}")))?,
+            )
+        }
+        None => crate::core::models::default_gguf(env),
+    };
+    let analyzed: Vec<question::Question> =
+        questions.iter().map(|q| question::analyze(q)).collect();
+    let results: Vec<Value> = match model {
+        // Nothing to read: every question is unanswered.
+        _ if items.is_empty() => analyzed
+            .iter()
+            .map(|q| {
+                let mut v = extract::extract(q, &items).to_json(q, &items);
+                v["reader"] = json!({"model": Value::Null});
+                v
+            })
+            .collect(),
+        None => {
+            call.log(
+                crate::core::signals::LogLevel::Warn,
+                format!(
+                    "{}: no local model is installed, so the answer is chosen by rules (answer.extract); install it with `marktoflow model install`",
+                    call.action
+                ),
+            );
+            analyzed
+                .iter()
+                .map(|q| {
+                    let mut v = extract::extract(q, &items).to_json(q, &items);
+                    v["reader"] = json!({"model": "rules"});
+                    v
+                })
+                .collect()
+        }
+        Some(path) => {
+            let deadline = std::time::Instant::now() + call.timeout.unwrap_or(READ_TIMEOUT);
+            let left = || deadline.saturating_duration_since(std::time::Instant::now());
+            // Overview questions are answered with cited lines, not read.
+            let summaries: Vec<bool> = analyzed.iter().map(read::asks_for_summary).collect();
+            let asks = questions
+                .iter()
+                .zip(&summaries)
+                .filter(|(_, s)| !**s)
+                .map(|(q, _)| read::ask(q, &items))
+                .collect::<Vec<_>>();
+            let readings = if asks.is_empty() {
+                Vec::new()
+            } else {
+                call.caps
+                    .agents
+                    .read_spans(call, &path, asks, left())
+                    .await?
+            };
+            let name = crate::core::models::short_name(&path);
+            let mut read = readings.iter();
+            analyzed
+                .iter()
+                .zip(&summaries)
+                .map(|(q, summary)| {
+                    // One reading was made for each question that is not
+                    // an overview, in order.
+                    let next = if *summary { None } else { read.next() };
+                    let Some(r) = next else {
+                        let mut v = read::summary(q, &items);
+                        if v["found"] != json!(true) {
+                            v["answer"] = json!(not_said(&items, None));
+                        }
+                        return v;
+                    };
+                    let reading = read::decide(q, &items, r);
+                    let mut v = read::to_json(q, &items, &reading, &name);
+                    if !reading.found {
+                        v["answer"] = json!(not_said(&items, reading.cited.as_deref()));
+                    }
+                    v
+                })
+                .collect()
+        }
+    };
+    Ok(if several {
+        json!({ "answers": results })
+    } else {
+        results.into_iter().next().unwrap_or(Value::Null)
+    })
+}
+
+/// "The notes don't say", with the line closest to an answer.
+fn not_said(items: &[(String, evidence::Item, Value)], closest: Option<&str>) -> String {
+    let item = closest
+        .and_then(|id| items.iter().find(|(i, _, _)| i == id))
+        .or(items.first());
+    match item {
+        Some((_, it, v)) => {
+            let u = &it.units[0];
+            format!(
+                "Your notes don't say. The closest I found: “{}” ({}, line {}).",
+                u.text,
+                v.get("path").and_then(Value::as_str).unwrap_or(""),
+                u.line
+            )
+        }
+        None => "Your notes don't say.".to_string(),
+    }
 }
 
 fn verify_method(a: &Args) -> Result<Value, ActionError> {
@@ -230,6 +364,19 @@ pub const SPECS: &[Spec] = &[
         input("evidence", LIST_OR_MAPPING, "A `kb.evidence` output, or its `evidence` list.").required(),
     ])
     .returns("{found, answer, value, expect, citations: [{id, path, lines, quote}], confidence, coverage, reason}"),
+    spec(
+        "answer",
+        "read",
+        "Reads the answer from `kb.evidence` lines with the local model: a span copied verbatim from one line (all the items of a list for a list question), given when the fitted probability that it is right reaches the threshold, else `found: false`. Without an installed model it answers by rules, as `answer.extract`.",
+    )
+    .inputs(&[
+        input("question", STRING, "The question."),
+        input("questions", crate::core::catalog::LIST, "Several questions over the same evidence, read in one pass; the result is `{answers: [...]}`."),
+        input("evidence", LIST_OR_MAPPING, "A `kb.evidence` output, or its `evidence` list.").required(),
+        input("model", STRING, "The GGUF model that reads (a path or a file in the models folder); else the installed default."),
+    ])
+    .returns("{found, answer, value, expect, citations: [{id, path, lines, quote}], confidence, reason, reader: {model, span, probability, threshold, signals}}")
+    .traits(crate::core::catalog::EFFECTS),
     spec(
         "answer",
         "verify",
