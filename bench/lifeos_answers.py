@@ -7,7 +7,8 @@ Each question of `bench/lifeos_questions.jsonl` is asked of
 process (`marktoflow run`) and, with --served, POSTed to `marktoflow serve`
 (the model stays loaded). A question with `answer` (a list of facts, each a
 list of accepted spellings) is answered correctly when `found` is true and
-every fact appears in `outputs.answer`; a question with `answerable: false`
+every fact appears in what the user reads first (`outputs.answer` before
+` — from your notes: “…”`: a fact only in the quote does not count); a question with `answerable: false`
 must get `found: false` — any other reply is a made-up answer, whatever its
 confidence. Reported:
 
@@ -20,15 +21,20 @@ confidence. Reported:
 
 `--split tune|holdout|all` picks the questions (default all; the held-out
 slice was written before the rules and is not tuned on). By default the
-answer comes from the lines alone (the workflow's default, `phrase=false`);
-`--phrase` has the model phrase it (the local model when no key is set:
-MARKTOFLOW_LOCAL_MODEL, else the one installed), verified.
+answer comes from the lines by rules (`answer.extract`); `--reader model`
+has the local model read it (`answer.read`); `--phrase` has the model
+phrase it, verified.
+`--questions FILE --kb DIR` asks another vault: `bench/til_questions.jsonl`
+is about jbranchaud/til (a public notes collection nobody here wrote),
+checked out at the commit its first line names (`til_commit`).
 `--show` prints every wrong answer.
 
     cargo build --release
     python3 bench/lifeos_answers.py                 # the default setup, fresh processes
     python3 bench/lifeos_answers.py --served        # the same, served too
     python3 bench/lifeos_answers.py --phrase        # the model phrases, verified
+    git clone https://github.com/jbranchaud/til /tmp/til && git -C /tmp/til checkout 453e9ed
+    python3 bench/lifeos_answers.py --questions bench/til_questions.jsonl --kb /tmp/til
 """
 import argparse
 import json
@@ -53,7 +59,9 @@ def has_fact(text, alternatives):
 def judge(q, out):
     """(correct, made_up, cites_facts) for one question's outputs."""
     found = out.get("found") is True
-    answer = out.get("answer") or ""
+    # Scored strictly: what the user reads first, the answer's lead value
+    # before the quote (`… — from your notes: “…”`).
+    answer = (out.get("answer") or "").split(" — from your notes")[0]
     if not q.get("answerable", True):
         return (not found, found, None)
     correct = found and all(has_fact(answer, f) for f in q["answer"])
@@ -62,9 +70,13 @@ def judge(q, out):
     return (correct, False, cites)
 
 
-def fresh(bin_, q, env, phrase):
+def fresh(bin_, q, env, phrase, kb=None, reader=None):
     args = [bin_, "run", FLOW, "--json", "-q", "--no-store", "--input", f"query={q}",
             "--input", f"phrase={'true' if phrase else 'false'}"]
+    if kb:
+        args += ["--input", f"knowledge_base={kb}"]
+    if reader:
+        args += ["--input", f"reader={reader}"]
     t = time.perf_counter()
     r = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True)
     secs = time.perf_counter() - t
@@ -78,7 +90,9 @@ def fresh(bin_, q, env, phrase):
 
 
 class Server:
-    def __init__(self, bin_, env):
+    def __init__(self, bin_, env, kb=None, reader=None):
+        self.kb = kb
+        self.reader = reader
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         self.port = s.getsockname()[1]
@@ -97,6 +111,10 @@ class Server:
 
     def ask(self, q, phrase):
         body = {"query": q, "phrase": phrase}
+        if self.kb:
+            body["knowledge_base"] = self.kb
+        if self.reader:
+            body["reader"] = self.reader
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}/lifeos/query-indexed",
                                      data=json.dumps(body).encode(),
                                      headers={"content-type": "application/json"})
@@ -156,6 +174,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(REPO, "target", "release", "marktoflow"))
     ap.add_argument("--questions", default=QUESTIONS)
+    ap.add_argument("--kb", help="the notes folder (default: the workflow's, examples/lifeos); with "
+                    "bench/til_questions.jsonl, a checkout of jbranchaud/til at its til_commit")
+    ap.add_argument("--reader", choices=["rules", "model"], help="who reads the answer (the workflow's `reader`; default rules)")
     ap.add_argument("--split", choices=["tune", "holdout", "all"], default="all")
     ap.add_argument("--phrase", action="store_true", help="the model phrases each answer (phrase=true), verified")
     ap.add_argument("--served", action="store_true", help="also ask a running `marktoflow serve`")
@@ -185,15 +206,15 @@ def main():
     # The state folder and the models are the user's own (the index is
     # built, or refreshed, by the first question).
     if not args.only_served:
-        results = [fresh(args.bin, q["q"], env, phrase) for q in qs]
-        report("fresh process" + (" (the model phrases)" if phrase else " (rules only)"), qs, results, args.show)
+        results = [fresh(args.bin, q["q"], env, phrase, args.kb, args.reader) for q in qs]
+        report("fresh process" + (" (the model phrases)" if phrase else ""), qs, results, args.show)
     if args.served or args.only_served:
-        srv = Server(args.bin, env)
+        srv = Server(args.bin, env, args.kb, args.reader)
         try:
             results = [srv.ask(q["q"], phrase) for q in qs]
         finally:
             srv.close()
-        report("served" + (" (the model phrases)" if phrase else " (rules only)"), qs, results, args.show)
+        report("served" + (" (the model phrases)" if phrase else ""), qs, results, args.show)
 
 if __name__ == "__main__":
     main()
