@@ -83,16 +83,7 @@ pub(crate) async fn complete(
     };
     let started = Instant::now();
     let deadline = started + timeout;
-    let caches = call.caps.caches.clone();
-    let load_path = path.clone();
-    let loading = tokio::task::spawn_blocking(move || load_cached(&caches, &load_path));
-    let loaded = tokio::select! {
-        biased;
-        _ = call.caps.cancel.cancelled() => return Err(ActionError::Cancelled),
-        r = loading => r
-            .map_err(|e| ActionError::failed(format!("loading the local model stopped: {e}")))?
-            .map_err(|e| ActionError::failed(e.to_string()))?,
-    };
+    let loaded = load(call, call.caps.caches.clone(), path.clone()).await?;
     call.log(
         LogLevel::Debug,
         format!(
@@ -150,36 +141,10 @@ pub(crate) async fn complete(
         grammar,
     };
 
-    // Wait for a slot (cancellable, and counted against the time limit).
-    let slots = loaded.slots.clone();
-    let permit = tokio::select! {
-        biased;
-        _ = call.caps.cancel.cancelled() => return Err(ActionError::Cancelled),
-        _ = tokio::time::sleep_until(deadline.into()) => return Err(timed_out(timeout)),
-        p = slots.acquire_owned() => p.map_err(|e| ActionError::failed(e.to_string()))?,
-    };
-    let cancel = call.caps.cancel.clone();
-    let gen_model = loaded.clone();
-    let work = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        let halt = || {
-            if cancel.is_cancelled() {
-                Some(Halt::Cancelled)
-            } else if Instant::now() >= deadline {
-                Some(Halt::TimedOut)
-            } else {
-                None
-            }
-        };
-        gen_model.model.generate(&req, &halt)
-    });
-    let generation = match work.await {
-        Ok(Ok(g)) => g,
-        Ok(Err(LocalError::Cancelled)) => return Err(ActionError::Cancelled),
-        Ok(Err(LocalError::TimedOut)) => return Err(timed_out(timeout)),
-        Ok(Err(e)) => return Err(ActionError::failed(e.to_string())),
-        Err(e) => return Err(ActionError::failed(format!("generation stopped: {e}"))),
-    };
+    let generation = in_slot(call, &loaded, deadline, timeout, move |m, halt| {
+        m.generate(&req, halt)
+    })
+    .await?;
     call.log(
         LogLevel::Debug,
         format!(
@@ -223,16 +188,7 @@ pub async fn read_spans(
     timeout: Duration,
 ) -> Result<Vec<span::SpanReading>, ActionError> {
     let deadline = Instant::now() + timeout;
-    let caches = call.caps.caches.clone();
-    let load_path = path.to_path_buf();
-    let loading = tokio::task::spawn_blocking(move || load_cached(&caches, &load_path));
-    let loaded = tokio::select! {
-        biased;
-        _ = call.caps.cancel.cancelled() => return Err(ActionError::Cancelled),
-        r = loading => r
-            .map_err(|e| ActionError::failed(format!("loading the local model stopped: {e}")))?
-            .map_err(|e| ActionError::failed(e.to_string()))?,
-    };
+    let loaded = load(call, call.caps.caches.clone(), path.to_path_buf()).await?;
     let today = call.caps.clock.now().date_naive();
     let model = &loaded.model;
     let mut prompts = Vec::with_capacity(asks.len());
@@ -275,6 +231,38 @@ pub async fn read_spans(
             judge,
         });
     }
+    in_slot(call, &loaded, deadline, timeout, move |m, halt| {
+        m.read_spans(&prompts, halt)
+    })
+    .await
+}
+
+/// The model at `path`, loaded off the async threads (cancellable).
+async fn load(
+    call: &Call<'_>,
+    caches: Arc<crate::core::cache::Caches>,
+    path: PathBuf,
+) -> Result<Arc<Loaded>, ActionError> {
+    let loading = tokio::task::spawn_blocking(move || load_cached(&caches, &path));
+    tokio::select! {
+        biased;
+        _ = call.caps.cancel.cancelled() => Err(ActionError::Cancelled),
+        r = loading => r
+            .map_err(|e| ActionError::failed(format!("loading the local model stopped: {e}")))?
+            .map_err(|e| ActionError::failed(e.to_string())),
+    }
+}
+
+/// Runs `work` on the loaded model in one of its generation slots, off the
+/// async threads; waiting for the slot counts against the time limit, and
+/// `work` is told to stop on cancellation or at `deadline`.
+async fn in_slot<T: Send + 'static>(
+    call: &Call<'_>,
+    loaded: &Arc<Loaded>,
+    deadline: Instant,
+    timeout: Duration,
+    work: impl FnOnce(&LocalModel, &dyn Fn() -> Option<Halt>) -> Result<T, LocalError> + Send + 'static,
+) -> Result<T, ActionError> {
     let slots = loaded.slots.clone();
     let permit = tokio::select! {
         biased;
@@ -283,8 +271,8 @@ pub async fn read_spans(
         p = slots.acquire_owned() => p.map_err(|e| ActionError::failed(e.to_string()))?,
     };
     let cancel = call.caps.cancel.clone();
-    let work_model = loaded.clone();
-    let work = tokio::task::spawn_blocking(move || {
+    let model = loaded.clone();
+    let job = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let halt = || {
             if cancel.is_cancelled() {
@@ -295,13 +283,13 @@ pub async fn read_spans(
                 None
             }
         };
-        work_model.model.read_spans(&prompts, &halt)
+        work(&model.model, &halt)
     });
-    match work.await {
+    match job.await {
         Ok(Ok(r)) => Ok(r),
         Ok(Err(LocalError::Cancelled)) => Err(ActionError::Cancelled),
         Ok(Err(LocalError::TimedOut)) => Err(timed_out(timeout)),
         Ok(Err(e)) => Err(ActionError::failed(e.to_string())),
-        Err(e) => Err(ActionError::failed(format!("reading stopped: {e}"))),
+        Err(e) => Err(ActionError::failed(format!("the local model stopped: {e}"))),
     }
 }
