@@ -1643,3 +1643,61 @@ steps:
     });
     assert_eq!(llm.requests().len(), 2, "no reply was paid twice");
 }
+
+#[test]
+fn a_huge_result_count_is_refused_and_the_server_stays_up() {
+    // `max_results` sized kb.search's collector: 1e9 asked for 64 GB and
+    // aborted `serve` (issue 49). The flagship bounds it (1 to 50) and
+    // kb.search bounds `top_k` (1 to 10000) whatever a workflow passes.
+    let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
+    let s = serve(
+        &repo(),
+        &["workflows/lifeos/retrieval-indexed.md", "--no-store"],
+        &[
+            ("ANTHROPIC_BASE_URL", &llm.base),
+            ("ANTHROPIC_API_KEY", "test-key"),
+        ],
+    );
+    let r = post(
+        &s.addr,
+        "/lifeos/query-indexed",
+        json!({"query": "What is the API key for Apollo?", "max_results": 1_000_000_000u64}),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    let j = r.json();
+    let fields: Vec<&str> = j["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["input"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["max_results"], "{}", r.body);
+    let r = post(
+        &s.addr,
+        "/lifeos/query-indexed",
+        json!({"query": "What is the API key for Apollo?", "max_results": 3}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["outputs"]["found"], json!(true), "{}", r.body);
+
+    let d = tempdir();
+    let wf = d.path().join("huge.md");
+    std::fs::write(
+        &wf,
+        "---\nworkflow: {id: huge}\n---\n\n```yaml\naction: kb.search\ninputs:\n  kb: notes\n  query: apollo\n  top_k: 1000000000\n```\n",
+    )
+    .unwrap();
+    std::fs::create_dir(d.path().join("notes")).unwrap();
+    std::fs::write(d.path().join("notes/a.md"), "# Apollo\n\nA note.\n").unwrap();
+    let out = cmd(d.path())
+        .args(["run", "huge.md", "--no-store"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.lines().find(|l| l.starts_with("huge.md:")),
+        Some("huge.md:6:9: error: step `step_1` failed: input `top_k` of `kb.search`: must be a whole number from 1 to 10000, got 1000000000"),
+        "{err}"
+    );
+}

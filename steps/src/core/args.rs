@@ -242,6 +242,19 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// A whole number from `min` to `max`, else the declared default. A
+    /// number that sizes work (hits, items, notes) is bounded here, before
+    /// anything is allocated for it.
+    pub fn count(&self, name: &str, min: u64, max: u64) -> Result<Option<usize>, ActionError> {
+        match self.num(name)? {
+            Some(x) if x.fract() != 0.0 || x < min as f64 || x > max as f64 => Err(self.invalid(
+                name,
+                format!("must be a whole number from {min} to {max}, got {x}"),
+            )),
+            x => Ok(x.map(|x| x as usize)),
+        }
+    }
+
     /// A whole number of 0 or more, read exactly (a seed past 2^53 stays
     /// itself), else the declared default.
     pub fn whole(&self, name: &str) -> Result<Option<u64>, ActionError> {

@@ -95,13 +95,7 @@ pub async fn evidence_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, Act
 
 /// A count from 1 to 10,000: given, or the declared default.
 fn count(a: &Args, field: &str) -> Result<usize, ActionError> {
-    match a.number(field)? {
-        n if (1.0..=10_000.0).contains(&n) => Ok(n as usize),
-        n => Err(a.invalid(
-            field,
-            format!("must be a whole number from 1 to 10000, got {n}"),
-        )),
-    }
+    a.count(field, 1, 10_000)?.ok_or_else(|| a.missing(field))
 }
 
 /// A note's text, when it is a file inside the knowledge base the run may

@@ -33,6 +33,10 @@ pub(super) fn options(a: &Args) -> Result<(WalkOptions, ChunkOptions), ActionErr
     Ok((walk, chunking))
 }
 
+/// The most hits one search returns: the collectors are sized by it, so a
+/// caller's number must not size them (`top_k: 1000000000`).
+pub const MAX_TOP_K: u64 = 10_000;
+
 /// `kb.search` / `kb.facets` inputs other than the query text.
 pub(super) fn request(
     a: &Args,
@@ -44,8 +48,8 @@ pub(super) fn request(
         filters: Vec::new(),
         date: parsed.date,
         top_k: a
-            .at_least("top_k", 1.0)?
-            .ok_or_else(|| a.missing("top_k"))? as usize,
+            .count("top_k", 1, MAX_TOP_K)?
+            .ok_or_else(|| a.missing("top_k"))?,
         threshold: a.num("threshold")?,
         boosts: [3.0, 2.0, 1.0],
         snippet_chars: a.number("snippet_chars")?.max(20.0) as usize,

@@ -50,7 +50,8 @@ pub(super) const REFRESH_MS: Input = input(
 
 pub(super) const QUERY: Input = input("query", STRING, "The words (with the seed's operators).");
 
-pub(super) const TOP_K: Input = input("top_k", INTEGER, "How many hits.").default("10");
+pub(super) const TOP_K: Input =
+    input("top_k", INTEGER, "How many hits (1 to 10000).").default("10");
 
 pub(super) const THRESHOLD: Input = input("threshold", NUMBER, "The lowest score kept.");
 
