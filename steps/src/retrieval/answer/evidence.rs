@@ -181,7 +181,7 @@ impl Item {
         self.units.iter().map(|u| u.line).min().unwrap_or(0)
     }
     pub fn end_line(&self) -> usize {
-        self.units.iter().map(|u| u.line).max().unwrap_or(0)
+        self.units.iter().map(|u| u.end_line).max().unwrap_or(0)
     }
     pub fn text(&self) -> String {
         let lines: Vec<&str> = self.units.iter().map(|u| u.text.as_str()).collect();
@@ -331,6 +331,9 @@ pub fn to_json(items: &[Item], notes: &[Note]) -> Vec<Value> {
                 "rank": note.rank,
                 "units": it.units.iter().map(|u| {
                     let mut v = json!({"line": u.line, "text": u.text, "kind": u.kind.as_str()});
+                    if u.end_line != u.line {
+                        v["end_line"] = json!(u.end_line);
+                    }
                     if u.similarity != 0.0 {
                         v["similarity"] = json!((u.similarity as f64 * 1000.0).round() / 1000.0);
                     }
@@ -397,12 +400,17 @@ pub fn from_json(items: &[Value]) -> Vec<(String, Item, Value)> {
                     (Some("code"), _) => UnitKind::Code,
                     _ => UnitKind::Sentence,
                 };
+                let line = u
+                    .get("line")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(start as u64) as usize;
                 Unit {
                     note: rank,
-                    line: u
-                        .get("line")
+                    line,
+                    end_line: u
+                        .get("end_line")
                         .and_then(Value::as_u64)
-                        .unwrap_or(start as u64) as usize,
+                        .map_or(line, |e| (e as usize).max(line)),
                     stems: text::stems(&t),
                     spans: spans::find(&t),
                     raw: String::new(),
@@ -513,5 +521,39 @@ mod tests {
         let items = select(&q, &units, Limits::default());
         let top = &items[0];
         assert_eq!((top.start_line(), top.end_line()), (8, 10), "{top:?}");
+    }
+
+    #[test]
+    fn a_wrapped_paragraph_is_one_text_and_its_sentences_keep_their_lines() {
+        let text = "# Whitespace\n\nYou can have git warn you about whitespace when you\ndiff it. By default, git warns of trailing whitespace and\nblank lines at the end of a file.\n- An item that wraps\n  onto a second line\n- Another\n";
+        let u = units_of(0, &note("git/ws.md", text, 0), 0);
+        let got: Vec<(usize, usize, &str, &str)> = u
+            .iter()
+            .map(|x| (x.line, x.end_line, x.kind.as_str(), x.text.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (3, 5, "text", "You can have git warn you about whitespace when you diff it. By default, git warns of trailing whitespace and blank lines at the end of a file."),
+                (6, 7, "item", "An item that wraps onto a second line"),
+                (8, 8, "item", "Another"),
+            ]
+        );
+        assert_eq!(u[1].raw, "- An item that wraps\n  onto a second line");
+        let long = format!(
+            "# Long\n\n{}\nand so it ends.\n",
+            "A sentence that goes on and on. ".repeat(24)
+        );
+        let u = units_of(0, &note("long.md", &long, 0), 0);
+        assert_eq!(u.len(), 24, "{u:?}");
+        assert_eq!((u[0].line, u[0].end_line), (3, 3));
+        assert_eq!((u[23].line, u[23].end_line), (3, 4));
+        assert_eq!(
+            u[23].text,
+            "A sentence that goes on and on. and so it ends."
+        );
+        // The quote of a sentence of a long line is the sentence, not a
+        // copy of the whole line for each sentence.
+        assert_eq!(u[0].raw, "A sentence that goes on and on.");
     }
 }

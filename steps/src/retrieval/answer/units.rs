@@ -48,10 +48,13 @@ impl UnitKind {
 #[derive(Debug, Clone)]
 pub struct Unit {
     pub note: usize,
+    /// The first line it is on, and the last (a sentence of a wrapped
+    /// paragraph, a list item with its continuation lines).
     pub line: usize,
+    pub end_line: usize,
     /// What a reader sees (Markdown removed, a row with its headers).
     pub text: String,
-    /// The file's line as it is.
+    /// The file's lines as they are (the sentence alone when they are long).
     pub raw: String,
     /// Headings above it, the note's title first.
     pub heading_path: Vec<String>,
@@ -87,9 +90,31 @@ pub fn units_of(note_index: usize, note: &Note, first_block: usize) -> Vec<Unit>
     if in_front {
         lines.next();
     }
+    // The lines of the paragraph (or list item) being read: a paragraph's
+    // lines are one text however the file wraps them.
+    let mut para = Paragraph::default();
     for (i, line) in lines {
         let line_no = i + 1;
         let t = line.trim();
+        // A plain line continues the paragraph or the list item above it
+        // (CommonMark's lazy continuation); anything else ends it.
+        let continues = !in_front
+            && fence.is_none()
+            && !t.is_empty()
+            && !para.lines.is_empty()
+            && heading_level(t).is_none()
+            && !t.starts_with('|')
+            && !t.starts_with("```")
+            && !t.starts_with("~~~")
+            && !t.starts_with('>')
+            && !is_rule(t)
+            && !is_navigation(t)
+            && list_marker(t).is_none();
+        if continues {
+            para.lines.push((line_no, text::plain(t), line.to_string()));
+            continue;
+        }
+        para.flush(&mut out, note_index, note, &path_words);
         if in_front {
             if t == "---" || t == "..." {
                 in_front = false;
@@ -183,48 +208,99 @@ pub fn units_of(note_index: usize, note: &Note, first_block: usize) -> Vec<Unit>
             continue;
         }
         table_header = None;
-        // Navigation, not content.
-        if t.starts_with("Linked:") || t.starts_with("See also") || t.starts_with("Related:") {
+        if is_navigation(t) {
             continue;
         }
         let item = list_marker(t);
-        if let Some(checked) = item {
-            let plain = text::plain(t);
-            let kind = if !seen_h2 && is_meta(&plain) {
-                UnitKind::Meta
-            } else {
-                UnitKind::Item(checked)
-            };
-            out.push(unit(
-                note_index,
-                note,
-                &path_words,
-                &headings,
-                line_no,
-                plain,
-                line,
-                kind,
-                block,
-            ));
-            continue;
-        }
         let plain = text::plain(t);
-        for sentence in sentences(&plain) {
-            out.push(unit(
+        let kind = match item {
+            Some(_) if !seen_h2 && is_meta(&plain) => UnitKind::Meta,
+            Some(checked) => UnitKind::Item(checked),
+            None => UnitKind::Sentence,
+        };
+        para = Paragraph {
+            lines: vec![(line_no, plain, line.to_string())],
+            kind: Some(kind),
+            headings: headings.clone(),
+            block,
+        };
+    }
+    para.flush(&mut out, note_index, note, &path_words);
+    out
+}
+
+/// Raw lines longer than this are not copied into each sentence's quote:
+/// the sentence stands for itself (a pasted transcript on one line).
+const MAX_QUOTE: usize = 600;
+
+/// A paragraph or list item being read, line by line: (line number, the
+/// line as plain text, the line as written).
+#[derive(Default)]
+struct Paragraph {
+    lines: Vec<(usize, String, String)>,
+    kind: Option<UnitKind>,
+    headings: Vec<(usize, String)>,
+    block: usize,
+}
+
+impl Paragraph {
+    /// Its units (a paragraph's sentences, or the item), each with the
+    /// lines it is on; empties it.
+    fn flush(&mut self, out: &mut Vec<Unit>, note_index: usize, note: &Note, path_words: &str) {
+        let lines = std::mem::take(&mut self.lines);
+        let Some(kind) = self.kind.take() else {
+            return;
+        };
+        if lines.is_empty() {
+            return;
+        }
+        // The lines joined, and where each starts in the joined text.
+        let mut joined = String::new();
+        let mut starts = Vec::with_capacity(lines.len());
+        for (_, plain, _) in &lines {
+            if !joined.is_empty() && !plain.is_empty() {
+                joined.push(' ');
+            }
+            starts.push(joined.len());
+            joined.push_str(plain);
+        }
+        let line_at = |offset: usize| starts.partition_point(|s| *s <= offset).saturating_sub(1);
+        let pieces = if kind == UnitKind::Sentence {
+            sentences(&joined)
+        } else {
+            vec![(0, joined.len())]
+        };
+        for (a, b) in pieces {
+            let text_ = joined[a..b].trim().to_string();
+            if text_.is_empty() {
+                continue;
+            }
+            let (first, last) = (line_at(a), line_at(b.saturating_sub(1).max(a)));
+            let raw_len: usize = lines[first..=last].iter().map(|l| l.2.len() + 1).sum();
+            let raw = if raw_len <= MAX_QUOTE || kind != UnitKind::Sentence {
+                lines[first..=last]
+                    .iter()
+                    .map(|l| l.2.trim_end())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            } else {
+                text_.clone()
+            };
+            let mut u = unit(
                 note_index,
                 note,
-                &path_words,
-                &headings,
-                line_no,
-                sentence,
-                line,
-                UnitKind::Sentence,
-                block,
-            ));
+                path_words,
+                &self.headings,
+                lines[first].0,
+                text_,
+                &raw,
+                kind,
+                self.block,
+            );
+            u.end_line = lines[last].0;
+            out.push(u);
         }
-        // A paragraph is one block; its next line continues it.
     }
-    out
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -249,6 +325,7 @@ fn unit(
     Unit {
         note: note_index,
         line,
+        end_line: line,
         stems: text::stems(&text_),
         spans: spans::find(&text_),
         text: text_,
@@ -279,6 +356,20 @@ pub(super) fn context_of(
         .map(|t| text::stems(t))
         .unwrap_or_default();
     (context, title)
+}
+
+/// Navigation, not content.
+fn is_navigation(t: &str) -> bool {
+    t.starts_with("Linked:") || t.starts_with("See also") || t.starts_with("Related:")
+}
+
+/// A thematic break or a setext heading's underline (`---`, `***`, `===`).
+fn is_rule(t: &str) -> bool {
+    let t: String = t.chars().filter(|c| !c.is_whitespace()).collect();
+    t.len() >= 3
+        && ["-", "*", "_", "="]
+            .iter()
+            .any(|c| t.chars().all(|x| x.to_string() == *c))
 }
 
 fn heading_level(t: &str) -> Option<usize> {
@@ -343,10 +434,10 @@ fn row_text(header: &[String], cells: &[String]) -> String {
 }
 
 /// Splits a paragraph into sentences (at `. `, `! `, `? ` before a capital
-/// or a digit), keeping short paragraphs whole.
-fn sentences(p: &str) -> Vec<String> {
+/// or a digit), keeping short paragraphs whole: the byte range of each.
+fn sentences(p: &str) -> Vec<(usize, usize)> {
     if p.len() <= 220 {
-        return vec![p.to_string()];
+        return vec![(0, p.len())];
     }
     let mut out = Vec::new();
     let mut start = 0;
@@ -364,13 +455,13 @@ fn sentences(p: &str) -> Vec<String> {
                 && after.is_some_and(|a| a.is_uppercase() || a.is_ascii_digit())
                 && !abbreviation
             {
-                out.push(p[start..=i].trim().to_string());
+                out.push((start, i + 1));
                 start = i + 1;
             }
         }
     }
     if start < p.len() && !p[start..].trim().is_empty() {
-        out.push(p[start..].trim().to_string());
+        out.push((start, p.len()));
     }
     out
 }
