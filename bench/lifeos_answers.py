@@ -86,7 +86,13 @@ def fresh(bin_, q, env, phrase, kb=None, reader=None):
         sys.exit(f"no JSON for {q!r}: exit {r.returncode}\n{r.stderr}")
     if j.get("status") != "completed":
         sys.exit(f"{q!r} did not complete: {json.dumps(j.get('error'))}\n{r.stderr}")
-    return j["outputs"], secs
+    out = dict(j["outputs"])
+    # The model reader's span and signals are in its step's output (--dump).
+    for step in j.get("steps") or []:
+        o = step.get("output")
+        if isinstance(o, dict) and isinstance(o.get("reader"), dict) and "signals" in o["reader"]:
+            out["reader"] = o["reader"]
+    return out, secs
 
 
 class Server:
@@ -183,6 +189,8 @@ def main():
     ap.add_argument("--only-served", action="store_true", help="ask the server only")
     ap.add_argument("--limit", type=int, default=0, help="the first N questions only")
     ap.add_argument("--show", action="store_true", help="print every wrong answer")
+    ap.add_argument("--dump", help="write each question's outputs (with the model reader's span and signals) "
+                                   "to this JSONL file, for fitting the reader's decision")
     args = ap.parse_args()
     if not os.path.exists(args.bin):
         sys.exit("build first: cargo build --release")
@@ -208,6 +216,10 @@ def main():
     if not args.only_served:
         results = [fresh(args.bin, q["q"], env, phrase, args.kb, args.reader) for q in qs]
         report("fresh process" + (" (the model phrases)" if phrase else ""), qs, results, args.show)
+        if args.dump:
+            with open(args.dump, "w") as f:
+                for q, (out, secs) in zip(qs, results):
+                    f.write(json.dumps({"question": q, "outputs": out, "secs": secs}) + "\n")
     if args.served or args.only_served:
         srv = Server(args.bin, env, args.kb, args.reader)
         try:

@@ -6,8 +6,8 @@ questions). Prints figures; asserts nothing.
 The data are the dataset authors' pages: the `gh-pages` branch of
 rajpurkar/SQuAD-explorer, `explore/v2.0/dev/`, one HTML page per article
 (`--pages` is a git repository holding that branch, or a folder of the
-pages). SQuAD dev is a test set: the reader's decision is fitted only on
-the 12 articles of FIT; figures are reported on a fixed sample of whole
+pages). SQuAD dev is a test set: the reader's decision is fitted
+(`bench/fit_reader.py`) only on readings of the 12 articles of FIT; figures are reported on a fixed sample of whole
 paragraphs from the 23 others (seed 48, at least --sample questions), never
 fitted or tuned on.
 
@@ -19,9 +19,8 @@ Settings:
   of every report article, one note each: search, evidence, then reading.
 
     cargo build --release
-    python3 bench/squad2.py --pages PATH --split fit --fit      # fit the decision (writes reader_fit.json)
-    cargo build --release                                       # with the new fit
-    python3 bench/squad2.py --pages PATH                        # report: paragraph setting
+    python3 bench/squad2.py --pages PATH --split fit --sample 600   # readings to fit on (bench/fit_reader.py)
+    python3 bench/squad2.py --pages PATH                            # report: paragraph setting
     python3 bench/squad2.py --pages PATH --setting open --sample 200
 
 Results are cached per question in --out (default /tmp/squad2) and reused;
@@ -166,7 +165,7 @@ def env_for(args):
     return env
 
 
-def run_flow(args, flow, inputs):
+def run_flow(args, flow, inputs, whole=False):
     path = os.path.join(args.out, "inputs.json")
     with open(path, "w") as f:
         json.dump(inputs, f)
@@ -180,7 +179,7 @@ def run_flow(args, flow, inputs):
         sys.exit(f"no JSON from {flow}: exit {r.returncode}\n{r.stderr[-3000:]}")
     if j.get("status") != "completed":
         sys.exit(f"{flow} did not complete: {json.dumps(j.get('error'))}\n{r.stderr[-3000:]}")
-    return j["outputs"], secs
+    return (j if whole else j["outputs"]), secs
 
 
 def cached(path):
@@ -221,11 +220,13 @@ def paragraph_setting(args, paras):
 
 
 def write_vault(args, pages):
-    vault = os.path.join(args.out, "vault")
+    """One note per article of the split (the fit articles, or the report
+    articles)."""
+    vault = os.path.join(args.out, "vault" if args.split == "report" else "vault-fit")
     if os.path.isdir(vault):
         return vault
     os.makedirs(vault)
-    for name in sorted(n for n in page_names(pages) if n not in FIT):
+    for name in sorted(n for n in page_names(pages) if (n in FIT) == (args.split == "fit")):
         paras = article(pages, name)
         title = name.replace("_", " ")
         with open(os.path.join(vault, name.replace(",", "") + ".md"), "w") as f:
@@ -242,7 +243,14 @@ def open_setting(args, pages, paras):
         for k, qa in enumerate(qas):
             if qa["id"] in done:
                 continue
-            out, secs = run_flow(args, FLAGSHIP, {"query": qa["question"], "knowledge_base": vault})
+            j, secs = run_flow(args, FLAGSHIP, {"query": qa["question"], "knowledge_base": vault,
+                                                "reader": "model"}, whole=True)
+            out = dict(j["outputs"])
+            # The reader's signals are in its step's output, not the flow's.
+            for step in j.get("steps") or []:
+                o = step.get("output")
+                if isinstance(o, dict) and isinstance(o.get("reader"), dict) and "signals" in o["reader"]:
+                    out["reader"] = o["reader"]
             r = row_of(qa, out, secs)
             done[qa["id"]] = r
             log.write(json.dumps(r) + "\n")
@@ -283,8 +291,12 @@ def refresh(row, qa):
     return row
 
 
-def load_fit():
-    return json.load(open(FIT_FILE))
+def load_fit(model=None):
+    """The runner's fit for the model file `model` (its default model's when
+    None or when the model has none of its own)."""
+    fits = json.load(open(FIT_FILE))
+    name = os.path.basename(model or "").removesuffix(".gguf")
+    return fits["fits"].get(name) or fits["fits"][fits["default"]]
 
 
 def probability(fit, signals):
@@ -292,66 +304,6 @@ def probability(fit, signals):
     for name, w, m, s in zip(fit["features"], fit["weights"], fit["mean"], fit["scale"]):
         z += w * (signals.get(name, 0.0) - m) / (s if s > 0 else 1.0)
     return 1.0 / (1.0 + math.exp(-z))
-
-
-def fit_decision(rows, qas):
-    """Logistic regression (L2, Newton's method) of "the span is right"
-    (F1 >= 0.5 with a gold answer; never for an unanswerable question) on
-    the standardised signals, then the threshold that maximises F1."""
-    names = sorted({k for r in rows for k in r["signals"]})
-    from_runner = load_fit()["features"]
-    names = [n for n in from_runner if n in names]
-    X = [[r["signals"].get(n, 0.0) for n in names] for r in rows]
-    y = []
-    for r in rows:
-        qa = qas[r["id"]]
-        y.append(0.0 if qa["impossible"] else float(scores(qa, span_answer(r))[1] >= 0.5))
-    d = len(names)
-    mean = [statistics.fmean(x[i] for x in X) for i in range(d)]
-    scale = [statistics.pstdev([x[i] for x in X]) or 1.0 for i in range(d)]
-    Z = [[(x[i] - mean[i]) / scale[i] for i in range(d)] + [1.0] for x in X]
-    w = [0.0] * (d + 1)
-    lam = 1.0
-    for _ in range(30):
-        g = [0.0] * (d + 1)
-        H = [[0.0] * (d + 1) for _ in range(d + 1)]
-        for z, t in zip(Z, y):
-            p = 1.0 / (1.0 + math.exp(-sum(a * b for a, b in zip(w, z))))
-            for i in range(d + 1):
-                g[i] += (p - t) * z[i]
-                for j in range(d + 1):
-                    H[i][j] += p * (1 - p) * z[i] * z[j]
-        for i in range(d):
-            g[i] += lam * w[i]
-            H[i][i] += lam
-        step = solve(H, g)
-        w = [a - b for a, b in zip(w, step)]
-        if max(abs(s) for s in step) < 1e-6:
-            break
-    fit = {"features": names, "weights": [round(v, 5) for v in w[:d]], "bias": round(w[d], 5),
-           "mean": [round(v, 5) for v in mean], "scale": [round(v, 5) for v in scale]}
-    # The threshold: the F1 of the whole fit split at each candidate.
-    best = (-1.0, 0.5)
-    for t in [i / 100 for i in range(5, 96)]:
-        fit["threshold"] = t
-        f1 = statistics.fmean(scores(qas[r["id"]], decided(fit, r))[1] for r in rows)
-        if f1 > best[0]:
-            best = (f1, t)
-    fit["threshold"] = best[1]
-    return fit, sum(y)
-
-
-def solve(A, b):
-    n = len(b)
-    M = [row[:] + [b[i]] for i, row in enumerate(A)]
-    for c in range(n):
-        p = max(range(c, n), key=lambda r: abs(M[r][c]))
-        M[c], M[p] = M[p], M[c]
-        for r in range(n):
-            if r != c and M[c][c] != 0:
-                f = M[r][c] / M[c][c]
-                M[r] = [a - f * b for a, b in zip(M[r], M[c])]
-    return [M[i][n] / M[i][i] if M[i][i] else 0.0 for i in range(n)]
 
 
 def span_answer(row):
@@ -400,12 +352,9 @@ def main():
     ap.add_argument("--bin", default=os.environ.get("MARKTOFLOW_BIN", os.path.join(REPO, "target", "release", "marktoflow")))
     ap.add_argument("--model", help="a GGUF to read with instead of the installed default")
     ap.add_argument("--out", default="/tmp/squad2")
-    ap.add_argument("--fit", action="store_true", help="fit the decision on the results and write reader_fit.json")
     ap.add_argument("--rescore", action="store_true", help="score cached results with reader_fit.json, running nothing")
     ap.add_argument("--fresh", action="store_true")
     args = ap.parse_args()
-    if args.fit and args.split != "fit":
-        sys.exit("--fit only on --split fit: the report articles are never fitted on")
     if args.out and args.model:
         args.out = os.path.join(args.out, os.path.basename(args.model))
     os.makedirs(args.out, exist_ok=True)
@@ -423,20 +372,9 @@ def main():
     else:
         results = open_setting(args, args.pages, paras)
     rows = [refresh(results[i], qas[i]) for i in qas if i in results]
-    if args.fit:
-        fit, positives = fit_decision(rows, qas)
-        fit["fitted_on"] = (f"bench/squad2.py --split fit: {len(rows)} questions of the 12 fit articles "
-                            f"({positives} right spans), {args.setting} setting, model "
-                            f"{args.model and os.path.basename(args.model) or 'default'}")
-        with open(FIT_FILE, "w") as f:
-            json.dump(fit, f, indent=2)
-            f.write("\n")
-        print(f"wrote {FIT_FILE}: threshold {fit['threshold']}")
-        report(f"{args.setting} / fit (as fitted)", rows, qas, fit)
-        return
     report(f"{args.setting} / {args.split} (as the runner decided)", rows, qas)
     if args.rescore:
-        report(f"{args.setting} / {args.split} (reader_fit.json applied to the signals)", rows, qas, load_fit())
+        report(f"{args.setting} / {args.split} (reader_fit.json applied to the signals)", rows, qas, load_fit(args.model))
 
 
 if __name__ == "__main__":

@@ -185,6 +185,20 @@ pub fn default_gguf(env: &BTreeMap<String, String>) -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
+/// The model `answer.read` reads with when the step names none:
+/// `MARKTOFLOW_LOCAL_MODEL` when set, else the larger chat model when it is
+/// installed (it reads far better: docs/benchmarks.md), else the default.
+pub fn reading_gguf(env: &BTreeMap<String, String>) -> Option<PathBuf> {
+    if env.get(MODEL_ENV).is_some_and(|v| !v.trim().is_empty()) {
+        return default_gguf(env);
+    }
+    let larger = path_of(&LARGER_CHAT, env);
+    if larger.is_file() {
+        return Some(larger);
+    }
+    default_gguf(env)
+}
+
 /// One installed model, for `model list`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Installed {
@@ -263,6 +277,27 @@ mod tests {
         assert_eq!(known("QWEN2.5-coder-0.5b"), Some(&DEFAULT_CHAT));
         assert_eq!(known(DEFAULT_CHAT.file), Some(&DEFAULT_CHAT));
         assert!(known("llama3").is_none());
+    }
+
+    #[test]
+    fn reading_takes_the_larger_model_when_it_is_installed() {
+        let d = std::env::temp_dir().join(format!("mtf-reading-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let e = env(&[(MODELS_DIR_ENV, d.to_str().unwrap())]);
+        assert_eq!(reading_gguf(&e), None);
+        std::fs::write(d.join(DEFAULT_CHAT.file), b"GGUF").unwrap();
+        assert_eq!(reading_gguf(&e), Some(d.join(DEFAULT_CHAT.file)));
+        std::fs::write(d.join(LARGER_CHAT.file), b"GGUF").unwrap();
+        assert_eq!(reading_gguf(&e), Some(d.join(LARGER_CHAT.file)));
+        // The variable names the model for everything, reading included.
+        let mut e = e;
+        e.insert(MODEL_ENV.into(), "/elsewhere/mine.gguf".into());
+        assert_eq!(
+            reading_gguf(&e),
+            Some(PathBuf::from("/elsewhere/mine.gguf"))
+        );
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

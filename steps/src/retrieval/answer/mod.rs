@@ -101,7 +101,7 @@ async fn read_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionError
                     .map_err(|e| ActionError::failed(format!("the reading model: {e}")))?,
             )
         }
-        None => crate::core::models::default_gguf(env),
+        None => crate::core::models::reading_gguf(env),
     };
     let analyzed: Vec<question::Question> =
         questions.iter().map(|q| question::analyze(q)).collect();
@@ -167,7 +167,8 @@ async fn read_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionError
                         }
                         return v;
                     };
-                    let reading = read::decide(q, &items, r);
+                    let (_, fit, _) = read::FITS.for_model(&name);
+                    let reading = read::decide(fit, q, &items, r);
                     let mut v = read::to_json(q, &items, &reading, &name);
                     if !reading.found {
                         v["answer"] = json!(not_said(&items, reading.cited.as_deref()));
@@ -373,9 +374,9 @@ pub const SPECS: &[Spec] = &[
         input("question", STRING, "The question."),
         input("questions", crate::core::catalog::LIST, "Several questions over the same evidence, read in one pass; the result is `{answers: [...]}`."),
         input("evidence", LIST_OR_MAPPING, "A `kb.evidence` output, or its `evidence` list.").required(),
-        input("model", STRING, "The GGUF model that reads (a path or a file in the models folder); else the installed default."),
+        input("model", STRING, "The GGUF model that reads (a path or a file in the models folder); else MARKTOFLOW_LOCAL_MODEL, the larger qwen2.5-coder-1.5b when installed, or the default."),
     ])
-    .returns("{found, answer, value, expect, citations: [{id, path, lines, quote}], confidence, reason, reader: {model, span, probability, threshold, signals}}")
+    .returns("{found, answer, value, expect, citations: [{id, path, lines, quote}], confidence, reason, reader: {model, span, probability, threshold, fit, fit_is_the_models, signals}}")
     .traits(crate::core::catalog::EFFECTS),
     spec(
         "answer",

@@ -41,11 +41,37 @@ pub struct Fit {
     pub fitted_on: String,
 }
 
-/// The fit `bench/squad2.py --fit` wrote.
-pub static FIT: LazyLock<Fit> = LazyLock::new(|| {
-    let fit: Fit = serde_json::from_str(include_str!("reader_fit.json"))
-        .expect("reader_fit.json is valid (checked by a test)");
-    fit
+/// The decisions `bench/fit_reader.py` fitted, one per reading model (its
+/// file name without `.gguf`): a model's signals mean different things (the
+/// larger model's "no" is far surer), so each is fitted on its own readings.
+#[derive(Debug, Deserialize)]
+pub struct Fits {
+    /// The fit used for a model that has none of its own.
+    pub default: String,
+    pub fits: std::collections::BTreeMap<String, Fit>,
+}
+
+impl Fits {
+    /// The fit for the model named `model` (a file name without `.gguf`),
+    /// and whether it is that model's own.
+    pub fn for_model(&self, model: &str) -> (&str, &Fit, bool) {
+        match self.fits.get_key_value(model) {
+            Some((k, f)) => (k.as_str(), f, true),
+            None => {
+                let (k, f) = self
+                    .fits
+                    .get_key_value(&self.default)
+                    .expect("reader_fit.json has its default fit (checked by a test)");
+                (k.as_str(), f, false)
+            }
+        }
+    }
+}
+
+/// The fits `bench/fit_reader.py` wrote.
+pub static FITS: LazyLock<Fits> = LazyLock::new(|| {
+    serde_json::from_str(include_str!("reader_fit.json"))
+        .expect("reader_fit.json is valid (checked by a test)")
 });
 
 /// The signals the decision is made on, in the order of the fit's weights.
@@ -67,11 +93,32 @@ pub const FEATURES: &[&str] = &[
 ];
 
 /// The evidence items as the prompt shows them, and each item's text as a
-/// span source.
+/// span source (in the items' order). The prompt shows them as the notes
+/// have them: the best note first, and within a note in line order, so a
+/// table's rows or a list's steps read in sequence.
 fn notes_of(items: &[(String, Item, Value)]) -> (String, Vec<String>) {
     let mut notes = String::new();
-    let mut sources = Vec::with_capacity(items.len());
-    for (id, it, v) in items {
+    let sources = items.iter().map(|(_, it, _)| it.text()).collect();
+    let note_of = |v: &Value| {
+        v.get("path")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut first_seen: Vec<String> = Vec::new();
+    for (_, _, v) in items {
+        let n = note_of(v);
+        if !first_seen.contains(&n) {
+            first_seen.push(n);
+        }
+    }
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|i| {
+        let (_, it, v) = &items[*i];
+        let note = first_seen.iter().position(|n| *n == note_of(v));
+        (note, it.start_line(), *i)
+    });
+    for (id, it, v) in order.iter().map(|i| &items[*i]) {
         let path: Vec<&str> = v
             .get("heading_path")
             .and_then(Value::as_array)
@@ -83,7 +130,6 @@ fn notes_of(items: &[(String, Item, Value)]) -> (String, Vec<String>) {
         } else {
             notes.push_str(&format!("[{id}] {}\n{text}\n\n", path.join(" › ")));
         }
-        sources.push(text);
     }
     (notes.trim_end().to_string(), sources)
 }
@@ -373,9 +419,14 @@ pub struct Reading {
 
 /// Decides on `r` for `q`: the span, all items of its list for a list
 /// question, or nothing.
-pub fn decide(q: &Question, items: &[(String, Item, Value)], r: &SpanReading) -> Reading {
+pub fn decide(
+    fit: &Fit,
+    q: &Question,
+    items: &[(String, Item, Value)],
+    r: &SpanReading,
+) -> Reading {
     let f = features(q, items, r);
-    let p = probability(&FIT, &f);
+    let p = probability(fit, &f);
     let Some(span) = r.best else {
         return Reading {
             found: false,
@@ -403,7 +454,7 @@ pub fn decide(q: &Question, items: &[(String, Item, Value)], r: &SpanReading) ->
             .collect::<Vec<_>>()
             .join("; ");
     }
-    let found = p >= FIT.threshold && !answer.is_empty();
+    let found = p >= fit.threshold && !answer.is_empty();
     Reading {
         found,
         answer,
@@ -421,6 +472,7 @@ pub fn to_json(
     reading: &Reading,
     model: &str,
 ) -> Value {
+    let (fit_name, fit, own) = FITS.for_model(model);
     let cited: Vec<String> = reading.cited.iter().cloned().collect();
     let signals: serde_json::Map<String, Value> = FEATURES
         .iter()
@@ -444,7 +496,11 @@ pub fn to_json(
             "model": model,
             "span": reading.span,
             "probability": (reading.probability * 1000.0).round() / 1000.0,
-            "threshold": FIT.threshold,
+            "threshold": fit.threshold,
+            // Whose readings the decision was fitted on: this model's, or
+            // the default's when this model has no fit of its own.
+            "fit": fit_name,
+            "fit_is_the_models": own,
             "signals": signals,
         },
     })
@@ -455,15 +511,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_fit_names_known_signals_and_has_a_weight_for_each() {
-        let fit = &*FIT;
-        assert_eq!(fit.features.len(), fit.weights.len());
-        assert_eq!(fit.features.len(), fit.mean.len());
-        assert_eq!(fit.features.len(), fit.scale.len());
-        for n in &fit.features {
-            assert!(FEATURES.contains(&n.as_str()), "unknown signal {n}");
+    fn each_fit_names_known_signals_and_has_a_weight_for_each() {
+        let fits = &*FITS;
+        assert!(fits.fits.contains_key(&fits.default), "{}", fits.default);
+        assert_eq!(
+            fits.default,
+            crate::core::models::DEFAULT_CHAT
+                .file
+                .trim_end_matches(".gguf")
+        );
+        for fit in fits.fits.values() {
+            assert_eq!(fit.features.len(), fit.weights.len());
+            assert_eq!(fit.features.len(), fit.mean.len());
+            assert_eq!(fit.features.len(), fit.scale.len());
+            for n in &fit.features {
+                assert!(FEATURES.contains(&n.as_str()), "unknown signal {n}");
+            }
+            assert!(fit.threshold > 0.0 && fit.threshold < 1.0);
         }
-        assert!(fit.threshold > 0.0 && fit.threshold < 1.0);
+        let (name, _, own) = fits.for_model("some-other-model-q8_0");
+        assert_eq!((name, own), (fits.default.as_str(), false));
     }
 
     #[test]
