@@ -276,6 +276,9 @@ fn answer_read_copies_a_span_of_the_line_it_cites() {
     for a in answers {
         let reader = &a["reader"];
         assert_eq!(reader["model"], "qwen2.5-coder-0.5b-instruct-q4_k_m", "{a}");
+        // Decided by that model's own fit.
+        assert_eq!(reader["fit"], "qwen2.5-coder-0.5b-instruct-q4_k_m", "{a}");
+        assert_eq!(reader["fit_is_the_models"], true, "{a}");
         let span = reader["span"].as_str().expect("a span");
         let cited = a["citations"][0]["id"].as_str().expect("a citation");
         let text = texts[if cited == "E1" { 0 } else { 1 }];
