@@ -212,6 +212,16 @@ fn is_list(v: &Value) -> bool {
 
 fn add(a: Value, b: Value) -> Result<Value, Error> {
     if is_list(&a) && is_list(&b) {
+        let cap = super::values::MAX_LIST_ITEMS;
+        // Counted before anything is copied (an iterable without a length
+        // is counted up to one past the cap).
+        let len = |v: &Value| -> Result<usize, Error> {
+            Ok(match v.len() {
+                Some(n) => n,
+                None => v.try_iter()?.take(cap + 1).count(),
+            })
+        };
+        super::values::room_for_items("+", len(&a)?.saturating_add(len(&b)?))?;
         let items: Vec<Value> = a.try_iter()?.chain(b.try_iter()?).collect();
         return Ok(list(items));
     }

@@ -381,3 +381,26 @@ fn context_lists_work_with_builtins() {
     assert_eq!(ev("m.k.length"), json!(1));
     assert_eq!(t.render_str("{% for x in l %}{{ loop.index }}:{{ x }}{% if not loop.last %},{% endif %}{% endfor %}", &c).unwrap(), "1:3,2:1,3:2");
 }
+
+#[test]
+fn a_list_that_doubles_is_refused_before_it_is_built() {
+    // One unit of fuel a step, so fuel alone let `l + l` in a loop ask for
+    // gigabytes (issue 49, item 3).
+    let t = Templates::with_fuel(100_000);
+    let e = t
+        .render_str(
+            "{% set ns = namespace(l=[1, 2, 3, 4]) %}{% for i in range(30) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}",
+            &ctx(),
+        )
+        .unwrap_err();
+    assert_eq!(
+        e.message, "+: the result would be over the 1048576 items one template list may hold",
+        "{e:?}"
+    );
+    // Lists under the cap still join.
+    assert_eq!(
+        t.render_str("{{ ([1, 2] + [3]) | length }}", &ctx())
+            .unwrap(),
+        "3"
+    );
+}

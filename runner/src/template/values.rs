@@ -61,6 +61,25 @@ pub(crate) fn too_big(what: &str) -> Error {
     )
 }
 
+/// The most items one list made by our operators may hold: a list that
+/// doubles (`{% set l = l + l %}` in a loop) costs one unit of fuel a step,
+/// so its growth is checked before it is built, as a text's is.
+pub(crate) const MAX_LIST_ITEMS: usize = 1 << 20;
+
+/// Refuses to build a list of `items` items when over [`MAX_LIST_ITEMS`].
+pub(crate) fn room_for_items(what: &str, items: usize) -> Result<(), Error> {
+    if items > MAX_LIST_ITEMS {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!(
+                "{what}: the result would be over the {} items one template list may hold",
+                MAX_LIST_ITEMS
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Makes a list value (with `.length`).
 pub(crate) fn list(items: Vec<Value>) -> Value {
     Value::from_object(List(items))
