@@ -394,7 +394,8 @@ fn a_list_that_doubles_is_refused_before_it_is_built() {
         )
         .unwrap_err();
     assert_eq!(
-        e.message, "+: the result would be over the 1048576 items one template list may hold",
+        e.message,
+        "invalid operation: +: the result would be over the 1048576 items one template list may hold",
         "{e:?}"
     );
     // Lists under the cap still join.
