@@ -1701,3 +1701,56 @@ fn a_huge_result_count_is_refused_and_the_server_stays_up() {
         "{err}"
     );
 }
+
+#[test]
+fn hostile_templates_from_a_request_fail_their_run_and_the_server_stays_up() {
+    // Issue 49 items 3, 4 and 13: a 60,000-term chain overflowed the run
+    // thread's stack (exit 134); a list that doubles asked for gigabytes;
+    // 100,000 comments took minutes to prepare; `{#{%e.length%}#}`
+    // panicked the rewrite. Each now fails its own run, under a 4 GiB
+    // address space, and the server answers the next request.
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("render.md"),
+        "---\nworkflow: {id: render}\ntriggers:\n  - {type: webhook, path: /render}\n---\n\n```yaml\naction: core.template\ninputs:\n  template: '{{ trigger.body.t }}'\noutput_variable: text\n```\n",
+    )
+    .unwrap();
+    let s = crate::support::serve_within(d.path(), &["."], &[], 4 << 30);
+    let chain = |link: &str| format!("{{{{ a{} }}}}", link.repeat(60_000));
+    let chained = "in the template from `{{ trigger.body.t }}`: this expression chains 60000 operators; one tag may hold at most 1000: compute the value in steps (`{% set %}`) or in a script step";
+    let cases = [
+        (chain(".b"), chained),
+        (chain(" and a"), chained),
+        (chain("+a"), chained),
+        (chain("|length"), chained),
+        (chain("[0]"), chained),
+        (
+            "{% set ns = namespace(l=[1, 2, 3, 4]) %}{% for i in range(30) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}".to_string(),
+            "in the template from `{{ trigger.body.t }}`: invalid operation: +: the result would be over the 1048576 items one template list may hold",
+        ),
+    ];
+    for (t, error) in &cases {
+        let r = post(&s.addr, "/render", json!({ "t": t }));
+        let j = r.json();
+        let expected = json!({
+            "message": format!("template error: {error}"),
+            "step": "step_1", "file": "./render.md", "line": 10, "column": 13,
+        });
+        assert_eq!(
+            (r.status, &j["status"], &j["error"]),
+            (500, &json!("failed"), &expected),
+            "{}",
+            &r.body[..r.body.len().min(600)]
+        );
+    }
+    for (t, text) in [
+        ("{# c #}".repeat(100_000), ""),
+        ("{#{%e.length%}#}!".to_string(), "!"),
+    ] {
+        let r = post(&s.addr, "/render", json!({ "t": t }));
+        assert_eq!(r.status, 200, "{}", &r.body[..r.body.len().min(600)]);
+        assert_eq!(r.json()["outputs"]["text"], json!(text), "{}", r.body);
+    }
+    let r = http(&s.addr, "GET", "/health", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.body);
+}

@@ -116,6 +116,7 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("marktoflow-mcp")
+        .thread_stack_size(super::serve::RUN_THREAD_STACK)
         .build()
     {
         Ok(rt) => rt,

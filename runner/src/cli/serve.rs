@@ -407,6 +407,12 @@ pub(super) fn api_access(
     }
 }
 
+/// The stack of every thread that renders templates or runs steps: a known
+/// size, eight times what the template bounds need (see
+/// `template::limits`), so that what they let through cannot overflow it.
+/// Only the pages a thread touches are committed.
+pub(super) const RUN_THREAD_STACK: usize = 16 << 20;
+
 /// Two runtimes: one (`name`) accepts connections and answers or claims
 /// runs, the other runs workflows, so busy runs never stop the process from
 /// answering. An error is said on stderr, as an exit code.
@@ -417,6 +423,7 @@ pub(super) fn runtimes(
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .thread_name(name)
+            .thread_stack_size(RUN_THREAD_STACK)
             .build()
     };
     match (build(name), build("marktoflow-run")) {

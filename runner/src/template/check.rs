@@ -20,7 +20,10 @@ impl Templates {
     pub fn check(&self, src: &str, expr: bool) -> Vec<TemplateError> {
         if expr && !has_tags(src) {
             // A condition: as the engine reads it, JavaScript operators included.
-            let translated = prepare_expression(src, true);
+            let translated = match prepare_expression(src, true) {
+                Ok(t) => t,
+                Err(e) => return vec![e],
+            };
             let text = translated.as_ref().map_or(src, |t| t.text.as_str());
             let wrapped = format!("{{{{ {text} }}}}");
             let map = |o: usize| {
@@ -32,7 +35,10 @@ impl Templates {
         if !has_tags(src) {
             return Vec::new();
         }
-        let prepared = prepare_template(src);
+        let prepared = match prepare_template(src) {
+            Ok(p) => p,
+            Err(e) => return vec![e],
+        };
         let text = prepared.as_ref().map_or(src, |t| t.text.as_str());
         let map = |o: usize| prepared.as_ref().map_or(o, |t| t.source_offset(o));
         self.check_text(text, src, &map)

@@ -171,11 +171,12 @@ pub(crate) fn nunjucks_compat(src: &str) -> Option<Translated> {
             _ => {}
         }
     }
+    let raw = RawBlocks::of(src);
     if lengths {
-        edits.extend(expression_length_edits(src));
+        edits.extend(expression_length_edits(src, &raw));
     }
     if comments {
-        edits.extend(comment_edits(src));
+        edits.extend(comment_edits(src, &raw));
     }
     apply(
         src,
@@ -225,14 +226,37 @@ pub(crate) fn js_length(v: Value) -> Value {
     }
 }
 
-/// Whether offset `at` of `src` is between `{% raw %}` and `{% endraw %}`.
-pub(crate) fn inside_raw(src: &str, at: usize) -> bool {
-    let before = &src[..at];
-    let opened = ["{% raw", "{%- raw", "{%+ raw"]
-        .iter()
-        .filter_map(|t| before.rfind(t))
-        .max();
-    opened.is_some_and(|o| !before[o..].contains("endraw"))
+/// Where `{% raw %}` … `{% endraw %}` blocks are in a text, found once (a
+/// search per tag would make preparing a template quadratic in its tags).
+pub(crate) struct RawBlocks(Vec<std::ops::Range<usize>>);
+
+impl RawBlocks {
+    pub(crate) fn of(src: &str) -> Self {
+        let mut blocks = Vec::new();
+        if !src.contains("raw") {
+            return RawBlocks(blocks);
+        }
+        let mut i = 0;
+        while let Some(p) = src[i..].find("{%") {
+            let open = i + p;
+            let Some(tag) = parse_tag(src, open) else {
+                break;
+            };
+            i = tag.end;
+            if tag.kw == "raw" {
+                let end = src[i..].find("endraw").map_or(src.len(), |q| i + q);
+                blocks.push(open..end);
+                i = end;
+            }
+        }
+        RawBlocks(blocks)
+    }
+
+    /// Whether offset `at` is inside one of the blocks.
+    pub(crate) fn contains(&self, at: usize) -> bool {
+        let after = self.0.partition_point(|b| b.start < at);
+        after > 0 && self.0[after - 1].contains(&at)
+    }
 }
 
 /// A `{# … #}` comment leaves the whitespace around it as an expression
@@ -240,7 +264,7 @@ pub(crate) fn inside_raw(src: &str, at: usize) -> bool {
 /// tags only): a line holding only a comment keeps its line break. So it
 /// becomes an expression that prints nothing; a comment with its own
 /// whitespace control (`{#-`, `-#}`) is left to it.
-fn comment_edits(src: &str) -> Vec<(usize, usize, &'static str)> {
+fn comment_edits(src: &str, raw: &RawBlocks) -> Vec<(usize, usize, &'static str)> {
     let mut out = Vec::new();
     let mut i = 0;
     while let Some(p) = src[i..].find("{#") {
@@ -251,7 +275,7 @@ fn comment_edits(src: &str) -> Vec<(usize, usize, &'static str)> {
         let end = open + 2 + q + 2;
         let body = &src[open + 2..end - 2];
         let controlled = body.starts_with(['-', '+']) || body.ends_with(['-', '+']);
-        if !controlled && !inside_raw(src, open) {
+        if !controlled && !raw.contains(open) {
             out.push((open, end - open, "{{ '' }}"));
         }
         i = end;
@@ -260,7 +284,7 @@ fn comment_edits(src: &str) -> Vec<(usize, usize, &'static str)> {
 }
 
 /// [`length_edits`] for every `{{ … }}` of `src` (outside `{% raw %}`).
-fn expression_length_edits(src: &str) -> Vec<(usize, usize, &'static str)> {
+fn expression_length_edits(src: &str, raw: &RawBlocks) -> Vec<(usize, usize, &'static str)> {
     let mut out = Vec::new();
     let mut i = 0;
     while let Some(p) = src[i..].find("{{") {
@@ -269,7 +293,7 @@ fn expression_length_edits(src: &str) -> Vec<(usize, usize, &'static str)> {
             break;
         };
         let close = open + q;
-        if !inside_raw(src, open) {
+        if !raw.contains(open) {
             out.extend(length_edits(src, open..close));
         }
         i = close + 2;

@@ -17,7 +17,7 @@ use minijinja::Value;
 use super::js_ops::truthy;
 use super::rewrite::Translated;
 use super::values::{is_truthy_text, to_json};
-use super::{has_tags, prepare_expression, single_expression, TemplateError, Templates};
+use super::{has_tags, limits, prepare_expression, single_expression, TemplateError, Templates};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -364,7 +364,8 @@ impl Templates {
         ctx: &Value,
         boolean: bool,
     ) -> Result<Value, TemplateError> {
-        let prepared = prepare_expression(&src[start..end], boolean);
+        limits::check_expression(src, start..end)?;
+        let prepared = prepare_expression(&src[start..end], boolean)?;
         self.eval_prepared(src, start, end, prepared, ctx)
     }
 

@@ -26,7 +26,7 @@ use minijinja::machinery::{parse, parse_expr, Span};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::ValueKind;
 
-use super::compat::inside_raw;
+use super::compat::RawBlocks;
 use super::js_ops::{BINARY, COMPARE, CONCAT, NEG, TRUTHY};
 use super::rewrite::{apply, Edit, Translated};
 
@@ -70,8 +70,7 @@ fn strict_operators(src: &str, template: bool) -> (Cow<'_, str>, Vec<usize>) {
         return (Cow::Borrowed(src), Vec::new());
     }
     let b = src.as_bytes();
-    // Only a template with a `raw` block needs the (slower) check per tag.
-    let raw = template && src.contains("raw");
+    let raw = RawBlocks::of(if template { src } else { "" });
     let mut found = Vec::new();
     let mut i = 0;
     let mut code = !template;
@@ -80,7 +79,7 @@ fn strict_operators(src: &str, template: bool) -> (Cow<'_, str>, Vec<usize>) {
         let rest = &b[i..];
         if template && quote.is_none() {
             if !code && (rest.starts_with(b"{{") || rest.starts_with(b"{%")) {
-                code = !(raw && inside_raw(src, i));
+                code = !raw.contains(i);
                 i += 2;
                 continue;
             }

@@ -32,6 +32,7 @@ pub mod filters;
 mod js_builtins;
 mod js_ops;
 mod js_rewrite;
+pub mod limits;
 pub mod methods;
 mod nunjucks;
 mod rewrite;
@@ -297,20 +298,26 @@ pub const TEMPLATE_FUEL: u64 = 30_000_000;
 /// A template's text as compiled: Nunjucks-only syntax translated (see
 /// [`compat`]), then JavaScript's operators, truthiness and loop scopes
 /// (see [`js_rewrite`]).
-pub(crate) fn prepare_template(src: &str) -> Option<rewrite::Translated> {
+/// An error when the template's shape is over a bound (see [`limits`]).
+pub(crate) fn prepare_template(src: &str) -> Result<Option<rewrite::Translated>, TemplateError> {
+    limits::check_template(src)?;
     let compat = compat::nunjucks_compat(src);
     let js = js_rewrite::template(compat.as_ref().map_or(src, |t| t.text.as_str()));
-    rewrite::chain(compat, js)
+    Ok(rewrite::chain(compat, js))
 }
 
 /// A bare expression as conditions are written (JavaScript's `&&`, `===`,
 /// `null` …, see [`conditions`]) as compiled; `boolean` when its value is
 /// used as a condition.
-pub(crate) fn prepare_expression(src: &str, boolean: bool) -> Option<rewrite::Translated> {
+pub(crate) fn prepare_expression(
+    src: &str,
+    boolean: bool,
+) -> Result<Option<rewrite::Translated>, TemplateError> {
+    limits::check_expression(src, 0..src.len())?;
     let translated = conditions::translate_js(src);
     let text = translated.as_ref().map_or(src, |t| t.text.as_str());
     let js = js_rewrite::expression(text, boolean);
-    rewrite::chain(translated, js)
+    Ok(rewrite::chain(translated, js))
 }
 
 #[derive(Debug, Clone)]
@@ -437,7 +444,7 @@ impl Templates {
         if !has_tags(src) {
             return Ok(src.to_string());
         }
-        let prepared = prepare_template(src);
+        let prepared = prepare_template(src)?;
         let text = prepared.as_ref().map_or(src, |t| t.text.as_str());
         let map = |o: usize| prepared.as_ref().map_or(o, |t| t.source_offset(o));
         let map_err = |e: minijinja::Error| TemplateError::from_mj(&e, text, src, map);
@@ -507,6 +514,7 @@ impl Templates {
         end: usize,
         ctx: &Value,
     ) -> Result<Value, TemplateError> {
+        limits::check_expression(src, start..end)?;
         let js = js_rewrite::expression(&src[start..end], false);
         self.eval_prepared(src, start, end, js, ctx)
     }
@@ -557,7 +565,9 @@ impl Templates {
 
     fn referenced(&self, src: &str, nested: bool) -> Vec<String> {
         let found = if has_tags(src) {
-            let prepared = prepare_template(src);
+            let Ok(prepared) = prepare_template(src) else {
+                return Vec::new();
+            };
             let text = prepared.as_ref().map_or(src, |t| t.text.as_str());
             match self.env.template_from_str(text) {
                 Ok(t) => t.undeclared_variables(nested),
@@ -565,8 +575,9 @@ impl Templates {
             }
         } else {
             let text = match prepare_expression(src, false) {
-                Some(t) => t.text,
-                None => src.to_string(),
+                Ok(Some(t)) => t.text,
+                Ok(None) => src.to_string(),
+                Err(_) => return Vec::new(),
             };
             match self.env.compile_expression_owned(text) {
                 Ok(e) => e.undeclared_variables(nested),

@@ -43,7 +43,9 @@ impl Edit {
 }
 
 /// `src` with `edits` applied; `None` when there are none. Edits at the same
-/// offset apply in the order given; they must not overlap.
+/// offset apply in the order given. An edit that starts inside the bytes an
+/// earlier one removed (a tag inside a `{# comment #}` the comment's edit
+/// replaces) is dropped: its text is gone.
 pub(crate) fn apply(src: &str, mut edits: Vec<Edit>) -> Option<Translated> {
     if edits.is_empty() {
         return None;
@@ -54,7 +56,10 @@ pub(crate) fn apply(src: &str, mut edits: Vec<Edit>) -> Option<Translated> {
     let mut origin = Vec::with_capacity(src.len() + extra + 1);
     let mut at = 0;
     for e in edits {
-        let pos = e.at.max(at);
+        if e.at < at || e.at + e.removed > src.len() {
+            continue;
+        }
+        let pos = e.at;
         text.push_str(&src[at..pos]);
         origin.extend(at..pos);
         text.push_str(&e.text);
@@ -102,5 +107,19 @@ mod tests {
         assert_eq!(c.text, "g(f(a , b)");
         assert_eq!(c.source_offset(c.text.find('b').unwrap()), 4);
         assert!(apply("x", Vec::new()).is_none());
+    }
+
+    #[test]
+    fn an_edit_inside_a_removed_range_is_dropped() {
+        let t = apply(
+            "{#{%e.length%}#}!",
+            vec![
+                Edit::new(0, 16, "{{ '' }}"),
+                Edit::new(5, 7, "|__js_length"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(t.text, "{{ '' }}!");
+        assert_eq!(t.source_offset(t.text.len() - 1), 16);
     }
 }
