@@ -1754,3 +1754,55 @@ fn hostile_templates_from_a_request_fail_their_run_and_the_server_stays_up() {
     let r = http(&s.addr, "GET", "/health", &[], b"");
     assert_eq!(r.status, 200, "{}", r.body);
 }
+
+#[test]
+fn hostile_notes_cost_one_question_not_the_server() {
+    // Issue 49 items 1 and 2, under a 2 GiB address space: a 2.3 MB
+    // one-line transcript gave each of its 140,000 sentences a copy of the
+    // line (24 GB), and a 1 MB heading made indexing quadratic (1.5 GB, 24 s; 2 MB: 5.6 GB);
+    // either aborted `serve`.
+    let d = tempdir();
+    let notes = d.path().join("notes");
+    std::fs::create_dir(&notes).unwrap();
+    let sentences: Vec<String> = (0..140_000)
+        .map(|i| format!("Speaker {} said the budget is {} on Monday.", i % 7, i))
+        .collect();
+    std::fs::write(
+        notes.join("call.md"),
+        format!("# Call\n\n{}\n", sentences.join(" ")),
+    )
+    .unwrap();
+    std::fs::write(
+        notes.join("heading.md"),
+        format!(
+            "# {}\n\nThe budget owner is Dana.\n",
+            "heading word ".repeat(75_000)
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join("ask.md"),
+        "---\nworkflow: {id: ask}\ntriggers:\n  - {type: webhook, path: /ask}\ninputs:\n  q: {type: string}\n---\n\n```yaml\naction: kb.search\ninputs: {kb: notes, query: '{{ inputs.q }}'}\noutput_variable: hits\n```\n\n```yaml\naction: kb.evidence\ninputs: {kb: notes, question: '{{ inputs.q }}', hits: '{{ hits }}'}\noutput_variable: evidence\n```\n",
+    )
+    .unwrap();
+    let s = crate::support::serve_within(d.path(), &["."], &[], 2 << 30);
+    for (q, first) in [
+        (
+            "What did speaker 3 say about the budget?",
+            "Speaker 3 said the budget is 3 on Monday.",
+        ),
+        ("What does Dana own?", "The budget owner is Dana."),
+    ] {
+        let r = post(&s.addr, "/ask", json!({ "q": q }));
+        assert_eq!(r.status, 200, "{}", &r.body[..r.body.len().min(600)]);
+        let j = r.json();
+        assert_eq!(
+            j["outputs"]["evidence"]["evidence"][0]["text"],
+            json!(first),
+            "{}",
+            &r.body[..r.body.len().min(600)]
+        );
+    }
+    let r = http(&s.addr, "GET", "/health", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.body);
+}

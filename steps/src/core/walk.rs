@@ -226,9 +226,15 @@ fn walk_dir(
     job: DirJob,
     out: &mut Vec<Entry>,
 ) -> Result<Vec<DirJob>, WalkError> {
-    let entries = std::fs::read_dir(&job.path)
-        .and_then(|d| d.collect::<std::io::Result<Vec<_>>>())
-        .map_err(|e| WalkError::io(&job.path, e))?;
+    let entries =
+        match std::fs::read_dir(&job.path).and_then(|d| d.collect::<std::io::Result<Vec<_>>>()) {
+            Ok(entries) => entries,
+            // Below the root, a folder removed since its parent was listed, or
+            // one nested deeper than a path may name (PATH_MAX), is passed
+            // over: one such folder must not fail the whole knowledge base.
+            Err(e) if job.depth > 0 && gone_or_unreachable(&e) => return Ok(Vec::new()),
+            Err(e) => return Err(WalkError::io(&job.path, e)),
+        };
     let rules = if opts.respect_ignore_files {
         dir_rules(&job, &entries)?
     } else {
@@ -317,7 +323,11 @@ fn walk_dir(
         let meta = match meta {
             Some(m) => m,
             // Relative to the open directory: no path lookup.
-            None => entry.metadata().map_err(|e| WalkError::io(&path, e))?,
+            None => match entry.metadata() {
+                Ok(m) => m,
+                Err(e) if gone_or_unreachable(&e) => continue,
+                Err(e) => return Err(WalkError::io(&path, e)),
+            },
         };
         out.push(Entry {
             rel_path: format!("{}{name}", job.rel),
@@ -328,6 +338,11 @@ fn walk_dir(
         });
     }
     Ok(subdirs)
+}
+
+/// A file or folder deleted while the walk ran, or too deep to name.
+fn gone_or_unreachable(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENAMETOOLONG)
 }
 
 /// The rules for a directory's entries: its own ignore files on top of the
@@ -545,5 +560,44 @@ mod tests {
         let err = walk(&root, &default).unwrap_err().to_string();
         assert!(err.contains("sub/.ignore"), "{err}");
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_folder_too_deep_to_name_is_passed_over() {
+        // Folders nested past PATH_MAX (made one level at a time, relative
+        // to the last) failed the whole walk (issue 49, item 13).
+        let root = std::env::temp_dir().join(format!("mtf-walk-deep-{}", fastrand::u64(..)));
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("a.md"), "# A\n").unwrap();
+        let name = "d".repeat(200);
+        let mut fd = std::fs::File::open(&root).unwrap();
+        for _ in 0..25 {
+            use std::os::fd::AsRawFd as _;
+            let c = std::ffi::CString::new(name.as_str()).unwrap();
+            // SAFETY: plain *at calls on a descriptor we hold.
+            let next = unsafe {
+                assert_eq!(libc::mkdirat(fd.as_raw_fd(), c.as_ptr(), 0o755), 0);
+                libc::openat(
+                    fd.as_raw_fd(),
+                    c.as_ptr(),
+                    libc::O_RDONLY | libc::O_DIRECTORY,
+                )
+            };
+            assert!(next >= 0);
+            use std::os::fd::FromRawFd as _;
+            // SAFETY: `next` is a descriptor we just opened and now own.
+            fd = unsafe { std::fs::File::from_raw_fd(next) };
+        }
+        let found: Vec<String> = walk(&root, &WalkOptions::notes())
+            .unwrap()
+            .into_iter()
+            .map(|e| e.rel_path)
+            .collect();
+        assert_eq!(found, ["a.md"]);
+        // `remove_dir_all` cannot name the deepest folders either.
+        let _ = std::process::Command::new("rm")
+            .arg("-rf")
+            .arg(&root)
+            .status();
     }
 }

@@ -117,7 +117,7 @@ pub fn chunk_document(rel_path: &str, source: &str, opts: &ChunkOptions) -> Vec<
         .trim_end_matches(".markdown")
         .trim_end_matches(".md");
     let title = match metadata.get("title") {
-        Some(Value::String(t)) if !t.trim().is_empty() => t.trim().to_string(),
+        Some(Value::String(t)) if !t.trim().is_empty() => capped_heading(t.trim()),
         _ => sections
             .iter()
             .find(|s| s.level == 1)
@@ -236,7 +236,19 @@ fn heading(line: &str, max_level: u8) -> Option<(u8, String)> {
         return None;
     }
     let text = rest.trim().trim_end_matches('#').trim();
-    Some((hashes as u8, text.to_string()))
+    Some((hashes as u8, capped_heading(text)))
+}
+
+/// The most bytes of a heading or title kept as the note's title or a
+/// chunk's section (the line itself stays whole in the chunk's text). Each
+/// chunk of a section carries its heading, so an uncapped one-line heading
+/// of a megabyte made indexing its note quadratic (issue 49, item 2).
+pub const MAX_HEADING_BYTES: usize = 300;
+
+fn capped_heading(text: &str) -> String {
+    text[..floor_boundary(text, text.len().min(MAX_HEADING_BYTES))]
+        .trim_end()
+        .to_string()
 }
 
 fn split_sections(body: &str, max_level: u8) -> Vec<Section<'_>> {
@@ -463,6 +475,21 @@ mod tests {
         assert_eq!(c[0].title, "2026-11-15");
         assert_eq!(c[0].id, "Journal/2026-11-15.md#top-0");
         assert_eq!(c[0].metadata["date"], "2026-11-15");
+    }
+
+    #[test]
+    fn a_long_heading_is_kept_whole_in_the_text_and_capped_as_the_section() {
+        let heading = "word ".repeat(100_000);
+        let src = format!("# {heading}\n\nbody\n");
+        let c = chunk_document("n.md", &src, &ChunkOptions::default());
+        let title = "word ".repeat(60).trim_end().to_string();
+        assert!(c.len() > 200, "{}", c.len());
+        assert!(c.iter().all(|c| c.title == title && c.section == title));
+        let text: String = c.iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(text.matches("word").count(), 100_000);
+        let fm = format!("---\ntitle: {}\n---\nbody\n", "é".repeat(1000));
+        let c = chunk_document("n.md", &fm, &ChunkOptions::default());
+        assert_eq!(c[0].title, "é".repeat(150));
     }
 
     #[test]

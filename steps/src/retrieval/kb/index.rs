@@ -506,9 +506,12 @@ impl KbIndex {
                     continue;
                 }
             }
-            let bytes = root_dir
-                .read_rel(&file.rel_path)
-                .map_err(|e| KbError::io(&file.abs_path, e))?;
+            let bytes = match root_dir.read_rel(&file.rel_path) {
+                Ok(b) => b,
+                // Deleted since the walk listed it: as if the walk had not.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(KbError::io(&file.abs_path, e)),
+            };
             let Ok(text) = String::from_utf8(bytes) else {
                 // One odd file must not stop the whole knowledge base.
                 stats.skipped.push(file.rel_path.clone());
@@ -583,6 +586,10 @@ impl KbIndex {
             }
             stats.chunks += chunks.len();
             for mut c in chunks {
+                // Inside a note too: a huge note is thousands of chunks.
+                if stop() {
+                    return Err(KbError::Stopped(self.shown().display().to_string()));
+                }
                 c.mtime_ms = file.mtime_ms;
                 writer
                     .add_document(self.document(&c))
