@@ -1806,3 +1806,49 @@ fn hostile_notes_cost_one_question_not_the_server() {
     let r = http(&s.addr, "GET", "/health", &[], b"");
     assert_eq!(r.status, 200, "{}", r.body);
 }
+
+#[test]
+fn a_question_past_two_thousand_characters_is_refused() {
+    // Issue 49 item 5: a 300 KB question took 14 s per answer step (each
+    // word a term scored against every line) on the server's workers.
+    let llm = FakeLlm::start(lifeos_reply(true, ANSWER));
+    let s = serve(
+        &repo(),
+        &["workflows/lifeos/retrieval-indexed.md", "--no-store"],
+        &[
+            ("ANTHROPIC_BASE_URL", &llm.base),
+            ("ANTHROPIC_API_KEY", "test-key"),
+        ],
+    );
+    let long = "why ".repeat(501);
+    let r = post(&s.addr, "/lifeos/query-indexed", json!({ "query": long }));
+    assert_eq!(r.status, 400, "{}", r.body);
+    let j = r.json();
+    let fields: Vec<&str> = j["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["input"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["query"], "{}", r.body);
+
+    let d = tempdir();
+    std::fs::create_dir(d.path().join("notes")).unwrap();
+    std::fs::write(d.path().join("notes/a.md"), "# Apollo\n\nThe key is K-1.\n").unwrap();
+    std::fs::write(
+        d.path().join("long.md"),
+        format!("---\nworkflow: {{id: long}}\n---\n\n```yaml\naction: kb.evidence\ninputs:\n  kb: notes\n  question: '{}'\n  hits: {{hits: []}}\n```\n", "why ".repeat(600)),
+    )
+    .unwrap();
+    let out = cmd(d.path())
+        .args(["run", "long.md", "--no-store"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.lines().find(|l| l.starts_with("long.md:")),
+        Some("long.md:6:9: error: step `step_1` failed: input `question` of `kb.evidence`: a question is at most 2000 characters long, got 2400"),
+        "{err}"
+    );
+}

@@ -3,6 +3,7 @@
 //! retried by the step's policy, then its fallback; failures placed in the
 //! `.md` file.
 
+use super::compute::{compute, compute_async};
 use super::{
     human_duration, retry_delay, substitute_env, ActionFuture, Engine, Event, Failure, RunConfig,
     RunEvent, RunState,
@@ -37,7 +38,9 @@ impl Engine {
                 unreachable!("exec_action is only called for action steps")
             };
             if resolved.spec.traits.engine_op {
-                return (self.core_op(step, &resolved.method, inputs, st), 0);
+                let st = &*st;
+                let done = compute(|| self.core_op(step, &resolved.method, inputs, st));
+                return (done, 0);
             }
             let policy = &step.on_error;
             let max_retries = policy.max_retries.unwrap_or(0);
@@ -47,7 +50,7 @@ impl Engine {
             loop {
                 // Inputs are rendered per attempt: a retry sees current state.
                 let rendering = tokio::time::Instant::now();
-                let rendered = match self.action_inputs(step, resolved, inputs, st) {
+                let rendered = match compute(|| self.action_inputs(step, resolved, inputs, st)) {
                     Ok(v) => v,
                     Err(f) => return (Err(f), attempt),
                 };
@@ -75,7 +78,13 @@ impl Engine {
                     caps: &caps,
                     idempotency_key: Some(&key),
                 };
-                let e = match call_with_timeout(resolved, &call, rendered).await {
+                let called = call_with_timeout(resolved, &call, rendered);
+                let done = if resolved.spec.traits.waits {
+                    called.await
+                } else {
+                    compute_async(called).await
+                };
+                let e = match done {
                     Ok(out) => {
                         if resolved.spec.traits.sets_outputs {
                             st.set_outputs = Some(out.clone());

@@ -309,14 +309,16 @@ impl Engine {
                     match_field,
                     keep_first,
                 } => {
-                    let r = self.exec_merge(
-                        step,
-                        *mode,
-                        sources,
-                        match_field.as_deref(),
-                        *keep_first,
-                        st,
-                    );
+                    let r = super::compute::compute(|| {
+                        self.exec_merge(
+                            step,
+                            *mode,
+                            sources,
+                            match_field.as_deref(),
+                            *keep_first,
+                            st,
+                        )
+                    });
                     (r.map(Done::Ran), 0)
                 }
                 StepKind::Spawn {

@@ -4,6 +4,7 @@
 //! everything it does goes out as [`RunEvent`]s and the returned [`RunResult`].
 
 mod action;
+mod compute;
 pub mod debug;
 pub(crate) use action::with_env;
 mod config;

@@ -246,3 +246,43 @@ fn a_template_from_data_never_sees_the_environment() {
         assert_eq!(r.outputs["own"], "mine: s3cret");
     }
 }
+
+#[test]
+fn merge_compares_keys_by_content_in_any_key_order() {
+    // Keys are looked up by a hash of their content (issue 49 item 5: every
+    // pair was compared); equal mappings match whatever their key order,
+    // and 1.0 is 1, as in the peer's JavaScript.
+    let a = json!([
+        {"k": {"x": 1, "y": 2}, "from": "a1"},
+        {"k": 1, "from": "a2"},
+        {"k": "s", "from": "a3"},
+        {"from": "a4"}
+    ]);
+    let b = json!([{"k": {"y": 2, "x": 1}}, {"k": 1.0}, {"k": "s"}, {"other": true}]);
+    let step = |mode: &str| {
+        format!("- type: merge\n  mode: {mode}\n  sources: ['{{{{ inputs.a }}}}', '{{{{ inputs.b }}}}']\n  match_field: k\n  output_variable: {mode}")
+    };
+    let (r, _) = run(
+        &format!(
+            "---\nworkflow: {{id: t}}\ninputs:\n  a: {{type: array}}\n  b: {{type: array}}\n---\n\n```yaml\n{}\n{}\n{}\n- action: workflow.set_outputs\n  inputs: {{match: '{{{{ match }}}}', diff: '{{{{ diff }}}}', combined: '{{{{ combine_by_field | length }}}}'}}\n```\n",
+            step("match"),
+            step("diff"),
+            step("combine_by_field"),
+        ),
+        json!({"a": a, "b": b}),
+    );
+    assert_eq!(r.status, RunStatus::Completed, "{:?}", r.error);
+    assert_eq!(
+        r.outputs,
+        json!({
+            "match": [
+                {"k": {"x": 1, "y": 2}, "from": "a1"},
+                {"k": 1, "from": "a2"},
+                {"k": "s", "from": "a3"},
+                {"from": "a4"}
+            ],
+            "diff": [],
+            "combined": 4
+        })
+    );
+}

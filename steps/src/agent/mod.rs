@@ -455,8 +455,8 @@ impl Action for AgentAction {
 }
 
 use crate::core::catalog::{
-    alias, input, spec, Input, Spec, ANY, EFFECTS, INTEGER, LIST, MAPPING, NUMBER, STRING,
-    STRING_OR_LIST,
+    alias, input, spec, Input, Spec, ANY, INTEGER, LIST, MAPPING, NUMBER, STRING, STRING_OR_LIST,
+    WAITS,
 };
 
 const AGENT_INPUTS: &[Input] = &[
@@ -527,7 +527,7 @@ const fn agent(method: &'static str, doc: &'static str) -> Spec {
         .inputs(AGENT_INPUTS)
         .text_inputs()
         .returns("the reply text; with `format: json` or `output_schema`, the value it holds")
-        .traits(EFFECTS)
+        .traits(WAITS)
 }
 
 /// The contracts of every LLM provider's actions (any `tools.<name>.sdk`
@@ -547,5 +547,5 @@ pub const SPECS: &[Spec] = &[
         "The models the provider serves (`GET /models`; the local model: those installed).",
     )
     .returns("[{id, owned_by}]")
-    .traits(EFFECTS),
+    .traits(WAITS),
 ];

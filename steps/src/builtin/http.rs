@@ -374,7 +374,7 @@ fn snippet(body: &Value) -> String {
 }
 
 use crate::core::catalog::{
-    alias, input, spec, Input, Spec, ANY, BOOLEAN, DURATION, EFFECTS, INTEGER, MAPPING, STRING,
+    alias, input, spec, Input, Spec, ANY, BOOLEAN, DURATION, INTEGER, MAPPING, STRING, WAITS,
 };
 
 const HTTP_INPUTS: &[Input] = &[
@@ -431,7 +431,7 @@ const fn http(method: &'static str, doc: &'static str) -> Spec {
     spec("http", method, doc)
         .inputs(HTTP_INPUTS)
         .returns("{status, ok, headers, body}")
-        .traits(EFFECTS)
+        .traits(WAITS)
 }
 
 /// The contracts of `http.*`.

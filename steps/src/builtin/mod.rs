@@ -163,7 +163,7 @@ pub use crate::core::time::parse_duration;
 
 use crate::core::catalog::{
     alias, input, spec, Spec, Traits, ANY, BOOLEAN, DURATION, EFFECTS, INTEGER, LIST, MAPPING,
-    NUMBER, PURE, STRING,
+    NUMBER, PURE, STRING, WAITS,
 };
 
 const ENGINE: Traits = Traits {
@@ -412,7 +412,7 @@ pub const WORKFLOW_SPECS: &[Spec] = &[
         )
         .required()])
         .returns("{slept, slept_ms}: milliseconds")
-        .traits(EFFECTS),
+        .traits(WAITS),
     spec("workflow", "timestamp", "The current time.")
         .inputs(&[input("format", STRING, "iso, unix (seconds) or ms.")
             .default("iso")

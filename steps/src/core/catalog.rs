@@ -174,6 +174,11 @@ pub struct Traits {
     pub exits: bool,
     /// No effects outside the run: `--dry-run` may call it.
     pub pure: bool,
+    /// Spends its time waiting on something outside the process (a network
+    /// reply, another process, the clock, a model's thread): it runs on the
+    /// async workers. Every other step computes, and the engine runs it
+    /// beside them so that a large input never holds up other runs.
+    pub waits: bool,
 }
 
 pub const PURE: Traits = Traits {
@@ -181,12 +186,19 @@ pub const PURE: Traits = Traits {
     sets_outputs: false,
     exits: false,
     pure: true,
+    waits: false,
 };
 
 /// Has effects (files, network, models, time): not called by `--dry-run`.
 pub const EFFECTS: Traits = Traits {
     pure: false,
     ..PURE
+};
+
+/// Has effects and waits for them (see [`Traits::waits`]).
+pub const WAITS: Traits = Traits {
+    waits: true,
+    ..EFFECTS
 };
 
 /// Whether inputs beyond the declared ones are allowed.

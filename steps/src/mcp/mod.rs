@@ -2,7 +2,7 @@
 //! server with the step's inputs as its arguments (the session itself is
 //! [`crate::core::mcp`]).
 
-use crate::core::catalog::{closest, spec, Spec, EFFECTS};
+use crate::core::catalog::{closest, spec, Spec, WAITS};
 use crate::core::mcp::{argument_names, required_arguments, result_value, ServerConfig};
 use crate::core::{
     action::{Action, Call},
@@ -19,7 +19,7 @@ pub static MCP_SPEC: Spec = spec(
 )
 .open()
 .returns("the tool's `structuredContent`; else its text (parsed when it is a JSON object or list); else `{content}`")
-.traits(EFFECTS);
+.traits(WAITS);
 
 pub struct McpAction;
 

@@ -13,7 +13,7 @@
 //! run's secrets. It runs in its own process group, killed whole on timeout
 //! or cancellation.
 
-use crate::core::catalog::{spec, Spec, EFFECTS};
+use crate::core::catalog::{spec, Spec, WAITS};
 use crate::core::sandbox::Sandbox;
 use crate::core::{
     action::{Action, Call},
@@ -35,7 +35,7 @@ pub static EXTERNAL_SPEC: Spec = spec(
 )
 .open()
 .returns("the parsed stdout; `{success: true, stderr}` when it prints nothing")
-.traits(EFFECTS);
+.traits(WAITS);
 
 /// Whether a declared `sdk: script` tool names a file to run (not `inline`).
 pub fn external_path(options: &Map<String, Value>) -> Option<&str> {

@@ -490,7 +490,7 @@ impl Action for ScriptAction {
     }
 }
 
-use crate::core::catalog::{input, spec, Spec, EFFECTS, MAPPING, NUMBER, STRING};
+use crate::core::catalog::{input, spec, Spec, MAPPING, NUMBER, STRING, WAITS};
 
 const SCRIPT: Spec = spec(
     "script",
@@ -516,7 +516,7 @@ const SCRIPT: Spec = spec(
     ),
 ])
 .returns("the script's return value, as JSON")
-.traits(EFFECTS);
+.traits(WAITS);
 
 /// The contracts of `script.*`.
 pub const SPECS: &[Spec] = &[

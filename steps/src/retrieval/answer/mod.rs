@@ -65,7 +65,7 @@ fn evidence_input(a: &Args) -> Result<Vec<Value>, ActionError> {
 }
 
 fn extract_method(a: &Args) -> Result<Value, ActionError> {
-    let q = question::analyze(a.required_str("question")?);
+    let q = question::analyze(question::input(a, "question")?);
     let items = evidence::from_json(&evidence_input(a)?);
     let found = extract::extract(&q, &items);
     Ok(found.to_json(&q, &items))
@@ -78,9 +78,13 @@ async fn read_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionError
     let items = evidence::from_json(&evidence_input(a)?);
     let several = a.is_given("questions");
     let questions: Vec<String> = if several {
-        a.strings("questions")?
+        let list = a.strings("questions")?;
+        for q in &list {
+            question::check_length(a, "questions", q)?;
+        }
+        list
     } else {
-        vec![a.required_str("question")?.to_string()]
+        vec![question::input(a, "question")?.to_string()]
     };
     let env = &call.caps.env;
     let model = match a.str("model")?.map(str::trim).filter(|m| !m.is_empty()) {
@@ -205,7 +209,7 @@ fn not_said(items: &[(String, evidence::Item, Value)], closest: Option<&str>) ->
 }
 
 fn verify_method(a: &Args) -> Result<Value, ActionError> {
-    let q = question::analyze(a.required_str("question")?);
+    let q = question::analyze(question::input(a, "question")?);
     let items = evidence::from_json(&evidence_input(a)?);
     // A model step that failed (`on_error: continue`) leaves no reply:
     // that is an answer that fails, not a wrong input.
@@ -377,7 +381,7 @@ pub const SPECS: &[Spec] = &[
         input("model", STRING, "The GGUF model that reads (a path or a file in the models folder); else MARKTOFLOW_LOCAL_MODEL, the larger qwen2.5-coder-1.5b when installed, or the default."),
     ])
     .returns("{found, answer, value, expect, citations: [{id, path, lines, quote}], confidence, reason, reader: {model, span, probability, threshold, fit, fit_is_the_models, signals}}")
-    .traits(crate::core::catalog::EFFECTS),
+    .traits(crate::core::catalog::WAITS),
     spec(
         "answer",
         "verify",

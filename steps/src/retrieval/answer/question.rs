@@ -3,7 +3,35 @@
 
 use super::spans::Kind;
 use super::text;
+use crate::core::args::Args;
+use crate::core::error::ActionError;
 use serde_json::{json, Value};
+use std::collections::HashSet;
+
+/// The longest question the answer steps read, in characters. A question
+/// is a sentence or two; a longer text is refused rather than analysed
+/// (each of its words is a term scored against every line of evidence).
+pub const MAX_QUESTION_CHARS: usize = 2_000;
+
+/// The question input `name` of an answer step: given, and at most
+/// [`MAX_QUESTION_CHARS`] long.
+pub fn input<'a>(a: &Args<'a>, name: &str) -> Result<&'a str, ActionError> {
+    let q = a.required_str(name)?;
+    check_length(a, name, q)?;
+    Ok(q)
+}
+
+/// An error when `q`, the input `name`, is over [`MAX_QUESTION_CHARS`].
+pub fn check_length(a: &Args, name: &str, q: &str) -> Result<(), ActionError> {
+    let n = q.chars().count();
+    if n > MAX_QUESTION_CHARS {
+        return Err(a.invalid(
+            name,
+            format!("a question is at most {MAX_QUESTION_CHARS} characters long, got {n}"),
+        ));
+    }
+    Ok(())
+}
 
 /// The kind of answer a question expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,6 +210,7 @@ pub fn analyze(question: &str) -> Question {
         .unwrap_or("");
     let expect = expect_of(&lower, first);
     let mut terms: Vec<Term> = Vec::new();
+    let mut stems: HashSet<String> = HashSet::new();
     for (i, raw) in text_q
         .split(|c: char| c.is_whitespace() || c == '?' || c == ',' || c == '!' || c == '"')
         .filter(|w| !w.is_empty())
@@ -202,7 +231,7 @@ pub fn analyze(question: &str) -> Question {
         }
         let entity = i > 0 && w.chars().next().is_some_and(char::is_uppercase);
         for s in text::stems(&lw) {
-            if text::is_filler(&s) || terms.iter().any(|t| t.stem == s) {
+            if text::is_filler(&s) || !stems.insert(s.clone()) {
                 continue;
             }
             terms.push(Term {

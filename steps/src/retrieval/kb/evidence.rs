@@ -18,7 +18,7 @@ const MAX_NOTE_BYTES: u64 = 1 << 20;
 const DENSE_UNITS: usize = 64;
 
 pub async fn evidence_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionError> {
-    let q_text = a.required_str("question")?.to_string();
+    let q_text = question::input(a, "question")?.to_string();
     let mut q = question::analyze(&q_text);
     let hits = hits_input(a, "hits")?;
     let max_notes = count(a, "max_notes")?;
