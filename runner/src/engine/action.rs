@@ -171,8 +171,8 @@ impl Engine {
         if resolved.kind == ActionKind::Script {
             if let Value::Object(m) = &mut rendered {
                 if !m.contains_key("context") {
-                    let mut ctx = st.variables.clone();
-                    ctx.insert("inputs".into(), st.inputs.clone());
+                    let mut ctx = (*st.variables).clone();
+                    ctx.insert("inputs".into(), (*st.inputs).clone());
                     m.insert("context".into(), Value::Object(ctx));
                 }
             }
@@ -318,13 +318,13 @@ fn script_globals(resolved: &Resolved, code: &str, st: &RunState) -> Option<Map<
     (resolved.kind == ActionKind::Script).then(|| {
         let mut g = Map::new();
         if code.contains("variables") {
-            g.insert("variables".into(), Value::Object(st.variables.clone()));
+            g.insert("variables".into(), Value::Object((*st.variables).clone()));
         }
         if code.contains("inputs") {
-            g.insert("inputs".into(), st.inputs.clone());
+            g.insert("inputs".into(), (*st.inputs).clone());
         }
         if code.contains("steps") {
-            g.insert("steps".into(), Value::Object(st.meta.clone()));
+            g.insert("steps".into(), Value::Object((*st.meta).clone()));
         }
         g
     })

@@ -128,7 +128,7 @@ impl Engine {
                     let r = async {
                         for (name, v) in initial {
                             let v = self.render(step, &["variables", name], v, st)?;
-                            st.variables.insert(name.clone(), v);
+                            st.vars_mut().insert(name.clone(), v);
                         }
                         let mut n = 0u64;
                         // With `on_error: continue`, a failed pass is noted
@@ -180,7 +180,7 @@ impl Engine {
                                 if let Some(c) = &f.code {
                                     error["code"] = json!(c);
                                 }
-                                st.variables.insert("error".into(), error);
+                                st.vars_mut().insert("error".into(), error);
                                 let c = self.exec_list(wf, catch, st, cfg, depth + 1, false).await;
                                 restore(st, vec![("error".into(), saved)]);
                                 c.map(|o| json!({"caught": f.message, "outputs": o}))

@@ -20,11 +20,11 @@ impl LoopNames<'_> {
     }
 
     pub(super) fn set(&self, st: &mut RunState, item: Value, i: usize, n: usize) {
-        st.variables.insert(self.item.to_string(), item);
+        st.vars_mut().insert(self.item.to_string(), item);
         if let Some(iv) = self.index {
-            st.variables.insert(iv.to_string(), json!(i));
+            st.vars_mut().insert(iv.to_string(), json!(i));
         }
-        st.variables.insert(
+        st.vars_mut().insert(
             "loop".into(),
             json!({"index": i, "index1": i + 1, "first": i == 0, "last": i + 1 == n, "length": n}),
         );
@@ -121,8 +121,8 @@ impl Engine {
         let mut failure = None;
         for (r, ist) in done {
             st.records.extend(ist.records);
-            for (k, v) in ist.meta {
-                st.meta.insert(k, v);
+            for (k, v) in std::sync::Arc::unwrap_or_clone(ist.meta) {
+                st.meta_mut().insert(k, v);
             }
             if ist.set_outputs.is_some() {
                 st.set_outputs = ist.set_outputs;
@@ -130,9 +130,9 @@ impl Engine {
             if ist.exit.is_some() {
                 st.exit = ist.exit;
             }
-            for (k, v) in ist.variables {
+            for (k, v) in std::sync::Arc::unwrap_or_clone(ist.variables) {
                 if !loop_keys.contains(&k) && before.get(&k) != Some(&v) {
-                    st.variables.insert(k, v);
+                    st.vars_mut().insert(k, v);
                 }
             }
             match r {

@@ -64,28 +64,44 @@ struct Failure {
 }
 
 #[derive(Clone)]
+///
+/// Its large parts are shared: a copy (one per branch, per concurrent
+/// `for_each` item, per `parallel.map` item) costs a few counters until it
+/// changes one, and only that one is then copied (`vars_mut`, `meta_mut`).
 struct RunState {
-    inputs: Value,
-    variables: Map<String, Value>,
+    inputs: Arc<Value>,
+    variables: Arc<Map<String, Value>>,
     /// `steps.<id>` as templates and conditions see it.
-    meta: Map<String, Value>,
+    meta: Arc<Map<String, Value>>,
     set_outputs: Option<Value>,
     records: Vec<StepRecord>,
     last_top_output: Option<Value>,
-    env: Value,
+    env: Arc<Value>,
     /// What `now()` answers.
     clock: Arc<dyn marktoflow_steps::core::time::Clock>,
     /// The workflow's tools, `${VAR}`s filled in (an agent step may offer
     /// its MCP servers to the model).
     tools: Arc<Vec<marktoflow_steps::ToolConfig>>,
     /// The `trigger` variable the run was started with: not an output.
-    trigger: Value,
+    trigger: Arc<Value>,
     /// Set by `workflow.exit` (its output): the run ends, successfully.
     exit: Option<Value>,
     /// The iterations of the loops the current step is in, outermost
     /// first (`2/5` of a `for_each`, `3` of a `while`): its name shows
     /// them, so a loop's steps are told apart in the progress and history.
     iterations: Vec<String>,
+}
+
+impl RunState {
+    /// The variables, to change (copied first when a copy of the state shares them).
+    fn vars_mut(&mut self) -> &mut Map<String, Value> {
+        Arc::make_mut(&mut self.variables)
+    }
+
+    /// `steps.<id>`, to change (copied first when shared).
+    fn meta_mut(&mut self) -> &mut Map<String, Value> {
+        Arc::make_mut(&mut self.meta)
+    }
 }
 
 impl Engine {
@@ -135,13 +151,13 @@ impl Engine {
             .collect();
         let start = from.next_step;
         let mut st = RunState {
-            inputs: Value::Object(inputs),
-            variables: from.variables,
-            meta: from.steps,
+            inputs: Arc::new(Value::Object(inputs)),
+            variables: Arc::new(from.variables),
+            meta: Arc::new(from.steps),
             set_outputs: from.set_outputs,
             records: Vec::new(),
             last_top_output: from.last_output,
-            env: Value::Object(env),
+            env: Arc::new(Value::Object(env)),
             clock: cfg.caps.clock.clone(),
             tools: Arc::new(
                 wf.tools
@@ -149,15 +165,15 @@ impl Engine {
                     .map(|t| with_env(t, &cfg.caps.env))
                     .collect(),
             ),
-            trigger: Value::Null,
+            trigger: Arc::new(Value::Null),
             exit: None,
             iterations: Vec::new(),
         };
         if !cfg.trigger.is_null() && !st.variables.contains_key("trigger") {
-            st.variables
+            st.vars_mut()
                 .insert("trigger".to_string(), cfg.trigger.clone());
         }
-        st.trigger = st.variables.get("trigger").cloned().unwrap_or_default();
+        st.trigger = Arc::new(st.variables.get("trigger").cloned().unwrap_or_default());
         let body = async {
             if start > wf.steps.len() {
                 return Err(Failure {
@@ -260,8 +276,8 @@ enum Done {
 fn restore(st: &mut RunState, saved: Vec<(String, Option<Value>)>) {
     for (k, v) in saved {
         match v {
-            Some(v) => st.variables.insert(k, v),
-            None => st.variables.remove(&k),
+            Some(v) => st.vars_mut().insert(k, v),
+            None => st.vars_mut().remove(&k),
         };
     }
 }
@@ -313,9 +329,9 @@ fn workflow_outputs(wf: &Workflow, st: &RunState) -> Value {
         // among them are the run's own.
         return Value::Object(out);
     }
-    let mut all = st.variables.clone();
+    let mut all = (*st.variables).clone();
     // What started the run is the caller's, not an output of the workflow.
-    if !st.trigger.is_null() && all.get("trigger") == Some(&st.trigger) {
+    if !st.trigger.is_null() && all.get("trigger") == Some(&*st.trigger) {
         all.remove("trigger");
     }
     Value::Object(all)

@@ -39,8 +39,8 @@ impl Engine {
         let mut first_failure: Option<(String, Failure)> = None;
         for (b, r, bst) in results {
             st.records.extend(bst.records);
-            for (k, v) in bst.meta {
-                st.meta.insert(k, v);
+            for (k, v) in std::sync::Arc::unwrap_or_clone(bst.meta) {
+                st.meta_mut().insert(k, v);
             }
             if bst.set_outputs.is_some() {
                 st.set_outputs = bst.set_outputs;
@@ -50,12 +50,11 @@ impl Engine {
             }
             match r {
                 Ok(_) => {
-                    let set: Map<String, Value> = bst
-                        .variables
+                    let set: Map<String, Value> = std::sync::Arc::unwrap_or_clone(bst.variables)
                         .into_iter()
                         .filter(|(k, v)| before.get(k) != Some(v))
                         .collect();
-                    st.variables
+                    st.vars_mut()
                         .insert(b.id.clone(), Value::Object(set.clone()));
                     out.insert(
                         b.id.clone(),

@@ -188,11 +188,19 @@ impl Engine {
     ) -> Result<Value, Failure> {
         let items = self.items(step, items, st)?;
         let n = items.len();
+        let most = crate::format::model::MAX_MAP_ITEMS;
+        if n > most {
+            return Err(self.fail(
+                step,
+                step.field_pos(&["items"]),
+                format!("`items` holds {n} items; a `parallel.map` goes over at most {most}"),
+            ));
+        }
         let runs = items.into_iter().enumerate().map(|(i, item)| {
             let mut fork = st.clone();
             fork.records = Vec::new();
-            fork.variables.insert("item".into(), item);
-            fork.variables.insert("itemIndex".into(), json!(i));
+            fork.vars_mut().insert("item".into(), item);
+            fork.vars_mut().insert("itemIndex".into(), json!(i));
             self.run_agent(agent, format!("item_{i}"), fork, cfg, depth)
         });
         let done: Vec<Outcome> = stream::iter(runs).buffered(max.max(1)).collect().await;

@@ -34,8 +34,8 @@ impl Engine {
             }
             cfg.emit(RunEvent::Checkpoint(Arc::new(Checkpoint {
                 next_step: i + 1,
-                variables: st.variables.clone(),
-                steps: st.meta.clone(),
+                variables: (*st.variables).clone(),
+                steps: (*st.meta).clone(),
                 set_outputs: st.set_outputs.clone(),
                 last_output: st.last_top_output.clone(),
             })));
@@ -117,7 +117,7 @@ impl Engine {
                       error: Option<String>,
                       retries: u32| {
             let duration_ms = started.elapsed().as_millis() as u64;
-            st.meta.insert(
+            st.meta_mut().insert(
                 step.id.clone(),
                 // `retryCount`: the peer's name for `retries`.
                 json!({"status": status, "output": output, "error": error, "retries": retries, "retryCount": retries, "duration_ms": duration_ms}),
@@ -211,7 +211,7 @@ impl Engine {
                 // Unlike the peer, a skipped container still sets its
                 // (empty) output, so later templates can rely on it.
                 if let Some(var) = &step.output_variable {
-                    st.variables.insert(var.clone(), output.clone());
+                    st.vars_mut().insert(var.clone(), output.clone());
                 }
                 finish(st, status, output.clone(), None, retries);
                 if st.exit.is_some() {
@@ -261,7 +261,7 @@ impl Engine {
             Templates::context(
                 &st.inputs,
                 &st.variables,
-                &Value::Object(st.meta.clone()),
+                &Value::Object((*st.meta).clone()),
                 &st.env,
             ),
             st.clock.clone(),
@@ -314,7 +314,7 @@ impl Engine {
         };
         let (run_inputs, meta, env, clock) = (
             st.inputs.clone(),
-            Value::Object(st.meta.clone()),
+            Value::Object((*st.meta).clone()),
             st.env.clone(),
             st.clock.clone(),
         );
@@ -328,7 +328,7 @@ impl Engine {
         debugger.before_step(debug::Pause {
             step,
             depth,
-            variables: &mut st.variables,
+            variables: st.vars_mut(),
             raw_inputs,
             eval: &eval,
         })

@@ -286,3 +286,20 @@ fn merge_compares_keys_by_content_in_any_key_order() {
         })
     );
 }
+
+#[test]
+fn a_parallel_map_over_too_many_items_fails_before_any_item_starts() {
+    // Each running item held its own copy of the run: 50,000 items at
+    // `concurrency: 100000` reached 6.3 GB and aborted `serve` (issue 49,
+    // item 6). The copies are shared now, `concurrency` is at most 64 and
+    // the items at most 10,000.
+    let (r, _) = run(
+        "---\nworkflow: {id: t}\ntools:\n  fast: {sdk: openai}\n---\n\n```yaml\naction: parallel.map\ninputs:\n  items: '{{ range(10001) | list }}'\n  agent: {provider: fast, prompt: 'x {{ item }}'}\n```\n",
+        json!({}),
+    );
+    assert_eq!(r.status, RunStatus::Failed);
+    assert_eq!(
+        r.error.map(|e| e.message),
+        Some("`items` holds 10001 items; a `parallel.map` goes over at most 10000".to_string())
+    );
+}

@@ -24,6 +24,7 @@ pub use keys::{COMMON_KEYS, INPUT_KEYS, KINDS, META_KEYS, TOOL_KEYS, TOP_KEYS};
 pub use load::{
     io_reason, load_file, load_parts, load_str, read_text, yaml_to_json, Loaded, Parts,
 };
+pub use spawn::{MAX_CONCURRENCY, MAX_MAP_ITEMS};
 pub use text::{camel_case, slug};
 use text::{infer_kind, scalar_string, unquoted_template};
 pub use types::{

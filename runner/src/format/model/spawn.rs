@@ -18,6 +18,15 @@ const DEFAULT_TIMEOUT: &str = "60s";
 /// The peer's default `concurrency` for `parallel.map`.
 const DEFAULT_CONCURRENCY: u64 = 5;
 
+/// The most items a `parallel.map` (its `concurrency`) or a `for_each`
+/// (its `max_concurrent`) runs at once: each running item holds its own
+/// view of the run. Larger is refused when the workflow loads.
+pub const MAX_CONCURRENCY: u64 = 64;
+
+/// The most items one `parallel.map` goes over (each is an agent call); a
+/// longer list fails the step before any item starts.
+pub const MAX_MAP_ITEMS: usize = 10_000;
+
 const SPAWN_KEYS: &[&str] = &["agents", "wait", "timeout", "onError", "on_error"];
 const MAP_KEYS: &[&str] = &[
     "items",
@@ -118,16 +127,18 @@ impl Cx<'_> {
             );
             let max = match m.get("concurrency") {
                 None => DEFAULT_CONCURRENCY,
-                Some(v) => match v.as_u64() {
-                    Some(n) if n > 0 => n,
-                    _ => {
-                        self.err(
+                Some(v) => {
+                    match v.as_u64() {
+                        Some(n) if n > 0 && n <= MAX_CONCURRENCY => n,
+                        _ => {
+                            self.err(
                             at.pos(&["concurrency"]),
-                            "`concurrency` must be a positive whole number",
+                            format!("`concurrency` must be a whole number from 1 to {MAX_CONCURRENCY}"),
                         );
-                        DEFAULT_CONCURRENCY
+                            DEFAULT_CONCURRENCY
+                        }
                     }
-                },
+                }
             };
             let id = format!("{}_agent", at.id);
             let step = self.agent_step(at, &["agent"], agent, &id, &timeout)?;

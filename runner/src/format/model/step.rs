@@ -338,6 +338,23 @@ impl Cx<'_> {
     }
 
     /// A positive whole number under `key`, `default` when absent.
+    /// [`Self::positive`], at most `max`.
+    fn bounded(&mut self, f: &Fields, key: &str, default: u64, max: u64) -> u64 {
+        match f.m.get(key).and_then(Value::as_u64) {
+            Some(n) if n > max => {
+                self.err(
+                    f.at(key),
+                    format!(
+                        "`{}` must be a whole number from 1 to {max}",
+                        f.written(key)
+                    ),
+                );
+                default
+            }
+            _ => self.positive(f, key, default),
+        }
+    }
+
     fn positive(&mut self, f: &Fields, key: &str, default: u64) -> u64 {
         match f.m.get(key) {
             None => default,
@@ -383,7 +400,12 @@ impl Cx<'_> {
                         .unwrap_or_else(|| "item".into()),
                     index_variable: self.opt_str(f, "index_variable"),
                     steps: self.children(f, "steps", &format!("{id}_step")),
-                    max_concurrent: self.positive(f, "max_concurrent", 1) as usize,
+                    max_concurrent: self.bounded(
+                        f,
+                        "max_concurrent",
+                        1,
+                        super::spawn::MAX_CONCURRENCY,
+                    ) as usize,
                 }
             }
             "while" => StepKind::While {
