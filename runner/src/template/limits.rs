@@ -8,7 +8,6 @@
 
 use std::ops::Range;
 
-use super::conditions::{tokenize, Kind};
 use super::{line_col, TemplateError};
 
 /// The most operators (`.`, `[`, `(`, `|`, arithmetic, comparisons, `and`,
@@ -72,20 +71,44 @@ pub(crate) fn check_expression(src: &str, range: Range<usize>) -> Result<(), Tem
     check_tag(src, range, at)
 }
 
+/// The operators of an expression, outside its quoted strings (`==` counts
+/// twice: an upper bound is what matters).
+fn operators(expr: &str) -> usize {
+    let b = expr.as_bytes();
+    let mut count = 0;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            q @ (b'\'' | b'"') => {
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                let word = &expr[start..i];
+                count += usize::from(matches!(word, "and" | "or" | "not" | "is" | "in" | "if"));
+                continue;
+            }
+            c if b".[(|+-*/%~<>=!".contains(&c) => count += 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    count
+}
+
 fn check_tag(src: &str, range: Range<usize>, at: usize) -> Result<(), TemplateError> {
     let content = &src[range];
     // Cheap before tokenising: fewer bytes than the bound cannot exceed it.
     if content.len() <= MAX_OPERATORS {
         return Ok(());
     }
-    let count = tokenize(content)
-        .iter()
-        .filter(|t| match t.kind {
-            Kind::Op | Kind::Open => true,
-            Kind::Ident => matches!(t.text.as_str(), "and" | "or" | "not" | "is" | "in" | "if"),
-            _ => false,
-        })
-        .count();
+    let count = operators(content);
     if count <= MAX_OPERATORS {
         return Ok(());
     }
