@@ -492,3 +492,67 @@ fn a_webhook_workflow_starts_from_a_request_body_with_its_headers() {
     let r = post(&s.addr, "/workflows/issues/replay", json!({"body": [1]}));
     assert_eq!(r.status, 400, "{}", r.body);
 }
+
+#[test]
+fn a_secret_from_the_environment_is_masked_in_everything_a_run_shows() {
+    // Issue 49 item 8: a token read with `{{ env.MY_API_TOKEN }}` was in
+    // clear in the log, `--json`, `show`, the store, the API and the events.
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("tok.md"),
+        "---\nworkflow: {id: tok}\ntriggers: [{type: webhook, path: /tok}]\n---\n\n```yaml\naction: core.set\ninputs:\n  header: 'Bearer {{ env.MY_API_TOKEN }}'\noutput_variable: auth\n```\n\n```yaml\naction: workflow.log\ninputs: {message: 'using {{ env.MY_API_TOKEN }}'}\n```\n\n```yaml\naction: workflow.fail\ninputs: {message: 'refused: {{ env.MY_API_TOKEN }}'}\n```\n",
+    )
+    .unwrap();
+    let token = "tok-s3cr3t-9f2";
+    let store = d.path().join("runs.db");
+    let store = store.to_str().unwrap();
+    let env = [("MY_API_TOKEN", token), ("MARKTOFLOW_STORE", store)];
+    let s = serve(d.path(), &["."], &env);
+    let r = post(&s.addr, "/tok", json!({}));
+    assert_eq!(r.status, 500, "{}", r.body);
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    assert_eq!(r.json()["error"]["message"], "refused: ***", "{}", r.body);
+    let run = ended(&s.addr, &id);
+    let events = get(&s.addr, &format!("/runs/{id}/events")).body;
+    assert!(events.contains("Bearer ***"), "{events}");
+    drop(s);
+
+    let run_cli = |args: &[&str]| {
+        let out = crate::support::cmd(d.path())
+            .args(args)
+            .envs(env)
+            .output()
+            .unwrap();
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let shown = [
+        r.body.clone(),
+        run.to_string(),
+        events,
+        run_cli(&["run", "tok.md"]),
+        run_cli(&["run", "tok.md", "--json"]),
+        run_cli(&["run", "tok.md", "--dry-run"]),
+        run_cli(&["show", &id]),
+        run_cli(&["show", &id, "--json"]),
+    ];
+    for (i, text) in shown.iter().enumerate() {
+        assert!(!text.contains(token), "view {i} shows the token: {text}");
+        assert!(text.contains("***"), "view {i} shows no mask: {text}");
+    }
+    let mut kept = Vec::new();
+    for e in std::fs::read_dir(d.path()).unwrap() {
+        let p = e.unwrap().path();
+        if p.to_string_lossy().contains("runs.db") && p.is_file() {
+            kept.extend(std::fs::read(&p).unwrap());
+        }
+    }
+    assert!(!kept.is_empty());
+    assert!(
+        !kept.windows(token.len()).any(|w| w == token.as_bytes()),
+        "the store keeps the token"
+    );
+}

@@ -1497,6 +1497,55 @@ fn serve_watch_follows_the_files_and_skips_what_does_not_load() {
     assert_eq!(http(&s.addr, "GET", "/health", &[], b"").status, 200);
 }
 
+#[test]
+fn serve_watch_keeps_the_last_good_version_of_a_broken_edit() {
+    // Issue 49 item 14: a typo saved into a served workflow took its live
+    // route offline (404). The last good version stays served and the
+    // error is reported (the run API's `broken`, `/health`'s count).
+    let d = tempdir();
+    let hook = |who: &str| {
+        format!("---\nworkflow: {{id: a}}\ntriggers: [{{type: webhook, path: /a}}]\n---\n\n```yaml\naction: workflow.set_outputs\ninputs: {{who: {who}}}\n```\n")
+    };
+    std::fs::write(d.path().join("a.md"), hook("first")).unwrap();
+    let s = serve(d.path(), &[".", "--watch"], &[]);
+    assert_eq!(
+        post(&s.addr, "/a", json!({})).json()["outputs"]["who"],
+        "first"
+    );
+    let health = || http(&s.addr, "GET", "/health", &[], b"").json()["broken"].clone();
+    assert_eq!(health(), json!(0));
+
+    std::fs::write(
+        d.path().join("a.md"),
+        hook("second").replace(
+            "action: workflow.set_outputs",
+            "action: workflow.set_outptus",
+        ),
+    )
+    .unwrap();
+    let j = workflows_until(&s.addr, "the edit is reported", |j| {
+        j["broken"].as_array().is_some_and(|b| !b.is_empty())
+    });
+    assert_eq!(j["broken"][0]["file"], "./a.md", "{j}");
+    assert_eq!(j["workflows"][0]["workflow"], "a", "{j}");
+    let r = post(&s.addr, "/a", json!({}));
+    assert_eq!(
+        (r.status, &r.json()["outputs"]["who"]),
+        (200, &json!("first")),
+        "{}",
+        r.body
+    );
+    assert_eq!(health(), json!(1));
+
+    std::fs::write(d.path().join("a.md"), hook("third")).unwrap();
+    workflows_until(&s.addr, "the fix is served", |j| j["broken"] == json!([]));
+    assert_eq!(
+        post(&s.addr, "/a", json!({})).json()["outputs"]["who"],
+        "third"
+    );
+    assert_eq!(health(), json!(0));
+}
+
 /// `serve --watch`: a file added later that claims a served route is the
 /// one refused, at its own trigger, whatever the names' order; the route
 /// stays with the workflow that had it.

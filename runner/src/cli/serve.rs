@@ -554,13 +554,8 @@ impl Following {
             self.cwd.clone(),
             self.state.caps.clone(),
         );
-        let served_files: Vec<PathBuf> = self
-            .state
-            .served()
-            .workflows
-            .iter()
-            .map(|w| w.source.path.clone())
-            .collect();
+        let served: Vec<Arc<Workflow>> = self.state.served().workflows.clone();
+        let served_files: Vec<PathBuf> = served.iter().map(|w| w.source.path.clone()).collect();
         let loaded = tokio::task::spawn_blocking(move || {
             let registry = Registry::standard();
             let (found, mut broken) = discover(&paths, &registry);
@@ -568,6 +563,23 @@ impl Following {
                 .into_iter()
                 .map(|(_, l)| Arc::new(l.workflow))
                 .collect();
+            // A served file whose edit does not load stays served as it
+            // was: a typo must not take a live route offline. The error is
+            // reported (log, console, `/health`) until the file is fixed.
+            let failing: Vec<&str> = broken
+                .iter()
+                .filter(|d| d.severity == crate::diag::Severity::Error)
+                .map(|d| d.file.as_str())
+                .collect();
+            let mut kept = Vec::new();
+            for w in &served {
+                let still_there = w.source.path.exists();
+                let reloaded = workflows.iter().any(|n| n.source.path == w.source.path);
+                if still_there && !reloaded && failing.contains(&w.source.name.as_str()) {
+                    workflows.push(w.clone());
+                    kept.push(w.source.name.clone());
+                }
+            }
             // What is served keeps its routes: a file added or edited later
             // that claims one is the file refused, whatever their names.
             workflows.sort_by_key(|w| {
@@ -587,14 +599,17 @@ impl Following {
                 .cloned()
                 .partition(|w| paths.contains(&w.source.path));
             let tools = crate::mcp::tools_of(&named, &in_folders);
-            (workflows, routes, schedules, watches, tools, broken)
+            (workflows, routes, schedules, watches, tools, broken, kept)
         })
         .await;
-        let Ok((workflows, routes, schedules, watches, tools, broken)) = loaded else {
+        let Ok((workflows, routes, schedules, watches, tools, broken, kept)) = loaded else {
             return;
         };
         if !changed.is_empty() {
             print_diagnostics(&broken);
+            for name in &kept {
+                eprintln!("marktoflow: {name} did not load: its last good version is still served");
+            }
         }
         if let Ok(mut tasks) = self.triggers.lock() {
             for t in tasks.drain(..) {

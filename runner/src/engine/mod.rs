@@ -6,6 +6,7 @@
 mod action;
 mod compute;
 pub mod debug;
+pub mod secrets;
 pub(crate) use action::with_env;
 mod config;
 pub mod core_ops;
@@ -133,10 +134,19 @@ impl Engine {
         &self,
         wf: &Workflow,
         inputs: Map<String, Value>,
-        cfg: RunConfig,
+        mut cfg: RunConfig,
         from: Checkpoint,
     ) -> RunResult {
         let started = Instant::now();
+        let secrets = secrets::Secrets::of_env(&cfg.caps.env);
+        if !secrets.is_empty() {
+            // Everything the run shows or keeps goes through its events.
+            let (inner, secrets) = (cfg.events.clone(), secrets.clone());
+            cfg.events = Arc::new(move |e: &Event| match secrets.event(e) {
+                Some(masked) => inner(&masked),
+                None => inner(e),
+            });
+        }
         let emit = |e: RunEvent| cfg.emit(e);
         emit(RunEvent::RunStarted {
             run_id: cfg.run_id.clone(),
@@ -246,7 +256,7 @@ impl Engine {
             status,
             duration_ms,
         });
-        RunResult {
+        let mut result = RunResult {
             run_id: cfg.run_id.clone(),
             workflow: wf.meta.id.clone(),
             status,
@@ -255,7 +265,9 @@ impl Engine {
             error,
             duration_ms,
             response: st.exit.as_ref().and_then(exit_response),
-        }
+        };
+        secrets.result(&mut result);
+        result
     }
 }
 

@@ -94,6 +94,14 @@ pub fn dry_run(
         &Value::Object(env),
     );
     walk(engine.templates(), &wf.steps, 0, &ctx, caps, &mut out);
+    // A plan is shown, like a run: its secrets are masked too.
+    let secrets = crate::engine::secrets::Secrets::of_env(&caps.env);
+    for p in &mut out {
+        secrets.value(&mut p.inputs);
+        if let Some(t) = &mut p.target {
+            *t = secrets.text(t).into_owned();
+        }
+    }
     out
 }
 

@@ -52,7 +52,9 @@ pub(super) async fn health(State(s): State<Arc<ServerState>>) -> Response {
     };
     (
         code,
-        Json(json!({"status": status, "workflows": s.served().routes.len(), "running": running, "queued": queued})),
+        // `broken`: files that do not load (their last good version, if
+        // any, is still served); which and why is the API's to say.
+        Json(json!({"status": status, "workflows": s.served().routes.len(), "broken": s.served().broken.len(), "running": running, "queued": queued})),
     )
         .into_response()
 }
