@@ -1901,3 +1901,70 @@ fn a_question_past_two_thousand_characters_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn a_finished_step_with_a_large_output_is_not_run_again_after_a_crash() {
+    // Issue 49 item 11: the next step started before the checkpoint of a
+    // step with a 3 MB output was durable, so kill -9 then made the restart
+    // resume from before the finished step (its side effect repeated 5
+    // times in 5 tries). Here the next step calls the test, which kills
+    // the server the moment the call arrives: the restart must resume at
+    // that next step, never before the finished one.
+    let d = tempdir();
+    let hook = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    hook.set_nonblocking(true).unwrap();
+    let port = hook.local_addr().unwrap().port();
+    std::fs::write(
+        d.path().join("big.md"),
+        format!(
+            r#"---
+workflow: {{id: big}}
+triggers:
+  - {{type: webhook, path: /big, response: async}}
+---
+
+```yaml
+action: script.execute
+inputs:
+  code: |
+    require('fs').appendFileSync('ran.txt', 'x');
+    return Array.from({{length: 400000}}, (_, i) => i);
+output_variable: big
+```
+
+```yaml
+action: http.post
+inputs: {{url: 'http://127.0.0.1:{port}/', body: {{n: 1}}}}
+```
+"#
+        ),
+    )
+    .unwrap();
+    let store = d.path().join("runs.db");
+    let store_env = store.to_str().unwrap().to_string();
+    let dir = d.path().to_str().unwrap().to_string();
+    let env = [("MARKTOFLOW_STORE", store_env.as_str())];
+    let args = ["big.md", "--allow-write", dir.as_str()];
+    // Two deaths: a third start would fail the run (the crash-loop rule).
+    for round in 0..2 {
+        let s = serve(d.path(), &args, &env);
+        if round == 0 {
+            assert_eq!(post(&s.addr, "/big", json!({})).status, 202);
+        }
+        let start = Instant::now();
+        loop {
+            if hook.accept().is_ok() {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "step two was not called (round {round}): {}",
+                http(&s.addr, "GET", "/runs", &[], b"").body
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(s); // kill -9, the moment step two began
+    }
+    let ran = std::fs::read_to_string(d.path().join("ran.txt")).unwrap();
+    assert_eq!(ran, "x", "the finished step ran again");
+}

@@ -102,6 +102,7 @@ fn ping(
         debugger: None,
         trigger: Value::Null,
         lease: None,
+        recorded: None,
     };
     let start = Instant::now();
     let result = rt.block_on(async {

@@ -386,6 +386,7 @@ pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<S
         debugger,
         trigger,
         lease: None,
+        recorded: None,
     };
     let checkpoint = retry.map(|p| p.checkpoint).or(part).unwrap_or_default();
     let cancel = caps.cancel.clone();

@@ -41,7 +41,18 @@ pub struct RunConfig {
     /// (a worker of a shared store whose lease passed to another worker
     /// must not go on). None: always.
     pub lease: Option<Arc<dyn Lease>>,
+    /// Awaited after each top-level step's checkpoint, before the next step
+    /// starts: answers once the checkpoint is durable (`Err` with why when
+    /// it cannot be, and the run stops there). None: nothing to wait for.
+    pub recorded: Option<Recorded>,
 }
+
+/// See [`RunConfig::recorded`].
+pub type Recorded = Arc<
+    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// Whether this process may go on running a run (see [`RunConfig::lease`]).
 pub trait Lease: Send + Sync {

@@ -39,6 +39,23 @@ impl Engine {
                 set_outputs: st.set_outputs.clone(),
                 last_output: st.last_top_output.clone(),
             })));
+            // Once means once: the next step starts only when this one's
+            // checkpoint is durable, so a crash now resumes after it.
+            if let Some(recorded) = &cfg.recorded {
+                if let Err(why) = recorded().await {
+                    return Err(Failure {
+                        code: None,
+                        message: format!(
+                            "stopped after step `{}`: its checkpoint could not be recorded ({why}); no further step runs without a record",
+                            step.id
+                        ),
+                        step_id: step.id.clone(),
+                        step_name: step.display_name().to_string(),
+                        pos: step.pos,
+                        cancelled: false,
+                    });
+                }
+            }
         }
         Ok(())
     }

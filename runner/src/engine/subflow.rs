@@ -127,6 +127,7 @@ impl Engine {
             // A sub-workflow is called with inputs, not by a request.
             trigger: Value::Null,
             lease: cfg.lease.clone(),
+            recorded: None,
         };
         let result = Box::pin(self.run(&child, child_inputs, child_cfg)).await;
         match result.status {

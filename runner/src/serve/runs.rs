@@ -190,6 +190,7 @@ pub(super) fn start_reserved(
         debugger: None,
         trigger: trigger_context,
         lease: s.store.as_ref().and_then(|st| st.lease(&run_id)),
+        recorded: None,
     };
     let lease = cfg.lease.clone();
     let state = s.clone();
@@ -223,7 +224,17 @@ pub(super) fn start_reserved(
                     let _ = tx.send(Some(Arc::new(r)));
                     return;
                 }
-                Err(e) => eprintln!("marktoflow: run {run_id} is not recorded: {e}"),
+                // Nothing runs that the store cannot record (a full disk).
+                Err(e) => {
+                    eprintln!("marktoflow: run {run_id} not started: the run store could not record it: {e}");
+                    drop(place);
+                    let mut r = not_started(&run_id, &wf, false);
+                    if let Some(f) = &mut r.error {
+                        f.message = format!("not started: the run store could not record it ({e})");
+                    }
+                    let _ = tx.send(Some(Arc::new(r)));
+                    return;
+                }
             }
         }
         // A server that only enqueues leaves the run to the workers and

@@ -143,7 +143,6 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             return answer_for_key(&s, &id, &wf, want_async).await;
         }
     }
-    let mut created = None;
     let (run_id, rx) = match existing {
         Some(found) => found,
         None => {
@@ -173,25 +172,20 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
                 if store.shared().is_some() {
                     new.context = context.clone();
                 }
-                // Queued for workers, a run is told of once committed; a
-                // run with a key starts once the store gave it the key; on
-                // a shared store, once the store took it (while it cannot
-                // be reached nothing runs, and the caller hears 503).
-                if want_async || s.enqueue_only || key.is_some() || store.shared().is_some() {
-                    let commit = store.submit_run(new);
-                    match committed(commit).await {
-                        Ok(()) => {}
-                        Err(crate::store::StoreError::DuplicateKey(other)) => {
-                            drop((place, turn));
-                            return answer_for_key(&s, &other, &wf, want_async).await;
-                        }
-                        Err(e @ crate::store::StoreError::Unavailable(_)) => {
-                            return store_unavailable(&e)
-                        }
-                        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+                // A run starts only once the store has it: a run with a
+                // key once the store gave it the key; any run once its
+                // creation is committed. When the store cannot record it
+                // (unreachable, a full disk) nothing runs and the caller
+                // hears 503 with `Retry-After` (issue 49, item 12: a full
+                // disk ran what it could not record).
+                let commit = store.submit_run(new);
+                match committed(commit).await {
+                    Ok(()) => {}
+                    Err(crate::store::StoreError::DuplicateKey(other)) => {
+                        drop((place, turn));
+                        return answer_for_key(&s, &other, &wf, want_async).await;
                     }
-                } else {
-                    created = Some(store.queue_run(new));
+                    Err(e) => return store_unavailable(&e),
                 }
             }
             let rx = start_reserved(
@@ -236,19 +230,6 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
         }
     })
     .await;
-    // What the answer tells is stored: the run (and, when it ended, all of
-    // it: a run's result is published once its end is committed).
-    if let Some(commit) = created {
-        if let Err(e) = committed(commit).await {
-            if matches!(e, crate::store::StoreError::Unavailable(_)) {
-                return store_unavailable(&e);
-            }
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("run {run_id} could not be recorded: {e}"),
-            );
-        }
-    }
     match waited {
         Ok(r) => match (&r.response, r.status) {
             // `workflow.exit` chose the answer.

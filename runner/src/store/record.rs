@@ -186,6 +186,17 @@ pub async fn resume_from(
 ) -> RunResult {
     let run_id = cfg.run_id.clone();
     cfg.events = tee(recording_sink(store.clone(), run_id.clone()), cfg.events);
+    let flushing = store.clone();
+    cfg.recorded = Some(Arc::new(move || {
+        let done = flushing.submit_flush();
+        Box::pin(async move {
+            match done.await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err("the store is closed".to_string()),
+            }
+        })
+    }));
     let result = engine.resume(wf, inputs, cfg, cp).await;
     store.finish_run(&run_id, RunEnd::from(&result));
     result
