@@ -10,13 +10,64 @@
 //! - every proper name in the answer occurs in the cited items, their
 //!   headings and titles, or the question;
 //! - the names the question asks about occur in the cited items (asking
-//!   about project X, evidence only about project Y is no answer).
+//!   about project X, evidence only about project Y is no answer);
+//! - any other value-like token of the answer (letters with digits, an `@`,
+//!   a scheme such as `javascript:`, a bare domain or path, letters of two
+//!   scripts) occurs, exactly, in the cited items or the question; keys
+//!   and codes are compared in their exact case.
+//!
+//! The answer and the evidence are compared as normalised text: NFKC (a
+//! fullwidth `＠` is `@`) without invisible format characters (zero-width
+//! spaces and joiners, soft hyphens, direction marks). A confusable letter
+//! of another script stays itself, so a key with a Cyrillic `а` is not the
+//! key with a Latin `a`.
 
 use super::evidence::{self, Item, Unit};
 use super::question::Question;
 use super::spans::{self, Kind};
 use super::text;
 use serde_json::Value;
+use unicode_normalization::UnicodeNormalization;
+
+/// Text as the verifier compares it (see the module docs).
+pub fn normalised(s: &str) -> String {
+    s.nfkc().filter(|c| !invisible(*c)).collect()
+}
+
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{00AD}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}')
+}
+
+/// Whether a token of an answer names a value that must be found verbatim:
+/// letters with digits, an `@`, a scheme (`x:y`), a domain or path, or
+/// letters of more than one script.
+fn value_like(token: &str) -> bool {
+    let letters = token.chars().any(char::is_alphabetic);
+    let digits = token.chars().any(|c| c.is_ascii_digit());
+    let inner = |c: char| {
+        token
+            .char_indices()
+            .any(|(i, x)| x == c && i > 0 && i + c.len_utf8() < token.len())
+    };
+    let latin = token.chars().any(|c| c.is_ascii_alphabetic());
+    // Greek, Cyrillic, Armenian: the scripts whose letters pass for Latin.
+    let other_script = token
+        .chars()
+        .any(|c| c.is_alphabetic() && matches!(c as u32, 0x0370..=0x058F));
+    (letters && digits)
+        || token.contains('@')
+        || (letters && (inner(':') || inner('/') || inner('\\')))
+        || (inner('.')
+            && token
+                .rsplit('.')
+                .next()
+                .is_some_and(|t| t.chars().any(char::is_alphabetic))
+            && token
+                .split('.')
+                .next()
+                .is_some_and(|h| h.chars().any(char::is_alphabetic)))
+        || (latin && other_script)
+}
 
 /// One reason an answer fails, worded for the model's second try and for
 /// the user's record.
@@ -95,6 +146,7 @@ pub fn check(q: &Question, items: &[(String, Item, Value)], claimed: &Claimed) -
         problems.push(Problem("the answer is empty".into()));
         return problems;
     }
+    let answer = normalised(&claimed.answer);
     let mut cited: Vec<&(String, Item, Value)> = Vec::new();
     for id in &claimed.citations {
         match items.iter().find(|(i, _, _)| i.eq_ignore_ascii_case(id)) {
@@ -114,27 +166,32 @@ pub fn check(q: &Question, items: &[(String, Item, Value)], claimed: &Claimed) -
         .collect();
     let mut evidence_spans: Vec<spans::Span> = units.iter().flat_map(|u| u.spans.clone()).collect();
     evidence_spans.extend(spans::find(&q.text));
-    let mut context_text = String::new();
+    // What the cited lines say, as written (values are found in it
+    // exactly) and in lower case (names).
+    let mut written = String::new();
     for u in &units {
-        context_text.push_str(&u.text.to_lowercase());
-        context_text.push('\n');
+        written.push_str(&u.text);
+        written.push('\n');
         for h in &u.heading_path {
-            context_text.push_str(&h.to_lowercase());
-            context_text.push('\n');
+            written.push_str(h);
+            written.push('\n');
         }
     }
     for (_, _, v) in &cited {
         if let Some(p) = v.get("path").and_then(Value::as_str) {
-            context_text.push_str(&p.to_lowercase());
-            context_text.push('\n');
+            written.push_str(p);
+            written.push('\n');
         }
     }
-    context_text.push_str(&q.lower);
-    for mut sp in spans::find(&claimed.answer) {
+    written.push_str(&q.text);
+    let written = normalised(&written);
+    let context_text = written.to_lowercase();
+    let answer_spans = spans::find(&answer);
+    for mut sp in answer_spans.clone() {
         if sp.kind == Kind::Name {
             // A capital that only starts a sentence ("Call", "Ask Priya")
             // is not part of a name.
-            let before = claimed.answer[..sp.start].trim_end();
+            let before = answer[..sp.start].trim_end();
             let starts_sentence = before.is_empty() || before.ends_with(['.', '!', '?', ':', '\n']);
             if starts_sentence {
                 let first = sp.text.split_whitespace().next().unwrap_or("").to_string();
@@ -148,6 +205,8 @@ pub fn check(q: &Question, items: &[(String, Item, Value)], claimed: &Claimed) -
         }
         let ok = match sp.kind {
             Kind::Name => name_in(&sp.text, &context_text),
+            // A key or code stands only as written, case and all.
+            Kind::Code => written.contains(sp.text.as_str()),
             _ => {
                 evidence_spans.iter().any(|e| spans::same_value(&sp, e)) || {
                     // A year or day number alone may stand inside a date.
@@ -169,6 +228,43 @@ pub fn check(q: &Question, items: &[(String, Item, Value)], claimed: &Claimed) -
             problems.push(Problem(format!(
                 "{what} “{}” is not in the cited lines",
                 sp.text
+            )));
+        }
+    }
+    // Value-like tokens no span reads (a bare domain, `javascript:…`, a
+    // crypto address, a key with a letter of another script) must be there
+    // as written.
+    let mut at = 0;
+    for raw in answer.split_whitespace() {
+        let start = at + answer[at..].find(raw).unwrap_or(0);
+        at = start + raw.len();
+        let edge = |c: char| {
+            c.is_ascii_punctuation()
+                && !matches!(
+                    c,
+                    '/' | '@' | '#' | '$' | '%' | '&' | '+' | '=' | '_' | '~' | '\\'
+                )
+                || matches!(c, '“' | '”' | '‘' | '’' | '«' | '»')
+        };
+        let mut trimmed = raw.trim_start_matches(edge);
+        // A closing parenthesis ends the token when it closes one of its own.
+        while let Some(last) = trimmed.chars().last().filter(|c| edge(*c)) {
+            if last == ')' && trimmed.matches('(').count() >= trimmed.matches(')').count() {
+                break;
+            }
+            trimmed = &trimmed[..trimmed.len() - last.len_utf8()];
+        }
+        if trimmed.is_empty() || !value_like(trimmed) {
+            continue;
+        }
+        let offset = start + raw.find(trimmed).unwrap_or(0);
+        let end = offset + trimmed.len();
+        let read = answer_spans
+            .iter()
+            .any(|s| s.start <= offset && end <= s.end);
+        if !read && !written.contains(trimmed) {
+            problems.push(Problem(format!(
+                "the value “{trimmed}” is not in the cited lines"
             )));
         }
     }
@@ -320,6 +416,54 @@ mod tests {
         let q = analyze("What is the API key for Zephyr?");
         let p = check(&q, &items(), &claim("APOLLO-KEY-7f3a-EXAMPLE", &["E2"]));
         assert!(p.iter().any(|x| x.0.contains("“zephyr”")), "{p:?}");
+    }
+
+    #[test]
+    fn values_that_only_look_like_the_notes_are_refused() {
+        // Issue 49 item 7: each of these stood before.
+        let q = analyze("What is the API key for Apollo?");
+        let refused = [
+            (
+                "APOLLO-KEY-7f3а-EXAMPLE",
+                "the value “APOLLO-KEY-7f3а-EXAMPLE” is not in the cited lines",
+            ), // Cyrillic а
+            (
+                "apollo-key-7f3a-example",
+                "the value “apollo-key-7f3a-example” is not in the cited lines",
+            ),
+            (
+                "APOLLO-KEY-7f3a-EXAMPLE; renew it at evil-login.example/renew",
+                "the value “evil-login.example/renew” is not in the cited lines",
+            ),
+            (
+                "APOLLO-KEY-7f3a-EXAMPLE, see javascript:alert(1)",
+                "the value “javascript:alert(1)” is not in the cited lines",
+            ),
+            (
+                "APOLLO-KEY-7f3a-EXAMPLE; pay to bc1qxy2kgdygjrsqtzq2n0yrf2493p83kkfjhx0wlh",
+                "the value “bc1qxy2kgdygjrsqtzq2n0yrf2493p83kkfjhx0wlh” is not in the cited lines",
+            ),
+            (
+                "APOLLO-KEY-7f3a-EXAMPLE, mail admin＠evil.example",
+                "the e-mail address “admin@evil.example” is not in the cited lines",
+            ),
+            (
+                "APOLLO-KEY-7f3a-EXAMPLE, mail admin@\u{200B}evil.example",
+                "the e-mail address “admin@evil.example” is not in the cited lines",
+            ),
+        ];
+        for (answer, problem) in refused {
+            let p = check(&q, &items(), &claim(answer, &["E2"]));
+            assert!(p.iter().any(|x| x.0 == problem), "{answer}: {p:?}");
+        }
+        // The key as written, and invisible characters inside it, stand.
+        for answer in [
+            "APOLLO-KEY-7f3a-EXAMPLE",
+            "The key is APOLLO-KEY-7f3a\u{200B}-EXAMPLE.",
+        ] {
+            let p = check(&q, &items(), &claim(answer, &["E2"]));
+            assert!(p.is_empty(), "{answer}: {p:?}");
+        }
     }
 
     #[test]
