@@ -84,6 +84,8 @@ pub enum KbError {
     Locked(String),
     #[error("indexing `{0}` stopped: the step's time ran out or the run was cancelled (the index is as it was)")]
     Stopped(String),
+    #[error("the index in `{0}` was found damaged (a file of it was cut short while in use): it was cleared and is built again on the next search; try again")]
+    Damaged(String),
 }
 
 impl From<crate::core::walk::WalkError> for KbError {

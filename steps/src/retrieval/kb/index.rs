@@ -222,6 +222,10 @@ pub struct KbIndex {
     writing: Mutex<()>,
     /// The row order of the last commit seen, by searcher generation.
     order: Mutex<Option<(u64, Arc<RowOrder>)>>,
+    /// A search read past the end of one of its mapped files (see
+    /// `core::mapped`): its folder was cleared, and the next open builds
+    /// it again instead of using this one.
+    damaged: std::sync::atomic::AtomicBool,
 }
 
 /// One chunk, as stored in the index.
@@ -282,7 +286,9 @@ impl KbIndex {
         // Opened under the lock: one open of a folder at a time.
         caches.with(|c: &mut HashMap<PathBuf, Arc<KbIndex>>| {
             if let Some(ix) = c.get(&key) {
-                return Ok(ix.clone());
+                if !ix.damaged.load(std::sync::atomic::Ordering::SeqCst) {
+                    return Ok(ix.clone());
+                }
             }
             let ix = Arc::new(Self::open_uncached(root, dir)?);
             c.insert(key.clone(), ix.clone());
@@ -333,6 +339,7 @@ impl KbIndex {
             }),
             writing: Mutex::new(()),
             order: Mutex::new(None),
+            damaged: std::sync::atomic::AtomicBool::new(false),
         };
         ix.load_manifest()?;
         Ok(ix)
@@ -703,7 +710,25 @@ impl KbIndex {
 
     /// Runs a search; hits are JSON objects, best first, and the number of
     /// matching chunks.
+    /// Searches; a search that read past the end of a mapped file of the
+    /// index (cut short under us) fails, and the index is built again when
+    /// next used (issue 49, item 9: it answered from zero pages, silently).
     pub fn search(&self, req: &SearchRequest) -> Result<(Vec<Value>, usize), KbError> {
+        let faults = crate::core::mapped::faults();
+        let found = self.search_pages(req);
+        if crate::core::mapped::faults() > faults {
+            if let Some(d) = &self.dir {
+                self.damaged
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                // Unlinked files stay readable to whoever maps them now.
+                let _ = clear_dir(d);
+            }
+            return Err(KbError::Damaged(self.shown().display().to_string()));
+        }
+        found
+    }
+
+    fn search_pages(&self, req: &SearchRequest) -> Result<(Vec<Value>, usize), KbError> {
         let searcher = self.reader.searcher();
         let f = self.f;
         let mut analyzer = self

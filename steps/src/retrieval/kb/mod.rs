@@ -66,7 +66,7 @@ impl Action for KbAction {
 
 fn kb_err(e: KbError) -> ActionError {
     match e {
-        KbError::Locked(_) => ActionError::retryable(e.to_string()),
+        KbError::Locked(_) | KbError::Damaged(_) => ActionError::retryable(e.to_string()),
         other => ActionError::failed(other.to_string()),
     }
 }
