@@ -1738,15 +1738,22 @@ fn a_huge_result_count_is_refused_and_the_server_stays_up() {
     .unwrap();
     std::fs::create_dir(d.path().join("notes")).unwrap();
     std::fs::write(d.path().join("notes/a.md"), "# Apollo\n\nA note.\n").unwrap();
-    let out = cmd(d.path())
-        .args(["run", "huge.md", "--no-store"])
-        .output()
-        .unwrap();
+    assert_run_fails_with(
+        d.path(),
+        "huge.md",
+        "huge.md:6:9: error: step `step_1` failed: input `top_k` of `kb.search`: must be a whole number from 1 to 10000, got 1000000000",
+    );
+}
+
+/// `marktoflow run FILE --no-store` in `dir` exits 1 and its error line
+/// about `FILE` is `line`.
+fn assert_run_fails_with(dir: &Path, file: &str, line: &str) {
+    let out = cmd(dir).args(["run", file, "--no-store"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(
-        err.lines().find(|l| l.starts_with("huge.md:")),
-        Some("huge.md:6:9: error: step `step_1` failed: input `top_k` of `kb.search`: must be a whole number from 1 to 10000, got 1000000000"),
+        err.lines().find(|l| l.starts_with(&format!("{file}:"))),
+        Some(line),
         "{err}"
     );
 }
@@ -1889,16 +1896,10 @@ fn a_question_past_two_thousand_characters_is_refused() {
         format!("---\nworkflow: {{id: long}}\n---\n\n```yaml\naction: kb.evidence\ninputs:\n  kb: notes\n  question: '{}'\n  hits: {{hits: []}}\n```\n", "why ".repeat(600)),
     )
     .unwrap();
-    let out = cmd(d.path())
-        .args(["run", "long.md", "--no-store"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert_eq!(
-        err.lines().find(|l| l.starts_with("long.md:")),
-        Some("long.md:6:9: error: step `step_1` failed: input `question` of `kb.evidence`: a question is at most 2000 characters long, got 2400"),
-        "{err}"
+    assert_run_fails_with(
+        d.path(),
+        "long.md",
+        "long.md:6:9: error: step `step_1` failed: input `question` of `kb.evidence`: a question is at most 2000 characters long, got 2400",
     );
 }
 

@@ -45,18 +45,24 @@ pub(crate) fn check_template(src: &str) -> Result<(), TemplateError> {
     Ok(())
 }
 
+/// Where the string quoted at `open` ends (its closing quote, or the end
+/// of the text), backslash escapes skipped.
+fn closing_quote(b: &[u8], open: usize) -> usize {
+    let q = b[open];
+    let mut i = open + 1;
+    while i < b.len() && b[i] != q {
+        i += if b[i] == b'\\' { 2 } else { 1 };
+    }
+    i
+}
+
 /// Where the tag whose content starts at `from` closes (at `close`, outside
 /// quotes), or the end of the text.
 fn tag_end(b: &[u8], from: usize, close: &[u8]) -> usize {
     let mut i = from;
     while i < b.len() {
         match b[i] {
-            q @ (b'\'' | b'"') => {
-                i += 1;
-                while i < b.len() && b[i] != q {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-            }
+            b'\'' | b'"' => i = closing_quote(b, i),
             _ if b[i..].starts_with(close) => return i,
             _ => {}
         }
@@ -79,12 +85,7 @@ fn operators(expr: &str) -> usize {
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            q @ (b'\'' | b'"') => {
-                i += 1;
-                while i < b.len() && b[i] != q {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-            }
+            b'\'' | b'"' => i = closing_quote(b, i),
             c if c.is_ascii_alphabetic() || c == b'_' => {
                 let start = i;
                 while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
