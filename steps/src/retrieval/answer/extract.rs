@@ -5,8 +5,8 @@
 //! path) names every name the question names and covers enough of the rest
 //! of its topic. Among the lines that can, a question that asks for a typed
 //! value takes the value of that type nearest to the question's words, not
-//! behind a word for the other side (`arriving` when the question did not
-//! ask about arriving); a list question takes the list; others the best
+//! behind a word for the other side (`target` when the question did not
+//! ask about a target); a list question takes the list; others the best
 //! line or two.
 
 use super::evidence::{self, Item, Unit, UnitKind};
@@ -809,16 +809,13 @@ mod tests {
     }
 
     #[test]
-    fn the_departure_not_the_arrival() {
-        let a = answer("What time is my flight to Lisbon?", &[("Trip.md", TRIP)]);
+    fn the_value_not_the_one_behind_a_side_word() {
+        const SAVINGS: &str = "# Savings\n\n- Balance: 2,400 EUR, target 5,000 EUR by June\n";
+        let a = answer("How much is in my savings?", &[("Savings.md", SAVINGS)]);
         assert!(a.found, "{a:?}");
-        assert_eq!(a.value.as_deref(), Some("09:40"));
-        assert!(a.answer.starts_with("09:40 — "), "{a:?}");
-        let a = answer(
-            "What time does my flight to Lisbon arrive?",
-            &[("Trip.md", TRIP)],
-        );
-        assert_eq!(a.value.as_deref(), Some("11:55"), "{a:?}");
+        assert_eq!(a.value.as_deref(), Some("2,400 EUR"), "{a:?}");
+        let a = answer("How much is my savings target?", &[("Savings.md", SAVINGS)]);
+        assert_eq!(a.value.as_deref(), Some("5,000 EUR"), "{a:?}");
     }
 
     #[test]

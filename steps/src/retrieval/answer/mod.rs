@@ -227,8 +227,8 @@ fn verify_method(a: &Args) -> Result<Value, ActionError> {
     let claimed = verify::Claimed::read(&reply);
     let mut problems = verify::check(&q, &items, &claimed);
     // The value the rules found for a value question must be the one the
-    // answer gives: a neighbouring value of the same line (the arrival for
-    // the departure) passes the check above but is still wrong.
+    // answer gives: a neighbouring value of the same line (the target for
+    // the balance) passes the check above but is still wrong.
     if let Some(v) = fallback
         .filter(|f| f.get("found") == Some(&Value::Bool(true)))
         .and_then(|f| f.get("value"))

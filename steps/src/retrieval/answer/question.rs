@@ -167,7 +167,6 @@ const MONEY_WORDS: &[&str] = &[
     "cheap",
     "fee",
     "fees",
-    "ticket",
     "money",
     "earn",
     "income",
@@ -179,11 +178,8 @@ const MONEY_WORDS: &[&str] = &[
 
 /// Words that, right before a value in a note, say which of two values it
 /// is; a question that does not ask for that side does not want the value
-/// behind them (the arrival time when asked for the flight's time).
+/// behind them (the target when asked for the balance).
 pub const SIDE_WORDS: &[&[&str]] = &[
-    &[
-        "arriving", "arrival", "arrive", "arrives", "lands", "landing",
-    ],
     &["back", "return", "returning"],
     &["until", "till", "ends", "end", "to"],
     &["target", "goal", "aim", "aiming", "under"],

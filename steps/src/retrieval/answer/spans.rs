@@ -105,8 +105,179 @@ static TIME: LazyLock<Regex> = LazyLock::new(|| {
 });
 static PERCENT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\b\d[\d,]*(?:\.\d+)?\s?%").unwrap());
+/// Units a number can carry to make it an amount: currencies (symbols and
+/// the ISO 4217 codes of the most traded ones), SI units with their usual
+/// prefixes, common non-SI and imperial units, data sizes, clinical
+/// concentrations and durations. A general table, not one vault's units;
+/// longer spellings first so the alternation takes the whole unit.
+const UNITS: &[&str] = &[
+    // currencies
+    "EUR",
+    "USD",
+    "GBP",
+    "JPY",
+    "CNY",
+    "CHF",
+    "CAD",
+    "AUD",
+    "NZD",
+    "SEK",
+    "NOK",
+    "DKK",
+    "PLN",
+    "CZK",
+    "HUF",
+    "INR",
+    "BRL",
+    "MXN",
+    "ZAR",
+    "SGD",
+    "HKD",
+    "KRW",
+    "TRY",
+    "euros?",
+    "dollars?",
+    "pounds?",
+    "yen",
+    "francs?",
+    "cents?",
+    "pence",
+    // concentrations
+    "mmol/L",
+    "nmol/L",
+    "µmol/L",
+    "umol/L",
+    "pmol/L",
+    "mg/dL",
+    "mg/L",
+    "µg/L",
+    "ug/L",
+    "ng/mL",
+    "pg/mL",
+    "g/dL",
+    "g/L",
+    "IU/L",
+    "mIU/L",
+    "U/L",
+    "mEq/L",
+    "mmHg",
+    "bpm",
+    // mass, length, volume, area, speed, energy, power, pressure, temperature
+    // (Matched in any case, so no one-letter unit that is also a word:
+    // "5 a day", "3 in a row", "2 s" are not amounts.)
+    "mg",
+    "µg",
+    "ug",
+    "kg",
+    "g",
+    "tonnes?",
+    "lbs?",
+    "oz",
+    "mm",
+    "cm",
+    "km",
+    "m",
+    "µm",
+    "nm",
+    "inch(?:es)?",
+    "ft",
+    "feet",
+    "yards?",
+    "yd",
+    "miles?",
+    "mi",
+    "ml",
+    "cl",
+    "dl",
+    "l",
+    "litres?",
+    "liters?",
+    "gal",
+    "gallons?",
+    "m2",
+    "ha",
+    "acres?",
+    "sq ?ft",
+    "km/h",
+    "kph",
+    "mph",
+    "m/s",
+    "knots?",
+    "kcal",
+    "cal",
+    "kJ",
+    "kWh",
+    "MWh",
+    "Wh",
+    "kW",
+    "MW",
+    "hp",
+    "mV",
+    "mA",
+    "mAh",
+    "Hz",
+    "kHz",
+    "MHz",
+    "GHz",
+    "bar",
+    "mbar",
+    "hPa",
+    "kPa",
+    "psi",
+    "°C",
+    "°F",
+    "dB",
+    // data
+    "bits?",
+    "bytes?",
+    "KB",
+    "KiB",
+    "MB",
+    "MiB",
+    "GB",
+    "GiB",
+    "TB",
+    "TiB",
+    "PB",
+    "kbps",
+    "Mbps",
+    "Gbps",
+    // time
+    "ns",
+    "µs",
+    "ms",
+    "secs?",
+    "seconds?",
+    "mins?",
+    "minutes?",
+    "h",
+    "hrs?",
+    "hours?",
+    "days?",
+    "nights?",
+    "weeks?",
+    "fortnights?",
+    "months?",
+    "years?",
+    "yrs?",
+    "decades?",
+    // scores and rates a value is measured in
+    "points?",
+    "pts",
+    "req/s",
+    "rps",
+    "qps",
+];
+
 static AMOUNT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:[€$£]\s?\d[\d,]*(?:\.\d+)?)|(?:\b\d[\d,]*(?:\.\d+)?\s?(?:EUR|USD|GBP|euros?|dollars?|pounds?|kg|km|g|ml|l|m|ms|nmol/L|mmol/L|°C|IU|GB|TB|MB|h|hours?|min|minutes?|seconds?|days?|weeks?|months?|years?|nights?|bar|points?)\b)").unwrap()
+    let mut units: Vec<&str> = UNITS.to_vec();
+    // Longest first: `mmol/L` before `m`, `MB` before `B`.
+    units.sort_by_key(|u| std::cmp::Reverse(u.len()));
+    Regex::new(&format!(
+        r"(?i)(?:[€$£¥₹]\s?\d[\d,]*(?:\.\d+)?)|(?:\b\d[\d,]*(?:\.\d+)?\s?(?:{})\b)",
+        units.join("|")
+    ))
+    .unwrap()
 });
 /// "7 h 10 min", "6 hours 40 minutes": one duration, not two amounts.
 static DURATION: LazyLock<Regex> = LazyLock::new(|| {
@@ -564,6 +735,37 @@ mod tests {
         let k = kinds("Dr. Elena Ruiz (GP) said so. Hannah Schmidt agreed.");
         assert!(k.contains(&(Kind::Name, "Dr. Elena Ruiz".into())), "{k:?}");
         assert!(k.contains(&(Kind::Name, "Hannah Schmidt".into())), "{k:?}");
+    }
+
+    #[test]
+    fn amounts_carry_units_of_any_field_but_not_words_that_look_like_units() {
+        for text in [
+            "12 mg/dL",
+            "5.4 mmol/L",
+            "3.5 GiB",
+            "40 mph",
+            "1,200 kcal",
+            "250 ml",
+            "18 °C",
+            "600 req/s",
+            "¥3,000",
+            "90 CHF",
+        ] {
+            assert!(
+                kinds(text)
+                    .iter()
+                    .any(|(k, t)| *k == Kind::Amount && t == text),
+                "{text}: {:?}",
+                kinds(text)
+            );
+        }
+        for text in ["5 in a row", "3 a day", "2 s and 3 t"] {
+            assert!(
+                !kinds(text).iter().any(|(k, _)| *k == Kind::Amount),
+                "{text}: {:?}",
+                kinds(text)
+            );
+        }
     }
 
     #[test]
