@@ -724,49 +724,94 @@ fn deaths_of(store: &Path, run_id: &str) -> i64 {
     .unwrap_or(0)
 }
 
+/// Writes what a process that aborted inside `run_id` leaves in its owner
+/// lock file (`store::death`), for the owner of that run in the store.
+fn aborted_inside(store: &Path, run_id: &str) {
+    let c =
+        rusqlite::Connection::open_with_flags(store, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let owner: String = c
+        .query_row("SELECT owner FROM runs WHERE id = ?1", [run_id], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let file = store.with_file_name("runs.db.owners").join(owner);
+    assert!(file.exists(), "the dead owner's lock file stays");
+    std::fs::write(file, format!("run {run_id}\n")).unwrap();
+}
+
 #[test]
-fn a_run_whose_process_died_twice_is_failed_not_resumed_a_third_time() {
+fn a_run_that_aborted_its_process_twice_is_failed_and_the_runs_beside_it_are_not() {
     let d = tempdir();
     chain(d.path());
+    let wf = std::fs::read_to_string(d.path().join("chain.md")).unwrap();
+    std::fs::write(
+        d.path().join("chain.md"),
+        wf.replace("max_concurrent: 1", "max_concurrent: 2"),
+    )
+    .unwrap();
     let store = d.path().join("runs.db");
     let store_env = store.to_str().unwrap().to_string();
     let dir = d.path().to_str().unwrap().to_string();
     let env = [("MARKTOFLOW_STORE", store_env.as_str())];
     let args = ["chain.md", "--allow-write", dir.as_str()];
     let s = serve(d.path(), &args, &env);
-    let a = post(&s.addr, "/chain", json!({"tag": "a", "ms": 600000}));
-    assert_eq!(a.status, 202);
-    let id = a.json()["run_id"].as_str().unwrap().to_string();
-    wait_for("the checkpoint after step one", || {
-        checkpoints_before(&store, 1) == 1
-    });
-    // The first death: kill -9 in step two; the next start resumes it.
+    let run = |tag: &str, ms: u64| {
+        let r = post(&s.addr, "/chain", json!({"tag": tag, "ms": ms}));
+        assert_eq!(r.status, 202);
+        r.json()["run_id"].as_str().unwrap().to_string()
+    };
+    let culprit = run("a", 600000);
+    let beside = run("b", 15000);
+    wait_for("both in step two", || checkpoints_before(&store, 1) == 2);
+    let status_of = |s: &Server, id: &str| {
+        http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json()["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    // A death the culprit is blamed for (its process aborted inside it, as
+    // its owner file says), with the other run executing beside it.
     drop(s);
+    aborted_inside(&store, &culprit);
     let s = serve(d.path(), &args, &env);
-    wait_for("the death counted before step two runs again", || {
-        deaths_of(&store, &id) == 1
+    wait_for("the death counted", || deaths_of(&store, &culprit) == 2);
+    wait_for("both resumed", || {
+        status_of(&s, &culprit) == "running" && status_of(&s, &beside) == "running"
     });
-    let shown = http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json();
-    assert_eq!(shown["status"], "running", "{shown}");
-    // The second death: the next start fails the run instead.
-    drop(s);
-    let s = serve(d.path(), &args, &env);
-    wait_for("the run is failed", || {
-        http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json()["status"] == "failed"
-    });
-    let shown = http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json();
     assert_eq!(
-        shown["error"]["message"], "not resumed: the process died twice while running it",
+        deaths_of(&store, &beside),
+        0,
+        "the run beside it is not blamed"
+    );
+    // The second: the culprit is failed, the other run resumed again.
+    drop(s);
+    aborted_inside(&store, &culprit);
+    let s = serve(d.path(), &args, &env);
+    wait_for("the culprit failed", || status_of(&s, &culprit) == "failed");
+    let shown = http(&s.addr, "GET", &format!("/runs/{culprit}"), &[], b"").json();
+    assert_eq!(
+        shown["error"]["message"],
+        "not resumed: the process died while running it too often (it aborted inside this run twice, or was killed four times)",
         "{shown}"
     );
+    assert_eq!(status_of(&s, &beside), "running");
+    assert_eq!(deaths_of(&store, &beside), 0);
+    // A death nobody is to blame for (kill -9) weighs 1: still resumed.
     drop(s);
-    // Nothing ran after step one, and a later start leaves it failed.
-    assert_eq!(log_lines(d.path()), ["a-1"]);
     let s = serve(d.path(), &args, &env);
-    let shown = http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json();
-    assert_eq!(shown["status"], "failed", "{shown}");
-    assert_eq!(deaths_of(&store, &id), 1);
+    wait_for("the unexplained death counted", || {
+        deaths_of(&store, &beside) == 1
+    });
+    wait_for("the run beside it completes", || {
+        status_of(&s, &beside) == "completed"
+    });
+    assert_eq!(status_of(&s, &culprit), "failed");
     drop(s);
+    // The culprit never got past step one; the other run finished.
+    let mut lines = log_lines(d.path());
+    lines.sort();
+    assert_eq!(lines, ["a-1", "b-1", "b-3"]);
 }
 
 #[test]

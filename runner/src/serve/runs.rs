@@ -318,6 +318,9 @@ pub(super) fn start_reserved(
                 (None, Job::Resume(_) | Job::Retry(..)) => not_started(&run_id, &wf, false),
             }
         };
+        // Should the process abort while working for this run, its owner
+        // file names it, and the next start blames it alone.
+        let go = marktoflow_steps::core::blame::InRun::new(&run_id, go);
         let result = match std::panic::AssertUnwindSafe(go).catch_unwind().await {
             Ok(r) => r,
             Err(panic) => {
@@ -477,7 +480,8 @@ pub fn resume_stored_runs(state: &Arc<ServerState>, workflows: &[Arc<Workflow>])
         let deaths = run.deaths;
         match start_run(state, wf, Job::Resume(Box::new(run)), id.clone()) {
             Ok(_) if deaths >= crate::store::MAX_DEATHS => eprintln!(
-                "marktoflow: run {id} is marked failed, not resumed: the process died {deaths} times while running it"
+                "marktoflow: run {id} is marked failed, {}",
+                crate::store::not_resumed_for_deaths()
             ),
             Ok(_) => {
                 n += 1;

@@ -40,6 +40,7 @@
 //! [`RunStore::finish_run`].
 
 pub mod checkpoint;
+pub mod death;
 mod fold;
 pub mod journal;
 pub mod owner;
@@ -61,7 +62,8 @@ use std::time::Duration;
 pub use checkpoint::CheckpointRow;
 pub use postgres::{PgOptions, PgStore};
 pub use record::{
-    recording_sink, resume_from, resume_run, run_recorded, tee, RecordedReplies, MAX_DEATHS,
+    not_resumed_for_deaths, recording_sink, resume_from, resume_run, run_recorded, tee,
+    RecordedReplies, MAX_DEATHS,
 };
 pub use sqlite::SqliteStore;
 pub use writer::AfterCommit;
@@ -363,9 +365,9 @@ pub struct RunRecord {
     /// What the run sees as `trigger` when it starts (see [`NewRun::context`]).
     #[serde(skip)]
     pub context: Value,
-    /// How many times a process died while running it, counting a death
-    /// the store has just found (its owner gone while it ran): a run that
-    /// killed its process twice is not resumed a third time.
+    /// The weight of the deaths of processes while they ran it (see
+    /// [`death`]), counting a death the store has just found (its owner
+    /// gone while it ran): at [`MAX_DEATHS`] it is not resumed again.
     #[serde(skip)]
     pub deaths: u32,
 }

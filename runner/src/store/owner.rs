@@ -8,8 +8,10 @@
 //! so "the lock can be taken" means "the owner is gone", at once and for
 //! certain.
 
+use super::death::Death;
 use super::StoreError;
 use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// The folder of owner locks of the store file `db`.
@@ -44,6 +46,8 @@ impl Owner {
             .open(&path)
             .map_err(|e| open_err(&path, e))?;
         file.lock().map_err(|e| open_err(&path, e))?;
+        // Should the process abort, its file says in which run.
+        super::death::record_aborts_in(file.as_raw_fd());
         Ok(Owner {
             token,
             path,
@@ -55,29 +59,78 @@ impl Owner {
 impl Drop for Owner {
     fn drop(&mut self) {
         // A clean exit leaves nothing behind; a killed one leaves a file
-        // whose lock is free, removed by the next look at it.
+        // whose lock is free, read and removed by the next start.
+        super::death::stop_recording_in(self._lock.as_raw_fd());
         let _ = std::fs::remove_file(&self.path);
     }
 }
 
 /// Whether the owner `token` of runs in the store file `db` still lives.
 pub fn is_alive(db: &Path, token: &str) -> bool {
+    match look(db, token) {
+        Look::Alive => true,
+        Look::Gone { record, path } => {
+            // A dead owner's file goes, unless it tells how it died: the
+            // next start reads that ([`death_of`]) and removes it.
+            if record.is_empty() {
+                if let Some(p) = path {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+            false
+        }
+    }
+}
+
+/// How the owner `token` died (None while it lives), and its file removed:
+/// for a server resuming the runs it left.
+pub fn death_of(db: &Path, token: &str) -> Option<Death> {
+    match look(db, token) {
+        Look::Alive => None,
+        Look::Gone { record, path } => {
+            if let Some(p) = path {
+                let _ = std::fs::remove_file(p);
+            }
+            Some(Death::read(&record))
+        }
+    }
+}
+
+enum Look {
+    Alive,
+    /// Its file's contents (empty when it has none), and the file if any.
+    Gone {
+        record: Vec<u8>,
+        path: Option<PathBuf>,
+    },
+}
+
+fn look(db: &Path, token: &str) -> Look {
+    let gone = Look::Gone {
+        record: Vec::new(),
+        path: None,
+    };
     if token.is_empty() || !token.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return false;
+        return gone;
     }
     let path = dir_of(db).join(token);
     let Ok(file) = File::open(&path) else {
-        return false;
+        return gone;
     };
     match file.try_lock_shared() {
         Ok(()) => {
-            // Nobody holds it: the owner is gone; its file goes too.
-            let _ = std::fs::remove_file(&path);
-            false
+            // Nobody holds it: the owner is gone. Its record is one short
+            // line; more is not ours.
+            let mut record = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::Read::take(&file, 256), &mut record);
+            Look::Gone {
+                record,
+                path: Some(path),
+            }
         }
-        Err(std::fs::TryLockError::WouldBlock) => true,
+        Err(std::fs::TryLockError::WouldBlock) => Look::Alive,
         // Cannot tell: treat as alive, never resume a live run.
-        Err(std::fs::TryLockError::Error(_)) => true,
+        Err(std::fs::TryLockError::Error(_)) => Look::Alive,
     }
 }
 

@@ -136,16 +136,10 @@ pub async fn resume_run(
         store.finish_run(&run.id, RunEnd::from(&result));
         result
     };
-    // A run that killed its process twice would most likely kill the next
-    // one too (and a server restarted by a supervisor would die forever).
+    // A run that aborted its process twice would most likely abort the
+    // next one too (and a server restarted by a supervisor would die forever).
     if run.deaths >= MAX_DEATHS {
-        return refuse(format!(
-            "not resumed: the process died {} while running it",
-            match run.deaths {
-                2 => "twice".to_string(),
-                n => format!("{n} times"),
-            }
-        ));
+        return refuse(not_resumed_for_deaths().to_string());
     }
     if run.deaths > 0 {
         // Counted before any step runs again, so the next death is seen.
@@ -171,9 +165,15 @@ pub async fn resume_run(
     resume_from(store, engine, wf, inputs, cfg, cp).await
 }
 
-/// How many times a process may die while running a run before a server
-/// stops resuming it and marks it failed.
-pub const MAX_DEATHS: u32 = 2;
+/// Why a run whose deaths weigh [`MAX_DEATHS`] is failed.
+pub fn not_resumed_for_deaths() -> &'static str {
+    "not resumed: the process died while running it too often (it aborted inside this run twice, or was killed four times)"
+}
+
+/// The weight of deaths (see [`super::death`]) at which a server stops
+/// resuming a run and marks it failed: two aborts inside it, or four
+/// deaths nobody could be blamed for.
+pub const MAX_DEATHS: u32 = 4;
 
 /// Runs `wf` from `cp` as the stored run `cfg.run_id`, recording it.
 pub async fn resume_from(

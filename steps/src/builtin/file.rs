@@ -35,7 +35,7 @@ impl Action for FileAction {
         let method = call.method.to_string();
         let sandbox = call.caps.sandbox.clone();
         // Disk work off the async threads.
-        tokio::task::spawn_blocking(move || {
+        crate::core::blame::spawn_blocking(move || {
             let a = Args::new(args::spec_of(SPECS, &method, &action)?, &inputs)?;
             let sb = &sandbox;
             match method.as_str() {

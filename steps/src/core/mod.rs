@@ -9,6 +9,7 @@
 pub mod action;
 pub mod args;
 pub mod background;
+pub mod blame;
 pub mod cache;
 pub mod catalog;
 pub mod confined;

@@ -80,7 +80,7 @@ impl Action for MemoryAction {
         };
         let file = db_path(call, &a)?;
         let shown = file.shown();
-        let work = tokio::task::spawn_blocking(move || -> Result<Value, MemError> {
+        let work = crate::core::blame::spawn_blocking(move || -> Result<Value, MemError> {
             // `file` (and its open folder) lives as long as the connection.
             let mut db = open(&file.path())?;
             match job {

@@ -385,14 +385,30 @@ impl RunStore for SqliteStore {
             let rows = st.query_map([], run_of)?;
             rows.collect::<Result<Vec<_>, _>>()
         })?;
+        // How each owner died, read once (its file goes with the reading).
+        let mut deaths: std::collections::HashMap<String, Option<super::death::Death>> =
+            std::collections::HashMap::new();
         Ok(rows
             .into_iter()
-            .map(|r| self.live(r))
-            .filter(|r| r.is_interrupted())
-            .map(|mut r| {
-                // Its process died while running it: one more death.
+            .map(|r| {
+                let death = match &r.owner {
+                    Some(t) => deaths
+                        .entry(t.clone())
+                        .or_insert_with(|| super::owner::death_of(&self.path, t))
+                        .clone(),
+                    None => None,
+                };
+                (self.live(r), death)
+            })
+            .filter(|(r, _)| r.is_interrupted())
+            .map(|(mut r, death)| {
+                // Its process died while running it: weighed by whether it
+                // was to blame (see `death`).
                 if r.status == Status::Running {
-                    r.deaths = r.deaths.saturating_add(1);
+                    let weight = death
+                        .unwrap_or(super::death::Death::Unexplained)
+                        .weight(&r.id);
+                    r.deaths = r.deaths.saturating_add(weight);
                 }
                 r
             })

@@ -243,7 +243,7 @@ async fn load(
     caches: Arc<crate::core::cache::Caches>,
     path: PathBuf,
 ) -> Result<Arc<Loaded>, ActionError> {
-    let loading = tokio::task::spawn_blocking(move || load_cached(&caches, &path));
+    let loading = crate::core::blame::spawn_blocking(move || load_cached(&caches, &path));
     tokio::select! {
         biased;
         _ = call.caps.cancel.cancelled() => Err(ActionError::Cancelled),
@@ -272,7 +272,7 @@ async fn in_slot<T: Send + 'static>(
     };
     let cancel = call.caps.cancel.clone();
     let model = loaded.clone();
-    let job = tokio::task::spawn_blocking(move || {
+    let job = crate::core::blame::spawn_blocking(move || {
         let _permit = permit;
         let halt = || {
             if cancel.is_cancelled() {

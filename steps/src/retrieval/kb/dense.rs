@@ -89,7 +89,7 @@ pub type PreparedQuery = tokio::task::JoinHandle<Result<Prepared, EmbedError>>;
 /// Loads the model at `model_path` (once per process) and embeds `text`.
 pub fn prepare(call: &Call<'_>, model_path: PathBuf, text: String) -> PreparedQuery {
     let caches = call.caps.caches.clone();
-    tokio::task::spawn_blocking(move || {
+    crate::core::blame::spawn_blocking(move || {
         let embedder = crate::retrieval::embed::load_cached(&caches, &model_path)?;
         let vector = embedder.embed(&[text.as_str()])?.remove(0);
         Ok(Prepared { embedder, vector })
@@ -125,7 +125,7 @@ pub async fn search(
     let work = async move {
         let Prepared { embedder, vector } = query.await??;
         // Embedding and the scan are CPU work: off the async threads.
-        let done = tokio::task::spawn_blocking(move || {
+        let done = crate::core::blame::spawn_blocking(move || {
             let (vectors, stats) = build.run(&*embedder, &order, want)?;
             let found = vectors.top_k(&vector, embedder.dim(), top_k, |row| {
                 keep.as_ref().is_none_or(|k| k[row])
@@ -290,7 +290,7 @@ pub async fn embed_all(
     let build = Build::of(call, ix);
     let caches = call.caps.caches.clone();
     let work = async move {
-        let done = tokio::task::spawn_blocking(move || {
+        let done = crate::core::blame::spawn_blocking(move || {
             let embedder = crate::retrieval::embed::load_cached(&caches, &model_path)?;
             let want = if all { Want::All } else { Want::Count };
             let (_, stats) = build.run(&*embedder, &order, want)?;

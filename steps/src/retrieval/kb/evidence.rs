@@ -158,7 +158,7 @@ async fn similarities(
         format!("{}: {}", u.heading_path.join(" › "), u.text)
     }));
     let caches = call.caps.caches.clone();
-    let vectors = tokio::task::spawn_blocking(move || {
+    let vectors = crate::core::blame::spawn_blocking(move || {
         let e = crate::retrieval::embed::load_cached(&caches, &model)?;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         e.embed(&refs)

@@ -140,7 +140,7 @@ async fn update(
 ) -> Result<UpdateStats, KbError> {
     let sink = call.caps.progress.clone();
     let stop = stopper(call);
-    let stats = tokio::task::spawn_blocking(move || {
+    let stats = crate::core::blame::spawn_blocking(move || {
         let progress = move |done: usize, total: usize| {
             sink(crate::core::signals::Progress {
                 what: "files indexed".into(),
