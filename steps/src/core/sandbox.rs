@@ -147,7 +147,7 @@ impl Sandbox {
         } else {
             Err(SandboxError::ReadDenied {
                 path: p.to_string(),
-                roots: list_roots(self.read_roots.iter().chain(&self.write_roots)),
+                roots: self.list_roots(self.read_roots.iter().chain(&self.write_roots)),
             })
         }
     }
@@ -161,18 +161,39 @@ impl Sandbox {
         } else {
             Err(SandboxError::WriteDenied {
                 path: p.to_string(),
-                roots: list_roots(self.write_roots.iter()),
+                roots: self.list_roots(self.write_roots.iter()),
             })
         }
     }
 }
 
-fn list_roots<'a>(roots: impl Iterator<Item = &'a PathBuf>) -> String {
-    let v: Vec<String> = roots.map(|r| format!("`{}`", r.display())).collect();
-    if v.is_empty() {
-        "none".to_string()
-    } else {
-        v.join(", ")
+impl Sandbox {
+    /// The roots as a refusal shows them: relative to the working folder,
+    /// and for a root outside it only its last name (`…/notes`), so that a
+    /// refusal sent to a caller over the network does not map the server's
+    /// disk.
+    fn list_roots<'a>(&self, roots: impl Iterator<Item = &'a PathBuf>) -> String {
+        let cwd = real_path(&self.cwd);
+        let v: Vec<String> = roots
+            .map(|r| {
+                let shown = match r.strip_prefix(&cwd) {
+                    Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
+                    Ok(rel) => rel.display().to_string(),
+                    Err(_) => format!(
+                        "…/{}",
+                        r.file_name()
+                            .map(|n| n.to_string_lossy())
+                            .unwrap_or_default()
+                    ),
+                };
+                format!("`{shown}`")
+            })
+            .collect();
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
     }
 }
 
@@ -227,6 +248,30 @@ pub fn normalize(p: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_names_the_roots_without_the_servers_absolute_paths() {
+        let d = tempfile::tempdir().unwrap();
+        let cwd = d.path().join("srv");
+        let elsewhere = d.path().join("private").join("notes");
+        std::fs::create_dir_all(cwd.join("vault")).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        let sb = Sandbox::new(
+            cwd.clone(),
+            vec![cwd.join("vault"), elsewhere, cwd.clone()],
+            Vec::new(),
+        );
+        let e = sb.check_read("/etc/hostname").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "access denied: `/etc/hostname` is outside the allowed read roots (`vault`, `…/notes`, `.`); allow it with `--allow-read DIR`"
+        );
+        let e = sb.check_write("x.txt").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "access denied: `x.txt` is outside the allowed write roots (none); allow it with `--allow-write DIR`"
+        );
+    }
 
     #[test]
     fn dotdot_and_symlinks_cannot_escape() {
