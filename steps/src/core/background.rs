@@ -36,6 +36,11 @@ pub struct Background {
     tasks: Mutex<BTreeMap<String, Task>>,
 }
 
+/// Tasks that run at once in one process.
+pub const MAX_RUNNING: usize = 4;
+/// Tasks whose status is kept (running ones and the latest finished).
+pub const MAX_KEPT: usize = 256;
+
 /// What a task is given: where to report progress, and whether to stop.
 #[derive(Clone)]
 pub struct TaskContext {
@@ -88,6 +93,23 @@ impl Background {
             let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
             if tasks.get(key).is_some_and(|t| t.status.running) {
                 return false;
+            }
+            // Each knowledge base a caller names may want a task: at most a
+            // few run at once (the others are asked for again later), and
+            // the statuses of the oldest finished ones are forgotten.
+            if tasks.values().filter(|t| t.status.running).count() >= MAX_RUNNING {
+                return false;
+            }
+            while tasks.len() >= MAX_KEPT {
+                let oldest = tasks
+                    .iter()
+                    .filter(|(_, t)| !t.status.running)
+                    .min_by_key(|(_, t)| t.started)
+                    .map(|(k, _)| k.clone());
+                match oldest {
+                    Some(k) => tasks.remove(&k),
+                    None => break,
+                };
             }
             tasks.insert(
                 key.to_string(),
@@ -205,5 +227,44 @@ mod tests {
             !bg.start("other", "x", |_| Ok(())),
             "none starts after a stop"
         );
+    }
+
+    #[test]
+    fn a_few_tasks_run_at_once_and_old_statuses_are_forgotten() {
+        let bg = Background::new();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let release = Arc::new(AtomicBool::new(false));
+        for i in 0..MAX_RUNNING {
+            let (tx, release) = (tx.clone(), release.clone());
+            assert!(bg.start(&format!("kb{i}"), "x", move |_| {
+                tx.send(()).unwrap();
+                while !release.load(Ordering::SeqCst) {
+                    std::thread::park_timeout(std::time::Duration::from_millis(2));
+                }
+                Ok(())
+            }));
+        }
+        for _ in 0..MAX_RUNNING {
+            rx.recv().unwrap();
+        }
+        assert!(!bg.start("one-more", "x", |_| Ok(())), "the cap holds");
+        release.store(true, Ordering::SeqCst);
+        let wait_idle = || {
+            while bg.status().iter().any(|(_, s)| s.running) {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        };
+        wait_idle();
+        // Finished tasks make room, and only the latest statuses are kept.
+        for i in 0..MAX_KEPT + 10 {
+            assert!(bg.start(&format!("done{i}"), "x", |_| Ok(())));
+            wait_idle();
+        }
+        let kept = bg.status();
+        assert_eq!(kept.len(), MAX_KEPT);
+        assert!(kept
+            .iter()
+            .any(|(k, _)| k == &format!("done{}", MAX_KEPT + 9)));
+        assert!(!kept.iter().any(|(k, _)| k == "kb0"));
     }
 }

@@ -75,7 +75,48 @@ impl StateDir {
             .join(format!("{name}-{short}"))
             .join("index")
     }
+
+    /// [`kb_index`](Self::kb_index), for an index about to be used: its
+    /// knowledge base's folder is marked as used now, and a new one first
+    /// makes room. Each folder a caller names as a knowledge base gets one,
+    /// so a server whose callers may name any folder under its roots keeps
+    /// the [`MAX_KB_FOLDERS`] used last and removes the others (built again
+    /// when asked for).
+    pub fn kb_index_in_use(&self, kb: &Path) -> PathBuf {
+        let index = self.kb_index(kb);
+        let Some(folder) = index.parent() else {
+            return index;
+        };
+        if let Ok(f) = std::fs::File::open(folder) {
+            let _ = f.set_modified(std::time::SystemTime::now());
+            return index;
+        }
+        let Ok(entries) = std::fs::read_dir(self.root.join("kb")) else {
+            return index;
+        };
+        let mut folders: Vec<(std::time::SystemTime, PathBuf)> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| {
+                let used = e
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .unwrap_or(std::time::UNIX_EPOCH);
+                (used, e.path())
+            })
+            .collect();
+        if folders.len() >= MAX_KB_FOLDERS {
+            folders.sort();
+            for (_, old) in &folders[..=folders.len() - MAX_KB_FOLDERS] {
+                let _ = std::fs::remove_dir_all(old);
+            }
+        }
+        index
+    }
 }
+
+/// Knowledge-base folders (index and vectors) kept in one state folder.
+pub const MAX_KB_FOLDERS: usize = 64;
 
 impl StateDir {
     /// What no workflow reads or writes (see
@@ -146,6 +187,36 @@ pub fn user_dir(env: &BTreeMap<String, String>) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_knowledge_bases_used_last_keep_their_folders() {
+        let d = tempfile::tempdir().unwrap();
+        let state = StateDir {
+            root: d.path().join(DIR_NAME),
+            project: true,
+        };
+        let kb = |i: usize| d.path().join(format!("notes/{i}"));
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for i in 0..MAX_KB_FOLDERS + 5 {
+            let index = state.kb_index_in_use(&kb(i));
+            std::fs::create_dir_all(&index).unwrap();
+            // Folders used earlier look older, as they would be.
+            if i != 0 {
+                let f = std::fs::File::open(index.parent().unwrap()).unwrap();
+                f.set_modified(old + std::time::Duration::from_secs(i as u64))
+                    .unwrap();
+            }
+            if i == 3 {
+                // The first is used again: it stays.
+                state.kb_index_in_use(&kb(0));
+            }
+        }
+        let left = std::fs::read_dir(state.root.join("kb")).unwrap().count();
+        assert_eq!(left, MAX_KB_FOLDERS);
+        let here = |i: usize| state.kb_index(&kb(i)).exists();
+        assert!(here(0) && here(MAX_KB_FOLDERS + 4));
+        assert!(!here(1) && !here(5) && here(6));
+    }
 
     #[test]
     fn nearest_project_folder_else_the_user_folder() {

@@ -100,7 +100,7 @@ fn open(call: &Call<'_>, a: &Args) -> Result<Arc<KbIndex>, ActionError> {
         // the state folder (named after the knowledge base, outside it), so it
         // neither widens what can be read nor lets a workflow choose where it
         // writes, and the user's notes stay as they are.
-        None => Some(call.caps.state.kb_index(&root)),
+        None => Some(call.caps.state.kb_index_in_use(&root)),
     };
     match KbIndex::open(&call.caps.caches, &root, dir.as_deref()) {
         Ok(ix) => Ok(ix),
