@@ -936,6 +936,33 @@ fn doctor_asks_each_provider_and_checks_store_and_routes() {
 }
 
 #[test]
+fn workflow_exit_with_an_error_status_ends_the_run_rejected() {
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("text.md"),
+        include_str!("fixtures/server/text.md"),
+    )
+    .unwrap();
+    let r = run(cmd(d.path()).args(["run", "text.md", "--input", "code=403", "--json", "-q"]));
+    assert_eq!(r.code, 1, "{r:?}");
+    let j = r.json();
+    assert_eq!(
+        (&j["status"], &j["error"]["message"], &j["error"]["code"]),
+        (
+            &json!("rejected"),
+            &json!("the workflow answered 403"),
+            &json!("403")
+        ),
+        "{j}"
+    );
+    let r = run(cmd(d.path()).args(["run", "text.md", "--input", "code=403"]));
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("✖ rejected"), "{}", r.stderr);
+    let r = run(cmd(d.path()).args(["run", "text.md", "--json", "-q"]));
+    assert_eq!((r.code, &r.json()["status"]), (0, &json!("completed")));
+}
+
+#[test]
 fn workflow_exit_ends_the_run_completed_from_inside_loops_and_tries() {
     let d = tempdir();
     let f = write(

@@ -1470,6 +1470,65 @@ fn workflow_exit_chooses_the_webhook_answer() {
     assert!(r.body.contains("from 100 to 599"), "{}", r.body);
 }
 
+#[test]
+fn a_workflow_that_exits_with_an_error_status_is_shown_rejected_not_completed() {
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("text.md"),
+        include_str!("fixtures/server/text.md"),
+    )
+    .unwrap();
+    let store = d.path().join("runs.db");
+    let store_env = store.to_str().unwrap().to_string();
+    let s = serve(
+        d.path(),
+        &["text.md"],
+        &[("MARKTOFLOW_STORE", store_env.as_str())],
+    );
+    let key = [("Idempotency-Key", "k-422")];
+    let body = serde_json::to_vec(&json!({"code": 422})).unwrap();
+    let r = http(&s.addr, "POST", "/t", &key, &body);
+    assert_eq!((r.status, r.body.as_str()), (422, "made it"));
+    let id = r.header("x-run-id").map(str::to_string);
+    let runs = http(&s.addr, "GET", "/runs", &[], b"").json();
+    let run = &runs["runs"][0];
+    assert_eq!(run["status"], "rejected", "{runs}");
+    let id = id.unwrap_or_else(|| {
+        run["run_id"]
+            .as_str()
+            .or(run["id"].as_str())
+            .unwrap()
+            .to_string()
+    });
+    let shown = http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json();
+    assert_eq!(shown["status"], "rejected", "{shown}");
+    assert_eq!(
+        shown["error"]["message"], "the workflow answered 422",
+        "{shown}"
+    );
+    // A 2xx exit is a completed run, as before.
+    let ok = http(&s.addr, "POST", "/t", &[], b"{}");
+    assert_eq!(ok.status, 201);
+    drop(s);
+    // The history says so too, and a replay of the key is a client error.
+    let h = store_history(d.path(), &store);
+    let states: Vec<&str> = h["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["completed", "rejected"], "{h}");
+    let s = serve(
+        d.path(),
+        &["text.md"],
+        &[("MARKTOFLOW_STORE", store_env.as_str())],
+    );
+    let again = http(&s.addr, "POST", "/t", &key, &body);
+    assert_eq!(again.status, 400, "{}", again.body);
+    assert_eq!(again.json()["status"], "rejected", "{}", again.body);
+}
+
 /// Polls `GET /workflows` until `done` holds (or fails after 20 s).
 fn workflows_until(addr: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let start = Instant::now();

@@ -197,6 +197,7 @@ impl Progress {
                     RunStatus::Completed => s.paint("1;32", "✔ completed"),
                     RunStatus::Failed => s.paint("1;31", "✖ failed"),
                     RunStatus::Cancelled => s.paint("1;33", "✖ cancelled"),
+                    RunStatus::Rejected => s.paint("1;33", "✖ rejected"),
                 };
                 let _ = writeln!(err, "{text} in {duration_ms} ms");
             }

@@ -43,6 +43,9 @@ pub enum RunStatus {
     Completed,
     Failed,
     Cancelled,
+    /// The workflow ended itself with an error answer: `workflow.exit` with
+    /// a status of 400 or more (a refused request, not a broken run).
+    Rejected,
 }
 
 /// What happens during a run, in order. Printers, servers and stores all

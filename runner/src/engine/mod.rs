@@ -233,7 +233,27 @@ impl Engine {
         };
         let (status, error) = match outcome {
             Ok(_) => (RunStatus::Completed, None),
-            Err(f) if f.cancelled && st.exit.is_some() => (RunStatus::Completed, None),
+            Err(f) if f.cancelled && st.exit.is_some() => {
+                match st
+                    .exit
+                    .as_ref()
+                    .and_then(|e| e.get("status"))
+                    .and_then(Value::as_u64)
+                {
+                    Some(code) if code >= 400 => (
+                        RunStatus::Rejected,
+                        Some(RunFailure {
+                            message: format!("the workflow answered {code}"),
+                            code: Some(code.to_string()),
+                            step_id: (!f.step_id.is_empty()).then_some(f.step_id),
+                            step_name: (!f.step_name.is_empty()).then_some(f.step_name),
+                            file: wf.source.name.clone(),
+                            pos: Some(f.pos),
+                        }),
+                    ),
+                    _ => (RunStatus::Completed, None),
+                }
+            }
             Err(f) => (
                 if f.cancelled && cfg.caps.cancel.is_cancelled() {
                     RunStatus::Cancelled

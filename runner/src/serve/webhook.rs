@@ -233,9 +233,9 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
     match waited {
         Ok(r) => match (&r.response, r.status) {
             // `workflow.exit` chose the answer.
-            (Some(answer), RunStatus::Completed) => exit_answer(answer, run_json(&run_id, &wf.meta.id, true, Some(&r))),
+            (Some(answer), RunStatus::Completed | RunStatus::Rejected) => exit_answer(answer, run_json(&run_id, &wf.meta.id, true, Some(&r))),
             _ => {
-                let status = if r.status == RunStatus::Completed { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR };
+                let status = http_status(r.status);
                 (status, Json(run_json(&run_id, &wf.meta.id, true, Some(&r)))).into_response()
             }
         },
@@ -244,6 +244,17 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             Json(json!({"run_id": run_id, "status": "running", "error": format!("the run is still going after {}s; poll /runs/{run_id}", s.config.request_timeout.as_secs())})),
         )
             .into_response(),
+    }
+}
+
+/// The HTTP status of a finished run's answer when `workflow.exit` chose
+/// none (a replay from the store does not keep the code it chose: a
+/// rejected run is answered 400).
+fn http_status(status: RunStatus) -> StatusCode {
+    match status {
+        RunStatus::Completed => StatusCode::OK,
+        RunStatus::Rejected => StatusCode::BAD_REQUEST,
+        RunStatus::Failed | RunStatus::Cancelled => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
@@ -275,7 +286,7 @@ async fn answer_for_key(
     if !want_async {
         return match super::worker::stored_end(&store, id, wf, s, true).await {
             Some(r) => {
-                let status = if r.status == RunStatus::Completed { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR };
+                let status = http_status(r.status);
                 (status, Json(run_json(id, &r.workflow, true, Some(&r)))).into_response()
             }
             None => (
@@ -299,6 +310,8 @@ async fn answer_for_key(
     };
     let status = match r.status {
         crate::store::Status::Completed => StatusCode::OK,
+        // The code it answered is not kept: a replay says "refused".
+        crate::store::Status::Rejected => StatusCode::BAD_REQUEST,
         crate::store::Status::Failed | crate::store::Status::Cancelled => {
             StatusCode::INTERNAL_SERVER_ERROR
         }

@@ -206,6 +206,7 @@ fn result_of(r: &RunRecord, wf: &Workflow) -> RunResult {
         status: match r.status {
             Status::Completed => RunStatus::Completed,
             Status::Cancelled => RunStatus::Cancelled,
+            Status::Rejected => RunStatus::Rejected,
             _ => RunStatus::Failed,
         },
         outputs: r.outputs.clone(),

@@ -109,6 +109,8 @@ pub enum Status {
     Completed,
     Failed,
     Cancelled,
+    /// Ended by `workflow.exit` with a status of 400 or more.
+    Rejected,
 }
 
 impl Status {
@@ -119,6 +121,7 @@ impl Status {
             Status::Completed => "completed",
             Status::Failed => "failed",
             Status::Cancelled => "cancelled",
+            Status::Rejected => "rejected",
         }
     }
 
@@ -129,6 +132,7 @@ impl Status {
             "completed" => Status::Completed,
             "failed" => Status::Failed,
             "cancelled" => Status::Cancelled,
+            "rejected" => Status::Rejected,
             _ => return None,
         })
     }
@@ -144,6 +148,7 @@ impl From<RunStatus> for Status {
             RunStatus::Completed => Status::Completed,
             RunStatus::Failed => Status::Failed,
             RunStatus::Cancelled => Status::Cancelled,
+            RunStatus::Rejected => Status::Rejected,
         }
     }
 }

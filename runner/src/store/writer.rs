@@ -385,11 +385,11 @@ pub(super) fn needless(w: &Write, ending: &HashSet<&str>) -> bool {
 pub(super) fn pruning(cutoff: i64) -> [(&'static str, i64); 5] {
     let keys = super::now_ms().saturating_sub(super::IDEMPOTENCY_RETENTION.as_millis() as i64);
     [
-        ("DELETE FROM steps WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < $1)", cutoff),
-        ("DELETE FROM checkpoints WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < $1)", cutoff),
-        ("DELETE FROM replies WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < $1)", cutoff),
+        ("DELETE FROM steps WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled', 'rejected') AND finished_at < $1)", cutoff),
+        ("DELETE FROM checkpoints WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled', 'rejected') AND finished_at < $1)", cutoff),
+        ("DELETE FROM replies WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled', 'rejected') AND finished_at < $1)", cutoff),
         ("DELETE FROM idempotency WHERE created_at < $1", keys),
-        ("DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < $1", cutoff),
+        ("DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled', 'rejected') AND finished_at < $1", cutoff),
     ]
 }
 

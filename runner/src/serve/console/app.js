@@ -325,7 +325,7 @@ function replayForm(id) {
 
 // ---------- runs ----------
 
-const STATUSES = ["queued", "running", "completed", "failed", "cancelled", "interrupted"];
+const STATUSES = ["queued", "running", "completed", "rejected", "failed", "cancelled", "interrupted"];
 const TRIGGERS = ["webhook", "api", "schedule", "file_watch", "mcp", "retry", "cli"];
 const SINCE = [["", "any time"], ["1h", "last hour"], ["24h", "last 24 hours"], ["7d", "last 7 days"], ["30d", "last 30 days"]];
 
@@ -414,6 +414,13 @@ function errorBox(err, status) {
       h("strong", {}, err.step ? `Cancelled during step ${err.step}` : "The run was cancelled"));
   }
   const place = err.place || (err.line ? { file: err.file, line: err.line, column: err.column } : null);
+  // The workflow refused the request itself (`workflow.exit` with a 4xx/5xx).
+  if (status === "rejected") {
+    return h("div", { class: "card", role: "status", "data-rejected": "" },
+      h("strong", {}, err.step ? `Rejected by step ${err.step}` : "The workflow rejected the request"),
+      h("pre", {}, err.message),
+      place ? h("div", { class: "where" }, `${place.file}:${place.line}:${place.column}`) : null);
+  }
   return h("div", { class: "card error", role: "alert", "data-error": "" },
     h("strong", {}, err.step ? `Step ${err.step} failed` : "The run failed"),
     h("pre", {}, err.message),
