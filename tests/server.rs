@@ -2073,3 +2073,51 @@ inputs: {{url: 'http://127.0.0.1:{port}/', body: {{n: 1}}}}
     let ran = std::fs::read_to_string(d.path().join("ran.txt")).unwrap();
     assert_eq!(ran, "x", "the finished step ran again");
 }
+
+#[test]
+fn a_flood_of_silent_connections_does_not_keep_health_out() {
+    // This test holds 1,100 connections of its own.
+    let mut mine = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the struct they are given.
+    let raised = unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut mine) == 0 && {
+            mine.rlim_cur = mine.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &mine) == 0
+        }
+    };
+    if !raised || mine.rlim_cur < 1_500 {
+        eprintln!("skipped: this process may not open 1,500 files");
+        return;
+    }
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("text.md"),
+        include_str!("fixtures/server/text.md"),
+    )
+    .unwrap();
+    // The default soft limit of most systems, as the hard limit too.
+    let s =
+        crate::support::serve_limited(d.path(), &["text.md"], &[], &[(libc::RLIMIT_NOFILE, 1024)]);
+    let silent: Vec<TcpStream> = (0..1_100)
+        .map(|_| TcpStream::connect(&s.addr).unwrap())
+        .collect();
+    // Each check is one connection after the flood: it is let in, and
+    // answered, while every silent connection is still held open here.
+    // Before, it waited behind them until their header deadline (10 s).
+    for _ in 0..3 {
+        let mut c = TcpStream::connect(&s.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        let read = c.read_to_string(&mut answer);
+        assert!(read.is_ok(), "no answer within 5 s: {read:?}");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        let r = post(&s.addr, "/t", json!({}));
+        assert_eq!((r.status, r.body.as_str()), (201, "made it"));
+    }
+    drop(silent);
+}

@@ -213,14 +213,25 @@ pub fn serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
 // The child is reaped by `Server`'s `Drop`, which clippy cannot follow.
 #[allow(clippy::zombie_processes)]
 pub fn try_serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
-    try_serve_within(cwd, args, env, None)
+    try_serve_within(cwd, args, env, Vec::new())
 }
 
 /// [`serve`] with the server's address space limited to `bytes`: where
 /// memory is the point, an unbounded allocation fails inside the server
 /// (and must cost one run, not the process) instead of swapping the host.
 pub fn serve_within(cwd: &Path, args: &[&str], env: &[(&str, &str)], bytes: u64) -> Server {
-    try_serve_within(cwd, args, env, Some(bytes))
+    serve_limited(cwd, args, env, &[(libc::RLIMIT_AS, bytes)])
+}
+
+/// [`serve`] under resource limits (`setrlimit`, soft and hard): an
+/// address space, a number of open files.
+pub fn serve_limited(
+    cwd: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    limits: &[(libc::__rlimit_resource_t, u64)],
+) -> Server {
+    try_serve_within(cwd, args, env, limits.to_vec())
         .unwrap_or_else(|e| panic!("server did not start: {e}"))
 }
 
@@ -229,21 +240,23 @@ fn try_serve_within(
     cwd: &Path,
     args: &[&str],
     env: &[(&str, &str)],
-    address_space: Option<u64>,
+    limits: Vec<(libc::__rlimit_resource_t, u64)>,
 ) -> Result<Server, String> {
     use std::io::BufRead;
     let mut c = Command::new(bin());
-    if let Some(bytes) = address_space {
+    if !limits.is_empty() {
         use std::os::unix::process::CommandExt as _;
         // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
         unsafe {
             c.pre_exec(move || {
-                let limit = libc::rlimit {
-                    rlim_cur: bytes,
-                    rlim_max: bytes,
-                };
-                if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
-                    return Err(std::io::Error::last_os_error());
+                for &(resource, value) in &limits {
+                    let limit = libc::rlimit {
+                        rlim_cur: value,
+                        rlim_max: value,
+                    };
+                    if libc::setrlimit(resource, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });

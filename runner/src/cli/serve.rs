@@ -245,6 +245,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             broken,
         });
     }
+    crate::serve::listen::raise_descriptor_limit();
     let code = rt.block_on(async move {
         let addr = format!("{}:{}", a.host, a.port);
         let listener = match tokio::net::TcpListener::bind(&addr).await {
