@@ -55,6 +55,7 @@ fn value_like(token: &str) -> bool {
         .chars()
         .any(|c| c.is_alphabetic() && matches!(c as u32, 0x0370..=0x058F));
     (letters && digits)
+        || token.chars().any(|c| c.is_numeric() && !c.is_ascii_digit())
         || token.contains('@')
         || (letters && (inner(':') || inner('/') || inner('\\')))
         || (inner('.')
@@ -268,6 +269,59 @@ pub fn check(q: &Question, items: &[(String, Item, Value)], claimed: &Claimed) -
             )));
         }
     }
+    // Names the span finder does not read: a capitalised or all-capitals
+    // word of any script (`Łukasz`, `MALLORY`), alone at the start of a
+    // sentence or after `Owner:` too; a sentence may still start with a
+    // common word ("Yes", "Call …").
+    for (offset, word) in words_of(&answer) {
+        if word.chars().count() < 2
+            || !word.chars().any(char::is_uppercase)
+            || word.chars().any(|c| c.is_numeric())
+        {
+            continue;
+        }
+        // A word of a date, time or amount was checked as that value.
+        let end = offset + word.len();
+        if answer_spans
+            .iter()
+            .any(|s| s.kind != Kind::Name && s.start <= offset && end <= s.end)
+        {
+            continue;
+        }
+        let lower = word.to_lowercase();
+        if text::contains_phrase(&context_text, &lower) {
+            continue;
+        }
+        let capitalised_only = word.chars().skip(1).all(|c| !c.is_uppercase());
+        let before = answer[..offset].trim_end();
+        let starts_sentence = before.is_empty()
+            || before.ends_with(['.', '!', '?', ':', ';', '\n', '-', '*', '“', '"', '(']);
+        if starts_sentence
+            && capitalised_only
+            && (text::is_filler(&lower) || SENTENCE_STARTERS.contains(&lower.as_str()))
+        {
+            continue;
+        }
+        if problems.iter().any(|p| p.0.contains(word)) {
+            continue;
+        }
+        problems.push(Problem(format!(
+            "the name “{word}” is not in the cited lines"
+        )));
+    }
+    // Numbers in words ("five thousand euros") stand only when the cited
+    // lines say that number, in words or in digits.
+    for (words, value) in numbers_in_words(&answer) {
+        let said = text::contains_phrase(&context_text, &words.to_lowercase())
+            || spans::find(&value.to_string())
+                .first()
+                .is_some_and(|v| evidence_spans.iter().any(|e| spans::same_value(v, e)));
+        if !said {
+            problems.push(Problem(format!(
+                "the number “{words}” is not in the cited lines"
+            )));
+        }
+    }
     // The names the question asks about must be in what is cited.
     let mut q2 = q.clone();
     let all: Vec<Unit> = items
@@ -310,6 +364,244 @@ fn name_in(name: &str, context: &str) -> bool {
         })
         .collect();
     words.is_empty() || words.iter().all(|w| text::contains_phrase(context, w))
+}
+
+/// Common English words that may start a sentence of an answer with a
+/// capital without being a name (beyond [`text::FILLER`]).
+const SENTENCE_STARTERS: &[&str] = &[
+    "yes",
+    "no",
+    "not",
+    "none",
+    "nothing",
+    "nobody",
+    "it",
+    "its",
+    "they",
+    "their",
+    "them",
+    "we",
+    "our",
+    "you",
+    "your",
+    "he",
+    "his",
+    "she",
+    "her",
+    "my",
+    "mine",
+    "according",
+    "based",
+    "as",
+    "if",
+    "then",
+    "so",
+    "but",
+    "also",
+    "only",
+    "both",
+    "each",
+    "every",
+    "all",
+    "some",
+    "any",
+    "one",
+    "first",
+    "second",
+    "next",
+    "last",
+    "finally",
+    "today",
+    "tomorrow",
+    "yesterday",
+    "now",
+    "currently",
+    "still",
+    "already",
+    "probably",
+    "maybe",
+    "perhaps",
+    "unfortunately",
+    "sorry",
+    "note",
+    "see",
+    "use",
+    "run",
+    "call",
+    "ask",
+    "check",
+    "open",
+    "go",
+    "try",
+    "set",
+    "add",
+    "remove",
+    "make",
+    "take",
+    "send",
+    "pay",
+    "book",
+    "bring",
+    "buy",
+    "do",
+    "don't",
+    "does",
+    "did",
+    "can",
+    "could",
+    "should",
+    "would",
+    "will",
+    "may",
+    "might",
+    "must",
+    "has",
+    "have",
+    "had",
+    "was",
+    "were",
+    "is",
+    "are",
+    "be",
+    "there",
+    "here",
+    "after",
+    "before",
+    "since",
+    "until",
+    "during",
+    "between",
+    "around",
+    "about",
+    "over",
+    "under",
+    "per",
+    "via",
+    "total",
+    "about",
+    "approximately",
+    "roughly",
+    "just",
+    "answer",
+    "summary",
+    "owner",
+    "status",
+    "done",
+    "open",
+    "pending",
+];
+
+/// The words of `text` (runs of letters, digits, `'` and `-`) with their
+/// byte offsets.
+fn words_of(text: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    let is_word = |c: char| c.is_alphanumeric() || c == '\'' || c == '’' || c == '-';
+    for (i, c) in text.char_indices() {
+        match (is_word(c), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                out.push((s, text[s..i].trim_matches(['-', '\'', '’'])));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        out.push((s, text[s..].trim_matches(['-', '\'', '’'])));
+    }
+    out.retain(|(_, w)| !w.is_empty());
+    out
+}
+
+/// Runs of English number words in `text` ("five thousand", "twenty-one"),
+/// with their value; a lone "one" (also a pronoun) is not counted.
+fn numbers_in_words(text: &str) -> Vec<(String, u64)> {
+    fn unit(w: &str) -> Option<u64> {
+        const SMALL: [&str; 20] = [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+        ];
+        const TENS: [&str; 8] = [
+            "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+        ];
+        if let Some(i) = SMALL.iter().position(|s| *s == w) {
+            return Some(i as u64);
+        }
+        TENS.iter()
+            .position(|s| *s == w)
+            .map(|i| 20 + 10 * i as u64)
+    }
+    fn scale(w: &str) -> Option<u64> {
+        match w {
+            "hundred" => Some(100),
+            "thousand" => Some(1_000),
+            "million" => Some(1_000_000),
+            "billion" => Some(1_000_000_000),
+            "dozen" => Some(12),
+            _ => None,
+        }
+    }
+    let mut out = Vec::new();
+    let mut run: Vec<&str> = Vec::new();
+    let (mut total, mut current) = (0u64, 0u64);
+    let mut flush = |run: &mut Vec<&str>, total: &mut u64, current: &mut u64| {
+        let lone_one = run.len() == 1 && run[0].eq_ignore_ascii_case("one");
+        if !run.is_empty() && !lone_one {
+            out.push((run.join(" "), *total + *current));
+        }
+        run.clear();
+        (*total, *current) = (0, 0);
+    };
+    for (_, word) in words_of(text) {
+        let parts: Vec<String> = word.split('-').map(str::to_lowercase).collect();
+        let mut any = false;
+        for p in &parts {
+            if let Some(u) = unit(p) {
+                current = current.saturating_add(u);
+                any = true;
+            } else if let Some(k) = scale(p) {
+                current = current.max(1).saturating_mul(k);
+                if k >= 1_000 {
+                    total = total.saturating_add(current);
+                    current = 0;
+                }
+                any = true;
+            } else if p == "and" && !run.is_empty() {
+                any = true;
+            }
+        }
+        if any
+            && parts
+                .iter()
+                .all(|p| unit(p).is_some() || scale(p).is_some() || p == "and")
+        {
+            run.push(word);
+        } else {
+            flush(&mut run, &mut total, &mut current);
+        }
+    }
+    flush(&mut run, &mut total, &mut current);
+    out.retain(|(words, _)| !words.eq_ignore_ascii_case("and"));
+    out
 }
 
 fn number_in_dates(n: &str, evidence: &[spans::Span]) -> bool {
@@ -464,6 +756,66 @@ mod tests {
             let p = check(&q, &items(), &claim(answer, &["E2"]));
             assert!(p.is_empty(), "{answer}: {p:?}");
         }
+    }
+
+    #[test]
+    fn names_and_numbers_in_any_place_case_script_or_spelling_must_be_cited() {
+        // Issue 49 item 7, the rest: each of these stood before.
+        let q = analyze("Who owns the Apollo API key?");
+        let refused = [
+            (
+                "Mallory owns it.",
+                "the name “Mallory” is not in the cited lines",
+            ),
+            (
+                "Owner: Mallory",
+                "the name “Mallory” is not in the cited lines",
+            ),
+            (
+                "MALLORY EVANS owns it",
+                "the name “MALLORY” is not in the cited lines",
+            ),
+            (
+                "Łukasz owns APOLLO-KEY-7f3a-EXAMPLE",
+                "the name “Łukasz” is not in the cited lines",
+            ),
+            (
+                "It is held by Zoë.",
+                "the name “Zoë” is not in the cited lines",
+            ),
+            (
+                "It costs five thousand euros",
+                "the number “five thousand” is not in the cited lines",
+            ),
+            (
+                "It costs twenty-one dollars",
+                "the number “twenty-one” is not in the cited lines",
+            ),
+            (
+                "The key is ٣٤٥",
+                "the number “٣٤٥” is not in the cited lines",
+            ),
+        ];
+        for (answer, problem) in refused {
+            let p = check(&q, &items(), &claim(answer, &["E2"]));
+            assert!(p.iter().any(|x| x.0 == problem), "{answer}: {p:?}");
+        }
+        // Common words that start a sentence, the cited names in any case,
+        // and numbers the lines hold in digits, stand.
+        let q = analyze("When does my flight to Lisbon leave?");
+        for answer in [
+            "Yes. It leaves Amsterdam at 09:40.",
+            "Note: LISBON flights leave at 09:40 on 11 March.",
+            "One hundred eighty-six EUR, return.",
+            "It is one flight at 09:40.",
+        ] {
+            let p = check(&q, &items(), &claim(answer, &["E1"]));
+            assert!(p.is_empty(), "{answer}: {p:?}");
+        }
+        assert_eq!(
+            numbers_in_words("about five thousand and twenty, or one"),
+            [("five thousand and twenty".to_string(), 5020)]
+        );
     }
 
     #[test]
