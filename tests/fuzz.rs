@@ -6,7 +6,9 @@
 //! (extreme numbers, deep YAML, hostile templates). Inputs are mutated
 //! deterministically (`MARKTOFLOW_FUZZ_SEED`). No input may panic or take
 //! more than 10 s in process; every 100th goes through the real binary's
-//! `validate`, which must exit 0, 1 or 2 within 10 s.
+//! `validate`, which must exit 0, 1 or 2 within 10 s. A second target
+//! grows the shapes that broke the third hardening round in size, not only
+//! in shape (`MARKTOFLOW_FUZZ_GROWTH`).
 
 use crate::support::{cmd, repo, tempdir};
 use marktoflow::check::verify::verify;
@@ -400,4 +402,125 @@ fn mutated_api_bodies_and_mcp_messages_never_kill_or_stall_the_server() {
         }
     }
     alive(count);
+}
+
+/// Shapes whose cost grows with their size, for
+/// [`grown_expressions_and_notes_end_in_time_without_a_crash`]: each gives a
+/// workflow (or a note) with `n` repetitions.
+const GROWN_TEMPLATES: &[(&str, fn(usize) -> String)] = &[
+    ("chain", |n| format!("{{{{ a{} }}}}", ".b".repeat(n))),
+    ("and", |n| format!("{{{{ a{} }}}}", " and a".repeat(n))),
+    ("plus", |n| format!("{{{{ 1{} }}}}", " + a".repeat(n))),
+    ("filters", |n| {
+        format!("{{{{ a{} }}}}", " | length".repeat(n))
+    }),
+    ("index", |n| format!("{{{{ a{} }}}}", "[0]".repeat(n))),
+    ("parens", |n| {
+        format!("{{{{ {}a{} }}}}", "(".repeat(n), ")".repeat(n))
+    }),
+    ("comments", |n| "{# c #}".repeat(n)),
+    ("raw", |n| "{% raw %}x{% endraw %}".repeat(n)),
+    ("nested comment edits", |n| "{#{%e.length%}#}".repeat(n)),
+    ("string", |n| format!("{{{{ '{}' }}}}", "x".repeat(n))),
+];
+
+const GROWN_NOTES: &[(&str, fn(usize) -> String)] = &[
+    ("one long line", |n| {
+        format!("# Call\n\n{}\n", "The key is here. ".repeat(n))
+    }),
+    ("one long heading", |n| {
+        format!("# {}\n\nThe key is here.\n", "key ".repeat(n))
+    }),
+    ("many headings", |n| "## key\n".repeat(n)),
+    ("deep list", |n| {
+        (0..n.min(5_000))
+            .map(|i| format!("{}- key {i}\n", "  ".repeat(i % 200)))
+            .collect()
+    }),
+    ("one wide table row", |n| {
+        format!("| {} |\n|---|\n", "key | ".repeat(n))
+    }),
+];
+
+/// Runs the real binary under a 2 GiB address space: it must end within
+/// 20 s with exit 0, 1 or 2 (never killed by a signal).
+fn run_bounded(mut c: std::process::Command, what: &str) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        c.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 2 << 30,
+                rlim_max: 2 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let began = Instant::now();
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        if began.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("{what}: ran over 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(matches!(code, Some(0..=2)), "{what}: exited {code:?}");
+}
+
+/// The shapes that broke the third round, grown by factors of four until
+/// they pass any limit (`MARKTOFLOW_FUZZ_GROWTH`, default 65,536 terms for
+/// a template and 1 MiB for a note): `validate` of each template and a
+/// question over a vault holding each note end in time, without a crash,
+/// under a 2 GiB address space.
+#[test]
+fn grown_expressions_and_notes_end_in_time_without_a_crash() {
+    let most: usize = std::env::var("MARKTOFLOW_FUZZ_GROWTH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(65_536);
+    let d = tempdir();
+    let sizes = || std::iter::successors(Some(16usize), |n| Some(n * 4)).take_while(|n| *n <= most);
+    for (name, grow) in GROWN_TEMPLATES {
+        for n in sizes() {
+            let wf = format!(
+                "---\nworkflow: {{id: grown}}\n---\n\n```yaml\naction: core.template\ninputs:\n  template: {}\n```\n",
+                serde_json::to_string(&grow(n)).unwrap()
+            );
+            std::fs::write(d.path().join("grown.md"), &wf).unwrap();
+            let mut c = cmd(d.path());
+            c.args(["validate", "grown.md"]);
+            run_bounded(c, &format!("`validate` of {name} × {n}"));
+        }
+    }
+    let vault = d.path().join("vault");
+    std::fs::create_dir_all(&vault).unwrap();
+    std::fs::write(
+        d.path().join("ask.md"),
+        "---\nworkflow: {id: ask}\n---\n\n```yaml\naction: kb.search\ninputs: {kb: vault, query: where is the key, top_k: 3, per_file: true}\noutput_variable: hits\n```\n\n```yaml\naction: kb.evidence\ninputs: {kb: vault, question: where is the key, hits: '{{ hits }}'}\noutput_variable: evidence\n```\n\n```yaml\naction: answer.extract\ninputs: {question: where is the key, evidence: '{{ evidence }}'}\n```\n",
+    )
+    .unwrap();
+    for (name, grow) in GROWN_NOTES {
+        for n in sizes() {
+            let note = grow(n);
+            if note.len() > most * 16 {
+                break;
+            }
+            std::fs::write(vault.join("note.md"), &note).unwrap();
+            let mut c = cmd(d.path());
+            c.args(["run", "ask.md", "-q"]);
+            run_bounded(
+                c,
+                &format!("a question over {name} × {n} ({} bytes)", note.len()),
+            );
+        }
+    }
 }
