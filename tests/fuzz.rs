@@ -407,7 +407,10 @@ fn mutated_api_bodies_and_mcp_messages_never_kill_or_stall_the_server() {
 /// Shapes whose cost grows with their size, for
 /// [`grown_expressions_and_notes_end_in_time_without_a_crash`]: each gives a
 /// workflow (or a note) with `n` repetitions.
-const GROWN_TEMPLATES: &[(&str, fn(usize) -> String)] = &[
+/// A named shape and how to grow it to `n` repetitions.
+type Grown = (&'static str, fn(usize) -> String);
+
+const GROWN_TEMPLATES: &[Grown] = &[
     ("chain", |n| format!("{{{{ a{} }}}}", ".b".repeat(n))),
     ("and", |n| format!("{{{{ a{} }}}}", " and a".repeat(n))),
     ("plus", |n| format!("{{{{ 1{} }}}}", " + a".repeat(n))),
@@ -424,7 +427,7 @@ const GROWN_TEMPLATES: &[(&str, fn(usize) -> String)] = &[
     ("string", |n| format!("{{{{ '{}' }}}}", "x".repeat(n))),
 ];
 
-const GROWN_NOTES: &[(&str, fn(usize) -> String)] = &[
+const GROWN_NOTES: &[Grown] = &[
     ("one long line", |n| {
         format!("# Call\n\n{}\n", "The key is here. ".repeat(n))
     }),
