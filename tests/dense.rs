@@ -479,3 +479,79 @@ fn serve_embeds_in_the_background_and_resumes_after_a_kill() {
     let v = r.json()["vectors"].clone();
     assert_eq!(v["covered"], v["chunks"], "{v}");
 }
+
+/// A vector file cut short under a server is not read as zeros: the search
+/// that meets it fails, saying so (retryable), and the next one answers as
+/// before (issue 49, item 9).
+#[test]
+fn a_vector_file_cut_short_under_a_server_fails_one_search_clearly() {
+    let Some(model) = crate::support::embed_model() else {
+        return;
+    };
+    let d = tempdir();
+    vault(d.path());
+    let model_s = model.to_str().unwrap().to_string();
+    // Embedded once, by a run: the server maps the file it wrote.
+    let r = run(cmd(d.path())
+        .env("MARKTOFLOW_EMBED_MODEL", &model)
+        .args([
+            "run",
+            "vs.md",
+            "--json",
+            "--quiet",
+            "--allow-read",
+            &model_s,
+        ])
+        .args(["--input", "q=credentials for the service"]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    std::fs::write(
+        d.path().join("hook.md"),
+        include_str!("fixtures/dense/vs.md").replace(
+            "workflow: {id: vs}",
+            "workflow: {id: hook}\ntriggers: [{type: webhook, path: /vs}]",
+        ),
+    )
+    .unwrap();
+    let s = crate::support::serve(
+        d.path(),
+        &["hook.md", "--allow-read", &model_s],
+        &[("MARKTOFLOW_EMBED_MODEL", model_s.as_str())],
+    );
+    let ask = || {
+        crate::support::post(
+            &s.addr,
+            "/vs",
+            serde_json::json!({"q": "credentials for the service"}),
+        )
+    };
+    let first = ask();
+    assert_eq!(first.status, 200, "{}", first.body);
+    let top = first.json()["outputs"]["r"]["hits"][0]["path"].clone();
+    assert_eq!(top, "Work/Apollo.md");
+    let mut cut = 0;
+    let mut dirs = vec![d.path().to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if name.starts_with("vectors-") && name.ends_with(".bin") {
+                let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+                f.set_len(0).unwrap();
+                cut += 1;
+            }
+        }
+    }
+    assert!(cut > 0, "a vector file was written");
+    let damaged = ask();
+    assert_eq!(damaged.status, 500, "{}", damaged.body);
+    let message = damaged.json()["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(message.contains("were found damaged"), "{message}");
+    let again = ask();
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.json()["outputs"]["r"]["hits"][0]["path"], top);
+}

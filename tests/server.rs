@@ -1,7 +1,9 @@
 //! `marktoflow serve`: the real binary on 127.0.0.1, real HTTP requests.
 
 use crate::fake_llm::{lifeos_reply, FakeLlm};
-use crate::support::{bin, cmd, copy_dir, http, post, repo, serve, shared, tempdir, Server};
+use crate::support::{
+    bin, cmd, copy_dir, http, post, repo, serve, serve_supervised, shared, tempdir, Server,
+};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -761,7 +763,11 @@ fn a_run_that_aborted_its_process_twice_is_failed_and_the_runs_beside_it_are_not
         assert_eq!(r.status, 202);
         r.json()["run_id"].as_str().unwrap().to_string()
     };
+    // One after the other: both append to one log file.
     let culprit = run("a", 600000);
+    wait_for("the culprit in step two", || {
+        checkpoints_before(&store, 1) == 1
+    });
     let beside = run("b", 15000);
     wait_for("both in step two", || checkpoints_before(&store, 1) == 2);
     let status_of = |s: &Server, id: &str| {
@@ -1956,10 +1962,17 @@ fn hostile_notes_cost_one_question_not_the_server() {
         let r = post(&s.addr, "/ask", json!({ "q": q }));
         assert_eq!(r.status, 200, "{}", &r.body[..r.body.len().min(600)]);
         let j = r.json();
-        assert_eq!(
-            j["outputs"]["evidence"]["evidence"][0]["text"],
-            json!(first),
-            "{}",
+        let got = j["outputs"]["evidence"]["evidence"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        // Which of the transcript's look-alike sentences comes first is the
+        // embedding model's to say; without one, any of them will do.
+        let lexical_only = std::env::var_os("MARKTOFLOW_EMBED_MODEL").is_none();
+        let a_call_sentence = got.starts_with("Speaker ") && got.ends_with(" on Monday.");
+        assert!(
+            got == first || (lexical_only && first.starts_with("Speaker") && a_call_sentence),
+            "{got}: {}",
             &r.body[..r.body.len().min(600)]
         );
     }
@@ -2120,4 +2133,45 @@ fn a_flood_of_silent_connections_does_not_keep_health_out() {
         assert_eq!((r.status, r.body.as_str()), (201, "made it"));
     }
     drop(silent);
+}
+
+#[test]
+fn a_supervised_server_that_dies_is_started_again_on_the_same_port_and_resumes_its_runs() {
+    let d = tempdir();
+    chain(d.path());
+    let store = d.path().join("runs.db");
+    let store_env = store.to_str().unwrap().to_string();
+    let dir = d.path().to_str().unwrap().to_string();
+    let env = [("MARKTOFLOW_STORE", store_env.as_str())];
+    let s = serve_supervised(d.path(), &["chain.md", "--allow-write", dir.as_str()], &env);
+    let r = post(&s.addr, "/chain", json!({"tag": "a", "ms": 2000}));
+    assert_eq!(r.status, 202);
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    wait_for("step two", || checkpoints_before(&store, 1) == 1);
+    // The server (the supervisor's child) aborts, as a failed allocation would.
+    let children =
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", s.child.id())).unwrap();
+    let server: i32 = children.split_whitespace().next().unwrap().parse().unwrap();
+    // SAFETY: a signal to the server process this test started.
+    assert_eq!(unsafe { libc::kill(server, libc::SIGABRT) }, 0);
+    // The same address answers again, and the run finishes where it stood.
+    wait_for("the run completed after the restart", || {
+        let r = http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"");
+        r.status == 200 && r.json()["status"] == "completed"
+    });
+    assert_eq!(log_lines(d.path()), ["a-1", "a-3"]);
+    let h = http(&s.addr, "GET", "/health", &[], b"");
+    assert_eq!(h.status, 200, "{}", h.body);
+    let children =
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", s.child.id())).unwrap();
+    let again: i32 = children.split_whitespace().next().unwrap().parse().unwrap();
+    assert_ne!(again, server, "a new server process");
+    // SIGTERM to the supervisor stops the server gracefully; nothing is left.
+    sigterm(&s);
+    let mut s = s;
+    assert_eq!(exit_code_within(&mut s, Duration::from_secs(20)), Some(0));
+    assert!(
+        !Path::new(&format!("/proc/{again}")).exists(),
+        "the server ended with its supervisor"
+    );
 }

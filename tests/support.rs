@@ -213,7 +213,15 @@ pub fn serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
 // The child is reaped by `Server`'s `Drop`, which clippy cannot follow.
 #[allow(clippy::zombie_processes)]
 pub fn try_serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
-    try_serve_within(cwd, args, env, Vec::new())
+    try_serve_within(cwd, args, env, Vec::new(), false)
+}
+
+/// [`serve`] as a user gets it: with the supervisor that starts the server
+/// again when it dies (the other helpers serve in one process, so that a
+/// test's kill is the server's death).
+pub fn serve_supervised(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+    try_serve_within(cwd, args, env, Vec::new(), true)
+        .unwrap_or_else(|e| panic!("server did not start: {e}"))
 }
 
 /// [`serve`] with the server's address space limited to `bytes`: where
@@ -231,7 +239,7 @@ pub fn serve_limited(
     env: &[(&str, &str)],
     limits: &[(libc::__rlimit_resource_t, u64)],
 ) -> Server {
-    try_serve_within(cwd, args, env, limits.to_vec())
+    try_serve_within(cwd, args, env, limits.to_vec(), false)
         .unwrap_or_else(|e| panic!("server did not start: {e}"))
 }
 
@@ -241,6 +249,7 @@ fn try_serve_within(
     args: &[&str],
     env: &[(&str, &str)],
     limits: Vec<(libc::__rlimit_resource_t, u64)>,
+    supervised: bool,
 ) -> Result<Server, String> {
     use std::io::BufRead;
     let mut c = Command::new(bin());
@@ -266,6 +275,9 @@ fn try_serve_within(
         .arg("serve")
         .args(args)
         .args(["--port", "0"]);
+    if !supervised {
+        c.arg("--no-supervisor");
+    }
     for v in [
         "ANTHROPIC_API_KEY",
         "ANTHROPIC_BASE_URL",

@@ -290,6 +290,11 @@ pub struct ServeArgs {
     /// workers (`marktoflow worker`) instead of executing them here.
     #[arg(long)]
     pub no_execute: bool,
+    /// Serve in this one process. By default a small supervisor holds the
+    /// port and starts the server again at once if it dies of a signal (an
+    /// abort, the OOM killer); its runs are resumed.
+    #[arg(long)]
+    pub no_supervisor: bool,
     #[command(flatten)]
     pub server: ServerOpts,
 }

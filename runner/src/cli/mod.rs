@@ -16,6 +16,7 @@ pub mod run;
 pub mod scaffold;
 pub mod serve;
 pub mod store;
+pub mod supervise;
 pub mod validate;
 pub mod worker;
 

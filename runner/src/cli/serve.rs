@@ -14,6 +14,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub(super) fn serve(a: ServeArgs) -> i32 {
+    if super::supervise::wanted(&a) {
+        return super::supervise::run(&a);
+    }
+    let inherited = super::supervise::inherited_listener();
     use crate::serve::{
         router, routes_of, run_file_watches, run_schedules, schedules_of, ServeConfig, ServerState,
     };
@@ -248,7 +252,13 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
     crate::serve::listen::raise_descriptor_limit();
     let code = rt.block_on(async move {
         let addr = format!("{}:{}", a.host, a.port);
-        let listener = match tokio::net::TcpListener::bind(&addr).await {
+        let bound = match inherited {
+            Some(l) => l
+                .set_nonblocking(true)
+                .and_then(|()| tokio::net::TcpListener::from_std(l)),
+            None => tokio::net::TcpListener::bind(&addr).await,
+        };
+        let listener = match bound {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("error: cannot listen on {addr}: {e}");

@@ -65,12 +65,13 @@ pub fn record_aborts_in(fd: RawFd) {
     let _ = RECORD.compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst);
     INSTALL.call_once(|| {
         // SAFETY: a plain sigaction with a handler that only reads a
-        // thread-local and an atomic and calls pwrite (async-signal-safe).
+        // thread-local and an atomic and calls pwrite and raise
+        // (async-signal-safe).
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_abort as extern "C" fn(libc::c_int) as usize;
-            // On the alternate stack a stack overflow left us on.
-            action.sa_flags = libc::SA_ONSTACK;
+            // On the alternate stack a stack overflow left us on; once.
+            action.sa_flags = libc::SA_ONSTACK | libc::SA_RESETHAND;
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(libc::SIGABRT, &action, std::ptr::null_mut());
         }
@@ -85,6 +86,10 @@ pub fn stop_recording_in(fd: RawFd) {
 extern "C" fn on_abort(_signal: libc::c_int) {
     let fd = RECORD.load(Ordering::SeqCst);
     if fd < 0 {
+        // SAFETY: raise is async-signal-safe (see below).
+        unsafe {
+            libc::raise(libc::SIGABRT);
+        }
         return;
     }
     let mark = blame::current();
@@ -100,9 +105,12 @@ extern "C" fn on_abort(_signal: libc::c_int) {
         id.len() + 5
     };
     // SAFETY: pwrite on a descriptor this process keeps open; the buffer
-    // lives on this stack. Returning lets abort() end the process.
+    // lives on this stack. The signal again, now with its default action
+    // (SA_RESETHAND), ends the process once this returns, whether abort()
+    // raised it or someone sent it.
     unsafe {
         libc::pwrite(fd, line.as_ptr().cast(), n, 0);
+        libc::raise(libc::SIGABRT);
     }
 }
 

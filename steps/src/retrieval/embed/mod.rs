@@ -34,6 +34,10 @@ pub enum EmbedError {
     /// what was embedded is kept for the next run.
     #[error("embedding stopped: the step's time ran out or the run was cancelled (what was embedded is kept)")]
     Stopped,
+    /// A mapped vector file read past its end (cut short while in use):
+    /// its mapping is dropped and the file read again on the next search.
+    #[error("the vectors of `{0}` were found damaged (a file was cut short while in use): they are read again, or embedded again, on the next search; try again")]
+    Damaged(String),
 }
 
 /// Turns texts into unit-length vectors.

@@ -126,10 +126,19 @@ pub async fn search(
         let Prepared { embedder, vector } = query.await??;
         // Embedding and the scan are CPU work: off the async threads.
         let done = crate::core::blame::spawn_blocking(move || {
+            let faults = crate::core::mapped::faults();
             let (vectors, stats) = build.run(&*embedder, &order, want)?;
             let found = vectors.top_k(&vector, embedder.dim(), top_k, |row| {
                 keep.as_ref().is_none_or(|k| k[row])
             });
+            // Read past the end of a mapped file (zeros stood in): not an
+            // answer. The mapping goes; the next search checks the file
+            // again and embeds what it lacks (issue 49, item 9).
+            if crate::core::mapped::faults() > faults {
+                drop(vectors);
+                super::vectors::forget(&build.caches, &build.key, embedder.model_id());
+                return Err(EmbedError::Damaged(build.ix.root.display().to_string()));
+            }
             // Only the chunks found are read from the index.
             let rows: Vec<usize> = found.iter().map(|f| f.0).collect();
             let chunks = ix.chunk_rows(&order, &rows)?;
@@ -264,6 +273,7 @@ async fn until_cancelled<T>(
         _ = call.caps.cancel.cancelled() => Err(ActionError::Cancelled),
         r = work => r.map_err(|e| match e {
             Stopped::Join(e) => ActionError::failed(format!("embedding stopped: {e}")),
+            Stopped::Embed(e @ EmbedError::Damaged(_)) => ActionError::retryable(e.to_string()),
             Stopped::Embed(e) => ActionError::failed(e.to_string()),
         }),
     }

@@ -140,6 +140,12 @@ const EMBED_PART: usize = 256;
 /// core idle more often: each call ends when its slowest group does.
 const STOP_CHECK: usize = 32;
 
+/// Drops the vectors kept for the knowledge base `key` and `model`: the
+/// next search maps (and checks) its files again.
+pub fn forget(caches: &crate::core::cache::Caches, key: &Path, model: &str) {
+    caches.with(|c: &mut Aligned| c.remove(&(key.to_path_buf(), model.to_string())));
+}
+
 /// The journal beside a vector file.
 pub fn journal_path(file: &Path) -> PathBuf {
     file.with_extension("add")
