@@ -142,24 +142,8 @@ const UNITS: &[&str] = &[
     "francs?",
     "cents?",
     "pence",
-    // concentrations
-    "mmol/L",
-    "nmol/L",
-    "µmol/L",
-    "umol/L",
-    "pmol/L",
-    "mg/dL",
-    "mg/L",
-    "µg/L",
-    "ug/L",
-    "ng/mL",
-    "pg/mL",
-    "g/dL",
-    "g/L",
-    "IU/L",
-    "mIU/L",
-    "U/L",
-    "mEq/L",
+    // concentrations: an SI prefix, an amount, per a volume (`mg/dL`)
+    "[mµunp]?(?:mol|g|IU|U|Eq)/[dcm]?L",
     "mmHg",
     "bpm",
     // mass, length, volume, area, speed, energy, power, pressure, temperature
@@ -271,7 +255,7 @@ const UNITS: &[&str] = &[
 
 static AMOUNT: LazyLock<Regex> = LazyLock::new(|| {
     let mut units: Vec<&str> = UNITS.to_vec();
-    // Longest first: `mmol/L` before `m`, `MB` before `B`.
+    // Longest first: a concentration before `m`, `MB` before `B`.
     units.sort_by_key(|u| std::cmp::Reverse(u.len()));
     Regex::new(&format!(
         r"(?i)(?:[€$£¥₹]\s?\d[\d,]*(?:\.\d+)?)|(?:\b\d[\d,]*(?:\.\d+)?\s?(?:{})\b)",
@@ -741,7 +725,7 @@ mod tests {
     fn amounts_carry_units_of_any_field_but_not_words_that_look_like_units() {
         for text in [
             "12 mg/dL",
-            "5.4 mmol/L",
+            "40 µmol/L",
             "3.5 GiB",
             "40 mph",
             "1,200 kcal",
