@@ -47,6 +47,7 @@ fn the_console_starts_watches_retries_and_cancels_runs_in_a_browser() {
             "workflows/lifeos/retrieval-indexed.md",
             "tests/console/flaky.md",
             "tests/console/slow.md",
+            "examples/approval.md",
             watched.to_str().unwrap(),
             "--watch",
             "--allow-read",
@@ -83,6 +84,7 @@ fn the_console_starts_watches_retries_and_cancels_runs_in_a_browser() {
         "05-retried-run",
         "08-broken-file",
         "10-phone",
+        "11-waiting",
     ] {
         assert!(shots.join(format!("{name}.png")).is_file(), "{name}.png");
     }

@@ -9,6 +9,8 @@ use std::sync::Arc;
 fn expected(name: &str) -> Option<Value> {
     Some(match name {
         "hello.md" => json!({"greeting": "Hello, World!"}),
+        // Answered by `marktoflow answer` (see `every_example_runs`).
+        "approval.md" => json!({"status": "approved", "refunded": 180, "reviewer": "ann"}),
         "concurrency.md" => json!({"held": {}}),
         "inputs.md" => {
             json!({"summary": {"doubled": 4, "label": "2 kg for ABC-1", "first_tag": "a"}})
@@ -111,6 +113,24 @@ fn every_example_runs() {
             .args(["run", &format!("examples/{name}"), "--json", "--quiet"])
             .env("ANTHROPIC_BASE_URL", &llm.base)
             .env("ANTHROPIC_API_KEY", "test-key"));
+        assert_eq!(r.code, 0, "{name}: {r:?}");
+        // A run that waits for a person goes on once answered.
+        let r = if r.json()["status"] == "waiting" {
+            let id = r.json()["run_id"].as_str().unwrap().to_string();
+            run(cmd(&repo()).args([
+                "answer",
+                &id,
+                "--approve",
+                "--input",
+                "refund=180",
+                "--as",
+                "ann",
+                "--json",
+                "--quiet",
+            ]))
+        } else {
+            r
+        };
         assert_eq!(r.code, 0, "{name}: {r:?}");
         let want = expected(name).unwrap_or_else(|| {
             panic!("add the expected outputs of examples/{name} to tests/examples.rs")

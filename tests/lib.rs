@@ -6,6 +6,7 @@ mod support;
 
 mod agent;
 mod api;
+mod approvals;
 mod builtins;
 mod cli;
 mod console;

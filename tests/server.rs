@@ -2,7 +2,8 @@
 
 use crate::fake_llm::{lifeos_reply, FakeLlm};
 use crate::support::{
-    bin, cmd, copy_dir, http, post, repo, serve, serve_supervised, shared, tempdir, Server,
+    bin, cmd, copy_dir, http, post, repo, serve, serve_supervised, shared, tempdir, wait_for,
+    Server,
 };
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -375,17 +376,6 @@ fn sleeper(dir: &Path, limit: u32) {
         "---\nworkflow: {{id: slow}}\ntriggers:\n  - type: webhook\n    path: /slow\n    max_concurrent: {limit}\ninputs:\n  ms: {{type: number, default: 400}}\n---\n\n```yaml\naction: workflow.sleep\ninputs: {{duration: '{{{{ inputs.ms }}}}ms'}}\n```\n\n```yaml\naction: core.set\ninputs: {{done: true}}\n```\n"
     );
     std::fs::write(dir.join("slow.md"), wf).unwrap();
-}
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn sigterm(s: &Server) {

@@ -389,6 +389,18 @@ impl Resp {
     }
 }
 
+/// Polls `f` every 20 ms until it holds; fails after 30 s saying `what`.
+pub fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// One request on its own connection (`Connection: close`).
 pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
     let mut s = TcpStream::connect(addr).unwrap();

@@ -191,6 +191,33 @@ try {
   await page.waitForSelector('a[href="#/workflows/draft"]', { timeout: 15000 });
   expect(await page.locator("[data-broken]").count() === 0, "the error is gone once fixed");
 
+  // A run that waits for an approval: answered from "Waiting for you".
+  step("waiting for you: approve a refund");
+  const refund = await page.evaluate(async (base) => {
+    const r = await fetch(`${base}/workflows/refund-approval/runs`, {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ amount: 320, customer: "Grace" }),
+    });
+    return (await r.json()).run_id;
+  }, BASE);
+  await page.goto(`${BASE}/console#/runs/${refund}`);
+  expect(await waitStatus(["waiting"]) === "waiting", "the run waits");
+  await page.click('a[data-nav="waiting"]');
+  const card = page.locator(`[data-waiting="${refund}"]`);
+  await card.waitFor();
+  expect((await card.locator("h2").textContent()) === "Refund 320 EUR to Grace?", "the wait's title");
+  // The form keeps a field's bounds (the browser refuses -1 before sending).
+  expect(await card.locator('input[name="refund"]').getAttribute("min") === "0", "the field's bound");
+  await card.locator('input[name="refund"]').fill("160");
+  await card.locator('textarea[name="comment"]').fill("half");
+  await shot("11-waiting");
+  await card.locator('button[data-decision="approve"]').click();
+  await card.locator('[role="status"]', { hasText: "Answered" }).waitFor();
+  await page.goto(`${BASE}/console#/runs/${refund}`);
+  expect(await waitStatus(["completed"]) === "completed", "the answered run completes");
+  const outputs = await page.locator("main").textContent();
+  expect(outputs.includes("approved") && outputs.includes("160"), `its outputs: ${outputs.slice(0, 400)}`);
+
   // Dark mode and a phone-sized screen.
   step("dark mode, phone");
   await page.emulateMedia({ colorScheme: "dark" });

@@ -381,6 +381,26 @@ impl Lint<'_> {
                 self.value(s, &["inputs"], inputs, scope, in_loop)
             }
             StepKind::Wait { duration } => self.value(s, &["duration"], duration, scope, in_loop),
+            StepKind::Ask(a) => {
+                for (key, text) in [
+                    ("title", &a.title),
+                    (a.prompt_key, &a.prompt),
+                    ("requester", &a.requester),
+                    ("key", &a.key),
+                ] {
+                    if let Some(t) = text {
+                        self.value(s, &[key], &Value::String(t.clone()), scope, in_loop);
+                    }
+                }
+                // The notification sees `wait` (its link); the branches the answer.
+                let mut notify = scope.clone();
+                notify.insert("wait".into());
+                self.steps(&a.notify, &mut notify, in_loop);
+                let mut after = scope.clone();
+                after.insert("answer".into());
+                self.steps(&a.on_approve, &mut after.clone(), in_loop);
+                self.steps(&a.on_reject, &mut after, in_loop);
+            }
             StepKind::If {
                 condition,
                 then,
@@ -566,7 +586,10 @@ impl Lint<'_> {
         let last_may_carry = self.wf.steps.last().is_some_and(|s| {
             !matches!(
                 s.kind,
-                StepKind::If { .. } | StepKind::Switch { .. } | StepKind::Wait { .. }
+                StepKind::If { .. }
+                    | StepKind::Switch { .. }
+                    | StepKind::Wait { .. }
+                    | StepKind::Ask(_)
             )
         });
         let names: Vec<&str> = set.iter().map(String::as_str).collect();

@@ -20,9 +20,38 @@ use std::sync::Arc;
 pub fn verify(wf: &Workflow, registry: &Registry, templates: &Templates) -> Vec<Diagnostic> {
     let mut out = crate::check::lint::lint(wf, templates);
     sub_workflows(wf, registry, &mut out);
+    wait_defaults(wf, &mut out);
     mcp_allowed(wf, &mut out);
     agent_tools(wf, &mut out);
     out
+}
+
+/// A wait's `on_timeout.default` values must fit their fields, as an
+/// answer must.
+fn wait_defaults(wf: &Workflow, out: &mut Vec<Diagnostic>) {
+    for step in &wf.steps {
+        let crate::format::model::StepKind::Ask(a) = &step.kind else {
+            continue;
+        };
+        let crate::format::model::OnTimeout::Default(d) = &a.on_timeout else {
+            continue;
+        };
+        for (k, v) in d {
+            let Some(def) = a.fields.iter().find(|f| &f.name == k) else {
+                continue;
+            };
+            if let Err(e) = crate::format::inputs::check_value(def, v) {
+                out.push(Diagnostic::error(
+                    &wf.source,
+                    Some(step.field_pos(&["on_timeout", "default", k])),
+                    format!(
+                        "`on_timeout.default`: field {}",
+                        e.to_string().trim_start_matches("input ")
+                    ),
+                ));
+            }
+        }
+    }
 }
 
 /// The Claude Agent SDK's built-in tools, which the peer's `claude-agent`

@@ -166,6 +166,9 @@ pub enum Command {
         #[command(flatten)]
         run: ExecArgs,
     },
+    /// Answer a run that waits at a `wait` step (a form, an approval):
+    /// the answer is checked, recorded once, and the run continues here.
+    Answer(AnswerArgs),
     /// Delete finished runs older than an age (`30d`, `12h`).
     Prune {
         /// Delete the runs that finished longer ago than this (`30d`,
@@ -281,6 +284,15 @@ pub struct ServeArgs {
     /// are served on a loopback address only.
     #[arg(long, value_name = "VAR")]
     pub api_token_env: Option<String>,
+    /// Where people reach this server: the start of the links that answer
+    /// waiting runs (`https://flows.example.com`); default: the address it
+    /// listens on, or `MARKTOFLOW_PUBLIC_URL`.
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
+    /// The request header a gateway in front sets to the signed-in person
+    /// (`X-Forwarded-User`): who answers a wait through the API or console.
+    #[arg(long, value_name = "NAME")]
+    pub identity_header: Option<String>,
     /// Follow the files: load the workflows again when one is edited, added
     /// or removed. A file that does not load is reported and skipped (the
     /// console lists it with its error); the server keeps running.
@@ -329,6 +341,51 @@ pub struct ServerOpts {
     /// heartbeat; a killed process's runs continue elsewhere after it.
     #[arg(long, value_name = "AGE", default_value = "10s")]
     pub lease: String,
+}
+
+impl RunArgs {
+    /// A run of `file` as the store recorded it (its inputs come from the
+    /// run): what `retry` and `answer` continue.
+    pub fn of_file(file: PathBuf, exec: ExecArgs) -> RunArgs {
+        RunArgs {
+            strict: false,
+            file,
+            input: Vec::new(),
+            inputs_file: None,
+            event: None,
+            header: Vec::new(),
+            from: None,
+            only: None,
+            var: Vec::new(),
+            dry_run: false,
+            exec,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct AnswerArgs {
+    /// The waiting run: its id, or the end of it `history` shows.
+    pub run_id: String,
+    /// The step it waits at (default: the one it waits at).
+    pub step: Option<String>,
+    /// A field's value (repeatable).
+    #[arg(short, long = "input", value_name = "NAME=VALUE")]
+    pub input: Vec<String>,
+    /// Approve (`mode: approval`).
+    #[arg(long, conflicts_with = "reject")]
+    pub approve: bool,
+    /// Reject (`mode: approval`).
+    #[arg(long)]
+    pub reject: bool,
+    /// A comment kept with the decision.
+    #[arg(long)]
+    pub comment: Option<String>,
+    /// Who answers (default: the login name, `$USER`).
+    #[arg(long = "as", value_name = "NAME")]
+    pub as_: Option<String>,
+    #[command(flatten)]
+    pub exec: ExecArgs,
 }
 
 #[derive(Args, Debug)]

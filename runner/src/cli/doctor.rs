@@ -103,6 +103,8 @@ fn ping(
         trigger: Value::Null,
         lease: None,
         recorded: None,
+        answers: Default::default(),
+        waits: None,
     };
     let start = Instant::now();
     let result = rt.block_on(async {

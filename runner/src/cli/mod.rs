@@ -2,6 +2,7 @@
 //! happens here: data on stdout, progress and diagnostics on stderr.
 
 pub mod actions;
+pub mod answer;
 pub mod args;
 pub mod debug;
 pub mod doctor;
@@ -83,7 +84,8 @@ pub fn main() -> i32 {
     }
     match cli.command {
         Command::Run(a) => run::run(a, None),
-        Command::Debug { breaks, run } => run::run_with(run, None, Some(breaks)),
+        Command::Debug { breaks, run } => run::run_with(run, None, Some(breaks), None),
+        Command::Answer(a) => answer::answer(a),
         Command::History {
             workflow,
             status,

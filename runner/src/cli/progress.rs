@@ -162,9 +162,11 @@ impl Progress {
                     StepStatus::Completed => ("✓", "32"),
                     StepStatus::Failed => ("✗", "31"),
                     StepStatus::Skipped => ("-", "2"),
+                    StepStatus::Waiting => ("⏸", "33"),
                 };
                 let tail = match status {
                     StepStatus::Skipped => "skipped".to_string(),
+                    StepStatus::Waiting => "waiting for an answer".to_string(),
                     _ => format!("{duration_ms} ms"),
                 };
                 let _ = writeln!(
@@ -188,6 +190,19 @@ impl Progress {
                     }
                 }
             }
+            RunEvent::Waiting(w) => {
+                for line in w
+                    .title
+                    .iter()
+                    .chain(w.prompt.iter())
+                    .flat_map(|t| t.lines())
+                {
+                    let _ = writeln!(err, "    │ {line}");
+                }
+                if let Some(link) = &w.link {
+                    let _ = writeln!(err, "    │ {} {link}", s.paint("2", "link"));
+                }
+            }
             RunEvent::Checkpoint(_) | RunEvent::Progress { .. } => {}
             RunEvent::RunFinished {
                 status,
@@ -198,6 +213,7 @@ impl Progress {
                     RunStatus::Failed => s.paint("1;31", "✖ failed"),
                     RunStatus::Cancelled => s.paint("1;33", "✖ cancelled"),
                     RunStatus::Rejected => s.paint("1;33", "✖ rejected"),
+                    RunStatus::Waiting => s.paint("1;33", "⏸ waiting"),
                 };
                 let _ = writeln!(err, "{text} in {duration_ms} ms");
             }

@@ -133,11 +133,46 @@ pub(super) fn print_result(wf: &Workflow, r: &RunResult, as_json: bool) {
             "error": error,
             "duration_ms": r.duration_ms,
         });
+        let mut doc = doc;
+        if let Some(w) = &r.waiting {
+            doc["waiting"] = serde_json::to_value(w).unwrap_or_default();
+        }
         println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         return;
     }
     if r.status == RunStatus::Completed {
         print!("{}", human_outputs(&r.outputs));
+    }
+}
+
+/// How to answer a run that stopped at a `wait` (on stderr).
+pub(super) fn print_waiting(r: &RunResult) {
+    let Some(w) = &r.waiting else { return };
+    let id = crate::store::short_id(&r.run_id);
+    let fields: Vec<String> = w
+        .fields
+        .iter()
+        .map(|f| format!(" --input {}=<{}>", f.name, f.ty))
+        .collect();
+    let decision = if w.mode == crate::format::model::AskMode::Approval {
+        " --approve|--reject"
+    } else {
+        ""
+    };
+    eprintln!(
+        "run {id} waits at step `{}`; answer it with:\n  marktoflow answer {id} {}{decision}{}",
+        w.step_id,
+        w.step_id,
+        fields.join("")
+    );
+    if let Some(link) = &w.link {
+        eprintln!("  or open {link} (served by `marktoflow serve`)");
+    }
+    if let Some(d) = w.deadline {
+        eprintln!(
+            "  it expires at {}",
+            marktoflow_steps::core::time::iso_ms(d)
+        );
     }
 }
 

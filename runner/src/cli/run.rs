@@ -211,11 +211,25 @@ fn part_of(
 }
 
 pub(super) fn run(a: RunArgs, retry: Option<RetryPlan>) -> i32 {
-    run_with(a, retry, None)
+    run_with(a, retry, None, None)
 }
 
-/// `run`, and with `debug` (breakpoints, possibly none) `marktoflow debug`.
-pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<String>>) -> i32 {
+/// A waiting run answered from the command line: it continues in this
+/// process, as the same run, recorded in `store` (never a journal: the
+/// run's earlier rows are there).
+pub(super) struct Continuing {
+    pub run: crate::store::RunRecord,
+    pub store: Arc<dyn crate::store::RunStore>,
+}
+
+/// `run`, and with `debug` (breakpoints, possibly none) `marktoflow debug`;
+/// with `continuing`, an answered run goes on (`marktoflow answer`).
+pub(super) fn run_with(
+    a: RunArgs,
+    retry: Option<RetryPlan>,
+    debug: Option<Vec<String>>,
+    continuing: Option<Continuing>,
+) -> i32 {
     let registry = Registry::standard();
     let wf = match load(&a.file, &registry) {
         Ok(w) => w,
@@ -277,10 +291,14 @@ pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<S
         return EXIT_USAGE;
     }
     let mut trigger = json!({"type": "cli"});
-    let supplied = match &retry {
-        // A retry runs with the inputs the run had.
-        Some(p) => p
-            .inputs
+    let kept = retry.as_ref().map(|p| p.inputs.clone()).or_else(|| {
+        continuing
+            .as_ref()
+            .map(|c| c.run.inputs.as_object().cloned().unwrap_or_default())
+    });
+    let supplied = match &kept {
+        // A retry, or an answered run, runs with the inputs the run had.
+        Some(inputs) => inputs
             .iter()
             .map(|(k, v)| (k.clone(), Supplied::Json(v.clone())))
             .collect(),
@@ -356,25 +374,34 @@ pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<S
         }
     };
     // Recorded as a journal: the next reader of the store moves it in.
-    let store = match a.exec.store.open_journal(&wf_dir) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            eprintln!("  = hint: `--store FILE` records runs elsewhere; `--no-store` does not record this run");
-            return EXIT_USAGE;
-        }
+    let store = match &continuing {
+        Some(c) => Some(c.store.clone()),
+        None => match a.exec.store.open_journal(&wf_dir) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                eprintln!("  = hint: `--store FILE` records runs elsewhere; `--no-store` does not record this run");
+                return EXIT_USAGE;
+            }
+        },
     };
-    let run_id = crate::store::new_run_id();
+    let run_id = match &continuing {
+        Some(c) => c.run.id.clone(),
+        None => crate::store::new_run_id(),
+    };
     // The run's row is committed while the first step runs (nobody waits
     // for an answer, unlike a webhook); its outcome is checked at the end.
-    let created = store.as_ref().map(|store| {
-        let mut new = crate::store::NewRun::new(run_id.clone(), &wf, inputs.clone(), "cli");
-        if let Some(p) = &retry {
-            new.trigger = "retry".into();
-            new.retry_of = Some((p.of.clone(), p.reused));
-        }
-        store.submit_run(new)
-    });
+    let created = store
+        .as_ref()
+        .filter(|_| continuing.is_none())
+        .map(|store| {
+            let mut new = crate::store::NewRun::new(run_id.clone(), &wf, inputs.clone(), "cli");
+            if let Some(p) = &retry {
+                new.trigger = "retry".into();
+                new.retry_of = Some((p.of.clone(), p.reused));
+            }
+            store.submit_run(new)
+        });
     let printer = Arc::new(Progress::new(&a));
     let sink = printer.clone();
     let cfg = RunConfig {
@@ -387,6 +414,12 @@ pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<S
         trigger,
         lease: None,
         recorded: None,
+        answers: Default::default(),
+        // A run only a store can continue: its waits get links.
+        waits: store
+            .as_ref()
+            .and_then(|_| wait_links(&wf_dir, &caps.env))
+            .map(|l| l as Arc<dyn crate::engine::WaitLinks>),
     };
     let checkpoint = retry.map(|p| p.checkpoint).or(part).unwrap_or_default();
     let cancel = caps.cancel.clone();
@@ -407,11 +440,14 @@ pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<S
             std::future::pending::<()>().await
         };
         let go = async {
-            match &store {
-                Some(store) => {
+            match (&store, &continuing) {
+                (Some(store), Some(c)) => {
+                    crate::store::resume_run(store, &engine, &wf, &c.run, cfg).await
+                }
+                (Some(store), None) => {
                     crate::store::resume_from(store, &engine, &wf, inputs, cfg, checkpoint).await
                 }
-                None => engine.resume(&wf, inputs, cfg, checkpoint).await,
+                (None, _) => engine.resume(&wf, inputs, cfg, checkpoint).await,
             }
         };
         tokio::select! {
@@ -434,8 +470,35 @@ pub(super) fn run_with(a: RunArgs, retry: Option<RetryPlan>, debug: Option<Vec<S
     print_result(&wf, &result, a.exec.json);
     match result.status {
         RunStatus::Completed => EXIT_OK,
+        // Paused, not failed: it goes on once answered.
+        RunStatus::Waiting if store.is_some() => {
+            if !a.exec.json {
+                super::report::print_waiting(&result);
+            }
+            EXIT_OK
+        }
+        RunStatus::Waiting => {
+            eprintln!("error: the run stopped at a `wait` for an answer, but `--no-store` keeps nothing to continue it from");
+            EXIT_RUN_FAILED
+        }
         _ => EXIT_RUN_FAILED,
     }
+}
+
+/// The links a run's waits carry: signed with the key of the state folder
+/// found from `wf_dir`, pointing at `MARKTOFLOW_PUBLIC_URL` (default: a
+/// server on this machine's default port).
+pub(super) fn wait_links(
+    wf_dir: &Path,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Option<Arc<crate::serve::Links>> {
+    let base = env
+        .get("MARKTOFLOW_PUBLIC_URL")
+        .cloned()
+        .unwrap_or_else(|| "http://127.0.0.1:8080".into());
+    crate::serve::Links::open(&state_dir(wf_dir).root, &base)
+        .ok()
+        .map(Arc::new)
 }
 
 /// The capabilities of one run in this process: the system clock, the

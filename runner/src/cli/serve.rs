@@ -94,13 +94,14 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         }
     };
     let loopback = is_loopback(&a.host);
-    let api = match api_access(&a.host, a.api_token_env.as_deref(), &env) {
+    let mut api = match api_access(&a.host, a.api_token_env.as_deref(), &env) {
         Ok(api) => api,
         Err(msg) => {
             eprintln!("error: {msg}");
             return EXIT_USAGE;
         }
     };
+    api.identity_header = a.identity_header.clone();
     // Workflows without triggers are still served to the console and the
     // run API, where those are served.
     let console = api.token.is_some() || api.loopback;
@@ -224,6 +225,21 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
     if let Some(pg) = store.as_ref().and_then(|s| s.shared()) {
         pg.join_cluster();
     }
+    // Waits are rows of the SQLite store in this version.
+    if shared {
+        if let Some(wf) = workflows.iter().find(|w| {
+            w.steps
+                .iter()
+                .any(|s| matches!(s.kind, crate::format::model::StepKind::Ask(_)))
+        }) {
+            eprintln!(
+                "error: `{}`: {}",
+                wf.source.name,
+                crate::store::postgres::NO_WAITS
+            );
+            return EXIT_USAGE;
+        }
+    }
     if a.no_execute && !shared {
         eprintln!("error: `--no-execute` queues runs for workers: it needs a shared store (`--store postgres://…`)");
         return EXIT_USAGE;
@@ -232,11 +248,27 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         Ok(r) => r,
         Err(code) => return code,
     };
+    let public_url = a.public_url.clone().or_else(|| env_public_url(&serve_root));
+    let links = match crate::serve::Links::open(
+        &crate::cli::state_dir(&serve_root).root,
+        public_url.as_deref().unwrap_or(""),
+    ) {
+        Ok(l) => Some(Arc::new(l)),
+        Err(e) => {
+            eprintln!(
+                "warning: waits get no links to answer them: cannot read or make the link key: {e}"
+            );
+            None
+        }
+    };
     let mut built = ServerState::new(routes, caps, Arc::new(FileLoader(registry)), config)
         .with_workflows(workflows.clone())
         .with_api(api)
         .with_store(store.clone())
         .with_run_runtime(runs_rt.handle().clone());
+    if let Some(l) = &links {
+        built = built.with_links(l.clone());
+    }
     if a.no_execute {
         built = built.enqueuing_only();
     }
@@ -266,6 +298,9 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             }
         };
         let local = listener.local_addr().map(|a| a.to_string()).unwrap_or(addr);
+        if let (Some(l), None) = (&links, &public_url) {
+            l.set_base(&format!("http://{local}"));
+        }
         let also = if n_tools > 0 {
             format!(" and {n_tools} MCP tool{}", plural(n_tools))
         } else {
@@ -317,6 +352,10 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             });
         }
         crate::serve::resume_stored_runs(&state, &workflows);
+        tokio::spawn(crate::serve::expire_waits(
+            state.clone(),
+            std::time::Duration::from_millis(500),
+        ));
         // On a shared store a server that executes is a worker too.
         if shared && !a.no_execute {
             tokio::spawn(crate::serve::worker::claim_runs(state.clone()));
@@ -390,6 +429,14 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
     code
 }
 
+/// `MARKTOFLOW_PUBLIC_URL` from the environment (and `.env` files).
+fn env_public_url(root: &std::path::Path) -> Option<String> {
+    super::env::environment(root)
+        .get("MARKTOFLOW_PUBLIC_URL")
+        .filter(|v| !v.trim().is_empty())
+        .cloned()
+}
+
 pub(super) fn is_loopback(host: &str) -> bool {
     ["127.0.0.1", "localhost", "::1"].contains(&host)
 }
@@ -407,11 +454,13 @@ pub(super) fn api_access(
         None => Ok(crate::serve::ApiAccess {
             token: None,
             loopback,
+            identity_header: None,
         }),
         Some(var) => match env.get(var).filter(|v| !v.trim().is_empty()) {
             Some(t) => Ok(crate::serve::ApiAccess {
                 token: Some(t.clone()),
                 loopback,
+                identity_header: None,
             }),
             None => Err(format!("`--api-token-env {var}`: `{var}` is not set; the console, the run API and /metrics are not served without their token")),
         },

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Opens the store for reading; a missing file means no runs yet.
-fn open(store: &StoreArgs) -> Result<Arc<dyn RunStore>, i32> {
+pub(super) fn open(store: &StoreArgs) -> Result<Arc<dyn RunStore>, i32> {
     if store.url().is_some() {
         return match store.open(Path::new(".")) {
             Ok(Some(s)) => Ok(s),
@@ -278,19 +278,7 @@ pub fn retry_plan(
             _ => EXIT_USAGE,
         }
     })?;
-    let args = RunArgs {
-        strict: false,
-        file,
-        input: Vec::new(),
-        inputs_file: None,
-        event: None,
-        header: Vec::new(),
-        from: None,
-        only: None,
-        var: Vec::new(),
-        dry_run: false,
-        exec: a.clone(),
-    };
+    let args = RunArgs::of_file(file, a.clone());
     Ok((args, plan))
 }
 

@@ -45,6 +45,11 @@ pub struct RunConfig {
     /// starts: answers once the checkpoint is durable (`Err` with why when
     /// it cannot be, and the run stops there). None: nothing to wait for.
     pub recorded: Option<Recorded>,
+    /// How the run's closed waits were closed, by step id: a resumed run
+    /// takes its `wait` steps' answers from here (see [`super::Resolution`]).
+    pub answers: std::collections::HashMap<String, super::Resolution>,
+    /// Makes the links to answer a wait; None: waits have no links.
+    pub waits: Option<Arc<dyn super::WaitLinks>>,
 }
 
 /// See [`RunConfig::recorded`].

@@ -14,6 +14,8 @@ pub enum StepStatus {
     Completed,
     Failed,
     Skipped,
+    /// A `wait` for a person that stopped the run (it runs again, answered).
+    Waiting,
 }
 
 impl StepStatus {
@@ -23,6 +25,7 @@ impl StepStatus {
             StepStatus::Completed => "completed",
             StepStatus::Failed => "failed",
             StepStatus::Skipped => "skipped",
+            StepStatus::Waiting => "waiting",
         }
     }
 
@@ -32,6 +35,7 @@ impl StepStatus {
         match s {
             "completed" => StepStatus::Completed,
             "skipped" => StepStatus::Skipped,
+            "waiting" => StepStatus::Waiting,
             _ => StepStatus::Failed,
         }
     }
@@ -44,8 +48,11 @@ pub enum RunStatus {
     Failed,
     Cancelled,
     /// The workflow ended itself with an error answer: `workflow.exit` with
-    /// a status of 400 or more (a refused request, not a broken run).
+    /// a status of 400 or more (a refused request, not a broken run), or
+    /// an approval rejected with no branch for it.
     Rejected,
+    /// Stopped at a `wait` for a person or an event: resumed when answered.
+    Waiting,
 }
 
 /// What happens during a run, in order. Printers, servers and stores all
@@ -97,6 +104,9 @@ pub enum RunEvent {
     /// After each top-level step: enough to continue the run from the next
     /// one without running the finished steps again (see [`Engine::resume`]).
     Checkpoint(Arc<Checkpoint>),
+    /// The run stops at a `wait` for a person or an event (the last event
+    /// before `RunFinished` with status `waiting`).
+    Waiting(Arc<super::WaitRequest>),
     RunFinished {
         status: RunStatus,
         duration_ms: u64,
@@ -234,4 +244,7 @@ pub struct RunResult {
     /// `workflow.exit` said so: `{status, body}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub response: Option<Value>,
+    /// What a waiting run waits for (status `waiting`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<super::WaitRequest>,
 }

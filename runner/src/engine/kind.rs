@@ -199,6 +199,7 @@ impl Engine {
                     .await;
                     (r.map(Done::Ran), 0)
                 }
+                StepKind::Ask(ask) => (self.exec_ask(wf, step, ask, st, cfg, depth).await, 0),
                 StepKind::Wait { duration } => {
                     let r = async {
                         let d = self.render(step, &["duration"], duration, st)?;

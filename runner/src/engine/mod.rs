@@ -4,6 +4,7 @@
 //! everything it does goes out as [`RunEvent`]s and the returned [`RunResult`].
 
 mod action;
+mod ask;
 mod compute;
 pub mod debug;
 pub mod secrets;
@@ -20,6 +21,7 @@ mod spawn;
 mod step;
 mod subflow;
 
+pub use ask::{Answer, FieldView, Resolution, Vote, WaitLinks, WaitRequest};
 use config::{stop_before, CORE_TEMPLATE_FUEL};
 pub use config::{Lease, RunConfig, WorkflowLoader, MAX_WORKFLOW_DEPTH};
 use event::bounded_nested;
@@ -87,6 +89,11 @@ struct RunState {
     trigger: Arc<Value>,
     /// Set by `workflow.exit` (its output): the run ends, successfully.
     exit: Option<Value>,
+    /// Set by a `wait` for a person: the run stops there, waiting.
+    waiting: Option<WaitRequest>,
+    /// Set by an approval rejected with no `on_reject` branch: the run
+    /// ends rejected, saying by whom.
+    rejected: Option<String>,
     /// The iterations of the loops the current step is in, outermost
     /// first (`2/5` of a `for_each`, `3` of a `while`): its name shows
     /// them, so a loop's steps are told apart in the progress and history.
@@ -177,6 +184,8 @@ impl Engine {
             ),
             trigger: Arc::new(Value::Null),
             exit: None,
+            waiting: None,
+            rejected: None,
             iterations: Vec::new(),
         };
         if !cfg.trigger.is_null() && !st.variables.contains_key("trigger") {
@@ -233,6 +242,18 @@ impl Engine {
         };
         let (status, error) = match outcome {
             Ok(_) => (RunStatus::Completed, None),
+            Err(f) if f.cancelled && st.waiting.is_some() => (RunStatus::Waiting, None),
+            Err(f) if f.cancelled && st.rejected.is_some() => (
+                RunStatus::Rejected,
+                Some(RunFailure {
+                    message: st.rejected.clone().unwrap_or_default(),
+                    code: None,
+                    step_id: (!f.step_id.is_empty()).then_some(f.step_id),
+                    step_name: (!f.step_name.is_empty()).then_some(f.step_name),
+                    file: wf.source.name.clone(),
+                    pos: Some(f.pos),
+                }),
+            ),
             Err(f) if f.cancelled && st.exit.is_some() => {
                 match st
                     .exit
@@ -285,6 +306,7 @@ impl Engine {
             error,
             duration_ms,
             response: st.exit.as_ref().and_then(exit_response),
+            waiting: st.waiting.take(),
         };
         secrets.result(&mut result);
         result

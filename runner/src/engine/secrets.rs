@@ -148,6 +148,7 @@ impl Secrets {
             RunEvent::Progress { what, .. } => self.has(what),
             RunEvent::StepRetry { error, .. } => self.has(error),
             RunEvent::StepFinished { output, error, .. } => self.value_has(output) || opt(error),
+            RunEvent::Waiting(w) => self.value_has(&serde_json::to_value(&**w).unwrap_or_default()),
             RunEvent::Checkpoint(c) => {
                 c.variables
                     .values()
@@ -191,6 +192,13 @@ impl Secrets {
                     self.value(v);
                 }
                 e.kind = RunEvent::Checkpoint(std::sync::Arc::new(c));
+            }
+            RunEvent::Waiting(w) => {
+                let mut v = serde_json::to_value(&**w).unwrap_or_default();
+                self.value(&mut v);
+                if let Ok(masked) = serde_json::from_value(v) {
+                    e.kind = RunEvent::Waiting(std::sync::Arc::new(masked));
+                }
             }
         }
         Some(e)

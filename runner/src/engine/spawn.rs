@@ -6,7 +6,6 @@
 
 use super::{Engine, Failure, RunConfig, RunState};
 use crate::format::model::{SpawnOnError, SpawnWait, Step};
-use chrono::SecondsFormat;
 use futures_util::stream::{self, FuturesUnordered, StreamExt};
 use serde_json::{json, Map, Value};
 use std::time::Instant;
@@ -41,11 +40,7 @@ impl Outcome {
     }
 }
 
-fn iso(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .to_rfc3339_opts(SecondsFormat::Millis, true)
-}
+use marktoflow_steps::core::time::iso_ms as iso;
 
 impl Engine {
     /// Runs one agent step on `st` (a copy), timed by the run's clock.

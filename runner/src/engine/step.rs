@@ -189,8 +189,10 @@ impl Engine {
 
         // Actions enforce their own timeout (it reaches scripts and providers);
         // every other kind is bounded here.
+        // A wait's `timeout` is how long it stays open, not a timer here.
+        let timed = |kind: &StepKind| !matches!(kind, StepKind::Action { .. } | StepKind::Ask(_));
         let (result, retries) = match (step.timeout, &step.kind) {
-            (Some(t), kind) if !matches!(kind, StepKind::Action { .. }) => {
+            (Some(t), kind) if timed(kind) => {
                 match tokio::time::timeout(t, self.exec_kind(wf, step, st, cfg, depth)).await {
                     Ok(r) => r,
                     Err(_) => (
@@ -208,15 +210,11 @@ impl Engine {
         // Rendering cannot be interrupted: a step that went past its timeout
         // inside a template (fuel bounds how far) still timed out.
         let result = match (step.timeout, result) {
-            (Some(t), Ok(_))
-                if !matches!(step.kind, StepKind::Action { .. }) && started.elapsed() > t =>
-            {
-                Err(self.fail(
-                    step,
-                    step.field_pos(&["timeout"]),
-                    format!("timed out after {}", human_duration(t)),
-                ))
-            }
+            (Some(t), Ok(_)) if timed(&step.kind) && started.elapsed() > t => Err(self.fail(
+                step,
+                step.field_pos(&["timeout"]),
+                format!("timed out after {}", human_duration(t)),
+            )),
             (_, r) => r,
         };
         match result {
@@ -231,14 +229,21 @@ impl Engine {
                     st.vars_mut().insert(var.clone(), output.clone());
                 }
                 finish(st, status, output.clone(), None, retries);
-                if st.exit.is_some() {
-                    // `workflow.exit`: unwind to the top, nothing after it runs.
+                if st.exit.is_some() || st.rejected.is_some() {
+                    // `workflow.exit` or a rejection: unwind to the top,
+                    // nothing after it runs.
                     return Err(Failure {
                         cancelled: true,
                         ..self.fail(step, step.pos, "the workflow exited")
                     });
                 }
                 Ok(Some(output))
+            }
+            // Stopped to wait: recorded as waiting, with what it asks.
+            Err(f) if f.cancelled && st.waiting.is_some() => {
+                let asked = serde_json::to_value(&st.waiting).unwrap_or_default();
+                finish(st, StepStatus::Waiting, asked, None, retries);
+                Err(f)
             }
             // The steps around a `workflow.exit` completed.
             Err(f) if f.cancelled && st.exit.is_some() => {

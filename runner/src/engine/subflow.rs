@@ -128,10 +128,18 @@ impl Engine {
             trigger: Value::Null,
             lease: cfg.lease.clone(),
             recorded: None,
+            answers: Default::default(),
+            waits: None,
         };
         let result = Box::pin(self.run(&child, child_inputs, child_cfg)).await;
         match result.status {
             RunStatus::Completed => Ok(result.outputs),
+            // Only a run's own top-level steps can pause it.
+            RunStatus::Waiting => Err(self.fail(
+                step,
+                at,
+                format!("sub-workflow `{path}` waits for an answer (a `wait` with a `mode`): only a workflow run on its own can pause; call it with a trigger or run it by itself"),
+            )),
             status => {
                 // The child's error code stays the caller's to test.
                 let code = result.error.as_ref().and_then(|f| f.code.clone());

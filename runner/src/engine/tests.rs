@@ -100,6 +100,8 @@ fn run_env(text: &str, inputs: Value, env: &[(&str, &str)]) -> (RunResult, Vec<E
         trigger: Value::Null,
         lease: None,
         recorded: None,
+        answers: Default::default(),
+        waits: None,
     };
     let inputs = match inputs {
         Value::Object(m) => m,

@@ -104,6 +104,10 @@ impl Graph {
             StepKind::While { condition, .. } => (Shape::Loop, Some(format!("while {condition}"))),
             StepKind::Try { .. } => (Shape::Box, Some("try".into())),
             StepKind::Wait { .. } => (Shape::Box, Some("wait".into())),
+            StepKind::Ask(a) => (
+                Shape::Decision,
+                Some(format!("wait for {}", a.mode.as_str())),
+            ),
             StepKind::Map { .. } => (Shape::Box, Some("map".into())),
             StepKind::Filter { .. } => (Shape::Box, Some("filter".into())),
             StepKind::Reduce { .. } => (Shape::Box, Some("reduce".into())),
@@ -128,6 +132,20 @@ impl Graph {
             } => {
                 let mut out = self.seq(then, vec![(id.clone(), Some("then".into()))]);
                 out.extend(self.seq(otherwise, vec![(id.clone(), Some("else".into()))]));
+                out
+            }
+            StepKind::Ask(a) => {
+                // What it sends when it starts waiting is a side lane.
+                let first = self.edges.len();
+                let _ = self.seq(&a.notify, vec![(id.clone(), Some("notify".into()))]);
+                if let Some(e) = self.edges.get_mut(first) {
+                    e.dashed = true;
+                }
+                if a.on_approve.is_empty() && a.on_reject.is_empty() {
+                    return vec![(id, Some("answered".into()))];
+                }
+                let mut out = self.seq(&a.on_approve, vec![(id.clone(), Some("approved".into()))]);
+                out.extend(self.seq(&a.on_reject, vec![(id.clone(), Some("rejected".into()))]));
                 out
             }
             StepKind::Switch { cases, default, .. } => {

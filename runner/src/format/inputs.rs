@@ -99,19 +99,37 @@ pub fn resolve(
     supplied: Vec<(String, Supplied)>,
     env: &BTreeMap<String, String>,
 ) -> Result<Map<String, Value>, Vec<InputError>> {
+    // A workflow that declares no inputs takes any (the peer's way).
+    let unknown = "this workflow has no such input";
+    resolve_defs(
+        &wf.inputs,
+        wf.inputs.is_empty().then_some(()).ok_or(unknown),
+        supplied,
+        env,
+    )
+}
+
+/// [`resolve`] against `defs` (a workflow's inputs, a wait's fields);
+/// `open`: names not among them are taken as they are (`Ok`), or refused
+/// saying the message in `Err`.
+pub fn resolve_defs(
+    defs: &[InputDef],
+    open: Result<(), &str>,
+    supplied: Vec<(String, Supplied)>,
+    env: &BTreeMap<String, String>,
+) -> Result<Map<String, Value>, Vec<InputError>> {
     let mut out = Map::new();
     let mut errors = Vec::new();
-    let names: Vec<&str> = wf.inputs.iter().map(|i| i.name.as_str()).collect();
+    let names: Vec<&str> = defs.iter().map(|i| i.name.as_str()).collect();
     for (name, value) in supplied {
-        match wf.input(&name) {
+        match defs.iter().find(|d| d.name == name) {
             Some(def) => match coerce(def, value) {
                 Ok(v) => {
                     out.insert(name, v);
                 }
                 Err(e) => errors.push(e),
             },
-            // A workflow that declares no inputs takes any (the peer's way).
-            None if wf.inputs.is_empty() => {
+            None if open.is_ok() => {
                 let v = match value {
                     Supplied::Text(s) => Value::String(s),
                     Supplied::Json(v) => v,
@@ -119,7 +137,7 @@ pub fn resolve(
                 out.insert(name, v);
             }
             None => {
-                let mut e = err(&name, "this workflow has no such input");
+                let mut e = err(&name, open.err().unwrap_or_default());
                 e.hint = Some(match did_you_mean(&name, &names) {
                     Some(c) => format!("did you mean `{c}`?"),
                     None => format!("its inputs are: {}", names.join(", ")),
@@ -128,7 +146,7 @@ pub fn resolve(
             }
         }
     }
-    for def in &wf.inputs {
+    for def in defs {
         // Given (well or badly): its own error says what is wrong.
         if out.contains_key(&def.name) || errors.iter().any(|e| e.name == def.name) {
             continue;
@@ -236,6 +254,9 @@ fn coerce(def: &InputDef, value: Supplied) -> Result<Value, InputError> {
                 ))
             }
         },
+        (InputType::Json, Supplied::Text(s)) => serde_json::from_str::<Value>(&s)
+            .map_err(|_| err(name, format!("expected JSON, got `{s}`")))?,
+        (InputType::Json, Supplied::Json(v)) => v,
         (InputType::Object, Supplied::Json(v)) => match v {
             Value::Object(_) => v,
             other => {

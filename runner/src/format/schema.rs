@@ -66,7 +66,46 @@ fn field(key: &str) -> Value {
             json!({"type": "object"}),
             "The action's inputs; strings are templates",
         ),
-        "prompt" | "prompt_inputs" | "permissions" => (json!({}), "Accepted for compatibility"),
+        "prompt" => (
+            json!({}),
+            "A wait's question to the person (a template); accepted for compatibility on actions",
+        ),
+        "message" => (json!({"type": "string"}), "A wait's question (as `prompt`)"),
+        "title" => (json!({"type": "string"}), "A wait's heading (a template)"),
+        "fields" => (
+            json!({"type": "object", "additionalProperties": {"type": ["object", "string"]}}),
+            "What the person fills in: name → {type, required, default, description, options, min, max, pattern}",
+        ),
+        "on_timeout" => (
+            json!({"oneOf": [{"enum": ["fail", "continue"]}, {"type": "object", "properties": {"default": {"type": "object"}}, "required": ["default"], "additionalProperties": false}]}),
+            "What an unanswered wait gives when its `timeout` passes",
+        ),
+        "approvals" => (
+            json!({"type": "integer", "minimum": 1, "maximum": 100}),
+            "Distinct approvals needed (`mode: approval`)",
+        ),
+        "approvers" => (
+            json!({"type": "array", "items": {"type": "string"}}),
+            "Who may answer (identities); default: anyone who can reach it",
+        ),
+        "requester" => (
+            json!({"type": "string"}),
+            "Who asked (a template): with `self_approval: false` they cannot answer",
+        ),
+        "self_approval" => (json!({"type": "boolean"}), "Whether the requester may answer"),
+        "key" => (
+            json!({"type": "string"}),
+            "`mode: webhook`: the correlation key an event to `/events/{key}` carries",
+        ),
+        "link_ttl" => (
+            json!({"type": ["string", "number"]}),
+            "How long the links to answer stay valid (default: the timeout, else 7 days)",
+        ),
+        "notify" | "on_approve" | "on_reject" => (
+            json!({"type": "array", "items": {"$ref": "#/$defs/step"}}),
+            "Steps run when the wait starts (`notify`, with `wait.link`) or after its decision",
+        ),
+        "prompt_inputs" | "permissions" => (json!({}), "Accepted for compatibility"),
         "code" => (
             json!({"type": "string"}),
             "JavaScript: the body of an async function",
@@ -117,8 +156,8 @@ fn field(key: &str) -> Value {
             "`5s`, `2m`, or milliseconds",
         ),
         "mode" => (
-            json!({"enum": ["duration"]}),
-            "Only `duration` waits are supported",
+            json!({"type": "string"}),
+            "wait: `duration`, `form`, `approval` or `webhook`; merge: `append`, `match`, `diff`, `combine_by_field`",
         ),
         "workflow" => (
             json!({"type": "string"}),

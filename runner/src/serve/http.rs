@@ -1,6 +1,7 @@
 //! The HTTP surface: which handler answers each path (the run API, the
 //! console, webhooks as the fallback), health, and a run's events as a stream.
 
+use super::answers;
 use super::api;
 use super::request::error;
 use super::webhook::webhook;
@@ -29,6 +30,13 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/runs/{id}/events", get(get_events))
         .route("/runs/{id}/cancel", post(api::cancel_run))
         .route("/runs/{id}/retry", post(api::retry_run))
+        .route("/runs/{id}/steps/{step}/answer", post(answers::answer_step))
+        .route("/waits", get(answers::list_waits))
+        .route(
+            "/answer/{token}",
+            get(answers::link_form).post(answers::link_answer),
+        )
+        .route("/events/{key}", post(answers::event))
         .merge(super::console::routes())
         .fallback(webhook)
         .with_state(state)

@@ -12,11 +12,13 @@
 //! `routes` (webhook triggers compiled, auth failing closed), `schedule`
 //! and [`cron`], [`file_watch`].
 
+mod answers;
 mod api;
 mod console;
 pub mod cron;
 pub mod file_watch;
 mod http;
+pub mod links;
 pub mod listen;
 pub mod metrics;
 pub mod replay;
@@ -28,9 +30,11 @@ mod state;
 mod webhook;
 pub mod worker;
 
+pub use answers::expire_waits;
 pub use api::ApiAccess;
 pub use file_watch::run_file_watches;
 pub use http::{router, worker_router};
+pub use links::Links;
 pub use request::bearer_matches;
 pub use routes::{
     event_of, event_wanted, input_mapping, request_context, request_inputs, routes_of, Route,

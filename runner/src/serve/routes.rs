@@ -214,8 +214,10 @@ fn reserved_path(path: &str) -> Option<&'static str> {
         Some("its health check")
     } else if path == "/metrics" {
         Some("its metrics")
-    } else if under("/runs") || under("/workflows") {
+    } else if under("/runs") || under("/workflows") || under("/waits") {
         Some("the run API")
+    } else if under("/answer") || under("/events") {
+        Some("the answers to waiting runs")
     } else if under("/console") {
         Some("the console")
     } else if under("/mcp") {

@@ -191,6 +191,11 @@ pub(super) fn start_reserved(
         trigger: trigger_context,
         lease: s.store.as_ref().and_then(|st| st.lease(&run_id)),
         recorded: None,
+        answers: Default::default(),
+        waits: s
+            .links
+            .clone()
+            .map(|l| l as Arc<dyn crate::engine::WaitLinks>),
     };
     let lease = cfg.lease.clone();
     let state = s.clone();
@@ -446,6 +451,7 @@ pub(super) fn crashed(run_id: &str, wf: &Workflow, what: &str) -> RunResult {
         }),
         duration_ms: 0,
         response: None,
+        waiting: None,
     }
 }
 
@@ -524,5 +530,6 @@ pub(super) fn not_started(run_id: &str, wf: &Workflow, kept: bool) -> RunResult 
         }),
         duration_ms: 0,
         response: None,
+        waiting: None,
     }
 }

@@ -129,6 +129,8 @@ pub struct ServerState {
     pub(super) slot_freed: tokio::sync::Notify,
     /// What `/metrics` shows.
     pub metrics: super::metrics::Metrics,
+    /// Signs and checks the links to answer waits (None: no links).
+    pub links: Option<Arc<super::links::Links>>,
 }
 
 /// Finished runs kept in memory for `GET /runs/{id}`.
@@ -192,7 +194,14 @@ impl ServerState {
             enqueue_only: false,
             slot_freed: tokio::sync::Notify::new(),
             metrics: super::metrics::Metrics::default(),
+            links: None,
         }
+    }
+
+    /// Waits get links made and checked by `links`.
+    pub fn with_links(mut self, links: Arc<super::links::Links>) -> Self {
+        self.links = Some(links);
+        self
     }
 
     /// Waits for the turn of requests with `key` (see [`KeyTurn`]).

@@ -225,6 +225,7 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
                     error: None,
                     duration_ms: 0,
                     response: None,
+                    waiting: None,
                 });
             }
         }
@@ -254,6 +255,8 @@ fn http_status(status: RunStatus) -> StatusCode {
     match status {
         RunStatus::Completed => StatusCode::OK,
         RunStatus::Rejected => StatusCode::BAD_REQUEST,
+        // Accepted, not done: it goes on when somebody answers.
+        RunStatus::Waiting => StatusCode::ACCEPTED,
         RunStatus::Failed | RunStatus::Cancelled => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

@@ -221,5 +221,6 @@ fn result_of(r: &RunRecord, wf: &Workflow) -> RunResult {
         }),
         duration_ms: r.duration_ms.unwrap_or(0),
         response: None,
+        waiting: None,
     }
 }

@@ -207,6 +207,22 @@ impl RunStore for JournalStore {
     fn prune(&self, older_than: Duration) -> Result<usize, StoreError> {
         self.reader()?.prune(older_than)
     }
+
+    fn answer_wait(&self, a: super::AnswerIn) -> Result<super::Answered, StoreError> {
+        self.reader()?.answer_wait(a)
+    }
+
+    fn expire_waits(&self, now: i64) -> Result<Vec<String>, StoreError> {
+        self.reader()?.expire_waits(now)
+    }
+
+    fn cancel_waiting(&self, run_id: &str) -> Result<bool, StoreError> {
+        self.reader()?.cancel_waiting(run_id)
+    }
+
+    fn waits(&self, f: &super::WaitFilter) -> Result<Vec<super::WaitRecord>, StoreError> {
+        self.reader()?.waits(f)
+    }
 }
 
 /// Whether `path` is a file that starts as every SQLite database does.
@@ -428,6 +444,7 @@ mod tests {
             error: None,
             error_step: None,
             duration_ms: 4,
+            waiting: None,
         }
     }
 

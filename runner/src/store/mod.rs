@@ -48,6 +48,7 @@ pub mod postgres;
 mod record;
 pub mod retry;
 pub mod sqlite;
+pub mod wait;
 mod writer;
 
 pub use fold::{Going, StepFold};
@@ -66,6 +67,7 @@ pub use record::{
     RecordedReplies, MAX_DEATHS,
 };
 pub use sqlite::SqliteStore;
+pub use wait::{AnswerIn, Answered, WaitFilter, WaitRecord, WaitState};
 pub use writer::AfterCommit;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -109,8 +111,11 @@ pub enum Status {
     Completed,
     Failed,
     Cancelled,
-    /// Ended by `workflow.exit` with a status of 400 or more.
+    /// Ended by `workflow.exit` with a status of 400 or more, or by a
+    /// rejected approval.
     Rejected,
+    /// Stopped at a `wait` for a person or an event: a row, no process.
+    Waiting,
 }
 
 impl Status {
@@ -122,6 +127,7 @@ impl Status {
             Status::Failed => "failed",
             Status::Cancelled => "cancelled",
             Status::Rejected => "rejected",
+            Status::Waiting => "waiting",
         }
     }
 
@@ -133,12 +139,14 @@ impl Status {
             "failed" => Status::Failed,
             "cancelled" => Status::Cancelled,
             "rejected" => Status::Rejected,
+            "waiting" => Status::Waiting,
             _ => return None,
         })
     }
 
+    /// Ended for good (a waiting run is not: it goes on when answered).
     pub fn is_finished(self) -> bool {
-        !matches!(self, Status::Queued | Status::Running)
+        !matches!(self, Status::Queued | Status::Running | Status::Waiting)
     }
 }
 
@@ -149,6 +157,7 @@ impl From<RunStatus> for Status {
             RunStatus::Failed => Status::Failed,
             RunStatus::Cancelled => Status::Cancelled,
             RunStatus::Rejected => Status::Rejected,
+            RunStatus::Waiting => Status::Waiting,
         }
     }
 }
@@ -381,7 +390,7 @@ impl RunRecord {
     /// A queued or running run whose process is gone: it will never finish
     /// by itself (a server resumes such runs; see [`resume_run`]).
     pub fn is_interrupted(&self) -> bool {
-        !self.status.is_finished()
+        matches!(self.status, Status::Queued | Status::Running)
             && !self
                 .alive
                 .unwrap_or_else(|| self.pid.is_some_and(process_alive))
@@ -455,6 +464,10 @@ pub struct RunEnd {
     pub error: Option<String>,
     pub error_step: Option<String>,
     pub duration_ms: u64,
+    /// A waiting run's wait: recorded with the status, in one write, so an
+    /// answer can only find a run that is waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<crate::engine::WaitRequest>,
 }
 
 impl From<&RunResult> for RunEnd {
@@ -465,6 +478,7 @@ impl From<&RunResult> for RunEnd {
             error: r.error.as_ref().map(|e| e.message.clone()),
             error_step: r.error.as_ref().and_then(|e| e.step_id.clone()),
             duration_ms: r.duration_ms,
+            waiting: r.waiting.clone(),
         }
     }
 }
@@ -651,6 +665,22 @@ pub trait RunStore: Send + Sync {
     fn recall_reply(&self, _key: &str) -> Result<Option<String>, StoreError> {
         Ok(None)
     }
+
+    /// Records an answer to a wait (see [`wait`]): over every process of
+    /// the store, exactly one answer decides a wait; the process that
+    /// records it owns the run, queued again, and resumes it.
+    fn answer_wait(&self, a: AnswerIn) -> Result<Answered, StoreError>;
+
+    /// Closes the open waits whose deadline is at or before `now` as
+    /// expired, their runs queued again as this process's: their ids.
+    fn expire_waits(&self, now: i64) -> Result<Vec<String>, StoreError>;
+
+    /// Cancels a waiting run: its wait closes and it ends cancelled.
+    /// False when it was not waiting.
+    fn cancel_waiting(&self, run_id: &str) -> Result<bool, StoreError>;
+
+    /// Waits, newest first.
+    fn waits(&self, f: &WaitFilter) -> Result<Vec<WaitRecord>, StoreError>;
 
     /// The run an `Idempotency-Key` started within the retention, if any.
     fn run_for_key(&self, _key: &str) -> Result<Option<String>, StoreError> {

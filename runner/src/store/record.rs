@@ -78,7 +78,11 @@ pub fn recording_sink(store: Arc<dyn RunStore>, run_id: String) -> EventSink {
             };
             store.save_checkpoint(&run_id, row, last)
         }
-        RunEvent::Log { .. } | RunEvent::Progress { .. } | RunEvent::RunFinished { .. } => {}
+        // A wait is recorded with the run's end (see `RunEnd::waiting`).
+        RunEvent::Log { .. }
+        | RunEvent::Progress { .. }
+        | RunEvent::Waiting(_)
+        | RunEvent::RunFinished { .. } => {}
     })
 }
 
@@ -132,6 +136,7 @@ pub async fn resume_run(
             }),
             duration_ms: 0,
             response: None,
+            waiting: None,
         };
         store.finish_run(&run.id, RunEnd::from(&result));
         result
@@ -162,6 +167,19 @@ pub async fn resume_run(
         Value::Object(m) => m.clone(),
         _ => Map::new(),
     };
+    // The waits it stopped at and how they were closed.
+    let filter = super::WaitFilter {
+        run_id: Some(run.id.clone()),
+        ..Default::default()
+    };
+    match store.waits(&filter) {
+        Ok(waits) => cfg.answers.extend(
+            waits
+                .into_iter()
+                .filter_map(|w| Some((w.request.step_id, w.resolution?))),
+        ),
+        Err(e) => return refuse(format!("not resumed: {e}")),
+    }
     resume_from(store, engine, wf, inputs, cfg, cp).await
 }
 

@@ -5,6 +5,7 @@
 //! ([`Commit`]); the queue, the thread, the batching and the answers are
 //! here ([`Writes`]), shared by both.
 
+use super::wait::{AnswerIn, Answered};
 use super::{NewRun, StoreError, Write};
 use std::collections::HashSet;
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -25,9 +26,28 @@ pub(super) enum Op {
     /// what an earlier move of the same run left.
     Absorb(Vec<Vec<Write>>, mpsc::Sender<Result<(), StoreError>>),
     Prune(i64, Reply<usize>),
+    /// A change to waits that must see the store as it is (see [`WaitOp`]).
+    Wait(Box<WaitOp>, Reply<WaitDone>),
     Flush(Reply<()>),
     /// A flush whose answer is a call, made on the writer's thread.
     Then(AfterCommit),
+}
+
+/// A change to waits, decided inside the writer's transaction.
+pub(super) enum WaitOp {
+    /// An answer, recorded for the owner token (the run's next owner).
+    Answer(Box<AnswerIn>, Option<String>),
+    /// Waits past their deadline at this time closed, for the owner token.
+    Expire(i64, Option<String>),
+    /// A waiting run cancelled at this time.
+    Cancel(String, i64),
+}
+
+/// What a [`WaitOp`] did.
+pub(super) enum WaitDone {
+    Answered(Answered),
+    Expired(Vec<String>),
+    Cancelled(bool),
 }
 
 /// What to call once everything queued before it is committed, with the
@@ -118,6 +138,13 @@ impl Writes {
         rx.blocking_recv().map_err(|_| StoreError::Closed)?
     }
 
+    /// Makes a change to waits, waiting for its commit.
+    pub(super) fn wait(&self, op: WaitOp) -> Result<WaitDone, StoreError> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.queue.send(Op::Wait(Box::new(op), reply));
+        rx.blocking_recv().map_err(|_| StoreError::Closed)?
+    }
+
     /// Moves runs' journals in, waiting for the commit.
     pub(super) fn absorb(&self, journals: Vec<Vec<Write>>) -> Result<(), StoreError> {
         let (reply, answer) = mpsc::channel();
@@ -152,6 +179,7 @@ impl Drop for Writes {
 pub(super) enum Done {
     Unit(Result<(), StoreError>),
     Count(Result<usize, StoreError>),
+    Wait(Result<WaitDone, StoreError>),
 }
 
 /// How a backend commits a batch: one [`Done`] per op in order, and the
@@ -332,6 +360,14 @@ fn writer_loop(mut backend: impl Commit, queue: Arc<Queue>) {
                     };
                     let _ = reply.send(r);
                 }
+                Op::Wait(_, reply) => {
+                    let r = match (d, &commit_err) {
+                        (_, Some(e)) => Err(e.clone()),
+                        (Some(Done::Wait(r)), None) => r,
+                        _ => Err(StoreError::Db("the wait change was not made".into())),
+                    };
+                    let _ = reply.send(r);
+                }
                 Op::Write(_) => {
                     if let Some(Done::Unit(Err(e))) = d {
                         deferred.get_or_insert(e);
@@ -382,11 +418,12 @@ pub(super) fn needless(w: &Write, ending: &HashSet<&str>) -> bool {
 /// parameter `$1` (a named parameter in SQLite, bound by position as in
 /// PostgreSQL). The last one deletes the runs: its count is the answer.
 /// Idempotency keys go when their retention is over, whatever `cutoff`.
-pub(super) fn pruning(cutoff: i64) -> [(&'static str, i64); 5] {
+pub(super) fn pruning(cutoff: i64) -> [(&'static str, i64); 6] {
     let keys = super::now_ms().saturating_sub(super::IDEMPOTENCY_RETENTION.as_millis() as i64);
     [
         ("DELETE FROM steps WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled', 'rejected') AND finished_at < $1)", cutoff),
         ("DELETE FROM checkpoints WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled', 'rejected') AND finished_at < $1)", cutoff),
+        ("DELETE FROM waits WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled', 'rejected') AND finished_at < $1)", cutoff),
         ("DELETE FROM replies WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled', 'rejected') AND finished_at < $1)", cutoff),
         ("DELETE FROM idempotency WHERE created_at < $1", keys),
         ("DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled', 'rejected') AND finished_at < $1", cutoff),

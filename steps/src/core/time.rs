@@ -224,6 +224,13 @@ pub fn parse_date_text(s: &str) -> Option<DateText> {
 /// seconds when below 10^11 (before March 1973 as milliseconds), as APIs
 /// send them. None when no date can be that far (beyond the year 9999 or
 /// before 1970-ish negatives of the same size).
+/// Milliseconds since 1970 as RFC 3339 in UTC, to the millisecond.
+pub fn iso_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 pub fn epoch_ms(n: f64) -> Option<i64> {
     if !n.is_finite() {
         return None;

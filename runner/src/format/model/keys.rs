@@ -29,6 +29,56 @@ pub const INPUT_KEYS: &[&str] = &[
     "max",
     "validation",
 ];
+/// A wait's keys: `duration` and `mode`, then those only its `form`,
+/// `approval` and `webhook` modes read ([`ASK_KEYS`]).
+const WAIT_KEYS: &[&str] = &[
+    "duration",
+    "mode",
+    "fields",
+    "webhook_path",
+    "title",
+    "prompt",
+    "message",
+    "on_timeout",
+    "approvals",
+    "approvers",
+    "requester",
+    "self_approval",
+    "key",
+    "link_ttl",
+    "notify",
+    "on_approve",
+    "on_reject",
+];
+pub const ASK_KEYS: &[&str] = WAIT_KEYS.split_at(2).1;
+
+/// What a wait's output holds besides its fields: no field may be named so.
+pub const ANSWER_NAMES: &[&str] = &[
+    "decision",
+    "approved",
+    "comment",
+    "approvals",
+    "answered_by",
+    "answered_at",
+    "via",
+    "timed_out",
+];
+
+/// A wait's `fields:` entries: an input's keys and a form's.
+pub const FIELD_KEYS: &[&str] = &[
+    "type",
+    "required",
+    "default",
+    "description",
+    "label",
+    "enum",
+    "options",
+    "choices",
+    "pattern",
+    "min",
+    "max",
+    "validation",
+];
 pub const TOOL_KEYS: &[&str] = &["sdk", "auth", "options", "description"];
 pub const COMMON_KEYS: &[&str] = &[
     "id",
@@ -78,7 +128,7 @@ pub const KINDS: &[(&str, &[&str])] = &[
         &["condition", "max_iterations", "steps", "variables"],
     ),
     ("try", &["try", "catch", "finally"]),
-    ("wait", &["duration", "mode", "fields", "webhook_path"]),
+    ("wait", WAIT_KEYS),
     ("map", &["items", "item_variable", "expression"]),
     ("filter", &["items", "item_variable", "condition"]),
     (

@@ -19,7 +19,7 @@ mod step;
 mod text;
 mod types;
 
-use keys::NOT_YET;
+use keys::{ANSWER_NAMES, ASK_KEYS, FIELD_KEYS, NOT_YET};
 pub use keys::{COMMON_KEYS, INPUT_KEYS, KINDS, META_KEYS, TOOL_KEYS, TOP_KEYS};
 pub use load::{
     io_reason, load_file, load_parts, load_str, read_text, yaml_to_json, Loaded, Parts,
@@ -28,8 +28,9 @@ pub use spawn::{MAX_CONCURRENCY, MAX_MAP_ITEMS};
 pub use text::{camel_case, slug};
 use text::{infer_kind, scalar_string, unquoted_template};
 pub use types::{
-    ActionStep, Backoff, Branch, Concurrency, ErrorPolicy, InputDef, InputType, MergeMode, Meta,
-    OnError, OutputDef, Spans, SpawnOnError, SpawnWait, Step, StepKind, Trigger, Workflow,
+    ActionStep, Ask, AskMode, Backoff, Branch, Concurrency, ErrorPolicy, InputDef, InputType,
+    MergeMode, Meta, OnError, OnTimeout, OutputDef, Spans, SpawnOnError, SpawnWait, Step, StepKind,
+    Trigger, Workflow,
 };
 
 struct Cx<'r> {
@@ -70,6 +71,35 @@ impl Cx<'_> {
     fn warn(&mut self, pos: Pos, msg: impl Into<String>) {
         self.warnings
             .push(Diagnostic::warning(&self.src, Some(pos), msg));
+    }
+
+    /// A run pauses only between top-level steps (where its checkpoints
+    /// are): a wait for a person inside a branch or loop is refused.
+    fn asks_on_top(&mut self, top: &[Step]) {
+        fn nested<'a>(steps: &'a [Step], out: &mut Vec<&'a Step>) {
+            for s in steps {
+                for c in s.kind.children() {
+                    for n in c {
+                        out.push(n);
+                    }
+                    nested(c, out);
+                }
+            }
+        }
+        let mut inner = Vec::new();
+        nested(top, &mut inner);
+        for s in inner {
+            if let StepKind::Ask(a) = &s.kind {
+                let d = self.err(
+                    s.pos,
+                    format!(
+                        "a `wait` with `mode: {}` must be a top-level step: a run pauses only between its top-level steps",
+                        a.mode.as_str()
+                    ),
+                );
+                d.hints.push("move it out of the branch, loop or block; its output can decide what the next steps do (`if:`)".into());
+            }
+        }
     }
 
     fn parse_yaml(&mut self, yaml: &YamlText) -> Option<Parsed> {
@@ -321,6 +351,7 @@ impl Cx<'_> {
         } else {
             wf.steps = self.body_steps(&doc.blocks);
         }
+        self.asks_on_top(&wf.steps);
         if wf.steps.is_empty() && self.errors.is_empty() {
             self.warn(
                 Pos { line: 1, col: 1 },

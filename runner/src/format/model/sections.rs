@@ -152,9 +152,8 @@ impl Cx<'_> {
         self.err(pos, format!("tool `{name}`: {}", e.message));
     }
     pub(super) fn inputs(&mut self, top: &Map<String, Value>, spans: &Arc<Spans>) -> Vec<InputDef> {
-        let mut out = Vec::new();
         let Some(inputs) = top.get("inputs") else {
-            return out;
+            return Vec::new();
         };
         let Value::Object(inputs) = inputs else {
             let pos = spans.pos(&["inputs".into()]);
@@ -162,12 +161,31 @@ impl Cx<'_> {
                 pos,
                 "`inputs` must be a mapping of input names to definitions",
             );
-            return out;
+            return Vec::new();
         };
+        let inputs = inputs.clone();
+        self.input_defs(&inputs, spans, &["inputs".to_string()], "input", INPUT_KEYS)
+    }
+
+    /// Definitions like workflow inputs at `base` (`inputs`, a wait's
+    /// `fields`): `noun` names one in messages; `keys` are those allowed.
+    /// A wait's fields also take the peer's form spellings (`type: text`,
+    /// `type: select` with `options:`).
+    pub(super) fn input_defs(
+        &mut self,
+        inputs: &Map<String, Value>,
+        spans: &Arc<Spans>,
+        base: &[String],
+        noun: &str,
+        keys: &[&str],
+    ) -> Vec<InputDef> {
+        let mut out = Vec::new();
+        let form = noun == "field";
         for (name, def) in inputs {
-            let path = vec!["inputs".to_string(), name.clone()];
+            let mut path = base.to_vec();
+            path.push(name.clone());
             let pos = {
-                let inputs_node = spans.node.lookup(&path[..1]);
+                let inputs_node = spans.node.lookup(&path[..base.len()]);
                 let kp = inputs_node.key_pos(name).unwrap_or(inputs_node.pos());
                 spans.yaml.file_pos(kp.line, kp.col)
             };
@@ -183,12 +201,12 @@ impl Cx<'_> {
                 _ => {
                     self.err(
                         pos,
-                        format!("input `{name}` must be a mapping with `type:`"),
+                        format!("{noun} `{name}` must be a mapping with `type:`"),
                     );
                     continue;
                 }
             };
-            self.check_keys(&def, INPUT_KEYS, spans, &path, &format!("input `{name}`"));
+            self.check_keys(&def, keys, spans, &path, &format!("{noun} `{name}`"));
             let field = |k: &str| {
                 let mut p = path.clone();
                 p.push(k.into());
@@ -196,12 +214,19 @@ impl Cx<'_> {
             };
             let ty = match def.get("type") {
                 None => InputType::String,
+                Some(Value::String(t))
+                    if form && matches!(t.as_str(), "text" | "select" | "enum") =>
+                {
+                    InputType::String
+                }
                 Some(Value::String(t)) => match InputType::parse(t) {
                     Some(ty) => ty,
                     None => {
                         let hint = did_you_mean(t, InputType::NAMES);
-                        let d =
-                            self.err(field("type"), format!("input `{name}`: unknown type `{t}`"));
+                        let d = self.err(
+                            field("type"),
+                            format!("{noun} `{name}`: unknown type `{t}`"),
+                        );
                         d.hints.push(match hint {
                             Some(c) => format!("did you mean `{c}`?"),
                             None => format!("expected one of: {}", InputType::NAMES.join(", ")),
@@ -212,7 +237,7 @@ impl Cx<'_> {
                 Some(_) => {
                     self.err(
                         field("type"),
-                        format!("input `{name}`: `type` must be a string"),
+                        format!("{noun} `{name}`: `type` must be a string"),
                     );
                     continue;
                 }
@@ -228,7 +253,7 @@ impl Cx<'_> {
                 Some(_) => {
                     self.err(
                         field("required"),
-                        format!("input `{name}`: `required` must be true or false"),
+                        format!("{noun} `{name}`: `required` must be true or false"),
                     );
                     false
                 }
@@ -239,31 +264,48 @@ impl Cx<'_> {
                     Err(e) => {
                         self.err(
                             field("pattern"),
-                            format!("input `{name}`: invalid pattern: {e}"),
+                            format!("{noun} `{name}`: invalid pattern: {e}"),
                         );
                         None
                     }
                 },
                 _ => None,
             };
-            let allowed = match get("enum") {
+            // A form's choices: `options:` (the peer's) or `choices:`.
+            let (choices_key, choices) = ["enum", "options", "choices"]
+                .iter()
+                .find_map(|k| get(k).map(|v| (*k, v)))
+                .map_or(("enum", None), |(k, v)| (k, Some(v)));
+            let allowed = match choices {
                 Some(Value::Array(a)) => Some(a.clone()),
                 Some(_) => {
                     self.err(
-                        field("enum"),
-                        format!("input `{name}`: `enum` must be a list"),
+                        field(choices_key),
+                        format!("{noun} `{name}`: `{choices_key}` must be a list"),
                     );
                     None
                 }
                 None => None,
             };
+            if form
+                && def.get("type").and_then(Value::as_str) == Some("select")
+                && allowed.is_none()
+            {
+                self.err(
+                    field("type"),
+                    format!("{noun} `{name}`: a `select` needs `options:` (the choices)"),
+                );
+            }
             let num = |k: &str| get(k).and_then(Value::as_f64);
             out.push(InputDef {
                 name: name.clone(),
                 ty,
                 required,
                 default: def.get("default").cloned(),
-                description: def.get("description").map(scalar_string),
+                description: def
+                    .get("description")
+                    .or_else(|| def.get("label"))
+                    .map(scalar_string),
                 allowed,
                 pattern,
                 min: num("min"),

@@ -2,8 +2,8 @@
 //! name, conditions, timeout, error policy), then one small reader per kind.
 
 use super::{
-    infer_kind, scalar_string, slug, Branch, Cx, ErrorPolicy, MergeMode, Spans, Step, StepKind,
-    COMMON_KEYS, KINDS, NOT_YET,
+    infer_kind, scalar_string, slug, Ask, AskMode, Branch, Cx, ErrorPolicy, MergeMode, OnTimeout,
+    Spans, Step, StepKind, ANSWER_NAMES, ASK_KEYS, COMMON_KEYS, FIELD_KEYS, KINDS, NOT_YET,
 };
 use crate::diag::{did_you_mean, Pos};
 use marktoflow_steps::registry::ActionKind;
@@ -531,32 +531,31 @@ impl Cx<'_> {
         }
     }
 
-    /// `type: wait`: a duration. The peer's `webhook` and `form` modes do not
-    /// pause its runs either; here they are refused rather than skipped.
+    /// `type: wait`: a duration, or (`mode: form | approval | webhook`) a
+    /// pause until somebody answers.
     fn wait_kind(&mut self, f: &Fields) -> Option<StepKind> {
         let mode = f.m.get("mode").map(scalar_string);
-        match mode.as_deref() {
-            None | Some("duration") => {}
-            Some(m @ ("webhook" | "form")) => {
-                let d = self.err(
-                    f.at("mode"),
-                    format!("`wait` with `mode: {m}` is not supported: this runner does not pause runs for outside input"),
-                );
-                d.hints.push("end the workflow here and start a second one from a webhook trigger (`serve`) with the answer as its inputs".into());
-                return None;
-            }
+        let ask = match mode.as_deref() {
+            None | Some("duration") => None,
+            Some("form") => Some(AskMode::Form),
+            Some("approval") => Some(AskMode::Approval),
+            Some("webhook") => Some(AskMode::Webhook),
             Some(other) => {
                 let d = self.err(f.at("mode"), format!("unknown wait mode `{other}`"));
-                d.hints.push("expected `duration`".into());
+                d.hints
+                    .push("expected `duration`, `form`, `approval` or `webhook`".into());
                 return None;
             }
+        };
+        if let Some(mode) = ask {
+            return self.ask_kind(f, mode).map(|a| StepKind::Ask(Box::new(a)));
         }
-        for key in ["fields", "webhook_path"] {
-            if f.m.contains_key(key) {
+        for key in ASK_KEYS {
+            if f.m.contains_key(*key) {
                 self.warn(
                     f.key_at(key),
                     format!(
-                        "`{key}` is ignored: it belongs to the `form` and `webhook` wait modes"
+                        "`{key}` is ignored: it belongs to the `form`, `approval` and `webhook` wait modes"
                     ),
                 );
             }
@@ -564,11 +563,220 @@ impl Cx<'_> {
         let Some(duration) = f.m.get("duration").cloned() else {
             self.err(
                 f.pos,
-                "a `wait` step needs `duration` (`5s`, `2m`, or milliseconds)",
+                "a `wait` step needs `duration` (`5s`, `2m`, or milliseconds), or a `mode` (`form`, `approval`, `webhook`)",
             );
             return None;
         };
         Some(StepKind::Wait { duration })
+    }
+
+    /// A wait for a person or an event (see [`Ask`]).
+    fn ask_kind(&mut self, f: &Fields, mode: AskMode) -> Option<Ask> {
+        if f.m.contains_key("duration") {
+            self.warn(
+                f.key_at("duration"),
+                format!(
+                    "`duration` is ignored by `mode: {}`: `timeout` says how long it waits",
+                    mode.as_str()
+                ),
+            );
+        }
+        if f.m.contains_key("webhook_path") {
+            self.warn(
+                f.key_at("webhook_path"),
+                "`webhook_path` is ignored: a waiting run is answered at `/events/{key}` (see `key`)",
+            );
+        }
+        let fields = match f.m.get("fields") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Object(m)) => {
+                let m = m.clone();
+                let base = f.path_to(&["fields"]);
+                self.input_defs(&m, f.spans, &base, "field", FIELD_KEYS)
+            }
+            Some(_) => {
+                self.err(
+                    f.at("fields"),
+                    "`fields` must be a mapping of field names to definitions (`type`, `required`, `options`, …)",
+                );
+                Vec::new()
+            }
+        };
+        for def in &fields {
+            if ANSWER_NAMES.contains(&def.name.as_str())
+                && !(mode == AskMode::Form && matches!(def.name.as_str(), "decision" | "comment"))
+            {
+                let d = self.err(
+                    def.pos,
+                    format!("field `{}`: the name is the answer's own", def.name),
+                );
+                d.hints.push(format!(
+                    "rename it: a wait's output has {}",
+                    ANSWER_NAMES
+                        .iter()
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        if mode == AskMode::Form && fields.is_empty() {
+            self.err(
+                f.pos,
+                "a `wait` with `mode: form` needs `fields:` (what the person fills in)",
+            );
+        }
+        let prompt = match (f.m.get("prompt"), f.m.get("message")) {
+            (Some(_), _) => self.opt_str(f, "prompt"),
+            (None, Some(_)) => self.opt_str(f, "message"),
+            (None, None) => None,
+        };
+        let on_timeout = match f.m.get("on_timeout") {
+            None | Some(Value::Null) => OnTimeout::Fail,
+            Some(Value::String(s)) if s == "fail" => OnTimeout::Fail,
+            Some(Value::String(s)) if s == "continue" => OnTimeout::Continue,
+            Some(Value::Object(o)) if o.len() == 1 && o.contains_key("default") => {
+                match &o["default"] {
+                    Value::Object(d) => OnTimeout::Default(d.clone()),
+                    _ => {
+                        self.err(
+                            f.at("on_timeout"),
+                            "`on_timeout.default` must be a mapping of field names to values",
+                        );
+                        OnTimeout::Fail
+                    }
+                }
+            }
+            Some(_) => {
+                let d = self.err(f.at("on_timeout"), "unknown `on_timeout`");
+                d.hints
+                    .push("expected `fail`, `continue`, or `{default: {field: value, …}}`".into());
+                OnTimeout::Fail
+            }
+        };
+        if let OnTimeout::Default(d) = &on_timeout {
+            for k in d.keys() {
+                // Its values' types are checked with the rest (`check::verify`).
+                if !fields.iter().any(|x| &x.name == k) {
+                    let names: Vec<&str> = fields.iter().map(|x| x.name.as_str()).collect();
+                    let d = self.err(
+                        f.at("on_timeout"),
+                        format!("`on_timeout.default` names `{k}`, which is not one of the fields"),
+                    );
+                    if let Some(c) = did_you_mean(k, &names) {
+                        d.hints.push(format!("did you mean `{c}`?"));
+                    }
+                }
+            }
+        }
+        if matches!(on_timeout, OnTimeout::Continue | OnTimeout::Default(_))
+            && f.m.get("timeout").is_none()
+        {
+            self.warn(
+                f.key_at("on_timeout"),
+                "`on_timeout` never applies: the wait has no `timeout`",
+            );
+        }
+        let approvals = match f.m.get("approvals") {
+            None | Some(Value::Null) => 1,
+            Some(v) => match v.as_u64() {
+                Some(n @ 1..=100) => n as u32,
+                _ => {
+                    self.err(
+                        f.at("approvals"),
+                        "`approvals` must be a whole number from 1 to 100",
+                    );
+                    1
+                }
+            },
+        };
+        if mode != AskMode::Approval {
+            for key in ["approvals", "on_approve", "on_reject"] {
+                if f.m.contains_key(key) {
+                    self.err(
+                        f.key_at(key),
+                        format!("`{key}` belongs to `mode: approval`"),
+                    );
+                }
+            }
+        }
+        let approvers = match f.m.get("approvers") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) if a.iter().all(|v| v.is_string()) => {
+                a.iter().map(scalar_string).collect()
+            }
+            Some(_) => {
+                self.err(
+                    f.at("approvers"),
+                    "`approvers` must be a list of identities (`[alice, bob]`)",
+                );
+                Vec::new()
+            }
+        };
+        if approvers.len() < approvals as usize && !approvers.is_empty() {
+            self.err(
+                f.at("approvals"),
+                format!(
+                    "`approvals: {approvals}` can never be reached by the {} approvers listed",
+                    approvers.len()
+                ),
+            );
+        }
+        let self_approval = match f.m.get("self_approval") {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                self.err(
+                    f.at("self_approval"),
+                    "`self_approval` must be true or false",
+                );
+                true
+            }
+        };
+        let requester = self.opt_str(f, "requester");
+        if !self_approval && requester.is_none() {
+            self.err(
+                f.key_at("self_approval"),
+                "`self_approval: false` needs `requester:` (who asked, such as '{{ inputs.employee }}')",
+            );
+        }
+        let key = self.opt_str(f, "key");
+        if mode == AskMode::Webhook && key.is_none() {
+            self.err(
+                f.pos,
+                "a `wait` with `mode: webhook` needs `key:` (what the event carries, such as '{{ inputs.order_id }}')",
+            );
+        }
+        let link_ttl = match f.m.get("link_ttl") {
+            None => None,
+            Some(t) => self.duration(t, f.at("link_ttl"), "link_ttl"),
+        };
+        let timeout = match f.m.get("timeout") {
+            None => None,
+            Some(t) => self.duration(t, f.at("timeout"), "timeout"),
+        };
+        Some(Ask {
+            mode,
+            title: self.opt_str(f, "title"),
+            prompt,
+            prompt_key: if f.m.contains_key("prompt") {
+                "prompt"
+            } else {
+                "message"
+            },
+            fields,
+            timeout,
+            on_timeout,
+            approvals,
+            approvers,
+            requester,
+            self_approval,
+            key,
+            link_ttl,
+            notify: self.children(f, "notify", &format!("{}_notify", f.id)),
+            on_approve: self.children(f, "on_approve", &format!("{}_approve", f.id)),
+            on_reject: self.children(f, "on_reject", &format!("{}_reject", f.id)),
+        })
     }
 
     fn switch_kind(&mut self, f: &Fields) -> Option<StepKind> {

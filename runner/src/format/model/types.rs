@@ -28,11 +28,14 @@ pub enum InputType {
     Boolean,
     Array,
     Object,
+    /// Any JSON value (text that is not JSON is refused).
+    Json,
 }
 
 impl InputType {
-    pub const NAMES: &'static [&'static str] =
-        &["string", "number", "integer", "boolean", "array", "object"];
+    pub const NAMES: &'static [&'static str] = &[
+        "string", "number", "integer", "boolean", "array", "object", "json",
+    ];
     pub(super) fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "string" => InputType::String,
@@ -41,6 +44,7 @@ impl InputType {
             "boolean" => InputType::Boolean,
             "array" => InputType::Array,
             "object" => InputType::Object,
+            "json" => InputType::Json,
             _ => return None,
         })
     }
@@ -52,6 +56,7 @@ impl InputType {
             InputType::Boolean => "boolean",
             InputType::Array => "array",
             InputType::Object => "object",
+            InputType::Json => "json",
         }
     }
 }
@@ -238,6 +243,9 @@ pub enum StepKind {
     Wait {
         duration: Value,
     },
+    /// `type: wait` with `mode: form | approval | webhook`: the run stops
+    /// here, leaves memory, and goes on when a person (or an event) answers.
+    Ask(Box<Ask>),
     Map {
         items: Value,
         item_variable: String,
@@ -335,7 +343,7 @@ impl StepKind {
             StepKind::ForEach { .. } => "for_each",
             StepKind::While { .. } => "while",
             StepKind::Try { .. } => "try",
-            StepKind::Wait { .. } => "wait",
+            StepKind::Wait { .. } | StepKind::Ask(_) => "wait",
             StepKind::Map { .. } => "map",
             StepKind::Filter { .. } => "filter",
             StepKind::Reduce { .. } => "reduce",
@@ -360,6 +368,7 @@ impl StepKind {
                 branches.iter().map(|b| b.steps.as_slice()).collect()
             }
             StepKind::Spawn { agents, .. } => vec![agents],
+            StepKind::Ask(a) => vec![&a.notify, &a.on_approve, &a.on_reject],
             StepKind::If {
                 then, otherwise, ..
             } => vec![then, otherwise],
@@ -376,6 +385,70 @@ impl StepKind {
             } => vec![body, catch, finally],
         }
     }
+}
+
+/// What a `wait` that pauses the run waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AskMode {
+    /// Values a person fills in (`fields:`).
+    Form,
+    /// Approve or reject (with a comment, and any `fields:`).
+    Approval,
+    /// An outside event: a request to `/events/{key}`.
+    Webhook,
+}
+
+impl AskMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AskMode::Form => "form",
+            AskMode::Approval => "approval",
+            AskMode::Webhook => "webhook",
+        }
+    }
+}
+
+/// What happens when nobody answers a wait in its `timeout`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OnTimeout {
+    /// The step fails (its `on_error` applies).
+    Fail,
+    /// The step completes with `timed_out: true` and no values.
+    Continue,
+    /// The step completes with these values, as if answered.
+    Default(Map<String, Value>),
+}
+
+/// A `wait` that pauses the run for an answer (see [`StepKind::Ask`]).
+#[derive(Debug, Clone)]
+pub struct Ask {
+    pub mode: AskMode,
+    /// Templates rendered with the run's variables when the wait starts.
+    pub title: Option<String>,
+    pub prompt: Option<String>,
+    /// Where the prompt is written: `prompt` or `message`.
+    pub prompt_key: &'static str,
+    /// What the person fills in, checked like workflow inputs.
+    pub fields: Vec<InputDef>,
+    /// The step's `timeout`: how long the wait stays open.
+    pub timeout: Option<Duration>,
+    pub on_timeout: OnTimeout,
+    /// Distinct approvals needed (approval mode).
+    pub approvals: u32,
+    /// Who may answer (identities); empty: anyone allowed to reach it.
+    pub approvers: Vec<String>,
+    /// Who asked (a template): with `self_approval: false`, they cannot answer.
+    pub requester: Option<String>,
+    pub self_approval: bool,
+    /// Webhook mode: the correlation key (a template).
+    pub key: Option<String>,
+    /// How long a link to answer stays valid (default: the timeout, else 7 days).
+    pub link_ttl: Option<Duration>,
+    /// Steps run when the wait starts (`wait.link` in scope): send the link.
+    pub notify: Vec<Step>,
+    pub on_approve: Vec<Step>,
+    pub on_reject: Vec<Step>,
 }
 
 #[derive(Debug, Clone)]
@@ -421,6 +494,13 @@ pub struct Concurrency {
 impl Workflow {
     pub fn input(&self, name: &str) -> Option<&InputDef> {
         self.inputs.iter().find(|i| i.name == name)
+    }
+    /// The `wait` step `id` that pauses the run (always top-level).
+    pub fn ask(&self, id: &str) -> Option<&Ask> {
+        self.steps.iter().find_map(|s| match &s.kind {
+            StepKind::Ask(a) if s.id == id => Some(&**a),
+            _ => None,
+        })
     }
     /// Every action step, depth first, with its parts (what most checks
     /// before a run look at).

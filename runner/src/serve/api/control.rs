@@ -30,6 +30,8 @@ pub(in crate::serve) async fn cancel_run(
         .ok()
         .and_then(|runs| runs.get(&id).map(|e| (e.cancel.clone(), entry_status(e).0)));
     match live {
+        // A waiting run has no task to stop: its row is cancelled (below).
+        Some((_, status)) if status == "waiting" => cancel_stored(&s, &id).await,
         Some((_, status)) if !["queued", "running"].contains(&status.as_str()) => error(
             StatusCode::CONFLICT,
             format!("run `{id}` has already ended ({status})"),
@@ -42,47 +44,66 @@ pub(in crate::serve) async fn cancel_run(
             )
                 .into_response()
         }
-        None => {
+        None => cancel_stored(&s, &id).await,
+    }
+}
+
+/// Cancels a run this process does not hold: one that waits for an
+/// answer, or one whose server is gone.
+async fn cancel_stored(s: &Arc<ServerState>, id: &str) -> Response {
+    let id = id.to_string();
+    let Some(store) = s.store.clone() else {
+        return error(StatusCode::NOT_FOUND, format!("no run `{id}`"));
+    };
+    let found = {
+        let id = id.clone();
+        tokio::task::spawn_blocking(move || store.get_run(&id)).await
+    };
+    match found {
+        Ok(Ok(r)) if r.id == id && r.status == Status::Waiting => {
             let Some(store) = s.store.clone() else {
                 return error(StatusCode::NOT_FOUND, format!("no run `{id}`"));
             };
-            let found = {
-                let id = id.clone();
-                tokio::task::spawn_blocking(move || store.get_run(&id)).await
-            };
-            match found {
-                Ok(Ok(r)) if r.id == id && r.is_interrupted() => {
-                    let Some(store) = s.store.clone() else {
-                        return error(StatusCode::NOT_FOUND, format!("no run `{id}`"));
-                    };
-                    store.finish_run(
-                        &id,
-                        crate::store::RunEnd {
-                            status: Status::Cancelled,
-                            outputs: Value::Null,
-                            error: Some("cancelled after its server stopped".into()),
-                            error_step: None,
-                            duration_ms: r.duration_ms.unwrap_or(0),
-                        },
-                    );
-                    match super::super::request::committed(store.submit_flush()).await {
-                        Ok(()) => {
-                            Json(json!({"run_id": id, "status": "cancelled"})).into_response()
-                        }
-                        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-                    }
-                }
-                Ok(Ok(r)) if r.id == id && r.status.is_finished() => error(
+            let run_id = id.clone();
+            match tokio::task::spawn_blocking(move || store.cancel_waiting(&run_id)).await {
+                Ok(Ok(true)) => Json(json!({"run_id": id, "status": "cancelled"})).into_response(),
+                Ok(Ok(false)) => error(
                     StatusCode::CONFLICT,
-                    format!("run `{id}` has already ended ({})", r.status.as_str()),
+                    format!("run `{id}` was answered or ended meanwhile"),
                 ),
-                Ok(Ok(r)) if r.id == id => error(
-                    StatusCode::CONFLICT,
-                    format!("run `{id}` belongs to another server process; cancel it there"),
-                ),
-                _ => error(StatusCode::NOT_FOUND, format!("no run `{id}`")),
+                Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+                Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the store write failed"),
             }
         }
+        Ok(Ok(r)) if r.id == id && r.is_interrupted() => {
+            let Some(store) = s.store.clone() else {
+                return error(StatusCode::NOT_FOUND, format!("no run `{id}`"));
+            };
+            store.finish_run(
+                &id,
+                crate::store::RunEnd {
+                    status: Status::Cancelled,
+                    outputs: Value::Null,
+                    error: Some("cancelled after its server stopped".into()),
+                    error_step: None,
+                    duration_ms: r.duration_ms.unwrap_or(0),
+                    waiting: None,
+                },
+            );
+            match super::super::request::committed(store.submit_flush()).await {
+                Ok(()) => Json(json!({"run_id": id, "status": "cancelled"})).into_response(),
+                Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+            }
+        }
+        Ok(Ok(r)) if r.id == id && r.status.is_finished() => error(
+            StatusCode::CONFLICT,
+            format!("run `{id}` has already ended ({})", r.status.as_str()),
+        ),
+        Ok(Ok(r)) if r.id == id => error(
+            StatusCode::CONFLICT,
+            format!("run `{id}` belongs to another server process; cancel it there"),
+        ),
+        _ => error(StatusCode::NOT_FOUND, format!("no run `{id}`")),
     }
 }
 

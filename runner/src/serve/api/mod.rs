@@ -30,6 +30,9 @@ pub struct ApiAccess {
     pub token: Option<String>,
     /// The server listens on a loopback address only.
     pub loopback: bool,
+    /// The header a gateway in front sets to the person's identity (who
+    /// answers a wait); trusted only on requests the guard lets through.
+    pub identity_header: Option<String>,
 }
 
 /// Why the run API refused a request (answered as `{"error": …}`).
@@ -70,7 +73,11 @@ const MAX_PAGE: usize = 500;
 /// it; without one, the server must be on loopback, the request addressed
 /// to a loopback name (a DNS-rebinding page is not), and a state-changing
 /// request must not come from another origin (a cross-site form is not).
-pub(super) fn guard(s: &ServerState, method: &Method, headers: &HeaderMap) -> Result<(), Refusal> {
+pub(in crate::serve) fn guard(
+    s: &ServerState,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<(), Refusal> {
     if let Some(token) = &s.api.token {
         if bearer_matches(headers, token) {
             return Ok(());

@@ -327,20 +327,24 @@ pub(in crate::serve) async fn get_run(
     let detail = guard(&s, &parts.method, &parts.headers).is_ok();
     // The table's lock is held only to look the run up, never during a
     // store read.
+    // A waiting run is the store's (another process may answer or cancel it).
     let live = match s.runs.lock() {
-        Ok(runs) => runs.get(&id).map(|e| {
-            let (status, result) = entry_status(e);
-            (
-                e.workflow.clone(),
-                e.file.clone(),
-                e.trigger.clone(),
-                e.inputs.clone(),
-                e.created_at,
-                status,
-                result,
-                e.events.clone(),
-            )
-        }),
+        Ok(runs) => runs
+            .get(&id)
+            .filter(|e| entry_status(e).0 != "waiting")
+            .map(|e| {
+                let (status, result) = entry_status(e);
+                (
+                    e.workflow.clone(),
+                    e.file.clone(),
+                    e.trigger.clone(),
+                    e.inputs.clone(),
+                    e.created_at,
+                    status,
+                    result,
+                    e.events.clone(),
+                )
+            }),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "run table unavailable"),
     };
     // A run whose end this process could not record: the store's word, once

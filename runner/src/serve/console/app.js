@@ -325,7 +325,7 @@ function replayForm(id) {
 
 // ---------- runs ----------
 
-const STATUSES = ["queued", "running", "completed", "rejected", "failed", "cancelled", "interrupted"];
+const STATUSES = ["queued", "running", "waiting", "completed", "rejected", "failed", "cancelled", "interrupted"];
 const TRIGGERS = ["webhook", "api", "schedule", "file_watch", "mcp", "retry", "cli"];
 const SINCE = [["", "any time"], ["1h", "last hour"], ["24h", "last 24 hours"], ["7d", "last 7 days"], ["30d", "last 30 days"]];
 
@@ -554,6 +554,76 @@ async function runPage(id) {
   await render();
 }
 
+// ---------- waiting for you ----------
+
+// A wait's fields as inputs: `choices` are an input's `enum`.
+function asInput(f) {
+  return Object.assign({}, f, { enum: f.choices || null });
+}
+
+function waitCard(w, done) {
+  const inputs = w.fields.map(asInput);
+  const form = h("form", { class: "inputs", "aria-label": `Answer ${w.title || w.step_name}`, "data-wait": `${w.run_id}/${w.step}` },
+    inputs.map(field));
+  const status = h("div", { role: "status" });
+  let decision = null;
+  const buttons = [];
+  if (w.mode === "approval") {
+    form.append(h("div", { class: "field" }, h("label", { for: `c-${w.run_id}` }, "Comment"),
+      h("textarea", { id: `c-${w.run_id}`, name: "comment" })));
+    for (const [value, text] of [["approve", "Approve"], ["reject", "Reject"]]) {
+      const b = h("button", { type: "submit", "data-decision": value }, text);
+      b.addEventListener("click", () => { decision = value; });
+      buttons.push(b);
+    }
+  } else {
+    buttons.push(h("button", { type: "submit" }, "Send"));
+  }
+  form.append(h("div", { class: "row" }, ...buttons, status));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const values = readForm(form, inputs);
+    if (!values) return;
+    if (w.mode === "approval") {
+      values.decision = decision;
+      const c = form.elements.comment.value;
+      if (c) values.comment = c;
+    }
+    for (const b of buttons) b.disabled = true;
+    status.replaceChildren("Sending…");
+    try {
+      const r = await api(w.answer, { method: "POST", json: values, headers: { "X-Marktoflow-Console": "1" } });
+      say(r.status === "counted" ? "Approval counted" : "Answered");
+      status.replaceChildren(r.status === "counted" ? `Counted: ${r.approvals} of ${r.needed}` : "Answered: the run goes on.");
+      done();
+    } catch (err) {
+      for (const b of buttons) b.disabled = false;
+      status.replaceChildren(problem(err));
+      for (const f of (err.body && err.body.fields) || []) {
+        const p = form.querySelector(`#in-${CSS.escape(f.field)}-problem`);
+        if (p) p.textContent = f.message;
+      }
+    }
+  });
+  return h("div", { class: "card", "data-waiting": w.run_id },
+    h("h2", {}, w.title || w.step_name),
+    h("p", { class: "muted" }, w.workflow, " · ", h("a", { href: `#/runs/${w.run_id}` }, `run ${short(w.run_id)}`),
+      " · waiting since ", when(w.created_at), w.deadline ? [" · expires ", when(w.deadline)] : "",
+      w.mode === "approval" && w.approvals > 1 ? ` · ${w.votes.length} of ${w.approvals} approvals` : ""),
+    w.prompt ? h("p", { class: "description" }, w.prompt) : null,
+    form);
+}
+
+async function waitingPage() {
+  async function render() {
+    const { waits } = await api("/waits");
+    page("Waiting for you",
+      waits.length ? waits.map((w) => waitCard(w, () => setTimeout(() => render().catch(() => {}), 800)))
+        : h("p", { class: "muted" }, "No run waits for an answer."));
+  }
+  await render();
+}
+
 // ---------- router ----------
 
 async function health() {
@@ -581,6 +651,7 @@ async function route() {
     if (parts[0] === "runs" && parts[1]) await runPage(parts[1]);
     else if (parts[0] === "runs") await runsPage(new URLSearchParams(query || ""));
     else if (parts[0] === "workflows" && parts[1]) await workflowPage(parts[1]);
+    else if (parts[0] === "waiting") await waitingPage();
     else await workflowsPage();
   } catch (err) {
     page("Something went wrong", problem(err));

@@ -453,7 +453,29 @@ fn list<C: GenericClient>(
     c.query(sql, params)?.iter().map(run_of).collect()
 }
 
+/// Why a shared store refuses waits (see `serve`'s check at start).
+pub const NO_WAITS: &str = "a `wait` for a person or an event needs the SQLite run store in this version; PostgreSQL does not keep waits yet";
+
 impl RunStore for PgStore {
+    fn answer_wait(&self, _: crate::store::AnswerIn) -> Result<crate::store::Answered, StoreError> {
+        Err(StoreError::Db(NO_WAITS.into()))
+    }
+
+    fn expire_waits(&self, _: i64) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    fn cancel_waiting(&self, _: &str) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    fn waits(
+        &self,
+        _: &crate::store::WaitFilter,
+    ) -> Result<Vec<crate::store::WaitRecord>, StoreError> {
+        Ok(Vec::new())
+    }
+
     fn submit_run(
         &self,
         mut run: NewRun,

@@ -86,6 +86,26 @@ CREATE INDEX replies_by_run ON replies (run_id);
     // How many times a worker died while running the run: the reaper counts
     // a lease that ran out on a running run (see `RunRecord::deaths`).
     "ALTER TABLE runs ADD COLUMN deaths INTEGER NOT NULL DEFAULT 0;",
+    // The waits of runs stopped for a person, as in the SQLite store (whose
+    // pruning statements both backends run); not written here yet (see
+    // `NO_WAITS`).
+    r#"
+CREATE TABLE waits (
+    run_id TEXT NOT NULL,
+    step_id TEXT NOT NULL,
+    workflow TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    key TEXT,
+    request TEXT NOT NULL,
+    state TEXT NOT NULL,
+    votes TEXT NOT NULL,
+    resolution TEXT,
+    created_at BIGINT NOT NULL,
+    deadline BIGINT,
+    closed_at BIGINT,
+    PRIMARY KEY (run_id, step_id)
+);
+"#,
 ];
 
 /// Advisory lock key of migrations (any constant the application owns).

@@ -410,6 +410,7 @@ fn commit_batch(
                 Err(r) => Done::Unit(Err(refused(r))),
             },
             Op::Prune(cutoff, _) => Done::Count(prune(&mut tx, *cutoff).map_err(pg_err)),
+            Op::Wait(..) => Done::Wait(Err(StoreError::Db(super::NO_WAITS.into()))),
             // Journals are the SQLite store's; nothing queues them here.
             Op::Absorb(..) | Op::Flush(_) | Op::Then(_) => Done::Unit(Ok(())),
             Op::Write(w) => {

@@ -14,7 +14,8 @@ use write::{start_checkpointer, Sqlite};
 
 use super::checkpoint;
 use super::journal;
-use super::writer::Writes;
+use super::wait::{AnswerIn, Answered, WaitFilter, WaitRecord};
+use super::writer::{WaitDone, WaitOp, Writes};
 use super::{
     is_run_key, named_run, now_ms, parse_json, prune_cutoff, NewRun, RunFilter, RunRecord,
     RunStore, Status, StepRow, StoreError, Write,
@@ -94,6 +95,26 @@ CREATE INDEX replies_by_run ON replies (run_id);
     // How many times a process died while running the run (see
     // `RunRecord::deaths`).
     "ALTER TABLE runs ADD COLUMN deaths INTEGER NOT NULL DEFAULT 0;",
+    // Runs stopped at a `wait` for a person or an event (see `store::wait`).
+    r#"
+CREATE TABLE waits (
+    run_id TEXT NOT NULL,
+    step_id TEXT NOT NULL,
+    workflow TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    key TEXT,
+    request TEXT NOT NULL,
+    state TEXT NOT NULL,
+    votes TEXT NOT NULL,
+    resolution TEXT,
+    created_at INTEGER NOT NULL,
+    deadline INTEGER,
+    closed_at INTEGER,
+    PRIMARY KEY (run_id, step_id)
+) WITHOUT ROWID;
+CREATE INDEX waits_open ON waits (state, deadline);
+CREATE INDEX waits_by_key ON waits (key) WHERE key IS NOT NULL;
+"#,
 ];
 
 pub struct SqliteStore {
@@ -436,6 +457,78 @@ impl RunStore for SqliteStore {
         self.absorb_journals()?;
         self.writes.prune(prune_cutoff(older_than))
     }
+
+    fn answer_wait(&self, a: AnswerIn) -> Result<Answered, StoreError> {
+        self.absorb_journals()?;
+        match self
+            .writes
+            .wait(WaitOp::Answer(Box::new(a), self.owner_token()))?
+        {
+            WaitDone::Answered(r) => Ok(r),
+            _ => Err(StoreError::Db("unexpected answer to a wait change".into())),
+        }
+    }
+
+    fn expire_waits(&self, now: i64) -> Result<Vec<String>, StoreError> {
+        self.absorb_journals()?;
+        match self.writes.wait(WaitOp::Expire(now, self.owner_token()))? {
+            WaitDone::Expired(r) => Ok(r),
+            _ => Err(StoreError::Db("unexpected answer to a wait change".into())),
+        }
+    }
+
+    fn cancel_waiting(&self, run_id: &str) -> Result<bool, StoreError> {
+        self.absorb_journals()?;
+        match self
+            .writes
+            .wait(WaitOp::Cancel(run_id.to_string(), now_ms()))?
+        {
+            WaitDone::Cancelled(r) => Ok(r),
+            _ => Err(StoreError::Db("unexpected answer to a wait change".into())),
+        }
+    }
+
+    fn waits(&self, f: &WaitFilter) -> Result<Vec<WaitRecord>, StoreError> {
+        let limit = f.limit.unwrap_or(500).min(10_000) as i64;
+        let rows = self.read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT run_id, workflow, request, state, votes, resolution, closed_at FROM waits
+                 WHERE (?1 IS NULL OR run_id = ?1) AND (?2 = 0 OR state = 'open') AND (?3 IS NULL OR key = ?3)
+                 ORDER BY created_at DESC LIMIT ?4",
+            )?;
+            let rows = st.query_map(
+                params![f.run_id, f.open as i64, f.key, limit],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, Option<String>>(5)?,
+                        r.get::<_, Option<i64>>(6)?,
+                    ))
+                },
+            )?;
+            rows.collect::<Result<Vec<_>, _>>()
+        })?;
+        Ok(rows
+            .into_iter()
+            .filter_map(
+                |(run_id, workflow, request, state, votes, resolution, closed_at)| {
+                    super::wait::record(
+                        run_id,
+                        workflow,
+                        &request,
+                        &state,
+                        &votes,
+                        resolution.as_deref(),
+                        closed_at,
+                    )
+                },
+            )
+            .collect())
+    }
 }
 
 #[cfg(test)]
@@ -536,6 +629,7 @@ mod tests {
                 error: None,
                 error_step: None,
                 duration_ms: 1,
+                waiting: None,
             },
         );
         let (tx, rx) = std::sync::mpsc::channel();
@@ -593,6 +687,7 @@ mod tests {
                     error: None,
                     error_step: None,
                     duration_ms: 9,
+                    waiting: None,
                 },
                 at: 2000,
             }),
@@ -710,6 +805,7 @@ mod tests {
                     error: Some("boom".into()),
                     error_step: Some("s".into()),
                     duration_ms: 5,
+                    waiting: None,
                 },
             );
             s.flush().unwrap();

@@ -2,7 +2,10 @@
 //! transaction by the writer thread (retried while the file is busy), the
 //! WAL checkpointed as it grows, journals absorbed, old runs pruned.
 
-use super::super::writer::{ending, needless, pruning, writes_of, Commit, Done, Op};
+use super::super::wait::{decide, Answered};
+use super::super::writer::{
+    ending, needless, pruning, writes_of, Commit, Done, Op, WaitDone, WaitOp,
+};
 use super::super::{json_text, NewRun, Status, StoreError, Write};
 use super::db_err;
 use marktoflow_steps::core::sqlite::{self};
@@ -46,12 +49,13 @@ pub(super) fn commit_batch(
                         other => Applied::Unit(other.map(|_| ())),
                     },
                     Op::Prune(cutoff, _) => Applied::Count(prune(&tx, *cutoff)),
+                    Op::Wait(op, _) => Applied::Wait(wait_op(&tx, op)),
                     Op::Absorb(journals, _) => Applied::Unit(absorb(&tx, journals)),
                     Op::Write(w) if skipped(w, &ending) => Applied::Unit(Ok(())),
                     Op::Write(w) => Applied::Unit(apply(&tx, w, &starts)),
                     Op::Flush(_) | Op::Then(_) => Applied::Unit(Ok(())),
                 };
-                if let Applied::Unit(Err(e)) | Applied::Count(Err(e)) = &d {
+                if let Applied::Unit(Err(e)) | Applied::Count(Err(e)) | Applied::Wait(Err(e)) = &d {
                     if busy(e) {
                         return Err(rusqlite::Error::SqliteFailure(
                             rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
@@ -219,6 +223,7 @@ impl Commit for Sqlite {
             .map(|d| match d {
                 Applied::Unit(r) => Done::Unit(r.map_err(db_err)),
                 Applied::Count(r) => Done::Count(r.map_err(db_err)),
+                Applied::Wait(r) => Done::Wait(r.map_err(db_err)),
                 Applied::Duplicate(holder) => Done::Unit(Err(StoreError::DuplicateKey(holder))),
             })
             .collect();
@@ -230,6 +235,7 @@ impl Commit for Sqlite {
 pub(super) enum Applied {
     Unit(Result<(), rusqlite::Error>),
     Count(Result<usize, rusqlite::Error>),
+    Wait(Result<WaitDone, rusqlite::Error>),
     /// A run refused: its `Idempotency-Key` started this other run.
     Duplicate(String),
 }
@@ -354,8 +360,13 @@ pub(super) fn apply(
         }
         Write::Finish { run_id, end, at } => {
             let start = starts.get(run_id.as_str());
+            if let Some(w) = &end.waiting {
+                insert_wait(tx, run_id, w)?;
+            }
+            // A waiting run has not finished: no end time, so it is never pruned.
             tx.prepare_cached(
-                "UPDATE runs SET status = ?2, outputs = ?3, error = ?4, error_step = ?5, finished_at = ?6, duration_ms = ?7,
+                "UPDATE runs SET status = ?2, outputs = ?3, error = ?4, error_step = ?5,
+                 finished_at = CASE WHEN ?2 = 'waiting' THEN NULL ELSE ?6 END, duration_ms = ?7,
                  started_at = COALESCE(started_at, ?8), pid = COALESCE(?9, pid), owner = COALESCE(?10, owner)
                  WHERE id = ?1",
             )?
@@ -391,6 +402,148 @@ pub(super) fn apply(
         }
     }
     Ok(())
+}
+
+/// Records the wait a run stops at, open (kept as it is when the run
+/// stops there again: resumed before anyone answered).
+fn insert_wait(
+    tx: &rusqlite::Transaction,
+    run_id: &str,
+    w: &crate::engine::WaitRequest,
+) -> Result<(), rusqlite::Error> {
+    tx.prepare_cached(
+        "INSERT INTO waits (run_id, step_id, workflow, mode, key, request, state, votes, created_at, deadline)
+         VALUES (?1, ?2, (SELECT workflow FROM runs WHERE id = ?1), ?3, ?4, ?5, 'open', '[]', ?6, ?7)
+         ON CONFLICT (run_id, step_id) DO NOTHING",
+    )?
+    .execute(params![
+        run_id,
+        w.step_id,
+        w.mode.as_str(),
+        w.key,
+        serde_json::to_string(w).unwrap_or_default(),
+        w.created_at,
+        w.deadline,
+    ])?;
+    Ok(())
+}
+
+/// A change to waits, inside the writer's transaction: the reads and the
+/// writes it decides by are one snapshot (a stale one is refused as busy
+/// and the batch tried again), so two answers never both decide.
+fn wait_op(tx: &rusqlite::Transaction, op: &WaitOp) -> Result<WaitDone, rusqlite::Error> {
+    let requeue = |run_id: &str, owner: &Option<String>| {
+        tx.prepare_cached(
+            "UPDATE runs SET status = 'queued', owner = ?2, pid = ?3 WHERE id = ?1 AND status = 'waiting'",
+        )?
+        .execute(params![run_id, owner, std::process::id()])
+    };
+    match op {
+        WaitOp::Answer(a, owner) => {
+            let row: Option<(String, String, String)> = tx
+                .prepare_cached(
+                    "SELECT request, state, votes FROM waits WHERE run_id = ?1 AND step_id = ?2",
+                )?
+                .query_row(params![a.run_id, a.step_id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()?;
+            let Some((request, state, votes)) = row else {
+                return Ok(WaitDone::Answered(Answered::NotFound));
+            };
+            if state != "open" {
+                return Ok(WaitDone::Answered(Answered::Closed { state }));
+            }
+            let (Ok(request), Ok(votes)) = (
+                serde_json::from_str::<crate::engine::WaitRequest>(&request),
+                serde_json::from_str::<Vec<crate::engine::Vote>>(&votes),
+            ) else {
+                return Ok(WaitDone::Answered(Answered::Refused {
+                    why: "the stored wait cannot be read by this version of marktoflow".into(),
+                }));
+            };
+            let outcome = match decide(&request, &votes, &a.vote) {
+                Err(why) => Answered::Refused { why },
+                Ok(None) => {
+                    let mut all = votes;
+                    all.push(a.vote.clone());
+                    tx.prepare_cached(
+                        "UPDATE waits SET votes = ?3 WHERE run_id = ?1 AND step_id = ?2",
+                    )?
+                    .execute(params![
+                        a.run_id,
+                        a.step_id,
+                        json_text(&serde_json::to_value(&all).unwrap_or_default())
+                    ])?;
+                    let have = all
+                        .iter()
+                        .filter(|v| v.decision.as_deref() == Some("approved"))
+                        .count() as u32;
+                    Answered::Counted {
+                        have,
+                        need: request.approvals,
+                    }
+                }
+                Ok(Some(answer)) => {
+                    let resolution = crate::engine::Resolution::Answered(answer.clone());
+                    tx.prepare_cached(
+                        "UPDATE waits SET state = 'answered', votes = ?3, resolution = ?4, closed_at = ?5
+                         WHERE run_id = ?1 AND step_id = ?2",
+                    )?
+                    .execute(params![
+                        a.run_id,
+                        a.step_id,
+                        json_text(&serde_json::to_value(&answer.votes).unwrap_or_default()),
+                        json_text(&serde_json::to_value(&resolution).unwrap_or_default()),
+                        answer.at,
+                    ])?;
+                    requeue(&a.run_id, owner)?;
+                    Answered::Resumes { answer }
+                }
+            };
+            Ok(WaitDone::Answered(outcome))
+        }
+        WaitOp::Expire(now, owner) => {
+            let due: Vec<(String, String)> = tx
+                .prepare_cached(
+                    "SELECT run_id, step_id FROM waits
+                     WHERE state = 'open' AND deadline IS NOT NULL AND deadline <= ?1
+                     ORDER BY deadline LIMIT 256",
+                )?
+                .query_map(params![now], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<_, _>>()?;
+            let resolution = json_text(
+                &serde_json::to_value(crate::engine::Resolution::Expired { at: *now })
+                    .unwrap_or_default(),
+            );
+            let mut runs = Vec::new();
+            for (run_id, step_id) in due {
+                tx.prepare_cached(
+                    "UPDATE waits SET state = 'expired', resolution = ?3, closed_at = ?4
+                     WHERE run_id = ?1 AND step_id = ?2 AND state = 'open'",
+                )?
+                .execute(params![run_id, step_id, resolution, now])?;
+                if requeue(&run_id, owner)? > 0 {
+                    runs.push(run_id);
+                }
+            }
+            Ok(WaitDone::Expired(runs))
+        }
+        WaitOp::Cancel(run_id, now) => {
+            tx.prepare_cached(
+                "UPDATE waits SET state = 'cancelled', closed_at = ?2 WHERE run_id = ?1 AND state = 'open'",
+            )?
+            .execute(params![run_id, now])?;
+            let n = tx
+                .prepare_cached(
+                    "UPDATE runs SET status = 'cancelled', finished_at = ?2,
+                     error = 'cancelled while it waited for an answer'
+                     WHERE id = ?1 AND status = 'waiting'",
+                )?
+                .execute(params![run_id, now])?;
+            Ok(WaitDone::Cancelled(n > 0))
+        }
+    }
 }
 
 /// Moves journals in: each run's rows are replaced by its journal, so moving

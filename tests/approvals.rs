@@ -1,0 +1,427 @@
+//! Runs that wait for a person (`type: wait`, `mode: form | approval`):
+//! on the real binary, over the CLI, the run API and signed links, through
+//! a `kill -9`, under racing answers, and past a deadline.
+
+use crate::support::{cmd, http, post, repo, run, serve, tempdir, wait_for, Server};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// A project folder holding `examples/approval.md` and the test fixtures.
+fn project() -> tempfile::TempDir {
+    let d = tempdir();
+    std::fs::create_dir(d.path().join(".marktoflow")).unwrap();
+    std::fs::copy(
+        repo().join("examples/approval.md"),
+        d.path().join("approval.md"),
+    )
+    .unwrap();
+    for f in ["two.md", "timeout.md", "peer-approval-workflow.md"] {
+        std::fs::copy(
+            repo().join("tests/fixtures/approvals").join(f),
+            d.path().join(f),
+        )
+        .unwrap();
+    }
+    d
+}
+
+fn run_of(s: &Server, id: &str) -> Value {
+    http(&s.addr, "GET", &format!("/runs/{id}"), &[], b"").json()
+}
+
+/// Starts a refund through the webhook; it stops at `review`.
+fn waiting_refund(s: &Server, amount: u32) -> String {
+    let r = post(
+        &s.addr,
+        "/hooks/refund",
+        json!({"amount": amount, "customer": "Bob"}),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["status"], "waiting", "{v}");
+    // What the caller of the webhook gets never holds the link to approve.
+    assert!(!r.body.contains("/answer/"), "{}", r.body);
+    v["run_id"].as_str().unwrap().to_string()
+}
+
+fn link_of(s: &Server, id: &str, step: &str) -> String {
+    let run = run_of(s, id);
+    let step = run["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["id"] == step && x["status"] == "waiting")
+        .unwrap_or_else(|| panic!("no waiting step: {run}"))
+        .clone();
+    let link = step["output"]["link"].as_str().unwrap();
+    // The path part: the test talks to the server's address.
+    link.split_once("/answer/")
+        .map(|(_, t)| format!("/answer/{t}"))
+        .unwrap()
+}
+
+#[test]
+fn a_cli_run_waits_then_a_checked_answer_continues_it_once() {
+    let d = project();
+    let r = run(cmd(d.path()).args([
+        "run",
+        "approval.md",
+        "--input",
+        "amount=250",
+        "--json",
+        "--quiet",
+    ]));
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = r.json();
+    assert_eq!(
+        (
+            v["status"].clone(),
+            v["waiting"]["step_id"].clone(),
+            v["waiting"]["mode"].clone()
+        ),
+        (json!("waiting"), json!("review"), json!("approval"))
+    );
+    let id = v["run_id"].as_str().unwrap().to_string();
+    let short = &id[id.len() - 8..];
+    let h = run(cmd(d.path()).args(["history", "--json"]));
+    assert_eq!(h.json()["runs"][0]["status"], "waiting", "{h:?}");
+
+    // A value that does not fit its field: refused where the field is declared.
+    let bad = run(cmd(d.path()).args(["answer", short, "--approve", "--input", "refund=lots"]));
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert_eq!(
+        bad.stderr.lines().next().unwrap(),
+        format!(
+            "{}:73:3: error: field `refund`: expected a number, got `lots`",
+            d.path().join("approval.md").display()
+        )
+    );
+    let none = run(cmd(d.path()).args(["answer", short, "--input", "refund=1"]));
+    assert_eq!(
+        (none.code, none.stderr.trim()),
+        (
+            2,
+            "error: this step asks for an approval: add `--approve` or `--reject`"
+        )
+    );
+    let unknown = run(cmd(d.path()).args(["answer", short, "--approve", "--input", "tip=1"]));
+    assert_eq!(unknown.code, 2, "{unknown:?}");
+    assert!(
+        unknown
+            .stderr
+            .contains("field `tip`: this step has no such field"),
+        "{unknown:?}"
+    );
+
+    let ok = run(cmd(d.path()).args([
+        "answer",
+        short,
+        "review",
+        "--approve",
+        "--input",
+        "refund=200",
+        "--comment",
+        "partial",
+        "--as",
+        "ann",
+        "--json",
+        "--quiet",
+    ]));
+    assert_eq!(ok.code, 0, "{ok:?}");
+    let done = ok.json();
+    assert_eq!(done["status"], "completed");
+    assert_eq!(
+        done["outputs"],
+        json!({"status": "approved", "refunded": 200, "reviewer": "ann"})
+    );
+    let review = done["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "review")
+        .unwrap();
+    assert_eq!(review["output"]["comment"], "partial");
+    assert_eq!(review["output"]["approvals"][0]["by"], "ann");
+
+    let again = run(cmd(d.path()).args(["answer", short, "--reject"]));
+    assert_eq!(again.code, 2, "{again:?}");
+    assert_eq!(
+        again.stderr.trim(),
+        format!("error: run `{id}` is not waiting for an answer (it is completed)")
+    );
+}
+
+#[test]
+fn a_waiting_run_survives_kill_9_and_one_of_racing_answers_wins() {
+    let d = project();
+    let store = d.path().join("runs.db");
+    let env = [("MARKTOFLOW_STORE", store.to_str().unwrap())];
+    let s = serve(d.path(), &["approval.md"], &env);
+    let id = waiting_refund(&s, 300);
+    // Killed while the run waits: nothing holds it but its row.
+    drop(s);
+    let s = serve(d.path(), &["approval.md"], &env);
+    let waits = http(&s.addr, "GET", "/waits", &[], b"").json();
+    assert_eq!(waits["waits"].as_array().unwrap().len(), 1, "{waits}");
+    assert_eq!(waits["waits"][0]["run_id"], json!(id));
+    assert_eq!(waits["waits"][0]["title"], "Refund 300 EUR to Bob?");
+
+    let path = format!("/runs/{id}/steps/review/answer");
+    let answers: Vec<(u16, Value)> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..8)
+            .map(|i| {
+                let (addr, path) = (s.addr.clone(), path.clone());
+                scope.spawn(move || {
+                    let decision = if i % 2 == 0 { "approve" } else { "reject" };
+                    let r = post(
+                        &addr,
+                        &path,
+                        json!({"decision": decision, "refund": 100 + i}),
+                    );
+                    (r.status, r.json())
+                })
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    let won: Vec<&(u16, Value)> = answers.iter().filter(|(c, _)| *c == 202).collect();
+    assert_eq!(won.len(), 1, "exactly one answer wins: {answers:?}");
+    assert!(
+        answers.iter().all(|(c, _)| *c == 202 || *c == 409),
+        "{answers:?}"
+    );
+    let decision = won[0].1["decision"].as_str().unwrap().to_string();
+    wait_for("the run completes", || {
+        run_of(&s, &id)["status"] == "completed"
+    });
+    let run = run_of(&s, &id);
+    assert_eq!(
+        run["outputs"]["status"],
+        if decision == "approved" {
+            "approved"
+        } else {
+            "rejected"
+        }
+    );
+    let reviews = run["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["id"] == "review" && x["status"] == "completed")
+        .count();
+    assert_eq!(reviews, 1, "{run}");
+    assert!(http(&s.addr, "GET", "/waits", &[], b"").json()["waits"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn a_link_answers_once_and_a_forged_or_expired_one_is_refused() {
+    let d = project();
+    let store = d.path().join("runs.db");
+    let env = [("MARKTOFLOW_STORE", store.to_str().unwrap())];
+    let s = serve(d.path(), &["approval.md", "timeout.md"], &env);
+    let id = waiting_refund(&s, 500);
+    let link = link_of(&s, &id, "review");
+    let form = http(&s.addr, "GET", &link, &[], b"");
+    assert_eq!(form.status, 200);
+    assert!(
+        form.body.contains("<h1>Refund 500 EUR to Bob?</h1>"),
+        "{}",
+        form.body
+    );
+    assert!(form.body.contains(
+        r#"<input id="f-refund" name="refund" type="number" step="any" min="0" max="10000">"#
+    ));
+    assert_eq!(form.header("cache-control"), Some("no-store"));
+    let post_form = |path: &str, body: &str| {
+        http(
+            &s.addr,
+            "POST",
+            path,
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            body.as_bytes(),
+        )
+    };
+    let bad = post_form(&link, "refund=-3&decision=approve");
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    assert!(
+        bad.body
+            .contains("field `refund`: must be at least 0 (got -3)"),
+        "{}",
+        bad.body
+    );
+    // Another run's link under this signature: refused.
+    let (payload, mac) = link.trim_start_matches("/answer/").split_once('.').unwrap();
+    let forged = format!("/answer/{}.{mac}", payload.replacen("22", "23", 1));
+    assert_eq!(http(&s.addr, "GET", &forged, &[], b"").status, 403);
+    assert_eq!(post_form(&forged, "decision=approve").status, 403);
+
+    let ok = post_form(&link, "refund=120&comment=half+of+it&decision=approve");
+    assert_eq!(ok.status, 202, "{}", ok.body);
+    assert!(ok.body.contains("Your answer is recorded"), "{}", ok.body);
+    let used = post_form(&link, "decision=reject");
+    assert_eq!(used.status, 409, "{}", used.body);
+    assert!(used.body.contains("the link is used up"), "{}", used.body);
+    wait_for("the run completes", || {
+        run_of(&s, &id)["status"] == "completed"
+    });
+    assert_eq!(
+        run_of(&s, &id)["outputs"],
+        json!({"status": "approved", "refunded": 120, "reviewer": "link"})
+    );
+
+    // A link of a wait that expired (`link_ttl: 1s`): gone.
+    let r = post(&s.addr, "/hooks/ask", json!({}));
+    let ask = r.json()["run_id"].as_str().unwrap().to_string();
+    let expiring = link_of(&s, &ask, "ask");
+    std::thread::sleep(Duration::from_millis(1100));
+    let gone = http(&s.addr, "GET", &expiring, &[], b"");
+    assert_eq!(gone.status, 410, "{}", gone.body);
+    assert!(gone.body.contains("this link expired"));
+}
+
+#[test]
+fn an_unanswered_wait_takes_its_timeout_default() {
+    let d = project();
+    let store = d.path().join("runs.db");
+    let env = [("MARKTOFLOW_STORE", store.to_str().unwrap())];
+    let s = serve(d.path(), &["timeout.md"], &env);
+    let r = post(&s.addr, "/hooks/ask", json!({}));
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    assert_eq!(run_of(&s, &id)["status"], "waiting");
+    wait_for("the deadline passes and the run goes on", || {
+        run_of(&s, &id)["status"] == "completed"
+    });
+    assert_eq!(
+        run_of(&s, &id)["outputs"],
+        json!({"size": "small", "timed_out": true})
+    );
+    // Answering after the deadline changes nothing.
+    let late = post(
+        &s.addr,
+        &format!("/runs/{id}/steps/ask/answer"),
+        json!({"size": "large"}),
+    );
+    assert_eq!(late.status, 409, "{}", late.body);
+}
+
+#[test]
+fn two_approvals_need_two_people_and_the_requester_is_not_one() {
+    let d = project();
+    let store = d.path().join("runs.db");
+    let env = [("MARKTOFLOW_STORE", store.to_str().unwrap())];
+    let s = serve(d.path(), &["two.md", "--identity-header", "X-User"], &env);
+    let r = post(&s.addr, "/hooks/deploy", json!({"who": "erin"}));
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    let path = format!("/runs/{id}/steps/review/answer");
+    let as_ = |who: &str, decision: &str| {
+        let r = http(
+            &s.addr,
+            "POST",
+            &path,
+            &[("Content-Type", "application/json"), ("X-User", who)],
+            json!({"decision": decision}).to_string().as_bytes(),
+        );
+        (r.status, r.json())
+    };
+    assert_eq!(
+        as_("erin", "approve"),
+        (
+            403,
+            json!({"error": "`erin` asked for this and may not answer it (self_approval: false)"})
+        )
+    );
+    let (code, first) = as_("ann", "approve");
+    assert_eq!(
+        (code, first["status"].clone(), first["approvals"].clone()),
+        (202, json!("counted"), json!(1))
+    );
+    assert_eq!(
+        as_("ann", "approve"),
+        (
+            403,
+            json!({"error": "`ann` has answered this step already"})
+        )
+    );
+    assert_eq!(run_of(&s, &id)["status"], "waiting");
+    let (code, second) = as_("bob", "approve");
+    assert_eq!(
+        (code, second["status"].clone()),
+        (202, json!("resumed")),
+        "{second}"
+    );
+    wait_for("the run completes", || {
+        run_of(&s, &id)["status"] == "completed"
+    });
+    assert_eq!(
+        run_of(&s, &id)["outputs"],
+        json!({"verdict": "approved by ann and bob"})
+    );
+    // A waiting run cancelled: its wait closes, an answer then changes nothing.
+    let r = post(&s.addr, "/hooks/deploy", json!({"who": "erin"}));
+    let other = r.json()["run_id"].as_str().unwrap().to_string();
+    let c = post(&s.addr, &format!("/runs/{other}/cancel"), json!({}));
+    assert_eq!(
+        (c.status, c.json()),
+        (200, json!({"run_id": other, "status": "cancelled"}))
+    );
+    assert_eq!(run_of(&s, &other)["status"], "cancelled");
+    let late = post(
+        &s.addr,
+        &format!("/runs/{other}/steps/review/answer"),
+        json!({"decision": "approve"}),
+    );
+    assert_eq!(late.status, 409, "{}", late.body);
+}
+
+#[test]
+fn the_peers_approval_workflow_runs_unchanged() {
+    let d = project();
+    let r = run(cmd(d.path()).args([
+        "run",
+        "peer-approval-workflow.md",
+        "--input",
+        "employee_name=Sam",
+        "--input",
+        "amount=42",
+        "--input",
+        "category=travel",
+        "--json",
+        "--quiet",
+    ]));
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    let fields: Vec<Value> = r.json()["waiting"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| json!([f["name"], f["type"], f["required"], f["choices"]]))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            json!(["decision", "string", true, ["Approved", "Rejected"]]),
+            json!(["comments", "string", false, null]),
+            json!(["reviewer_name", "string", true, null]),
+        ]
+    );
+    let ok = run(cmd(d.path()).args([
+        "answer",
+        &id,
+        "--input",
+        "decision=Rejected",
+        "--input",
+        "reviewer_name=Dana",
+        "--input",
+        "comments=no receipt",
+        "--json",
+        "--quiet",
+    ]));
+    assert_eq!(ok.code, 0, "{ok:?}");
+    assert_eq!(
+        ok.json()["outputs"],
+        json!({"approval_status": "rejected", "reviewer_comments": "no receipt", "reviewer_name": "Dana"})
+    );
+}
