@@ -97,12 +97,8 @@ pub(super) async fn answer_step(
     UrlPath((id, step)): UrlPath<(String, String)>,
     req: Request<Body>,
 ) -> Response {
-    let (parts, body) = req.into_parts();
-    if let Err(r) = guard(&s, &parts.method, &parts.headers) {
-        return r.into_response();
-    }
-    let body = match read_body(&s, &parts.headers, body).await {
-        Ok(b) => b,
+    let (parts, body) = match guarded(&s, req).await {
+        Ok(x) => x,
         Err(r) => return r,
     };
     let by = s
@@ -148,12 +144,8 @@ pub(super) async fn event(
     UrlPath(key): UrlPath<String>,
     req: Request<Body>,
 ) -> Response {
-    let (parts, body) = req.into_parts();
-    if let Err(r) = guard(&s, &parts.method, &parts.headers) {
-        return r.into_response();
-    }
-    let body = match read_body(&s, &parts.headers, body).await {
-        Ok(b) => b,
+    let (parts, body) = match guarded(&s, req).await {
+        Ok(x) => x,
         Err(r) => return r,
     };
     let Some(store) = s.store.clone() else {
@@ -212,6 +204,17 @@ pub(super) async fn event(
         Json(json!({"key": key, "runs": resumed})),
     )
         .into_response()
+}
+
+/// A request the run API's guard lets through, and its body.
+async fn guarded(
+    s: &ServerState,
+    req: Request<Body>,
+) -> Result<(axum::http::request::Parts, axum::body::Bytes), Response> {
+    let (parts, body) = req.into_parts();
+    guard(s, &parts.method, &parts.headers).map_err(IntoResponse::into_response)?;
+    let body = read_body(s, &parts.headers, body).await?;
+    Ok((parts, body))
 }
 
 /// `GET /answer/{token}`: the form a link opens.
@@ -692,10 +695,4 @@ fn page(
     r
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
-}
+use crate::template::html_escape as esc;

@@ -35,6 +35,7 @@ mod js_rewrite;
 pub mod limits;
 pub mod methods;
 mod nunjucks;
+pub(crate) use nunjucks::html_escape;
 mod rewrite;
 mod values;
 

@@ -125,7 +125,7 @@ fn nl2br(value: &Value) -> Value {
 }
 
 /// HTML-escapes `& " ' < > \` as Nunjucks does.
-fn html_escape(s: &str) -> String {
+pub(crate) fn html_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
