@@ -401,7 +401,11 @@ pub(super) fn publish(
     // store does not have (a request's body can be large).
     if recorded {
         if let Ok(mut runs) = state.runs.lock() {
-            if let Some(e) = runs.get_mut(run_id) {
+            if result.status == RunStatus::Waiting {
+                // A waiting run is its row: nothing of it stays in memory
+                // (the API reads it from the store, where an answer changes it).
+                runs.remove(run_id);
+            } else if let Some(e) = runs.get_mut(run_id) {
                 e.inputs = Arc::default();
             }
         }
