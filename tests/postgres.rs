@@ -3,7 +3,7 @@
 //! free port): the store's behaviour, fencing, and servers and workers of
 //! the real binary sharing one queue.
 
-use crate::support::{bin, tempdir};
+use crate::support::{bin, repo, tempdir};
 use marktoflow::store::{NewRun, PgOptions, PgStore, RunFilter, RunStore, Status, StoreError};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -1270,4 +1270,71 @@ fn the_cli_records_reads_retries_prunes_and_copies_history_on_the_shared_store()
     let pruned = cli(d.path(), &["prune", "--older-than", "0s", "--store", url]);
     assert_eq!(pruned.code, 0, "{}", pruned.stderr);
     assert!(pruned.stdout.contains("pruned 5 runs"), "{}", pruned.stdout);
+}
+
+#[test]
+fn a_run_waiting_on_one_server_is_answered_on_another_and_a_worker_finishes_it() {
+    let Some(pg) = Postgres::start() else { return };
+    let d = tempdir();
+    std::fs::copy(
+        repo().join("examples/approval.md"),
+        d.path().join("approval.md"),
+    )
+    .unwrap();
+    let server = || {
+        start_listening(
+            d.path(),
+            &["serve", "approval.md", "--port", "0", "--store", &pg.url],
+        )
+    };
+    let (a_proc, a) = server();
+    let r = crate::support::post(
+        &a,
+        "/hooks/refund",
+        json!({"amount": 300, "customer": "Bob"}),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.json()["status"], "waiting");
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    // The server that started it is gone; nobody holds the run.
+    drop(a_proc);
+    let (_b, b) = server();
+    let (_c, c) = server();
+    let waits = crate::support::http(&b, "GET", "/waits", &[], b"").json();
+    assert_eq!(waits["waits"][0]["run_id"], json!(id), "{waits}");
+    let path = format!("/runs/{id}/steps/review/answer");
+    let codes: Vec<u16> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..6)
+            .map(|i| {
+                let (addr, path) = (if i % 2 == 0 { b.clone() } else { c.clone() }, path.clone());
+                scope.spawn(move || {
+                    crate::support::post(
+                        &addr,
+                        &path,
+                        json!({"decision": "approve", "refund": 90 + i}),
+                    )
+                    .status
+                })
+            })
+            .collect();
+        calls.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    assert_eq!(codes.iter().filter(|c| **c == 202).count(), 1, "{codes:?}");
+    assert!(codes.iter().all(|c| *c == 202 || *c == 409), "{codes:?}");
+    crate::support::wait_for("a worker finishes the answered run", || {
+        status_of(&mut pg.client(), &id) == "completed"
+    });
+    let outputs: String = pg
+        .client()
+        .query_one("SELECT outputs FROM runs WHERE id = $1", &[&id])
+        .unwrap()
+        .get(0);
+    let outputs: Value = serde_json::from_str(&outputs).unwrap();
+    assert_eq!(outputs["status"], "approved");
+    let state: String = pg
+        .client()
+        .query_one("SELECT state FROM waits WHERE run_id = $1", &[&id])
+        .unwrap()
+        .get(0);
+    assert_eq!(state, "answered");
 }

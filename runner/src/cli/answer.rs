@@ -77,6 +77,13 @@ pub fn answer(a: AnswerArgs) -> i32 {
         vote,
     });
     match outcome {
+        Ok(Answered::Resumes { .. }) if store.shared().is_some() => {
+            eprintln!(
+                "answered: run `{}` is queued again; a worker serving `{}` continues it",
+                run.id, run.file
+            );
+            EXIT_OK
+        }
         Ok(Answered::Resumes { .. }) => {
             // Read again: the run is queued now, and this process owns it.
             let run = match store.get_run(&run.id) {

@@ -225,21 +225,6 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
     if let Some(pg) = store.as_ref().and_then(|s| s.shared()) {
         pg.join_cluster();
     }
-    // Waits are rows of the SQLite store in this version.
-    if shared {
-        if let Some(wf) = workflows.iter().find(|w| {
-            w.steps
-                .iter()
-                .any(|s| matches!(s.kind, crate::format::model::StepKind::Ask(_)))
-        }) {
-            eprintln!(
-                "error: `{}`: {}",
-                wf.source.name,
-                crate::store::postgres::NO_WAITS
-            );
-            return EXIT_USAGE;
-        }
-    }
     if a.no_execute && !shared {
         eprintln!("error: `--no-execute` queues runs for workers: it needs a shared store (`--store postgres://…`)");
         return EXIT_USAGE;

@@ -426,7 +426,11 @@ async fn take(
         .map_err(|e| NotTaken::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
     match outcome {
         Answered::Resumes { answer } => {
-            resume(s, &run.id).await;
+            // On a shared store the run is back in the queue: a worker
+            // serving its workflow (this process too) claims it.
+            if store.shared().is_none() {
+                resume(s, &run.id).await;
+            }
             Ok((
                 StatusCode::ACCEPTED,
                 json!({"run_id": run.id, "step": step, "status": "resumed", "answered_by": answer.by, "decision": answer.decision, "location": format!("/runs/{}", run.id)}),
@@ -549,9 +553,7 @@ pub(super) async fn resume(s: &Arc<ServerState>, run_id: &str) {
 /// server stops.
 pub async fn expire_waits(s: Arc<ServerState>, every: Duration) {
     let Some(store) = s.store.clone() else { return };
-    if store.shared().is_some() {
-        return;
-    }
+    let shared = store.shared().is_some();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
@@ -561,11 +563,13 @@ pub async fn expire_waits(s: Arc<ServerState>, every: Duration) {
         let due =
             tokio::task::spawn_blocking(move || st.expire_waits(crate::store::now_ms())).await;
         match due {
-            Ok(Ok(ids)) => {
+            // On a shared store they are queued for the workers.
+            Ok(Ok(ids)) if !shared => {
                 for id in ids {
                     resume(&s, &id).await;
                 }
             }
+            Ok(Ok(_)) => {}
             Ok(Err(e)) => eprintln!("marktoflow: cannot look for expired waits: {e}"),
             Err(_) => {}
         }

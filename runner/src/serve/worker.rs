@@ -127,7 +127,11 @@ pub(super) async fn stored_end(
             let id = run_id.to_string();
             // With its steps, as a run executed here answers.
             let found = tokio::task::spawn_blocking(move || {
-                let r = s.get_run(&id).ok().filter(|r| r.status.is_finished())?;
+                // A run waiting for a person is as far as it goes for now.
+                let r = s
+                    .get_run(&id)
+                    .ok()
+                    .filter(|r| r.status.is_finished() || r.status == Status::Waiting)?;
                 let steps = s.steps_of(&r.id).unwrap_or_default();
                 Some((r, steps))
             })
@@ -207,6 +211,7 @@ fn result_of(r: &RunRecord, wf: &Workflow) -> RunResult {
             Status::Completed => RunStatus::Completed,
             Status::Cancelled => RunStatus::Cancelled,
             Status::Rejected => RunStatus::Rejected,
+            Status::Waiting => RunStatus::Waiting,
             _ => RunStatus::Failed,
         },
         outputs: r.outputs.clone(),

@@ -140,6 +140,74 @@ pub fn decide(
     }))
 }
 
+/// What a backend writes for an answer, decided from the wait's stored
+/// columns (see [`decided`]).
+pub(super) enum Decision {
+    /// Nothing to write.
+    Final(Answered),
+    /// The votes so far (JSON) to keep; the wait stays open.
+    Counted(String, Answered),
+    /// The wait closes: its votes and resolution (JSON), and when.
+    Closes {
+        votes: String,
+        resolution: String,
+        at: i64,
+        outcome: Answered,
+    },
+}
+
+/// How `vote` changes the wait stored as `request`, `state` and `votes`
+/// (the backends' columns), by [`decide`].
+pub(super) fn decided(request: &str, state: &str, votes: &str, vote: &Vote) -> Decision {
+    if state != "open" {
+        return Decision::Final(Answered::Closed {
+            state: state.to_string(),
+        });
+    }
+    let (Ok(request), Ok(votes)) = (
+        serde_json::from_str::<WaitRequest>(request),
+        serde_json::from_str::<Vec<Vote>>(votes),
+    ) else {
+        return Decision::Final(Answered::Refused {
+            why: "the stored wait cannot be read by this version of marktoflow".into(),
+        });
+    };
+    match decide(&request, &votes, vote) {
+        Err(why) => Decision::Final(Answered::Refused { why }),
+        Ok(None) => {
+            let mut all = votes;
+            all.push(vote.clone());
+            let have = all
+                .iter()
+                .filter(|v| v.decision.as_deref() == Some("approved"))
+                .count() as u32;
+            Decision::Counted(
+                text(&all),
+                Answered::Counted {
+                    have,
+                    need: request.approvals,
+                },
+            )
+        }
+        Ok(Some(answer)) => Decision::Closes {
+            votes: text(&answer.votes),
+            resolution: text(&Resolution::Answered(answer.clone())),
+            at: answer.at,
+            outcome: Answered::Resumes { answer },
+        },
+    }
+}
+
+/// The resolution of a wait that expired at `now`, as stored.
+pub(super) fn expired_text(now: i64) -> String {
+    text(&Resolution::Expired { at: now })
+}
+
+/// A value as the stores keep it: JSON text.
+fn text<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
 /// A wait as a backend read it (None: unreadable by this version).
 pub(super) fn record(
     run_id: String,

@@ -50,6 +50,17 @@ pub(super) enum WaitDone {
     Cancelled(bool),
 }
 
+impl WaitDone {
+    /// Whether runs went back to the queue (a shared store tells its workers).
+    pub(super) fn requeued(&self) -> bool {
+        match self {
+            WaitDone::Answered(a) => matches!(a, Answered::Resumes { .. }),
+            WaitDone::Expired(runs) => !runs.is_empty(),
+            WaitDone::Cancelled(_) => false,
+        }
+    }
+}
+
 /// What to call once everything queued before it is committed, with the
 /// outcome (see [`super::RunStore::after_commit`]). Called exactly once: a
 /// call dropped unmade (the store stopped first) is made with

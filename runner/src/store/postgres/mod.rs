@@ -27,7 +27,7 @@ mod write;
 pub use cluster::{QueueStats, WorkerInfo};
 
 use super::checkpoint;
-use super::writer::Writes;
+use super::writer::{WaitDone, WaitOp, Writes};
 use super::{
     is_run_key, named_run, now_ms, parse_json, prune_cutoff, NewRun, RunFilter, RunRecord,
     RunStore, Status, StepRow, StoreError, Write, IDEMPOTENCY_RETENTION,
@@ -453,27 +453,60 @@ fn list<C: GenericClient>(
     c.query(sql, params)?.iter().map(run_of).collect()
 }
 
-/// Why a shared store refuses waits (see `serve`'s check at start).
-pub const NO_WAITS: &str = "a `wait` for a person or an event needs the SQLite run store in this version; PostgreSQL does not keep waits yet";
-
 impl RunStore for PgStore {
-    fn answer_wait(&self, _: crate::store::AnswerIn) -> Result<crate::store::Answered, StoreError> {
-        Err(StoreError::Db(NO_WAITS.into()))
+    fn answer_wait(&self, a: crate::store::AnswerIn) -> Result<crate::store::Answered, StoreError> {
+        match self.writes.wait(WaitOp::Answer(Box::new(a), None))? {
+            WaitDone::Answered(r) => Ok(r),
+            _ => Err(StoreError::Db("unexpected answer to a wait change".into())),
+        }
     }
 
-    fn expire_waits(&self, _: i64) -> Result<Vec<String>, StoreError> {
-        Ok(Vec::new())
+    fn expire_waits(&self, now: i64) -> Result<Vec<String>, StoreError> {
+        match self.writes.wait(WaitOp::Expire(now, None))? {
+            WaitDone::Expired(r) => Ok(r),
+            _ => Err(StoreError::Db("unexpected answer to a wait change".into())),
+        }
     }
 
-    fn cancel_waiting(&self, _: &str) -> Result<bool, StoreError> {
-        Ok(false)
+    fn cancel_waiting(&self, run_id: &str) -> Result<bool, StoreError> {
+        match self
+            .writes
+            .wait(WaitOp::Cancel(run_id.to_string(), now_ms()))?
+        {
+            WaitDone::Cancelled(r) => Ok(r),
+            _ => Err(StoreError::Db("unexpected answer to a wait change".into())),
+        }
     }
 
     fn waits(
         &self,
-        _: &crate::store::WaitFilter,
+        f: &crate::store::WaitFilter,
     ) -> Result<Vec<crate::store::WaitRecord>, StoreError> {
-        Ok(Vec::new())
+        let (run_id, open, key) = (f.run_id.clone(), f.open, f.key.clone());
+        let limit = f.limit.unwrap_or(500).min(10_000) as i64;
+        let rows = self.read(move |c| {
+            c.query(
+                "SELECT run_id, workflow, request, state, votes, resolution, closed_at FROM waits
+                 WHERE ($1::text IS NULL OR run_id = $1) AND (NOT $2 OR state = 'open')
+                   AND ($3::text IS NULL OR key = $3)
+                 ORDER BY created_at DESC LIMIT $4",
+                &[&run_id, &open, &key, &limit],
+            )
+        })?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                crate::store::wait::record(
+                    r.get(0),
+                    r.get(1),
+                    r.get::<_, String>(2).as_str(),
+                    r.get::<_, String>(3).as_str(),
+                    r.get::<_, String>(4).as_str(),
+                    r.get::<_, Option<String>>(5).as_deref(),
+                    r.get(6),
+                )
+            })
+            .collect())
     }
 
     fn submit_run(

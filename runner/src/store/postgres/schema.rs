@@ -86,9 +86,7 @@ CREATE INDEX replies_by_run ON replies (run_id);
     // How many times a worker died while running the run: the reaper counts
     // a lease that ran out on a running run (see `RunRecord::deaths`).
     "ALTER TABLE runs ADD COLUMN deaths INTEGER NOT NULL DEFAULT 0;",
-    // The waits of runs stopped for a person, as in the SQLite store (whose
-    // pruning statements both backends run); not written here yet (see
-    // `NO_WAITS`).
+    // The waits of runs stopped for a person (see `store::wait`).
     r#"
 CREATE TABLE waits (
     run_id TEXT NOT NULL,
@@ -105,6 +103,8 @@ CREATE TABLE waits (
     closed_at BIGINT,
     PRIMARY KEY (run_id, step_id)
 );
+CREATE INDEX waits_open ON waits (state, deadline);
+CREATE INDEX waits_by_key ON waits (key) WHERE key IS NOT NULL;
 "#,
 ];
 

@@ -4,7 +4,8 @@
 //! statements prepared once per connection.
 
 use super::{connect, pg_err, Member, DB_NOW, DONE_CHANNEL, QUEUE_CHANNEL};
-use crate::store::writer::{ending, needless, pruning, Commit, Done, Op};
+use crate::store::wait::{Answered, Decision};
+use crate::store::writer::{ending, needless, pruning, Commit, Done, Op, WaitDone, WaitOp};
 use crate::store::{json_text, NewRun, Status, StoreError, Write, IDEMPOTENCY_RETENTION};
 use postgres::{Client, Statement, Transaction};
 use serde_json::Value;
@@ -80,7 +81,10 @@ impl Statements {
             )?,
             finish: c.prepare(
                 "UPDATE runs r SET status = u.status, outputs = u.outputs, error = u.error,
-                    error_step = u.error_step, finished_at = u.at, duration_ms = u.dur, lease_until = NULL
+                    error_step = u.error_step, duration_ms = u.dur, lease_until = NULL,
+                    -- A waiting run has not finished, and no worker holds it.
+                    finished_at = CASE WHEN u.status = 'waiting' THEN NULL ELSE u.at END,
+                    worker = CASE WHEN u.status = 'waiting' THEN NULL ELSE r.worker END
                  FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[])
                       AS u(id, status, outputs, error, error_step, at, dur)
                  WHERE r.id = u.id",
@@ -177,6 +181,8 @@ struct Rows {
     /// key → its place in `replies` (the last write wins).
     reply_at: HashMap<String, usize>,
     replies: (Vec<String>, Vec<String>, Vec<String>),
+    /// The waits of runs that stop at one (with their end).
+    waits: Vec<(String, crate::engine::WaitRequest)>,
 }
 
 #[derive(Default)]
@@ -309,6 +315,9 @@ impl Rows {
                         f.id.len() - 1
                     }
                 };
+                if let Some(w) = &end.waiting {
+                    self.waits.push((run_id.clone(), w.clone()));
+                }
                 f.status[i] = end.status.as_str();
                 f.outputs[i] = crate::store::stored_json(&end.outputs);
                 f.error[i] = end.error.clone();
@@ -339,6 +348,22 @@ impl Rows {
         if !self.checkpoints.0.is_empty() {
             let (ids, next, state) = &self.checkpoints;
             tx.execute(&s.checkpoints, &[ids, next, state])?;
+        }
+        for (run_id, w) in &self.waits {
+            tx.execute(
+                "INSERT INTO waits (run_id, step_id, workflow, mode, key, request, state, votes, created_at, deadline)
+                 VALUES ($1, $2, (SELECT workflow FROM runs WHERE id = $1), $3, $4, $5, 'open', '[]', $6, $7)
+                 ON CONFLICT (run_id, step_id) DO NOTHING",
+                &[
+                    run_id,
+                    &w.step_id,
+                    &w.mode.as_str(),
+                    &w.key,
+                    &serde_json::to_string(w).unwrap_or_default(),
+                    &w.created_at,
+                    &w.deadline,
+                ],
+            )?;
         }
         let f = &self.finish;
         if !f.id.is_empty() {
@@ -410,7 +435,11 @@ fn commit_batch(
                 Err(r) => Done::Unit(Err(refused(r))),
             },
             Op::Prune(cutoff, _) => Done::Count(prune(&mut tx, *cutoff).map_err(pg_err)),
-            Op::Wait(..) => Done::Wait(Err(StoreError::Db(super::NO_WAITS.into()))),
+            Op::Wait(op, _) => {
+                let d = wait_op(&mut tx, op)?;
+                notify |= d.requeued();
+                Done::Wait(Ok(d))
+            }
             // Journals are the SQLite store's; nothing queues them here.
             Op::Absorb(..) | Op::Flush(_) | Op::Then(_) => Done::Unit(Ok(())),
             Op::Write(w) => {
@@ -460,6 +489,91 @@ fn commit_batch(
                 }
             }
             Err(e)
+        }
+    }
+}
+
+/// A change to waits inside the batch's transaction: the wait's row is
+/// locked while it is decided, so two answers from two servers never both
+/// decide. A decided or expired wait puts its run back in the queue (no
+/// worker holds it), where any worker serving its workflow claims it.
+fn wait_op(tx: &mut Transaction, op: &WaitOp) -> Result<WaitDone, postgres::Error> {
+    let requeue = |tx: &mut Transaction, run_id: &str| {
+        tx.execute(
+            "UPDATE runs SET status = 'queued', worker = NULL, lease_until = NULL
+             WHERE id = $1 AND status = 'waiting'",
+            &[&run_id],
+        )
+    };
+    match op {
+        WaitOp::Answer(a, _) => {
+            let row = tx.query_opt(
+                "SELECT request, state, votes FROM waits WHERE run_id = $1 AND step_id = $2 FOR UPDATE",
+                &[&a.run_id, &a.step_id],
+            )?;
+            let Some(row) = row else {
+                return Ok(WaitDone::Answered(Answered::NotFound));
+            };
+            let (request, state, votes): (String, String, String) =
+                (row.get(0), row.get(1), row.get(2));
+            let outcome = match crate::store::wait::decided(&request, &state, &votes, &a.vote) {
+                Decision::Final(outcome) => outcome,
+                Decision::Counted(all, outcome) => {
+                    tx.execute(
+                        "UPDATE waits SET votes = $3 WHERE run_id = $1 AND step_id = $2",
+                        &[&a.run_id, &a.step_id, &all],
+                    )?;
+                    outcome
+                }
+                Decision::Closes {
+                    votes,
+                    resolution,
+                    at,
+                    outcome,
+                } => {
+                    tx.execute(
+                        "UPDATE waits SET state = 'answered', votes = $3, resolution = $4, closed_at = $5
+                         WHERE run_id = $1 AND step_id = $2",
+                        &[&a.run_id, &a.step_id, &votes, &resolution, &at],
+                    )?;
+                    requeue(tx, &a.run_id)?;
+                    outcome
+                }
+            };
+            Ok(WaitDone::Answered(outcome))
+        }
+        WaitOp::Expire(now, _) => {
+            let resolution = crate::store::wait::expired_text(*now);
+            let rows = tx.query(
+                "UPDATE waits SET state = 'expired', resolution = $2, closed_at = $1
+                 WHERE (run_id, step_id) IN (
+                    SELECT run_id, step_id FROM waits
+                    WHERE state = 'open' AND deadline IS NOT NULL AND deadline <= $1
+                    ORDER BY deadline LIMIT 256 FOR UPDATE SKIP LOCKED)
+                 RETURNING run_id",
+                &[now, &resolution],
+            )?;
+            let mut runs = Vec::new();
+            for r in rows {
+                let id: String = r.get(0);
+                if requeue(tx, &id)? > 0 {
+                    runs.push(id);
+                }
+            }
+            Ok(WaitDone::Expired(runs))
+        }
+        WaitOp::Cancel(run_id, now) => {
+            tx.execute(
+                "UPDATE waits SET state = 'cancelled', closed_at = $2 WHERE run_id = $1 AND state = 'open'",
+                &[run_id, now],
+            )?;
+            let n = tx.execute(
+                "UPDATE runs SET status = 'cancelled', finished_at = $2,
+                 error = 'cancelled while it waited for an answer'
+                 WHERE id = $1 AND status = 'waiting'",
+                &[run_id, now],
+            )?;
+            Ok(WaitDone::Cancelled(n > 0))
         }
     }
 }

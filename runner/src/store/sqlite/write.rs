@@ -2,7 +2,7 @@
 //! transaction by the writer thread (retried while the file is busy), the
 //! WAL checkpointed as it grows, journals absorbed, old runs pruned.
 
-use super::super::wait::{decide, Answered};
+use super::super::wait::{decided, expired_text, Answered, Decision};
 use super::super::writer::{
     ending, needless, pruning, writes_of, Commit, Done, Op, WaitDone, WaitOp,
 };
@@ -451,54 +451,28 @@ fn wait_op(tx: &rusqlite::Transaction, op: &WaitOp) -> Result<WaitDone, rusqlite
             let Some((request, state, votes)) = row else {
                 return Ok(WaitDone::Answered(Answered::NotFound));
             };
-            if state != "open" {
-                return Ok(WaitDone::Answered(Answered::Closed { state }));
-            }
-            let (Ok(request), Ok(votes)) = (
-                serde_json::from_str::<crate::engine::WaitRequest>(&request),
-                serde_json::from_str::<Vec<crate::engine::Vote>>(&votes),
-            ) else {
-                return Ok(WaitDone::Answered(Answered::Refused {
-                    why: "the stored wait cannot be read by this version of marktoflow".into(),
-                }));
-            };
-            let outcome = match decide(&request, &votes, &a.vote) {
-                Err(why) => Answered::Refused { why },
-                Ok(None) => {
-                    let mut all = votes;
-                    all.push(a.vote.clone());
+            let outcome = match decided(&request, &state, &votes, &a.vote) {
+                Decision::Final(outcome) => outcome,
+                Decision::Counted(all, outcome) => {
                     tx.prepare_cached(
                         "UPDATE waits SET votes = ?3 WHERE run_id = ?1 AND step_id = ?2",
                     )?
-                    .execute(params![
-                        a.run_id,
-                        a.step_id,
-                        json_text(&serde_json::to_value(&all).unwrap_or_default())
-                    ])?;
-                    let have = all
-                        .iter()
-                        .filter(|v| v.decision.as_deref() == Some("approved"))
-                        .count() as u32;
-                    Answered::Counted {
-                        have,
-                        need: request.approvals,
-                    }
+                    .execute(params![a.run_id, a.step_id, all])?;
+                    outcome
                 }
-                Ok(Some(answer)) => {
-                    let resolution = crate::engine::Resolution::Answered(answer.clone());
+                Decision::Closes {
+                    votes,
+                    resolution,
+                    at,
+                    outcome,
+                } => {
                     tx.prepare_cached(
                         "UPDATE waits SET state = 'answered', votes = ?3, resolution = ?4, closed_at = ?5
                          WHERE run_id = ?1 AND step_id = ?2",
                     )?
-                    .execute(params![
-                        a.run_id,
-                        a.step_id,
-                        json_text(&serde_json::to_value(&answer.votes).unwrap_or_default()),
-                        json_text(&serde_json::to_value(&resolution).unwrap_or_default()),
-                        answer.at,
-                    ])?;
+                    .execute(params![a.run_id, a.step_id, votes, resolution, at])?;
                     requeue(&a.run_id, owner)?;
-                    Answered::Resumes { answer }
+                    outcome
                 }
             };
             Ok(WaitDone::Answered(outcome))
@@ -512,10 +486,7 @@ fn wait_op(tx: &rusqlite::Transaction, op: &WaitOp) -> Result<WaitDone, rusqlite
                 )?
                 .query_map(params![now], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<Result<_, _>>()?;
-            let resolution = json_text(
-                &serde_json::to_value(crate::engine::Resolution::Expired { at: *now })
-                    .unwrap_or_default(),
-            );
+            let resolution = expired_text(*now);
             let mut runs = Vec::new();
             for (run_id, step_id) in due {
                 tx.prepare_cached(
