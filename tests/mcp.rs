@@ -1005,3 +1005,56 @@ fn an_oversized_reply_or_no_reply_fails_the_call_clearly() {
     let pid = std::fs::read_to_string(&started).unwrap();
     assert!(!alive(&pid), "the server {pid} outlived the run");
 }
+
+#[test]
+fn a_tool_whose_run_waits_for_a_person_says_how_to_answer_it() {
+    if !have_client() {
+        return;
+    }
+    let d = tempdir();
+    write(
+        d.path(),
+        "deploy.md",
+        "---\nworkflow: {id: deploy, name: Deploy, description: Deploys once approved.}\noutputs: {deployed: {type: boolean}}\n---\n\n```yaml\nid: review\ntype: wait\nmode: approval\ntitle: 'Deploy to production?'\n```\n\n```yaml\naction: core.set\ninputs: {deployed: '{{ steps.review.output.approved }}'}\n```\n",
+    );
+    let store = d.path().join("runs.db");
+    let out = stdio(
+        d.path(),
+        json!([{"do": "call", "name": "deploy"}]),
+        &["deploy.md", "--store", store.to_str().unwrap()],
+        &[("MARKTOFLOW_PUBLIC_URL", "https://flows.example.com")],
+    );
+    let r = &out[0]["result"];
+    assert_eq!(r["isError"], false, "{r}");
+    let s = &r["structuredContent"];
+    assert_eq!(
+        (s["status"].clone(), s["step"].clone(), s["title"].clone()),
+        (
+            json!("waiting"),
+            json!("review"),
+            json!("Deploy to production?")
+        )
+    );
+    let link = s["link"].as_str().unwrap();
+    assert!(
+        link.starts_with("https://flows.example.com/answer/"),
+        "{link}"
+    );
+    let id = s["run_id"].as_str().unwrap();
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        text,
+        format!("The run waits for a person at step `review` (Deploy to production?). Answer it at {link}, or with `marktoflow answer {id} review`.")
+    );
+    let done = crate::support::run(crate::support::cmd(d.path()).args([
+        "answer",
+        id,
+        "--approve",
+        "--json",
+        "--quiet",
+        "--store",
+        store.to_str().unwrap(),
+    ]));
+    assert_eq!(done.code, 0, "{done:?}");
+    assert_eq!(done.json()["outputs"], json!({"deployed": true}));
+}

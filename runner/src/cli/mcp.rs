@@ -98,6 +98,7 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
     };
     let workflows: Vec<_> = tools.iter().map(|t| t.workflow.clone()).collect();
     let env = environment(&cwd);
+    let links = super::run::wait_links(&serve_root, &env);
     let caps = server_caps(&a.server, &cwd, &workflows, &serve_root, env);
     let tools = match runnable(tools, &named, &caps) {
         Ok(t) => t,
@@ -127,7 +128,8 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
     };
     let state = Arc::new(
         ServerState::new(Vec::new(), caps, Arc::new(FileLoader(registry)), config)
-            .with_store(store.clone()),
+            .with_store(store.clone())
+            .with_links_if(links),
     );
     let n = tools.len();
     eprintln!("marktoflow: offering {n} tool{} over stdio", plural(n));

@@ -251,9 +251,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         .with_api(api)
         .with_store(store.clone())
         .with_run_runtime(runs_rt.handle().clone());
-    if let Some(l) = &links {
-        built = built.with_links(l.clone());
-    }
+    built = built.with_links_if(links.clone());
     if a.no_execute {
         built = built.enqueuing_only();
     }

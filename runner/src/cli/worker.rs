@@ -44,6 +44,8 @@ pub(super) fn worker(a: WorkerArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
+    // A run it continues may stop at another wait: its links.
+    let links = super::run::wait_links(&root, &env);
     let caps = server_caps(&a.server, &cwd, &workflows, &root, env);
     for wf in &workflows {
         super::report::print_diagnostics(&crate::check::writes::writes_outside(wf, &caps.sandbox));
@@ -86,7 +88,8 @@ pub(super) fn worker(a: WorkerArgs) -> i32 {
             .with_workflows(workflows.clone())
             .with_store(Some(store.clone()))
             .with_api(api)
-            .with_run_runtime(runs_rt.handle().clone()),
+            .with_run_runtime(runs_rt.handle().clone())
+            .with_links_if(links),
     );
     let code = rt.block_on(async move {
         let Some(shared) = store.shared() else {

@@ -276,6 +276,36 @@ fn answer(r: &RunResult, wf: &crate::format::model::Workflow) -> CallToolResult 
             res.content = vec![ContentBlock::text(text)];
             res
         }
+        // Not an error: the run goes on once a person answers (the link,
+        // or `marktoflow answer`); the client may tell its user.
+        RunStatus::Waiting => {
+            let w = r.waiting.as_ref();
+            let step = w.map(|w| w.step_id.clone()).unwrap_or_default();
+            let asked = w.and_then(|w| w.title.clone().or(w.prompt.clone()));
+            let link = w.and_then(|w| w.link.clone());
+            let text = format!(
+                "The run waits for a person at step `{step}`{}. {}",
+                asked.map(|a| format!(" ({a})")).unwrap_or_default(),
+                match &link {
+                    Some(l) => format!(
+                        "Answer it at {l}, or with `marktoflow answer {} {step}`.",
+                        r.run_id
+                    ),
+                    None => format!("Answer it with `marktoflow answer {} {step}`.", r.run_id),
+                }
+            );
+            let mut res = CallToolResult::structured(json!({
+                "run_id": r.run_id,
+                "status": "waiting",
+                "step": step,
+                "title": w.and_then(|w| w.title.clone()),
+                "prompt": w.and_then(|w| w.prompt.clone()),
+                "fields": w.map(|w| w.fields.clone()),
+                "link": link,
+            }));
+            res.content = vec![ContentBlock::text(text)];
+            res
+        }
         _ => {
             let (message, place) = match &r.error {
                 Some(f) => {

@@ -204,6 +204,12 @@ impl ServerState {
         self
     }
 
+    /// [`ServerState::with_links`] when there are links.
+    pub fn with_links_if(mut self, links: Option<Arc<super::links::Links>>) -> Self {
+        self.links = links;
+        self
+    }
+
     /// Waits for the turn of requests with `key` (see [`KeyTurn`]).
     pub(super) async fn key_turn(self: &Arc<Self>, key: &str) -> KeyTurn {
         let lock = self
