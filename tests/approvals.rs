@@ -15,7 +15,12 @@ fn project() -> tempfile::TempDir {
         d.path().join("approval.md"),
     )
     .unwrap();
-    for f in ["two.md", "timeout.md", "peer-approval-workflow.md"] {
+    for f in [
+        "two.md",
+        "timeout.md",
+        "peer-approval-workflow.md",
+        "long.md",
+    ] {
         std::fs::copy(
             repo().join("tests/fixtures/approvals").join(f),
             d.path().join(f),
@@ -424,4 +429,76 @@ fn the_peers_approval_workflow_runs_unchanged() {
         ok.json()["outputs"],
         json!({"approval_status": "rejected", "reviewer_comments": "no receipt", "reviewer_name": "Dana"})
     );
+}
+
+#[test]
+fn a_running_run_paused_from_outside_waits_and_resumes_where_it_stopped() {
+    let d = project();
+    let store = d.path().join("runs.db");
+    let env = [("MARKTOFLOW_STORE", store.to_str().unwrap())];
+    let s = serve(d.path(), &["long.md"], &env);
+    let start = |s: &Server| {
+        let r = http(
+            &s.addr,
+            "POST",
+            "/hooks/long",
+            &[
+                ("Prefer", "respond-async"),
+                ("Content-Type", "application/json"),
+            ],
+            b"{}",
+        );
+        assert_eq!(r.status, 202, "{}", r.body);
+        r.json()["run_id"].as_str().unwrap().to_string()
+    };
+    let id = start(&s);
+    let p = post(&s.addr, &format!("/runs/{id}/pause"), json!({}));
+    assert_eq!(
+        (p.status, p.json()["status"].clone()),
+        (202, json!("pausing"))
+    );
+    wait_for("the run pauses", || run_of(&s, &id)["status"] == "waiting");
+    let waits = http(&s.addr, "GET", "/waits", &[], b"").json();
+    assert_eq!(waits["waits"][0]["mode"], "pause", "{waits}");
+    assert!(waits["waits"][0]["title"]
+        .as_str()
+        .unwrap()
+        .starts_with("Paused before "));
+    // Only a running run pauses.
+    let again = post(&s.addr, &format!("/runs/{id}/pause"), json!({}));
+    assert_eq!(again.status, 409, "{}", again.body);
+    // Resumed from the command line: it goes on in that process.
+    let r = run(cmd(d.path()).args([
+        "resume",
+        &id,
+        "--as",
+        "ops",
+        "--json",
+        "--quiet",
+        "--store",
+        store.to_str().unwrap(),
+    ]));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        (r.json()["status"].clone(), r.json()["outputs"].clone()),
+        (json!("completed"), json!({"done": true}))
+    );
+    // Paused and resumed through the API this time.
+    let id = start(&s);
+    assert_eq!(
+        post(&s.addr, &format!("/runs/{id}/pause"), json!({})).status,
+        202
+    );
+    wait_for("the run pauses", || run_of(&s, &id)["status"] == "waiting");
+    let r = post(&s.addr, &format!("/runs/{id}/resume"), json!({}));
+    assert_eq!(
+        (r.status, r.json()["status"].clone()),
+        (202, json!("resumed"))
+    );
+    wait_for("the run completes", || {
+        run_of(&s, &id)["status"] == "completed"
+    });
+    assert_eq!(run_of(&s, &id)["outputs"], json!({"done": true}));
+    let not = post(&s.addr, &format!("/runs/{id}/resume"), json!({}));
+    assert_eq!(not.status, 409, "{}", not.body);
 }

@@ -48,6 +48,7 @@ fn the_console_starts_watches_retries_and_cancels_runs_in_a_browser() {
             "tests/console/flaky.md",
             "tests/console/slow.md",
             "examples/approval.md",
+            "tests/fixtures/approvals/long.md",
             watched.to_str().unwrap(),
             "--watch",
             "--allow-read",

@@ -218,6 +218,25 @@ try {
   const outputs = await page.locator("main").textContent();
   expect(outputs.includes("approved") && outputs.includes("160"), `its outputs: ${outputs.slice(0, 400)}`);
 
+  // A slow run paused from its page, then resumed from "Waiting for you".
+  step("pause a running run, resume it");
+  const slowRun = await page.evaluate(async (base) => {
+    const r = await fetch(`${base}/workflows/long-job/runs`, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: "{}",
+    });
+    return (await r.json()).run_id;
+  }, BASE);
+  await page.goto(`${BASE}/console#/runs/${slowRun}`);
+  await page.click('button[data-action="pause"]');
+  expect(await waitStatus(["waiting"]) === "waiting", "the run pauses");
+  await page.click('a[data-action="answer"]');
+  const paused = page.locator(`[data-waiting="${slowRun}"]`);
+  await paused.waitFor();
+  await paused.locator("button", { hasText: "Resume" }).click();
+  await paused.locator('[role="status"]', { hasText: "Answered" }).waitFor();
+  await page.goto(`${BASE}/console#/runs/${slowRun}`);
+  expect(await waitStatus(["completed"]) === "completed", "the resumed run completes");
+
   // Dark mode and a phone-sized screen.
   step("dark mode, phone");
   await page.emulateMedia({ colorScheme: "dark" });

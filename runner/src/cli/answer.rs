@@ -9,12 +9,31 @@ use super::{print_diagnostics, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
 use crate::diag::Diagnostic;
 use crate::engine::Vote;
 use crate::format::inputs::{resolve_defs, Supplied};
-use crate::format::model::{Ask, AskMode, Workflow};
+use crate::format::model::{AskMode, InputDef, Workflow};
 use crate::store::{AnswerIn, Answered, Status, WaitFilter, WaitRecord};
 use serde_json::Map;
 use std::path::PathBuf;
 
 pub fn answer(a: AnswerArgs) -> i32 {
+    answer_wait(a, false)
+}
+
+/// `marktoflow resume RUN`: a run paused from outside goes on.
+pub fn resume(run_id: String, as_: Option<String>, exec: super::args::ExecArgs) -> i32 {
+    let a = AnswerArgs {
+        run_id,
+        step: None,
+        input: Vec::new(),
+        approve: false,
+        reject: false,
+        comment: None,
+        as_,
+        exec,
+    };
+    answer_wait(a, true)
+}
+
+fn answer_wait(a: AnswerArgs, paused: bool) -> i32 {
     let store = match super::store::open(&a.exec.store) {
         Ok(s) => s,
         Err(code) => return code,
@@ -52,6 +71,14 @@ pub fn answer(a: AnswerArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
+    let pause = wait.request.mode == AskMode::Pause;
+    if paused && !pause {
+        eprintln!(
+            "error: run `{}` is not paused: it waits at step `{}` for an answer (`marktoflow answer`)",
+            run.id, wait.request.step_id
+        );
+        return EXIT_USAGE;
+    }
     let file = PathBuf::from(&run.file);
     let wf = match crate::check::load::load_file(&file, &marktoflow_steps::Registry::standard()) {
         Ok(l) => l.workflow,
@@ -60,14 +87,19 @@ pub fn answer(a: AnswerArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let Some(ask) = wf.ask(&wait.request.step_id) else {
-        eprintln!(
-            "error: `{}` has no `wait` step `{}` any more: the file changed since the run started",
-            run.file, wait.request.step_id
-        );
-        return EXIT_USAGE;
+    // A pause waits at no step of the file: no fields, no decision.
+    let (fields, mode) = match wf.ask(&wait.request.step_id) {
+        Some(ask) => (ask.fields.as_slice(), ask.mode),
+        None if pause => (&[][..], AskMode::Pause),
+        None => {
+            eprintln!(
+                "error: `{}` has no `wait` step `{}` any more: the file changed since the run started",
+                run.file, wait.request.step_id
+            );
+            return EXIT_USAGE;
+        }
     };
-    let vote = match vote_of(&a, &wf, ask) {
+    let vote = match vote_of(&a, &wf, fields, mode) {
         Ok(v) => v,
         Err(code) => return code,
     };
@@ -155,7 +187,7 @@ fn pick<'a>(open: &'a [WaitRecord], step: Option<&str>) -> Result<&'a WaitRecord
 }
 
 /// The vote the command line gives, its values checked like inputs.
-fn vote_of(a: &AnswerArgs, wf: &Workflow, ask: &Ask) -> Result<Vote, i32> {
+fn vote_of(a: &AnswerArgs, wf: &Workflow, fields: &[InputDef], mode: AskMode) -> Result<Vote, i32> {
     let mut supplied = Vec::new();
     for kv in &a.input {
         let Some((k, v)) = kv.split_once('=') else {
@@ -164,11 +196,11 @@ fn vote_of(a: &AnswerArgs, wf: &Workflow, ask: &Ask) -> Result<Vote, i32> {
         };
         supplied.push((k.trim().to_string(), Supplied::Text(v.to_string())));
     }
-    let values = check_fields(wf, ask, supplied).map_err(|diags| {
+    let values = check_fields(wf, fields, supplied).map_err(|diags| {
         print_diagnostics(&diags);
         EXIT_USAGE
     })?;
-    let decision = match (ask.mode, a.approve, a.reject) {
+    let decision = match (mode, a.approve, a.reject) {
         (AskMode::Approval, true, _) => Some("approved".to_string()),
         (AskMode::Approval, _, true) => Some("rejected".to_string()),
         (AskMode::Approval, false, false) => {
@@ -199,22 +231,16 @@ fn vote_of(a: &AnswerArgs, wf: &Workflow, ask: &Ask) -> Result<Vote, i32> {
 
 /// `supplied` checked against the step's fields, as inputs are: errors
 /// point at each field's definition.
-pub(crate) fn check_fields(
+fn check_fields(
     wf: &Workflow,
-    ask: &Ask,
+    fields: &[InputDef],
     supplied: Vec<(String, Supplied)>,
 ) -> Result<Map<String, serde_json::Value>, Vec<Diagnostic>> {
     let env = std::collections::BTreeMap::new();
-    resolve_defs(
-        &ask.fields,
-        Err("this step has no such field"),
-        supplied,
-        &env,
-    )
-    .map_err(|errs| {
+    resolve_defs(fields, Err("this step has no such field"), supplied, &env).map_err(|errs| {
         errs.iter()
             .map(|e| {
-                let pos = ask.fields.iter().find(|f| f.name == e.name).map(|f| f.pos);
+                let pos = fields.iter().find(|f| f.name == e.name).map(|f| f.pos);
                 let mut d = Diagnostic::error(
                     &wf.source,
                     pos,

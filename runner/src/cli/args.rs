@@ -169,6 +169,17 @@ pub enum Command {
     /// Answer a run that waits at a `wait` step (a form, an approval):
     /// the answer is checked, recorded once, and the run continues here.
     Answer(AnswerArgs),
+    /// Resume a run paused from outside (`POST /runs/{id}/pause`, the
+    /// console's Pause): it continues here from where it stopped.
+    Resume {
+        /// The paused run: its id, or the end of it `history` shows.
+        run_id: String,
+        /// Who resumes it (default: the login name, `$USER`).
+        #[arg(long = "as", value_name = "NAME")]
+        as_: Option<String>,
+        #[command(flatten)]
+        exec: ExecArgs,
+    },
     /// Delete finished runs older than an age (`30d`, `12h`).
     Prune {
         /// Delete the runs that finished longer ago than this (`30d`,

@@ -105,6 +105,7 @@ fn ping(
         recorded: None,
         answers: Default::default(),
         waits: None,
+        pause: None,
     };
     let start = Instant::now();
     let result = rt.block_on(async {

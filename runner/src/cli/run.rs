@@ -420,6 +420,7 @@ pub(super) fn run_with(
             .as_ref()
             .and_then(|_| wait_links(&wf_dir, &caps.env))
             .map(|l| l as Arc<dyn crate::engine::WaitLinks>),
+        pause: None,
     };
     let checkpoint = retry.map(|p| p.checkpoint).or(part).unwrap_or_default();
     let cancel = caps.cancel.clone();

@@ -323,6 +323,44 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Stops the run before `step`, paused from outside: it waits as at a
+    /// `wait` step (mode `pause`, no fields) until somebody resumes it.
+    pub(super) fn paused(&self, step: &Step, st: &mut RunState, cfg: &RunConfig) -> Failure {
+        let now = st.clock.now_ms();
+        // Unique per pause: a run may be paused before the same step again.
+        let id = format!("pause:{}:{now}", step.id);
+        let expires = now.saturating_add(DEFAULT_LINK_TTL_MS);
+        let request = WaitRequest {
+            step_id: id.clone(),
+            step_name: format!("Paused before {}", step.display_name()),
+            mode: AskMode::Pause,
+            title: Some(format!("Paused before {}", step.display_name())),
+            prompt: None,
+            fields: Vec::new(),
+            approvals: 1,
+            approvers: Vec::new(),
+            requester: None,
+            self_approval: true,
+            key: None,
+            created_at: now,
+            deadline: None,
+            link: cfg
+                .waits
+                .as_ref()
+                .and_then(|w| w.link(&cfg.run_id, &id, None, expires)),
+            links: Map::new(),
+            link_expires: Some(expires),
+        };
+        cfg.emit(RunEvent::Waiting(Arc::new(request.clone())));
+        st.waiting = Some(request);
+        Failure {
+            cancelled: true,
+            ..self.fail(step, step.pos, "paused")
+        }
+    }
+}
+
 /// The step's output for an answer: its values, the decision and who gave it.
 fn answered_output(ask: &Ask, a: &Answer) -> Value {
     let mut out = Map::new();

@@ -50,6 +50,9 @@ pub struct RunConfig {
     pub answers: std::collections::HashMap<String, super::Resolution>,
     /// Makes the links to answer a wait; None: waits have no links.
     pub waits: Option<Arc<dyn super::WaitLinks>>,
+    /// Set from outside to pause the run before its next top-level step,
+    /// where it waits as at a `wait` step (see [`super::Engine::paused`]).
+    pub pause: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// See [`RunConfig::recorded`].

@@ -29,6 +29,13 @@ impl Engine {
             if let Some(stop) = stop_before(cfg, step) {
                 return Err(stop);
             }
+            if cfg
+                .pause
+                .as_ref()
+                .is_some_and(|p| p.load(std::sync::atomic::Ordering::SeqCst))
+            {
+                return Err(self.paused(step, st, cfg));
+            }
             if let Some(v) = self.exec_step(wf, step, st, cfg, 0, i + 1).await? {
                 st.last_top_output = Some(v);
             }

@@ -130,6 +130,7 @@ impl Engine {
             recorded: None,
             answers: Default::default(),
             waits: None,
+            pause: None,
         };
         let result = Box::pin(self.run(&child, child_inputs, child_cfg)).await;
         match result.status {

@@ -102,6 +102,7 @@ fn run_env(text: &str, inputs: Value, env: &[(&str, &str)]) -> (RunResult, Vec<E
         recorded: None,
         answers: Default::default(),
         waits: None,
+        pause: None,
     };
     let inputs = match inputs {
         Value::Object(m) => m,

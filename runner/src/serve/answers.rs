@@ -12,7 +12,7 @@ use super::request::{error, read_body, url_pairs};
 use super::{start_run, Job, ServerState};
 use crate::engine::{Vote, WaitRequest};
 use crate::format::inputs::Supplied;
-use crate::format::model::{Ask, AskMode, Workflow};
+use crate::format::model::{AskMode, InputDef, Workflow};
 use crate::store::{AnswerIn, Answered, Status, WaitFilter, WaitRecord};
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, State};
@@ -101,15 +101,7 @@ pub(super) async fn answer_step(
         Ok(x) => x,
         Err(r) => return r,
     };
-    let by = s
-        .api
-        .identity_header
-        .as_deref()
-        .and_then(|h| parts.headers.get(h))
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(str::to_string);
+    let by = identity(&s, &parts.headers);
     let via = if parts
         .headers
         .get("x-marktoflow-console")
@@ -407,13 +399,18 @@ async fn take(
             ),
         )
     })?;
-    let ask = wf.ask(step).ok_or_else(|| {
-        NotTaken::new(
-            StatusCode::NOT_FOUND,
-            format!("`{}` has no `wait` step `{step}`", wf.source.name),
-        )
-    })?;
-    let vote = vote_of(ask, given, by, via)?;
+    // A run paused from outside waits at no step of the file: no fields.
+    let (fields, mode) = match wf.ask(step) {
+        Some(a) => (a.fields.as_slice(), a.mode),
+        None if step.starts_with(PAUSE) => (&[][..], AskMode::Pause),
+        None => {
+            return Err(NotTaken::new(
+                StatusCode::NOT_FOUND,
+                format!("`{}` has no `wait` step `{step}`", wf.source.name),
+            ))
+        }
+    };
+    let vote = vote_of(fields, mode, given, by, via)?;
     let answer = AnswerIn {
         run_id: run.id.clone(),
         step_id: step.to_string(),
@@ -452,6 +449,101 @@ async fn take(
     }
 }
 
+/// How the step ids of pauses begin (see `Engine::paused`).
+const PAUSE: &str = "pause:";
+
+/// `POST /runs/{id}/pause`: a queued or running run of this server stops
+/// before its next top-level step and waits, as at a `wait` step, until it
+/// is resumed.
+pub(super) async fn pause_run(
+    State(s): State<Arc<ServerState>>,
+    UrlPath(id): UrlPath<String>,
+    req: Request<Body>,
+) -> Response {
+    let (_, _) = match guarded(&s, req).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let live = s.runs.lock().ok().and_then(|runs| {
+        runs.get(&id)
+            .map(|e| (e.pause.clone(), super::api::entry_status(e).0))
+    });
+    match live {
+        Some((pause, status)) if status == "queued" || status == "running" => {
+            pause.store(true, std::sync::atomic::Ordering::SeqCst);
+            (
+                StatusCode::ACCEPTED,
+                Json(json!({"run_id": id, "status": "pausing", "location": format!("/runs/{id}")})),
+            )
+                .into_response()
+        }
+        Some((_, status)) => error(
+            StatusCode::CONFLICT,
+            format!("run `{id}` is {status}: only a queued or running run can be paused"),
+        ),
+        None => error(
+            StatusCode::CONFLICT,
+            format!("run `{id}` is not running on this server"),
+        ),
+    }
+}
+
+/// `POST /runs/{id}/resume`: a paused run goes on from where it stopped
+/// (the answer to its pause; who resumed it is kept).
+pub(super) async fn resume_run(
+    State(s): State<Arc<ServerState>>,
+    UrlPath(id): UrlPath<String>,
+    req: Request<Body>,
+) -> Response {
+    let (parts, _) = match guarded(&s, req).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let Some(store) = s.store.clone() else {
+        return error(StatusCode::CONFLICT, "pauses need the run store");
+    };
+    let want = id.clone();
+    let open = tokio::task::spawn_blocking(move || {
+        store.waits(&WaitFilter {
+            run_id: Some(want),
+            open: true,
+            ..Default::default()
+        })
+    })
+    .await;
+    let step = match open {
+        Ok(Ok(w)) => w
+            .into_iter()
+            .find(|w| w.request.mode == AskMode::Pause)
+            .map(|w| w.request.step_id),
+        Ok(Err(e)) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the store read failed"),
+    };
+    let Some(step) = step else {
+        return error(StatusCode::CONFLICT, format!("run `{id}` is not paused"));
+    };
+    let given = Given {
+        values: Vec::new(),
+        decision: None,
+        comment: None,
+    };
+    let by = identity(&s, &parts.headers).unwrap_or_else(|| "api".into());
+    reply(take(&s, &id, &step, given, by, "api").await)
+}
+
+/// Who a request says it is: the gateway's identity header, when the
+/// server names one.
+fn identity(s: &ServerState, headers: &HeaderMap) -> Option<String> {
+    s.api
+        .identity_header
+        .as_deref()
+        .and_then(|h| headers.get(h))
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+}
+
 /// The served workflow of `file`.
 fn served(s: &ServerState, file: &str) -> Option<Arc<Workflow>> {
     let path = std::path::PathBuf::from(file);
@@ -463,11 +555,17 @@ fn served(s: &ServerState, file: &str) -> Option<Arc<Workflow>> {
 }
 
 /// The vote, its values checked against the fields as inputs are.
-fn vote_of(ask: &Ask, g: Given, by: String, via: &str) -> Result<Vote, NotTaken> {
+fn vote_of(
+    fields: &[InputDef],
+    mode: AskMode,
+    g: Given,
+    by: String,
+    via: &str,
+) -> Result<Vote, NotTaken> {
     let env = std::collections::BTreeMap::new();
     let values = crate::format::inputs::resolve_defs(
-        &ask.fields,
-        if ask.fields.is_empty() && ask.mode != AskMode::Form {
+        fields,
+        if fields.is_empty() && mode != AskMode::Form {
             Ok(())
         } else {
             Err("this step has no such field")
@@ -491,7 +589,7 @@ fn vote_of(ask: &Ask, g: Given, by: String, via: &str) -> Result<Vote, NotTaken>
         )
     })?;
     let decision =
-        match (ask.mode, g.decision.as_deref()) {
+        match (mode, g.decision.as_deref()) {
             (AskMode::Approval, Some(d)) => Some(
                 crate::store::wait::decision_word(d)
                     .ok_or_else(|| {

@@ -31,6 +31,8 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/runs/{id}/cancel", post(api::cancel_run))
         .route("/runs/{id}/retry", post(api::retry_run))
         .route("/runs/{id}/steps/{step}/answer", post(answers::answer_step))
+        .route("/runs/{id}/pause", post(answers::pause_run))
+        .route("/runs/{id}/resume", post(answers::resume_run))
         .route("/waits", get(answers::list_waits))
         .route(
             "/answer/{token}",

@@ -109,6 +109,7 @@ pub(super) fn start_reserved(
     let events: Arc<Mutex<Vec<Event>>> = Arc::default();
     let started = Arc::new(AtomicBool::new(false));
     let cancel = Cancel::default();
+    let pause = Arc::new(AtomicBool::new(false));
     let (trigger, inputs) = match &job {
         Job::New(i, t, _) | Job::Recorded(i, t, _) => (t.to_string(), i.clone()),
         Job::Retry(i, _) => ("retry".to_string(), i.clone()),
@@ -130,6 +131,7 @@ pub(super) fn start_reserved(
                 events: events.clone(),
                 started: started.clone(),
                 cancel: cancel.clone(),
+                pause: pause.clone(),
             },
         );
         order.push_back(run_id.clone());
@@ -196,6 +198,7 @@ pub(super) fn start_reserved(
             .links
             .clone()
             .map(|l| l as Arc<dyn crate::engine::WaitLinks>),
+        pause: Some(pause),
     };
     let lease = cfg.lease.clone();
     let state = s.clone();

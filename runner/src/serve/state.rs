@@ -55,6 +55,9 @@ pub(super) struct RunEntry {
     /// False while the run waits for a concurrency slot.
     pub(super) started: Arc<AtomicBool>,
     pub(super) cancel: Cancel,
+    /// Set by `POST /runs/{id}/pause`: the run stops before its next
+    /// top-level step and waits to be resumed.
+    pub(super) pause: Arc<AtomicBool>,
 }
 
 /// Counts run tasks so shutdown can wait for them.

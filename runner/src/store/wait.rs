@@ -127,7 +127,7 @@ pub fn decide(
             }
             _ => return Err("an approval needs a decision: approve or reject".into()),
         },
-        AskMode::Form | AskMode::Webhook => true,
+        AskMode::Form | AskMode::Webhook | AskMode::Pause => true,
     };
     Ok(decided.then(|| Answer {
         decision: vote.decision.clone(),

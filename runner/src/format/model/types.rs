@@ -397,6 +397,9 @@ pub enum AskMode {
     Approval,
     /// An outside event: a request to `/events/{key}`.
     Webhook,
+    /// Not written in a workflow: a run paused from outside
+    /// (`POST /runs/{id}/pause`) before a top-level step, resumed by any answer.
+    Pause,
 }
 
 impl AskMode {
@@ -405,6 +408,7 @@ impl AskMode {
             AskMode::Form => "form",
             AskMode::Approval => "approval",
             AskMode::Webhook => "webhook",
+            AskMode::Pause => "pause",
         }
     }
 }

@@ -9,7 +9,7 @@ mod runs;
 mod workflows;
 
 pub(super) use control::{cancel_run, retry_run};
-pub(super) use runs::{get_run, list_runs, run_json};
+pub(super) use runs::{entry_status, get_run, list_runs, run_json};
 pub(super) use workflows::{
     get_workflow, list_workflows, metrics, replay_workflow_run, start_workflow_run,
 };

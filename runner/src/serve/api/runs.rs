@@ -150,7 +150,7 @@ pub(super) fn record_summary(r: &RunRecord) -> Value {
            "retry_of": r.retry_of, "error": r.error})
 }
 
-pub(super) fn entry_status(e: &RunEntry) -> (String, Option<Arc<RunResult>>) {
+pub(in crate::serve) fn entry_status(e: &RunEntry) -> (String, Option<Arc<RunResult>>) {
     let result = e.result.borrow().clone();
     let status = match &result {
         Some(r) => serde_json::to_value(r.status)
@@ -477,12 +477,14 @@ pub(in crate::serve) async fn get_run(
     out["logs"] = json!(logs);
     // What the console may offer: the top-level steps a retry can start
     // from (the served workflow's), and whether the run can be cancelled.
-    out["retry_from"] = json!(if finished && s.store.is_some() {
+    let waiting = out["status"] == "waiting";
+    out["retry_from"] = json!(if finished && !waiting && s.store.is_some() {
         retry_from
     } else {
         Vec::new()
     });
-    out["cancellable"] = json!(live.is_some() && !finished);
+    // A waiting run is cancelled in the store, whoever started it.
+    out["cancellable"] = json!((live.is_some() && !finished) || waiting);
     Json(out).into_response()
 }
 

@@ -482,10 +482,21 @@ async function runPage(id) {
       main.prepend(problem(err));
     }
   }
+  async function pause() {
+    try {
+      await api(`/runs/${id}/pause`, { method: "POST" });
+      say("Pausing");
+      liveLine.textContent = "Pausing before the next step…";
+    } catch (err) {
+      main.prepend(problem(err));
+    }
+  }
   async function render() {
     const run = await api(`/runs/${id}`);
     const going = run.status === "queued" || run.status === "running";
     const actions = h("div", { class: "row" },
+      run.cancellable && going ? h("button", { class: "secondary", "data-action": "pause", on: { click: pause } }, "Pause") : null,
+      run.status === "waiting" ? h("a", { href: "#/waiting", "data-action": "answer" }, "Answer or resume it") : null,
       run.cancellable ? h("button", { class: "danger", "data-action": "cancel", on: { click: cancel } }, "Cancel run") : null,
       run.retry_from && run.retry_from.length ? h("button", { class: "secondary", "data-action": "retry", on: { click: () => retry(null) } }, "Retry") : null);
     page(`Run ${short(run.run_id)}`,
@@ -577,7 +588,7 @@ function waitCard(w, done) {
       buttons.push(b);
     }
   } else {
-    buttons.push(h("button", { type: "submit" }, "Send"));
+    buttons.push(h("button", { type: "submit" }, w.mode === "pause" ? "Resume" : "Send"));
   }
   form.append(h("div", { class: "row" }, ...buttons, status));
   form.addEventListener("submit", async (e) => {
