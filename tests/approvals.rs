@@ -170,6 +170,11 @@ fn a_waiting_run_survives_kill_9_and_one_of_racing_answers_wins() {
     assert_eq!(waits["waits"].as_array().unwrap().len(), 1, "{waits}");
     assert_eq!(waits["waits"][0]["run_id"], json!(id));
     assert_eq!(waits["waits"][0]["title"], "Refund 300 EUR to Bob?");
+    let metrics = http(&s.addr, "GET", "/metrics", &[], b"").body;
+    assert!(
+        metrics.contains("\nmarktoflow_runs_waiting_for_answer 1\n"),
+        "{metrics}"
+    );
 
     let path = format!("/runs/{id}/steps/review/answer");
     let answers: Vec<(u16, Value)> = std::thread::scope(|scope| {

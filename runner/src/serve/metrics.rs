@@ -123,6 +123,23 @@ impl Metrics {
             "Runs accepted by this process waiting for a slot.",
             queued as f64,
         );
+        // Stopped at a `wait` for a person: rows of the store, not of this
+        // process (a store that cannot be read now leaves the gauge out).
+        let answer = store.and_then(|st| {
+            st.count_runs(&crate::store::RunFilter {
+                status: Some(crate::store::Status::Waiting),
+                ..Default::default()
+            })
+            .ok()
+        });
+        if let Some(n) = answer {
+            gauge(
+                &mut out,
+                "marktoflow_runs_waiting_for_answer",
+                "Runs in the store stopped at a wait for a person or an event.",
+                n as f64,
+            );
+        }
         out.push_str("# HELP marktoflow_runs_finished_total Runs this process finished, by status.\n# TYPE marktoflow_runs_finished_total counter\n");
         if let Ok(m) = self.finished.lock() {
             for (status, n) in m.iter() {

@@ -115,6 +115,8 @@ CREATE TABLE waits (
 CREATE INDEX waits_open ON waits (state, deadline);
 CREATE INDEX waits_by_key ON waits (key) WHERE key IS NOT NULL;
 "#,
+    // `/metrics` counts the waiting runs.
+    "CREATE INDEX runs_waiting_for_answer ON runs (status) WHERE status = 'waiting';",
 ];
 
 pub struct SqliteStore {
