@@ -82,6 +82,17 @@ fn runs_are_listed_filtered_paged_and_shown_with_their_steps() {
         4
     );
     assert_eq!(get(&s.addr, "/runs?until=2020-01-01").json()["total"], 0);
+    // Each run with its inputs and a line of its outputs; found by them.
+    assert_eq!(
+        (
+            all["runs"][0]["inputs"].clone(),
+            all["runs"][0]["outputs"].clone()
+        ),
+        (json!("name: c"), json!("greeting: Hello, C!"))
+    );
+    let found = get(&s.addr, "/runs?q=HELLO,%20c").json();
+    assert_eq!(found["total"], 1, "{found}");
+    assert_eq!(found["runs"][0]["run_id"], ok[2].as_str());
     let bad = get(&s.addr, "/runs?status=lost");
     assert_eq!(bad.status, 400);
     assert!(bad.json()["error"]
@@ -383,6 +394,9 @@ fn without_a_store_the_runs_in_memory_are_listed() {
     assert_eq!(one["runs"][0]["run_id"], a.as_str());
     let page = get(&s.addr, "/runs?limit=1").json();
     assert_eq!(page["next"], "/runs?limit=1&offset=1");
+    let found = get(&s.addr, "/runs?q=hello,%20A").json();
+    assert_eq!(found["total"], 1, "{found}");
+    assert_eq!(found["runs"][0]["run_id"], a.as_str());
     // The detail still has the inputs; a retry needs the store.
     assert_eq!(
         get(&s.addr, &format!("/runs/{a}")).json()["inputs"]["name"],

@@ -167,6 +167,17 @@ try {
   });
   expect((await page.locator("main tbody tr").count()) === 1, "only the failed run");
   await shot("07-runs-failed");
+  // Runs told apart by their inputs, and found by them.
+  await page.getByLabel("Status").selectOption("");
+  await page.waitForFunction(() => !location.hash.includes("status="));
+  await page.getByLabel("Search").fill("this text is in no run");
+  await page.getByLabel("Search").press("Enter");
+  await page.waitForFunction(() => location.hash.includes("q="));
+  await page.waitForSelector("main p.muted >> text=No runs match.");
+  await page.getByLabel("Search").fill("");
+  await page.getByLabel("Search").press("Enter");
+  await page.waitForFunction(() => !location.hash.includes("q="));
+  await page.waitForFunction(() => [...document.querySelectorAll("main td[data-inputs]")].some((td) => td.textContent.length > 0));
   // A run started elsewhere (here: the API) appears without reloading.
   await page.getByLabel("Status").selectOption("");
   await page.waitForFunction(() => !location.hash.includes("status="));

@@ -451,6 +451,8 @@ pub struct RunFilter {
     pub since: Option<i64>,
     /// Created before (milliseconds since the Unix epoch).
     pub until: Option<i64>,
+    /// Text its inputs, outputs or error hold (any case).
+    pub text: Option<String>,
     pub limit: Option<usize>,
     /// Runs skipped first (paging).
     pub offset: usize,

@@ -104,6 +104,7 @@ pub(super) fn run_filter(query: &[(String, String)]) -> Result<RunFilter, String
                     format!("`status={v}`: use queued, running, completed, failed, cancelled or interrupted")
                 })?)
             }
+            "q" => f.text = Some(v.chars().take(200).collect()),
             "since" => f.since = Some(time_of(v)?),
             "until" => f.until = Some(time_of(v)?),
             "limit" => {
@@ -143,11 +144,41 @@ pub(super) fn time_of(v: &str) -> Result<i64, String> {
     }
 }
 
-/// A stored run as a list shows it.
+/// A stored run as a list shows it: with its inputs and a line of its
+/// outputs, so that runs of one workflow are told apart.
 pub(super) fn record_summary(r: &RunRecord) -> Value {
     json!({"run_id": r.id, "workflow": r.workflow, "status": r.shown_status(), "trigger": r.trigger,
            "created_at": r.created_at, "finished_at": r.finished_at, "duration_ms": r.duration_ms,
-           "retry_of": r.retry_of, "error": r.error})
+           "retry_of": r.retry_of, "error": r.error, "inputs": brief(&r.inputs),
+           "outputs": brief(&r.outputs)})
+}
+
+/// A value in one short line: `key: value` pairs, each value cut.
+pub(super) fn brief(v: &Value) -> String {
+    const MAX: usize = 120;
+    let one = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let text = match v {
+        Value::Null => String::new(),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", cut(&one(v), 40)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => one(other),
+    };
+    cut(&text, MAX)
+}
+
+fn cut(s: &str, n: usize) -> String {
+    let s = s.replace(['\n', '\r'], " ");
+    if s.chars().count() <= n {
+        s
+    } else {
+        format!("{}…", s.chars().take(n - 1).collect::<String>())
+    }
 }
 
 pub(in crate::serve) fn entry_status(e: &RunEntry) -> (String, Option<Arc<RunResult>>) {
@@ -174,7 +205,16 @@ pub(super) fn memory_runs(s: &ServerState, f: &RunFilter) -> (Vec<Value>, usize)
         .filter_map(|id| runs.get(id).map(|e| (id, e)))
         .filter_map(|(id, e)| {
             let (status, result) = entry_status(e);
-            let keep = f.workflow.as_ref().is_none_or(|w| *w == e.workflow)
+            // `q`: in its inputs or outputs, any case.
+            let holds = f.text.as_deref().is_none_or(|t| {
+                let t = t.to_lowercase();
+                Value::Object((*e.inputs).clone()).to_string().to_lowercase().contains(&t)
+                    || result
+                        .as_ref()
+                        .is_some_and(|r| r.outputs.to_string().to_lowercase().contains(&t))
+            });
+            let keep = holds
+                && f.workflow.as_ref().is_none_or(|w| *w == e.workflow)
                 && f.trigger.as_ref().is_none_or(|t| *t == e.trigger)
                 && f.status.is_none_or(|st| st.as_str() == status)
                 && f.since.is_none_or(|t| e.created_at >= t)
@@ -182,7 +222,9 @@ pub(super) fn memory_runs(s: &ServerState, f: &RunFilter) -> (Vec<Value>, usize)
             keep.then(|| {
                 json!({"run_id": id, "workflow": e.workflow, "status": status, "trigger": e.trigger,
                        "created_at": e.created_at, "duration_ms": result.as_ref().map(|r| r.duration_ms),
-                       "error": result.as_ref().and_then(|r| r.error.as_ref().map(|f| f.message.clone()))})
+                       "error": result.as_ref().and_then(|r| r.error.as_ref().map(|f| f.message.clone())),
+                       "inputs": brief(&Value::Object((*e.inputs).clone())),
+                       "outputs": result.as_ref().map(|r| brief(&r.outputs)).unwrap_or_default()})
             })
         })
         .collect();

@@ -338,7 +338,9 @@ async function runsPage(params) {
     select("workflow", "Workflow", [["", "all"], ...workflows.map((w) => [w.workflow, w.name || w.workflow])]),
     select("status", "Status", [["", "all"], ...STATUSES.map((s) => [s, s])]),
     select("trigger", "Trigger", [["", "all"], ...TRIGGERS.map((s) => [s, s])]),
-    select("since", "Started", SINCE));
+    select("since", "Started", SINCE),
+    h("label", {}, "Search", h("input", { name: "q", type: "search", value: params.get("q") || "", placeholder: "in inputs and outputs", on: { change: apply } })));
+  filters.addEventListener("submit", (e) => { e.preventDefault(); apply(); });
   function apply() {
     const q = new URLSearchParams();
     for (const el of filters.elements) if (el.value) q.set(el.name, el.value);
@@ -355,6 +357,8 @@ async function runsPage(params) {
     const rows = r.runs.map((run) => h("tr", { "data-run": run.run_id },
       h("td", {}, h("a", { href: `#/runs/${run.run_id}` }, h("code", {}, short(run.run_id)))),
       h("td", {}, run.workflow),
+      h("td", { class: "brief", "data-inputs": "" }, run.inputs || ""),
+      h("td", { class: "brief", "data-outputs": "" }, run.outputs || ""),
       h("td", {}, badge(run.status)),
       h("td", {}, run.trigger || ""),
       h("td", {}, when(run.created_at)),
@@ -367,7 +371,7 @@ async function runsPage(params) {
     body.replaceChildren(
       r.runs.length
         ? h("table", {}, h("caption", { class: "visually-hidden" }, "Runs, newest first"),
-          h("thead", {}, h("tr", {}, ["Run", "Workflow", "Status", "Trigger", "Started", "Duration"].map((t) => h("th", { scope: "col" }, t)))),
+          h("thead", {}, h("tr", {}, ["Run", "Workflow", "Inputs", "Outputs", "Status", "Trigger", "Started", "Duration"].map((t) => h("th", { scope: "col" }, t)))),
           h("tbody", {}, rows))
         : h("p", { class: "muted" }, "No runs match."),
       h("div", { class: "pager" },

@@ -421,10 +421,12 @@ fn step_of(r: &Row) -> Result<StepRow, postgres::Error> {
     })
 }
 
-/// [`RunFilter`]'s conditions, its fields as `$1`…`$5`.
+/// [`RunFilter`]'s conditions, its fields as `$1`…`$6` (the text lower-cased).
 const RUN_FILTER: &str = "($1::text IS NULL OR workflow = $1) AND ($2::text IS NULL OR status = $2)
      AND ($3::text IS NULL OR trigger = $3) AND ($4::bigint IS NULL OR created_at >= $4)
-     AND ($5::bigint IS NULL OR created_at < $5)";
+     AND ($5::bigint IS NULL OR created_at < $5)
+     AND ($6::text IS NULL OR strpos(lower(inputs), $6) > 0
+          OR strpos(lower(coalesce(outputs, '')), $6) > 0 OR strpos(lower(coalesce(error, '')), $6) > 0)";
 
 /// [`RunFilter`]'s fields in the order of `RUN_FILTER`.
 type FilterValues = (
@@ -433,6 +435,7 @@ type FilterValues = (
     Option<String>,
     Option<i64>,
     Option<i64>,
+    Option<String>,
 );
 
 fn filter_params(f: &RunFilter) -> FilterValues {
@@ -442,6 +445,7 @@ fn filter_params(f: &RunFilter) -> FilterValues {
         f.trigger.clone(),
         f.since,
         f.until,
+        f.text.as_deref().map(str::to_lowercase),
     )
 }
 
@@ -561,7 +565,7 @@ impl RunStore for PgStore {
     }
 
     fn list_runs(&self, f: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
-        let (a, b, c3, d, e) = filter_params(f);
+        let (a, b, c3, d, e, t) = filter_params(f);
         let limit = f.limit.map(|n| n.min(i64::MAX as usize) as i64);
         let offset = f.offset.min(i64::MAX as usize) as i64;
         self.read(move |c| {
@@ -569,19 +573,19 @@ impl RunStore for PgStore {
                 c,
                 &format!(
                     "SELECT {RUN_COLUMNS}, {ALIVE} FROM runs WHERE {RUN_FILTER}
-                     ORDER BY created_at DESC, seq DESC LIMIT $6 OFFSET $7"
+                     ORDER BY created_at DESC, seq DESC LIMIT $7 OFFSET $8"
                 ),
-                &[&a, &b, &c3, &d, &e, &limit, &offset],
+                &[&a, &b, &c3, &d, &e, &t, &limit, &offset],
             )
         })
     }
 
     fn count_runs(&self, f: &RunFilter) -> Result<usize, StoreError> {
-        let (a, b, c3, d, e) = filter_params(f);
+        let (a, b, c3, d, e, t) = filter_params(f);
         self.read(move |c| {
             c.query_one(
                 &format!("SELECT count(*) FROM runs WHERE {RUN_FILTER}"),
-                &[&a, &b, &c3, &d, &e],
+                &[&a, &b, &c3, &d, &e, &t],
             )
             .map(|r| r.get::<_, i64>(0).max(0) as usize)
         })

@@ -229,10 +229,12 @@ impl SqliteStore {
     }
 }
 
-/// [`RunFilter`]'s conditions, its fields as `?1`…`?5`.
+/// [`RunFilter`]'s conditions, its fields as `?1`…`?6` (the text lower-cased).
 const RUN_FILTER: &str = "(?1 IS NULL OR workflow = ?1) AND (?2 IS NULL OR status = ?2)
      AND (?3 IS NULL OR trigger = ?3) AND (?4 IS NULL OR created_at >= ?4)
-     AND (?5 IS NULL OR created_at < ?5)";
+     AND (?5 IS NULL OR created_at < ?5)
+     AND (?6 IS NULL OR instr(lower(inputs), ?6) > 0 OR instr(lower(coalesce(outputs, '')), ?6) > 0
+          OR instr(lower(coalesce(error, '')), ?6) > 0)";
 
 const RUN_COLUMNS: &str = "id, workflow, file, version, trigger, status, retry_of, inputs, outputs, error, error_step, pid, created_at, finished_at, duration_ms, owner, context, deaths";
 
@@ -331,7 +333,7 @@ impl RunStore for SqliteStore {
         self.read(|c| {
             let mut st = c.prepare_cached(&format!(
                 "SELECT {RUN_COLUMNS} FROM runs WHERE {RUN_FILTER}
-                 ORDER BY created_at DESC, rowid DESC LIMIT ?6 OFFSET ?7"
+                 ORDER BY created_at DESC, rowid DESC LIMIT ?7 OFFSET ?8"
             ))?;
             let limit = f.limit.map(|n| n as i64).unwrap_or(-1);
             let rows = st.query_map(
@@ -341,6 +343,7 @@ impl RunStore for SqliteStore {
                     f.trigger,
                     f.since,
                     f.until,
+                    f.text.as_deref().map(str::to_lowercase),
                     limit,
                     f.offset as i64
                 ],
@@ -361,7 +364,8 @@ impl RunStore for SqliteStore {
                     f.status.map(Status::as_str),
                     f.trigger,
                     f.since,
-                    f.until
+                    f.until,
+                    f.text.as_deref().map(str::to_lowercase)
                 ],
                 |r| r.get::<_, i64>(0),
             )
