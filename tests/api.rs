@@ -119,6 +119,12 @@ fn runs_are_listed_filtered_paged_and_shown_with_their_steps() {
     assert_eq!(kids.len(), 3);
     assert_eq!(kids[2]["iteration"], 3);
     assert_eq!(kids[2]["output"], "C");
+    // An action's inputs as it was called, beside its output or error.
+    assert_eq!(
+        steps[2]["inputs"],
+        json!({"path": flag.to_str().unwrap()}),
+        "{run}"
+    );
     assert_eq!(
         run["retry_from"],
         json!(["prepare", "each_item", "check", "finish"])

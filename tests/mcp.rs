@@ -1058,3 +1058,108 @@ fn a_tool_whose_run_waits_for_a_person_says_how_to_answer_it() {
     assert_eq!(done.code, 0, "{done:?}");
     assert_eq!(done.json()["outputs"], json!({"deployed": true}));
 }
+
+#[test]
+fn an_agents_tool_call_marked_for_approval_waits_and_goes_on_as_decided() {
+    if !have_client() {
+        return;
+    }
+    use crate::fake_llm::RAW;
+    let d = tempdir();
+    std::fs::create_dir(d.path().join(".marktoflow")).unwrap();
+    let started = d.path().join("started");
+    // A tool_use of `add`, then an answer quoting the tool's result.
+    let llm = FakeLlm::start(std::sync::Arc::new(|req| {
+        let msgs = req.body["messages"].as_array().unwrap();
+        let last = &msgs.last().unwrap()["content"][0];
+        match last["type"].as_str() {
+            Some("tool_result") => (
+                200,
+                format!("Result: {}", last["content"].as_str().unwrap()),
+            ),
+            _ => (
+                RAW,
+                json!({"content": [
+                    {"type": "tool_use", "id": "tu_1", "name": "py__add", "input": {"a": 2, "b": 3}}
+                ], "stop_reason": "tool_use"})
+                .to_string(),
+            ),
+        }
+    }));
+    let wf = python_tools(
+        d.path(),
+        &started,
+        "    approval: [add]\n  llm: {sdk: anthropic, options: {model: fake-model}}\n",
+        &step(
+            "ask",
+            "llm.run",
+            "{prompt: \"What is 2 + 3?\", tools: [py.add, py.echo]}",
+        ),
+    );
+    write(d.path(), "a.md", &wf);
+    let run = |args: &[&str]| {
+        crate::support::run(
+            crate::support::cmd(d.path())
+                .args(args)
+                .env("ANTHROPIC_BASE_URL", &llm.base)
+                .env("ANTHROPIC_API_KEY", "k"),
+        )
+    };
+    let r = run(&["run", "a.md", "--json", "--quiet"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let w = &r.json()["waiting"];
+    assert_eq!(r.json()["status"], "waiting", "{r:?}");
+    assert_eq!(w["title"], "Allow `py.add`?");
+    assert_eq!(w["mode"], "approval");
+    assert_eq!(w["fields"][0]["name"], "arguments");
+    assert_eq!(w["fields"][0]["default"], json!({"a": 2, "b": 3}));
+    assert!(w["step_id"].as_str().unwrap().starts_with("tool:"), "{w}");
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    assert_eq!(llm.requests().len(), 1);
+
+    // Approved with other arguments: the recorded first turn is replayed
+    // (not asked again), the call made as edited, the model answers.
+    let ok = run(&[
+        "answer",
+        &id,
+        "--approve",
+        "--input",
+        "arguments={\"a\": 20, \"b\": 3}",
+        "--as",
+        "ann",
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(ok.code, 0, "{ok:?}");
+    assert_eq!(ok.json()["status"], "completed", "{ok:?}");
+    let answer = ok.json()["steps"][0]["output"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(answer.contains("\"sum\": 23"), "{answer}");
+    assert_eq!(
+        llm.requests().len(),
+        2,
+        "the first turn was not asked again"
+    );
+
+    // Refused: the model is told so, by whom and why.
+    let r = run(&["run", "a.md", "--json", "--quiet"]);
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    let no = run(&[
+        "answer",
+        &id,
+        "--reject",
+        "--comment",
+        "not today",
+        "--as",
+        "bob",
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(no.code, 0, "{no:?}");
+    assert_eq!(
+        no.json()["steps"][0]["output"],
+        "Result: bob refused this call of py.add: not today"
+    );
+}

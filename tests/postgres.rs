@@ -245,6 +245,7 @@ fn step(id: &str, top: usize) -> marktoflow::store::StepRow {
         output: json!({"n": top}),
         error: None,
         reused: false,
+        inputs: None,
     }
 }
 

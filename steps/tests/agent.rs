@@ -159,6 +159,7 @@ fn caps(env: &[(&str, &str)], overrides: AgentOverrides) -> (Capabilities, Logs)
         caches: Default::default(),
         mcp: Default::default(),
         replies: None,
+        approvals: None,
         background: None,
         sandbox: Arc::new(Sandbox::closed(std::env::temp_dir())),
         state: Arc::new(marktoflow_steps::core::state::StateDir {

@@ -970,6 +970,7 @@ async fn action(s: &mut Suite) {
         caches: Default::default(),
         mcp: Default::default(),
         replies: None,
+        approvals: None,
         background: None,
         sandbox: Arc::new(s.sandbox.clone()),
         state: Arc::new(marktoflow_steps::core::state::StateDir {

@@ -87,11 +87,14 @@ fn answer_wait(a: AnswerArgs, paused: bool) -> i32 {
             return EXIT_USAGE;
         }
     };
-    // A pause waits at no step of the file: no fields, no decision.
-    let (fields, mode) = match wf.ask(&wait.request.step_id) {
-        Some(ask) => (ask.fields.as_slice(), ask.mode),
-        None if pause => (&[][..], AskMode::Pause),
-        None => {
+    // A pause or an agent's tool call waits at no step of the file.
+    let (fields, mode) = match (
+        wf.ask(&wait.request.step_id),
+        crate::engine::outside_wait(&wait.request.step_id),
+    ) {
+        (Some(ask), _) => (ask.fields.clone(), ask.mode),
+        (None, Some(outside)) => outside,
+        (None, None) => {
             eprintln!(
                 "error: `{}` has no `wait` step `{}` any more: the file changed since the run started",
                 run.file, wait.request.step_id
@@ -99,7 +102,7 @@ fn answer_wait(a: AnswerArgs, paused: bool) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let vote = match vote_of(&a, &wf, fields, mode) {
+    let vote = match vote_of(&a, &wf, &fields, mode) {
         Ok(v) => v,
         Err(code) => return code,
     };

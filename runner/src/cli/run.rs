@@ -351,7 +351,7 @@ pub(super) fn run_with(
         Some(a.exec.roots.allow_host.clone())
     };
     let overrides = a.exec.provider.overrides();
-    let caps = one_run_caps(&wf_dir, sandbox, overrides, env, allowed_hosts);
+    let mut caps = one_run_caps(&wf_dir, sandbox, overrides, env, allowed_hosts);
     let engine = Engine::new();
     if a.dry_run {
         let plan = crate::engine::plan::dry_run(&engine, &wf, &inputs, &caps);
@@ -389,6 +389,15 @@ pub(super) fn run_with(
         Some(c) => c.run.id.clone(),
         None => crate::store::new_run_id(),
     };
+    // Agent replies are recorded with the run: a run that waited for a
+    // person and goes on here replays them instead of asking again.
+    caps.replies = store.clone().map(|store| {
+        Arc::new(crate::store::RecordedReplies {
+            store,
+            run_id: run_id.clone(),
+            recall: continuing.is_some(),
+        }) as Arc<dyn marktoflow_steps::core::action::hosts::Replies>
+    });
     // The run's row is committed while the first step runs (nobody waits
     // for an answer, unlike a webhook); its outcome is checked at the end.
     let created = store

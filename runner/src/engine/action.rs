@@ -5,8 +5,8 @@
 
 use super::compute::{compute, compute_async};
 use super::{
-    human_duration, retry_delay, substitute_env, ActionFuture, Engine, Event, Failure, RunConfig,
-    RunEvent, RunState,
+    bounded_ref, human_duration, retry_delay, substitute_env, ActionFuture, Engine, Event, Failure,
+    RunConfig, RunEvent, RunState,
 };
 use crate::format::model::{Step, StepKind};
 use marktoflow_steps::core::catalog;
@@ -78,6 +78,22 @@ impl Engine {
                     caps: &caps,
                     idempotency_key: Some(&key),
                 };
+                // Shown beside its output (the run's events mask secrets),
+                // without the `context` a script is given unasked.
+                st.step_inputs = Some(match &rendered {
+                    Value::Object(m)
+                        if resolved.kind == ActionKind::Script
+                            && inputs.get("context").is_none() =>
+                    {
+                        let written: Map<String, Value> = m
+                            .iter()
+                            .filter(|(k, _)| *k != "context")
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect();
+                        bounded_ref(&Value::Object(written))
+                    }
+                    other => bounded_ref(other),
+                });
                 let called = call_with_timeout(resolved, &call, rendered);
                 let done = if resolved.spec.traits.waits {
                     called.await
@@ -96,6 +112,11 @@ impl Engine {
                             st.exit = Some(out.clone());
                         }
                         return (Ok(out), attempt);
+                    }
+                    // A tool call that waits for a person: the run stops
+                    // here (never retried, no fallback).
+                    Err(ActionError::NeedsApproval(ask)) => {
+                        return (Err(self.tool_approval(step, &ask, st, cfg, depth)), attempt)
                     }
                     Err(e) => e,
                 };

@@ -5,6 +5,8 @@
 
 use super::{Done, Engine, Failure, RunConfig, RunEvent, RunState};
 use crate::format::model::{Ask, AskMode, InputDef, OnTimeout, Step, Workflow};
+use marktoflow_steps::core::action::hosts::ToolDecision;
+use marktoflow_steps::core::error::ApprovalAsk;
 use marktoflow_steps::core::time::iso_ms as iso;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -323,7 +325,141 @@ impl Engine {
     }
 }
 
+/// The waits a run stops at that no `wait` step declares, by their ids:
+/// a pause (`pause:…`, nothing to fill in) and an agent's tool call
+/// (`tool:…`, approved or rejected, its arguments editable as JSON).
+pub fn outside_wait(step_id: &str) -> Option<(Vec<InputDef>, AskMode)> {
+    if step_id.starts_with("pause:") {
+        return Some((Vec::new(), AskMode::Pause));
+    }
+    if step_id.starts_with("tool:") {
+        let arguments = InputDef {
+            name: "arguments".into(),
+            ty: crate::format::model::InputType::Object,
+            required: false,
+            default: None,
+            description: Some("The arguments, edited (JSON); empty: as the agent asked".into()),
+            allowed: None,
+            pattern: None,
+            min: None,
+            max: None,
+            pos: crate::diag::Pos { line: 1, col: 1 },
+        };
+        return Some((vec![arguments], AskMode::Approval));
+    }
+    None
+}
+
+/// The decisions about a run's tool calls, from its closed waits.
+struct Decisions(std::collections::HashMap<String, Resolution>);
+
+impl marktoflow_steps::core::action::hosts::Approvals for Decisions {
+    fn decision(&self, id: &str) -> Option<ToolDecision> {
+        match self.0.get(id)? {
+            Resolution::Answered(a) if a.decision.as_deref() == Some("approved") => {
+                Some(ToolDecision::Approved {
+                    args: a
+                        .values
+                        .get("arguments")
+                        .and_then(Value::as_object)
+                        .cloned(),
+                    by: a.by.clone(),
+                })
+            }
+            Resolution::Answered(a) => Some(ToolDecision::Rejected {
+                reason: a.comment.clone(),
+                by: a.by.clone(),
+            }),
+            Resolution::Expired { .. } => Some(ToolDecision::Rejected {
+                reason: Some("nobody decided in time".into()),
+                by: "nobody".into(),
+            }),
+        }
+    }
+}
+
+/// What a run's actions are told of its decided tool calls.
+pub(super) fn decisions(
+    answers: &std::collections::HashMap<String, Resolution>,
+) -> Option<Arc<dyn marktoflow_steps::core::action::hosts::Approvals>> {
+    let tools: std::collections::HashMap<String, Resolution> = answers
+        .iter()
+        .filter(|(k, _)| k.starts_with("tool:"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Some(Arc::new(Decisions(tools)))
+}
+
 impl Engine {
+    /// Stops the run at an agent's tool call that needs a person: it waits
+    /// (mode `approval`, the arguments shown and editable) and, answered,
+    /// the step runs again, its earlier turns and calls replayed from the
+    /// store, this call approved or refused. Only a top-level step of a
+    /// recorded run can wait; elsewhere the step fails saying so.
+    pub(super) fn tool_approval(
+        &self,
+        step: &Step,
+        ask: &ApprovalAsk,
+        st: &mut RunState,
+        cfg: &RunConfig,
+        depth: usize,
+    ) -> Failure {
+        if depth > 0 || cfg.recorded.is_none() {
+            return self.fail(
+                step,
+                step.pos,
+                format!(
+                    "the call of `{}` needs a person's approval, which only a top-level step of a recorded run can wait for",
+                    ask.tool
+                ),
+            );
+        }
+        let now = st.clock.now_ms();
+        let expires = now.saturating_add(DEFAULT_LINK_TTL_MS);
+        let args = Value::Object(ask.args.clone());
+        let fields = outside_wait(&ask.id).map(|(f, _)| f).unwrap_or_default();
+        let mut fields: Vec<FieldView> = fields.iter().map(FieldView::of).collect();
+        if let Some(f) = fields.first_mut() {
+            f.default = Some(args.clone());
+        }
+        let request = WaitRequest {
+            step_id: ask.id.clone(),
+            step_name: format!("{} asks to call {}", step.display_name(), ask.tool),
+            mode: AskMode::Approval,
+            title: Some(format!("Allow `{}`?", ask.tool)),
+            prompt: Some(format!(
+                "The agent of step `{}` asks to call `{}` with:\n{}",
+                step.display_name(),
+                ask.tool,
+                serde_json::to_string_pretty(&args).unwrap_or_default()
+            )),
+            fields,
+            approvals: 1,
+            approvers: Vec::new(),
+            requester: None,
+            self_approval: true,
+            key: None,
+            created_at: now,
+            deadline: None,
+            link: cfg
+                .waits
+                .as_ref()
+                .and_then(|w| w.link(&cfg.run_id, &ask.id, None, expires)),
+            links: Map::new(),
+            link_expires: Some(expires),
+        };
+        cfg.emit(RunEvent::Waiting(Arc::new(request.clone())));
+        st.waiting = Some(request);
+        Failure {
+            cancelled: true,
+            ..self.fail(
+                step,
+                step.pos,
+                "waiting for a person's approval of a tool call",
+            )
+        }
+    }
+
     /// Stops the run before `step`, paused from outside: it waits as at a
     /// `wait` step (mode `pause`, no fields) until somebody resumes it.
     pub(super) fn paused(&self, step: &Step, st: &mut RunState, cfg: &RunConfig) -> Failure {

@@ -100,6 +100,10 @@ pub enum RunEvent {
         duration_ms: u64,
         output: Value,
         error: Option<String>,
+        /// An action's inputs as it was called (their last attempt), at
+        /// most [`NESTED_OUTPUT_BYTES`] of JSON (see [`bounded_ref`]).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        inputs: Option<Value>,
     },
     /// After each top-level step: enough to continue the run from the next
     /// one without running the finished steps again (see [`Engine::resume`]).
@@ -169,39 +173,62 @@ pub const NESTED_OUTPUT_BYTES: usize = 4096;
 /// every iteration's; without this, a 50-iteration loop kept each
 /// iteration's output again in the run's step list, the store and `--json`.
 pub(super) fn bounded_nested(output: Value) -> Value {
-    /// Counts JSON bytes without keeping them; fails past `limit`.
-    struct Count {
-        n: usize,
-        limit: usize,
+    if fits(&output) {
+        return output;
     }
-    impl std::io::Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.n += b.len();
-            if self.n > self.limit {
-                return Err(std::io::Error::other("over the limit"));
-            }
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+    let bytes = size(&output);
+    json!({"omitted": format!(
+        "the output of a step inside a loop, branch or try block, {bytes} bytes (records keep at most {NESTED_OUTPUT_BYTES}); its loop's output and the variables hold it"
+    )})
+}
+
+/// [`bounded_nested`] of a value that stays where it is: copied only when
+/// small (an action's inputs as shown beside its output).
+pub(super) fn bounded_ref(v: &Value) -> Value {
+    if fits(v) {
+        return v.clone();
     }
+    let bytes = size(v);
+    json!({"omitted": format!("inputs of {bytes} bytes (a step's record keeps at most {NESTED_OUTPUT_BYTES})")})
+}
+
+/// Whether `v` is at most [`NESTED_OUTPUT_BYTES`] of JSON (counted without
+/// keeping it; the count stops at the limit).
+fn fits(v: &Value) -> bool {
     let mut small = Count {
         n: 0,
         limit: NESTED_OUTPUT_BYTES,
     };
-    if serde_json::to_writer(&mut small, &output).is_ok() {
-        return output;
+    serde_json::to_writer(&mut small, v).is_ok()
+}
+
+/// Counts JSON bytes without keeping them; fails past `limit`.
+struct Count {
+    n: usize,
+    limit: usize,
+}
+
+impl std::io::Write for Count {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.n += b.len();
+        if self.n > self.limit {
+            return Err(std::io::Error::other("over the limit"));
+        }
+        Ok(b.len())
     }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `v`'s size as JSON, in bytes.
+fn size(v: &Value) -> usize {
     let mut all = Count {
         n: 0,
         limit: usize::MAX,
     };
-    let _ = serde_json::to_writer(&mut all, &output);
-    let bytes = all.n;
-    json!({"omitted": format!(
-        "the output of a step inside a loop, branch or try block, {bytes} bytes (records keep at most {NESTED_OUTPUT_BYTES}); its loop's output and the variables hold it"
-    )})
+    let _ = serde_json::to_writer(&mut all, v);
+    all.n
 }
 
 /// Why a run failed, and where the failing step is.

@@ -21,10 +21,10 @@ mod spawn;
 mod step;
 mod subflow;
 
-pub use ask::{Answer, FieldView, Resolution, Vote, WaitLinks, WaitRequest};
+pub use ask::{outside_wait, Answer, FieldView, Resolution, Vote, WaitLinks, WaitRequest};
 use config::{stop_before, CORE_TEMPLATE_FUEL};
 pub use config::{Lease, RunConfig, WorkflowLoader, MAX_WORKFLOW_DEPTH};
-use event::bounded_nested;
+use event::{bounded_nested, bounded_ref};
 pub use event::{
     Checkpoint, Event, EventSink, RunEvent, RunFailure, RunResult, RunStatus, StepRecord,
     StepStatus, NESTED_OUTPUT_BYTES,
@@ -91,6 +91,9 @@ struct RunState {
     exit: Option<Value>,
     /// Set by a `wait` for a person: the run stops there, waiting.
     waiting: Option<WaitRequest>,
+    /// The inputs the action step running now was last called with (as
+    /// shown: bounded), taken when the step finishes.
+    step_inputs: Option<Value>,
     /// Set by an approval rejected with no `on_reject` branch: the run
     /// ends rejected, saying by whom.
     rejected: Option<String>,
@@ -154,6 +157,8 @@ impl Engine {
                 None => inner(e),
             });
         }
+        // An agent's tool calls decided while the run waited.
+        cfg.caps.approvals = ask::decisions(&cfg.answers);
         let emit = |e: RunEvent| cfg.emit(e);
         emit(RunEvent::RunStarted {
             run_id: cfg.run_id.clone(),
@@ -185,6 +190,7 @@ impl Engine {
             trigger: Arc::new(Value::Null),
             exit: None,
             waiting: None,
+            step_inputs: None,
             rejected: None,
             iterations: Vec::new(),
         };

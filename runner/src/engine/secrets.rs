@@ -147,7 +147,16 @@ impl Secrets {
             RunEvent::Log { message, .. } => self.has(message),
             RunEvent::Progress { what, .. } => self.has(what),
             RunEvent::StepRetry { error, .. } => self.has(error),
-            RunEvent::StepFinished { output, error, .. } => self.value_has(output) || opt(error),
+            RunEvent::StepFinished {
+                output,
+                error,
+                inputs,
+                ..
+            } => {
+                self.value_has(output)
+                    || opt(error)
+                    || inputs.as_ref().is_some_and(|v| self.value_has(v))
+            }
             RunEvent::Waiting(w) => self.value_has(&serde_json::to_value(&**w).unwrap_or_default()),
             RunEvent::Checkpoint(c) => {
                 c.variables
@@ -179,9 +188,17 @@ impl Secrets {
             RunEvent::Log { message, .. } => self.in_place(message),
             RunEvent::Progress { what, .. } => self.in_place(what),
             RunEvent::StepRetry { error, .. } => self.in_place(error),
-            RunEvent::StepFinished { output, error, .. } => {
+            RunEvent::StepFinished {
+                output,
+                error,
+                inputs,
+                ..
+            } => {
                 self.value(output);
                 opt(error);
+                if let Some(v) = inputs {
+                    self.value(v);
+                }
             }
             RunEvent::Checkpoint(c) => {
                 let mut c = (**c).clone();

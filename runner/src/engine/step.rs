@@ -151,6 +151,11 @@ impl Engine {
             } else {
                 output
             };
+            // An action's own (a container's steps took theirs already).
+            let inputs = match step.kind {
+                StepKind::Action { .. } => st.step_inputs.take(),
+                _ => None,
+            };
             emit(RunEvent::StepFinished {
                 id: step.id.clone(),
                 name: shown.clone(),
@@ -159,6 +164,7 @@ impl Engine {
                 duration_ms,
                 output: output.clone(),
                 error: error.clone(),
+                inputs,
             });
             st.records.push(StepRecord {
                 id: step.id.clone(),

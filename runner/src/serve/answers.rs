@@ -399,18 +399,18 @@ async fn take(
             ),
         )
     })?;
-    // A run paused from outside waits at no step of the file: no fields.
-    let (fields, mode) = match wf.ask(step) {
-        Some(a) => (a.fields.as_slice(), a.mode),
-        None if step.starts_with(PAUSE) => (&[][..], AskMode::Pause),
-        None => {
+    // A pause or an agent's tool call waits at no step of the file.
+    let (fields, mode) = match (wf.ask(step), crate::engine::outside_wait(step)) {
+        (Some(a), _) => (a.fields.clone(), a.mode),
+        (None, Some(outside)) => outside,
+        (None, None) => {
             return Err(NotTaken::new(
                 StatusCode::NOT_FOUND,
                 format!("`{}` has no `wait` step `{step}`", wf.source.name),
             ))
         }
     };
-    let vote = vote_of(fields, mode, given, by, via)?;
+    let vote = vote_of(&fields, mode, given, by, via)?;
     let answer = AnswerIn {
         run_id: run.id.clone(),
         step_id: step.to_string(),
@@ -448,9 +448,6 @@ async fn take(
         )),
     }
 }
-
-/// How the step ids of pauses begin (see `Engine::paused`).
-const PAUSE: &str = "pause:";
 
 /// `POST /runs/{id}/pause`: a queued or running run of this server stops
 /// before its next top-level step and waits, as at a `wait` step, until it

@@ -69,6 +69,31 @@ pub(super) async fn health(State(s): State<Arc<ServerState>>) -> Response {
         .into_response()
 }
 
+/// The events of a run this process does not hold (a waiting run, one of
+/// another process): none to stream, so the stream ends at once and the
+/// reader looks the run up instead; `404` for a run nobody knows.
+async fn stored_events(s: &ServerState, id: &str) -> Response {
+    let known = match s.store.clone() {
+        Some(store) => {
+            let want = id.to_string();
+            tokio::task::spawn_blocking(move || store.get_run(&want))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .is_some_and(|r| r.id == id)
+        }
+        None => false,
+    };
+    if !known {
+        return error(StatusCode::NOT_FOUND, format!("no run `{id}`"));
+    }
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::empty())
+        .unwrap_or_else(|_| error(StatusCode::INTERNAL_SERVER_ERROR, "cannot stream"))
+}
+
 /// The run's events so far, as Server-Sent Events (the stream ends with the run).
 pub(super) async fn get_events(
     State(s): State<Arc<ServerState>>,
@@ -80,15 +105,15 @@ pub(super) async fn get_events(
     if let Err(r) = api::guard(&s, &axum::http::Method::GET, &headers) {
         return r.into_response();
     }
-    let (events, done) = {
+    let live = {
         let runs = match s.runs.lock() {
             Ok(r) => r,
             Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "run table unavailable"),
         };
-        match runs.get(&id) {
-            Some(e) => (e.events.clone(), e.result.clone()),
-            None => return error(StatusCode::NOT_FOUND, format!("no run `{id}`")),
-        }
+        runs.get(&id).map(|e| (e.events.clone(), e.result.clone()))
+    };
+    let Some((events, done)) = live else {
+        return stored_events(&s, &id).await;
     };
     let stream = futures_util::stream::unfold((0usize, false), move |(sent, finished)| {
         let events = events.clone();

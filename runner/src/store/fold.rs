@@ -61,6 +61,7 @@ impl StepFold {
                 duration_ms,
                 output,
                 error,
+                inputs,
             } => {
                 if let Some(i) = self
                     .going
@@ -81,6 +82,7 @@ impl StepFold {
                     output: output.clone(),
                     error: error.clone(),
                     reused: false,
+                    inputs: inputs.clone(),
                 })
             }
             _ => None,
@@ -146,6 +148,7 @@ mod tests {
                     duration_ms: 40,
                     output: json!(7),
                     error: None,
+                    inputs: None,
                 },
             ),
             at(160, started("next", 1, 0)),

@@ -155,9 +155,10 @@ impl RunStore for JournalStore {
         rx
     }
 
-    /// A CLI run is never resumed: its replies and deaths are not kept.
+    /// A CLI run's deaths are not kept (a server never resumes it); its
+    /// agent replies are, for `marktoflow answer` to continue it.
     fn write(&self, w: Write) {
-        if !matches!(w, Write::Reply { .. } | Write::Died { .. }) {
+        if !matches!(w, Write::Died { .. }) {
             self.append(&w);
         }
     }
@@ -434,6 +435,7 @@ mod tests {
             output: json!({"id": id}),
             error: None,
             reused: false,
+            inputs: None,
         }
     }
 

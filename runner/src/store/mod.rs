@@ -424,6 +424,9 @@ pub struct StepRow {
     pub error: Option<String>,
     /// Copied from the run this one retries, not run again.
     pub reused: bool,
+    /// An action's inputs as it was last called (bounded; see `StepFinished`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Value>,
 }
 
 impl StepRow {

@@ -323,8 +323,30 @@ impl AgentHub {
         let offered = tools::offer(call, &prompt.tools).await?;
         body["tools"] = tools::definitions(resolved.provider, &offered);
         let client = self.client()?;
-        for _ in 0..prompt.max_turns {
-            let reply = transport::post_json(client, call, resolved, &body, timeout).await?;
+        // Each turn's reply and each tool's result are recorded with the
+        // run: a step that runs again (its run waited for an approval, or
+        // its process died) replays them instead of asking or calling again.
+        let replies = call.caps.replies.as_ref();
+        let base = call.idempotency_key.unwrap_or(call.action);
+        for turn in 0..prompt.max_turns {
+            let turn_key = format!("{base}:turn:{turn}");
+            let recalled = match replies {
+                Some(r) => r
+                    .recall(&turn_key)
+                    .await
+                    .and_then(|t| serde_json::from_str::<Value>(&t).ok()),
+                None => None,
+            };
+            let reply = match recalled {
+                Some(r) => r,
+                None => {
+                    let r = transport::post_json(client, call, resolved, &body, timeout).await?;
+                    if let Some(rp) = replies {
+                        rp.remember(&turn_key, &r.to_string());
+                    }
+                    r
+                }
+            };
             let calls = tools::calls(resolved.provider, &reply);
             if calls.is_empty() {
                 let parsed = wire::parse_reply(resolved.provider, &reply).map_err(|e| {
@@ -333,8 +355,25 @@ impl AgentHub {
                 return finish(call, prompt, parsed);
             }
             let mut results = Vec::with_capacity(calls.len());
-            for tc in calls {
-                let (text, is_error) = tools::run(call, &offered, &tc).await?;
+            for (i, tc) in calls.into_iter().enumerate() {
+                let call_key = format!("{turn_key}:call:{i}");
+                let done = match replies {
+                    Some(r) => r
+                        .recall(&call_key)
+                        .await
+                        .and_then(|t| serde_json::from_str::<(String, bool)>(&t).ok()),
+                    None => None,
+                };
+                let (text, is_error) = match done {
+                    Some(d) => d,
+                    None => {
+                        let d = tools::run(call, &offered, &tc, &call_key).await?;
+                        if let Some(rp) = replies {
+                            rp.remember(&call_key, &serde_json::to_string(&d).unwrap_or_default());
+                        }
+                        d
+                    }
+                };
                 results.push((tc, text, is_error));
             }
             tools::append_turn(resolved.provider, &mut body, &reply, &results);

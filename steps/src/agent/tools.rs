@@ -5,9 +5,12 @@
 //! requests have been made.
 
 use super::provider::Provider;
+use crate::core::action::hosts::ToolDecision;
+use crate::core::error::ApprovalAsk;
 use crate::core::mcp::{result_text, ServerConfig, Session};
 use crate::core::{action::Call, error::ActionError, signals::LogLevel};
 use serde_json::{json, Map, Value};
+use sha2::Digest as _;
 use std::sync::Arc;
 
 /// The most of one tool result sent back to the model.
@@ -25,6 +28,8 @@ pub(crate) struct Offered {
     description: String,
     schema: Value,
     session: Arc<Session>,
+    /// Each call waits for a person's approval (the server's `approval:`).
+    needs_approval: bool,
 }
 
 /// A tool call the model made.
@@ -106,6 +111,7 @@ pub(crate) async fn offer(call: &Call<'_>, wanted: &[String]) -> Result<Vec<Offe
                 description: t.description.as_deref().unwrap_or_default().to_string(),
                 schema: Value::Object((*t.input_schema).clone()),
                 session: session.clone(),
+                needs_approval: config.needs_approval(name),
             });
         }
         if out.len() == before {
@@ -186,11 +192,14 @@ pub(crate) fn calls(provider: Provider, reply: &Value) -> Vec<ToolCall> {
 }
 
 /// Runs one call; the text for the model and whether it is an error (an
-/// error goes back to the model, which may try again).
+/// error goes back to the model, which may try again). `id` names the call
+/// in the run (the same when the step runs again): a tool that needs a
+/// person's approval is called once the decision for it is known.
 pub(crate) async fn run(
     call: &Call<'_>,
     offered: &[Offered],
     tc: &ToolCall,
+    id: &str,
 ) -> Result<(String, bool), ActionError> {
     let Some(o) = offered.iter().find(|o| o.wire == tc.wire) else {
         let names: Vec<&str> = offered.iter().map(|o| o.wire.as_str()).collect();
@@ -203,10 +212,46 @@ pub(crate) async fn run(
             true,
         ));
     };
-    let args = match &tc.args {
+    let mut args = match &tc.args {
         Ok(a) => a.clone(),
         Err(e) => return Ok((e.clone(), true)),
     };
+    if o.needs_approval {
+        // The call as asked names it: another call (a model that answered
+        // differently when the step ran again) is asked about anew.
+        let digest = sha2::Sha256::digest(format!("{}{}", o.shown, Value::Object(args.clone())));
+        let short: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+        let id = format!("tool:{id}:{short}");
+        match call.caps.approvals.as_ref().and_then(|a| a.decision(&id)) {
+            None => {
+                return Err(ActionError::NeedsApproval(Box::new(ApprovalAsk {
+                    id,
+                    tool: o.shown.clone(),
+                    args,
+                })))
+            }
+            Some(ToolDecision::Rejected { reason, by }) => {
+                call.log(
+                    LogLevel::Info,
+                    format!("{}: {by} refused the call of {}", call.action, o.shown),
+                );
+                let why = reason
+                    .filter(|r| !r.trim().is_empty())
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default();
+                return Ok((format!("{by} refused this call of {}{why}", o.shown), true));
+            }
+            Some(ToolDecision::Approved { args: edited, by }) => {
+                call.log(
+                    LogLevel::Info,
+                    format!("{}: {by} approved the call of {}", call.action, o.shown),
+                );
+                if let Some(edited) = edited {
+                    args = edited;
+                }
+            }
+        }
+    }
     call.log(
         LogLevel::Info,
         format!("{}: calling {}", call.action, o.shown),

@@ -30,6 +30,20 @@ pub enum ActionError {
         line: u32,
         column: u32,
     },
+    /// An agent asked to call a tool that needs a person's approval, and
+    /// nobody has decided yet: the run waits for the decision.
+    #[error("the call of `{}` needs a person's approval", .0.tool)]
+    NeedsApproval(Box<ApprovalAsk>),
+}
+
+/// A tool call that waits for a person (see [`ActionError::NeedsApproval`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalAsk {
+    /// Names this call in the run, the same when the step runs again.
+    pub id: String,
+    /// `server.tool`.
+    pub tool: String,
+    pub args: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ActionError {

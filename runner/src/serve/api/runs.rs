@@ -250,6 +250,8 @@ pub(super) struct StepView {
     pub(super) output: Value,
     pub(super) error: Option<String>,
     pub(super) reused: bool,
+    /// An action's inputs as it was called.
+    pub(super) inputs: Option<Value>,
 }
 
 impl From<&StepRow> for StepView {
@@ -265,6 +267,7 @@ impl From<&StepRow> for StepView {
             output: r.output.clone(),
             error: r.error.clone(),
             reused: r.reused,
+            inputs: r.inputs.clone(),
         }
     }
 }
@@ -289,6 +292,7 @@ pub(super) fn steps_of_events(events: &[Event]) -> Vec<StepView> {
         output: Value::Null,
         error: None,
         reused: false,
+        inputs: None,
     }));
     steps
 }
@@ -304,9 +308,12 @@ pub(super) fn step_tree(rows: &[StepView]) -> Vec<Value> {
         }
         let mut children = std::mem::take(&mut pending[r.depth + 1]);
         number_iterations(&mut children);
-        let node = json!({"id": r.id, "name": r.name, "depth": r.depth, "status": r.status,
+        let mut node = json!({"id": r.id, "name": r.name, "depth": r.depth, "status": r.status,
                           "attempts": r.attempts, "started_at": r.started_at, "duration_ms": r.duration_ms,
                           "output": r.output, "error": r.error, "reused": r.reused, "children": children});
+        if let Some(i) = &r.inputs {
+            node["inputs"] = i.clone();
+        }
         pending[r.depth].push(node);
     }
     // Steps whose parent is not listed (it is still going) stay at their level.

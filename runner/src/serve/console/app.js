@@ -399,6 +399,9 @@ function stepNode(step, retryFrom, onRetry) {
     : null;
   const details = [];
   if (step.error) details.push(h("pre", { class: "step-error" }, step.error));
+  if (step.inputs !== null && step.inputs !== undefined) {
+    details.push(h("details", { "data-step-inputs": "" }, h("summary", {}, "Inputs"), h("pre", {}, json(step.inputs))));
+  }
   if (step.output !== null && step.output !== undefined && step.status !== "running") {
     details.push(h("details", {}, h("summary", {}, "Output"), h("pre", {}, json(step.output))));
   }

@@ -418,6 +418,9 @@ fn step_of(r: &Row) -> Result<StepRow, postgres::Error> {
         output: parse_json(r.try_get(8)?),
         error: r.try_get(9)?,
         reused: r.try_get(10)?,
+        inputs: r
+            .try_get::<_, Option<String>>(11)?
+            .and_then(|t| serde_json::from_str(&t).ok()),
     })
 }
 
@@ -595,7 +598,7 @@ impl RunStore for PgStore {
         let id = run_id.to_string();
         self.read(move |c| {
             c.query(
-                "SELECT step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused
+                "SELECT step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs
                  FROM steps WHERE run_id = $1 ORDER BY id",
                 &[&id],
             )?

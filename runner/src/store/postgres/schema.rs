@@ -108,6 +108,8 @@ CREATE INDEX waits_by_key ON waits (key) WHERE key IS NOT NULL;
 "#,
     // `/metrics` counts the waiting runs.
     "CREATE INDEX runs_waiting_for_answer ON runs (status) WHERE status = 'waiting';",
+    // An action's inputs as it was called, shown beside its output.
+    "ALTER TABLE steps ADD COLUMN inputs TEXT;",
 ];
 
 /// Advisory lock key of migrations (any constant the application owns).

@@ -117,6 +117,8 @@ CREATE INDEX waits_by_key ON waits (key) WHERE key IS NOT NULL;
 "#,
     // `/metrics` counts the waiting runs.
     "CREATE INDEX runs_waiting_for_answer ON runs (status) WHERE status = 'waiting';",
+    // An action's inputs as it was called, shown beside its output.
+    "ALTER TABLE steps ADD COLUMN inputs TEXT;",
 ];
 
 pub struct SqliteStore {
@@ -278,6 +280,9 @@ fn step_of(r: &Row) -> Result<StepRow, rusqlite::Error> {
         output: parse_json(r.get(8)?),
         error: r.get(9)?,
         reused: r.get(10)?,
+        inputs: r
+            .get::<_, Option<String>>(11)?
+            .and_then(|t| serde_json::from_str(&t).ok()),
     })
 }
 
@@ -376,7 +381,7 @@ impl RunStore for SqliteStore {
     fn steps_of(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
         self.read(|c| {
             let mut st = c.prepare_cached(
-                "SELECT step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused
+                "SELECT step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs
                  FROM steps WHERE run_id = ?1 ORDER BY id",
             )?;
             let rows = st.query_map([run_id], step_of)?;
@@ -579,6 +584,7 @@ mod tests {
             output: json!({"n": top}),
             error: None,
             reused: false,
+            inputs: None,
         }
     }
 

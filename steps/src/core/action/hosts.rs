@@ -74,6 +74,26 @@ pub trait Replies: Send + Sync {
     fn remember(&self, key: &str, reply: &str);
 }
 
+/// What a person decided about a tool call an agent asked for (a tool
+/// marked `approval:`), as the run's store holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolDecision {
+    /// Go ahead, with the arguments as the person left them (None: as asked).
+    Approved {
+        args: Option<serde_json::Map<String, serde_json::Value>>,
+        by: String,
+    },
+    /// The agent is told the call was refused, and why.
+    Rejected { reason: Option<String>, by: String },
+}
+
+/// The decisions about the tool calls of a run that needed a person's
+/// approval, by call id (see [`crate::core::error::ApprovalAsk`]).
+pub trait Approvals: Send + Sync {
+    /// The decision for call `id`; None while nobody decided.
+    fn decision(&self, id: &str) -> Option<ToolDecision>;
+}
+
 /// One script to run.
 #[derive(Debug, Clone)]
 pub struct ScriptJob {

@@ -46,6 +46,9 @@ pub struct Capabilities {
     /// Where agent steps' replies are recorded and recalled (None: not at
     /// all, as for a run that is not recorded).
     pub replies: Option<Arc<dyn hosts::Replies>>,
+    /// Decisions about agents' tool calls that need a person (None: such a
+    /// call stops the step, see [`crate::core::error::ActionError::NeedsApproval`]).
+    pub approvals: Option<Arc<dyn hosts::Approvals>>,
     /// Where work may go on after its step returns (a server's; None for a
     /// one-off run, whose process ends with it).
     pub background: Option<Arc<crate::core::background::Background>>,
@@ -79,6 +82,7 @@ impl Capabilities {
             caches: Default::default(),
             mcp: Default::default(),
             replies: None,
+            approvals: None,
             background: None,
         }
     }
