@@ -7,6 +7,7 @@
 //! (and a named approver's second answer is refused).
 
 use crate::engine::WaitLinks;
+use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
@@ -112,17 +113,24 @@ impl Links {
         mac.finalize().into_bytes().to_vec()
     }
 
-    /// The token of `claim`.
+    /// The token of `claim`: the claim and its MAC, base64url.
     pub fn token(&self, claim: &LinkClaim) -> String {
         let payload = serde_json::to_vec(claim).unwrap_or_default();
-        format!("{}.{}", hex(&payload), hex(&self.mac(&payload)))
+        format!(
+            "{}.{}",
+            B64.encode(&payload),
+            B64.encode(self.mac(&payload))
+        )
     }
 
     /// What `token` says, if this key signed it and it has not expired by `now`.
     pub fn check(&self, token: &str, now: i64) -> Result<LinkClaim, LinkError> {
         let (payload, mac) = token.split_once('.').ok_or(LinkError::Forged)?;
-        let payload = unhex(payload).ok_or(LinkError::Forged)?;
-        let mac = unhex(mac).ok_or(LinkError::Forged)?;
+        if token.len() > 16 * 1024 {
+            return Err(LinkError::Forged);
+        }
+        let payload = B64.decode(payload).map_err(|_| LinkError::Forged)?;
+        let mac = B64.decode(mac).map_err(|_| LinkError::Forged)?;
         let expected = self.mac(&payload);
         if !super::request::constant_time_eq(&expected, &mac) {
             return Err(LinkError::Forged);
@@ -148,19 +156,8 @@ impl WaitLinks for Links {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    super::request::hex(bytes)
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) || s.len() > 16 * 1024 {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
+/// URL-safe, unpadded: a token is a path segment.
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 #[cfg(test)]
 mod tests {
@@ -185,7 +182,7 @@ mod tests {
             who: Some("bob".into()),
             ..claim
         };
-        let forged = format!("{}.{mac}", hex(&serde_json::to_vec(&other).unwrap()));
+        let forged = format!("{}.{mac}", B64.encode(serde_json::to_vec(&other).unwrap()));
         assert_eq!(links.check(&forged, 1_000), Err(LinkError::Forged));
         assert_eq!(links.check("zz.zz", 1_000), Err(LinkError::Forged));
         assert_eq!(links.check("", 1_000), Err(LinkError::Forged));

@@ -589,8 +589,8 @@ function waitCard(w, done) {
   if (w.mode === "approval") {
     form.append(h("div", { class: "field" }, h("label", { for: `c-${w.run_id}` }, "Comment"),
       h("textarea", { id: `c-${w.run_id}`, name: "comment" })));
-    for (const [value, text] of [["approve", "Approve"], ["reject", "Reject"]]) {
-      const b = h("button", { type: "submit", "data-decision": value }, text);
+    for (const [value, text, style] of [["approve", "Approve", ""], ["reject", "Reject", "danger"]]) {
+      const b = h("button", { type: "submit", "data-decision": value, class: style || null }, text);
       b.addEventListener("click", () => { decision = value; });
       buttons.push(b);
     }
