@@ -20,6 +20,7 @@ fn project() -> tempfile::TempDir {
         "timeout.md",
         "peer-approval-workflow.md",
         "long.md",
+        "event.md",
     ] {
         std::fs::copy(
             repo().join("tests/fixtures/approvals").join(f),
@@ -510,4 +511,60 @@ fn a_running_run_paused_from_outside_waits_and_resumes_where_it_stopped() {
     assert_eq!(run_of(&s, &id)["outputs"], json!({"done": true}));
     let not = post(&s.addr, &format!("/runs/{id}/resume"), json!({}));
     assert_eq!(not.status, 409, "{}", not.body);
+}
+
+#[test]
+fn an_event_signed_with_the_waits_secret_resumes_the_run_with_its_key() {
+    use hmac::Mac as _;
+    let d = project();
+    let store = d.path().join("runs.db");
+    let env = [
+        ("MARKTOFLOW_STORE", store.to_str().unwrap()),
+        ("PAYMENTS_SECRET", "s3cret"),
+    ];
+    let s = serve(d.path(), &["event.md", "--host", "0.0.0.0"], &env);
+    // Off loopback without an API token: only the event's own secret counts.
+    let r = post(&s.addr, "/hooks/order", json!({"order": "A7"}));
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    let body = json!({"amount": 42}).to_string();
+    let sign = |secret: &str| {
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(body.as_bytes());
+        let hex: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("sha256={hex}")
+    };
+    let send = |key: &str, signature: &str| {
+        http(
+            &s.addr,
+            "POST",
+            &format!("/events/{key}"),
+            &[
+                ("Content-Type", "application/json"),
+                ("X-Hub-Signature-256", signature),
+            ],
+            body.as_bytes(),
+        )
+    };
+    let wrong = send("order-A7", &sign("guess"));
+    assert_eq!(wrong.status, 401, "{}", wrong.body);
+    // An unknown key is not told apart from a wrong signature.
+    assert_eq!(send("order-B9", &sign("s3cret")).status, 401);
+    assert_eq!(run_of(&s, &id)["status"], "waiting");
+    let ok = send("order-A7", &sign("s3cret"));
+    assert_eq!(ok.status, 202, "{}", ok.body);
+    assert_eq!(ok.json()["runs"][0]["run_id"], json!(id));
+    wait_for("the run completes", || {
+        run_of(&s, &id)["status"] == "completed"
+    });
+    assert_eq!(run_of(&s, &id)["outputs"], json!({"shipped": "A7 for 42"}));
+    assert_eq!(
+        send("order-A7", &sign("s3cret")).status,
+        401,
+        "answered: nothing waits"
+    );
 }

@@ -97,6 +97,14 @@ fn field(key: &str) -> Value {
             json!({"type": "string"}),
             "`mode: webhook`: the correlation key an event to `/events/{key}` carries",
         ),
+        "secret" => (
+            json!({"type": "string"}),
+            "`mode: webhook`: the HMAC-SHA256 secret an event's body is signed with (`${VAR}`)",
+        ),
+        "token" => (
+            json!({"type": "string"}),
+            "`mode: webhook`: the bearer token an event carries (`${VAR}`)",
+        ),
         "link_ttl" => (
             json!({"type": ["string", "number"]}),
             "How long the links to answer stay valid (default: the timeout, else 7 days)",

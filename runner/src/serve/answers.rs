@@ -136,10 +136,14 @@ pub(super) async fn event(
     UrlPath(key): UrlPath<String>,
     req: Request<Body>,
 ) -> Response {
-    let (parts, body) = match guarded(&s, req).await {
-        Ok(x) => x,
+    let (parts, body) = req.into_parts();
+    let body = match read_body(&s, &parts.headers, body).await {
+        Ok(b) => b,
         Err(r) => return r,
     };
+    // The API's guard, or the wait's own `secret`/`token` (an outside
+    // service signs its events as it signs webhooks).
+    let api_ok = guard(&s, &parts.method, &parts.headers).is_ok();
     let Some(store) = s.store.clone() else {
         return error(
             StatusCode::CONFLICT,
@@ -164,11 +168,23 @@ pub(super) async fn event(
         Ok(Err(e)) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the store read failed"),
     };
+    let waits: Vec<WaitRecord> = waits
+        .into_iter()
+        .filter(|w| event_allowed(&s, w, api_ok, &parts.headers, &body))
+        .collect();
     if waits.is_empty() {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("no run waits for an event with key `{key}`"),
-        );
+        // Whether a key has waits is told only to those who may answer them.
+        return if api_ok {
+            error(
+                StatusCode::NOT_FOUND,
+                format!("no run waits for an event with key `{key}`"),
+            )
+        } else {
+            error(
+                StatusCode::UNAUTHORIZED,
+                "missing or invalid signature (X-Hub-Signature-256) or token for this event",
+            )
+        };
     }
     let mut resumed = Vec::new();
     for w in waits {
@@ -207,6 +223,48 @@ async fn guarded(
     guard(s, &parts.method, &parts.headers).map_err(IntoResponse::into_response)?;
     let body = read_body(s, &parts.headers, body).await?;
     Ok((parts, body))
+}
+
+/// Whether an event may answer `w`: by the wait's `secret` (the body's
+/// HMAC) or `token` (a bearer token), each `${VAR}` filled in from the
+/// server's environment; a wait with neither takes what the API's guard lets
+/// through.
+fn event_allowed(
+    s: &ServerState,
+    w: &WaitRecord,
+    api_ok: bool,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> bool {
+    let served = s.served();
+    let Some(ask) = served
+        .workflows
+        .iter()
+        .find(|wf| wf.meta.id == w.workflow)
+        .and_then(|wf| wf.ask(&w.request.step_id))
+    else {
+        return api_ok;
+    };
+    let filled = |t: &str| match crate::format::inputs::substitute_env(
+        &Value::String(t.into()),
+        &s.caps.env,
+    ) {
+        Value::String(v) if !v.is_empty() => Some(v),
+        _ => None,
+    };
+    match (&ask.secret, &ask.token) {
+        (None, None) => api_ok,
+        (secret, token) => {
+            secret
+                .as_deref()
+                .and_then(filled)
+                .is_some_and(|sec| super::request::signature_ok(&sec, headers, body))
+                || token
+                    .as_deref()
+                    .and_then(filled)
+                    .is_some_and(|tok| super::request::bearer_matches(headers, &tok))
+        }
+    }
 }
 
 /// `GET /answer/{token}`: the form a link opens.

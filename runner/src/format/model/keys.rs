@@ -45,6 +45,8 @@ const WAIT_KEYS: &[&str] = &[
     "requester",
     "self_approval",
     "key",
+    "secret",
+    "token",
     "link_ttl",
     "notify",
     "on_approve",

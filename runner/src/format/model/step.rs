@@ -747,6 +747,14 @@ impl Cx<'_> {
                 "a `wait` with `mode: webhook` needs `key:` (what the event carries, such as '{{ inputs.order_id }}')",
             );
         }
+        let (secret, token) = (self.opt_str(f, "secret"), self.opt_str(f, "token"));
+        if mode != AskMode::Webhook {
+            for k in ["secret", "token"] {
+                if f.m.contains_key(k) {
+                    self.err(f.key_at(k), format!("`{k}` belongs to `mode: webhook`"));
+                }
+            }
+        }
         let link_ttl = match f.m.get("link_ttl") {
             None => None,
             Some(t) => self.duration(t, f.at("link_ttl"), "link_ttl"),
@@ -772,6 +780,8 @@ impl Cx<'_> {
             requester,
             self_approval,
             key,
+            secret,
+            token,
             link_ttl,
             notify: self.children(f, "notify", &format!("{}_notify", f.id)),
             on_approve: self.children(f, "on_approve", &format!("{}_approve", f.id)),

@@ -447,6 +447,10 @@ pub struct Ask {
     pub self_approval: bool,
     /// Webhook mode: the correlation key (a template).
     pub key: Option<String>,
+    /// Webhook mode: the HMAC secret or bearer token an event must carry
+    /// (`${VAR}` from the server's environment), as webhook triggers take.
+    pub secret: Option<String>,
+    pub token: Option<String>,
     /// How long a link to answer stays valid (default: the timeout, else 7 days).
     pub link_ttl: Option<Duration>,
     /// Steps run when the wait starts (`wait.link` in scope): send the link.
