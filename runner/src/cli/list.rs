@@ -84,28 +84,7 @@ fn row(file: &std::path::Path, wf: &Workflow, now: chrono::DateTime<chrono::Utc>
 
 /// `webhook POST /lifeos/query`, `schedule 0 9 * * *`, `mcp notes.search`.
 fn trigger(t: &Trigger) -> String {
-    let field = |k: &str| t.fields.get(k).and_then(Value::as_str).map(str::to_string);
-    let detail = match t.kind.as_str() {
-        "webhook" => {
-            let method = field("method").unwrap_or_else(|| "POST".into());
-            field("path").map(|p| format!("{} {p}", method.to_ascii_uppercase()))
-        }
-        "schedule" => field("cron").or_else(|| field("schedule")),
-        "file_watch" => field("path").or_else(|| {
-            t.fields.get("paths").and_then(Value::as_array).map(|p| {
-                p.iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-        }),
-        "mcp" => field("name"),
-        _ => None,
-    };
-    match detail {
-        Some(d) => format!("{} {d}", t.kind),
-        None => t.kind.clone(),
-    }
+    t.kind.describe(&t.fields)
 }
 
 fn print_row(r: &Value) {

@@ -3,7 +3,7 @@
 //! `docs/workflow.schema.json` is this output; a test fails when it is stale.
 
 use crate::format::model::{
-    InputType, COMMON_KEYS, INPUT_KEYS, KINDS, META_KEYS, TOOL_KEYS, TOP_KEYS,
+    InputType, TriggerKind, COMMON_KEYS, INPUT_KEYS, KINDS, META_KEYS, TOOL_KEYS, TOP_KEYS,
 };
 use marktoflow_steps::agent::SDKS;
 use marktoflow_steps::core::mcp::SERVER_KEYS;
@@ -274,7 +274,7 @@ pub fn schema() -> Value {
         "steps" => json!({"type": "array", "items": {"$ref": "#/$defs/step"}}),
         "triggers" => {
             json!({"type": "array", "items": {"type": "object", "required": ["type"], "properties": {
-                "type": {"enum": ["manual", "webhook", "schedule", "event", "file_watch"]},
+                "type": {"enum": TriggerKind::names()},
                 "path": {"type": "string"}, "method": {"type": "string"}, "cron": {"type": "string"},
                 "inputs": {"type": "object"}, "config": {"type": "object"}, "enabled": {"type": "boolean"},
                 "secret": {"type": "string", "description": "webhook: HMAC-SHA256 secret of the raw body"},

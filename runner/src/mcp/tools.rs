@@ -43,7 +43,10 @@ pub fn tool_name(raw: &str) -> String {
 fn mcp_trigger(wf: &Workflow) -> Option<&Map<String, Value>> {
     wf.triggers
         .iter()
-        .find(|t| t.kind == "mcp" && t.fields.get("enabled") != Some(&Value::Bool(false)))
+        .find(|t| {
+            t.kind == crate::format::model::TriggerKind::Mcp
+                && t.fields.get("enabled") != Some(&Value::Bool(false))
+        })
         .map(|t| &t.fields)
 }
 

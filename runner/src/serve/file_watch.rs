@@ -54,7 +54,11 @@ pub fn file_watches_of(
     let mut out = Vec::new();
     let mut errors = Vec::new();
     for wf in workflows {
-        for t in wf.triggers.iter().filter(|t| t.kind == "file_watch") {
+        for t in wf
+            .triggers
+            .iter()
+            .filter(|t| t.kind == crate::format::model::TriggerKind::FileWatch)
+        {
             if t.fields.get("enabled") == Some(&Value::Bool(false)) {
                 continue;
             }

@@ -29,11 +29,10 @@ pub fn replayed(
     headers: &HeaderMap,
     body: &Value,
 ) -> Result<(Vec<(String, Supplied)>, Value), ReplayError> {
-    let Some(t) = wf
-        .triggers
-        .iter()
-        .find(|t| t.kind == "webhook" && t.fields.get("enabled") != Some(&Value::Bool(false)))
-    else {
+    let Some(t) = wf.triggers.iter().find(|t| {
+        t.kind == crate::format::model::TriggerKind::Webhook
+            && t.fields.get("enabled") != Some(&Value::Bool(false))
+    }) else {
         return Err(ReplayError::NoWebhook {
             workflow: wf.source.name.clone(),
         });

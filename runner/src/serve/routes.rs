@@ -37,7 +37,11 @@ pub fn routes_of(
     let mut routes: Vec<Route> = Vec::new();
     let mut errors = Vec::new();
     for wf in workflows {
-        for t in wf.triggers.iter().filter(|t| t.kind == "webhook") {
+        for t in wf
+            .triggers
+            .iter()
+            .filter(|t| t.kind == crate::format::model::TriggerKind::Webhook)
+        {
             if t.fields.get("enabled") == Some(&Value::Bool(false)) {
                 continue;
             }

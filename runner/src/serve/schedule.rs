@@ -46,7 +46,8 @@ pub fn schedules_of(workflows: &[Arc<Workflow>]) -> Result<Vec<Schedule>, Vec<Di
 
 /// Whether `t` is a schedule that `serve` starts (not `enabled: false`).
 pub fn fires(t: &Trigger) -> bool {
-    t.kind == "schedule" && t.fields.get("enabled") != Some(&Value::Bool(false))
+    t.kind == crate::format::model::TriggerKind::Schedule
+        && t.fields.get("enabled") != Some(&Value::Bool(false))
 }
 
 /// One `schedule` trigger's expression, read on its `timezone:`'s clock.

@@ -17,6 +17,7 @@ mod sections;
 mod spawn;
 mod step;
 mod text;
+mod trigger;
 mod types;
 
 use keys::{ANSWER_NAMES, ASK_KEYS, FIELD_KEYS, NOT_YET};
@@ -27,6 +28,7 @@ pub use load::{
 pub use spawn::{MAX_CONCURRENCY, MAX_MAP_ITEMS};
 pub use text::{camel_case, slug};
 use text::{infer_kind, scalar_string, unquoted_template};
+pub use trigger::TriggerKind;
 pub use types::{
     ActionStep, Ask, AskMode, Backoff, Branch, Concurrency, ErrorPolicy, InputDef, InputType,
     MergeMode, Meta, OnError, OnTimeout, OutputDef, Spans, SpawnOnError, SpawnWait, Step, StepKind,

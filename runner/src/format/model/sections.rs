@@ -3,8 +3,8 @@
 
 use super::text::scalar_string;
 use super::{
-    Concurrency, Cx, InputDef, InputType, Meta, OutputDef, Spans, Trigger, INPUT_KEYS, META_KEYS,
-    TOOL_KEYS,
+    Concurrency, Cx, InputDef, InputType, Meta, OutputDef, Spans, Trigger, TriggerKind, INPUT_KEYS,
+    META_KEYS, TOOL_KEYS,
 };
 use crate::diag::{did_you_mean, Pos};
 use marktoflow_steps::core::mcp;
@@ -356,14 +356,6 @@ impl Cx<'_> {
         top: &Map<String, Value>,
         spans: &Arc<Spans>,
     ) -> Vec<Trigger> {
-        const KINDS: &[&str] = &[
-            "manual",
-            "webhook",
-            "schedule",
-            "event",
-            "file_watch",
-            "mcp",
-        ];
         let mut out = Vec::new();
         let Some(t) = top.get("triggers") else {
             return out;
@@ -380,16 +372,17 @@ impl Cx<'_> {
                 self.err(pos, "a trigger must be a mapping with `type:`");
                 continue;
             };
-            let kind = m.get("type").map(scalar_string).unwrap_or_default();
-            if !KINDS.contains(&kind.as_str()) {
-                let hint = did_you_mean(&kind, KINDS);
-                let d = self.err(pos, format!("unknown trigger type `{kind}`"));
+            let written = m.get("type").map(scalar_string).unwrap_or_default();
+            let Some(kind) = TriggerKind::parse(&written) else {
+                let names = TriggerKind::names();
+                let hint = did_you_mean(&written, &names);
+                let d = self.err(pos, format!("unknown trigger type `{written}`"));
                 d.hints.push(match hint {
                     Some(c) => format!("did you mean `{c}`?"),
-                    None => format!("expected one of: {}", KINDS.join(", ")),
+                    None => format!("expected one of: {}", names.join(", ")),
                 });
                 continue;
-            }
+            };
             // The seed writes `path:`/`method:` at the top level, the peer
             // under `config:`; both are read.
             let mut fields = m.clone();
@@ -399,25 +392,8 @@ impl Cx<'_> {
                 }
             }
             fields.remove("config");
-            let own: &[&str] = match kind.as_str() {
-                "webhook" => &[
-                    "path",
-                    "method",
-                    "secret",
-                    "token_env",
-                    "inputMapping",
-                    "input_mapping",
-                    "response",
-                    "max_concurrent",
-                    "provider",
-                    "events",
-                ],
-                "schedule" => &["cron", "schedule", "inputs", "max_concurrent", "timezone"],
-                "file_watch" => &["path", "paths", "debounce", "input", "max_concurrent"],
-                "mcp" => &["max_concurrent"],
-                // Kinds this runner does not start itself keep whatever they say.
-                _ => &[],
-            };
+            // Kinds this runner does not start itself keep whatever they say.
+            let own: &[&str] = kind.own_keys().unwrap_or_default();
             if !own.is_empty() {
                 let common = ["type", "enabled", "name", "description", "id", "config"];
                 let allowed: Vec<&str> = common.iter().chain(own).copied().collect();
@@ -440,7 +416,7 @@ impl Cx<'_> {
                     d.hints.push(hint);
                 }
             }
-            if kind == "webhook" {
+            if kind == TriggerKind::Webhook {
                 match fields.get("provider").map(scalar_string).as_deref() {
                     None | Some("generic" | "github") => {}
                     Some(p @ ("slack" | "telegram" | "discord")) => self.warn(

@@ -86,7 +86,7 @@ pub struct OutputDef {
 
 #[derive(Debug, Clone)]
 pub struct Trigger {
-    pub kind: String,
+    pub kind: super::TriggerKind,
     /// The trigger's fields, with `config:` merged over the top level.
     pub fields: Map<String, Value>,
     pub pos: Pos,

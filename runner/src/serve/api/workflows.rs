@@ -136,7 +136,7 @@ pub(in crate::serve) async fn list_workflows(
             json!({"workflow": wf.meta.id, "name": wf.meta.name, "description": wf.meta.description,
                    "file": wf.source.name, "inputs": inputs_json(wf),
                    "method": first.get("method"), "path": first.get("path"), "auth": first.get("auth"),
-                   "routes": routes, "triggers": wf.triggers.iter().map(|t| t.kind.clone()).collect::<Vec<_>>(),
+                   "routes": routes, "triggers": wf.triggers.iter().map(|t| t.kind).collect::<Vec<_>>(),
                    "steps": wf.steps.len(), "last_run": last.get(&wf.meta.id),
                    "next": next_fire(wf, now)})
         })
