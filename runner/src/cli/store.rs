@@ -136,6 +136,32 @@ fn led_by(key: &str, id: &str, row: &impl serde::Serialize) -> Value {
     v
 }
 
+/// What a waiting run waits for, and how to answer it.
+fn waiting_lines(s: &dyn RunStore, run: &crate::store::RunRecord) {
+    let filter = crate::store::WaitFilter {
+        run_id: Some(run.id.clone()),
+        open: true,
+        ..Default::default()
+    };
+    for w in s.waits(&filter).unwrap_or_default() {
+        let r = &w.request;
+        let what = r.title.clone().or(r.prompt.clone()).unwrap_or_default();
+        println!("waits at  {} ({what})", r.step_id);
+        let short = crate::store::short_id(&run.id);
+        let command = match r.mode {
+            crate::format::model::AskMode::Pause => format!("marktoflow resume {short}"),
+            crate::format::model::AskMode::Approval => {
+                format!("marktoflow answer {short} {} --approve|--reject", r.step_id)
+            }
+            _ => format!("marktoflow answer {short} {} --input …", r.step_id),
+        };
+        println!("answer    {command}");
+        if let Some(d) = r.deadline {
+            println!("expires   {} UTC", when(d));
+        }
+    }
+}
+
 pub fn show(store: &StoreArgs, id: &str, as_json: bool) -> i32 {
     let s = match open(store) {
         Ok(s) => s,
@@ -167,6 +193,9 @@ pub fn show(store: &StoreArgs, id: &str, as_json: bool) -> i32 {
     println!("started   {} UTC", when(run.created_at));
     println!("duration  {}", duration(run.duration_ms));
     println!("inputs    {}", run.inputs);
+    if run.status == crate::store::Status::Waiting {
+        waiting_lines(s.as_ref(), &run);
+    }
     println!();
     for st in &steps {
         let indent = "  ".repeat(st.depth);
