@@ -335,7 +335,9 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             });
         }
         crate::serve::resume_stored_runs(&state, &workflows);
-        tokio::spawn(crate::serve::expire_waits(
+        // Waited for at exit: its hold on the store ends before the
+        // store's last commit and the WAL's truncation.
+        let deadlines = tokio::spawn(crate::serve::expire_waits(
             state.clone(),
             std::time::Duration::from_millis(500),
         ));
@@ -400,6 +402,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         }
         crate::serve::listen::serve_http(listener, app, shutdown).await;
         let _ = drained_rx.await;
+        let _ = deadlines.await;
         if let Some(store) = store.clone() {
             flush_at_exit(store).await;
         }
