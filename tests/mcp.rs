@@ -1163,3 +1163,169 @@ fn an_agents_tool_call_marked_for_approval_waits_and_goes_on_as_decided() {
         "Result: bob refused this call of py.add: not today"
     );
 }
+
+/// A refund needing approval, with an amount the reviewer may change.
+const REFUND: &str = "---\nworkflow: {id: refund, name: Refund, description: Refunds an order once approved.}\ninputs: {order: {type: string, required: true}}\noutputs: {refunded: {type: boolean}, amount: {type: number}, by: {type: string}, via: {type: string}, comment: {type: string}}\n---\n\n```yaml\nid: review\ntype: wait\nmode: approval\ntitle: 'Refund order {{ inputs.order }}?'\nprompt: The customer says it arrived broken.\nfields:\n  amount: {type: number, required: true, min: 0, max: 100, description: Euros}\n```\n\n```yaml\naction: core.set\ninputs:\n  refunded: '{{ steps.review.output.approved }}'\n  amount: '{{ steps.review.output.amount }}'\n  by: '{{ steps.review.output.answered_by }}'\n  via: '{{ steps.review.output.via }}'\n  comment: '{{ steps.review.output.comment }}'\n```\n";
+
+/// Calls REFUND for `order` over stdio in `dir`, the client answering
+/// its forms with `replies`: the call's output and the run store.
+fn call_refund(dir: &Path, order: &str, replies: Value) -> (Value, std::path::PathBuf) {
+    write(dir, "refund.md", REFUND);
+    let store = dir.join("runs.db");
+    let mut out = stdio(
+        dir,
+        json!([{"do": "call", "name": "refund", "arguments": {"order": order}, "elicit": replies}]),
+        &["refund.md", "--store", store.to_str().unwrap()],
+        &[],
+    );
+    (out.remove(0), store)
+}
+
+#[test]
+fn a_waiting_tool_call_asks_the_clients_user_and_goes_on_with_the_answer() {
+    if !have_client() {
+        return;
+    }
+    let d = tempdir();
+    // The first reply is out of bounds and asked again with why; the
+    // second decides.
+    let (out, _) = call_refund(
+        d.path(),
+        "A-7",
+        json!([
+            {"action": "accept", "content": {"decision": "approve", "amount": 500}},
+            {"action": "accept", "content": {"decision": "approve", "amount": 40, "comment": "photo checked"}},
+        ]),
+    );
+    let r = &out["result"];
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(
+        r["structuredContent"],
+        json!({"refunded": true, "amount": 40, "by": "mcp", "via": "mcp", "comment": "photo checked"})
+    );
+    let mut asked = out["elicited"].as_array().unwrap().clone();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    // The SDK's own request metadata (a progress token) is not ours to pin.
+    asked[0].as_object_mut().unwrap().remove("_meta");
+    assert_eq!(
+        asked[0],
+        json!({
+            "mode": "form",
+            "message": "Refund order A-7?\n\nThe customer says it arrived broken.",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "amount": {"type": "number", "title": "amount", "description": "Euros", "minimum": 0.0, "maximum": 100.0},
+                    "comment": {"type": "string", "title": "Comment", "description": "Why (kept with the decision)"},
+                    "decision": {"type": "string", "title": "Decision", "enum": ["approve", "reject"], "enumNames": ["Approve", "Reject"]},
+                },
+                "required": ["decision", "amount"],
+            },
+        })
+    );
+    assert_eq!(
+        asked[1]["message"],
+        "That answer was not taken: field `amount`: must be at most 100 (got 500).\n\nRefund order A-7?\n\nThe customer says it arrived broken."
+    );
+}
+
+#[test]
+fn a_declined_form_leaves_the_run_waiting_for_its_link() {
+    if !have_client() {
+        return;
+    }
+    let d = tempdir();
+    let (out, store) = call_refund(d.path(), "A-8", json!([{"action": "decline"}]));
+    let r = &out["result"];
+    assert_eq!(r["isError"], false, "{r}");
+    let s = &r["structuredContent"];
+    assert_eq!(
+        (&s["status"], &s["step"]),
+        (&json!("waiting"), &json!("review"))
+    );
+    assert_eq!(out["elicited"].as_array().unwrap().len(), 1);
+    // Still answerable elsewhere, once.
+    let id = s["run_id"].as_str().unwrap();
+    let done = crate::support::run(crate::support::cmd(d.path()).args([
+        "answer",
+        id,
+        "--approve",
+        "--input",
+        "amount=10",
+        "--as",
+        "ann",
+        "--json",
+        "--quiet",
+        "--store",
+        store.to_str().unwrap(),
+    ]));
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(
+        done.json()["outputs"],
+        json!({"refunded": true, "amount": 10, "by": "ann", "via": "cli", "comment": null})
+    );
+}
+
+#[test]
+fn over_http_the_gateways_identity_answers_and_may_not_approve_its_own_request() {
+    if !have_client() {
+        return;
+    }
+    let d = tempdir();
+    let own = REFUND
+        .replace(
+            "inputs: {order: {type: string, required: true}}",
+            "inputs: {order: {type: string, required: true}, by: {type: string, required: true}}",
+        )
+        .replace(
+            "mode: approval\n",
+            "mode: approval\nrequester: '{{ inputs.by }}'\nself_approval: false\n",
+        );
+    write(d.path(), "refund.md", &own);
+    let store = d.path().join("runs.db");
+    let s = try_serve(
+        d.path(),
+        &[
+            "--mcp",
+            "refund.md",
+            "--mcp-token-env",
+            "MCP_TOKEN",
+            "--identity-header",
+            "X-User",
+            "--store",
+            store.to_str().unwrap(),
+        ],
+        &[("MCP_TOKEN", "s3cret")],
+    )
+    .unwrap();
+    let approve = json!({"action": "accept", "content": {"decision": "approve", "amount": 5}});
+    let mut c = Command::new("python3");
+    c.arg(repo().join("tests/mcp/client.py"))
+        .arg("http")
+        .arg(
+            json!([
+                {"do": "call", "name": "refund", "arguments": {"order": "A-9", "by": "ann"}, "elicit": [approve]},
+                {"do": "call", "name": "refund", "arguments": {"order": "A-10", "by": "bob"}, "elicit": [approve]},
+            ])
+            .to_string(),
+        )
+        .arg(format!("http://{}/mcp", s.addr))
+        .arg("s3cret")
+        .arg("X-User=ann");
+    let out = client(c, &[]);
+    // Ann asked for the first refund: her approval is refused, the run waits.
+    let own = &out[0]["result"]["structuredContent"];
+    assert_eq!(
+        (&own["status"], &own["note"]),
+        (
+            &json!("waiting"),
+            &json!("`ann` asked for this and may not answer it (self_approval: false)")
+        ),
+        "{own}"
+    );
+    // Bob asked for the second: Ann's approval decides it.
+    assert_eq!(
+        out[1]["result"]["structuredContent"],
+        json!({"refunded": true, "amount": 5, "by": "ann", "via": "mcp", "comment": null})
+    );
+}

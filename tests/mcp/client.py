@@ -3,10 +3,15 @@
 marktoflow's MCP server for the end-to-end tests.
 
     client.py stdio ACTIONS_JSON -- COMMAND [ARGS...]
-    client.py http ACTIONS_JSON URL [BEARER_TOKEN]
+    client.py http ACTIONS_JSON URL [BEARER_TOKEN [NAME=VALUE...]]
+
+(NAME=VALUE: more request headers, such as a gateway's identity header.)
 
 ACTIONS_JSON is a list of steps: {"do": "list"}, {"do": "call", "name",
-"arguments", "progress": bool} (`{"error"}` for a protocol error), {"do": "cancel", "name", "arguments",
+"arguments", "progress": bool, "elicit": [REPLY...]} (`{"error"}` for a
+protocol error; with "elicit" the client offers forms, answers the server's
+elicitation requests in turn with the REPLYs — {"action", "content"} — and
+prints the requests it got as "elicited"), {"do": "cancel", "name", "arguments",
 "after": seconds}, {"do": "write", "path", "text"} (a file, from here, so it
 happens between two steps), {"do": "remove", "path"}, {"do":
 "wait_list_changed", "within": seconds} (until the server says its tool list
@@ -31,6 +36,17 @@ def dump(model):
 
 LIST_CHANGED = anyio.Event()
 CHANGES = []
+# Replies to the server's elicitation requests, in turn, and what it asked.
+REPLIES = []
+ELICITED = []
+
+
+async def on_elicit(context, params):
+    ELICITED.append(dump(params))
+    if not REPLIES:
+        return types.ElicitResult(action="cancel")
+    r = REPLIES.pop(0)
+    return types.ElicitResult(action=r["action"], content=r.get("content"))
 
 
 async def on_message(message):
@@ -48,6 +64,8 @@ async def run(session, actions):
             out = {"tools": [dump(t) for t in r.tools]}
         elif a["do"] == "call":
             progress = []
+            REPLIES[:] = a.get("elicit", [])
+            ELICITED.clear()
 
             async def on_progress(p, total, message):
                 progress.append({"progress": p, "total": total, "message": message})
@@ -61,6 +79,8 @@ async def run(session, actions):
                 out = {"error": str(e)}
             else:
                 out = {"result": dump(r), "progress": progress}
+                if "elicit" in a:
+                    out["elicited"] = list(ELICITED)
         elif a["do"] == "cancel":
             started = anyio.current_time()
             with anyio.move_on_after(a["after"]) as scope:
@@ -91,15 +111,24 @@ async def main():
         # The server gets this process's environment (the test sets it).
         params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
         async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write, message_handler=on_message) as session:
+            async with ClientSession(read, write, message_handler=on_message,
+                                     elicitation_callback=elicitation(actions)) as session:
                 await run(session, actions)
     else:
         url = sys.argv[3]
         headers = {"Authorization": f"Bearer {sys.argv[4]}"} if len(sys.argv) > 4 else {}
+        headers.update(h.split("=", 1) for h in sys.argv[5:])
         async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
             async with streamable_http_client(url, http_client=http) as (read, write, *_):
-                async with ClientSession(read, write, message_handler=on_message) as session:
+                async with ClientSession(read, write, message_handler=on_message,
+                                         elicitation_callback=elicitation(actions)) as session:
                     await run(session, actions)
+
+
+def elicitation(actions):
+    """The client offers forms only when a step gives replies, so the other
+    tests see a client without them."""
+    return on_elicit if any("elicit" in a for a in actions) else None
 
 
 anyio.run(main)

@@ -129,7 +129,9 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
     let state = Arc::new(
         ServerState::new(Vec::new(), caps, Arc::new(FileLoader(registry)), config)
             .with_store(store.clone())
-            .with_links_if(links),
+            .with_links_if(links)
+            // A run that waits is answered and resumed by what is served.
+            .with_workflows(tools.iter().map(|t| t.workflow.clone()).collect()),
     );
     let n = tools.len();
     eprintln!("marktoflow: offering {n} tool{} over stdio", plural(n));
@@ -146,10 +148,9 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
             let (server, state, paths) = (server.clone(), state.clone(), a.paths.clone());
             // Until the process ends.
             tokio::spawn(async move {
-                let caps = state.caps.clone();
                 let reload = |_: &crate::serve::file_watch::ServedFiles, changed: Vec<String>| {
-                    let (server, paths, caps) = (server.clone(), paths.clone(), caps.clone());
-                    tokio::spawn(async move { reload(&server, &paths, &caps, changed).await });
+                    let (server, paths, state) = (server.clone(), paths.clone(), state.clone());
+                    tokio::spawn(async move { reload(&server, &state, &paths, changed).await });
                 };
                 if let Err(e) =
                     crate::serve::file_watch::watch(vec![files], std::future::pending(), reload)
@@ -180,15 +181,10 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
 
 /// Loads the workflows again; when they all load, they are the tools from
 /// now on and clients are told. Otherwise the last good list stays.
-async fn reload(
-    server: &McpServer,
-    paths: &[PathBuf],
-    caps: &marktoflow_steps::Capabilities,
-    changed: Vec<String>,
-) {
+async fn reload(server: &McpServer, state: &ServerState, paths: &[PathBuf], changed: Vec<String>) {
     let registry = Registry::standard();
     let loaded = offered(paths, &registry).and_then(|(tools, named)| {
-        runnable(tools, &named, caps).map_err(|problems| {
+        runnable(tools, &named, &state.caps).map_err(|problems| {
             print_diagnostics(&problems);
             "agent steps have no LLM provider they can reach".to_string()
         })
@@ -196,7 +192,13 @@ async fn reload(
     match loaded {
         Ok(tools) => {
             let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+            let workflows = tools.iter().map(|t| t.workflow.clone()).collect();
             if server.replace_tools(tools).await {
+                state.replace_served(crate::serve::Served {
+                    routes: Vec::new(),
+                    workflows,
+                    broken: Vec::new(),
+                });
                 eprintln!(
                     "marktoflow: {} changed: offering {}",
                     changed.join(", "),

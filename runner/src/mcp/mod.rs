@@ -3,8 +3,10 @@
 //! HTTP). A thin layer over the server's state, as `serve` is.
 //!
 //! - [`tools`]: which workflows are tools, their names and schemas;
-//! - [`server`]: the MCP handler that runs them.
+//! - [`server`]: the MCP handler that runs them;
+//! - [`elicit`]: asking the client's user when a run waits for a person.
 
+pub mod elicit;
 pub mod http;
 pub mod server;
 pub mod tools;

@@ -5,6 +5,7 @@
 //! the positioned failure (`isError`). Run events become progress
 //! notifications; a client's cancellation cancels the run.
 
+use super::elicit;
 use super::tools::WorkflowTool;
 use crate::engine::{Event, RunEvent, RunResult, RunStatus};
 use crate::format::inputs::{self, Supplied};
@@ -151,16 +152,90 @@ impl McpServer {
             Ok(s) => s,
             Err(refused) => return Ok(rejected(refused.to_string())),
         };
+        let mut run = Following::of(started);
+        let mut asked = 0;
+        let mut problem: Option<String> = None;
+        loop {
+            let outcome = self.follow(&run, ctx).await?;
+            let Some(w) = outcome.waiting.as_ref().filter(|_| {
+                outcome.status == RunStatus::Waiting && asked < MAX_ASKS && can_elicit(&ctx.peer)
+            }) else {
+                return Ok(answer(&outcome, &wf, problem.as_deref()));
+            };
+            let Some(params) = elicit::request(w, problem.as_deref()) else {
+                return Ok(answer(&outcome, &wf, None));
+            };
+            asked += 1;
+            let replied = tokio::select! {
+                r = ctx.peer.create_elicitation(params) => r,
+                _ = ctx.ct.cancelled() => return Ok(answer(&outcome, &wf, None)),
+            };
+            let given = match replied.map(elicit::reply) {
+                Ok(elicit::Reply::Answer(given)) => given,
+                // Declined, dismissed, or the client could not ask: the
+                // run waits for the link, the console or the CLI.
+                Ok(elicit::Reply::NotNow) | Err(_) => return Ok(answer(&outcome, &wf, None)),
+            };
+            let by = self.identity(ctx);
+            let at = (outcome.run_id.as_str(), w.step_id.as_str());
+            let taken = crate::serve::answer_from(&self.state, at, given, by, "mcp").await;
+            match taken {
+                Ok(v) if v["status"] == "resumed" => {
+                    problem = None;
+                    match Following::resumed(&self.state, &outcome.run_id) {
+                        Some(next) => run = next,
+                        // On a shared store a worker goes on with it.
+                        None => return Ok(resumed_elsewhere(&outcome.run_id)),
+                    }
+                }
+                // Counted (more approvals needed) or refused: the run waits.
+                Ok(v) => {
+                    let need = v["needed"].as_u64().unwrap_or(0);
+                    let have = v["approvals"].as_u64().unwrap_or(0);
+                    let note = format!("your approval is counted: {have} of {need}");
+                    return Ok(answer(&outcome, &wf, Some(&note)));
+                }
+                // A value the step does not take: asked again, with why.
+                Err(n) if n.0 == axum::http::StatusCode::UNPROCESSABLE_ENTITY => {
+                    problem = Some(n.message());
+                }
+                Err(n) => return Ok(answer(&outcome, &wf, Some(&n.message()))),
+            }
+        }
+    }
+
+    /// Who answers through this client: the gateway's identity header on
+    /// `serve --mcp` when the server names one, else `mcp`.
+    fn identity(&self, ctx: &RequestContext<RoleServer>) -> String {
+        let header = self.state.api.identity_header.as_deref();
+        header
+            .and_then(|h| {
+                let parts = ctx.extensions.get::<axum::http::request::Parts>()?;
+                parts.headers.get(h)?.to_str().ok()
+            })
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .unwrap_or("mcp")
+            .to_string()
+    }
+
+    /// Waits for `run` to end, telling the client of each top-level step
+    /// when it asked for progress; the client's cancellation cancels it.
+    async fn follow(
+        &self,
+        run: &Following,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Arc<RunResult>, McpError> {
         let token = progress_token(ctx);
-        let mut result = started.result.clone();
+        let mut result = run.result.clone();
         let mut sent = 0usize;
         let mut progress = Progress::default();
-        let outcome: Arc<RunResult> = loop {
+        loop {
             // Whatever happened so far, then the result if there is one, so
             // a quick run still reports its steps.
             let finished = result.borrow().clone();
             if let Some(token) = &token {
-                let batch: Vec<Event> = started
+                let batch: Vec<Event> = run
                     .events
                     .lock()
                     .map(|e| e[sent.min(e.len())..].to_vec())
@@ -173,20 +248,63 @@ impl McpServer {
                 }
             }
             if let Some(r) = finished {
-                break r;
+                return Ok(r);
             }
             tokio::select! {
                 _ = ctx.ct.cancelled() => {
-                    started.cancel.cancel();
+                    run.cancel.cancel();
                     // The run ends `cancelled` at its next step or await.
                     let _ = tokio::time::timeout(Duration::from_secs(5), result.changed()).await;
-                    return Err(McpError::internal_error(format!("run {} cancelled by the client", started.run_id), None));
+                    return Err(McpError::internal_error(format!("run {} cancelled by the client", run.run_id), None));
                 }
                 _ = tokio::time::timeout(Duration::from_millis(100), result.changed()) => {}
             }
-        };
-        Ok(answer(&outcome, &wf))
+        }
     }
+}
+
+/// How many times one call asks its user (waits in a row, or a reply asked
+/// again because a value was not taken).
+const MAX_ASKS: usize = 8;
+
+/// Whether the client said it can show a form.
+fn can_elicit(peer: &Peer<RoleServer>) -> bool {
+    peer.supported_elicitation_modes()
+        .contains(&rmcp::service::ElicitationMode::Form)
+}
+
+/// A run this call waits for: its result, its events and how to cancel it.
+struct Following {
+    run_id: String,
+    result: tokio::sync::watch::Receiver<Option<Arc<RunResult>>>,
+    events: Arc<Mutex<Vec<Event>>>,
+    cancel: marktoflow_steps::core::signals::Cancel,
+}
+
+impl Following {
+    fn of(s: crate::serve::Started) -> Self {
+        Following {
+            run_id: s.run_id,
+            result: s.result,
+            events: s.events,
+            cancel: s.cancel,
+        }
+    }
+
+    /// The run again, once an answer resumed it in this process.
+    fn resumed(state: &ServerState, run_id: &str) -> Option<Self> {
+        state.started(run_id).map(Self::of)
+    }
+}
+
+/// An answered run that a worker of the shared store goes on with.
+fn resumed_elsewhere(run_id: &str) -> CallToolResult {
+    let text = format!(
+        "Answered. The run goes on on a worker; see `marktoflow show {run_id}` for its outputs."
+    );
+    let mut res = CallToolResult::structured(json!({"run_id": run_id, "status": "resumed"}));
+    res.content = vec![ContentBlock::text(text)];
+    res
 }
 
 /// Top-level steps as units of progress.
@@ -255,6 +373,14 @@ fn rejected(message: String) -> CallToolResult {
     res
 }
 
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
 /// The client's progress token, when it asked for progress.
 fn progress_token(ctx: &RequestContext<RoleServer>) -> Option<ProgressToken> {
     let raw = ctx.meta.get("progressToken")?;
@@ -263,8 +389,13 @@ fn progress_token(ctx: &RequestContext<RoleServer>) -> Option<ProgressToken> {
         .map(ProgressToken)
 }
 
-/// A finished run as a tool result.
-fn answer(r: &RunResult, wf: &crate::format::model::Workflow) -> CallToolResult {
+/// A finished run as a tool result; `note` says what became of the user's
+/// answer to a wait it still waits at.
+fn answer(
+    r: &RunResult,
+    wf: &crate::format::model::Workflow,
+    note: Option<&str>,
+) -> CallToolResult {
     match r.status {
         RunStatus::Completed => {
             let outputs = match &r.outputs {
@@ -284,7 +415,9 @@ fn answer(r: &RunResult, wf: &crate::format::model::Workflow) -> CallToolResult 
             let asked = w.and_then(|w| w.title.clone().or(w.prompt.clone()));
             let link = w.and_then(|w| w.link.clone());
             let text = format!(
-                "The run waits for a person at step `{step}`{}. {}",
+                "{}The run waits for a person at step `{step}`{}. {}",
+                note.map(|n| format!("{}. ", capitalized(n)))
+                    .unwrap_or_default(),
                 asked.map(|a| format!(" ({a})")).unwrap_or_default(),
                 match &link {
                     Some(l) => format!(
@@ -294,7 +427,7 @@ fn answer(r: &RunResult, wf: &crate::format::model::Workflow) -> CallToolResult 
                     None => format!("Answer it with `marktoflow answer {} {step}`.", r.run_id),
                 }
             );
-            let mut res = CallToolResult::structured(json!({
+            let mut shown = json!({
                 "run_id": r.run_id,
                 "status": "waiting",
                 "step": step,
@@ -302,7 +435,11 @@ fn answer(r: &RunResult, wf: &crate::format::model::Workflow) -> CallToolResult 
                 "prompt": w.and_then(|w| w.prompt.clone()),
                 "fields": w.map(|w| w.fields.clone()),
                 "link": link,
-            }));
+            });
+            if let Some(n) = note {
+                shown["note"] = json!(n);
+            }
+            let mut res = CallToolResult::structured(shown);
             res.content = vec![ContentBlock::text(text)];
             res
         }

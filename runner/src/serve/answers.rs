@@ -31,12 +31,56 @@ struct Given {
 }
 
 /// Why an answer was not taken: the status and what to tell.
-struct NotTaken(StatusCode, Value);
+pub struct NotTaken(pub StatusCode, pub Value);
 
 impl NotTaken {
     fn new(status: StatusCode, message: impl Into<String>) -> Self {
         NotTaken(status, json!({"error": message.into()}))
     }
+
+    /// What to tell whoever answered.
+    pub fn message(&self) -> String {
+        match self.1.get("error") {
+            Some(Value::String(m)) => m.clone(),
+            _ => self.0.to_string(),
+        }
+    }
+}
+
+/// An answer given outside HTTP: its field values (JSON), and for an
+/// approval the decision and a comment.
+#[derive(Debug, Default, PartialEq)]
+pub struct OutsideAnswer {
+    pub values: serde_json::Map<String, Value>,
+    pub decision: Option<String>,
+    pub comment: Option<String>,
+}
+
+/// An answer given outside HTTP (an MCP client's user, through
+/// elicitation) by `by`, checked and recorded as the API's are; the answer
+/// that decides the wait resumes the run. Ok: what the API would answer
+/// (`status` is `resumed` or `counted`).
+pub async fn answer_from(
+    s: &Arc<ServerState>,
+    (run_id, step): (&str, &str),
+    a: OutsideAnswer,
+    by: String,
+    via: &str,
+) -> Result<Value, NotTaken> {
+    let given = Given {
+        values: a
+            .values
+            .into_iter()
+            .map(|(k, v)| match v {
+                // A choice comes back as its text; the field's type converts it.
+                Value::String(t) => (k, Supplied::Text(t)),
+                v => (k, Supplied::Json(v)),
+            })
+            .collect(),
+        decision: a.decision,
+        comment: a.comment,
+    };
+    take(s, run_id, step, given, by, via).await.map(|(_, v)| v)
 }
 
 /// `GET /waits`: the open waits of the served workflows, newest first.

@@ -30,7 +30,7 @@ mod state;
 mod webhook;
 pub mod worker;
 
-pub use answers::expire_waits;
+pub use answers::{answer_from, expire_waits, NotTaken, OutsideAnswer};
 pub use api::ApiAccess;
 pub use file_watch::run_file_watches;
 pub use http::{router, worker_router};

@@ -74,14 +74,27 @@ pub fn start_new(
 ) -> Result<Started, Refused> {
     let run_id = crate::store::new_run_id();
     let result = start_run(s, wf, Job::New(inputs, trigger, None), run_id.clone())?;
-    let runs = s.runs.lock().unwrap_or_else(|e| e.into_inner());
-    let entry = runs.get(&run_id);
-    Ok(Started {
-        events: entry.map(|e| e.events.clone()).unwrap_or_default(),
-        cancel: entry.map(|e| e.cancel.clone()).unwrap_or_default(),
+    Ok(s.started(&run_id).unwrap_or(Started {
         run_id,
         result,
-    })
+        events: Arc::default(),
+        cancel: Cancel::default(),
+    }))
+}
+
+impl ServerState {
+    /// A run this process holds, as a caller that waits for it follows it
+    /// (a run resumed by an answer is held again).
+    pub fn started(&self, run_id: &str) -> Option<Started> {
+        let runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = runs.get(run_id)?;
+        Some(Started {
+            run_id: run_id.to_string(),
+            result: entry.result.clone(),
+            events: entry.events.clone(),
+            cancel: entry.cancel.clone(),
+        })
+    }
 }
 
 pub(super) fn start_run(
