@@ -568,3 +568,127 @@ fn an_event_signed_with_the_waits_secret_resumes_the_run_with_its_key() {
         "answered: nothing waits"
     );
 }
+
+#[test]
+fn marktoflow_pause_pauses_a_run_whichever_process_runs_it() {
+    let d = project();
+    let store = d.path().join("runs.db");
+    let db = store.to_str().unwrap();
+    let pause = |id: &str| run(cmd(d.path()).args(["pause", id, "--as", "ops", "--store", db]));
+    let paused = |id: &str| {
+        format!(
+            "run {id} pauses before its next step; `marktoflow resume {}` continues it\n",
+            &id[id.len() - 8..]
+        )
+    };
+    let status = |id: &str| {
+        run(cmd(d.path()).args(["show", id, "--json", "--store", db])).json()["status"].clone()
+    };
+
+    // A run a server executes, paused from a terminal.
+    let s = serve(d.path(), &["long.md"], &[("MARKTOFLOW_STORE", db)]);
+    let r = http(
+        &s.addr,
+        "POST",
+        "/hooks/long",
+        &[
+            ("Prefer", "respond-async"),
+            ("Content-Type", "application/json"),
+        ],
+        b"{}",
+    );
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    let p = pause(&id);
+    assert_eq!(
+        (p.code, p.stdout.as_str(), p.stderr.as_str()),
+        (0, paused(&id).as_str(), "")
+    );
+    wait_for("the served run pauses", || {
+        run_of(&s, &id)["status"] == "waiting"
+    });
+    let waits = http(&s.addr, "GET", "/waits", &[], b"").json();
+    assert_eq!(
+        (&waits["waits"][0]["mode"], &waits["waits"][0]["title"]),
+        (&json!("pause"), &json!("Paused before Finish"))
+    );
+    let again = pause(&id);
+    assert_eq!(
+        (again.code, again.stdout.as_str(), again.stderr),
+        (
+            2,
+            "",
+            format!("error: run `{id}` is waiting: only a queued or running run can be paused\n")
+        )
+    );
+    let r = post(&s.addr, &format!("/runs/{id}/resume"), json!({}));
+    assert_eq!(r.status, 202, "{}", r.body);
+    wait_for("the served run completes", || {
+        run_of(&s, &id)["status"] == "completed"
+    });
+    drop(s);
+
+    // A run of `marktoflow run` in another terminal, paused from this one.
+    let child = cmd(d.path())
+        .args(["run", "long.md", "--json", "--quiet", "--store", db])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut id = String::new();
+    wait_for("the terminal's run is recorded", || {
+        let h =
+            run(cmd(d.path()).args(["history", "--json", "--status", "running", "--store", db]));
+        match h.json()["runs"]
+            .as_array()
+            .and_then(|runs| runs.first().cloned())
+        {
+            Some(r) => {
+                id = r["run_id"].as_str().unwrap().to_string();
+                true
+            }
+            None => false,
+        }
+    });
+    let p = pause(&id);
+    assert_eq!(
+        (p.code, p.stdout.as_str()),
+        (0, paused(&id).as_str()),
+        "{}",
+        p.stderr
+    );
+    let out = child.wait_with_output().unwrap();
+    let ended: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            &ended["status"],
+            &ended["waiting"]["mode"]
+        ),
+        (Some(0), &json!("waiting"), &json!("pause")),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(status(&id), "waiting");
+    let r = run(cmd(d.path()).args(["resume", &id, "--json", "--quiet", "--store", db]));
+    assert_eq!(
+        (r.code, &r.json()["status"], &r.json()["outputs"]),
+        (0, &json!("completed"), &json!({"done": true}))
+    );
+    // Each step ran once: the pause came between `work` and `finish`.
+    let steps =
+        run(cmd(d.path()).args(["show", &id, "--json", "--store", db])).json()["steps"].clone();
+    let ran: Vec<(&str, &str)> = steps
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["id"].as_str().unwrap(), s["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        ran,
+        [
+            ("prepare", "completed"),
+            ("work", "completed"),
+            ("finish", "completed")
+        ]
+    );
+}

@@ -1339,3 +1339,63 @@ fn a_run_waiting_on_one_server_is_answered_on_another_and_a_worker_finishes_it()
         .get(0);
     assert_eq!(state, "answered");
 }
+
+#[test]
+fn a_run_executing_on_one_server_is_paused_and_resumed_through_another() {
+    let Some(pg) = Postgres::start() else { return };
+    let d = tempdir();
+    std::fs::copy(
+        repo().join("tests/fixtures/approvals/long.md"),
+        d.path().join("long.md"),
+    )
+    .unwrap();
+    let server = || {
+        start_listening(
+            d.path(),
+            &["serve", "long.md", "--port", "0", "--store", &pg.url],
+        )
+    };
+    let (_a, a) = server();
+    let (_b, b) = server();
+    let r = crate::support::http(
+        &a,
+        "POST",
+        "/hooks/long",
+        &[
+            ("Prefer", "respond-async"),
+            ("Content-Type", "application/json"),
+        ],
+        b"{}",
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    // Server B does not hold the run: the pause goes through the store to
+    // whichever process executes it.
+    let p = crate::support::post(&b, &format!("/runs/{id}/pause"), json!({}));
+    assert_eq!(
+        (p.status, p.json()["status"].clone()),
+        (202, json!("pausing")),
+        "{}",
+        p.body
+    );
+    crate::support::wait_for("the run pauses", || {
+        status_of(&mut pg.client(), &id) == "waiting"
+    });
+    let mode: String = pg
+        .client()
+        .query_one("SELECT mode FROM waits WHERE run_id = $1", &[&id])
+        .unwrap()
+        .get(0);
+    assert_eq!(mode, "pause");
+    let r = crate::support::post(&b, &format!("/runs/{id}/resume"), json!({}));
+    assert_eq!(r.status, 202, "{}", r.body);
+    crate::support::wait_for("a worker finishes the resumed run", || {
+        status_of(&mut pg.client(), &id) == "completed"
+    });
+    let asked: i64 = pg
+        .client()
+        .query_one("SELECT count(*) FROM pauses", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(asked, 0, "the pause was taken and dropped");
+}

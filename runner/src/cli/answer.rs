@@ -1,7 +1,9 @@
 //! `marktoflow answer RUN [STEP] --input k=v [--approve|--reject]`: the
 //! answer to a waiting run is checked against the step's `fields:`,
 //! recorded once (see [`crate::store::wait`]), and when it decides the
-//! wait, the run continues in this process.
+//! wait, the run continues in this process. `marktoflow pause RUN` asks
+//! whichever process runs a run to pause it; `marktoflow resume RUN`
+//! continues it here.
 
 use super::args::{AnswerArgs, RunArgs};
 use super::run::{run_with, Continuing};
@@ -10,12 +12,65 @@ use crate::diag::Diagnostic;
 use crate::engine::Vote;
 use crate::format::inputs::{resolve_defs, Supplied};
 use crate::format::model::{AskMode, InputDef, Workflow};
-use crate::store::{AnswerIn, Answered, Status, WaitFilter, WaitRecord};
+use crate::store::{AnswerIn, Answered, PauseAsked, Status, WaitFilter, WaitRecord};
 use serde_json::Map;
 use std::path::PathBuf;
 
 pub fn answer(a: AnswerArgs) -> i32 {
     answer_wait(a, false)
+}
+
+/// `marktoflow pause RUN`: recorded in the store, where the process that
+/// runs it looks (every half second) and pauses it before its next step.
+pub fn pause(run_id: &str, as_: Option<String>, store: &super::args::StoreArgs) -> i32 {
+    let store = match super::store::open(store) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let run = match store.get_run(run_id) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if run.is_interrupted() {
+        eprintln!(
+            "error: run `{}` is interrupted (its process is gone): the next server start resumes it",
+            run.id
+        );
+        return EXIT_USAGE;
+    }
+    let by = who(as_);
+    match store.ask_pause(&run.id, &by) {
+        Ok(PauseAsked::Asked) => {
+            println!(
+                "run {} pauses before its next step; `marktoflow resume {}` continues it",
+                run.id,
+                crate::store::short_id(&run.id)
+            );
+            EXIT_OK
+        }
+        Ok(PauseAsked::NotRunning(_) | PauseAsked::NotFound) => {
+            eprintln!(
+                "error: run `{}` is {}: only a queued or running run can be paused",
+                run.id,
+                run.shown_status()
+            );
+            EXIT_USAGE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_RUN_FAILED
+        }
+    }
+}
+
+/// Who answers from this terminal: `--as`, else the login name.
+fn who(as_: Option<String>) -> String {
+    as_.or_else(|| std::env::var("USER").ok())
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "cli".into())
 }
 
 /// `marktoflow resume RUN`: a run paused from outside goes on.
@@ -216,12 +271,7 @@ fn vote_of(a: &AnswerArgs, wf: &Workflow, fields: &[InputDef], mode: AskMode) ->
             return Err(EXIT_USAGE);
         }
     };
-    let by = a
-        .as_
-        .clone()
-        .or_else(|| std::env::var("USER").ok())
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "cli".into());
+    let by = who(a.as_.clone());
     Ok(Vote {
         by,
         at: crate::store::now_ms(),

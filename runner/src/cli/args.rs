@@ -169,8 +169,21 @@ pub enum Command {
     /// Answer a run that waits at a `wait` step (a form, an approval):
     /// the answer is checked, recorded once, and the run continues here.
     Answer(AnswerArgs),
-    /// Resume a run paused from outside (`POST /runs/{id}/pause`, the
-    /// console's Pause): it continues here from where it stopped.
+    /// Pause a queued or running run before its next top-level step,
+    /// whichever process runs it (a server, a worker, another terminal's
+    /// `run`); it waits there until `marktoflow resume`.
+    Pause {
+        /// The run: its id, or the end of it `history` shows.
+        run_id: String,
+        /// Who pauses it (default: the login name, `$USER`).
+        #[arg(long = "as", value_name = "NAME")]
+        as_: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Resume a run paused from outside (`marktoflow pause`, `POST
+    /// /runs/{id}/pause`, the console's Pause): it continues here from
+    /// where it stopped.
     Resume {
         /// The paused run: its id, or the end of it `history` shows.
         run_id: String,

@@ -142,6 +142,7 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
         .watch
         .then(|| crate::serve::file_watch::ServedFiles::of(&a.paths, &cwd));
     let code = rt.block_on(async move {
+        let pauses = tokio::spawn(crate::serve::pauses::take_served_pauses(state.clone()));
         let mut server = McpServer::new(state.clone(), tools);
         if let Some(files) = watched {
             server = server.watching();
@@ -170,6 +171,7 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
         // Until the client closes stdin.
         let _ = service.waiting().await;
         state.drain(grace).await;
+        let _ = pauses.await;
         if let Some(store) = store {
             super::serve::flush_at_exit(store).await;
         }

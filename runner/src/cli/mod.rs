@@ -86,6 +86,7 @@ pub fn main() -> i32 {
         Command::Run(a) => run::run(a, None),
         Command::Debug { breaks, run } => run::run_with(run, None, Some(breaks), None),
         Command::Answer(a) => answer::answer(a),
+        Command::Pause { run_id, as_, store } => answer::pause(&run_id, as_, &store),
         Command::Resume { run_id, as_, exec } => answer::resume(run_id, as_, exec),
         Command::History {
             workflow,

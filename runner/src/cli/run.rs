@@ -413,6 +413,15 @@ pub(super) fn run_with(
         });
     let printer = Arc::new(Progress::new(&a));
     let sink = printer.clone();
+    // `marktoflow pause` from another terminal: asked through the store.
+    let pause = store
+        .as_ref()
+        .map(|_| Arc::new(std::sync::atomic::AtomicBool::new(false)));
+    let pauses = store.clone().zip(pause.clone()).map(|(store, flag)| {
+        let (id, since) = (run_id.clone(), crate::store::now_ms());
+        let held = move |run: &str, at: i64| (run == id && at >= since).then(|| flag.clone());
+        (store, held)
+    });
     let cfg = RunConfig {
         run_id,
         caps: caps.clone(),
@@ -429,7 +438,7 @@ pub(super) fn run_with(
             .as_ref()
             .and_then(|_| wait_links(&wf_dir, &caps.env))
             .map(|l| l as Arc<dyn crate::engine::WaitLinks>),
-        pause: None,
+        pause,
     };
     let checkpoint = retry.map(|p| p.checkpoint).or(part).unwrap_or_default();
     let cancel = caps.cancel.clone();
@@ -449,6 +458,15 @@ pub(super) fn run_with(
             // A second Ctrl-C is not waited for: the run is asked to stop.
             std::future::pending::<()>().await
         };
+        let looking = pauses.map(|(store, held)| {
+            use crate::serve::pauses::{take_asked_pauses, LOOK_EVERY};
+            tokio::spawn(take_asked_pauses(
+                store,
+                LOOK_EVERY,
+                Default::default(),
+                held,
+            ))
+        });
         let go = async {
             match (&store, &continuing) {
                 (Some(store), Some(c)) => {
@@ -460,10 +478,14 @@ pub(super) fn run_with(
                 (None, _) => engine.resume(&wf, inputs, cfg, checkpoint).await,
             }
         };
-        tokio::select! {
+        let r = tokio::select! {
             r = go => r,
             _ = interrupt => unreachable!("the interrupt future never completes"),
+        };
+        if let Some(l) = looking {
+            l.abort();
         }
+        r
     });
     // The run has ended: so do the MCP servers it started.
     rt.block_on(caps.mcp.shutdown());

@@ -341,6 +341,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             state.clone(),
             std::time::Duration::from_millis(500),
         ));
+        let pauses = tokio::spawn(crate::serve::pauses::take_served_pauses(state.clone()));
         // On a shared store a server that executes is a worker too.
         if shared && !a.no_execute {
             tokio::spawn(crate::serve::worker::claim_runs(state.clone()));
@@ -403,6 +404,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         crate::serve::listen::serve_http(listener, app, shutdown).await;
         let _ = drained_rx.await;
         let _ = deadlines.await;
+        let _ = pauses.await;
         if let Some(store) = store.clone() {
             flush_at_exit(store).await;
         }

@@ -108,6 +108,7 @@ pub(super) fn worker(a: WorkerArgs) -> i32 {
             eprintln!("  {} ({})", w.meta.id, w.source.name);
         }
         let claiming = tokio::spawn(crate::serve::worker::claim_runs(state.clone()));
+        let pauses = tokio::spawn(crate::serve::pauses::take_served_pauses(state.clone()));
         if let Some(port) = a.port {
             let addr = format!("{}:{port}", a.host);
             let listener = match tokio::net::TcpListener::bind(&addr).await {
@@ -152,6 +153,7 @@ pub(super) fn worker(a: WorkerArgs) -> i32 {
         }
         state.drain(std::time::Duration::ZERO).await;
         let _ = claiming.await;
+        let _ = pauses.await;
         super::serve::flush_at_exit(store.clone()).await;
         eprintln!("marktoflow: stopped");
         EXIT_OK

@@ -559,7 +559,7 @@ pub(super) async fn pause_run(
     UrlPath(id): UrlPath<String>,
     req: Request<Body>,
 ) -> Response {
-    let (_, _) = match guarded(&s, req).await {
+    let (parts, _) = match guarded(&s, req).await {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -580,10 +580,34 @@ pub(super) async fn pause_run(
             StatusCode::CONFLICT,
             format!("run `{id}` is {status}: only a queued or running run can be paused"),
         ),
-        None => error(
-            StatusCode::CONFLICT,
-            format!("run `{id}` is not running on this server"),
-        ),
+        // Another process executes it (a worker, a CLI run, another
+        // server): asked through the store, which that process looks at.
+        None => {
+            let Some(store) = s.store.clone() else {
+                return error(
+                    StatusCode::CONFLICT,
+                    format!("run `{id}` is not running on this server"),
+                );
+            };
+            let by = identity(&s, &parts.headers).unwrap_or_else(|| "api".into());
+            let want = id.clone();
+            match tokio::task::spawn_blocking(move || store.ask_pause(&want, &by)).await {
+                Ok(Ok(crate::store::PauseAsked::Asked)) => (
+                    StatusCode::ACCEPTED,
+                    Json(json!({"run_id": id, "status": "pausing", "location": format!("/runs/{id}")})),
+                )
+                    .into_response(),
+                Ok(Ok(crate::store::PauseAsked::NotRunning(status))) => error(
+                    StatusCode::CONFLICT,
+                    format!("run `{id}` is {}: only a queued or running run can be paused", status.as_str()),
+                ),
+                Ok(Ok(crate::store::PauseAsked::NotFound)) => {
+                    error(StatusCode::NOT_FOUND, format!("no run `{id}`"))
+                }
+                Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+                Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the store write failed"),
+            }
+        }
     }
 }
 

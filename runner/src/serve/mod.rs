@@ -21,6 +21,7 @@ mod http;
 pub mod links;
 pub mod listen;
 pub mod metrics;
+pub mod pauses;
 pub mod replay;
 mod request;
 mod routes;

@@ -43,6 +43,9 @@ pub struct JournalStore {
     /// The first write that failed, reported at the next flush.
     failed: Mutex<Option<String>>,
     reader: Mutex<Option<Arc<SqliteStore>>>,
+    /// Where the pauses asked of the run are looked up (the store file as
+    /// it stands: opening the store would move the journals in each time).
+    pauses: Mutex<Option<rusqlite::Connection>>,
     /// This process as the owner of the run (see [`super::owner`]).
     owner: Mutex<Option<super::owner::Owner>>,
 }
@@ -68,6 +71,7 @@ impl JournalStore {
             file: Mutex::new(None),
             failed: Mutex::new(None),
             reader: Mutex::new(None),
+            pauses: Mutex::new(None),
             owner: Mutex::new(None),
         })
     }
@@ -223,6 +227,27 @@ impl RunStore for JournalStore {
 
     fn waits(&self, f: &super::WaitFilter) -> Result<Vec<super::WaitRecord>, StoreError> {
         self.reader()?.waits(f)
+    }
+
+    fn ask_pause(&self, run_id: &str, by: &str) -> Result<super::PauseAsked, StoreError> {
+        self.reader()?.ask_pause(run_id, by)
+    }
+
+    fn asked_pauses(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        // Nobody asked anything of a store that does not exist yet.
+        if !self.db.exists() {
+            return Ok(Vec::new());
+        }
+        let mut slot = self.pauses.lock().map_err(|_| StoreError::Closed)?;
+        if slot.is_none() {
+            let c = marktoflow_steps::core::sqlite::connect(&self.db)
+                .map_err(|e| StoreError::Db(e.to_string()))?;
+            *slot = Some(c);
+        }
+        match slot.as_ref() {
+            Some(c) => super::sqlite::asked_pauses_in(c).map_err(|e| StoreError::Db(e.to_string())),
+            None => Err(StoreError::Closed),
+        }
     }
 }
 

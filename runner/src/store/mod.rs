@@ -67,7 +67,7 @@ pub use record::{
     RecordedReplies, MAX_DEATHS,
 };
 pub use sqlite::SqliteStore;
-pub use wait::{AnswerIn, Answered, WaitFilter, WaitRecord, WaitState};
+pub use wait::{AnswerIn, Answered, PauseAsked, WaitFilter, WaitRecord, WaitState};
 pub use writer::AfterCommit;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -686,6 +686,14 @@ pub trait RunStore: Send + Sync {
 
     /// Waits, newest first.
     fn waits(&self, f: &WaitFilter) -> Result<Vec<WaitRecord>, StoreError>;
+
+    /// Asks whichever process executes run `run_id` to pause it before its
+    /// next top-level step (the request is dropped when the run stops).
+    fn ask_pause(&self, run_id: &str, by: &str) -> Result<PauseAsked, StoreError>;
+
+    /// The pauses asked and not yet taken: each run's id and when it was
+    /// asked (milliseconds since 1970). Processes that execute runs look.
+    fn asked_pauses(&self) -> Result<Vec<(String, i64)>, StoreError>;
 
     /// The run an `Idempotency-Key` started within the retention, if any.
     fn run_for_key(&self, _key: &str) -> Result<Option<String>, StoreError> {

@@ -73,6 +73,17 @@ pub struct AnswerIn {
     pub vote: Vote,
 }
 
+/// What asking a run to pause did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PauseAsked {
+    /// Recorded: whichever process executes the run pauses it before its
+    /// next top-level step.
+    Asked,
+    /// The run is not queued or running: it is this.
+    NotRunning(super::Status),
+    NotFound,
+}
+
 /// What recording an answer did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]

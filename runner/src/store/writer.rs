@@ -5,7 +5,7 @@
 //! ([`Commit`]); the queue, the thread, the batching and the answers are
 //! here ([`Writes`]), shared by both.
 
-use super::wait::{AnswerIn, Answered};
+use super::wait::{AnswerIn, Answered, PauseAsked};
 use super::{NewRun, StoreError, Write};
 use std::collections::HashSet;
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -41,6 +41,27 @@ pub(super) enum WaitOp {
     Expire(i64, Option<String>),
     /// A waiting run cancelled at this time.
     Cancel(String, i64),
+    /// A pause of a queued or running run asked at this time, by someone.
+    Pause(String, i64, String),
+}
+
+/// Whether a run of `status` (None: no such run) may be asked to pause;
+/// `record` records the request when it may.
+pub(super) fn pause_asked<E>(
+    status: Option<&str>,
+    record: impl FnOnce() -> Result<(), E>,
+) -> Result<PauseAsked, E> {
+    let Some(status) = status else {
+        return Ok(PauseAsked::NotFound);
+    };
+    match super::Status::parse(status) {
+        Some(super::Status::Queued | super::Status::Running) => {
+            record()?;
+            Ok(PauseAsked::Asked)
+        }
+        Some(other) => Ok(PauseAsked::NotRunning(other)),
+        None => Ok(PauseAsked::NotFound),
+    }
 }
 
 /// What a [`WaitOp`] did.
@@ -48,6 +69,7 @@ pub(super) enum WaitDone {
     Answered(Answered),
     Expired(Vec<String>),
     Cancelled(bool),
+    Paused(PauseAsked),
 }
 
 impl WaitDone {
@@ -56,7 +78,7 @@ impl WaitDone {
         match self {
             WaitDone::Answered(a) => matches!(a, Answered::Resumes { .. }),
             WaitDone::Expired(runs) => !runs.is_empty(),
-            WaitDone::Cancelled(_) => false,
+            WaitDone::Cancelled(_) | WaitDone::Paused(_) => false,
         }
     }
 }
@@ -429,7 +451,7 @@ pub(super) fn needless(w: &Write, ending: &HashSet<&str>) -> bool {
 /// parameter `$1` (a named parameter in SQLite, bound by position as in
 /// PostgreSQL). The last one deletes the runs: its count is the answer.
 /// Idempotency keys go when their retention is over, whatever `cutoff`.
-pub(super) fn pruning(cutoff: i64) -> [(&'static str, i64); 6] {
+pub(super) fn pruning(cutoff: i64) -> [(&'static str, i64); 7] {
     let keys = super::now_ms().saturating_sub(super::IDEMPOTENCY_RETENTION.as_millis() as i64);
     [
         ("DELETE FROM steps WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled', 'rejected') AND finished_at < $1)", cutoff),
@@ -437,6 +459,8 @@ pub(super) fn pruning(cutoff: i64) -> [(&'static str, i64); 6] {
         ("DELETE FROM waits WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled', 'rejected') AND finished_at < $1)", cutoff),
         ("DELETE FROM replies WHERE run_id IN (SELECT id FROM runs WHERE status IN ('completed', 'failed', 'cancelled', 'rejected') AND finished_at < $1)", cutoff),
         ("DELETE FROM idempotency WHERE created_at < $1", keys),
+        // Asked of a run that ended before it could pause.
+        ("DELETE FROM pauses WHERE asked_at < $1", cutoff),
         ("DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled', 'rejected') AND finished_at < $1", cutoff),
     ]
 }

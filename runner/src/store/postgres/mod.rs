@@ -485,6 +485,23 @@ impl RunStore for PgStore {
         }
     }
 
+    fn ask_pause(&self, run_id: &str, by: &str) -> Result<crate::store::PauseAsked, StoreError> {
+        match self
+            .writes
+            .wait(WaitOp::Pause(run_id.to_string(), now_ms(), by.to_string()))?
+        {
+            WaitDone::Paused(r) => Ok(r),
+            _ => Err(StoreError::Db("unexpected answer to a wait change".into())),
+        }
+    }
+
+    fn asked_pauses(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        self.read(|c| {
+            c.query("SELECT run_id, asked_at FROM pauses", &[])
+                .map(|rows| rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        })
+    }
+
     fn waits(
         &self,
         f: &crate::store::WaitFilter,

@@ -110,6 +110,8 @@ CREATE INDEX waits_by_key ON waits (key) WHERE key IS NOT NULL;
     "CREATE INDEX runs_waiting_for_answer ON runs (status) WHERE status = 'waiting';",
     // An action's inputs as it was called, shown beside its output.
     "ALTER TABLE steps ADD COLUMN inputs TEXT;",
+    // Pauses asked from another process (see `RunStore::ask_pause`).
+    "CREATE TABLE pauses (run_id TEXT PRIMARY KEY, asked_at BIGINT NOT NULL, by TEXT NOT NULL);",
 ];
 
 /// Advisory lock key of migrations (any constant the application owns).

@@ -391,6 +391,8 @@ impl Rows {
             )?;
             // A server waiting to answer for a run hears of its end at once.
             tx.execute(&s.told_done, &[&f.id])?;
+            // A pause asked of them is taken (or moot): they stopped.
+            tx.execute("DELETE FROM pauses WHERE run_id = ANY($1)", &[&f.id])?;
         }
         Ok(())
     }
@@ -577,6 +579,25 @@ fn wait_op(tx: &mut Transaction, op: &WaitOp) -> Result<WaitDone, postgres::Erro
                 &[run_id, now],
             )?;
             Ok(WaitDone::Cancelled(n > 0))
+        }
+        WaitOp::Pause(run_id, at, by) => {
+            let status: Option<String> = tx
+                .query_opt(
+                    "SELECT status FROM runs WHERE id = $1 FOR UPDATE",
+                    &[run_id],
+                )?
+                .map(|r| r.get(0));
+            Ok(WaitDone::Paused(super::super::writer::pause_asked(
+                status.as_deref(),
+                || {
+                    tx.execute(
+                        "INSERT INTO pauses (run_id, asked_at, by) VALUES ($1, $2, $3)
+                         ON CONFLICT (run_id) DO UPDATE SET asked_at = $2, by = $3",
+                        &[run_id, at, by],
+                    )
+                    .map(drop)
+                },
+            )?))
         }
     }
 }

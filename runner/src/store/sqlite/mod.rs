@@ -119,6 +119,8 @@ CREATE INDEX waits_by_key ON waits (key) WHERE key IS NOT NULL;
     "CREATE INDEX runs_waiting_for_answer ON runs (status) WHERE status = 'waiting';",
     // An action's inputs as it was called, shown beside its output.
     "ALTER TABLE steps ADD COLUMN inputs TEXT;",
+    // Pauses asked from another process (see `RunStore::ask_pause`).
+    "CREATE TABLE pauses (run_id TEXT PRIMARY KEY, asked_at INTEGER NOT NULL, by TEXT NOT NULL) WITHOUT ROWID;",
 ];
 
 pub struct SqliteStore {
@@ -217,6 +219,14 @@ impl SqliteStore {
         f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
     ) -> Result<T, StoreError> {
         self.absorb_journals()?;
+        self.read_as_is(f)
+    }
+
+    /// A read of what the database holds now, the journals not moved in.
+    fn read_as_is<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
+    ) -> Result<T, StoreError> {
         let mut conn = self
             .read
             .lock()
@@ -229,6 +239,21 @@ impl SqliteStore {
             None => Err(StoreError::Closed),
         }
     }
+}
+
+/// The pauses asked in the database `c` (none before the table exists).
+pub(super) fn asked_pauses_in(c: &Connection) -> Result<Vec<(String, i64)>, rusqlite::Error> {
+    let made: bool = c.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pauses')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !made {
+        return Ok(Vec::new());
+    }
+    let mut st = c.prepare_cached("SELECT run_id, asked_at FROM pauses")?;
+    let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    rows.collect()
 }
 
 /// [`RunFilter`]'s conditions, its fields as `?1`…`?6` (the text lower-cased).
@@ -497,6 +522,24 @@ impl RunStore for SqliteStore {
             WaitDone::Cancelled(r) => Ok(r),
             _ => Err(StoreError::Db("unexpected answer to a wait change".into())),
         }
+    }
+
+    fn ask_pause(&self, run_id: &str, by: &str) -> Result<super::PauseAsked, StoreError> {
+        // A CLI run's progress is in its journal until moved in.
+        self.absorb_journals()?;
+        match self
+            .writes
+            .wait(WaitOp::Pause(run_id.to_string(), now_ms(), by.to_string()))?
+        {
+            WaitDone::Paused(r) => Ok(r),
+            _ => Err(StoreError::Db("unexpected answer to a wait change".into())),
+        }
+    }
+
+    fn asked_pauses(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        // Looked at often by the processes that execute runs, so the
+        // journals are not moved in for it (a pause is asked after a move).
+        self.read_as_is(asked_pauses_in)
     }
 
     fn waits(&self, f: &WaitFilter) -> Result<Vec<WaitRecord>, StoreError> {

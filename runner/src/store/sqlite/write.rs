@@ -4,7 +4,7 @@
 
 use super::super::wait::{decided, expired_text, Answered, Decision};
 use super::super::writer::{
-    ending, needless, pruning, writes_of, Commit, Done, Op, WaitDone, WaitOp,
+    ending, needless, pause_asked, pruning, writes_of, Commit, Done, Op, WaitDone, WaitOp,
 };
 use super::super::{json_text, NewRun, Status, StoreError, Write};
 use super::db_err;
@@ -364,6 +364,9 @@ pub(super) fn apply(
             if let Some(w) = &end.waiting {
                 insert_wait(tx, run_id, w)?;
             }
+            // A pause asked of it is taken (or moot): the run stopped.
+            tx.prepare_cached("DELETE FROM pauses WHERE run_id = ?1")?
+                .execute([run_id])?;
             // A waiting run has not finished: no end time, so it is never pruned.
             tx.prepare_cached(
                 "UPDATE runs SET status = ?2, outputs = ?3, error = ?4, error_step = ?5,
@@ -514,6 +517,19 @@ fn wait_op(tx: &rusqlite::Transaction, op: &WaitOp) -> Result<WaitDone, rusqlite
                 )?
                 .execute(params![run_id, now])?;
             Ok(WaitDone::Cancelled(n > 0))
+        }
+        WaitOp::Pause(run_id, at, by) => {
+            let status: Option<String> = tx
+                .prepare_cached("SELECT status FROM runs WHERE id = ?1")?
+                .query_row([run_id], |r| r.get(0))
+                .optional()?;
+            Ok(WaitDone::Paused(pause_asked(status.as_deref(), || {
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO pauses (run_id, asked_at, by) VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![run_id, at, by])
+                .map(drop)
+            })?))
         }
     }
 }
