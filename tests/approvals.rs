@@ -50,6 +50,22 @@ fn waiting_refund(s: &Server, amount: u32) -> String {
     v["run_id"].as_str().unwrap().to_string()
 }
 
+/// Starts `long.md` through its webhook without waiting for it: its id.
+fn start_long(s: &Server) -> String {
+    let r = http(
+        &s.addr,
+        "POST",
+        "/hooks/long",
+        &[
+            ("Prefer", "respond-async"),
+            ("Content-Type", "application/json"),
+        ],
+        b"{}",
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    r.json()["run_id"].as_str().unwrap().to_string()
+}
+
 fn link_of(s: &Server, id: &str, step: &str) -> String {
     let run = run_of(s, id);
     let step = run["steps"]
@@ -447,21 +463,7 @@ fn a_running_run_paused_from_outside_waits_and_resumes_where_it_stopped() {
     let store = d.path().join("runs.db");
     let env = [("MARKTOFLOW_STORE", store.to_str().unwrap())];
     let s = serve(d.path(), &["long.md"], &env);
-    let start = |s: &Server| {
-        let r = http(
-            &s.addr,
-            "POST",
-            "/hooks/long",
-            &[
-                ("Prefer", "respond-async"),
-                ("Content-Type", "application/json"),
-            ],
-            b"{}",
-        );
-        assert_eq!(r.status, 202, "{}", r.body);
-        r.json()["run_id"].as_str().unwrap().to_string()
-    };
-    let id = start(&s);
+    let id = start_long(&s);
     let p = post(&s.addr, &format!("/runs/{id}/pause"), json!({}));
     assert_eq!(
         (p.status, p.json()["status"].clone()),
@@ -494,7 +496,7 @@ fn a_running_run_paused_from_outside_waits_and_resumes_where_it_stopped() {
         (json!("completed"), json!({"done": true}))
     );
     // Paused and resumed through the API this time.
-    let id = start(&s);
+    let id = start_long(&s);
     assert_eq!(
         post(&s.addr, &format!("/runs/{id}/pause"), json!({})).status,
         202
@@ -587,17 +589,7 @@ fn marktoflow_pause_pauses_a_run_whichever_process_runs_it() {
 
     // A run a server executes, paused from a terminal.
     let s = serve(d.path(), &["long.md"], &[("MARKTOFLOW_STORE", db)]);
-    let r = http(
-        &s.addr,
-        "POST",
-        "/hooks/long",
-        &[
-            ("Prefer", "respond-async"),
-            ("Content-Type", "application/json"),
-        ],
-        b"{}",
-    );
-    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    let id = start_long(&s);
     let p = pause(&id);
     assert_eq!(
         (p.code, p.stdout.as_str(), p.stderr.as_str()),
