@@ -4,7 +4,7 @@
 //! the real binary sharing one queue.
 
 use crate::support::{bin, repo, tempdir};
-use marktoflow::store::{NewRun, PgOptions, PgStore, RunFilter, RunStore, Status, StoreError};
+use marktoflow::store::{NewRun, PgOptions, PgStore, RunFilter, RunStatus, RunStore, StoreError};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -222,7 +222,7 @@ fn new_run(id: &str, key: Option<&str>) -> NewRun {
         version: "v1".into(),
         inputs: json!({"q": "x"}).as_object().unwrap().clone(),
         trigger: "webhook".into(),
-        status: Status::Queued,
+        status: RunStatus::Queued,
         retry_of: None,
         pid: None,
         owner: None,
@@ -271,7 +271,7 @@ fn the_shared_store_queues_leases_fences_and_keeps_keys_unique() {
     }
     // Queued for a worker: alive (waiting), not interrupted.
     let r = front.get_run("run-0").unwrap();
-    assert_eq!((r.status, r.is_interrupted()), (Status::Queued, false));
+    assert_eq!((r.status, r.is_interrupted()), (RunStatus::Queued, false));
     assert_eq!(r.context, json!({"type": "webhook"}));
     // A part of an id finds the one run it names; LIKE's wildcards and
     // escape name none (as on SQLite).
@@ -330,7 +330,7 @@ fn the_shared_store_queues_leases_fences_and_keeps_keys_unique() {
     // Listing and counting as with SQLite.
     let queued = front
         .list_runs(&RunFilter {
-            status: Some(Status::Queued),
+            status: Some(RunStatus::Queued),
             ..Default::default()
         })
         .unwrap();

@@ -12,7 +12,7 @@ use crate::diag::Diagnostic;
 use crate::engine::Vote;
 use crate::format::inputs::{resolve_defs, Supplied};
 use crate::format::model::{AskMode, InputDef, Workflow};
-use crate::store::{AnswerIn, Answered, PauseAsked, Status, WaitFilter, WaitRecord};
+use crate::store::{AnswerIn, Answered, PauseAsked, RunStatus, WaitFilter, WaitRecord};
 use serde_json::Map;
 use std::path::PathBuf;
 
@@ -100,7 +100,7 @@ fn answer_wait(a: AnswerArgs, paused: bool) -> i32 {
             return EXIT_USAGE;
         }
     };
-    if run.status != Status::Waiting {
+    if run.status != RunStatus::Waiting {
         eprintln!(
             "error: run `{}` is not waiting for an answer (it is {})",
             run.id,

@@ -214,6 +214,10 @@ impl Progress {
                     RunStatus::Cancelled => s.paint("1;33", "✖ cancelled"),
                     RunStatus::Rejected => s.paint("1;33", "✖ rejected"),
                     RunStatus::Waiting => s.paint("1;33", "⏸ waiting"),
+                    // Not an end: said as such should a run end there.
+                    RunStatus::Queued | RunStatus::Running => {
+                        s.paint("1;33", &format!("… {}", status.as_str()))
+                    }
                 };
                 let _ = writeln!(err, "{text} in {duration_ms} ms");
             }

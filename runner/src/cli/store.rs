@@ -3,7 +3,7 @@
 
 use crate::cli::{ExecArgs, RunArgs, StoreArgs, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
 use crate::store::retry::{RetryError, RetryPlan};
-use crate::store::{RunFilter, RunRecord, RunStore, Status, StepRow};
+use crate::store::{RunFilter, RunRecord, RunStatus, RunStore, StepRow};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -65,7 +65,7 @@ pub fn history(
     limit: usize,
     as_json: bool,
 ) -> i32 {
-    let status = match status.as_deref().map(|s| (s, Status::parse(s))) {
+    let status = match status.as_deref().map(|s| (s, RunStatus::parse(s))) {
         None => None,
         Some((_, Some(s))) => Some(s),
         Some((s, None)) => {
@@ -193,16 +193,13 @@ pub fn show(store: &StoreArgs, id: &str, as_json: bool) -> i32 {
     println!("started   {} UTC", when(run.created_at));
     println!("duration  {}", duration(run.duration_ms));
     println!("inputs    {}", run.inputs);
-    if run.status == crate::store::Status::Waiting {
+    if run.status == crate::store::RunStatus::Waiting {
         waiting_lines(s.as_ref(), &run);
     }
     println!();
     for st in &steps {
         let indent = "  ".repeat(st.depth);
-        let status = serde_json::to_value(st.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let status = st.status.as_str();
         let id = match st.iterations() {
             Some(it) => format!("{} {it}", st.step_id),
             None => st.step_id.clone(),
@@ -239,7 +236,7 @@ pub fn show(store: &StoreArgs, id: &str, as_json: bool) -> i32 {
             None => println!("failed: {e}"),
         }
     }
-    if !run.outputs.is_null() && run.status == Status::Completed {
+    if !run.outputs.is_null() && run.status == RunStatus::Completed {
         println!();
         println!("outputs   {}", run.outputs);
     }

@@ -41,9 +41,16 @@ impl StepStatus {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Where a run stands: the one set of run states that the engine returns,
+/// the stores record, and the CLI, the API, the console, MCP and
+/// `/metrics` show ([`RunStatus::as_str`]). A run the engine executed ends
+/// in any state but `Queued` and `Running`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
+    /// Accepted, not started.
+    Queued,
+    Running,
     Completed,
     Failed,
     Cancelled,
@@ -51,8 +58,47 @@ pub enum RunStatus {
     /// a status of 400 or more (a refused request, not a broken run), or
     /// an approval rejected with no branch for it.
     Rejected,
-    /// Stopped at a `wait` for a person or an event: resumed when answered.
+    /// Stopped at a `wait` for a person or an event: a row, no process;
+    /// resumed when answered.
     Waiting,
+}
+
+impl RunStatus {
+    /// Every state, in the order a run may go through them.
+    pub const ALL: [RunStatus; 7] = [
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::Waiting,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+        RunStatus::Rejected,
+    ];
+
+    /// The word stores, the API, `--json` and the console use (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Rejected => "rejected",
+            RunStatus::Waiting => "waiting",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunStatus> {
+        RunStatus::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// Ended for good (a waiting run is not: it goes on when answered).
+    pub fn is_finished(self) -> bool {
+        !matches!(
+            self,
+            RunStatus::Queued | RunStatus::Running | RunStatus::Waiting
+        )
+    }
 }
 
 /// What happens during a run, in order. Printers, servers and stores all

@@ -347,10 +347,7 @@ impl Progress {
                 ..
             } => {
                 self.done += 1;
-                let status = serde_json::to_value(status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default();
+                let status = status.as_str();
                 Some(Tick {
                     done: self.done,
                     total: self.total,
@@ -452,7 +449,7 @@ fn answer(
                         d.pos.map(|p| json!({"line": p.line, "col": p.col})),
                     )
                 }
-                None => (format!("the run ended {:?}", r.status).to_lowercase(), None),
+                None => (format!("the run ended {}", r.status.as_str()), None),
             };
             let mut res = CallToolResult::structured_error(json!({
                 "run_id": r.run_id,

@@ -13,7 +13,7 @@ use super::{start_run, Job, ServerState};
 use crate::engine::{Vote, WaitRequest};
 use crate::format::inputs::Supplied;
 use crate::format::model::{AskMode, InputDef, Workflow};
-use crate::store::{AnswerIn, Answered, Status, WaitFilter, WaitRecord};
+use crate::store::{AnswerIn, Answered, RunStatus, WaitFilter, WaitRecord};
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{header, HeaderMap, Request, StatusCode};
@@ -482,7 +482,7 @@ async fn take(
             }
             e => NotTaken::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         })?;
-    if run.status != Status::Waiting {
+    if run.status != RunStatus::Waiting {
         return Err(NotTaken::new(
             StatusCode::CONFLICT,
             format!(
@@ -568,7 +568,7 @@ pub(super) async fn pause_run(
             .map(|e| (e.pause.clone(), super::api::entry_status(e).0))
     });
     match live {
-        Some((pause, status)) if status == "queued" || status == "running" => {
+        Some((pause, RunStatus::Queued | RunStatus::Running)) => {
             pause.store(true, std::sync::atomic::Ordering::SeqCst);
             (
                 StatusCode::ACCEPTED,
@@ -578,7 +578,10 @@ pub(super) async fn pause_run(
         }
         Some((_, status)) => error(
             StatusCode::CONFLICT,
-            format!("run `{id}` is {status}: only a queued or running run can be paused"),
+            format!(
+                "run `{id}` is {}: only a queued or running run can be paused",
+                status.as_str()
+            ),
         ),
         // Another process executes it (a worker, a CLI run, another
         // server): asked through the store, which that process looks at.

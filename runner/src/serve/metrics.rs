@@ -127,7 +127,7 @@ impl Metrics {
         // process (a store that cannot be read now leaves the gauge out).
         let answer = store.and_then(|st| {
             st.count_runs(&crate::store::RunFilter {
-                status: Some(crate::store::Status::Waiting),
+                status: Some(crate::store::RunStatus::Waiting),
                 ..Default::default()
             })
             .ok()

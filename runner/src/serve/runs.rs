@@ -409,9 +409,7 @@ pub(super) fn publish(
     tx: &watch::Sender<Option<Arc<RunResult>>>,
 ) {
     state.running.fetch_sub(1, Ordering::SeqCst);
-    state
-        .metrics
-        .run_finished(crate::store::Status::from(result.status).as_str());
+    state.metrics.run_finished(result.status.as_str());
     state.slot_freed.notify_one();
     // Its inputs are in the store from now on: memory keeps only what the
     // store does not have (a request's body can be large).

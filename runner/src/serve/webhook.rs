@@ -255,8 +255,9 @@ fn http_status(status: RunStatus) -> StatusCode {
     match status {
         RunStatus::Completed => StatusCode::OK,
         RunStatus::Rejected => StatusCode::BAD_REQUEST,
-        // Accepted, not done: it goes on when somebody answers.
-        RunStatus::Waiting => StatusCode::ACCEPTED,
+        // Accepted, not done: it goes on when somebody answers (or has
+        // not ended yet).
+        RunStatus::Waiting | RunStatus::Queued | RunStatus::Running => StatusCode::ACCEPTED,
         RunStatus::Failed | RunStatus::Cancelled => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -312,10 +313,10 @@ async fn answer_for_key(
             .into_response();
     };
     let status = match r.status {
-        crate::store::Status::Completed => StatusCode::OK,
+        crate::store::RunStatus::Completed => StatusCode::OK,
         // The code it answered is not kept: a replay says "refused".
-        crate::store::Status::Rejected => StatusCode::BAD_REQUEST,
-        crate::store::Status::Failed | crate::store::Status::Cancelled => {
+        crate::store::RunStatus::Rejected => StatusCode::BAD_REQUEST,
+        crate::store::RunStatus::Failed | crate::store::RunStatus::Cancelled => {
             StatusCode::INTERNAL_SERVER_ERROR
         }
         _ => StatusCode::ACCEPTED,

@@ -5,7 +5,7 @@
 use super::{start_run, Job, ServerState};
 use crate::engine::{RunFailure, RunResult, RunStatus};
 use crate::format::model::Workflow;
-use crate::store::{RunRecord, RunStore, Status};
+use crate::store::{RunRecord, RunStore};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -95,7 +95,7 @@ pub(super) async fn stored_result(
     }
     let mut r = result_of(
         &RunRecord {
-            status: Status::Cancelled,
+            status: RunStatus::Cancelled,
             error: Some("the run is queued for the workers and has not ended yet".into()),
             ..placeholder(run_id, wf)
         },
@@ -131,7 +131,7 @@ pub(super) async fn stored_end(
                 let r = s
                     .get_run(&id)
                     .ok()
-                    .filter(|r| r.status.is_finished() || r.status == Status::Waiting)?;
+                    .filter(|r| r.status.is_finished() || r.status == RunStatus::Waiting)?;
                 let steps = s.steps_of(&r.id).unwrap_or_default();
                 Some((r, steps))
             })
@@ -171,7 +171,7 @@ fn placeholder(run_id: &str, wf: &Workflow) -> RunRecord {
         file: wf.source.path.display().to_string(),
         version: String::new(),
         trigger: String::new(),
-        status: Status::Queued,
+        status: RunStatus::Queued,
         retry_of: None,
         inputs: serde_json::Value::Null,
         outputs: serde_json::Value::Null,
@@ -208,10 +208,10 @@ fn result_of(r: &RunRecord, wf: &Workflow) -> RunResult {
         run_id: r.id.clone(),
         workflow: r.workflow.clone(),
         status: match r.status {
-            Status::Completed => RunStatus::Completed,
-            Status::Cancelled => RunStatus::Cancelled,
-            Status::Rejected => RunStatus::Rejected,
-            Status::Waiting => RunStatus::Waiting,
+            RunStatus::Completed => RunStatus::Completed,
+            RunStatus::Cancelled => RunStatus::Cancelled,
+            RunStatus::Rejected => RunStatus::Rejected,
+            RunStatus::Waiting => RunStatus::Waiting,
             _ => RunStatus::Failed,
         },
         outputs: r.outputs.clone(),

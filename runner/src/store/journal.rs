@@ -245,7 +245,7 @@ impl RunStore for JournalStore {
             *slot = Some(c);
         }
         match slot.as_ref() {
-            Some(c) => super::sqlite::asked_pauses_in(c).map_err(|e| StoreError::Db(e.to_string())),
+            Some(c) => SqliteStore::asked_pauses_in(c).map_err(|e| StoreError::Db(e.to_string())),
             None => Err(StoreError::Closed),
         }
     }
@@ -426,7 +426,7 @@ fn parse(file: impl std::io::Read) -> (Vec<Write>, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{RunEnd, RunRecord, Status};
+    use crate::store::{RunEnd, RunRecord, RunStatus};
     use serde_json::json;
 
     fn new_run(id: &str) -> NewRun {
@@ -437,7 +437,7 @@ mod tests {
             version: "v1".into(),
             inputs: json!({"q": "x"}).as_object().unwrap().clone(),
             trigger: "cli".into(),
-            status: Status::Queued,
+            status: RunStatus::Queued,
             retry_of: None,
             pid: Some(std::process::id()),
             owner: None,
@@ -466,7 +466,7 @@ mod tests {
 
     fn end() -> RunEnd {
         RunEnd {
-            status: Status::Completed,
+            status: RunStatus::Completed,
             outputs: json!({"ok": 1}),
             error: None,
             error_step: None,
@@ -553,7 +553,7 @@ mod tests {
         j.record_step("run-1", step("a"));
         // This process is alive: moved in as it stands, the journal kept.
         let (r, steps) = stored(&db, "run-1");
-        assert_eq!((r.status, steps), (Status::Running, 1));
+        assert_eq!((r.status, steps), (RunStatus::Running, 1));
         let journal = dir_of(&db).join("run-1.jsonl");
         assert!(journal.exists());
         j.record_step("run-1", step("b"));
@@ -561,7 +561,7 @@ mod tests {
         j.flush().unwrap();
         // Moved again, replacing the first move rather than adding to it.
         let (r, steps) = stored(&db, "run-1");
-        assert_eq!((r.status, steps), (Status::Completed, 2));
+        assert_eq!((r.status, steps), (RunStatus::Completed, 2));
         assert_eq!(r.outputs, json!({"ok": 1}));
         assert!(
             !journal.exists(),
@@ -609,10 +609,10 @@ mod tests {
         j.record_step("run-4", step("a"));
         let partial = std::fs::read(dir_of(&db).join("run-4.jsonl")).unwrap();
         j.finish_run("run-4", end());
-        assert_eq!(stored(&db, "run-4").0.status, Status::Completed);
+        assert_eq!(stored(&db, "run-4").0.status, RunStatus::Completed);
         // A journal that stops before the end reappears (say, a slow reader's copy).
         std::fs::write(dir_of(&db).join("run-4.jsonl"), partial).unwrap();
-        assert_eq!(stored(&db, "run-4").0.status, Status::Completed);
+        assert_eq!(stored(&db, "run-4").0.status, RunStatus::Completed);
     }
 
     /// Forged journals (as a workflow with a write root over the store's
@@ -655,7 +655,7 @@ mod tests {
         // A server run with an attacker's inputs, queued for the next start.
         let mut queued = new_run("queued");
         queued.trigger = "webhook".into();
-        queued.status = Status::Queued;
+        queued.status = RunStatus::Queued;
         std::fs::write(dir.join("queued.jsonl"), line(queued, 2, json!({}))).unwrap();
         // An Idempotency-Key's answer.
         let mut keyed = new_run("keyed");

@@ -53,7 +53,8 @@ mod writer;
 
 pub use fold::{Going, StepFold};
 
-use crate::engine::{Checkpoint, RunResult, RunStatus, StepStatus};
+pub use crate::engine::RunStatus;
+use crate::engine::{Checkpoint, RunResult, StepStatus};
 use crate::format::model::Workflow;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -101,67 +102,6 @@ pub enum StoreError {
     DuplicateKey(String),
 }
 
-/// Where a run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    /// Accepted, not started.
-    Queued,
-    Running,
-    Completed,
-    Failed,
-    Cancelled,
-    /// Ended by `workflow.exit` with a status of 400 or more, or by a
-    /// rejected approval.
-    Rejected,
-    /// Stopped at a `wait` for a person or an event: a row, no process.
-    Waiting,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Queued => "queued",
-            Status::Running => "running",
-            Status::Completed => "completed",
-            Status::Failed => "failed",
-            Status::Cancelled => "cancelled",
-            Status::Rejected => "rejected",
-            Status::Waiting => "waiting",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Status> {
-        Some(match s {
-            "queued" => Status::Queued,
-            "running" => Status::Running,
-            "completed" => Status::Completed,
-            "failed" => Status::Failed,
-            "cancelled" => Status::Cancelled,
-            "rejected" => Status::Rejected,
-            "waiting" => Status::Waiting,
-            _ => return None,
-        })
-    }
-
-    /// Ended for good (a waiting run is not: it goes on when answered).
-    pub fn is_finished(self) -> bool {
-        !matches!(self, Status::Queued | Status::Running | Status::Waiting)
-    }
-}
-
-impl From<RunStatus> for Status {
-    fn from(s: RunStatus) -> Self {
-        match s {
-            RunStatus::Completed => Status::Completed,
-            RunStatus::Failed => Status::Failed,
-            RunStatus::Cancelled => Status::Cancelled,
-            RunStatus::Rejected => Status::Rejected,
-            RunStatus::Waiting => Status::Waiting,
-        }
-    }
-}
-
 /// A run to record.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NewRun {
@@ -175,7 +115,7 @@ pub struct NewRun {
     pub inputs: Map<String, Value>,
     /// What started it: `cli`, `webhook`, `schedule`, `retry`.
     pub trigger: String,
-    pub status: Status,
+    pub status: RunStatus,
     /// The run this one retries, and how many of its top-level steps are
     /// reused (their step rows are copied to the new run).
     pub retry_of: Option<(String, usize)>,
@@ -340,7 +280,7 @@ impl NewRun {
             file,
             version: version_of(wf),
             trigger: trigger.to_string(),
-            status: Status::Queued,
+            status: RunStatus::Queued,
             retry_of: None,
             pid: Some(std::process::id()),
             owner: None,
@@ -360,7 +300,7 @@ pub struct RunRecord {
     pub file: String,
     pub version: String,
     pub trigger: String,
-    pub status: Status,
+    pub status: RunStatus,
     pub retry_of: Option<String>,
     pub inputs: Value,
     pub outputs: Value,
@@ -390,7 +330,7 @@ impl RunRecord {
     /// A queued or running run whose process is gone: it will never finish
     /// by itself (a server resumes such runs; see [`resume_run`]).
     pub fn is_interrupted(&self) -> bool {
-        matches!(self.status, Status::Queued | Status::Running)
+        matches!(self.status, RunStatus::Queued | RunStatus::Running)
             && !self
                 .alive
                 .unwrap_or_else(|| self.pid.is_some_and(process_alive))
@@ -447,7 +387,7 @@ impl StepRow {
 #[derive(Debug, Clone, Default)]
 pub struct RunFilter {
     pub workflow: Option<String>,
-    pub status: Option<Status>,
+    pub status: Option<RunStatus>,
     /// What started the runs (`webhook`, `cli`, `console`, `retry`, …).
     pub trigger: Option<String>,
     /// Created at or after (milliseconds since the Unix epoch).
@@ -464,7 +404,7 @@ pub struct RunFilter {
 /// How a run ended, for [`RunStore::finish_run`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunEnd {
-    pub status: Status,
+    pub status: RunStatus,
     pub outputs: Value,
     pub error: Option<String>,
     pub error_step: Option<String>,
@@ -478,7 +418,7 @@ pub struct RunEnd {
 impl From<&RunResult> for RunEnd {
     fn from(r: &RunResult) -> Self {
         RunEnd {
-            status: r.status.into(),
+            status: r.status,
             outputs: r.outputs.clone(),
             error: r.error.as_ref().map(|e| e.message.clone()),
             error_step: r.error.as_ref().and_then(|e| e.step_id.clone()),

@@ -207,7 +207,7 @@ fn plan_positions(
     let checkpoint = match (checkpoint, index) {
         (Some(c), _) => c,
         (None, None) => Checkpoint::default(),
-        (None, Some(_)) if run.status == super::Status::Completed => {
+        (None, Some(_)) if run.status == super::RunStatus::Completed => {
             return Err(RetryError::NotKept {
                 run: run.id.clone(),
                 first: wf.steps.first().map(|s| s.id.clone()).unwrap_or_default(),

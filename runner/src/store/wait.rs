@@ -80,7 +80,7 @@ pub enum PauseAsked {
     /// next top-level step.
     Asked,
     /// The run is not queued or running: it is this.
-    NotRunning(super::Status),
+    NotRunning(super::RunStatus),
     NotFound,
 }
 

@@ -54,8 +54,8 @@ pub(super) fn pause_asked<E>(
     let Some(status) = status else {
         return Ok(PauseAsked::NotFound);
     };
-    match super::Status::parse(status) {
-        Some(super::Status::Queued | super::Status::Running) => {
+    match super::RunStatus::parse(status) {
+        Some(super::RunStatus::Queued | super::RunStatus::Running) => {
             record()?;
             Ok(PauseAsked::Asked)
         }

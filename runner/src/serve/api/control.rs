@@ -5,7 +5,7 @@ use super::super::{reserve, start_reserved, Job, ServerState};
 use super::runs::entry_status;
 use super::{accepted, guard};
 use crate::store::retry::RetryError;
-use crate::store::{NewRun, Status};
+use crate::store::{NewRun, RunStatus};
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{request::Parts, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -31,10 +31,10 @@ pub(in crate::serve) async fn cancel_run(
         .and_then(|runs| runs.get(&id).map(|e| (e.cancel.clone(), entry_status(e).0)));
     match live {
         // A waiting run has no task to stop: its row is cancelled (below).
-        Some((_, status)) if status == "waiting" => cancel_stored(&s, &id).await,
-        Some((_, status)) if !["queued", "running"].contains(&status.as_str()) => error(
+        Some((_, RunStatus::Waiting)) => cancel_stored(&s, &id).await,
+        Some((_, status)) if status.is_finished() => error(
             StatusCode::CONFLICT,
-            format!("run `{id}` has already ended ({status})"),
+            format!("run `{id}` has already ended ({})", status.as_str()),
         ),
         Some((cancel, _)) => {
             cancel.cancel();
@@ -60,7 +60,7 @@ async fn cancel_stored(s: &Arc<ServerState>, id: &str) -> Response {
         tokio::task::spawn_blocking(move || store.get_run(&id)).await
     };
     match found {
-        Ok(Ok(r)) if r.id == id && r.status == Status::Waiting => {
+        Ok(Ok(r)) if r.id == id && r.status == RunStatus::Waiting => {
             let Some(store) = s.store.clone() else {
                 return error(StatusCode::NOT_FOUND, format!("no run `{id}`"));
             };
@@ -82,7 +82,7 @@ async fn cancel_stored(s: &Arc<ServerState>, id: &str) -> Response {
             store.finish_run(
                 &id,
                 crate::store::RunEnd {
-                    status: Status::Cancelled,
+                    status: RunStatus::Cancelled,
                     outputs: Value::Null,
                     error: Some("cancelled after its server stopped".into()),
                     error_step: None,

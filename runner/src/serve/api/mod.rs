@@ -157,7 +157,7 @@ mod tests {
     use super::super::request::url_pairs;
     use super::runs::{run_filter, step_tree, StepView};
     use super::*;
-    use crate::store::Status;
+    use crate::store::RunStatus;
 
     #[test]
     fn loopback_hosts() {
@@ -188,7 +188,7 @@ mod tests {
         let q = |s: &str| run_filter(&url_pairs(s));
         let f = q("workflow=w&status=failed&trigger=api&limit=9999&offset=5").unwrap();
         assert_eq!(f.workflow.as_deref(), Some("w"));
-        assert_eq!(f.status, Some(Status::Failed));
+        assert_eq!(f.status, Some(RunStatus::Failed));
         assert_eq!(f.trigger.as_deref(), Some("api"));
         assert_eq!((f.limit, f.offset), (Some(MAX_PAGE), 5));
         assert_eq!(

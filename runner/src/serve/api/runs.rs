@@ -6,7 +6,7 @@ use super::super::{RunEntry, ServerState};
 use super::{guard, MAX_PAGE, PAGE};
 use crate::engine::{Event, RunEvent, RunResult};
 use crate::format::model::Workflow;
-use crate::store::{RunFilter, RunRecord, Status, StepFold, StepRow};
+use crate::store::{RunFilter, RunRecord, RunStatus, StepFold, StepRow};
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{request::Parts, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -100,7 +100,7 @@ pub(super) fn run_filter(query: &[(String, String)]) -> Result<RunFilter, String
             "trigger" => f.trigger = Some(v.clone()),
             "status" if v == "interrupted" => {}
             "status" => {
-                f.status = Some(Status::parse(v).ok_or_else(|| {
+                f.status = Some(RunStatus::parse(v).ok_or_else(|| {
                     format!("`status={v}`: use queued, running, completed, failed, cancelled or interrupted")
                 })?)
             }
@@ -181,15 +181,12 @@ fn cut(s: &str, n: usize) -> String {
     }
 }
 
-pub(in crate::serve) fn entry_status(e: &RunEntry) -> (String, Option<Arc<RunResult>>) {
+pub(in crate::serve) fn entry_status(e: &RunEntry) -> (RunStatus, Option<Arc<RunResult>>) {
     let result = e.result.borrow().clone();
     let status = match &result {
-        Some(r) => serde_json::to_value(r.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
-        None if e.started.load(Ordering::SeqCst) => "running".into(),
-        None => "queued".into(),
+        Some(r) => r.status,
+        None if e.started.load(Ordering::SeqCst) => RunStatus::Running,
+        None => RunStatus::Queued,
     };
     (status, result)
 }
@@ -216,7 +213,7 @@ pub(super) fn memory_runs(s: &ServerState, f: &RunFilter) -> (Vec<Value>, usize)
             let keep = holds
                 && f.workflow.as_ref().is_none_or(|w| *w == e.workflow)
                 && f.trigger.as_ref().is_none_or(|t| *t == e.trigger)
-                && f.status.is_none_or(|st| st.as_str() == status)
+                && f.status.is_none_or(|st| st == status)
                 && f.since.is_none_or(|t| e.created_at >= t)
                 && f.until.is_none_or(|t| e.created_at < t);
             keep.then(|| {
@@ -380,7 +377,7 @@ pub(in crate::serve) async fn get_run(
     let live = match s.runs.lock() {
         Ok(runs) => runs
             .get(&id)
-            .filter(|e| entry_status(e).0 != "waiting")
+            .filter(|e| entry_status(e).0 != RunStatus::Waiting)
             .map(|e| {
                 let (status, result) = entry_status(e);
                 (
@@ -435,7 +432,7 @@ pub(in crate::serve) async fn get_run(
         (None, None) => return error(StatusCode::NOT_FOUND, format!("no run `{id}`")),
     };
     if !detail {
-        // Status, outputs and error: what the docs promise a run id holder.
+        // RunStatus, outputs and error: what the docs promise a run id holder.
         if let Some(o) = out.as_object_mut() {
             o.remove("steps");
         }

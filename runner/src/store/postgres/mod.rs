@@ -30,7 +30,7 @@ use super::checkpoint;
 use super::writer::{WaitDone, WaitOp, Writes};
 use super::{
     is_run_key, named_run, now_ms, parse_json, prune_cutoff, NewRun, RunFilter, RunRecord,
-    RunStore, Status, StepRow, StoreError, Write, IDEMPOTENCY_RETENTION,
+    RunStatus, RunStore, StepRow, StoreError, Write, IDEMPOTENCY_RETENTION,
 };
 use crate::engine::{Checkpoint, StepStatus};
 use postgres::{Client, GenericClient, NoTls, Row};
@@ -387,7 +387,7 @@ fn run_of(r: &Row) -> Result<RunRecord, postgres::Error> {
         file: r.try_get(2)?,
         version: r.try_get(3)?,
         trigger: r.try_get(4)?,
-        status: Status::parse(&status).unwrap_or(Status::Failed),
+        status: RunStatus::parse(&status).unwrap_or(RunStatus::Failed),
         retry_of: r.try_get(6)?,
         inputs: parse_json(r.try_get(7)?),
         outputs: parse_json(r.try_get(8)?),

@@ -6,7 +6,7 @@
 use super::{connect, pg_err, Member, DB_NOW, DONE_CHANNEL, QUEUE_CHANNEL};
 use crate::store::wait::{Answered, Decision};
 use crate::store::writer::{ending, needless, pruning, Commit, Done, Op, WaitDone, WaitOp};
-use crate::store::{json_text, NewRun, Status, StoreError, Write, IDEMPOTENCY_RETENTION};
+use crate::store::{json_text, NewRun, RunStatus, StoreError, Write, IDEMPOTENCY_RETENTION};
 use postgres::{Client, Statement, Transaction};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -629,7 +629,7 @@ fn insert_run(
     // retry runs where it was asked for.)
     let queued = run.concurrency.is_some() && run.retry_of.is_none();
     let executes = me.opts.executes && run.owner.is_some() && !queued;
-    let started = (run.status == Status::Running).then_some(now);
+    let started = (run.status == RunStatus::Running).then_some(now);
     let lease = me.opts.lease.as_millis() as i64;
     let attempt: i32 = if executes { 1 } else { 0 };
     tx.execute(

@@ -18,7 +18,7 @@ use super::wait::{AnswerIn, Answered, WaitFilter, WaitRecord};
 use super::writer::{WaitDone, WaitOp, Writes};
 use super::{
     is_run_key, named_run, now_ms, parse_json, prune_cutoff, NewRun, RunFilter, RunRecord,
-    RunStore, Status, StepRow, StoreError, Write,
+    RunStatus, RunStore, StepRow, StoreError, Write,
 };
 use crate::engine::{Checkpoint, StepStatus};
 use marktoflow_steps::core::sqlite::{self, DbError};
@@ -222,6 +222,21 @@ impl SqliteStore {
         self.read_as_is(f)
     }
 
+    /// The pauses asked in the database `c` (none before the table exists).
+    pub fn asked_pauses_in(c: &Connection) -> Result<Vec<(String, i64)>, rusqlite::Error> {
+        let made: bool = c.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pauses')",
+            [],
+            |r| r.get(0),
+        )?;
+        if !made {
+            return Ok(Vec::new());
+        }
+        let mut st = c.prepare_cached("SELECT run_id, asked_at FROM pauses")?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect()
+    }
+
     /// A read of what the database holds now, the journals not moved in.
     fn read_as_is<T>(
         &self,
@@ -239,21 +254,6 @@ impl SqliteStore {
             None => Err(StoreError::Closed),
         }
     }
-}
-
-/// The pauses asked in the database `c` (none before the table exists).
-pub(super) fn asked_pauses_in(c: &Connection) -> Result<Vec<(String, i64)>, rusqlite::Error> {
-    let made: bool = c.query_row(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pauses')",
-        [],
-        |r| r.get(0),
-    )?;
-    if !made {
-        return Ok(Vec::new());
-    }
-    let mut st = c.prepare_cached("SELECT run_id, asked_at FROM pauses")?;
-    let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    rows.collect()
 }
 
 /// [`RunFilter`]'s conditions, its fields as `?1`…`?6` (the text lower-cased).
@@ -274,7 +274,7 @@ fn run_of(r: &Row) -> Result<RunRecord, rusqlite::Error> {
         version: r.get(3)?,
         trigger: r.get(4)?,
         // Unknown text (a newer writer) reads as failed rather than panicking.
-        status: Status::parse(&status).unwrap_or(Status::Failed),
+        status: RunStatus::parse(&status).unwrap_or(RunStatus::Failed),
         retry_of: r.get(6)?,
         inputs: parse_json(r.get(7)?),
         outputs: parse_json(r.get(8)?),
@@ -369,7 +369,7 @@ impl RunStore for SqliteStore {
             let rows = st.query_map(
                 params![
                     f.workflow,
-                    f.status.map(Status::as_str),
+                    f.status.map(RunStatus::as_str),
                     f.trigger,
                     f.since,
                     f.until,
@@ -391,7 +391,7 @@ impl RunStore for SqliteStore {
             st.query_row(
                 params![
                     f.workflow,
-                    f.status.map(Status::as_str),
+                    f.status.map(RunStatus::as_str),
                     f.trigger,
                     f.since,
                     f.until,
@@ -461,7 +461,7 @@ impl RunStore for SqliteStore {
             .map(|(mut r, death)| {
                 // Its process died while running it: weighed by whether it
                 // was to blame (see `death`).
-                if r.status == Status::Running {
+                if r.status == RunStatus::Running {
                     let weight = death
                         .unwrap_or(super::death::Death::Unexplained)
                         .weight(&r.id);
@@ -539,7 +539,7 @@ impl RunStore for SqliteStore {
     fn asked_pauses(&self) -> Result<Vec<(String, i64)>, StoreError> {
         // Looked at often by the processes that execute runs, so the
         // journals are not moved in for it (a pause is asked after a move).
-        self.read_as_is(asked_pauses_in)
+        self.read_as_is(Self::asked_pauses_in)
     }
 
     fn waits(&self, f: &WaitFilter) -> Result<Vec<WaitRecord>, StoreError> {
@@ -603,7 +603,7 @@ mod tests {
             version: "v1".into(),
             inputs: json!({"q": "x"}).as_object().unwrap().clone(),
             trigger: trigger.into(),
-            status: Status::Queued,
+            status: RunStatus::Queued,
             retry_of: None,
             // A dead process's run names an owner whose lock nobody holds.
             owner: (pid == Some(u32::MAX)).then(|| "gone".to_string()),
@@ -679,7 +679,7 @@ mod tests {
         store.finish_run(
             "then-1",
             RunEnd {
-                status: Status::Completed,
+                status: RunStatus::Completed,
                 outputs: json!({"ok": true}),
                 error: None,
                 error_step: None,
@@ -737,7 +737,7 @@ mod tests {
             write(Write::Finish {
                 run_id: "fold-1".into(),
                 end: RunEnd {
-                    status: Status::Completed,
+                    status: RunStatus::Completed,
                     outputs: json!({"ok": true}),
                     error: None,
                     error_step: None,
@@ -855,7 +855,7 @@ mod tests {
             s.finish_run(
                 "aaab-2",
                 RunEnd {
-                    status: Status::Failed,
+                    status: RunStatus::Failed,
                     outputs: json!({}),
                     error: Some("boom".into()),
                     error_step: Some("s".into()),
@@ -876,12 +876,15 @@ mod tests {
             );
         }
         let a = s.get_run("aaaa").unwrap();
-        assert_eq!((a.status, a.trigger.as_str()), (Status::Queued, "webhook"));
+        assert_eq!(
+            (a.status, a.trigger.as_str()),
+            (RunStatus::Queued, "webhook")
+        );
         assert!(a.is_interrupted(), "its process is gone");
         let b = s.get_run("aaab-2").unwrap();
         assert_eq!(
             (b.status, b.error.as_deref()),
-            (Status::Failed, Some("boom"))
+            (RunStatus::Failed, Some("boom"))
         );
         assert_eq!(s.steps_of("aaaa-1").unwrap()[0].output, json!({"n": 1}));
         let cp = s.checkpoint("aaaa-1", None).unwrap().unwrap();
@@ -897,7 +900,7 @@ mod tests {
         assert_eq!(todo, ["aaaa-1"]);
         let failed = s
             .list_runs(&RunFilter {
-                status: Some(Status::Failed),
+                status: Some(RunStatus::Failed),
                 ..Default::default()
             })
             .unwrap();

@@ -6,7 +6,7 @@ use super::super::wait::{decided, expired_text, Answered, Decision};
 use super::super::writer::{
     ending, needless, pause_asked, pruning, writes_of, Commit, Done, Op, WaitDone, WaitOp,
 };
-use super::super::{json_text, NewRun, Status, StoreError, Write};
+use super::super::{json_text, NewRun, RunStatus, StoreError, Write};
 use super::db_err;
 use marktoflow_steps::core::sqlite::{self};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -257,7 +257,7 @@ pub(super) fn insert_run(
             return Ok(Some(holder));
         }
     }
-    let started = (run.status == Status::Running).then_some(now);
+    let started = (run.status == RunStatus::Running).then_some(now);
     tx.prepare_cached(
         "INSERT INTO runs (id, workflow, file, version, trigger, retry_of, status, inputs, pid, created_at, started_at, owner, context)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
@@ -386,7 +386,7 @@ pub(super) fn apply(
                 start.map(|s| s.1),
                 start.and_then(|s| s.2),
             ])?;
-            if end.status == Status::Completed {
+            if end.status == RunStatus::Completed {
                 // Large checkpoints of a run that completed are not kept,
                 // and their space goes back to the disk (in a store made
                 // with incremental vacuum; an older one reuses it).
@@ -559,7 +559,8 @@ pub(super) fn absorb(
                 }
                 _ => false,
             };
-            if !ours || (!finished && Status::parse(status).is_some_and(Status::is_finished)) {
+            if !ours || (!finished && RunStatus::parse(status).is_some_and(RunStatus::is_finished))
+            {
                 continue;
             }
         }
@@ -573,7 +574,7 @@ pub(super) fn absorb(
         // are not written at all.
         let completed = writes
             .iter()
-            .any(|w| matches!(w, Write::Finish { end, .. } if end.status == Status::Completed));
+            .any(|w| matches!(w, Write::Finish { end, .. } if end.status == RunStatus::Completed));
         let large = completed && checkpoint_bytes(writes) > super::super::KEPT_CHECKPOINTS_MAX;
         for w in writes.iter().filter(|w| w.run_id() == id) {
             let dropped = large && matches!(w, Write::Checkpoint { .. });
