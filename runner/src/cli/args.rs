@@ -130,7 +130,8 @@ pub enum Command {
         /// Only runs of this workflow (its id).
         #[arg(long)]
         workflow: Option<String>,
-        /// Only runs with this status: queued, running, completed, failed, cancelled.
+        /// Only runs with this status: queued, running, waiting, completed,
+        /// failed, cancelled, rejected.
         #[arg(long)]
         status: Option<String>,
         /// How many runs to list.

@@ -1,6 +1,7 @@
 //! `marktoflow run` (and `retry`): inputs, sandbox, the store's journal, the run.
 
 use crate::diag::Diagnostic;
+use crate::engine::RunTrigger;
 use crate::engine::{Engine, RunConfig, RunStatus};
 use crate::format::inputs::{self, Supplied};
 use crate::format::model::{self, Workflow};
@@ -404,9 +405,12 @@ pub(super) fn run_with(
         .as_ref()
         .filter(|_| continuing.is_none())
         .map(|store| {
-            let mut new = crate::store::NewRun::new(run_id.clone(), &wf, inputs.clone(), "cli");
+            let trigger = match retry {
+                Some(_) => RunTrigger::Retry,
+                None => RunTrigger::Cli,
+            };
+            let mut new = crate::store::NewRun::new(run_id.clone(), &wf, inputs.clone(), trigger);
             if let Some(p) = &retry {
-                new.trigger = "retry".into();
                 new.retry_of = Some((p.of.clone(), p.reused));
             }
             store.submit_run(new)

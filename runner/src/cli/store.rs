@@ -69,9 +69,8 @@ pub fn history(
         None => None,
         Some((_, Some(s))) => Some(s),
         Some((s, None)) => {
-            eprintln!(
-                "error: unknown status `{s}`: use queued, running, completed, failed or cancelled"
-            );
+            let all: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+            eprintln!("error: unknown status `{s}`: use {}", all.join(", "));
             return EXIT_USAGE;
         }
     };

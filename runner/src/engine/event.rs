@@ -101,6 +101,47 @@ impl RunStatus {
     }
 }
 
+/// What started a run, as the store records it and the API (`?trigger=`),
+/// the console and `history` show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunTrigger {
+    /// `marktoflow run` (and `answer`/`resume` continuing one).
+    Cli,
+    /// `POST /workflows/{id}/runs` (the console's Run).
+    Api,
+    Webhook,
+    Schedule,
+    FileWatch,
+    /// A tool call of an MCP client.
+    Mcp,
+    /// A retry of an earlier run (`marktoflow retry`, `POST /runs/{id}/retry`).
+    Retry,
+}
+
+impl RunTrigger {
+    pub const ALL: [RunTrigger; 7] = [
+        RunTrigger::Webhook,
+        RunTrigger::Api,
+        RunTrigger::Schedule,
+        RunTrigger::FileWatch,
+        RunTrigger::Mcp,
+        RunTrigger::Retry,
+        RunTrigger::Cli,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunTrigger::Cli => "cli",
+            RunTrigger::Api => "api",
+            RunTrigger::Webhook => "webhook",
+            RunTrigger::Schedule => "schedule",
+            RunTrigger::FileWatch => "file_watch",
+            RunTrigger::Mcp => "mcp",
+            RunTrigger::Retry => "retry",
+        }
+    }
+}
+
 /// What happens during a run, in order. Printers, servers and stores all
 /// consume the same stream.
 #[derive(Debug, Clone, Serialize)]

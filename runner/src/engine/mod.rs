@@ -26,8 +26,8 @@ use config::{stop_before, CORE_TEMPLATE_FUEL};
 pub use config::{Lease, RunConfig, WorkflowLoader, MAX_WORKFLOW_DEPTH};
 use event::{bounded_nested, bounded_ref};
 pub use event::{
-    Checkpoint, Event, EventSink, RunEvent, RunFailure, RunResult, RunStatus, StepRecord,
-    StepStatus, NESTED_OUTPUT_BYTES,
+    Checkpoint, Event, EventSink, RunEvent, RunFailure, RunResult, RunStatus, RunTrigger,
+    StepRecord, StepStatus, NESTED_OUTPUT_BYTES,
 };
 
 use crate::diag::Pos;

@@ -148,7 +148,12 @@ impl McpServer {
                 return Ok(rejected(msgs.join("; ")));
             }
         };
-        let started = match start_new(&self.state, wf.clone(), inputs, "mcp") {
+        let started = match start_new(
+            &self.state,
+            wf.clone(),
+            inputs,
+            crate::engine::RunTrigger::Mcp,
+        ) {
             Ok(s) => s,
             Err(refused) => return Ok(rejected(refused.to_string())),
         };

@@ -18,15 +18,30 @@ const ICON: &str = include_str!("console/icon.svg");
 /// a workflow's text or a run's output shown on the page cannot run.
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
+/// The page, with the words the script shows run states and triggers in
+/// (a data block, not code: the policy runs no inline script), so that a
+/// new state or trigger needs no change to the script.
+static PAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    use crate::engine::{RunStatus, RunTrigger};
+    let mut statuses: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+    // Shown for a queued or running run whose process is gone.
+    statuses.push("interrupted");
+    let vocabulary = serde_json::json!({
+        "statuses": statuses,
+        "triggers": RunTrigger::ALL.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+    });
+    INDEX.replace("{{vocabulary}}", &vocabulary.to_string())
+});
+
 pub(super) fn routes() -> Router<Arc<ServerState>> {
     Router::new()
         .route(
             "/console",
-            get(|| async { asset(INDEX, "text/html; charset=utf-8") }),
+            get(|| async { asset(&PAGE, "text/html; charset=utf-8") }),
         )
         .route(
             "/console/",
-            get(|| async { asset(INDEX, "text/html; charset=utf-8") }),
+            get(|| async { asset(&PAGE, "text/html; charset=utf-8") }),
         )
         .route(
             "/console/app.js",

@@ -381,7 +381,7 @@ pub async fn run_file_watches(
                 match start_run(
                     &state,
                     w.workflow.clone(),
-                    Job::New(inputs, "file_watch", None),
+                    Job::New(inputs, crate::engine::RunTrigger::FileWatch, None),
                     run_id.clone(),
                 ) {
                     Ok(_) => eprintln!(

@@ -4,7 +4,7 @@
 
 use super::state::ActiveGuard;
 use super::{Refused, RunEntry, ServerState, MAX_RUNS_KEPT};
-use crate::engine::{Event, EventSink, RunConfig, RunEvent, RunResult, RunStatus};
+use crate::engine::{Event, EventSink, RunConfig, RunEvent, RunResult, RunStatus, RunTrigger};
 use crate::format::model::Workflow;
 use crate::store::{NewRun, RunRecord};
 use futures_util::FutureExt;
@@ -19,10 +19,10 @@ use tokio::sync::watch;
 pub enum Job {
     /// A new run, recorded when it starts (`trigger` says by what), with
     /// the key that makes it once across a cluster (a schedule's tick).
-    New(Map<String, Value>, &'static str, Option<String>),
+    New(Map<String, Value>, RunTrigger, Option<String>),
     /// A new run already committed to the store (started by `trigger`,
     /// which the run sees as `trigger`: a request's method, headers, body).
-    Recorded(Map<String, Value>, &'static str, Value),
+    Recorded(Map<String, Value>, RunTrigger, Value),
     /// A retry already committed to the store, continuing from a checkpoint.
     Retry(Map<String, Value>, Box<crate::engine::Checkpoint>),
     /// A stored run that did not finish, continued from its checkpoint.
@@ -70,7 +70,7 @@ pub fn start_new(
     s: &Arc<ServerState>,
     wf: Arc<Workflow>,
     inputs: Map<String, Value>,
-    trigger: &'static str,
+    trigger: RunTrigger,
 ) -> Result<Started, Refused> {
     let run_id = crate::store::new_run_id();
     let result = start_run(s, wf, Job::New(inputs, trigger, None), run_id.clone())?;
@@ -124,8 +124,8 @@ pub(super) fn start_reserved(
     let cancel = Cancel::default();
     let pause = Arc::new(AtomicBool::new(false));
     let (trigger, inputs) = match &job {
-        Job::New(i, t, _) | Job::Recorded(i, t, _) => (t.to_string(), i.clone()),
-        Job::Retry(i, _) => ("retry".to_string(), i.clone()),
+        Job::New(i, t, _) | Job::Recorded(i, t, _) => (t.as_str().to_string(), i.clone()),
+        Job::Retry(i, _) => (RunTrigger::Retry.as_str().to_string(), i.clone()),
         Job::Resume(r) => (
             r.trigger.clone(),
             r.inputs.as_object().cloned().unwrap_or_default(),
@@ -188,7 +188,7 @@ pub(super) fn start_reserved(
         }
     });
     let trigger_context = match &job {
-        Job::New(_, t, _) => serde_json::json!({"type": t}),
+        Job::New(_, t, _) => serde_json::json!({"type": t.as_str()}),
         Job::Recorded(_, _, context) => context.clone(),
         // A run queued by another process starts with what it was given;
         // a resumed run's checkpoint holds what it had.
@@ -226,7 +226,7 @@ pub(super) fn start_reserved(
         let store = state.store.clone();
         // Scheduled and watched runs are committed here, before they wait.
         if let (Some(store), Job::New(inputs, trigger, key)) = (&store, &job) {
-            let mut new = NewRun::new(run_id.clone(), &wf, inputs.clone(), trigger);
+            let mut new = NewRun::new(run_id.clone(), &wf, inputs.clone(), *trigger);
             new.idempotency_key = key.clone();
             match store
                 .submit_run(new)

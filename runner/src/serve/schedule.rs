@@ -138,7 +138,7 @@ pub async fn run_schedules(state: Arc<ServerState>, schedules: Vec<Schedule>) {
                     match start_run(
                         &state,
                         s.workflow.clone(),
-                        Job::New(inputs, "schedule", key),
+                        Job::New(inputs, crate::engine::RunTrigger::Schedule, key),
                         run_id.clone(),
                     ) {
                         Ok(_) => eprintln!(

@@ -7,6 +7,7 @@ use super::request::{
     bad_inputs, bearer_matches, committed, error, read_body, signature_ok, url_pairs,
 };
 use super::{reserve, start_reserved, Job, Route, ServerState, MAX_RUNS_KEPT};
+use crate::engine::RunTrigger;
 use crate::engine::{RunResult, RunStatus};
 use crate::format::inputs;
 use crate::store::NewRun;
@@ -166,7 +167,7 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
                 event.as_deref(),
             );
             if let Some(store) = &s.store {
-                let mut new = NewRun::new(run_id.clone(), &wf, inputs.clone(), "webhook");
+                let mut new = NewRun::new(run_id.clone(), &wf, inputs.clone(), RunTrigger::Webhook);
                 new.idempotency_key = key.clone();
                 // Another process may start it: it goes with the run.
                 if store.shared().is_some() {
@@ -191,7 +192,7 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             let rx = start_reserved(
                 &s,
                 wf.clone(),
-                Job::Recorded(inputs, "webhook", context),
+                Job::Recorded(inputs, RunTrigger::Webhook, context),
                 run_id.clone(),
                 place,
             );

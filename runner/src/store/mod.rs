@@ -17,7 +17,7 @@
 //!
 //! ```text
 //! // accepting a run (before answering 202): durable once this returns
-//! store.submit_run(NewRun::new(id, &wf, inputs, "webhook")).await??;
+//! store.submit_run(NewRun::new(id, &wf, inputs, RunTrigger::Webhook)).await??;
 //! // running it: records every step and checkpoint, then the end of the run
 //! let result = run_recorded(&store, &engine, &wf, inputs, cfg).await;
 //! // on startup: continue what a killed server left behind
@@ -269,7 +269,12 @@ pub const IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
 impl NewRun {
     /// A queued run of `wf`, owned by this process.
-    pub fn new(id: String, wf: &Workflow, inputs: Map<String, Value>, trigger: &str) -> Self {
+    pub fn new(
+        id: String,
+        wf: &Workflow,
+        inputs: Map<String, Value>,
+        trigger: crate::engine::RunTrigger,
+    ) -> Self {
         let file = std::path::absolute(&wf.source.path)
             .unwrap_or_else(|_| wf.source.path.clone())
             .to_string_lossy()
@@ -279,7 +284,7 @@ impl NewRun {
             workflow: wf.meta.id.clone(),
             file,
             version: version_of(wf),
-            trigger: trigger.to_string(),
+            trigger: trigger.as_str().to_string(),
             status: RunStatus::Queued,
             retry_of: None,
             pid: Some(std::process::id()),

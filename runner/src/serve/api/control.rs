@@ -4,6 +4,7 @@ use super::super::request::{error, url_pairs};
 use super::super::{reserve, start_reserved, Job, ServerState};
 use super::runs::entry_status;
 use super::{accepted, guard};
+use crate::engine::RunTrigger;
 use crate::store::retry::RetryError;
 use crate::store::{NewRun, RunStatus};
 use axum::extract::{Path as UrlPath, State};
@@ -179,7 +180,7 @@ pub(in crate::serve) async fn retry_run(
         Err(why) => return why.response(s.config.max_queue),
     };
     let run_id = crate::store::new_run_id();
-    let mut new = NewRun::new(run_id.clone(), &wf, plan.inputs.clone(), "retry");
+    let mut new = NewRun::new(run_id.clone(), &wf, plan.inputs.clone(), RunTrigger::Retry);
     new.retry_of = Some((plan.of.clone(), plan.reused));
     if let Err(e) = super::super::request::committed(store.submit_run(new)).await {
         return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());

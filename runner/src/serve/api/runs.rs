@@ -101,7 +101,8 @@ pub(super) fn run_filter(query: &[(String, String)]) -> Result<RunFilter, String
             "status" if v == "interrupted" => {}
             "status" => {
                 f.status = Some(RunStatus::parse(v).ok_or_else(|| {
-                    format!("`status={v}`: use queued, running, completed, failed, cancelled or interrupted")
+                    let all: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+                    format!("`status={v}`: use {} or interrupted", all.join(", "))
                 })?)
             }
             "q" => f.text = Some(v.chars().take(200).collect()),

@@ -4,6 +4,7 @@
 use super::super::request::error;
 use super::super::{reserve, start_reserved, Job, ServerState};
 use super::{accepted, guard, workflow};
+use crate::engine::RunTrigger;
 use crate::format::graph::Graph;
 use crate::format::inputs::{self, Supplied};
 use crate::format::model::Workflow;
@@ -280,7 +281,7 @@ async fn start_api_run(
     };
     let run_id = crate::store::new_run_id();
     if let Some(store) = &s.store {
-        let mut new = NewRun::new(run_id.clone(), &wf, inputs.clone(), "api");
+        let mut new = NewRun::new(run_id.clone(), &wf, inputs.clone(), RunTrigger::Api);
         new.context = context.clone();
         if let Err(e) = super::super::request::committed(store.submit_run(new)).await {
             return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
@@ -289,7 +290,7 @@ async fn start_api_run(
     start_reserved(
         s,
         wf,
-        Job::Recorded(inputs, "api", context),
+        Job::Recorded(inputs, RunTrigger::Api, context),
         run_id.clone(),
         place,
     );

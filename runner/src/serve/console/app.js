@@ -325,8 +325,9 @@ function replayForm(id) {
 
 // ---------- runs ----------
 
-const STATUSES = ["queued", "running", "waiting", "completed", "rejected", "failed", "cancelled", "interrupted"];
-const TRIGGERS = ["webhook", "api", "schedule", "file_watch", "mcp", "retry", "cli"];
+// The server's words for run states and what started a run (the page's
+// data block), so a new one needs no change here.
+const { statuses: STATUSES, triggers: TRIGGERS } = JSON.parse(document.getElementById("vocabulary").textContent);
 const SINCE = [["", "any time"], ["1h", "last hour"], ["24h", "last 24 hours"], ["7d", "last 7 days"], ["30d", "last 30 days"]];
 
 async function runsPage(params) {
