@@ -18,9 +18,9 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         return super::supervise::run(&a);
     }
     let inherited = super::supervise::inherited_listener();
-    use crate::serve::{
-        router, routes_of, run_file_watches, run_schedules, schedules_of, ServeConfig, ServerState,
-    };
+    use crate::format::model::TriggerKind;
+    use crate::serve::triggers::Triggers;
+    use crate::serve::{router, ServeConfig, ServerState};
     let registry = Registry::standard();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let (found, mut errors) = discover(&a.paths, &registry);
@@ -44,8 +44,8 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         broken = std::mem::take(&mut errors);
         workflows = servable(workflows, &env, &cwd, None, &mut broken);
     }
-    let mut routes = match routes_of(&workflows, &env) {
-        Ok(r) if errors.is_empty() => r,
+    let mut triggers = match Triggers::of(&workflows, &env, &cwd) {
+        Ok(t) if errors.is_empty() => t,
         Ok(_) => {
             print_diagnostics(&errors);
             return EXIT_USAGE;
@@ -56,22 +56,9 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let mut schedules = match schedules_of(&workflows) {
-        Ok(s) => s,
-        Err(d) => {
-            print_diagnostics(&d);
-            return EXIT_USAGE;
-        }
-    };
-    let mut watches = match crate::serve::file_watch::file_watches_of(&workflows, &cwd) {
-        Ok(w) => w,
-        Err(d) => {
-            print_diagnostics(&d);
-            return EXIT_USAGE;
-        }
-    };
     // Tools for `/mcp`: the files named, and folder workflows with a
-    // `type: mcp` trigger.
+    // `type: mcp` trigger (a trigger source once the server they call into
+    // exists).
     let mut tools = Vec::new();
     if a.mcp {
         let (named, in_folders): (Vec<_>, Vec<_>) = workflows
@@ -105,13 +92,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
     // Workflows without triggers are still served to the console and the
     // run API, where those are served.
     let console = api.token.is_some() || api.loopback;
-    if routes.is_empty()
-        && schedules.is_empty()
-        && watches.is_empty()
-        && tools.is_empty()
-        && (!console || workflows.is_empty())
-        && !a.watch
-    {
+    if triggers.is_empty() && tools.is_empty() && (!console || workflows.is_empty()) && !a.watch {
         let paths: Vec<String> = a
             .paths
             .iter()
@@ -157,13 +138,10 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             eprintln!("warning: not serving `{id}`: {why}");
         }
         let served = |w: &Workflow| !left_out.iter().any(|(id, _)| *id == w.meta.id);
-        routes.retain(|r| served(&r.workflow));
-        schedules.retain(|s| served(&s.workflow));
-        watches.retain(|w| served(&w.workflow));
+        triggers.retain(&served);
         tools.retain(|t| served(&t.workflow));
         workflows.retain(|w| served(w));
-        let untriggered =
-            routes.is_empty() && schedules.is_empty() && watches.is_empty() && tools.is_empty();
+        let untriggered = triggers.is_empty() && tools.is_empty();
         if (workflows.is_empty() || (untriggered && !console)) && !a.watch {
             eprintln!("marktoflow: not serving: every workflow found needs an LLM provider");
             return EXIT_USAGE;
@@ -175,33 +153,6 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         ..serve_config(&a.server)
     };
     let grace = std::time::Duration::from_secs(a.server.grace_period);
-    let n = routes.len();
-    let n_tools = tools.len();
-    let mut listing: Vec<String> = routes
-        .iter()
-        .map(|r| format!("  {} {} → {}", r.method, r.path, r.workflow.source.name))
-        .collect();
-    listing.extend(schedules.iter().map(|s| {
-        format!(
-            "  schedule `{}` ({}) → {}",
-            s.expr,
-            s.cron.when(chrono::Utc::now()),
-            s.workflow.source.name
-        )
-    }));
-    listing.extend(tools.iter().map(|t| {
-        format!(
-            "  MCP tool `{}` at /mcp → {}",
-            t.name, t.workflow.source.name
-        )
-    }));
-    listing.extend(watches.iter().map(|w| {
-        format!(
-            "  file_watch `{}` → {}",
-            w.patterns.join("`, `"),
-            w.workflow.source.name
-        )
-    }));
     let retention = match a
         .server
         .retention
@@ -246,7 +197,8 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             None
         }
     };
-    let mut built = ServerState::new(routes, caps, Arc::new(FileLoader(registry)), config)
+    // Its routes come with the triggers, when they start.
+    let mut built = ServerState::new(Vec::new(), caps, Arc::new(FileLoader(registry)), config)
         .with_workflows(workflows.clone())
         .with_api(api)
         .with_store(store.clone())
@@ -284,6 +236,19 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         if let (Some(l), None) = (&links, &public_url) {
             l.set_base(&format!("http://{local}"));
         }
+        let mut triggers = triggers;
+        let mut mcp_server = None;
+        if a.mcp {
+            let mut mcp = crate::mcp::McpServer::new(state.clone(), Vec::new());
+            if a.watch {
+                mcp = mcp.watching();
+            }
+            let server = mcp.clone();
+            triggers = triggers.with(Box::new(crate::mcp::source::McpTools { tools, server }));
+            mcp_server = Some(mcp);
+        }
+        let n = triggers.count(TriggerKind::Webhook);
+        let n_tools = triggers.count(TriggerKind::Mcp);
         let also = if n_tools > 0 {
             format!(" and {n_tools} MCP tool{}", plural(n_tools))
         } else {
@@ -293,7 +258,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             "marktoflow: serving {n} route{}{also} on http://{local}",
             plural(n)
         );
-        for l in &listing {
+        for l in triggers.listing() {
             eprintln!("{l}");
         }
         if console {
@@ -346,13 +311,9 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         if shared && !a.no_execute {
             tokio::spawn(crate::serve::worker::claim_runs(state.clone()));
         }
-        let triggers = Arc::new(std::sync::Mutex::new(vec![
-            tokio::spawn(run_schedules(state.clone(), schedules)),
-            tokio::spawn(run_file_watches(state.clone(), watches)),
-        ]));
+        let serving = Arc::new(std::sync::Mutex::new(triggers.start(&state)));
         let mut app = router(state.clone());
-        let mut mcp_server = None;
-        if a.mcp {
+        if let Some(mcp) = &mcp_server {
             // On loopback the Host header is checked (DNS rebinding); on
             // other addresses the bearer token guards the route.
             let hosts = if loopback {
@@ -360,12 +321,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
             } else {
                 Vec::new()
             };
-            let mut mcp = crate::mcp::McpServer::new(state.clone(), tools);
-            if a.watch {
-                mcp = mcp.watching();
-            }
-            mcp_server = Some(mcp.clone());
-            app = crate::mcp::mcp_router(mcp, mcp_token, hosts).merge(app);
+            app = crate::mcp::mcp_router(mcp.clone(), mcp_token, hosts).merge(app);
         }
         if a.watch {
             let files = crate::serve::file_watch::ServedFiles::of(&a.paths, &cwd);
@@ -374,7 +330,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
                 paths: a.paths.clone(),
                 env: (*state.caps.env).clone(),
                 cwd: cwd.clone(),
-                triggers,
+                serving,
                 mcp: mcp_server,
             };
             tokio::spawn(async move {
@@ -535,11 +491,12 @@ fn servable(
     let mut taken: Vec<crate::serve::Route> = Vec::new();
     for wf in workflows {
         let one = std::slice::from_ref(&wf);
-        let mut problems = Vec::new();
-        let routes = crate::serve::routes_of(one, env).unwrap_or_else(|d| {
-            problems.extend(d);
-            Vec::new()
-        });
+        // Every kind's own problems (a route's among them), then the
+        // routes other workflows took first.
+        let mut problems = crate::serve::triggers::Triggers::of(one, env, cwd)
+            .err()
+            .unwrap_or_default();
+        let routes = crate::serve::routes_of(one, env).unwrap_or_default();
         for r in &routes {
             if let Some(other) = taken
                 .iter()
@@ -558,12 +515,6 @@ fn servable(
                     .with_hint("the workflow served first keeps its route: give this webhook another `path:`"),
                 );
             }
-        }
-        if let Err(d) = crate::serve::schedules_of(one) {
-            problems.extend(d);
-        }
-        if let Err(d) = crate::serve::file_watch::file_watches_of(one, cwd) {
-            problems.extend(d);
         }
         if let Some(caps) = caps {
             if let Err(d) = crate::engine::plan::preflight(&wf, caps) {
@@ -586,8 +537,8 @@ struct Following {
     paths: Vec<PathBuf>,
     env: std::collections::BTreeMap<String, String>,
     cwd: PathBuf,
-    /// The schedule and file-watch tasks, replaced at each reload.
-    triggers: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    /// The trigger sources served, replaced at each reload.
+    serving: Arc<std::sync::Mutex<crate::serve::triggers::Serving>>,
     mcp: Option<crate::mcp::McpServer>,
 }
 
@@ -638,19 +589,17 @@ impl Following {
             });
             let workflows = servable(workflows, &env, &cwd, Some(&caps), &mut broken);
             // Each was checked alone above: together they are sound too.
-            let routes = crate::serve::routes_of(&workflows, &env).unwrap_or_default();
-            let schedules = crate::serve::schedules_of(&workflows).unwrap_or_default();
-            let watches =
-                crate::serve::file_watch::file_watches_of(&workflows, &cwd).unwrap_or_default();
+            let triggers =
+                crate::serve::triggers::Triggers::of(&workflows, &env, &cwd).unwrap_or_default();
             let (named, in_folders): (Vec<_>, Vec<_>) = workflows
                 .iter()
                 .cloned()
                 .partition(|w| paths.contains(&w.source.path));
             let tools = crate::mcp::tools_of(&named, &in_folders);
-            (workflows, routes, schedules, watches, tools, broken, kept)
+            (workflows, triggers, tools, broken, kept)
         })
         .await;
-        let Ok((workflows, routes, schedules, watches, tools, broken, kept)) = loaded else {
+        let Ok((workflows, mut triggers, tools, broken, kept)) = loaded else {
             return;
         };
         if !changed.is_empty() {
@@ -659,27 +608,21 @@ impl Following {
                 eprintln!("marktoflow: {name} did not load: its last good version is still served");
             }
         }
-        if let Ok(mut tasks) = self.triggers.lock() {
-            for t in tasks.drain(..) {
-                t.abort();
-            }
-            tasks.push(tokio::spawn(crate::serve::run_schedules(
-                self.state.clone(),
-                schedules,
-            )));
-            tasks.push(tokio::spawn(crate::serve::run_file_watches(
-                self.state.clone(),
-                watches,
-            )));
+        // Tools that do not load keep the last list offered.
+        if let (Some(server), Ok(tools)) = (&self.mcp, tools) {
+            let server = server.clone();
+            triggers = triggers.with(Box::new(crate::mcp::source::McpTools { tools, server }));
         }
-        let (n_routes, n_workflows, n_broken) = (routes.len(), workflows.len(), broken.len());
+        let n_routes = triggers.count(crate::format::model::TriggerKind::Webhook);
+        let (n_workflows, n_broken) = (workflows.len(), broken.len());
         self.state.replace_served(crate::serve::Served {
-            routes,
+            routes: self.state.served().routes.clone(),
             workflows,
             broken,
         });
-        if let (Some(mcp), Ok(tools)) = (&self.mcp, tools) {
-            mcp.replace_tools(tools).await;
+        if let Ok(mut serving) = self.serving.lock() {
+            serving.stop();
+            *serving = triggers.start(&self.state);
         }
         if changed.is_empty() {
             return;

@@ -4,11 +4,13 @@
 //!
 //! - [`tools`]: which workflows are tools, their names and schemas;
 //! - [`server`]: the MCP handler that runs them;
-//! - [`elicit`]: asking the client's user when a run waits for a person.
+//! - [`elicit`]: asking the client's user when a run waits for a person;
+//! - [`source`]: the tools as a trigger source of `serve --mcp`.
 
 pub mod elicit;
 pub mod http;
 pub mod server;
+pub mod source;
 pub mod tools;
 
 pub use http::mcp_router;

@@ -58,6 +58,16 @@ impl McpServer {
     /// workflow they started with) and tells every client the list changed,
     /// when it did.
     pub async fn replace_tools(&self, tools: Vec<WorkflowTool>) -> bool {
+        let changed = self.swap_tools(tools);
+        if changed {
+            self.tell_list_changed().await;
+        }
+        changed
+    }
+
+    /// Offers `tools` from now on; whether the list changed (clients are
+    /// not told: [`McpServer::tell_list_changed`]).
+    pub fn swap_tools(&self, tools: Vec<WorkflowTool>) -> bool {
         let same = |a: &[WorkflowTool], b: &[WorkflowTool]| {
             a.len() == b.len()
                 && a.iter().zip(b).all(|(x, y)| {
@@ -75,6 +85,11 @@ impl McpServer {
             }
             *current = Arc::new(tools);
         }
+        true
+    }
+
+    /// Tells every client the tool list changed.
+    pub async fn tell_list_changed(&self) {
         let clients: Vec<Peer<RoleServer>> = {
             let mut c = self.clients.lock().unwrap_or_else(|e| e.into_inner());
             c.retain(|p| !p.is_transport_closed());
@@ -83,7 +98,6 @@ impl McpServer {
         for peer in clients {
             let _ = peer.notify_tool_list_changed().await;
         }
-        true
     }
 
     /// The tools as MCP describes them.

@@ -252,6 +252,16 @@ impl ServerState {
         self
     }
 
+    /// Serves `routes` from now on (the workflows and problems stay).
+    pub fn serve_routes(&self, routes: Vec<Route>) {
+        let now = self.served();
+        self.replace_served(Served {
+            routes,
+            workflows: now.workflows.clone(),
+            broken: now.broken.clone(),
+        });
+    }
+
     /// What is served now.
     pub fn served(&self) -> Arc<Served> {
         self.served
