@@ -684,3 +684,150 @@ fn marktoflow_pause_pauses_a_run_whichever_process_runs_it() {
         ]
     );
 }
+
+/// An agent with an HTTP tool whose POSTs over 100 need a person: the LLM
+/// (fake, on 127.0.0.1) looks the order up, then refunds it; the payments
+/// API is another local server recording what it was sent.
+#[test]
+fn an_agents_http_call_over_the_amount_waits_and_is_made_once_approved() {
+    use crate::fake_llm::{FakeLlm, RAW};
+    let d = project();
+    let payments = FakeLlm::start(std::sync::Arc::new(|req| {
+        (RAW, json!({"path": req.path, "ok": true}).to_string())
+    }));
+    // Each request: the tool calls so far decide the next one.
+    let llm = FakeLlm::start(std::sync::Arc::new(|req| {
+        let msgs = req.body["messages"].as_array().unwrap();
+        let order = if msgs[0]["content"].to_string().contains("order 7") {
+            7
+        } else {
+            8
+        };
+        let results: Vec<&Value> = msgs
+            .iter()
+            .flat_map(|m| m["content"].as_array().into_iter().flatten())
+            .filter(|b| b["type"] == "tool_result")
+            .collect();
+        let use_tool = |name: &str, input: Value| {
+            (
+                RAW,
+                json!({"content": [{"type": "tool_use", "id": format!("tu_{}", results.len()), "name": name, "input": input}], "stop_reason": "tool_use"})
+                    .to_string(),
+            )
+        };
+        match (order, results.len()) {
+            (7, 0) => use_tool("payments__get", json!({"url": "/orders/7"})),
+            (7, 1) => use_tool(
+                "payments__post",
+                json!({"url": "/refunds", "json": {"order": 7, "amount": 250}}),
+            ),
+            // Order 8: a URL off the tool's host first (refused), then a
+            // refund under the amount.
+            (8, 0) => use_tool(
+                "payments__get",
+                json!({"url": "http://169.254.169.254/latest/meta-data"}),
+            ),
+            (8, 1) => use_tool(
+                "payments__post",
+                json!({"url": "/refunds", "json": {"order": 8, "amount": 50}}),
+            ),
+            _ => {
+                let all: Vec<String> = results
+                    .iter()
+                    .map(|r| r["content"].as_str().unwrap_or_default().to_string())
+                    .collect();
+                (200, format!("Done: {}", all.join(" | ")))
+            }
+        }
+    }));
+    let wf = format!(
+        "---\nworkflow: {{id: refunds}}\ninputs: {{order: {{type: integer, required: true}}}}\ntools:\n  payments:\n    sdk: http\n    options:\n      base_url: {}\n      headers: {{Authorization: Bearer sk-test}}\n      approval: {{methods: [POST], over: {{amount: 100}}}}\n  llm: {{sdk: anthropic, options: {{model: fake-model}}}}\n---\n\n```yaml\nid: refund\naction: llm.run\ninputs: {{prompt: 'Refund order {{{{ inputs.order }}}}', tools: [payments]}}\n```\n",
+        payments.base
+    );
+    std::fs::write(d.path().join("refunds.md"), wf).unwrap();
+    let go = |args: &[&str]| {
+        run(cmd(d.path())
+            .args(args)
+            .env("ANTHROPIC_BASE_URL", &llm.base)
+            .env("ANTHROPIC_API_KEY", "k"))
+    };
+    let r = go(&[
+        "run",
+        "refunds.md",
+        "--input",
+        "order=7",
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(
+        (r.code, &r.json()["status"]),
+        (0, &json!("waiting")),
+        "{r:?}"
+    );
+    let w = &r.json()["waiting"];
+    assert_eq!(w["title"], "Allow `payments.post`?");
+    assert_eq!(
+        w["fields"][0]["default"],
+        json!({"url": "/refunds", "json": {"order": 7, "amount": 250}})
+    );
+    // The lookup was made; the refund waits.
+    let paths = |p: &FakeLlm| {
+        p.requests()
+            .iter()
+            .map(|r| r.path.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(paths(&payments), ["/orders/7"]);
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    let ok = go(&[
+        "answer",
+        &id,
+        "--approve",
+        "--as",
+        "ann",
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(ok.code, 0, "{ok:?}");
+    assert_eq!(
+        ok.json()["steps"][0]["output"],
+        "Done: {\"status\":200,\"body\":{\"path\":\"/orders/7\",\"ok\":true}} | {\"status\":200,\"body\":{\"path\":\"/refunds\",\"ok\":true}}"
+    );
+    // The refund was made once, as approved, with the tool's credentials
+    // and a key that makes it once.
+    assert_eq!(paths(&payments), ["/orders/7", "/refunds"]);
+    let post = &payments.requests()[1];
+    assert_eq!(post.body, json!({"order": 7, "amount": 250}));
+    assert_eq!(post.header("authorization"), Some("Bearer sk-test"));
+    assert!(post
+        .header("idempotency-key")
+        .is_some_and(|k| k.contains(&id)));
+
+    // Under the amount: no wait. A URL off the tool's host: refused, and
+    // the model told so; nothing sent there.
+    let r = go(&[
+        "run",
+        "refunds.md",
+        "--input",
+        "order=8",
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(
+        (r.code, &r.json()["status"]),
+        (0, &json!("completed")),
+        "{r:?}"
+    );
+    let payments_host = payments
+        .base
+        .trim_start_matches("http://")
+        .split(':')
+        .next()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        r.json()["steps"][0]["output"],
+        format!("Done: payments.get calls {payments_host} only: give a path under its base URL | {{\"status\":200,\"body\":{{\"path\":\"/refunds\",\"ok\":true}}}}")
+    );
+    assert_eq!(paths(&payments), ["/orders/7", "/refunds", "/refunds"]);
+}

@@ -358,6 +358,13 @@ pub fn closest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
     crate::core::catalog::closest(name, candidates.iter().copied())
 }
 
+/// The agent host runs take (`Capabilities::agents`): the providers as
+/// `overrides` set them, agents' HTTP tools made by `http.*`. Families are
+/// wired together here, above them all.
+pub fn agent_hub(overrides: crate::agent::AgentOverrides) -> crate::agent::AgentHub {
+    crate::agent::AgentHub::new(overrides).with_http(Arc::new(crate::builtin::HttpAction))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -76,12 +76,13 @@ const CLAUDE_CODE_TOOLS: &[&str] = &[
     "ExitPlanMode",
 ];
 
-/// The MCP servers an agent step offers (`tools:`) must be declared ones.
+/// The tools an agent step offers (`tools:`) must be declared MCP servers
+/// or HTTP tools, or `http` itself.
 fn agent_tools(wf: &Workflow, out: &mut Vec<Diagnostic>) {
     let servers: Vec<&str> = wf
         .tools
         .iter()
-        .filter(|t| t.sdk == "mcp")
+        .filter(|t| t.sdk == "mcp" || t.sdk == "http")
         .map(|t| t.name.as_str())
         .collect();
     for model::ActionStep {
@@ -109,7 +110,9 @@ fn agent_tools(wf: &Workflow, out: &mut Vec<Diagnostic>) {
                 continue;
             };
             let server = name.split('.').next().unwrap_or(name);
-            if servers.contains(&server) {
+            if servers.contains(&server)
+                || (server == "http" && !wf.tools.iter().any(|t| t.name == "http"))
+            {
                 continue;
             }
             if CLAUDE_CODE_TOOLS.contains(&server) {
@@ -125,7 +128,7 @@ fn agent_tools(wf: &Workflow, out: &mut Vec<Diagnostic>) {
             let mut d = Diagnostic::error(
                 &wf.source,
                 Some(step.field_pos(&["inputs", "tools", &i.to_string()])),
-                format!("input `tools`: `{server}` is not an MCP server this workflow declares"),
+                format!("input `tools`: `{server}` is not an MCP server or HTTP tool this workflow declares"),
             );
             d.hints.push(match did_you_mean(server, &servers) {
                 Some(c) => format!("did you mean `{c}`?"),

@@ -5,7 +5,7 @@ use crate::engine::RunTrigger;
 use crate::engine::{Engine, RunConfig, RunStatus};
 use crate::format::inputs::{self, Supplied};
 use crate::format::model::{self, Workflow};
-use marktoflow_steps::agent::{AgentHub, AgentOverrides};
+use marktoflow_steps::agent::AgentOverrides;
 use marktoflow_steps::core::action::Capabilities;
 use marktoflow_steps::script::ScriptHost;
 use marktoflow_steps::{Registry, Sandbox};
@@ -551,7 +551,7 @@ pub(super) fn one_run_caps(
         sandbox,
         state_dir(wf_dir),
         Arc::new(ScriptHost::new(exe)),
-        Arc::new(AgentHub::new(agents)),
+        Arc::new(marktoflow_steps::registry::agent_hub(agents)),
         env,
         allowed_hosts,
     )

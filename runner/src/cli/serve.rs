@@ -6,7 +6,6 @@ use super::report::{plural, print_diagnostics};
 use super::validate::discover;
 use super::{state_dir, FileLoader, ServeArgs, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
 use crate::format::model::Workflow;
-use marktoflow_steps::agent::AgentHub;
 use marktoflow_steps::core::action::Capabilities;
 use marktoflow_steps::script::ScriptHost;
 use marktoflow_steps::{Registry, Sandbox};
@@ -744,7 +743,9 @@ pub(super) fn server_caps(
                 ..Default::default()
             },
         )),
-        Arc::new(AgentHub::new(opts.provider.overrides())),
+        Arc::new(marktoflow_steps::registry::agent_hub(
+            opts.provider.overrides(),
+        )),
         env,
         (!opts.roots.allow_host.is_empty()).then(|| opts.roots.allow_host.clone()),
     );

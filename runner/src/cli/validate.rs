@@ -147,7 +147,7 @@ fn check_online(
         Arc::new(marktoflow_steps::script::ScriptHost::new(PathBuf::from(
             "marktoflow",
         ))),
-        Arc::new(marktoflow_steps::agent::AgentHub::new(Default::default())),
+        Arc::new(marktoflow_steps::registry::agent_hub(Default::default())),
         env.clone(),
         wf.allowed_hosts.clone(),
     );

@@ -96,7 +96,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Whether this process has said that the local model stands in for a
 /// provider without a key (said once, not per step or per run).
@@ -116,6 +116,9 @@ pub struct AgentOverrides {
 pub struct AgentHub {
     pub overrides: AgentOverrides,
     client: OnceLock<Result<reqwest::Client, String>>,
+    /// What makes an agent's HTTP tool calls (`http.*`, given by whoever
+    /// builds the hub): None, HTTP tools are refused.
+    http: Option<Arc<dyn crate::core::action::Action>>,
 }
 
 #[async_trait]
@@ -153,7 +156,15 @@ impl AgentHub {
         AgentHub {
             overrides,
             client: OnceLock::new(),
+            http: None,
         }
+    }
+
+    /// Agents' HTTP tools make their requests with `http` (the `http.*`
+    /// action).
+    pub fn with_http(mut self, http: Arc<dyn crate::core::action::Action>) -> Self {
+        self.http = Some(http);
+        self
     }
 
     /// Resolves provider, endpoint, key and model for a step using `tool`
@@ -320,7 +331,7 @@ impl AgentHub {
         mut body: Value,
         timeout: std::time::Duration,
     ) -> Result<String, ActionError> {
-        let offered = tools::offer(call, &prompt.tools).await?;
+        let offered = tools::offer(call, &prompt.tools, self.http.is_some()).await?;
         body["tools"] = tools::definitions(resolved.provider, &offered);
         let client = self.client()?;
         // Each turn's reply and each tool's result are recorded with the
@@ -367,7 +378,8 @@ impl AgentHub {
                 let (text, is_error) = match done {
                     Some(d) => d,
                     None => {
-                        let d = tools::run(call, &offered, &tc, &call_key).await?;
+                        let d = tools::run(call, &offered, &tc, &call_key, self.http.as_deref())
+                            .await?;
                         if let Some(rp) = replies {
                             rp.remember(&call_key, &serde_json::to_string(&d).unwrap_or_default());
                         }
@@ -540,7 +552,7 @@ const AGENT_INPUTS: &[Input] = &[
     input(
         "tools",
         STRING_OR_LIST,
-        "MCP servers the model may call: declared `sdk: mcp` tools (`[fs]`: all the tools they allow) or one tool (`fs.read_file`).",
+        "Tools the model may call: declared `sdk: mcp` tools (`[fs]`: all the tools they allow) or one tool (`fs.read_file`); HTTP requests: `http` (get, post, put, patch, delete), `http.get`…, or a declared `sdk: http` tool (its `base_url` and headers; its host only).",
     ),
     input(
         "max_turns",

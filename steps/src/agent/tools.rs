@@ -1,13 +1,18 @@
-//! Agent steps with MCP tools (`tools: [fs, tickets.search]` on
-//! `agent.run`): the servers' tools are offered to the model in its
-//! provider's format; each tool call it makes is run on the server and its
-//! result sent back, until the model answers in text or `max_turns`
-//! requests have been made.
+//! Agent steps with tools (`tools: [fs, tickets.search, payments]` on
+//! `agent.run`): MCP servers' tools, and HTTP requests (`http`, `http.get`,
+//! or a declared `sdk: http` tool, its `base_url` and headers applied), are
+//! offered to the model in its provider's format; each tool call it makes
+//! is run and its result sent back, until the model answers in text or
+//! `max_turns` requests have been made. A declared tool's `approval:`
+//! says which calls wait for a person first.
 
 use super::provider::Provider;
 use crate::core::action::hosts::ToolDecision;
+use crate::core::action::Action;
+use crate::core::approval::{ApprovalRule, CallFacts};
 use crate::core::error::ApprovalAsk;
 use crate::core::mcp::{result_text, ServerConfig, Session};
+use crate::core::tool::ToolConfig;
 use crate::core::{action::Call, error::ActionError, signals::LogLevel};
 use serde_json::{json, Map, Value};
 use sha2::Digest as _;
@@ -27,10 +32,21 @@ pub(crate) struct Offered {
     name: String,
     description: String,
     schema: Value,
-    session: Arc<Session>,
-    /// Each call waits for a person's approval (the server's `approval:`).
-    needs_approval: bool,
+    backend: Backend,
+    /// Which calls wait for a person's approval (the tool's `approval:`).
+    approval: Option<ApprovalRule>,
 }
+
+/// What runs a call.
+enum Backend {
+    Mcp(Arc<Session>),
+    /// An HTTP request with this method (lower case), through the declared
+    /// tool when there is one.
+    Http(&'static str, Option<ToolConfig>),
+}
+
+/// The methods an agent may use of an HTTP tool.
+const HTTP_METHODS: &[&str] = &["get", "post", "put", "patch", "delete"];
 
 /// A tool call the model made.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,18 +75,32 @@ fn wire_name(tool: &str, name: &str) -> String {
 
 /// The tools `wanted` names: a declared `sdk: mcp` tool (all the tools its
 /// server allows) or `<tool>.<name>` (one of them). Servers are started now.
-pub(crate) async fn offer(call: &Call<'_>, wanted: &[String]) -> Result<Vec<Offered>, ActionError> {
+pub(crate) async fn offer(
+    call: &Call<'_>,
+    wanted: &[String],
+    can_http: bool,
+) -> Result<Vec<Offered>, ActionError> {
     let mut out: Vec<Offered> = Vec::new();
     for w in wanted {
         let (tool_name, only) = match w.split_once('.') {
             Some((t, n)) => (t, Some(n)),
             None => (w.as_str(), None),
         };
-        let Some(tool) = call
-            .declared
-            .iter()
-            .find(|t| t.name == tool_name && t.sdk == "mcp")
-        else {
+        let declared = call.declared.iter().find(|t| t.name == tool_name);
+        let http = match declared {
+            Some(t) => t.sdk == "http",
+            None => tool_name == "http",
+        };
+        if http {
+            if !can_http {
+                return Err(ActionError::Input(format!(
+                    "input `tools`: `{w}`: HTTP tools cannot be offered here"
+                )));
+            }
+            offer_http(w, declared, only, &mut out)?;
+            continue;
+        }
+        let Some(tool) = declared.filter(|t| t.sdk == "mcp") else {
             let mcp: Vec<&str> = call
                 .declared
                 .iter()
@@ -110,8 +140,8 @@ pub(crate) async fn offer(call: &Call<'_>, wanted: &[String]) -> Result<Vec<Offe
                 name: name.to_string(),
                 description: t.description.as_deref().unwrap_or_default().to_string(),
                 schema: Value::Object((*t.input_schema).clone()),
-                session: session.clone(),
-                needs_approval: config.needs_approval(name),
+                backend: Backend::Mcp(session.clone()),
+                approval: config.approval.clone(),
             });
         }
         if out.len() == before {
@@ -125,6 +155,74 @@ pub(crate) async fn offer(call: &Call<'_>, wanted: &[String]) -> Result<Vec<Offe
         }
     }
     Ok(out)
+}
+
+/// The HTTP methods `wanted` names (`http`, `http.post`, a declared
+/// `sdk: http` tool or one of its methods), each a function taking a URL
+/// (or a path under the tool's `base_url`), query, headers and a JSON body.
+fn offer_http(
+    wanted: &str,
+    declared: Option<&ToolConfig>,
+    only: Option<&str>,
+    out: &mut Vec<Offered>,
+) -> Result<(), ActionError> {
+    let tool_name = declared.map_or("http", |t| t.name.as_str());
+    let methods: Vec<&'static str> = match only {
+        None => HTTP_METHODS.to_vec(),
+        Some(m) => match HTTP_METHODS.iter().find(|x| x.eq_ignore_ascii_case(m)) {
+            Some(x) => vec![*x],
+            None => {
+                return Err(ActionError::Input(format!(
+                    "input `tools`: `{wanted}`: an HTTP tool offers {}",
+                    HTTP_METHODS.join(", ")
+                )))
+            }
+        },
+    };
+    let approval = match declared.and_then(|t| t.options.get("approval")) {
+        None => None,
+        Some(v) => ApprovalRule::parse(v)
+            .map_err(|e| ActionError::Input(format!("tool `{tool_name}`: {e}")))?,
+    };
+    let base = declared
+        .and_then(|t| {
+            t.options
+                .get("base_url")
+                .or_else(|| t.options.get("baseUrl"))
+        })
+        .and_then(Value::as_str);
+    for method in methods {
+        let wire = wire_name(tool_name, method);
+        if out.iter().any(|o| o.wire == wire) {
+            continue;
+        }
+        let upper = method.to_ascii_uppercase();
+        let description = match base {
+            Some(b) => format!("An HTTP {upper} request to {b} (give the path) or another allowed URL; returns the status and the body."),
+            None => format!("An HTTP {upper} request to a URL; returns the status and the body."),
+        };
+        let mut properties = json!({
+            "url": {"type": "string", "description": match base {
+                Some(b) => format!("A path under {b}, or a whole URL"),
+                None => "The URL (http or https)".to_string(),
+            }},
+            "query": {"type": "object", "description": "Query parameters"},
+            "headers": {"type": "object", "description": "Request headers"},
+        });
+        if matches!(method, "post" | "put" | "patch") {
+            properties["json"] = json!({"description": "The body, sent as JSON"});
+        }
+        out.push(Offered {
+            wire,
+            shown: format!("{tool_name}.{method}"),
+            name: method.to_string(),
+            description,
+            schema: json!({"type": "object", "properties": properties, "required": ["url"]}),
+            backend: Backend::Http(method, declared.cloned()),
+            approval: approval.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// The request's `tools` field.
@@ -200,6 +298,7 @@ pub(crate) async fn run(
     offered: &[Offered],
     tc: &ToolCall,
     id: &str,
+    http: Option<&dyn Action>,
 ) -> Result<(String, bool), ActionError> {
     let Some(o) = offered.iter().find(|o| o.wire == tc.wire) else {
         let names: Vec<&str> = offered.iter().map(|o| o.wire.as_str()).collect();
@@ -216,12 +315,12 @@ pub(crate) async fn run(
         Ok(a) => a.clone(),
         Err(e) => return Ok((e.clone(), true)),
     };
-    if o.needs_approval {
-        // The call as asked names it: another call (a model that answered
-        // differently when the step ran again) is asked about anew.
-        let digest = sha2::Sha256::digest(format!("{}{}", o.shown, Value::Object(args.clone())));
-        let short: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
-        let id = format!("tool:{id}:{short}");
+    // The call as asked names it: another call (a model that answered
+    // differently when the step ran again) is asked about anew.
+    let digest = sha2::Sha256::digest(format!("{}{}", o.shown, Value::Object(args.clone())));
+    let short: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    let id = format!("tool:{id}:{short}");
+    if o.needs_approval(&args) {
         match call.caps.approvals.as_ref().and_then(|a| a.decision(&id)) {
             None => {
                 return Err(ActionError::NeedsApproval(Box::new(ApprovalAsk {
@@ -256,18 +355,36 @@ pub(crate) async fn run(
         LogLevel::Info,
         format!("{}: calling {}", call.action, o.shown),
     );
-    let (text, is_error) = match o.session.call(&o.name, args, &call.caps.cancel).await {
-        Ok(r) => {
-            let mut text = result_text(&r);
-            if text.is_empty() {
-                text = r
-                    .structured_content
-                    .as_ref()
-                    .map(Value::to_string)
-                    .unwrap_or_default();
+    let made = match &o.backend {
+        Backend::Mcp(session) => session
+            .call(&o.name, args, &call.caps.cancel)
+            .await
+            .map(|r| {
+                let mut text = result_text(&r);
+                if text.is_empty() {
+                    text = r
+                        .structured_content
+                        .as_ref()
+                        .map(Value::to_string)
+                        .unwrap_or_default();
+                }
+                (text, r.is_error == Some(true))
+            }),
+        Backend::Http(method, tool) => match http {
+            Some(http) => {
+                let to = HttpTo {
+                    shown: &o.shown,
+                    method,
+                    tool: tool.as_ref(),
+                    key: &id,
+                };
+                http_call(call, http, to, args).await
             }
-            (text, r.is_error == Some(true))
-        }
+            None => Err(ActionError::failed("HTTP tools cannot be called here")),
+        },
+    };
+    let (text, is_error) = match made {
+        Ok(r) => r,
         Err(ActionError::Cancelled) => return Err(ActionError::Cancelled),
         // A refused or failed call: the model is told, and may recover.
         Err(e) => (e.to_string(), true),
@@ -279,6 +396,112 @@ pub(crate) async fn run(
         );
     }
     Ok((cap(text), is_error))
+}
+
+impl Offered {
+    /// Whether this call of it waits for a person (its tool's `approval:`).
+    fn needs_approval(&self, args: &Map<String, Value>) -> bool {
+        let Some(rule) = &self.approval else {
+            return false;
+        };
+        let (method, host) = match &self.backend {
+            Backend::Mcp(_) => (None, None),
+            Backend::Http(m, tool) => {
+                (Some(m.to_ascii_uppercase()), http_host(tool.as_ref(), args))
+            }
+        };
+        rule.applies(&CallFacts {
+            name: &self.name,
+            method: method.as_deref(),
+            host: host.as_deref(),
+            args,
+        })
+    }
+}
+
+/// The host an HTTP call goes to: its URL's, or its tool's `base_url`'s
+/// for a path.
+fn http_host(tool: Option<&ToolConfig>, args: &Map<String, Value>) -> Option<String> {
+    let url = args.get("url").and_then(Value::as_str).unwrap_or_default();
+    let base = tool
+        .and_then(|t| {
+            t.options
+                .get("base_url")
+                .or_else(|| t.options.get("baseUrl"))
+        })
+        .and_then(Value::as_str);
+    let parsed = reqwest::Url::parse(url)
+        .ok()
+        .or_else(|| base.and_then(|b| reqwest::Url::parse(b).ok()));
+    parsed.and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+}
+
+/// An agent's HTTP call, made as `http.<method>` would make it (the
+/// allowed hosts, the tool's `base_url` and headers, limits, retries); a
+/// status of 400 or more is an error the model is told of. `key` makes the
+/// request once (`Idempotency-Key`) when the step runs again.
+/// Where an agent's HTTP call goes: the tool as shown, its method, the
+/// declared tool, and the call's key.
+struct HttpTo<'a> {
+    shown: &'a str,
+    method: &'static str,
+    tool: Option<&'a ToolConfig>,
+    key: &'a str,
+}
+
+async fn http_call(
+    call: &Call<'_>,
+    http: &dyn Action,
+    to: HttpTo<'_>,
+    args: Map<String, Value>,
+) -> Result<(String, bool), ActionError> {
+    let HttpTo {
+        shown,
+        method,
+        tool,
+        key,
+    } = to;
+    let mut inputs = Map::new();
+    let url = args.get("url").cloned().unwrap_or(Value::Null);
+    let is_path = url
+        .as_str()
+        .is_some_and(|u| reqwest::Url::parse(u).is_err());
+    // A declared tool's headers (its credentials) go to its own host only.
+    let home = tool.and_then(|t| http_host(Some(t), &Map::new()));
+    if let (Some(home), false) = (&home, is_path) {
+        if http_host(None, &args).as_deref() != Some(home.as_str()) {
+            return Ok((
+                format!("{shown} calls {home} only: give a path under its base URL"),
+                true,
+            ));
+        }
+    }
+    inputs.insert(
+        if is_path && tool.is_some() {
+            "path"
+        } else {
+            "url"
+        }
+        .into(),
+        url,
+    );
+    for k in ["query", "headers", "json"] {
+        if let Some(v) = args.get(k).filter(|v| !v.is_null()) {
+            inputs.insert(k.into(), v.clone());
+        }
+    }
+    inputs.insert("fail_on_error".into(), Value::Bool(false));
+    let sub = Call {
+        action: shown,
+        method,
+        tool,
+        idempotency_key: Some(key),
+        ..*call
+    };
+    let out = http.call(&sub, Value::Object(inputs)).await?;
+    let status = out["status"].as_u64().unwrap_or(0);
+    let text = json!({"status": status, "body": out["body"]}).to_string();
+    Ok((text, status >= 400))
 }
 
 fn cap(mut text: String) -> String {

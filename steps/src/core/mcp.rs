@@ -10,6 +10,7 @@
 //!
 //! [`Capabilities`]: crate::core::action::Capabilities
 
+use crate::core::approval::ApprovalRule;
 use crate::core::{
     error::{type_name, ActionError},
     signals::Cancel,
@@ -78,9 +79,9 @@ pub struct ServerConfig {
     pub allowed: Option<Vec<String>>,
     pub start_timeout: Duration,
     pub call_timeout: Duration,
-    /// Tools an agent may call only once a person approves each call:
-    /// `approval: required` (all), or a list of names.
-    pub approval: Option<Vec<String>>,
+    /// Which of an agent's calls of its tools wait for a person's approval
+    /// (see [`ApprovalRule`]).
+    pub approval: Option<ApprovalRule>,
 }
 
 /// A field of a `sdk: mcp` tool that does not fit.
@@ -238,25 +239,10 @@ impl ServerConfig {
             start_timeout: seconds(options, "timeout", DEFAULT_START_TIMEOUT)?,
             call_timeout: seconds(options, "call_timeout", DEFAULT_CALL_TIMEOUT)?,
             approval: match options.get("approval") {
-                None | Some(Value::Null) | Some(Value::Bool(false)) => None,
-                Some(Value::String(s)) if s == "required" => Some(vec!["*".to_string()]),
-                Some(Value::Bool(true)) => Some(vec!["*".to_string()]),
-                Some(Value::Array(_)) => string_list(options, "approval")?,
-                Some(_) => {
-                    return Err(config_err(
-                        "approval",
-                        "`approval` must be `required` or a list of the tools that need it",
-                    ))
-                }
+                None => None,
+                Some(v) => ApprovalRule::parse(v).map_err(|e| config_err("approval", e))?,
             },
         })
-    }
-
-    /// Whether an agent's call of tool `name` waits for a person's approval.
-    pub fn needs_approval(&self, name: &str) -> bool {
-        self.approval
-            .as_ref()
-            .is_some_and(|list| list.iter().any(|a| a == "*" || a == name))
     }
 
     /// Whether the workflow may call tool `name` of this server.

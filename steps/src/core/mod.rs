@@ -7,6 +7,7 @@
 //! folder [`walk`]er.
 
 pub mod action;
+pub mod approval;
 pub mod args;
 pub mod background;
 pub mod blame;

@@ -111,6 +111,15 @@ impl Cx<'_> {
                 }
                 self.mcp_server(name, &options, t, spans, &path);
             }
+            // Which of an agent's calls of an HTTP tool wait for a person.
+            if let (Some(rule), "http") = (options.get("approval"), sdk.as_str()) {
+                if let Err(e) = marktoflow_steps::core::approval::ApprovalRule::parse(rule) {
+                    let mut p = path.clone();
+                    p.extend(["options".into(), "approval".into()]);
+                    let pos = spans.pos(&p);
+                    self.err(pos, format!("tool `{name}`: {e}"));
+                }
+            }
             self.tools.push(ToolConfig {
                 name: name.clone(),
                 sdk,
