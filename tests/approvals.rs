@@ -685,6 +685,18 @@ fn marktoflow_pause_pauses_a_run_whichever_process_runs_it() {
     );
 }
 
+/// `marktoflow ARGS` in `dir` with the fake LLM as Anthropic.
+fn with_llm(
+    dir: &std::path::Path,
+    llm: &crate::fake_llm::FakeLlm,
+    args: &[&str],
+) -> crate::support::Run {
+    run(cmd(dir)
+        .args(args)
+        .env("ANTHROPIC_BASE_URL", &llm.base)
+        .env("ANTHROPIC_API_KEY", "k"))
+}
+
 /// An agent with an HTTP tool whose POSTs over 100 need a person: the LLM
 /// (fake, on 127.0.0.1) looks the order up, then refunds it; the payments
 /// API is another local server recording what it was sent.
@@ -745,12 +757,7 @@ fn an_agents_http_call_over_the_amount_waits_and_is_made_once_approved() {
         payments.base
     );
     std::fs::write(d.path().join("refunds.md"), wf).unwrap();
-    let go = |args: &[&str]| {
-        run(cmd(d.path())
-            .args(args)
-            .env("ANTHROPIC_BASE_URL", &llm.base)
-            .env("ANTHROPIC_API_KEY", "k"))
-    };
+    let go = |args: &[&str]| with_llm(d.path(), &llm, args);
     let r = go(&[
         "run",
         "refunds.md",
@@ -830,4 +837,79 @@ fn an_agents_http_call_over_the_amount_waits_and_is_made_once_approved() {
         format!("Done: payments.get calls {payments_host} only: give a path under its base URL | {{\"status\":200,\"body\":{{\"path\":\"/refunds\",\"ok\":true}}}}")
     );
     assert_eq!(paths(&payments), ["/orders/7", "/refunds", "/refunds"]);
+}
+
+/// A workflow file as an agent's tool, its larger calls approved first.
+#[test]
+fn an_agent_calls_a_workflow_as_a_tool_and_a_large_call_waits_for_approval() {
+    use crate::fake_llm::{FakeLlm, RAW};
+    let d = project();
+    std::fs::write(
+        d.path().join("refund.md"),
+        "---\nworkflow: {id: refund, description: Refunds an order.}\ninputs: {order: {type: integer, required: true}, amount: {type: number, required: true, max: 1000}}\noutputs: {refunded: {type: number}}\n---\n\n```yaml\naction: core.set\ninputs: {refunded: '{{ inputs.amount }}'}\n```\n",
+    )
+    .unwrap();
+    let llm = FakeLlm::start(std::sync::Arc::new(|req| {
+        let msgs = req.body["messages"].as_array().unwrap();
+        let amount = if msgs[0]["content"].to_string().contains("order 7") {
+            250
+        } else {
+            50
+        };
+        let last = &msgs.last().unwrap()["content"][0];
+        match last["type"].as_str() {
+            Some("tool_result") => (200, format!("Done: {}", last["content"].as_str().unwrap())),
+            _ => (
+                RAW,
+                json!({"content": [{"type": "tool_use", "id": "tu_1", "name": "refund", "input": {"order": 7, "amount": amount}}], "stop_reason": "tool_use"})
+                    .to_string(),
+            ),
+        }
+    }));
+    std::fs::write(
+        d.path().join("desk.md"),
+        "---\nworkflow: {id: desk}\ninputs: {order: {type: integer, required: true}}\ntools:\n  llm: {sdk: anthropic, options: {model: fake-model}}\n---\n\n```yaml\nid: help\naction: llm.run\ninputs:\n  prompt: 'Refund order {{ inputs.order }}'\n  tools: [refund.md]\n  approval: {refund.md: {over: {amount: 100}}}\n```\n",
+    )
+    .unwrap();
+    let go = |args: &[&str]| with_llm(d.path(), &llm, args);
+    // The model saw the workflow as a tool with its inputs' schema.
+    let r = go(&["run", "desk.md", "--input", "order=7", "--json", "--quiet"]);
+    assert_eq!(
+        (r.code, &r.json()["status"]),
+        (0, &json!("waiting")),
+        "{r:?}"
+    );
+    let offered = &llm.requests()[0].body["tools"][0];
+    assert_eq!(
+        (
+            &offered["name"],
+            &offered["description"],
+            &offered["input_schema"]["required"]
+        ),
+        (
+            &json!("refund"),
+            &json!("Refunds an order."),
+            &json!(["order", "amount"])
+        )
+    );
+    assert_eq!(r.json()["waiting"]["title"], "Allow `refund.md`?");
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    let ok = go(&[
+        "answer",
+        &id,
+        "--approve",
+        "--as",
+        "ann",
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(ok.code, 0, "{ok:?}");
+    assert_eq!(ok.json()["steps"][0]["output"], "Done: {\"refunded\":250}");
+    // Under the amount: run at once.
+    let r = go(&["run", "desk.md", "--input", "order=8", "--json", "--quiet"]);
+    assert_eq!(
+        (r.code, &r.json()["status"], &r.json()["steps"][0]["output"]),
+        (0, &json!("completed"), &json!("Done: {\"refunded\":50}")),
+        "{r:?}"
+    );
 }

@@ -160,6 +160,7 @@ fn caps(env: &[(&str, &str)], overrides: AgentOverrides) -> (Capabilities, Logs)
         mcp: Default::default(),
         replies: None,
         approvals: None,
+        workflows: None,
         background: None,
         sandbox: Arc::new(Sandbox::closed(std::env::temp_dir())),
         state: Arc::new(marktoflow_steps::core::state::StateDir {

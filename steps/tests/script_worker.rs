@@ -971,6 +971,7 @@ async fn action(s: &mut Suite) {
         mcp: Default::default(),
         replies: None,
         approvals: None,
+        workflows: None,
         background: None,
         sandbox: Arc::new(s.sandbox.clone()),
         state: Arc::new(marktoflow_steps::core::state::StateDir {

@@ -109,6 +109,11 @@ fn agent_tools(wf: &Workflow, out: &mut Vec<Diagnostic>) {
             let Some(name) = name.as_str().filter(|n| !has_tags(n)) else {
                 continue;
             };
+            // A workflow file is loaded when the step runs.
+            let lower = name.to_ascii_lowercase();
+            if lower.ends_with(".md") || lower.ends_with(".markdown") {
+                continue;
+            }
             let server = name.split('.').next().unwrap_or(name);
             if servers.contains(&server)
                 || (server == "http" && !wf.tools.iter().any(|t| t.name == "http"))

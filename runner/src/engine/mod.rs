@@ -159,6 +159,9 @@ impl Engine {
         }
         // An agent's tool calls decided while the run waited.
         cfg.caps.approvals = ask::decisions(&cfg.answers);
+        // Workflow files its agent steps may call as tools.
+        cfg.caps.workflows = subflow::WorkflowTools::of(wf, &cfg)
+            .map(|t| Arc::new(t) as Arc<dyn marktoflow_steps::core::action::hosts::Workflows>);
         let emit = |e: RunEvent| cfg.emit(e);
         emit(RunEvent::RunStarted {
             run_id: cfg.run_id.clone(),

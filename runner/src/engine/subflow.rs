@@ -96,27 +96,9 @@ impl Engine {
                     format!("sub-workflow `{path}`: {}", list.join("; ")),
                 )
             })?;
-        let events = cfg.events.clone();
-        let shift = depth + 1;
         // The child's steps show nested under this step; its run start and
         // end are this step's.
-        let child_events: EventSink = Arc::new(move |e: &Event| match &e.kind {
-            RunEvent::RunStarted { .. }
-            | RunEvent::RunFinished { .. }
-            | RunEvent::Checkpoint(_) => {}
-            RunEvent::StepStarted { .. } | RunEvent::StepFinished { .. } => {
-                let mut e = e.clone();
-                if let RunEvent::StepStarted { depth, index, .. } = &mut e.kind {
-                    *depth += shift;
-                    *index = 0;
-                }
-                if let RunEvent::StepFinished { depth, .. } = &mut e.kind {
-                    *depth += shift;
-                }
-                events(&e)
-            }
-            _ => events(e),
-        });
+        let child_events = nested(cfg.events.clone(), depth + 1);
         let child_cfg = RunConfig {
             run_id: format!("{}/{}", cfg.run_id, step.id),
             caps: cfg.caps.clone(),
@@ -164,6 +146,160 @@ impl Engine {
                     )
                 })
             }
+        }
+    }
+}
+
+/// A sub-workflow's events as its caller's: its steps `shift` levels
+/// deeper, its run's start, end and checkpoints left out.
+fn nested(events: EventSink, shift: usize) -> EventSink {
+    Arc::new(move |e: &Event| match &e.kind {
+        RunEvent::RunStarted { .. } | RunEvent::RunFinished { .. } | RunEvent::Checkpoint(_) => {}
+        RunEvent::StepStarted { .. } | RunEvent::StepFinished { .. } => {
+            let mut e = e.clone();
+            if let RunEvent::StepStarted { depth, index, .. } = &mut e.kind {
+                *depth += shift;
+                *index = 0;
+            }
+            if let RunEvent::StepFinished { depth, .. } = &mut e.kind {
+                *depth += shift;
+            }
+            events(&e)
+        }
+        _ => events(e),
+    })
+}
+
+/// Workflow files an agent step of a run may call as tools
+/// ([`marktoflow_steps::core::action::hosts::Workflows`]): found from the
+/// calling workflow's file, checked as sub-workflows are (inputs, cycles,
+/// depth), run one level deeper with the run's capabilities, their steps
+/// shown nested in the run's events.
+pub(super) struct WorkflowTools {
+    /// The calling workflow's file, absolute, and as the user sees it.
+    here: std::path::PathBuf,
+    shown: std::path::PathBuf,
+    /// Its callers and itself, outermost first.
+    chain: Vec<std::path::PathBuf>,
+    loader: Arc<dyn super::WorkflowLoader>,
+    run_id: String,
+    caps: marktoflow_steps::Capabilities,
+    events: EventSink,
+    lease: Option<Arc<dyn super::Lease>>,
+}
+
+impl WorkflowTools {
+    /// The tools of a run of `wf` set up by `cfg` (None: nothing loads
+    /// workflows here).
+    pub(super) fn of(wf: &Workflow, cfg: &RunConfig) -> Option<WorkflowTools> {
+        let loader = cfg.loader.clone()?;
+        let here =
+            marktoflow_steps::core::sandbox::normalize(&cfg.caps.sandbox.cwd.join(&wf.source.path));
+        let mut chain = cfg.callers.clone();
+        chain.push(here.clone());
+        Some(WorkflowTools {
+            here,
+            shown: wf.source.path.clone(),
+            chain,
+            loader,
+            run_id: cfg.run_id.clone(),
+            caps: cfg.caps.clone(),
+            events: cfg.events.clone(),
+            lease: cfg.lease.clone(),
+        })
+    }
+
+    /// The workflow at `path` (relative to the caller's file), loaded;
+    /// refused when it would call itself round a loop or nest too deep.
+    fn load(&self, path: &str) -> Result<Workflow, String> {
+        let target = marktoflow_steps::core::sandbox::normalize(
+            &self.here.parent().unwrap_or(Path::new("/")).join(path),
+        );
+        if self.chain.contains(&target) {
+            return Err(format!(
+                "`{path}` is a workflow this run is already in (a cycle)"
+            ));
+        }
+        if self.chain.len() >= MAX_WORKFLOW_DEPTH {
+            return Err(format!(
+                "workflows nest deeper than {MAX_WORKFLOW_DEPTH} levels"
+            ));
+        }
+        let shown = marktoflow_steps::core::sandbox::normalize(
+            &self.shown.parent().unwrap_or(Path::new("")).join(path),
+        );
+        let wf = self.loader.load(&shown).map_err(|diags| {
+            let first = diags.first().map(|d| d.render()).unwrap_or_default();
+            format!("cannot load workflow `{path}`:\n{first}")
+        })?;
+        Ok(wf)
+    }
+}
+
+#[async_trait::async_trait]
+impl marktoflow_steps::core::action::hosts::Workflows for WorkflowTools {
+    fn tool(
+        &self,
+        path: &str,
+    ) -> Result<marktoflow_steps::core::action::hosts::WorkflowTool, String> {
+        let wf = self.load(path)?;
+        let description = wf
+            .meta
+            .description
+            .clone()
+            .filter(|d| !d.trim().is_empty())
+            .unwrap_or_else(|| format!("Runs the workflow {}", wf.meta.name));
+        Ok(marktoflow_steps::core::action::hosts::WorkflowTool {
+            name: wf.meta.id.clone(),
+            description,
+            schema: Value::Object(crate::format::inputs::json_schema(&wf.inputs)),
+        })
+    }
+
+    async fn run(
+        &self,
+        path: &str,
+        inputs: serde_json::Map<String, Value>,
+    ) -> Result<Value, String> {
+        let child = self.load(path)?;
+        let supplied = inputs
+            .into_iter()
+            .map(|(k, v)| (k, crate::format::inputs::Supplied::Json(v)))
+            .collect();
+        let child_inputs = crate::format::inputs::resolve(&child, supplied, &self.caps.env)
+            .map_err(|errs| {
+                let list: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+                list.join("; ")
+            })?;
+        // Its steps show one level under the agent's.
+        let child_events = nested(self.events.clone(), 1);
+        let cfg = RunConfig {
+            run_id: format!("{}/{}", self.run_id, child.meta.id),
+            caps: self.caps.clone(),
+            events: child_events,
+            loader: Some(self.loader.clone()),
+            callers: self.chain.clone(),
+            debugger: None,
+            trigger: Value::Null,
+            lease: self.lease.clone(),
+            recorded: None,
+            answers: Default::default(),
+            waits: None,
+            pause: None,
+        };
+        let result = Box::pin(Engine::new().run(&child, child_inputs, cfg)).await;
+        match result.status {
+            RunStatus::Completed => Ok(result.outputs),
+            RunStatus::Waiting => Err(format!(
+                "`{path}` waits for an answer (a `wait` with a `mode`): only a workflow run on its own can pause"
+            )),
+            status => Err(match result.error {
+                Some(f) => match f.step_name {
+                    Some(n) => format!("`{path}` {}: step `{n}` failed: {}", status.as_str(), f.message),
+                    None => format!("`{path}` {}: {}", status.as_str(), f.message),
+                },
+                None => format!("`{path}` ended {}", status.as_str()),
+            }),
         }
     }
 }

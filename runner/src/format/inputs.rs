@@ -4,7 +4,7 @@
 
 use crate::diag::did_you_mean;
 use crate::format::model::{InputDef, InputType, Workflow};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 /// An input value as supplied.
@@ -435,6 +435,58 @@ fn substitute_str(s: &str, env: &BTreeMap<String, String>) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// The inputs as a JSON Schema object: types, descriptions, defaults,
+/// `enum`, `pattern`, `minimum`/`maximum` (`minLength`/`maxLength` for
+/// text, `minItems`/`maxItems` for lists, as the inputs check them), and
+/// `required` for required inputs without a default.
+pub fn json_schema(inputs: &[InputDef]) -> Map<String, Value> {
+    let mut props = Map::new();
+    let mut required = Vec::new();
+    for i in inputs {
+        let mut p = Map::new();
+        p.insert("type".into(), json!(i.ty.name()));
+        if let Some(d) = &i.description {
+            p.insert("description".into(), json!(d));
+        }
+        if let Some(d) = &i.default {
+            p.insert("default".into(), d.clone());
+        }
+        if let Some(a) = &i.allowed {
+            p.insert("enum".into(), Value::Array(a.clone()));
+        }
+        if let Some(re) = &i.pattern {
+            p.insert("pattern".into(), json!(re.as_str()));
+        }
+        let (lo, hi) = match i.ty {
+            InputType::String => ("minLength", "maxLength"),
+            InputType::Array => ("minItems", "maxItems"),
+            _ => ("minimum", "maximum"),
+        };
+        for (key, v) in [(lo, i.min), (hi, i.max)] {
+            if let Some(v) = v {
+                let v = if matches!(i.ty, InputType::Number) {
+                    json!(v)
+                } else {
+                    json!(v as i64)
+                };
+                p.insert(key.into(), v);
+            }
+        }
+        if i.required && i.default.is_none() {
+            required.push(json!(i.name));
+        }
+        props.insert(i.name.clone(), Value::Object(p));
+    }
+    let mut schema = Map::new();
+    schema.insert("type".into(), json!("object"));
+    schema.insert("properties".into(), Value::Object(props));
+    if !required.is_empty() {
+        schema.insert("required".into(), Value::Array(required));
+    }
+    schema.insert("additionalProperties".into(), json!(inputs.is_empty()));
+    schema
 }
 
 #[cfg(test)]

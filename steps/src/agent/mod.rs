@@ -331,7 +331,7 @@ impl AgentHub {
         mut body: Value,
         timeout: std::time::Duration,
     ) -> Result<String, ActionError> {
-        let offered = tools::offer(call, &prompt.tools, self.http.is_some()).await?;
+        let offered = tools::offer(call, prompt, self.http.is_some()).await?;
         body["tools"] = tools::definitions(resolved.provider, &offered);
         let client = self.client()?;
         // Each turn's reply and each tool's result are recorded with the
@@ -553,6 +553,11 @@ const AGENT_INPUTS: &[Input] = &[
         "tools",
         STRING_OR_LIST,
         "Tools the model may call: declared `sdk: mcp` tools (`[fs]`: all the tools they allow) or one tool (`fs.read_file`); HTTP requests: `http` (get, post, put, patch, delete), `http.get`…, or a declared `sdk: http` tool (its `base_url` and headers; its host only).",
+    ),
+    input(
+        "approval",
+        MAPPING,
+        "With `tools`: which calls of each (named as in `tools`) wait for a person first: `required`, a list of tool names, or a rule `{tools, methods, hosts, over}` (besides a declared tool's own `approval:`).",
     ),
     input(
         "max_turns",

@@ -33,8 +33,9 @@ pub(crate) struct Offered {
     description: String,
     schema: Value,
     backend: Backend,
-    /// Which calls wait for a person's approval (the tool's `approval:`).
-    approval: Option<ApprovalRule>,
+    /// Which calls wait for a person's approval: the declared tool's
+    /// `approval:` and the step's for it (any of them).
+    approval: Vec<ApprovalRule>,
 }
 
 /// What runs a call.
@@ -43,6 +44,9 @@ enum Backend {
     /// An HTTP request with this method (lower case), through the declared
     /// tool when there is one.
     Http(&'static str, Option<ToolConfig>),
+    /// A workflow file, run as a sub-workflow with the call's arguments as
+    /// its inputs.
+    Workflow(String),
 }
 
 /// The methods an agent may use of an HTTP tool.
@@ -59,7 +63,12 @@ pub(crate) struct ToolCall {
 }
 
 fn wire_name(tool: &str, name: &str) -> String {
-    let mut w: String = format!("{tool}__{name}")
+    wire_of(&format!("{tool}__{name}"))
+}
+
+/// `raw` as a name providers take.
+fn wire_of(raw: &str) -> String {
+    let mut w: String = raw
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
@@ -77,11 +86,60 @@ fn wire_name(tool: &str, name: &str) -> String {
 /// server allows) or `<tool>.<name>` (one of them). Servers are started now.
 pub(crate) async fn offer(
     call: &Call<'_>,
-    wanted: &[String],
+    prompt: &super::wire::Prompt,
     can_http: bool,
 ) -> Result<Vec<Offered>, ActionError> {
     let mut out: Vec<Offered> = Vec::new();
-    for w in wanted {
+    for w in &prompt.tools {
+        let before = out.len();
+        offer_one(call, w, can_http, &mut out).await?;
+        // The step's rule for this entry covers every tool it offered.
+        for (_, rule) in prompt.approval.iter().filter(|(t, _)| t == w) {
+            for o in &mut out[before..] {
+                o.approval.push(rule.clone());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a `tools` entry names a workflow file.
+fn is_workflow_file(w: &str) -> bool {
+    let lower = w.to_ascii_lowercase();
+    lower.ends_with(".md") || lower.ends_with(".markdown")
+}
+
+/// The tools one `tools` entry offers, added to `out`.
+async fn offer_one(
+    call: &Call<'_>,
+    w: &String,
+    can_http: bool,
+    out: &mut Vec<Offered>,
+) -> Result<(), ActionError> {
+    {
+        if is_workflow_file(w) {
+            let Some(host) = call.caps.workflows.as_ref() else {
+                return Err(ActionError::Input(format!(
+                    "input `tools`: `{w}`: workflow files cannot be offered here"
+                )));
+            };
+            let t = host
+                .tool(w)
+                .map_err(|e| ActionError::Input(format!("input `tools`: {e}")))?;
+            let wire = wire_of(&t.name);
+            if !out.iter().any(|o| o.wire == wire) {
+                out.push(Offered {
+                    wire,
+                    shown: w.clone(),
+                    name: t.name,
+                    description: t.description,
+                    schema: t.schema,
+                    backend: Backend::Workflow(w.clone()),
+                    approval: Vec::new(),
+                });
+            }
+            return Ok(());
+        }
         let (tool_name, only) = match w.split_once('.') {
             Some((t, n)) => (t, Some(n)),
             None => (w.as_str(), None),
@@ -97,8 +155,7 @@ pub(crate) async fn offer(
                     "input `tools`: `{w}`: HTTP tools cannot be offered here"
                 )));
             }
-            offer_http(w, declared, only, &mut out)?;
-            continue;
+            return offer_http(w, declared, only, out);
         }
         let Some(tool) = declared.filter(|t| t.sdk == "mcp") else {
             let mcp: Vec<&str> = call
@@ -141,7 +198,7 @@ pub(crate) async fn offer(
                 description: t.description.as_deref().unwrap_or_default().to_string(),
                 schema: Value::Object((*t.input_schema).clone()),
                 backend: Backend::Mcp(session.clone()),
-                approval: config.approval.clone(),
+                approval: config.approval.clone().into_iter().collect(),
             });
         }
         if out.len() == before {
@@ -154,7 +211,7 @@ pub(crate) async fn offer(
             )));
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The HTTP methods `wanted` names (`http`, `http.post`, a declared
@@ -219,7 +276,7 @@ fn offer_http(
             description,
             schema: json!({"type": "object", "properties": properties, "required": ["url"]}),
             backend: Backend::Http(method, declared.cloned()),
-            approval: approval.clone(),
+            approval: approval.clone().into_iter().collect(),
         });
     }
     Ok(())
@@ -382,6 +439,15 @@ pub(crate) async fn run(
             }
             None => Err(ActionError::failed("HTTP tools cannot be called here")),
         },
+        // Its outputs, as JSON; a run that did not complete is an error
+        // the model is told of.
+        Backend::Workflow(path) => match call.caps.workflows.as_ref() {
+            Some(host) => Ok(match host.run(path, args).await {
+                Ok(outputs) => (outputs.to_string(), false),
+                Err(why) => (why, true),
+            }),
+            None => Err(ActionError::failed("workflow files cannot be called here")),
+        },
     };
     let (text, is_error) = match made {
         Ok(r) => r,
@@ -401,21 +467,22 @@ pub(crate) async fn run(
 impl Offered {
     /// Whether this call of it waits for a person (its tool's `approval:`).
     fn needs_approval(&self, args: &Map<String, Value>) -> bool {
-        let Some(rule) = &self.approval else {
+        if self.approval.is_empty() {
             return false;
-        };
+        }
         let (method, host) = match &self.backend {
-            Backend::Mcp(_) => (None, None),
+            Backend::Mcp(_) | Backend::Workflow(_) => (None, None),
             Backend::Http(m, tool) => {
                 (Some(m.to_ascii_uppercase()), http_host(tool.as_ref(), args))
             }
         };
-        rule.applies(&CallFacts {
+        let facts = CallFacts {
             name: &self.name,
             method: method.as_deref(),
             host: host.as_deref(),
             args,
-        })
+        };
+        self.approval.iter().any(|rule| rule.applies(&facts))
     }
 }
 

@@ -26,6 +26,9 @@ pub(crate) struct Prompt {
     pub format: Option<OutputFormat>,
     /// `tools`: MCP servers (or `server.tool`) the model may call.
     pub tools: Vec<String>,
+    /// `approval`: which calls of a tool (named as in `tools`) wait for a
+    /// person, beside the declared tool's own `approval:`.
+    pub approval: Vec<(String, crate::core::approval::ApprovalRule)>,
     /// `max_turns`: the most requests of one step that offers tools.
     pub max_turns: u32,
 }
@@ -197,7 +200,7 @@ pub(crate) fn parse_inputs(method: &str, inputs: &Value) -> Result<Prompt, Actio
             _ => return Err(args.invalid("format", format!("must be `json` or `text`, got `{f}`"))),
         },
     };
-    let tools = args
+    let tools: Vec<String> = args
         .strings("tools")?
         .into_iter()
         .map(|t| match t.trim() {
@@ -208,6 +211,31 @@ pub(crate) fn parse_inputs(method: &str, inputs: &Value) -> Result<Prompt, Actio
             t => Ok(t.to_string()),
         })
         .collect::<Result<_, _>>()?;
+    let mut approval = Vec::new();
+    match args.get("approval") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => {
+            for (tool, v) in m {
+                if !tools.contains(tool) {
+                    return Err(args.invalid(
+                        "approval",
+                        format!("`{tool}` is not among the step's `tools`"),
+                    ));
+                }
+                let rule = crate::core::approval::ApprovalRule::parse(v)
+                    .map_err(|e| args.invalid("approval", format!("`{tool}`: {e}")))?;
+                if let Some(rule) = rule {
+                    approval.push((tool.clone(), rule));
+                }
+            }
+        }
+        Some(_) => {
+            return Err(args.invalid(
+                "approval",
+                "must map tools, as `tools` names them, to `required` or a rule",
+            ))
+        }
+    }
     let max_turns = match args.whole("max_turns")? {
         Some(n @ 1..=100) => n as u32,
         other => {
@@ -228,6 +256,7 @@ pub(crate) fn parse_inputs(method: &str, inputs: &Value) -> Result<Prompt, Actio
         seed,
         format,
         tools,
+        approval,
         max_turns,
     })
 }
@@ -547,6 +576,21 @@ mod tests {
         assert_eq!((p.max_turns, p.tools.len()), (10, 0));
         let p = parse_inputs(
             "run",
+            &json!({"prompt": "q", "tools": ["refund.md", "fs"], "approval": {"refund.md": {"over": {"amount": 100}}, "fs": false}}),
+        )
+        .unwrap();
+        assert_eq!(
+            p.approval,
+            [(
+                "refund.md".to_string(),
+                crate::core::approval::ApprovalRule::When(crate::core::approval::Conditions {
+                    over: vec![("amount".into(), 100.0)],
+                    ..Default::default()
+                })
+            )]
+        );
+        let p = parse_inputs(
+            "run",
             &json!({"prompt": "q", "max_tokens": "64", "temperature": "0.5",
             "seed": u64::MAX, "tools": "fs", "max_turns": "3"}),
         )
@@ -568,6 +612,10 @@ mod tests {
             json!({"prompt": "q", "max_turns": 0}),
             json!({"prompt": "q", "max_turns": 101}),
             json!({"prompt": "q", "tools": [""]}),
+            // A rule for a tool the step does not offer, or one that does not fit.
+            json!({"prompt": "q", "tools": ["fs"], "approval": {"web": "required"}}),
+            json!({"prompt": "q", "tools": ["fs"], "approval": {"fs": {"over": 3}}}),
+            json!({"prompt": "q", "tools": ["fs"], "approval": "required"}),
             json!({"messages": "hi"}),
             json!({"messages": [{"content": "hi"}]}),
             json!([1]),

@@ -94,6 +94,30 @@ pub trait Approvals: Send + Sync {
     fn decision(&self, id: &str) -> Option<ToolDecision>;
 }
 
+/// Workflow files an agent step may call as tools (`tools: [refund.md]`),
+/// found from the calling workflow's file: the engine's.
+#[async_trait]
+pub trait Workflows: Send + Sync {
+    /// Workflow `path` as a tool: its name, description and input schema.
+    fn tool(&self, path: &str) -> Result<WorkflowTool, String>;
+    /// Runs it with `inputs`, checked as a sub-workflow's: its outputs, or
+    /// why it did not complete.
+    async fn run(
+        &self,
+        path: &str,
+        inputs: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<serde_json::Value, String>;
+}
+
+/// A workflow as an agent's tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowTool {
+    pub name: String,
+    pub description: String,
+    /// A JSON Schema object of its inputs.
+    pub schema: serde_json::Value,
+}
+
 /// One script to run.
 #[derive(Debug, Clone)]
 pub struct ScriptJob {

@@ -49,6 +49,9 @@ pub struct Capabilities {
     /// Decisions about agents' tool calls that need a person (None: such a
     /// call stops the step, see [`crate::core::error::ActionError::NeedsApproval`]).
     pub approvals: Option<Arc<dyn hosts::Approvals>>,
+    /// Workflow files an agent step may call as tools (the engine sets it
+    /// for each step; None: not here).
+    pub workflows: Option<Arc<dyn hosts::Workflows>>,
     /// Where work may go on after its step returns (a server's; None for a
     /// one-off run, whose process ends with it).
     pub background: Option<Arc<crate::core::background::Background>>,
@@ -83,6 +86,7 @@ impl Capabilities {
             mcp: Default::default(),
             replies: None,
             approvals: None,
+            workflows: None,
             background: None,
         }
     }
