@@ -149,6 +149,16 @@ pub(super) fn print_result(wf: &Workflow, r: &RunResult, as_json: bool) {
 pub(super) fn print_waiting(r: &RunResult) {
     let Some(w) = &r.waiting else { return };
     let id = crate::store::short_id(&r.run_id);
+    if w.mode == crate::format::model::AskMode::Pause {
+        eprintln!(
+            "run {id} is paused ({}); go on with:\n  marktoflow resume {id}",
+            w.title.as_deref().unwrap_or("paused")
+        );
+        if let Some(link) = &w.link {
+            eprintln!("  or open {link} (served by `marktoflow serve`)");
+        }
+        return;
+    }
     let fields: Vec<String> = w
         .fields
         .iter()
