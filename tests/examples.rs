@@ -104,7 +104,8 @@ fn every_example_runs() {
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".md"))
+        // `NAME.test.md` files are tests, run below.
+        .filter(|n| n.ends_with(".md") && !n.ends_with(".test.md"))
         .collect();
     names.sort();
     assert!(names.len() >= 6, "{names:?}");
@@ -158,7 +159,8 @@ fn examples_and_shipped_workflows_validate_without_warnings() {
     for dir in ["examples", "examples/lib", "workflows/lifeos"] {
         for e in std::fs::read_dir(repo().join(dir)).unwrap() {
             let p = e.unwrap().path();
-            if p.extension().is_some_and(|x| x == "md") {
+            let test = p.to_string_lossy().ends_with(".test.md");
+            if p.extension().is_some_and(|x| x == "md") && !test {
                 files.push(p);
             }
         }
@@ -166,4 +168,25 @@ fn examples_and_shipped_workflows_validate_without_warnings() {
     let r = run(cmd(&repo()).arg("validate").arg("--strict").args(&files));
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stderr.is_empty(), "{}", r.stderr);
+}
+
+#[test]
+fn the_examples_tests_pass_with_no_key_and_no_network() {
+    let junit = crate::support::tempdir();
+    let report = junit.path().join("report.xml");
+    let r = run(cmd(&repo())
+        .args(["test", "examples/", "--junit"])
+        .arg(&report));
+    assert_eq!(r.code, 0, "{r:?}");
+    let summary = r.stdout.lines().last().unwrap_or_default().to_string();
+    assert!(
+        summary.starts_with("6 passed, 0 failed (6 cases in 3 files) in "),
+        "{}",
+        r.stdout
+    );
+    let xml = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        xml.contains("<testsuites name=\"marktoflow test\" tests=\"6\" failures=\"0\">"),
+        "{xml}"
+    );
 }

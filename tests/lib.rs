@@ -27,5 +27,6 @@ mod script_tool;
 mod seed_workflows;
 mod server;
 mod store;
+mod testing;
 mod transcripts;
 mod workflows;

@@ -7,8 +7,8 @@
 //! Layers, each using only those before it: [`diag`] (positioned messages),
 //! [`template`] (minijinja), [`format`], [`engine`], [`store`], [`serve`]
 //! (HTTP, schedules, file watches), [`mcp`] (workflows as MCP tools),
-//! [`check`] (what `validate` verifies), [`cli`] (the `marktoflow` command,
-//! a thin edge).
+//! [`check`] (what `validate` verifies), [`testing`] (`marktoflow test`),
+//! [`cli`] (the `marktoflow` command, a thin edge).
 
 pub mod check;
 pub mod cli;
@@ -19,6 +19,7 @@ pub mod mcp;
 pub mod serve;
 pub mod store;
 pub mod template;
+pub mod testing;
 
 #[cfg(test)]
 #[path = "../../tests/layers/scan.rs"]
@@ -31,7 +32,8 @@ mod layers {
     #[test]
     fn modules_only_use_lower_layers() {
         const ORDER: &[&str] = &[
-            "diag", "template", "format", "engine", "store", "serve", "mcp", "check", "cli",
+            "diag", "template", "format", "engine", "store", "serve", "mcp", "check", "testing",
+            "cli",
         ];
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut bad = Vec::new();

@@ -46,6 +46,20 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         allow_write: Vec<PathBuf>,
     },
+    /// Run the tests of workflows: each `NAME.test.md` below the folders
+    /// (or named) holds cases — inputs, mocks, expectations. No key, no
+    /// network: agent, HTTP and program calls must be mocked unless `--live`.
+    Test {
+        /// Test files, or folders (every `*.test.md` below them).
+        #[arg(default_value = ".")]
+        paths: Vec<PathBuf>,
+        /// Also write the outcomes as JUnit XML to this file.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+        /// Make the agent, HTTP and program calls no mock stands in for.
+        #[arg(long)]
+        live: bool,
+    },
     /// List the workflows below folders (or the files named): triggers and inputs.
     List {
         /// Folders (every workflow below them) or workflow files.

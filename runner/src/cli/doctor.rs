@@ -106,6 +106,7 @@ fn ping(
         answers: Default::default(),
         waits: None,
         pause: None,
+        mocks: None,
     };
     let start = Instant::now();
     let result = rt.block_on(async {

@@ -18,6 +18,7 @@ pub mod scaffold;
 pub mod serve;
 pub mod store;
 pub mod supervise;
+pub mod test;
 pub mod validate;
 pub mod worker;
 
@@ -123,6 +124,7 @@ pub fn main() -> i32 {
         Command::Worker(a) => worker::worker(a),
         Command::Workers { json, store } => worker::workers(&store, json),
         Command::List { paths, json } => list::list(&paths, json),
+        Command::Test { paths, junit, live } => test::test(&paths, junit.as_deref(), live),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = args::Cli::command();

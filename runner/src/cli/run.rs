@@ -443,6 +443,7 @@ pub(super) fn run_with(
             .and_then(|_| wait_links(&wf_dir, &caps.env))
             .map(|l| l as Arc<dyn crate::engine::WaitLinks>),
         pause,
+        mocks: None,
     };
     let checkpoint = retry.map(|p| p.checkpoint).or(part).unwrap_or_default();
     let cancel = caps.cancel.clone();

@@ -219,8 +219,11 @@ pub fn discover(
                 continue;
             }
         };
-        // Folders hold READMEs and notes too: below a folder, only files
-        // with a workflow's frontmatter count.
+        // Folders hold READMEs, notes and tests too: below a folder, only
+        // files with a workflow's frontmatter count, and tests do not.
+        if !named && crate::testing::spec::is_test_file(&f) {
+            continue;
+        }
         if !named {
             let src = crate::diag::Source::new(&f, &text);
             if crate::format::document::parse_document(src)

@@ -94,11 +94,21 @@ impl Engine {
                     }
                     other => bounded_ref(other),
                 });
-                let called = call_with_timeout(resolved, &call, rendered);
-                let done = if resolved.spec.traits.waits {
-                    called.await
-                } else {
-                    compute_async(called).await
+                // A test's mock stands in for the call.
+                let mocked = cfg
+                    .mocks
+                    .as_ref()
+                    .and_then(|m| m.instead(&step.id, action, resolved.kind, &rendered));
+                let done = match mocked {
+                    Some(r) => r,
+                    None => {
+                        let called = call_with_timeout(resolved, &call, rendered);
+                        if resolved.spec.traits.waits {
+                            called.await
+                        } else {
+                            compute_async(called).await
+                        }
+                    }
                 };
                 let e = match done {
                     Ok(out) => {

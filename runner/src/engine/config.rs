@@ -53,6 +53,23 @@ pub struct RunConfig {
     /// Set from outside to pause the run before its next top-level step,
     /// where it waits as at a `wait` step (see [`super::Engine::paused`]).
     pub pause: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// What stands in for actions (`marktoflow test`); None: every action
+    /// is called.
+    pub mocks: Option<Arc<dyn Mocks>>,
+}
+
+/// Stands in for actions in a test run: asked before each action call,
+/// with the call's rendered inputs.
+pub trait Mocks: Send + Sync {
+    /// The result to give instead of calling `action` at step `step_id`
+    /// (an error fails the step as the action's would); None: call it.
+    fn instead(
+        &self,
+        step_id: &str,
+        action: &str,
+        kind: marktoflow_steps::registry::ActionKind,
+        inputs: &Value,
+    ) -> Option<Result<Value, marktoflow_steps::core::error::ActionError>>;
 }
 
 /// See [`RunConfig::recorded`].

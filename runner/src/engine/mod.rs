@@ -23,7 +23,7 @@ mod subflow;
 
 pub use ask::{outside_wait, Answer, FieldView, Resolution, Vote, WaitLinks, WaitRequest};
 use config::{stop_before, CORE_TEMPLATE_FUEL};
-pub use config::{Lease, RunConfig, WorkflowLoader, MAX_WORKFLOW_DEPTH};
+pub use config::{Lease, Mocks, RunConfig, WorkflowLoader, MAX_WORKFLOW_DEPTH};
 use event::{bounded_nested, bounded_ref};
 pub use event::{
     Checkpoint, Event, EventSink, RunEvent, RunFailure, RunResult, RunStatus, RunTrigger,

@@ -113,6 +113,7 @@ impl Engine {
             answers: Default::default(),
             waits: None,
             pause: None,
+            mocks: cfg.mocks.clone(),
         };
         let result = Box::pin(self.run(&child, child_inputs, child_cfg)).await;
         match result.status {
@@ -186,6 +187,7 @@ pub(super) struct WorkflowTools {
     caps: marktoflow_steps::Capabilities,
     events: EventSink,
     lease: Option<Arc<dyn super::Lease>>,
+    mocks: Option<Arc<dyn super::Mocks>>,
 }
 
 impl WorkflowTools {
@@ -206,6 +208,7 @@ impl WorkflowTools {
             caps: cfg.caps.clone(),
             events: cfg.events.clone(),
             lease: cfg.lease.clone(),
+            mocks: cfg.mocks.clone(),
         })
     }
 
@@ -286,6 +289,7 @@ impl marktoflow_steps::core::action::hosts::Workflows for WorkflowTools {
             answers: Default::default(),
             waits: None,
             pause: None,
+            mocks: self.mocks.clone(),
         };
         let result = Box::pin(Engine::new().run(&child, child_inputs, cfg)).await;
         match result.status {

@@ -103,6 +103,7 @@ fn run_env(text: &str, inputs: Value, env: &[(&str, &str)]) -> (RunResult, Vec<E
         answers: Default::default(),
         waits: None,
         pause: None,
+        mocks: None,
     };
     let inputs = match inputs {
         Value::Object(m) => m,

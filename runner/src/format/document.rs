@@ -81,6 +81,8 @@ impl Document {
 
 const FRONTMATTER_KEYS: &[&str] = &[
     "workflow", "tools", "inputs", "steps", "triggers", "outputs",
+    // A test file's (`NAME.test.md`): the workflow it tests.
+    "test",
 ];
 
 fn is_dashes(line: &str) -> bool {

@@ -212,6 +212,7 @@ pub(super) fn start_reserved(
             .clone()
             .map(|l| l as Arc<dyn crate::engine::WaitLinks>),
         pause: Some(pause),
+        mocks: None,
     };
     let lease = cfg.lease.clone();
     let state = s.clone();

@@ -1,0 +1,191 @@
+//! `marktoflow test [PATHS] [--junit FILE] [--live]`: finds the test files,
+//! runs every case in parallel, prints each outcome and a summary, and
+//! exits 1 when a case failed (2 when a file could not be read).
+
+use super::report::{plural, print_diagnostics};
+use super::{state_dir, FileLoader, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE};
+use crate::diag::Diagnostic;
+use crate::format::model::Workflow;
+use crate::testing::run::{run_case, Outcome, Setup};
+use crate::testing::spec::{self, TestFile};
+use marktoflow_steps::{Registry, Sandbox};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+pub fn test(paths: &[PathBuf], junit: Option<&Path>, live: bool) -> i32 {
+    let started = Instant::now();
+    let mut problems: Vec<Diagnostic> = Vec::new();
+    let mut files = Vec::new();
+    for p in paths {
+        if !p.exists() {
+            problems.push(Diagnostic::file_error(
+                &p.display().to_string(),
+                "no such file or folder",
+            ));
+        } else if p.is_file() && !spec::is_test_file(p) {
+            problems.push(Diagnostic::file_error(
+                &p.display().to_string(),
+                "not a test file: tests are named `NAME.test.md`",
+            ));
+        }
+    }
+    for f in crate::serve::workflow_files(paths) {
+        if spec::is_test_file(&f) {
+            // Named as below the folder given (`shop.test.md`, not `./shop.test.md`).
+            files.push(f.strip_prefix("./").map(Path::to_path_buf).unwrap_or(f));
+        }
+    }
+    let registry = Registry::standard();
+    let mut loaded: Vec<(TestFile, Arc<Workflow>)> = Vec::new();
+    for f in &files {
+        let text = match std::fs::read_to_string(f) {
+            Ok(t) => t,
+            Err(e) => {
+                problems.push(Diagnostic::file_error(
+                    &f.display().to_string(),
+                    format!("cannot read: {e}"),
+                ));
+                continue;
+            }
+        };
+        let t = match spec::parse(f, &text) {
+            Ok(t) => t,
+            Err(d) => {
+                problems.extend(d);
+                continue;
+            }
+        };
+        match crate::check::load::load_file(&t.workflow, &registry) {
+            Ok(l) => loaded.push((t, Arc::new(l.workflow))),
+            Err(d) => {
+                problems.push(Diagnostic::file_error(
+                    &f.display().to_string(),
+                    format!(
+                        "the workflow it tests, `{}`, does not load:",
+                        t.workflow.display()
+                    ),
+                ));
+                problems.extend(d);
+            }
+        }
+    }
+    if !problems.is_empty() {
+        print_diagnostics(&problems);
+        eprintln!("marktoflow: nothing was tested");
+        return EXIT_USAGE;
+    }
+    if loaded.is_empty() {
+        let shown: Vec<String> = paths.iter().map(|p| format!("`{}`", p.display())).collect();
+        eprintln!(
+            "error: no test files (`NAME.test.md`) under {}",
+            shown.join(", ")
+        );
+        return EXIT_USAGE;
+    }
+    let results = match run_all(&loaded, live) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_RUN_FAILED;
+        }
+    };
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for (name, outcomes) in &results {
+        println!("{name}");
+        for o in outcomes {
+            let ms = o.duration.as_millis();
+            if o.passed() {
+                passed += 1;
+                println!("  ✓ {} ({ms} ms)", o.case);
+            } else {
+                failed += 1;
+                println!("  ✗ {} ({ms} ms)", o.case);
+                for f in &o.failures {
+                    println!("      {f}");
+                }
+            }
+        }
+    }
+    println!(
+        "\n{passed} passed, {failed} failed ({} case{} in {} file{}) in {:.2} s",
+        passed + failed,
+        plural(passed + failed),
+        results.len(),
+        plural(results.len()),
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(path) = junit {
+        if let Err(e) = std::fs::write(path, crate::testing::junit::report(&results)) {
+            eprintln!("error: cannot write `{}`: {e}", path.display());
+            return EXIT_RUN_FAILED;
+        }
+    }
+    if failed == 0 {
+        EXIT_OK
+    } else {
+        EXIT_RUN_FAILED
+    }
+}
+
+/// Every case of every file, at most as many at once as there are cores;
+/// the outcomes in the files' and cases' order.
+fn run_all(
+    loaded: &[(TestFile, Arc<Workflow>)],
+    live: bool,
+) -> Result<Vec<(String, Vec<Outcome>)>, String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(super::serve::RUN_THREAD_STACK)
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let env = super::env::environment(&cwd);
+    let at_once = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let slots = Arc::new(tokio::sync::Semaphore::new(at_once));
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for (file, wf) in loaded {
+            let wf_dir = wf
+                .source
+                .path
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default();
+            let protected = state_dir(&wf_dir).protected(&cwd, &env, None);
+            let sandbox = Sandbox::new(cwd.clone(), vec![cwd.clone(), wf_dir.clone()], Vec::new())
+                .protecting(protected);
+            let caps = super::run::one_run_caps(
+                &wf_dir,
+                sandbox,
+                Default::default(),
+                env.clone(),
+                wf.allowed_hosts.clone(),
+            );
+            let setup = Arc::new(Setup {
+                caps,
+                loader: Arc::new(FileLoader(Registry::standard())),
+                live,
+            });
+            let mut cases = Vec::new();
+            for case in &file.cases {
+                let (wf, case, setup, slots) =
+                    (wf.clone(), case.clone(), setup.clone(), slots.clone());
+                cases.push(tokio::spawn(async move {
+                    let _slot = slots.acquire_owned().await;
+                    run_case(&wf, &case, &setup).await
+                }));
+            }
+            tasks.push((file.source.name.clone(), cases));
+        }
+        let mut out = Vec::new();
+        for (name, cases) in tasks {
+            let mut outcomes = Vec::new();
+            for c in cases {
+                outcomes.push(c.await.map_err(|e| format!("a case did not finish: {e}"))?);
+            }
+            out.push((name, outcomes));
+        }
+        Ok(out)
+    })
+}

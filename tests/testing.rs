@@ -1,0 +1,72 @@
+//! `marktoflow test` on the real binary: cases pass and fail with the
+//! step, the expected and the actual value; mocks stand in for HTTP and
+//! record what was sent; unmocked calls are refused; a test file that does
+//! not fit is refused with its position; JUnit XML is written.
+
+use crate::support::{cmd, run, tempdir};
+
+/// Notifies a channel when an order is big, then answers.
+const SHOP: &str = "---\nworkflow: {id: shop}\ninputs: {amount: {type: number, required: true}}\noutputs: {big: {type: boolean}, sent: {type: number}}\n---\n\n## Notify\n\n```yaml\nid: notify\ncondition: inputs.amount > 100\naction: http.post\ninputs:\n  url: https://chat.example/hooks/orders\n  json: {text: 'Big order: {{ inputs.amount }}'}\n```\n\n## Answer\n\n```yaml\naction: workflow.set_outputs\ninputs:\n  big: '{{ inputs.amount > 100 }}'\n  sent: \"{{ steps.notify.output.status if steps.notify.output else 0 }}\"\n```\n";
+
+const TESTS: &str = "# Shop\n\n## A big order is announced\n\n```yaml\ninputs: {amount: 250}\nmocks:\n  - action: http.post\n    when: {url: https://chat.example/hooks/orders}\n    returns: {status: 201, body: {}}\nexpect:\n  outputs: {big: true, sent: 201}\n  steps: {notify: completed}\n  assert:\n    - \"calls.notify[0].json.text == 'Big order: 250'\"\n```\n\n## A small one is not\n\n```yaml\ninputs: {amount: 20}\nexpect:\n  outputs: {big: false}\n  steps: {notify: skipped}\n```\n\n## Expecting the wrong thing fails\n\n```yaml\ninputs: {amount: 20}\nexpect:\n  outputs: {big: true}\n  steps: {notify: completed}\n```\n\n## An unmocked request is refused\n\n```yaml\ninputs: {amount: 500}\nexpect:\n  outputs: {big: true}\n```\n";
+
+#[test]
+fn cases_pass_or_fail_saying_what_was_expected_and_what_came() {
+    let d = tempdir();
+    std::fs::write(d.path().join("shop.md"), SHOP).unwrap();
+    std::fs::write(d.path().join("shop.test.md"), TESTS).unwrap();
+    let r = run(cmd(d.path()).args(["test", ".", "--junit", "out.xml"]));
+    assert_eq!(r.code, 1, "{r:?}");
+    let shown: Vec<String> = r
+        .stdout
+        .lines()
+        .map(|l| match l.rfind(" (") {
+            // The times vary: left out.
+            Some(i) if l.ends_with(" ms)") => l[..i].to_string(),
+            _ => l.to_string(),
+        })
+        .collect();
+    let (body, summary) = shown.split_at(shown.len() - 1);
+    assert_eq!(
+        body.join("\n"),
+        "shop.test.md\n  ✓ A big order is announced\n  ✓ A small one is not\n  ✗ Expecting the wrong thing fails\n      output `big`: expected true, got false\n      step `notify`: expected completed, got skipped\n  ✗ An unmocked request is refused\n      status: expected completed, got failed (step `Notify` failed: `http.post` at step `notify` is not mocked: a test makes no model, network or program call unless `--live` (add `mocks: [{step: notify, returns: …}]`))\n      output `big`: expected true, got null\n"
+    );
+    assert!(
+        summary[0].starts_with("2 passed, 2 failed (4 cases in 1 file) in "),
+        "{summary:?}"
+    );
+    let xml = std::fs::read_to_string(d.path().join("out.xml")).unwrap();
+    assert!(
+        xml.contains("<testsuite name=\"shop.test.md\" tests=\"4\" failures=\"2\""),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("<failure message=\"output `big`: expected true, got false\">"),
+        "{xml}"
+    );
+}
+
+#[test]
+fn a_test_file_that_does_not_fit_is_refused_where_it_is() {
+    let d = tempdir();
+    std::fs::write(d.path().join("shop.md"), SHOP).unwrap();
+    std::fs::write(
+        d.path().join("shop.test.md"),
+        "## Typo\n\n```yaml\ninputs: {amount: 1}\nexpects: {status: completed}\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(d.path()).args(["test"]));
+    assert_eq!((r.code, r.stdout.as_str()), (2, ""), "{}", r.stderr);
+    assert!(
+        r.stderr.starts_with(
+            "shop.test.md:3:1: error: unknown key `expects` in case `Typo`: did you mean `expect`?"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.ends_with("marktoflow: nothing was tested\n"),
+        "{}",
+        r.stderr
+    );
+}
