@@ -70,3 +70,62 @@ fn a_test_file_that_does_not_fit_is_refused_where_it_is() {
         r.stderr
     );
 }
+
+#[test]
+fn a_recorded_run_replays_offline_and_a_change_shows_where_it_diverges() {
+    use crate::fake_llm::{FakeLlm, RAW};
+    let d = tempdir();
+    let chat = FakeLlm::start(std::sync::Arc::new(|_| (RAW, "{\"ok\": true}".into())));
+    let shop = SHOP.replace("https://chat.example", &chat.base);
+    std::fs::write(d.path().join("shop.md"), &shop).unwrap();
+    let store = d.path().join("runs.db");
+    let db = store.to_str().unwrap();
+    let r = run(cmd(d.path()).args([
+        "run",
+        "shop.md",
+        "--input",
+        "amount=300",
+        "--json",
+        "--quiet",
+        "--store",
+        db,
+    ]));
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = r.json()["run_id"].as_str().unwrap().to_string();
+    let rec = run(cmd(d.path()).args(["test", "--record", &id, "--store", db]));
+    assert_eq!(rec.code, 0, "{rec:?}");
+    let tests = d.path().join("shop.test.md");
+    let text = std::fs::read_to_string(&tests).unwrap();
+    let short = &id[id.len() - 8..];
+    let case = &text[text.find("## Recorded run").unwrap()..];
+    assert!(
+        case.starts_with(&format!(
+            "## Recorded run {short}\n\n```yaml\ninputs:\n  amount: 300\nmocks:\n- step: notify\n  when:\n    url: {}/hooks/orders\n    json:\n      text: 'Big order: 300'\n  returns:\n    status: 200\n",
+            chat.base
+        )),
+        "{text}"
+    );
+    assert!(
+        case.ends_with(
+            "expect:\n  status: completed\n  outputs:\n    big: true\n    sent: 200\n```\n"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        rec.stdout,
+        format!("recorded run {short} as a case of shop.test.md; `marktoflow test shop.test.md` runs it\n")
+    );
+    // Offline: the receiver is gone, the mock stands in.
+    drop(chat);
+    let t = run(cmd(d.path()).args(["test", "shop.test.md"]));
+    assert_eq!(t.code, 0, "{t:?}");
+    // A change the recorded run does not match is shown as such.
+    std::fs::write(d.path().join("shop.md"), shop.replace("> 100", "> 500")).unwrap();
+    let t = run(cmd(d.path()).args(["test", "shop.test.md"]));
+    assert_eq!(t.code, 1, "{t:?}");
+    assert!(
+        t.stdout.contains("      output `big`: expected true, got false\n      output `sent`: expected 200, got 0\n"),
+        "{}",
+        t.stdout
+    );
+}

@@ -59,6 +59,14 @@ pub enum Command {
         /// Make the agent, HTTP and program calls no mock stands in for.
         #[arg(long)]
         live: bool,
+        /// Instead of testing: add a stored run (its id, or the end of it
+        /// `history` shows) as a case to its workflow's `NAME.test.md` —
+        /// its inputs, what its agent, HTTP and program steps gave as
+        /// mocks, its status and outputs as expected.
+        #[arg(long, value_name = "RUN")]
+        record: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// List the workflows below folders (or the files named): triggers and inputs.
     List {

@@ -124,7 +124,14 @@ pub fn main() -> i32 {
         Command::Worker(a) => worker::worker(a),
         Command::Workers { json, store } => worker::workers(&store, json),
         Command::List { paths, json } => list::list(&paths, json),
-        Command::Test { paths, junit, live } => test::test(&paths, junit.as_deref(), live),
+        Command::Test {
+            record: Some(run),
+            store,
+            ..
+        } => test::record(&run, &store),
+        Command::Test {
+            paths, junit, live, ..
+        } => test::test(&paths, junit.as_deref(), live),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = args::Cli::command();

@@ -128,6 +128,89 @@ pub fn test(paths: &[PathBuf], junit: Option<&Path>, live: bool) -> i32 {
     }
 }
 
+/// `marktoflow test --record RUN`: the run as a case appended to its
+/// workflow's `NAME.test.md` (made when missing).
+pub fn record(run_id: &str, store: &super::StoreArgs) -> i32 {
+    let s = match super::store::open(store) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let (run, steps) = match s.get_run(run_id).and_then(|r| {
+        let steps = s.steps_of(&r.id)?;
+        Ok((r, steps))
+    }) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if !run.status.is_finished() && run.status != crate::engine::RunStatus::Waiting {
+        eprintln!(
+            "error: run `{}` is {}: record it once it has ended",
+            run.id,
+            run.shown_status()
+        );
+        return EXIT_USAGE;
+    }
+    let file = PathBuf::from(&run.file);
+    let wf = match crate::check::load::load_file(&file, &Registry::standard()) {
+        Ok(l) => l.workflow,
+        Err(d) => {
+            print_diagnostics(&d);
+            eprintln!(
+                "error: the run's workflow `{}` does not load",
+                file.display()
+            );
+            return EXIT_USAGE;
+        }
+    };
+    if crate::store::version_of(&wf) != run.version {
+        eprintln!(
+            "warning: `{}` changed since run {}: the case records what that run did",
+            file.display(),
+            crate::store::short_id(&run.id)
+        );
+    }
+    let tests = file.with_extension("test.md");
+    // Said as from here when it is below here.
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let shown = tests
+        .strip_prefix(&cwd)
+        .unwrap_or(&tests)
+        .display()
+        .to_string();
+    let mut text = match std::fs::read_to_string(&tests) {
+        Ok(t) => t,
+        Err(_) => format!(
+            "# Tests of {}\n\n`marktoflow test {}` runs these cases.\n",
+            file.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default(),
+            shown
+        ),
+    };
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push('\n');
+    text.push_str(&crate::testing::record::case_text(&wf, &run, &steps));
+    // Whole or not at all: written beside, then renamed over.
+    let tmp = tests.with_extension("md.tmp");
+    if let Err(e) = std::fs::write(&tmp, &text).and_then(|()| std::fs::rename(&tmp, &tests)) {
+        let _ = std::fs::remove_file(&tmp);
+        eprintln!("error: cannot write `{}`: {e}", tests.display());
+        return EXIT_RUN_FAILED;
+    }
+    println!(
+        "recorded run {} as a case of {}; `marktoflow test {}` runs it",
+        crate::store::short_id(&run.id),
+        shown,
+        shown
+    );
+    EXIT_OK
+}
+
 /// Every case of every file, at most as many at once as there are cores;
 /// the outcomes in the files' and cases' order.
 fn run_all(

@@ -6,5 +6,6 @@
 
 pub mod junit;
 pub mod mocks;
+pub mod record;
 pub mod run;
 pub mod spec;
