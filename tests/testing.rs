@@ -119,10 +119,40 @@ fn a_recorded_run_replays_offline_and_a_change_shows_where_it_diverges() {
     drop(chat);
     let t = run(cmd(d.path()).args(["test", "shop.test.md"]));
     assert_eq!(t.code, 0, "{t:?}");
+    let same = run(cmd(d.path()).args(["replay", &id, "--store", db]));
+    assert_eq!(
+        (same.code, same.stdout.lines().next().unwrap_or_default()),
+        (
+            0,
+            format!("replay of run {short} (shop.md), offline: the same").as_str()
+        ),
+        "{same:?}"
+    );
     // A change the recorded run does not match is shown as such.
     std::fs::write(d.path().join("shop.md"), shop.replace("> 100", "> 500")).unwrap();
     let t = run(cmd(d.path()).args(["test", "shop.test.md"]));
     assert_eq!(t.code, 1, "{t:?}");
+    let changed = run(cmd(d.path()).args(["replay", &id, "--store", db]));
+    let lines: Vec<&str> = changed.stdout.lines().collect();
+    assert_eq!(
+        (changed.code, lines[0]),
+        (
+            1,
+            format!("replay of run {short} (shop.md), offline: diverges at step `notify`").as_str()
+        ),
+        "{}",
+        changed.stdout
+    );
+    assert!(
+        lines[1].starts_with("  ≠ notify           was completed {\"status\":200,")
+            && lines[1].ends_with(", now skipped"),
+        "{}",
+        changed.stdout
+    );
+    assert_eq!(
+        lines.last().copied(),
+        Some("outputs: was {\"big\":true,\"sent\":200}, now {\"big\":false,\"sent\":0}")
+    );
     assert!(
         t.stdout.contains("      output `big`: expected true, got false\n      output `sent`: expected 200, got 0\n"),
         "{}",

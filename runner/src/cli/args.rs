@@ -68,6 +68,18 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Run a stored run again offline: its agent, HTTP and program steps
+    /// answer as they did, the rest runs as the workflow is now; shows,
+    /// step by step, where it does otherwise (exit 1 when it does).
+    Replay {
+        /// The run: its id, or the end of it `history` shows.
+        run_id: String,
+        /// Print `{run_id, workflow, same, status, outputs, was_outputs, steps: [{id, same, was, now}]}`.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// List the workflows below folders (or the files named): triggers and inputs.
     List {
         /// Folders (every workflow below them) or workflow files.

@@ -124,6 +124,11 @@ pub fn main() -> i32 {
         Command::Worker(a) => worker::worker(a),
         Command::Workers { json, store } => worker::workers(&store, json),
         Command::List { paths, json } => list::list(&paths, json),
+        Command::Replay {
+            run_id,
+            json,
+            store,
+        } => test::replay(&run_id, json, &store),
         Command::Test {
             record: Some(run),
             store,

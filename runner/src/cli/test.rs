@@ -128,30 +128,37 @@ pub fn test(paths: &[PathBuf], junit: Option<&Path>, live: bool) -> i32 {
     }
 }
 
-/// `marktoflow test --record RUN`: the run as a case appended to its
-/// workflow's `NAME.test.md` (made when missing).
-pub fn record(run_id: &str, store: &super::StoreArgs) -> i32 {
-    let s = match super::store::open(store) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
-    let (run, steps) = match s.get_run(run_id).and_then(|r| {
-        let steps = s.steps_of(&r.id)?;
-        Ok((r, steps))
-    }) {
-        Ok(x) => x,
-        Err(e) => {
+/// A stored run that ended (or waits), its steps and its workflow as the
+/// file is now; Err: the exit code, what was wrong said.
+fn stored(
+    run_id: &str,
+    store: &super::StoreArgs,
+) -> Result<
+    (
+        crate::store::RunRecord,
+        Vec<crate::store::StepRow>,
+        Workflow,
+    ),
+    i32,
+> {
+    let s = super::store::open(store)?;
+    let (run, steps) = s
+        .get_run(run_id)
+        .and_then(|r| {
+            let steps = s.steps_of(&r.id)?;
+            Ok((r, steps))
+        })
+        .map_err(|e| {
             eprintln!("error: {e}");
-            return EXIT_USAGE;
-        }
-    };
+            EXIT_USAGE
+        })?;
     if !run.status.is_finished() && run.status != crate::engine::RunStatus::Waiting {
         eprintln!(
-            "error: run `{}` is {}: record it once it has ended",
+            "error: run `{}` is {}: it has not ended",
             run.id,
             run.shown_status()
         );
-        return EXIT_USAGE;
+        return Err(EXIT_USAGE);
     }
     let file = PathBuf::from(&run.file);
     let wf = match crate::check::load::load_file(&file, &Registry::standard()) {
@@ -162,24 +169,150 @@ pub fn record(run_id: &str, store: &super::StoreArgs) -> i32 {
                 "error: the run's workflow `{}` does not load",
                 file.display()
             );
-            return EXIT_USAGE;
+            return Err(EXIT_USAGE);
         }
     };
     if crate::store::version_of(&wf) != run.version {
         eprintln!(
-            "warning: `{}` changed since run {}: the case records what that run did",
+            "warning: `{}` changed since run {}",
             file.display(),
             crate::store::short_id(&run.id)
         );
     }
-    let tests = file.with_extension("test.md");
-    // Said as from here when it is below here.
+    Ok((run, steps, wf))
+}
+
+/// `marktoflow replay RUN`: the run again offline, and where it does
+/// otherwise now.
+pub fn replay(run_id: &str, json: bool, store: &super::StoreArgs) -> i32 {
+    let (run, steps, wf) = match stored(run_id, store) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let (case, cut) = crate::testing::record::case_of(&wf, &run, &steps);
+    for step in &cut {
+        eprintln!("warning: the store kept only the start of what step `{step}` gave: the replay cannot answer it");
+    }
+    let wf = Arc::new(wf);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(super::serve::RUN_THREAD_STACK)
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_RUN_FAILED;
+        }
+    };
+    let setup = setup_for(&wf, false);
+    let replayed = rt.block_on(crate::testing::run::run_mocked(&wf, &case, &setup));
+    let (result, _) = match replayed {
+        Ok(r) => r,
+        Err(problems) => {
+            for p in problems {
+                eprintln!("error: {p}");
+            }
+            return EXIT_USAGE;
+        }
+    };
+    let diffs = crate::testing::replay::diff(&steps, &result.steps);
+    let same = result.status == run.status
+        && result.outputs == run.outputs
+        && diffs.iter().all(|d| d.same());
+    if json {
+        let out = serde_json::json!({
+            "run_id": run.id,
+            "workflow": run.workflow,
+            "same": same,
+            "status": result.status.as_str(),
+            "outputs": result.outputs,
+            "was_status": run.status.as_str(),
+            "was_outputs": run.outputs,
+            "steps": diffs.iter().map(|d| d.json()).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    } else {
+        let short = crate::store::short_id(&run.id);
+        let first = diffs.iter().find(|d| !d.same()).map(|d| d.id.clone());
+        println!(
+            "replay of run {short} ({}), offline: {}",
+            from_here(&wf.source.path),
+            match (&first, same) {
+                (_, true) => "the same".to_string(),
+                (Some(step), false) => format!("diverges at step `{step}`"),
+                (None, false) => "diverges in its end".to_string(),
+            }
+        );
+        let shown = |s: &Option<(String, serde_json::Value)>| match s {
+            Some((status, output)) if output.is_null() => status.clone(),
+            Some((status, output)) => format!("{status} {}", brief(output)),
+            None => "not run".to_string(),
+        };
+        for d in &diffs {
+            if d.same() {
+                println!("  = {:<16} {}", d.id, shown(&d.now));
+            } else {
+                println!(
+                    "  ≠ {:<16} was {}, now {}",
+                    d.id,
+                    shown(&d.was),
+                    shown(&d.now)
+                );
+            }
+        }
+        if result.status != run.status {
+            println!(
+                "status: was {}, now {}",
+                run.status.as_str(),
+                result.status.as_str()
+            );
+        }
+        if result.outputs == run.outputs {
+            println!("outputs: {}", brief(&result.outputs));
+        } else {
+            println!(
+                "outputs: was {}, now {}",
+                brief(&run.outputs),
+                brief(&result.outputs)
+            );
+        }
+    }
+    if same {
+        EXIT_OK
+    } else {
+        EXIT_RUN_FAILED
+    }
+}
+
+/// `path` as from here when it is below here.
+fn from_here(path: &Path) -> String {
     let cwd = std::env::current_dir().unwrap_or_default();
-    let shown = tests
-        .strip_prefix(&cwd)
-        .unwrap_or(&tests)
+    path.strip_prefix(&cwd)
+        .unwrap_or(path)
         .display()
-        .to_string();
+        .to_string()
+}
+
+/// A value in one line, cut at 120 characters.
+fn brief(v: &serde_json::Value) -> String {
+    let text = v.to_string();
+    match text.char_indices().nth(120) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
+    }
+}
+
+/// `marktoflow test --record RUN`: the run as a case appended to its
+/// workflow's `NAME.test.md` (made when missing).
+pub fn record(run_id: &str, store: &super::StoreArgs) -> i32 {
+    let (run, steps, wf) = match stored(run_id, store) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let file = PathBuf::from(&run.file);
+    let tests = file.with_extension("test.md");
+    let shown = from_here(&tests);
     let mut text = match std::fs::read_to_string(&tests) {
         Ok(t) => t,
         Err(_) => format!(
@@ -211,6 +344,35 @@ pub fn record(run_id: &str, store: &super::StoreArgs) -> i32 {
     EXIT_OK
 }
 
+/// What a case of `wf` runs with: the usual sandbox of a run from here
+/// (this folder and the workflow's readable), the environment, no key
+/// needed unless `live`.
+fn setup_for(wf: &Workflow, live: bool) -> Setup {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let env = super::env::environment(&cwd);
+    let wf_dir = wf
+        .source
+        .path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let protected = state_dir(&wf_dir).protected(&cwd, &env, None);
+    let sandbox =
+        Sandbox::new(cwd.clone(), vec![cwd, wf_dir.clone()], Vec::new()).protecting(protected);
+    let caps = super::run::one_run_caps(
+        &wf_dir,
+        sandbox,
+        Default::default(),
+        env,
+        wf.allowed_hosts.clone(),
+    );
+    Setup {
+        caps,
+        loader: Arc::new(FileLoader(Registry::standard())),
+        live,
+    }
+}
+
 /// Every case of every file, at most as many at once as there are cores;
 /// the outcomes in the files' and cases' order.
 fn run_all(
@@ -222,34 +384,12 @@ fn run_all(
         .thread_stack_size(super::serve::RUN_THREAD_STACK)
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let env = super::env::environment(&cwd);
     let at_once = std::thread::available_parallelism().map_or(2, |n| n.get());
     let slots = Arc::new(tokio::sync::Semaphore::new(at_once));
     rt.block_on(async {
         let mut tasks = Vec::new();
         for (file, wf) in loaded {
-            let wf_dir = wf
-                .source
-                .path
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_default();
-            let protected = state_dir(&wf_dir).protected(&cwd, &env, None);
-            let sandbox = Sandbox::new(cwd.clone(), vec![cwd.clone(), wf_dir.clone()], Vec::new())
-                .protecting(protected);
-            let caps = super::run::one_run_caps(
-                &wf_dir,
-                sandbox,
-                Default::default(),
-                env.clone(),
-                wf.allowed_hosts.clone(),
-            );
-            let setup = Arc::new(Setup {
-                caps,
-                loader: Arc::new(FileLoader(Registry::standard())),
-                live,
-            });
+            let setup = Arc::new(setup_for(wf, live));
             let mut cases = Vec::new();
             for case in &file.cases {
                 let (wf, case, setup, slots) =

@@ -7,5 +7,6 @@
 pub mod junit;
 pub mod mocks;
 pub mod record;
+pub mod replay;
 pub mod run;
 pub mod spec;

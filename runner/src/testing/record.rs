@@ -3,15 +3,15 @@
 //! inputs it was called with, so a step called many times gets each of its
 //! answers), and its status and outputs as what the case expects.
 
+use super::spec::{Case, Expect, Mock};
 use crate::format::model::Workflow;
 use crate::store::{RunRecord, StepRow};
 use marktoflow_steps::registry::ActionKind;
 use serde_json::{json, Map, Value};
 
-/// The case for `run` (its `steps`) of `wf`, as a heading and a YAML block;
-/// the steps whose values the store cut short are said in a comment, to be
-/// mocked by hand.
-pub fn case_text(wf: &Workflow, run: &RunRecord, steps: &[StepRow]) -> String {
+/// A stored run as a case, and the steps whose values the store cut short
+/// (not mocked: to be mocked by hand).
+pub fn case_of(wf: &Workflow, run: &RunRecord, steps: &[StepRow]) -> (Case, Vec<String>) {
     let outside: Vec<&str> = wf
         .actions()
         .iter()
@@ -33,31 +33,74 @@ pub fn case_text(wf: &Workflow, run: &RunRecord, steps: &[StepRow]) -> String {
             cut.push(s.step_id.clone());
             continue;
         }
-        let mut m = Map::new();
-        m.insert("step".into(), json!(s.step_id));
-        if let Some(inputs) = s.inputs.as_ref().filter(|i| i.is_object() && !is_cut(i)) {
-            m.insert("when".into(), inputs.clone());
-        }
-        match (&s.status, &s.error) {
-            (crate::engine::StepStatus::Failed, Some(e)) => m.insert("fails".into(), json!(e)),
-            _ => m.insert("returns".into(), s.output.clone()),
-        };
-        mocks.push(Value::Object(m));
+        mocks.push(Mock {
+            step: Some(s.step_id.clone()),
+            action: None,
+            when: s
+                .inputs
+                .as_ref()
+                .filter(|i| !is_cut(i))
+                .and_then(|i| i.as_object().cloned())
+                .unwrap_or_default(),
+            result: match (&s.status, &s.error) {
+                (crate::engine::StepStatus::Failed, Some(e)) => Err(e.clone()),
+                _ => Ok(s.output.clone()),
+            },
+        });
     }
-    let mut case = Map::new();
-    if run.inputs.as_object().is_some_and(|i| !i.is_empty()) {
-        case.insert("inputs".into(), run.inputs.clone());
+    let outputs = match &run.outputs {
+        Value::Object(o) if !is_cut(&run.outputs) => o.clone(),
+        _ => Map::new(),
+    };
+    let case = Case {
+        name: format!("Recorded run {}", crate::store::short_id(&run.id)),
+        pos: crate::diag::Pos { line: 1, col: 1 },
+        inputs: run.inputs.as_object().cloned().unwrap_or_default(),
+        mocks,
+        expect: Expect {
+            status: Some(run.status),
+            outputs,
+            ..Default::default()
+        },
+    };
+    (case, cut)
+}
+
+/// The case for `run` (its `steps`) of `wf`, as a heading and a YAML block;
+/// the steps whose values the store cut short are said above it, to be
+/// mocked by hand.
+pub fn case_text(wf: &Workflow, run: &RunRecord, steps: &[StepRow]) -> String {
+    let (case, cut) = case_of(wf, run, steps);
+    let mut m = Map::new();
+    if !case.inputs.is_empty() {
+        m.insert("inputs".into(), Value::Object(case.inputs.clone()));
     }
+    let mocks: Vec<Value> = case
+        .mocks
+        .iter()
+        .map(|mock| {
+            let mut o = Map::new();
+            o.insert("step".into(), json!(mock.step));
+            if !mock.when.is_empty() {
+                o.insert("when".into(), Value::Object(mock.when.clone()));
+            }
+            match &mock.result {
+                Ok(v) => o.insert("returns".into(), v.clone()),
+                Err(e) => o.insert("fails".into(), json!(e)),
+            };
+            Value::Object(o)
+        })
+        .collect();
     if !mocks.is_empty() {
-        case.insert("mocks".into(), Value::Array(mocks));
+        m.insert("mocks".into(), Value::Array(mocks));
     }
     let mut expect = Map::new();
     expect.insert("status".into(), json!(run.status.as_str()));
-    if run.outputs.as_object().is_some_and(|o| !o.is_empty()) && !is_cut(&run.outputs) {
-        expect.insert("outputs".into(), run.outputs.clone());
+    if !case.expect.outputs.is_empty() {
+        expect.insert("outputs".into(), Value::Object(case.expect.outputs.clone()));
     }
-    case.insert("expect".into(), Value::Object(expect));
-    let yaml = serde_yaml::to_string(&Value::Object(case)).unwrap_or_default();
+    m.insert("expect".into(), Value::Object(expect));
+    let yaml = serde_yaml::to_string(&Value::Object(m)).unwrap_or_default();
     let note = if cut.is_empty() {
         String::new()
     } else {
@@ -71,10 +114,7 @@ pub fn case_text(wf: &Workflow, run: &RunRecord, steps: &[StepRow]) -> String {
             if cut.len() == 1 { "it" } else { "them" }
         )
     };
-    format!(
-        "## Recorded run {}\n{note}\n```yaml\n{yaml}```\n",
-        crate::store::short_id(&run.id)
-    )
+    format!("## {}\n{note}\n```yaml\n{yaml}```\n", case.name)
 }
 
 /// Whether a stored value is the store's marker for a value cut short.

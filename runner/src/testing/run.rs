@@ -38,22 +38,34 @@ pub struct Setup {
 /// Runs `case` on `wf` and checks what it expects.
 pub async fn run_case(wf: &Workflow, case: &Case, setup: &Setup) -> Outcome {
     let started = Instant::now();
-    let outcome = |failures: Vec<String>| Outcome {
+    let failures = match run_mocked(wf, case, setup).await {
+        Ok((result, calls)) => check(case, &result, calls),
+        Err(problems) => problems,
+    };
+    Outcome {
         case: case.name.clone(),
         failures,
         duration: started.elapsed(),
-    };
+    }
+}
+
+/// Runs `case` on `wf` with its mocks: the run's result and every action
+/// call it made; Err: the case's inputs do not fit the workflow's.
+pub async fn run_mocked(
+    wf: &Workflow,
+    case: &Case,
+    setup: &Setup,
+) -> Result<(RunResult, Map<String, Value>), Vec<String>> {
     let supplied = case
         .inputs
         .iter()
         .map(|(k, v)| (k.clone(), Supplied::Json(v.clone())))
         .collect();
-    let inputs = match crate::format::inputs::resolve(wf, supplied, &setup.caps.env) {
-        Ok(i) => i,
-        Err(errs) => {
-            return outcome(errs.iter().map(|e| format!("inputs: {e}")).collect());
-        }
-    };
+    let inputs = crate::format::inputs::resolve(wf, supplied, &setup.caps.env).map_err(|errs| {
+        errs.iter()
+            .map(|e| format!("inputs: {e}"))
+            .collect::<Vec<_>>()
+    })?;
     let mocks = Arc::new(CaseMocks::new(case.mocks.clone(), setup.live));
     let cfg = RunConfig {
         run_id: format!("test:{}", case.name),
@@ -71,7 +83,7 @@ pub async fn run_case(wf: &Workflow, case: &Case, setup: &Setup) -> Outcome {
         mocks: Some(mocks.clone() as Arc<dyn crate::engine::Mocks>),
     };
     let result = Engine::new().run(wf, inputs, cfg).await;
-    outcome(check(case, &result, mocks.calls()))
+    Ok((result, mocks.calls()))
 }
 
 /// The expectations `result` does not meet.
