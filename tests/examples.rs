@@ -180,13 +180,13 @@ fn the_examples_tests_pass_with_no_key_and_no_network() {
     assert_eq!(r.code, 0, "{r:?}");
     let summary = r.stdout.lines().last().unwrap_or_default().to_string();
     assert!(
-        summary.starts_with("6 passed, 0 failed (6 cases in 3 files) in "),
+        summary.starts_with("23 passed, 0 failed (23 cases in 19 files) in "),
         "{}",
         r.stdout
     );
     let xml = std::fs::read_to_string(&report).unwrap();
     assert!(
-        xml.contains("<testsuites name=\"marktoflow test\" tests=\"6\" failures=\"0\">"),
+        xml.contains("<testsuites name=\"marktoflow test\" tests=\"23\" failures=\"0\">"),
         "{xml}"
     );
 }
