@@ -159,3 +159,55 @@ fn a_recorded_run_replays_offline_and_a_change_shows_where_it_diverges() {
         t.stdout
     );
 }
+
+#[test]
+fn eval_scores_each_case_and_totals_each_metric() {
+    let d = tempdir();
+    std::fs::copy(
+        crate::support::repo().join("examples/branching.md"),
+        d.path().join("branching.md"),
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join("grades.jsonl"),
+        "{\"name\": \"pass\", \"inputs\": {\"score\": 72}, \"expected\": {\"verdict\": \"pass\", \"band\": \"B\"}}\n{\"name\": \"wrong band\", \"inputs\": {\"score\": 95}, \"expected\": {\"verdict\": \"pass\", \"band\": \"B\"}}\n{\"name\": \"no band said\", \"inputs\": {\"score\": 10}, \"expected\": {\"verdict\": \"fail\"}}\n",
+    )
+    .unwrap();
+    let args = [
+        "eval",
+        "branching.md",
+        "grades.jsonl",
+        "--metric",
+        "exact:verdict",
+        "--metric",
+        "exact:band",
+        "--metric",
+        "expr:outputs.took_then_branch == (expected.verdict == 'pass')",
+    ];
+    let r = run(cmd(d.path()).args(args));
+    assert_eq!(r.code, 0, "{r:?}");
+    let shown: Vec<String> = r
+        .stdout
+        .lines()
+        .map(|l| match l.find(", ") {
+            Some(i) if l.ends_with(" ms)") => format!("{})", &l[..i]),
+            _ => l.to_string(),
+        })
+        .collect();
+    assert_eq!(
+        shown.join("\n"),
+        "✓ pass (completed)\n✗ wrong band (completed)\n      exact:band: expected \"B\", got \"A\"\n✓ no band said (completed)\n\nexact:verdict                    3/3 (100%)\nexact:band                       1/2 (50%)\nexpr:outputs.took_then_branch == (expected.verdict == 'pass') 3/3 (100%)"
+    );
+    // Under the share asked for: exit 1.
+    let strict = run(cmd(d.path()).args(args).args(["--min", "0.9", "--json"]));
+    assert_eq!(strict.code, 1, "{strict:?}");
+    let j = strict.json();
+    assert_eq!(
+        j["totals"]["exact:band"],
+        serde_json::json!({"passed": 1, "counted": 2, "share": 0.5})
+    );
+    assert_eq!(
+        j["cases"][2]["metrics"]["exact:band"]["pass"],
+        serde_json::Value::Null
+    );
+}

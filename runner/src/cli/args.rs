@@ -68,6 +68,25 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Score a workflow on a dataset: each JSONL line's `inputs` run for
+    /// real (models and services called), the outputs scored by the metrics
+    /// against the line's `expected`, per case and in total.
+    Eval {
+        /// The workflow.
+        file: PathBuf,
+        /// The dataset: one `{"name"?, "inputs": {…}, "expected": {…}}` a line.
+        dataset: PathBuf,
+        /// `exact:OUTPUT`, `contains:OUTPUT`, `schema:OUTPUT=FILE` or
+        /// `expr:CONDITION` (repeatable; at least one).
+        #[arg(long = "metric", value_name = "METRIC", required = true)]
+        metrics: Vec<String>,
+        /// Exit 1 when a metric's share of passing cases is under this (0 to 1).
+        #[arg(long, value_name = "SHARE")]
+        min: Option<f64>,
+        /// Print `{workflow, cases: [{name, status, duration_ms, outputs, error, metrics: {NAME: {pass, why}}}], totals: {NAME: {passed, counted, share}}}`.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a stored run again offline: its agent, HTTP and program steps
     /// answer as they did, the rest runs as the workflow is now; shows,
     /// step by step, where it does otherwise (exit 1 when it does).

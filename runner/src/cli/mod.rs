@@ -124,6 +124,13 @@ pub fn main() -> i32 {
         Command::Worker(a) => worker::worker(a),
         Command::Workers { json, store } => worker::workers(&store, json),
         Command::List { paths, json } => list::list(&paths, json),
+        Command::Eval {
+            file,
+            dataset,
+            metrics,
+            min,
+            json,
+        } => test::eval(&file, &dataset, &metrics, min, json),
         Command::Replay {
             run_id,
             json,

@@ -285,6 +285,186 @@ pub fn replay(run_id: &str, json: bool, store: &super::StoreArgs) -> i32 {
     }
 }
 
+/// `marktoflow eval FILE DATASET --metric …`: every case run for real, in
+/// parallel, scored; exit 1 when a metric's share is under `min`.
+pub fn eval(file: &Path, dataset: &Path, metrics: &[String], min: Option<f64>, json: bool) -> i32 {
+    use crate::testing::eval::{cases, context, Metric};
+    let here = std::env::current_dir().unwrap_or_default();
+    let read = |f: &str| {
+        std::fs::read_to_string(here.join(f)).map_err(|e| format!("cannot read `{f}`: {e}"))
+    };
+    let metrics: Vec<Metric> = match metrics.iter().map(|m| Metric::parse(m, read)).collect() {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: --metric {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if min.is_some_and(|m| !(0.0..=1.0).contains(&m)) {
+        eprintln!("error: --min is a share, from 0 to 1");
+        return EXIT_USAGE;
+    }
+    let text = match std::fs::read_to_string(dataset) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot read `{}`: {e}", dataset.display());
+            return EXIT_USAGE;
+        }
+    };
+    let all = match cases(&text) {
+        Ok(c) if !c.is_empty() => c,
+        Ok(_) => {
+            eprintln!("error: `{}` holds no cases", dataset.display());
+            return EXIT_USAGE;
+        }
+        Err((line, why)) => {
+            eprintln!("{}:{line}: error: {why}", dataset.display());
+            return EXIT_USAGE;
+        }
+    };
+    let wf = match crate::check::load::load_file(file, &Registry::standard()) {
+        Ok(l) => Arc::new(l.workflow),
+        Err(d) => {
+            print_diagnostics(&d);
+            return EXIT_USAGE;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(super::serve::RUN_THREAD_STACK)
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_RUN_FAILED;
+        }
+    };
+    // Real calls: as many at once as there are cores.
+    let setup = Arc::new(setup_for(&wf, true));
+    let at_once = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let slots = Arc::new(tokio::sync::Semaphore::new(at_once));
+    let runs = rt.block_on(async {
+        let tasks: Vec<_> = all
+            .iter()
+            .map(|c| {
+                let (wf, setup, slots) = (wf.clone(), setup.clone(), slots.clone());
+                let case = crate::testing::spec::Case {
+                    name: c.name.clone(),
+                    pos: crate::diag::Pos { line: 1, col: 1 },
+                    inputs: c.inputs.clone(),
+                    mocks: Vec::new(),
+                    expect: Default::default(),
+                };
+                tokio::spawn(async move {
+                    let _slot = slots.acquire_owned().await;
+                    let started = Instant::now();
+                    let r = crate::testing::run::run_mocked(&wf, &case, &setup).await;
+                    (r.map(|(result, _)| result), started.elapsed())
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await);
+        }
+        out
+    });
+    let mut passes = vec![0usize; metrics.len()];
+    let mut counted = vec![0usize; metrics.len()];
+    let mut reports = Vec::new();
+    for (case, run) in all.iter().zip(runs) {
+        let (result, took) = match run {
+            Ok(r) => r,
+            Err(e) => (
+                Err(vec![format!("the case did not finish: {e}")]),
+                Default::default(),
+            ),
+        };
+        let (status, outputs, problem) = match &result {
+            Ok(r) => (
+                r.status.as_str(),
+                r.outputs.clone(),
+                r.error.as_ref().map(|f| f.message.clone()),
+            ),
+            Err(p) => ("failed", serde_json::Value::Null, Some(p.join("; "))),
+        };
+        let ctx = context(case, status, &outputs);
+        let scored: Vec<(String, Option<Result<(), String>>)> =
+            metrics.iter().map(|m| (m.name(), m.score(&ctx))).collect();
+        for (i, (_, s)) in scored.iter().enumerate() {
+            if let Some(s) = s {
+                counted[i] += 1;
+                passes[i] += usize::from(s.is_ok());
+            }
+        }
+        reports.push((case.name.clone(), status, took, outputs, problem, scored));
+    }
+    let share = |i: usize| match counted[i] {
+        0 => 1.0,
+        c => passes[i] as f64 / c as f64,
+    };
+    if json {
+        let cases: Vec<serde_json::Value> = reports
+            .iter()
+            .map(|(name, status, took, outputs, problem, scored)| {
+                let m: serde_json::Map<String, serde_json::Value> = scored
+                    .iter()
+                    .map(|(k, s)| {
+                        let v = match s {
+                            Some(s) => serde_json::json!({"pass": s.is_ok(), "why": s.as_ref().err()}),
+                            None => serde_json::json!({"pass": null, "why": "not applicable"}),
+                        };
+                        (k.clone(), v)
+                    })
+                    .collect();
+                serde_json::json!({"name": name, "status": status, "duration_ms": took.as_millis() as u64,
+                    "outputs": outputs, "error": problem, "metrics": m})
+            })
+            .collect();
+        let totals: serde_json::Map<String, serde_json::Value> = metrics
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.name(), serde_json::json!({"passed": passes[i], "counted": counted[i], "share": share(i)})))
+            .collect();
+        let out = serde_json::json!({"workflow": wf.meta.id, "cases": cases, "totals": totals});
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    } else {
+        for (name, status, took, _, problem, scored) in &reports {
+            let ok = scored
+                .iter()
+                .all(|(_, s)| s.as_ref().is_none_or(|s| s.is_ok()));
+            println!(
+                "{} {name} ({status}, {} ms)",
+                if ok { "✓" } else { "✗" },
+                took.as_millis()
+            );
+            if let Some(p) = problem {
+                println!("      error: {p}");
+            }
+            for (k, s) in scored {
+                if let Some(Err(why)) = s {
+                    println!("      {k}: {why}");
+                }
+            }
+        }
+        println!();
+        for (i, m) in metrics.iter().enumerate() {
+            println!(
+                "{:<32} {}/{} ({:.0}%)",
+                m.name(),
+                passes[i],
+                counted[i],
+                share(i) * 100.0
+            );
+        }
+    }
+    match min {
+        Some(least) if (0..metrics.len()).any(|i| share(i) < least) => EXIT_RUN_FAILED,
+        _ => EXIT_OK,
+    }
+}
+
 /// `path` as from here when it is below here.
 fn from_here(path: &Path) -> String {
     let cwd = std::env::current_dir().unwrap_or_default();

@@ -4,6 +4,7 @@
 //! and no network unless `--live` ([`run`]); outcomes are printed and
 //! written as JUnit XML ([`junit`]).
 
+pub mod eval;
 pub mod junit;
 pub mod mocks;
 pub mod record;

@@ -74,7 +74,7 @@
 mod config;
 pub mod local;
 mod provider;
-mod schema;
+pub mod schema;
 mod tools;
 pub(crate) mod transport;
 mod wire;
