@@ -194,14 +194,10 @@ pub fn replay(run_id: &str, json: bool, store: &super::StoreArgs) -> i32 {
         eprintln!("warning: the store kept only the start of what step `{step}` gave: the replay cannot answer it");
     }
     let wf = Arc::new(wf);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_stack_size(super::serve::RUN_THREAD_STACK)
-        .build()
-    {
+    let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            eprintln!("error: {e}");
             return EXIT_RUN_FAILED;
         }
     };
@@ -329,14 +325,10 @@ pub fn eval(file: &Path, dataset: &Path, metrics: &[String], min: Option<f64>, j
             return EXIT_USAGE;
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_stack_size(super::serve::RUN_THREAD_STACK)
-        .build()
-    {
+    let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            eprintln!("error: {e}");
             return EXIT_RUN_FAILED;
         }
     };
@@ -465,6 +457,15 @@ pub fn eval(file: &Path, dataset: &Path, metrics: &[String], min: Option<f64>, j
     }
 }
 
+/// The runtime cases run on (threads with a run's stack).
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(super::serve::RUN_THREAD_STACK)
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
+}
+
 /// `path` as from here when it is below here.
 fn from_here(path: &Path) -> String {
     let cwd = std::env::current_dir().unwrap_or_default();
@@ -559,11 +560,7 @@ fn run_all(
     loaded: &[(TestFile, Arc<Workflow>)],
     live: bool,
 ) -> Result<Vec<(String, Vec<Outcome>)>, String> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_stack_size(super::serve::RUN_THREAD_STACK)
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let rt = runtime()?;
     let at_once = std::thread::available_parallelism().map_or(2, |n| n.get());
     let slots = Arc::new(tokio::sync::Semaphore::new(at_once));
     rt.block_on(async {
