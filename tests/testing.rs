@@ -211,3 +211,50 @@ fn eval_scores_each_case_and_totals_each_metric() {
         serde_json::Value::Null
     );
 }
+
+#[test]
+fn a_staged_run_makes_its_reads_and_lists_the_writes_it_held_back() {
+    let d = tempdir();
+    std::fs::write(
+        d.path().join("save.md"),
+        "---\nworkflow: {id: save}\ninputs: {name: {type: string, default: ada}}\n---\n\n```yaml\nid: seen\naction: file.exists\ninputs: {path: save.md}\n```\n\n```yaml\nid: save\naction: file.write\ninputs: {path: out.txt, content: 'hello {{ inputs.name }}'}\n```\n\n```yaml\nid: hook\naction: http.post\ninputs: {url: 'https://hooks.example/x', json: {seen: '{{ steps.seen.output.exists }}'}}\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(d.path()).args([
+        "run",
+        "save.md",
+        "--staged",
+        "--allow-write",
+        ".",
+        "--quiet",
+    ]));
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (
+            0,
+            "staged: 2 writes held back, none made:\n  file.write at step `save`: {\"path\":\"out.txt\",\"content\":\"hello ada\"}\n  http.post at step `hook`: {\"url\":\"https://hooks.example/x\",\"json\":{\"seen\":true}}\n"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(!d.path().join("out.txt").exists(), "nothing was written");
+    // Not recorded: a look before the real run.
+    assert!(
+        !d.path().join(".marktoflow").exists()
+            || run(cmd(d.path()).args(["history", "--json"]))
+                .stdout
+                .contains("\"runs\": []")
+    );
+    let j = run(cmd(d.path()).args([
+        "run",
+        "save.md",
+        "--staged",
+        "--allow-write",
+        ".",
+        "--json",
+        "--quiet",
+    ]))
+    .json();
+    assert_eq!(j["staged"][0]["step"], "save");
+    assert_eq!(j["status"], "completed");
+}

@@ -436,6 +436,7 @@ impl RunArgs {
             only: None,
             var: Vec::new(),
             dry_run: false,
+            staged: false,
             exec,
         }
     }
@@ -540,6 +541,11 @@ pub struct RunArgs {
     /// Render every step and show what would be called, calling nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Make every read and model call but hold back the writes (`file.write`,
+    /// memory stores, HTTP other than GET/HEAD) and list them at the end;
+    /// the run is not recorded.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub staged: bool,
     /// Treat authoring warnings as errors: nothing runs when there are any.
     #[arg(long)]
     pub strict: bool,

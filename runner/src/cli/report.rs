@@ -107,7 +107,9 @@ pub(super) fn print_plan(wf: &Workflow, plan: &[crate::engine::plan::PlannedStep
     }
 }
 
-pub(super) fn print_result(wf: &Workflow, r: &RunResult, as_json: bool) {
+/// The result of a run; `staged`: the writes a staged run held back
+/// (`run --staged`), listed after it.
+pub(super) fn print_result(wf: &Workflow, r: &RunResult, as_json: bool, staged: Option<&[Value]>) {
     if let Some(f) = &r.error {
         print_diagnostics(&[f.diagnostic(wf)]);
     }
@@ -137,11 +139,33 @@ pub(super) fn print_result(wf: &Workflow, r: &RunResult, as_json: bool) {
         if let Some(w) = &r.waiting {
             doc["waiting"] = serde_json::to_value(w).unwrap_or_default();
         }
+        if let Some(held) = staged {
+            doc["staged"] = json!(held);
+        }
         println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         return;
     }
     if r.status == RunStatus::Completed {
         print!("{}", human_outputs(&r.outputs));
+    }
+    if let Some(held) = staged {
+        if held.is_empty() {
+            println!("staged: nothing to write");
+        } else {
+            println!(
+                "staged: {} write{} held back, none made:",
+                held.len(),
+                if held.len() == 1 { "" } else { "s" }
+            );
+            for h in held {
+                println!(
+                    "  {} at step `{}`: {}",
+                    h["action"].as_str().unwrap_or_default(),
+                    h["step"].as_str().unwrap_or_default(),
+                    h["inputs"]
+                );
+            }
+        }
     }
 }
 

@@ -377,6 +377,8 @@ pub(super) fn run_with(
     // Recorded as a journal: the next reader of the store moves it in.
     let store = match &continuing {
         Some(c) => Some(c.store.clone()),
+        // A staged run is a look before the real one: not recorded.
+        None if a.staged => None,
         None => match a.exec.store.open_journal(&wf_dir) {
             Ok(s) => s,
             Err(e) => {
@@ -415,6 +417,9 @@ pub(super) fn run_with(
             }
             store.submit_run(new)
         });
+    let staged = a
+        .staged
+        .then(|| Arc::new(crate::testing::staged::Staged::default()));
     let printer = Arc::new(Progress::new(&a));
     let sink = printer.clone();
     // `marktoflow pause` from another terminal: asked through the store.
@@ -443,7 +448,7 @@ pub(super) fn run_with(
             .and_then(|_| wait_links(&wf_dir, &caps.env))
             .map(|l| l as Arc<dyn crate::engine::WaitLinks>),
         pause,
-        mocks: None,
+        mocks: staged.clone().map(|s| s as Arc<dyn crate::engine::Mocks>),
     };
     let checkpoint = retry.map(|p| p.checkpoint).or(part).unwrap_or_default();
     let cancel = caps.cancel.clone();
@@ -504,7 +509,8 @@ pub(super) fn run_with(
             eprintln!("warning: the run was not fully recorded: {e}");
         }
     }
-    print_result(&wf, &result, a.exec.json);
+    let held = staged.as_ref().map(|s| s.held());
+    print_result(&wf, &result, a.exec.json, held.as_deref());
     match result.status {
         RunStatus::Completed => EXIT_OK,
         // Paused, not failed: it goes on once answered.

@@ -98,7 +98,7 @@ impl Engine {
                 let mocked = cfg
                     .mocks
                     .as_ref()
-                    .and_then(|m| m.instead(&step.id, action, resolved.kind, &rendered));
+                    .and_then(|m| m.instead(&step.id, action, resolved, &rendered));
                 let done = match mocked {
                     Some(r) => r,
                     None => {

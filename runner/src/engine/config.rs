@@ -58,16 +58,18 @@ pub struct RunConfig {
     pub mocks: Option<Arc<dyn Mocks>>,
 }
 
-/// Stands in for actions in a test run: asked before each action call,
-/// with the call's rendered inputs.
+/// Stands in for actions (a test's mocks, a staged run's writes): asked
+/// before each action call, with what the action is and the call's
+/// rendered inputs.
 pub trait Mocks: Send + Sync {
-    /// The result to give instead of calling `action` at step `step_id`
-    /// (an error fails the step as the action's would); None: call it.
+    /// The result to give instead of calling `action` (resolved as
+    /// `resolved`) at step `step_id` (an error fails the step as the
+    /// action's would); None: call it.
     fn instead(
         &self,
         step_id: &str,
         action: &str,
-        kind: marktoflow_steps::registry::ActionKind,
+        resolved: &marktoflow_steps::registry::Resolved,
         inputs: &Value,
     ) -> Option<Result<Value, marktoflow_steps::core::error::ActionError>>;
 }

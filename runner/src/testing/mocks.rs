@@ -75,9 +75,10 @@ impl crate::engine::Mocks for CaseMocks {
         &self,
         step_id: &str,
         action: &str,
-        kind: ActionKind,
+        resolved: &marktoflow_steps::registry::Resolved,
         inputs: &Value,
     ) -> Option<Result<Value, ActionError>> {
+        let kind = resolved.kind;
         if let Ok(mut calls) = self.calls.lock() {
             calls.push(Called {
                 step: step_id.to_string(),
@@ -143,8 +144,10 @@ mod tests {
             ],
             false,
         );
+        let registry = marktoflow_steps::Registry::standard();
         let call = |step: &str, action: &str, inputs: Value| {
-            m.instead(step, action, ActionKind::Network, &inputs)
+            let resolved = registry.resolve(action, &[]).unwrap();
+            m.instead(step, action, &resolved, &inputs)
                 .map(|r| r.map_err(|e| e.to_string()))
         };
         assert_eq!(
@@ -167,9 +170,8 @@ mod tests {
             matches!(call("z", "http.post", json!({"url": "https://b.example"})), Some(Err(e)) if e.contains("is not mocked"))
         );
         // Pure actions run for real.
-        assert!(m
-            .instead("s", "core.set", ActionKind::Builtin, &json!({}))
-            .is_none());
+        let set = registry.resolve("core.set", &[]).unwrap();
+        assert!(m.instead("s", "core.set", &set, &json!({})).is_none());
         let calls = m.calls();
         assert_eq!(calls["http.get"].as_array().unwrap().len(), 2);
         assert_eq!(calls["fetch"][0]["url"], "https://a.example");

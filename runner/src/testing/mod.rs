@@ -11,3 +11,4 @@ pub mod record;
 pub mod replay;
 pub mod run;
 pub mod spec;
+pub mod staged;

@@ -282,7 +282,9 @@ fn exists(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     }))
 }
 
-use crate::core::catalog::{alias, input, spec, Spec, ANY, BOOLEAN, EFFECTS, INTEGER, STRING};
+use crate::core::catalog::{
+    alias, input, spec, Spec, ANY, BOOLEAN, EFFECTS, INTEGER, STRING, WRITES,
+};
 
 const READ_FORMATS: &[&str] = &["text", "json", "yaml"];
 const ENCODINGS: &[&str] = &["utf-8", "utf8", "base64"];
@@ -323,7 +325,7 @@ pub const SPECS: &[Spec] = &[
             input("append", BOOLEAN, "Add to the end instead of replacing.").default("false"),
         ])
         .returns("{path, bytes}")
-        .traits(EFFECTS),
+        .traits(WRITES),
     spec("file", "list", "Lists a folder.")
         .inputs(&[
             input("path", STRING, "The folder.").default("."),

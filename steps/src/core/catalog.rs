@@ -179,6 +179,10 @@ pub struct Traits {
     /// async workers. Every other step computes, and the engine runs it
     /// beside them so that a large input never holds up other runs.
     pub waits: bool,
+    /// Changes something that outlives the run (a file, a memory store):
+    /// `run --staged` records the call instead of making it. HTTP calls
+    /// other than GET and HEAD are writes too, decided by their method.
+    pub writes: bool,
 }
 
 pub const PURE: Traits = Traits {
@@ -187,6 +191,7 @@ pub const PURE: Traits = Traits {
     exits: false,
     pure: true,
     waits: false,
+    writes: false,
 };
 
 /// Has effects (files, network, models, time): not called by `--dry-run`.
@@ -198,6 +203,12 @@ pub const EFFECTS: Traits = Traits {
 /// Has effects and waits for them (see [`Traits::waits`]).
 pub const WAITS: Traits = Traits {
     waits: true,
+    ..EFFECTS
+};
+
+/// Has effects that outlive the run (see [`Traits::writes`]).
+pub const WRITES: Traits = Traits {
+    writes: true,
     ..EFFECTS
 };
 

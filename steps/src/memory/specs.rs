@@ -2,7 +2,7 @@
 
 use crate::core::catalog::{
     alias, input as arg, spec, Input, Spec, ANY, BOOLEAN, EFFECTS, INTEGER, MAPPING, NUMBER,
-    STRING, STRING_OR_LIST,
+    STRING, STRING_OR_LIST, WRITES,
 };
 
 pub(super) const DB: Input = arg(
@@ -61,7 +61,7 @@ pub const SPECS: &[Spec] = &[
             DB,
         ])
         .returns("{id, created, memory, db}")
-        .traits(EFFECTS),
+        .traits(WRITES),
     spec("memory", "recall", "Finds memories: BM25 × importance × freshness.")
         .inputs(&[
             arg("query", STRING, "The words (empty: every memory)."),
@@ -98,7 +98,7 @@ pub const SPECS: &[Spec] = &[
             DB,
         ])
         .returns("{dry_run, memories, decayed, boosted, unchanged, half_life_days, factor, changes, db}")
-        .traits(EFFECTS),
+        .traits(WRITES),
     spec("memory", "cleanup", "Removes old or unimportant memories.")
         .inputs(&[
             arg("max_age_days", NUMBER, "Older than this goes."),
@@ -114,7 +114,7 @@ pub const SPECS: &[Spec] = &[
             DB,
         ])
         .returns("{dry_run, matched, removed, kept, reasons, memories, db}")
-        .traits(EFFECTS),
+        .traits(WRITES),
     spec("memory", "stats", "Counts and summaries of the memories.")
         .inputs(&[KIND, KIND_ALIAS, DB])
         .returns("{count, by_kind, by_tag, avg_importance, total_queries, oldest, newest, most_recalled, schema_version, db}")
