@@ -101,13 +101,11 @@ fn every_example_runs() {
         }
         (200, "Apollo ships mid-December.".to_string())
     }));
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        // `NAME.test.md` files are tests, run below.
-        .filter(|n| n.ends_with(".md") && !n.ends_with(".test.md"))
+    // `NAME.test.md` files are tests, run below.
+    let names: Vec<String> = crate::support::workflows_in(&dir)
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    names.sort();
     assert!(names.len() >= 6, "{names:?}");
     for name in &names {
         let r = run(cmd(&repo())
@@ -157,13 +155,7 @@ fn every_example_runs() {
 fn examples_and_shipped_workflows_validate_without_warnings() {
     let mut files: Vec<std::path::PathBuf> = Vec::new();
     for dir in ["examples", "examples/lib", "workflows/lifeos"] {
-        for e in std::fs::read_dir(repo().join(dir)).unwrap() {
-            let p = e.unwrap().path();
-            let test = p.to_string_lossy().ends_with(".test.md");
-            if p.extension().is_some_and(|x| x == "md") && !test {
-                files.push(p);
-            }
-        }
+        files.extend(crate::support::workflows_in(&repo().join(dir)));
     }
     let r = run(cmd(&repo()).arg("validate").arg("--strict").args(&files));
     assert_eq!(r.code, 0, "{r:?}");

@@ -38,12 +38,7 @@ fn every_workflows_mermaid_graph_parses_in_mermaid() {
         "workflows/luka",
         "workflows/memoryscope",
     ] {
-        for e in std::fs::read_dir(repo().join(dir)).unwrap() {
-            let p = e.unwrap().path();
-            if p.extension().is_some_and(|x| x == "md") {
-                files.push(p);
-            }
-        }
+        files.extend(crate::support::workflows_in(&repo().join(dir)));
     }
     files.sort();
     let diagrams: Vec<_> = files

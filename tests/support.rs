@@ -506,3 +506,18 @@ pub fn post_once_at_once(addrs: &[&str]) -> Vec<Value> {
         calls.into_iter().map(|c| c.join().unwrap()).collect()
     })
 }
+
+/// The workflow files directly in `dir` (the `.md` files that are not
+/// tests, `NAME.test.md`), sorted.
+pub fn workflows_in(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            name.ends_with(".md") && !name.ends_with(".test.md")
+        })
+        .collect();
+    out.sort();
+    out
+}
