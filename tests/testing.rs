@@ -258,3 +258,49 @@ fn a_staged_run_makes_its_reads_and_lists_the_writes_it_held_back() {
     assert_eq!(j["staged"][0]["step"], "save");
     assert_eq!(j["status"], "completed");
 }
+
+#[test]
+fn a_token_budget_stops_the_run_before_the_call_that_would_pass_it() {
+    use crate::fake_llm::{FakeLlm, RAW};
+    let d = tempdir();
+    let llm = FakeLlm::start(std::sync::Arc::new(|_| {
+        (
+            RAW,
+            serde_json::json!({"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 900, "output_tokens": 100}})
+            .to_string(),
+        )
+    }));
+    std::fs::write(
+        d.path().join("two.md"),
+        "---\nworkflow: {id: two}\ntools:\n  agent: {sdk: anthropic, options: {model: fake-model}}\nbudget: {tokens: 1010}\n---\n\n```yaml\nid: first\naction: agent.run\ninputs: {prompt: one}\n```\n\n```yaml\nid: second\naction: agent.run\ninputs: {prompt: two}\n```\n",
+    )
+    .unwrap();
+    let go = |extra: &[&str]| {
+        run(cmd(d.path())
+            .args(["run", "two.md", "--json", "--quiet", "--no-store"])
+            .args(extra)
+            .env("ANTHROPIC_BASE_URL", &llm.base)
+            .env("ANTHROPIC_API_KEY", "k"))
+    };
+    // 1,000 spent by the first call: the second request itself would pass 1,010.
+    let r = go(&[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let j = r.json();
+    assert_eq!(j["status"], "failed");
+    assert_eq!(j["error"]["step"], "second");
+    let message = j["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("the run's budget of 1010 tokens would be passed: 1000 spent, about "),
+        "{message}"
+    );
+    assert_eq!(
+        j["usage"],
+        serde_json::json!({"input_tokens": 900, "output_tokens": 100, "calls": 1})
+    );
+    assert_eq!(llm.requests().len(), 1, "the second request was not made");
+    // `--budget` over the file's: both calls made.
+    let r = go(&["--budget", "5000"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["usage"]["calls"], 2);
+}

@@ -972,6 +972,7 @@ async fn action(s: &mut Suite) {
         replies: None,
         approvals: None,
         workflows: None,
+        usage: None,
         background: None,
         sandbox: Arc::new(s.sandbox.clone()),
         state: Arc::new(marktoflow_steps::core::state::StateDir {

@@ -437,6 +437,7 @@ impl RunArgs {
             var: Vec::new(),
             dry_run: false,
             staged: false,
+            budget: None,
             exec,
         }
     }
@@ -546,6 +547,10 @@ pub struct RunArgs {
     /// the run is not recorded.
     #[arg(long, conflicts_with = "dry_run")]
     pub staged: bool,
+    /// The most tokens the run's model calls may spend (over the file's
+    /// `budget: {tokens: N}`): a request that would pass it is not made.
+    #[arg(long, value_name = "TOKENS")]
+    pub budget: Option<u64>,
     /// Treat authoring warnings as errors: nothing runs when there are any.
     #[arg(long)]
     pub strict: bool,

@@ -3,7 +3,7 @@
 use crate::diag::Diagnostic;
 use crate::engine::{RunResult, RunStatus};
 use crate::format::model::Workflow;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::io::{IsTerminal, Write};
 
 pub(super) struct Style {
@@ -107,9 +107,9 @@ pub(super) fn print_plan(wf: &Workflow, plan: &[crate::engine::plan::PlannedStep
     }
 }
 
-/// The result of a run; `staged`: the writes a staged run held back
-/// (`run --staged`), listed after it.
-pub(super) fn print_result(wf: &Workflow, r: &RunResult, as_json: bool, staged: Option<&[Value]>) {
+/// The result of a run; `extra`: more of it for `--json` (`staged`,
+/// `usage`).
+pub(super) fn print_result(wf: &Workflow, r: &RunResult, as_json: bool, extra: Map<String, Value>) {
     if let Some(f) = &r.error {
         print_diagnostics(&[f.diagnostic(wf)]);
     }
@@ -139,8 +139,8 @@ pub(super) fn print_result(wf: &Workflow, r: &RunResult, as_json: bool, staged: 
         if let Some(w) = &r.waiting {
             doc["waiting"] = serde_json::to_value(w).unwrap_or_default();
         }
-        if let Some(held) = staged {
-            doc["staged"] = json!(held);
+        for (k, v) in extra {
+            doc[k] = v;
         }
         println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         return;
@@ -148,7 +148,11 @@ pub(super) fn print_result(wf: &Workflow, r: &RunResult, as_json: bool, staged: 
     if r.status == RunStatus::Completed {
         print!("{}", human_outputs(&r.outputs));
     }
-    if let Some(held) = staged {
+}
+
+/// The writes a staged run held back (`run --staged`), after its outputs.
+pub(super) fn print_staged(held: &[Value]) {
+    {
         if held.is_empty() {
             println!("staged: nothing to write");
         } else {

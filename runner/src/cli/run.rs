@@ -420,6 +420,9 @@ pub(super) fn run_with(
     let staged = a
         .staged
         .then(|| Arc::new(crate::testing::staged::Staged::default()));
+    // What its model calls spend, to its budget (`--budget` over the file's).
+    let usage = Arc::new(crate::engine::RunUsage::new(a.budget.or(wf.budget_tokens)));
+    caps.usage = Some(usage.clone() as Arc<dyn marktoflow_steps::core::action::hosts::Usage>);
     let printer = Arc::new(Progress::new(&a));
     let sink = printer.clone();
     // `marktoflow pause` from another terminal: asked through the store.
@@ -509,8 +512,29 @@ pub(super) fn run_with(
             eprintln!("warning: the run was not fully recorded: {e}");
         }
     }
-    let held = staged.as_ref().map(|s| s.held());
-    print_result(&wf, &result, a.exec.json, held.as_deref());
+    let mut extra = serde_json::Map::new();
+    if let Some(s) = &staged {
+        extra.insert("staged".into(), Value::Array(s.held()));
+    }
+    let spent = usage.totals();
+    if let Some(u) = &spent {
+        extra.insert("usage".into(), u.clone());
+    }
+    print_result(&wf, &result, a.exec.json, extra);
+    if !a.exec.json {
+        if let Some(s) = &staged {
+            super::report::print_staged(&s.held());
+        }
+        if let Some(u) = spent.filter(|_| !a.exec.quiet) {
+            eprintln!(
+                "tokens: {} in, {} out ({} model call{})",
+                u["input_tokens"],
+                u["output_tokens"],
+                u["calls"],
+                if u["calls"] == 1 { "" } else { "s" }
+            );
+        }
+    }
     match result.status {
         RunStatus::Completed => EXIT_OK,
         // Paused, not failed: it goes on once answered.

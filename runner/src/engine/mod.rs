@@ -20,6 +20,7 @@ pub mod plan;
 mod spawn;
 mod step;
 mod subflow;
+mod usage;
 
 pub use ask::{outside_wait, Answer, FieldView, Resolution, Vote, WaitLinks, WaitRequest};
 use config::{stop_before, CORE_TEMPLATE_FUEL};
@@ -29,6 +30,7 @@ pub use event::{
     Checkpoint, Event, EventSink, RunEvent, RunFailure, RunResult, RunStatus, RunTrigger,
     StepRecord, StepStatus, NESTED_OUTPUT_BYTES,
 };
+pub use usage::RunUsage;
 
 use crate::diag::Pos;
 use crate::format::inputs::substitute_env;
@@ -159,6 +161,11 @@ impl Engine {
         }
         // An agent's tool calls decided while the run waited.
         cfg.caps.approvals = ask::decisions(&cfg.answers);
+        // A run started without a usage counter (a server's) counts here, to
+        // its workflow's budget; a sub-workflow's calls count to its caller's.
+        if cfg.caps.usage.is_none() {
+            cfg.caps.usage = Some(Arc::new(RunUsage::new(wf.budget_tokens)));
+        }
         // Workflow files its agent steps may call as tools.
         cfg.caps.workflows = subflow::WorkflowTools::of(wf, &cfg)
             .map(|t| Arc::new(t) as Arc<dyn marktoflow_steps::core::action::hosts::Workflows>);

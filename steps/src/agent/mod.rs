@@ -339,7 +339,19 @@ impl AgentHub {
         // its process died) replays them instead of asking or calling again.
         let replies = call.caps.replies.as_ref();
         let base = call.idempotency_key.unwrap_or(call.action);
+        // A loop with no step `timeout` ends after this by default: agents
+        // probing their surroundings can otherwise spend a whole CI job.
+        let clock = call.caps.clock.clone();
+        let started = clock.now_ms();
         for turn in 0..prompt.max_turns {
+            let elapsed = clock.now_ms().saturating_sub(started);
+            if call.timeout.is_none() && elapsed > MAX_LOOP_TIME.as_millis() as i64 {
+                return Err(ActionError::failed(format!(
+                    "{}: the model was still calling tools after {} minutes; give the step a `timeout` to allow longer, or narrow the task",
+                    call.action,
+                    MAX_LOOP_TIME.as_secs() / 60
+                )));
+            }
             let turn_key = format!("{base}:turn:{turn}");
             let recalled = match replies {
                 Some(r) => r
@@ -463,6 +475,9 @@ async fn complete_naming_model(call: &Call<'_>, mut inputs: Value) -> Result<Str
 }
 
 /// `agent.run`, `agent.generate`, `agent.chat`: all return the reply text.
+/// How long an agent's tool loop may go on when its step sets no `timeout`.
+const MAX_LOOP_TIME: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
 pub struct AgentAction;
 
 #[async_trait]

@@ -36,7 +36,39 @@ pub(crate) async fn post_json(
     body: &Value,
     timeout: Duration,
 ) -> Result<Value, ActionError> {
-    exchange_json(client, call, r, &r.endpoint(), Some(body), timeout).await
+    let usage = call.caps.usage.as_ref();
+    if let Some(u) = usage {
+        // About four characters a token: what the request itself sends.
+        let estimate = body.to_string().len() as u64 / 4;
+        u.before(estimate).map_err(ActionError::Input)?;
+    }
+    let reply = exchange_json(client, call, r, &r.endpoint(), Some(body), timeout).await?;
+    if let Some(u) = usage {
+        let (input, output) = tokens_of(&reply);
+        let model = body
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        u.after(model, input, output);
+    }
+    Ok(reply)
+}
+
+/// The tokens a provider's reply says the request took, in and out
+/// (Anthropic `usage.input_tokens`/`output_tokens`, OpenAI
+/// `usage.prompt_tokens`/`completion_tokens`, Ollama `prompt_eval_count`/
+/// `eval_count`); 0 where it does not say.
+pub(crate) fn tokens_of(reply: &Value) -> (u64, u64) {
+    let n = |p: &str| reply.pointer(p).and_then(Value::as_u64);
+    let input = n("/usage/input_tokens")
+        .or_else(|| n("/usage/prompt_tokens"))
+        .or_else(|| n("/prompt_eval_count"))
+        .unwrap_or(0);
+    let output = n("/usage/output_tokens")
+        .or_else(|| n("/usage/completion_tokens"))
+        .or_else(|| n("/eval_count"))
+        .unwrap_or(0);
+    (input, output)
 }
 
 /// GETs `url` from the provider (with its key) and returns the JSON reply.

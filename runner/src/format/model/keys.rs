@@ -16,6 +16,7 @@ pub const TOP_KEYS: &[&str] = &[
     "secrets",
     "timeout",
     "concurrency",
+    "budget",
 ];
 pub const META_KEYS: &[&str] = &["id", "name", "version", "description", "author", "tags"];
 pub const INPUT_KEYS: &[&str] = &[

@@ -220,6 +220,7 @@ impl Cx<'_> {
             timeout: None,
             allowed_hosts: None,
             concurrency: None,
+            budget_tokens: None,
             behaviour: doc.behaviour_digest(),
         };
         let fm = match &doc.frontmatter {
@@ -334,6 +335,9 @@ impl Cx<'_> {
             }
             if let Some(c) = top.get("concurrency") {
                 wf.concurrency = self.concurrency(c, &spans);
+            }
+            if let Some(b) = top.get("budget") {
+                wf.budget_tokens = self.budget(b, &spans);
             }
             if let Some(steps) = top.get("steps") {
                 fm_steps = Some((steps.clone(), spans.clone()));

@@ -443,6 +443,31 @@ impl Cx<'_> {
         out
     }
     /// `concurrency: {key, limit}` (or a bare number: the limit).
+    /// `budget: {tokens: N}`: the tokens a run may spend on model calls.
+    pub(super) fn budget(&mut self, v: &Value, spans: &Spans) -> Option<u64> {
+        let here = ["budget".to_string()];
+        let Value::Object(m) = v else {
+            let pos = spans.pos(&here);
+            self.err(pos, "`budget` must be a mapping like `{tokens: 50000}`");
+            return None;
+        };
+        self.check_keys(m, &["tokens"], spans, &here, "`budget`");
+        match m.get("tokens") {
+            None => None,
+            Some(t) => match t.as_u64().filter(|n| *n >= 1) {
+                Some(n) => Some(n),
+                None => {
+                    let pos = spans.pos(&["budget".into(), "tokens".into()]);
+                    self.err(
+                        pos,
+                        "`budget.tokens` must be a whole number of tokens, 1 or more",
+                    );
+                    None
+                }
+            },
+        }
+    }
+
     pub(super) fn concurrency(&mut self, v: &Value, spans: &Spans) -> Option<Concurrency> {
         let here = ["concurrency".to_string()];
         let pos = spans.pos(&here);

@@ -471,6 +471,8 @@ pub struct Workflow {
     pub timeout: Option<Duration>,
     /// `permissions.hosts`: the hosts `http.*` may call (None: any).
     pub allowed_hosts: Option<Vec<String>>,
+    /// `budget: {tokens: N}`: the most tokens a run's model calls may spend.
+    pub budget_tokens: Option<u64>,
     /// `concurrency:` how many of its runs may execute at once, over every
     /// server and worker of a store.
     pub concurrency: Option<Concurrency>,

@@ -94,6 +94,16 @@ pub trait Approvals: Send + Sync {
     fn decision(&self, id: &str) -> Option<ToolDecision>;
 }
 
+/// What a run's model calls spend, and the budget that stops them: asked
+/// before each request to a provider, told after it of what it took.
+pub trait Usage: Send + Sync {
+    /// Err (why) when a request of about `input_tokens` would take the
+    /// run past its budget: the request is not made.
+    fn before(&self, input_tokens: u64) -> Result<(), String>;
+    /// A request made to `model`, with what its reply says it took.
+    fn after(&self, model: &str, input_tokens: u64, output_tokens: u64);
+}
+
 /// Workflow files an agent step may call as tools (`tools: [refund.md]`),
 /// found from the calling workflow's file: the engine's.
 #[async_trait]

@@ -52,6 +52,9 @@ pub struct Capabilities {
     /// Workflow files an agent step may call as tools (the engine sets it
     /// for each step; None: not here).
     pub workflows: Option<Arc<dyn hosts::Workflows>>,
+    /// What the run's model calls spend, and its budget (the engine sets
+    /// it; None: not counted).
+    pub usage: Option<Arc<dyn hosts::Usage>>,
     /// Where work may go on after its step returns (a server's; None for a
     /// one-off run, whose process ends with it).
     pub background: Option<Arc<crate::core::background::Background>>,
@@ -87,6 +90,7 @@ impl Capabilities {
             replies: None,
             approvals: None,
             workflows: None,
+            usage: None,
             background: None,
         }
     }
