@@ -163,22 +163,43 @@ fn examples_and_shipped_workflows_validate_without_warnings() {
 }
 
 #[test]
-fn the_examples_tests_pass_with_no_key_and_no_network() {
+fn every_example_and_bundled_workflow_has_tests_that_pass_with_no_key_and_no_network() {
     let junit = crate::support::tempdir();
     let report = junit.path().join("report.xml");
     let r = run(cmd(&repo())
-        .args(["test", "examples/", "--junit"])
+        .args(["test", "examples/", "workflows/", "--junit"])
         .arg(&report));
     assert_eq!(r.code, 0, "{r:?}");
     let summary = r.stdout.lines().last().unwrap_or_default().to_string();
     assert!(
-        summary.starts_with("23 passed, 0 failed (23 cases in 19 files) in "),
+        summary.starts_with("41 passed, 0 failed (41 cases in 34 files) in "),
         "{}",
         r.stdout
     );
     let xml = std::fs::read_to_string(&report).unwrap();
     assert!(
-        xml.contains("<testsuites name=\"marktoflow test\" tests=\"23\" failures=\"0\">"),
+        xml.contains("<testsuites name=\"marktoflow test\" tests=\"41\" failures=\"0\">"),
         "{xml}"
     );
+}
+
+#[test]
+fn every_example_and_bundled_workflow_has_a_test_file() {
+    let mut missing = Vec::new();
+    for dir in [
+        "examples",
+        "examples/lib",
+        "workflows/lifeos",
+        "workflows/conhub",
+        "workflows/atlas",
+        "workflows/luka",
+        "workflows/memoryscope",
+    ] {
+        for wf in crate::support::workflows_in(&repo().join(dir)) {
+            if !wf.with_extension("test.md").exists() {
+                missing.push(wf.strip_prefix(repo()).unwrap().display().to_string());
+            }
+        }
+    }
+    assert!(missing.is_empty(), "no NAME.test.md beside: {missing:?}");
 }
