@@ -203,6 +203,7 @@ pub fn replay(run_id: &str, json: bool, store: &super::StoreArgs) -> i32 {
     };
     let setup = setup_for(&wf, false);
     let replayed = rt.block_on(crate::testing::run::run_mocked(&wf, &case, &setup));
+    rt.block_on(setup.caps.mcp.shutdown());
     let (result, _) = match replayed {
         Ok(r) => r,
         Err(problems) => {
@@ -360,6 +361,7 @@ pub fn eval(file: &Path, dataset: &Path, metrics: &[String], min: Option<f64>, j
         for t in tasks {
             out.push(t.await);
         }
+        setup.caps.mcp.shutdown().await;
         out
     });
     let mut passes = vec![0usize; metrics.len()];
@@ -565,8 +567,10 @@ fn run_all(
     let slots = Arc::new(tokio::sync::Semaphore::new(at_once));
     rt.block_on(async {
         let mut tasks = Vec::new();
+        let mut setups = Vec::new();
         for (file, wf) in loaded {
             let setup = Arc::new(setup_for(wf, live));
+            setups.push(setup.clone());
             let mut cases = Vec::new();
             for case in &file.cases {
                 let (wf, case, setup, slots) =
@@ -585,6 +589,10 @@ fn run_all(
                 outcomes.push(c.await.map_err(|e| format!("a case did not finish: {e}"))?);
             }
             out.push((name, outcomes));
+        }
+        // The MCP servers `--live` cases started end with the tests.
+        for s in setups {
+            s.caps.mcp.shutdown().await;
         }
         Ok(out)
     })
