@@ -1267,21 +1267,13 @@ fn a_declined_form_leaves_the_run_waiting_for_its_link() {
 }
 
 #[test]
-fn over_http_the_gateways_identity_answers_and_may_not_approve_its_own_request() {
+fn over_http_only_a_listed_approver_is_asked_and_answers_as_the_gateway_says() {
     if !have_client() {
         return;
     }
     let d = tempdir();
-    let own = REFUND
-        .replace(
-            "inputs: {order: {type: string, required: true}}",
-            "inputs: {order: {type: string, required: true}, by: {type: string, required: true}}",
-        )
-        .replace(
-            "mode: approval\n",
-            "mode: approval\nrequester: '{{ inputs.by }}'\nself_approval: false\n",
-        );
-    write(d.path(), "refund.md", &own);
+    let listed = REFUND.replace("mode: approval\n", "mode: approval\napprovers: [ann]\n");
+    write(d.path(), "refund.md", &listed);
     let store = d.path().join("runs.db");
     let s = try_serve(
         d.path(),
@@ -1298,34 +1290,60 @@ fn over_http_the_gateways_identity_answers_and_may_not_approve_its_own_request()
         &[("MCP_TOKEN", "s3cret")],
     )
     .unwrap();
-    let approve = json!({"action": "accept", "content": {"decision": "approve", "amount": 5}});
-    let mut c = Command::new("python3");
-    c.arg(repo().join("tests/mcp/client.py"))
-        .arg("http")
-        .arg(
-            json!([
-                {"do": "call", "name": "refund", "arguments": {"order": "A-9", "by": "ann"}, "elicit": [approve]},
-                {"do": "call", "name": "refund", "arguments": {"order": "A-10", "by": "bob"}, "elicit": [approve]},
-            ])
-            .to_string(),
-        )
-        .arg(format!("http://{}/mcp", s.addr))
-        .arg("s3cret")
-        .arg("X-User=ann");
-    let out = client(c, &[]);
-    // Ann asked for the first refund: her approval is refused, the run waits.
-    let own = &out[0]["result"]["structuredContent"];
+    let call_as = |who: &str, order: &str| {
+        let approve = json!({"action": "accept", "content": {"decision": "approve", "amount": 5}});
+        let mut c = Command::new("python3");
+        c.arg(repo().join("tests/mcp/client.py"))
+            .arg("http")
+            .arg(
+                json!([{"do": "call", "name": "refund", "arguments": {"order": order}, "elicit": [approve]}])
+                    .to_string(),
+            )
+            .arg(format!("http://{}/mcp", s.addr))
+            .arg("s3cret")
+            .arg(format!("X-User={who}"));
+        client(c, &[]).remove(0)
+    };
+    // Bob is not among the approvers: he is not asked, the run waits.
+    let bob = call_as("bob", "A-9");
     assert_eq!(
-        (&own["status"], &own["note"]),
-        (
-            &json!("waiting"),
-            &json!("`ann` asked for this and may not answer it (self_approval: false)")
-        ),
-        "{own}"
+        bob["result"]["structuredContent"]["status"], "waiting",
+        "{bob}"
     );
-    // Bob asked for the second: Ann's approval decides it.
+    assert_eq!(bob["elicited"], json!([]));
+    // Ann is: asked, her answer decides, recorded as hers.
+    let ann = call_as("ann", "A-10");
+    assert_eq!(ann["elicited"].as_array().unwrap().len(), 1);
     assert_eq!(
-        out[1]["result"]["structuredContent"],
+        ann["result"]["structuredContent"],
         json!({"refunded": true, "amount": 5, "by": "ann", "via": "mcp", "comment": null})
     );
+}
+
+#[test]
+fn a_step_that_wants_someone_else_than_the_requester_is_not_asked_of_the_caller() {
+    if !have_client() {
+        return;
+    }
+    let d = tempdir();
+    let own = REFUND.replace(
+        "mode: approval\n",
+        "mode: approval\nrequester: '{{ inputs.order }}'\nself_approval: false\n",
+    );
+    let (out, _) = {
+        write(d.path(), "refund.md", &own);
+        let store = d.path().join("runs.db");
+        let mut out = stdio(
+            d.path(),
+            json!([{"do": "call", "name": "refund", "arguments": {"order": "A-11"}, "elicit": [{"action": "accept", "content": {"decision": "approve", "amount": 5}}]}]),
+            &["refund.md", "--store", store.to_str().unwrap()],
+            &[],
+        );
+        (out.remove(0), store)
+    };
+    assert_eq!(
+        out["result"]["structuredContent"]["status"], "waiting",
+        "{out}"
+    );
+    assert_eq!(out["elicited"], json!([]));
 }

@@ -330,6 +330,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
                 env: (*state.caps.env).clone(),
                 cwd: cwd.clone(),
                 serving,
+                reloading: Default::default(),
                 mcp: mcp_server,
             };
             tokio::spawn(async move {
@@ -538,6 +539,9 @@ struct Following {
     cwd: PathBuf,
     /// The trigger sources served, replaced at each reload.
     serving: Arc<std::sync::Mutex<crate::serve::triggers::Serving>>,
+    /// One reload at a time, whole: a later change's reload never finishes
+    /// before an earlier one's and is then undone by it.
+    reloading: tokio::sync::Mutex<()>,
     mcp: Option<crate::mcp::McpServer>,
 }
 
@@ -546,6 +550,7 @@ impl Following {
     /// does not is reported and listed in the console. Runs under way keep
     /// the workflow they started with.
     async fn reload(&self, changed: Vec<String>) {
+        let _one = self.reloading.lock().await;
         let (paths, env, cwd, caps) = (
             self.paths.clone(),
             self.env.clone(),
@@ -587,9 +592,9 @@ impl Following {
                     .unwrap_or(usize::MAX)
             });
             let workflows = servable(workflows, &env, &cwd, Some(&caps), &mut broken);
-            // Each was checked alone above: together they are sound too.
-            let triggers =
-                crate::serve::triggers::Triggers::of(&workflows, &env, &cwd).unwrap_or_default();
+            // Each was checked alone above: together they are sound too (None,
+            // should they not be: what is served stays).
+            let triggers = crate::serve::triggers::Triggers::of(&workflows, &env, &cwd).ok();
             let (named, in_folders): (Vec<_>, Vec<_>) = workflows
                 .iter()
                 .cloned()
@@ -598,7 +603,7 @@ impl Following {
             (workflows, triggers, tools, broken, kept)
         })
         .await;
-        let Ok((workflows, mut triggers, tools, broken, kept)) = loaded else {
+        let Ok((workflows, Some(mut triggers), tools, broken, kept)) = loaded else {
             return;
         };
         if !changed.is_empty() {

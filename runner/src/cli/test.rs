@@ -394,9 +394,11 @@ pub fn eval(file: &Path, dataset: &Path, metrics: &[String], min: Option<f64>, j
         }
         reports.push((case.name.clone(), status, took, outputs, problem, scored));
     }
+    // A metric no case expected anything of measured nothing (a typo in
+    // its output's name, most likely): no share, and under any `--min`.
     let share = |i: usize| match counted[i] {
-        0 => 1.0,
-        c => passes[i] as f64 / c as f64,
+        0 => None,
+        c => Some(passes[i] as f64 / c as f64),
     };
     if json {
         let cases: Vec<serde_json::Value> = reports
@@ -419,7 +421,10 @@ pub fn eval(file: &Path, dataset: &Path, metrics: &[String], min: Option<f64>, j
         let totals: serde_json::Map<String, serde_json::Value> = metrics
             .iter()
             .enumerate()
-            .map(|(i, m)| (m.name(), serde_json::json!({"passed": passes[i], "counted": counted[i], "share": share(i)})))
+            .map(|(i, m)| {
+                let t = serde_json::json!({"passed": passes[i], "counted": counted[i], "share": share(i)});
+                (m.name(), t)
+            })
             .collect();
         let out = serde_json::json!({"workflow": wf.meta.id, "cases": cases, "totals": totals});
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
@@ -444,17 +449,22 @@ pub fn eval(file: &Path, dataset: &Path, metrics: &[String], min: Option<f64>, j
         }
         println!();
         for (i, m) in metrics.iter().enumerate() {
-            println!(
-                "{:<32} {}/{} ({:.0}%)",
-                m.name(),
-                passes[i],
-                counted[i],
-                share(i) * 100.0
-            );
+            match share(i) {
+                Some(s) => println!(
+                    "{:<32} {}/{} ({:.0}%)",
+                    m.name(),
+                    passes[i],
+                    counted[i],
+                    s * 100.0
+                ),
+                None => println!("{:<32} no case expects anything of it", m.name()),
+            }
         }
     }
     match min {
-        Some(least) if (0..metrics.len()).any(|i| share(i) < least) => EXIT_RUN_FAILED,
+        Some(least) if (0..metrics.len()).any(|i| share(i).is_none_or(|s| s < least)) => {
+            EXIT_RUN_FAILED
+        }
         _ => EXIT_OK,
     }
 }

@@ -263,6 +263,7 @@ impl marktoflow_steps::core::action::hosts::Workflows for WorkflowTools {
         &self,
         path: &str,
         inputs: serde_json::Map<String, Value>,
+        key: &str,
     ) -> Result<Value, String> {
         let child = self.load(path)?;
         let supplied = inputs
@@ -277,7 +278,9 @@ impl marktoflow_steps::core::action::hosts::Workflows for WorkflowTools {
         // Its steps show one level under the agent's.
         let child_events = nested(self.events.clone(), 1);
         let cfg = RunConfig {
-            run_id: format!("{}/{}", self.run_id, child.meta.id),
+            // Each call its own nested run: its steps' idempotency keys and
+            // its agents' recorded turns are this call's, not another's.
+            run_id: format!("{}/{key}", self.run_id),
             caps: self.caps.clone(),
             events: child_events,
             loader: Some(self.loader.clone()),

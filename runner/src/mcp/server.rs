@@ -181,7 +181,13 @@ impl McpServer {
             }) else {
                 return Ok(answer(&outcome, &wf, problem.as_deref()));
             };
-            let Some(params) = elicit::request(w, problem.as_deref()) else {
+            // The client that called the tool asked for the run: it is not
+            // asked to approve it where the step wants someone else.
+            let by = self.identity(ctx);
+            let not_theirs = w.mode == crate::format::model::AskMode::Approval
+                && (!w.self_approval || (!w.approvers.is_empty() && !w.approvers.contains(&by)));
+            let params = elicit::request(w, problem.as_deref()).filter(|_| !not_theirs);
+            let Some(params) = params else {
                 return Ok(answer(&outcome, &wf, None));
             };
             asked += 1;
@@ -195,7 +201,6 @@ impl McpServer {
                 // run waits for the link, the console or the CLI.
                 Ok(elicit::Reply::NotNow) | Err(_) => return Ok(answer(&outcome, &wf, None)),
             };
-            let by = self.identity(ctx);
             let at = (outcome.run_id.as_str(), w.step_id.as_str());
             let taken = crate::serve::answer_from(&self.state, at, given, by, "mcp").await;
             match taken {
@@ -310,16 +315,21 @@ impl Following {
         }
     }
 
-    /// The run again, once an answer resumed it in this process.
+    /// The run again, once an answer resumed it in this process (None: it
+    /// did not start again here: a worker, or the next start, goes on).
     fn resumed(state: &ServerState, run_id: &str) -> Option<Self> {
-        state.started(run_id).map(Self::of)
+        state
+            .started(run_id)
+            .filter(|s| s.result.borrow().is_none())
+            .map(Self::of)
     }
 }
 
-/// An answered run that a worker of the shared store goes on with.
+/// An answered run that goes on elsewhere: a worker of the shared store,
+/// or this server's next start when it could not start it now.
 fn resumed_elsewhere(run_id: &str) -> CallToolResult {
     let text = format!(
-        "Answered. The run goes on on a worker; see `marktoflow show {run_id}` for its outputs."
+        "Answered. The run goes on elsewhere (a worker, or the server's next start); see `marktoflow show {run_id}` for its outputs."
     );
     let mut res = CallToolResult::structured(json!({"run_id": run_id, "status": "resumed"}));
     res.content = vec![ContentBlock::text(text)];

@@ -576,16 +576,10 @@ pub(super) async fn pause_run(
             )
                 .into_response()
         }
-        Some((_, status)) => error(
-            StatusCode::CONFLICT,
-            format!(
-                "run `{id}` is {}: only a queued or running run can be paused",
-                status.as_str()
-            ),
-        ),
         // Another process executes it (a worker, a CLI run, another
-        // server): asked through the store, which that process looks at.
-        None => {
+        // server; or it ended here and goes on elsewhere): asked through the
+        // store, which that process looks at, and which knows its status.
+        _ => {
             let Some(store) = s.store.clone() else {
                 return error(
                     StatusCode::CONFLICT,

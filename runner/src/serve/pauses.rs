@@ -39,15 +39,19 @@ pub async fn take_asked_pauses(
 }
 
 /// [`take_asked_pauses`] for a server or worker: the runs it executes
-/// now, each paused by a pause asked since its execution here began.
+/// now. A request is dropped when its run stops (the store deletes it with
+/// the run's end), so one still there is for this execution, whenever it
+/// was asked (a run paused while queued pauses once a worker claims it;
+/// the asking machine's clock does not matter).
 pub async fn take_served_pauses(s: Arc<super::ServerState>) {
     let Some(store) = s.store.clone() else { return };
     let held = {
         let s = s.clone();
-        move |run_id: &str, at: i64| {
+        move |run_id: &str, _at: i64| {
             let runs = s.runs.lock().ok()?;
             let e = runs.get(run_id)?;
-            (e.created_at <= at && e.result.borrow().is_none()).then(|| e.pause.clone())
+            let running = e.result.borrow().is_none();
+            running.then(|| e.pause.clone())
         }
     };
     take_asked_pauses(store, LOOK_EVERY, s.stopping.clone(), held).await

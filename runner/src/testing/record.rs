@@ -40,7 +40,7 @@ pub fn case_of(wf: &Workflow, run: &RunRecord, steps: &[StepRow]) -> (Case, Vec<
                 .inputs
                 .as_ref()
                 .filter(|i| !is_cut(i))
-                .and_then(|i| i.as_object().cloned())
+                .and_then(|i| i.as_object().map(matchable))
                 .unwrap_or_default(),
             result: match (&s.status, &s.error) {
                 (crate::engine::StepStatus::Failed, Some(e)) => Err(e.clone()),
@@ -115,6 +115,28 @@ pub fn case_text(wf: &Workflow, run: &RunRecord, steps: &[StepRow]) -> String {
         )
     };
     format!("## {}\n{note}\n```yaml\n{yaml}```\n", case.name)
+}
+
+/// What of a recorded call's inputs a mock can match on: not its headers,
+/// nor the secrets the store masked (`***`), which the replayed call sends
+/// in full.
+fn matchable(inputs: &Map<String, Value>) -> Map<String, Value> {
+    fn keep(v: &Value) -> Option<Value> {
+        match v {
+            Value::String(s) if s.contains("***") => None,
+            Value::Object(m) => Some(Value::Object(
+                m.iter()
+                    .filter_map(|(k, v)| keep(v).map(|v| (k.clone(), v)))
+                    .collect(),
+            )),
+            other => Some(other.clone()),
+        }
+    }
+    inputs
+        .iter()
+        .filter(|(k, _)| k.as_str() != "headers")
+        .filter_map(|(k, v)| keep(v).map(|v| (k.clone(), v)))
+        .collect()
 }
 
 /// Whether a stored value is the store's marker for a value cut short.

@@ -209,8 +209,15 @@ fn mock_of(v: &Value) -> Result<Mock, String> {
         Some(_) => Err(format!("`{k}` must be text")),
     };
     let (step, action) = (text("step")?, text("action")?);
-    if step.is_none() && action.is_none() {
-        return Err("name the `step` (its id) or the `action` it stands in for".into());
+    match (&step, &action) {
+        (None, None) => {
+            return Err("name the `step` (its id) or the `action` it stands in for".into())
+        }
+        (Some(_), Some(_)) => return Err(
+            "name the `step` or the `action`, not both (a step's mock covers whatever it calls)"
+                .into(),
+        ),
+        _ => {}
     }
     let when = match m.get("when") {
         None | Some(Value::Null) => Map::new(),
@@ -334,6 +341,12 @@ mod tests {
                 "7: unknown key `expects` in case `One`: did you mean `expect`?",
                 "13: case `Two`: `mocks[0]`: name the `step` (its id) or the `action` it stands in for",
             ]
+        );
+        let both = "## Both\n\n```yaml\nmocks: [{step: a, action: http.get, returns: 1}]\n```\n";
+        let errs = parse(Path::new("t.test.md"), both).unwrap_err();
+        assert_eq!(
+            errs[0].message,
+            "case `Both`: `mocks[0]`: name the `step` or the `action`, not both (a step's mock covers whatever it calls)"
         );
     }
 }

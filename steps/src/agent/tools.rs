@@ -91,16 +91,26 @@ pub(crate) async fn offer(
 ) -> Result<Vec<Offered>, ActionError> {
     let mut out: Vec<Offered> = Vec::new();
     for w in &prompt.tools {
-        let before = out.len();
         offer_one(call, w, can_http, &mut out).await?;
-        // The step's rule for this entry covers every tool it offered.
-        for (_, rule) in prompt.approval.iter().filter(|(t, _)| t == w) {
-            for o in &mut out[before..] {
-                o.approval.push(rule.clone());
-            }
+    }
+    // The step's rule for an entry covers every tool that entry names,
+    // whichever entry offered it first (`[http, http.post]`).
+    for (entry, rule) in &prompt.approval {
+        for o in out.iter_mut().filter(|o| covers(entry, &o.shown)) {
+            o.approval.push(rule.clone());
         }
     }
     Ok(out)
+}
+
+/// Whether the `tools` entry `entry` names the tool shown as `shown`:
+/// the tool itself (`payments.post`, `refund.md`), or all of a server's or
+/// HTTP tool's (`payments`).
+fn covers(entry: &str, shown: &str) -> bool {
+    shown.eq_ignore_ascii_case(entry)
+        || shown
+            .strip_prefix(entry)
+            .is_some_and(|rest| rest.starts_with('.'))
 }
 
 /// Whether a `tools` entry names a workflow file.
@@ -155,7 +165,7 @@ async fn offer_one(
                     "input `tools`: `{w}`: HTTP tools cannot be offered here"
                 )));
             }
-            return offer_http(w, declared, only, out);
+            return offer_http(w, declared, only, call.caps.allowed_hosts.is_some(), out);
         }
         let Some(tool) = declared.filter(|t| t.sdk == "mcp") else {
             let mcp: Vec<&str> = call
@@ -221,9 +231,27 @@ fn offer_http(
     wanted: &str,
     declared: Option<&ToolConfig>,
     only: Option<&str>,
+    hosts_limited: bool,
     out: &mut Vec<Offered>,
 ) -> Result<(), ActionError> {
     let tool_name = declared.map_or("http", |t| t.name.as_str());
+    // A model picks the URLs: bare `http` only where the workflow limits the
+    // hosts (no cloud metadata address, no service on localhost by
+    // accident); a declared tool's headers only to its own origin.
+    match declared {
+        None if !hosts_limited => {
+            return Err(ActionError::Input(format!(
+                "input `tools`: `{wanted}`: an agent gets `http` only where the workflow limits the hosts it may call (`permissions: {{hosts: [api.example.com]}}` or `--allow-host`); or declare an `sdk: http` tool with its `base_url`"
+            )))
+        }
+        Some(t) if t.options.get("base_url").or_else(|| t.options.get("baseUrl")).is_none() => {
+            return Err(ActionError::Input(format!(
+                "input `tools`: `{wanted}`: give the tool `{}` a `base_url`: an agent calls a declared HTTP tool on its own origin only",
+                t.name
+            )))
+        }
+        _ => {}
+    }
     let methods: Vec<&'static str> = match only {
         None => HTTP_METHODS.to_vec(),
         Some(m) => match HTTP_METHODS.iter().find(|x| x.eq_ignore_ascii_case(m)) {
@@ -442,7 +470,7 @@ pub(crate) async fn run(
         // Its outputs, as JSON; a run that did not complete is an error
         // the model is told of.
         Backend::Workflow(path) => match call.caps.workflows.as_ref() {
-            Some(host) => Ok(match host.run(path, args).await {
+            Some(host) => Ok(match host.run(path, args, &id).await {
                 Ok(outputs) => (outputs.to_string(), false),
                 Err(why) => (why, true),
             }),
@@ -476,19 +504,28 @@ impl Offered {
                 (Some(m.to_ascii_uppercase()), http_host(tool.as_ref(), args))
             }
         };
-        let facts = CallFacts {
-            name: &self.name,
-            method: method.as_deref(),
-            host: host.as_deref(),
-            args,
+        // An HTTP call's amounts are in what it sends: its JSON body and its
+        // query, each looked at (what else the model adds is not sent).
+        let empty = Map::new();
+        let object = |k: &str| args.get(k).and_then(Value::as_object).unwrap_or(&empty);
+        let sent: Vec<&Map<String, Value>> = match &self.backend {
+            Backend::Http(..) => vec![object("json"), object("query")],
+            Backend::Mcp(_) | Backend::Workflow(_) => vec![args],
         };
-        self.approval.iter().any(|rule| rule.applies(&facts))
+        sent.into_iter().any(|args| {
+            let facts = CallFacts {
+                name: &self.name,
+                method: method.as_deref(),
+                host: host.as_deref(),
+                args,
+            };
+            self.approval.iter().any(|rule| rule.applies(&facts))
+        })
     }
 }
 
-/// The host an HTTP call goes to: its URL's, or its tool's `base_url`'s
-/// for a path.
-fn http_host(tool: Option<&ToolConfig>, args: &Map<String, Value>) -> Option<String> {
+/// Where an HTTP call goes: its URL, or its tool's `base_url` for a path.
+fn http_url(tool: Option<&ToolConfig>, args: &Map<String, Value>) -> Option<reqwest::Url> {
     let url = args.get("url").and_then(Value::as_str).unwrap_or_default();
     let base = tool
         .and_then(|t| {
@@ -497,10 +534,30 @@ fn http_host(tool: Option<&ToolConfig>, args: &Map<String, Value>) -> Option<Str
                 .or_else(|| t.options.get("baseUrl"))
         })
         .and_then(Value::as_str);
-    let parsed = reqwest::Url::parse(url)
+    reqwest::Url::parse(url)
         .ok()
-        .or_else(|| base.and_then(|b| reqwest::Url::parse(b).ok()));
-    parsed.and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+        .or_else(|| base.and_then(|b| reqwest::Url::parse(b).ok()))
+}
+
+/// A URL's host as rules name it: lower case, without a trailing dot.
+fn host_of(u: &reqwest::Url) -> Option<String> {
+    u.host_str()
+        .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
+}
+
+/// A URL's origin: scheme, host and port (credentials go to one origin).
+fn origin_of(u: &reqwest::Url) -> String {
+    format!(
+        "{}://{}:{}",
+        u.scheme(),
+        host_of(u).unwrap_or_default(),
+        u.port_or_known_default().unwrap_or(0)
+    )
+}
+
+/// The host an HTTP call goes to (see [`http_url`]).
+fn http_host(tool: Option<&ToolConfig>, args: &Map<String, Value>) -> Option<String> {
+    http_url(tool, args).as_ref().and_then(host_of)
 }
 
 /// An agent's HTTP call, made as `http.<method>` would make it (the
@@ -533,12 +590,17 @@ async fn http_call(
     let is_path = url
         .as_str()
         .is_some_and(|u| reqwest::Url::parse(u).is_err());
-    // A declared tool's headers (its credentials) go to its own host only.
-    let home = tool.and_then(|t| http_host(Some(t), &Map::new()));
+    // A declared tool's headers (its credentials) go to its own origin
+    // only: same scheme, host and port as its `base_url`.
+    let home = tool.and_then(|t| http_url(Some(t), &Map::new()));
     if let (Some(home), false) = (&home, is_path) {
-        if http_host(None, &args).as_deref() != Some(home.as_str()) {
+        let there = http_url(None, &args).map(|u| origin_of(&u));
+        if there.as_deref() != Some(origin_of(home).as_str()) {
             return Ok((
-                format!("{shown} calls {home} only: give a path under its base URL"),
+                format!(
+                    "{shown} calls {} only: give a path under its base URL",
+                    host_of(home).unwrap_or_default()
+                ),
                 true,
             ));
         }
@@ -632,6 +694,31 @@ pub(crate) fn append_turn(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_steps_rule_covers_the_tools_its_entry_names() {
+        // `[http, http.post]` with a rule for `http.post`: it covers the
+        // `post` that `http` offered first.
+        assert!(covers("http.post", "http.post"));
+        assert!(covers("http", "http.post"));
+        assert!(covers("payments", "payments.get"));
+        assert!(!covers("payments", "payments2.get"));
+        assert!(!covers("http.post", "http.get"));
+        assert!(covers("refund.md", "refund.md"));
+    }
+
+    #[test]
+    fn an_origin_is_scheme_host_and_port() {
+        let u = |s: &str| reqwest::Url::parse(s).unwrap();
+        assert_eq!(
+            origin_of(&u("https://API.example.com./v1")),
+            "https://api.example.com:443"
+        );
+        assert_ne!(
+            origin_of(&u("http://api.example.com:8080/")),
+            origin_of(&u("https://api.example.com/"))
+        );
+    }
 
     #[test]
     fn wire_names_fit_every_provider() {

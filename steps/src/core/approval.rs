@@ -139,7 +139,9 @@ impl ApprovalRule {
     pub fn applies(&self, call: &CallFacts) -> bool {
         match self {
             ApprovalRule::Every => true,
-            ApprovalRule::Named(names) => names.iter().any(|n| n == "*" || n == call.name),
+            ApprovalRule::Named(names) => names
+                .iter()
+                .any(|n| n == "*" || n.eq_ignore_ascii_case(call.name)),
             ApprovalRule::When(c) => {
                 let listed = |l: &Option<Vec<String>>, v: Option<&str>| match (l, v) {
                     (None, _) => true,
@@ -155,7 +157,11 @@ impl ApprovalRule {
                         None => p == h,
                     }),
                 };
-                listed(&c.tools, Some(call.name))
+                let named = c
+                    .tools
+                    .as_ref()
+                    .is_none_or(|l| l.iter().any(|t| t.eq_ignore_ascii_case(call.name)));
+                named
                     && listed(&c.methods, call.method)
                     && call.host.map_or(c.hosts.is_none(), host)
                     && c.over
@@ -168,18 +174,18 @@ impl ApprovalRule {
 
 /// Whether the argument at `path` is over `limit`: a number (or numeric
 /// text) above it, or a value that is no number at all (what cannot be
-/// read is asked about). An HTTP call's JSON body is looked in too. A call
-/// without that argument is not over.
+/// read is asked about). A call without that argument is not over. (An
+/// HTTP call is asked about its JSON body and its query: see the agent's
+/// tools.)
 fn over(args: &Map<String, Value>, path: &str, limit: f64) -> bool {
-    let find = |root: &Map<String, Value>| {
+    let found = {
         let mut parts = path.split('.');
-        let first = root.get(parts.next()?)?;
-        parts.try_fold(first, |v, p| v.get(p)).cloned()
+        parts
+            .next()
+            .and_then(|first| args.get(first))
+            .and_then(|first| parts.try_fold(first, |v, p| v.get(p)))
+            .cloned()
     };
-    let found = find(args).or_else(|| match args.get("json") {
-        Some(Value::Object(body)) => find(body),
-        _ => None,
-    });
     match found {
         None | Some(Value::Null) => false,
         Some(Value::Number(n)) => n.as_f64().is_none_or(|n| n > limit),
@@ -226,12 +232,8 @@ mod tests {
         let r = rule(
             json!({"methods": ["post", "DELETE"], "hosts": ["*.stripe.com"], "over": {"amount": 100}}),
         );
-        let body = |v: Value| {
-            json!({"url": "/v1/refunds", "json": v})
-                .as_object()
-                .unwrap()
-                .clone()
-        };
+        // What an HTTP call sends (its JSON body): the agent's tools pass it.
+        let body = |v: Value| v.as_object().unwrap().clone();
         let big = body(json!({"amount": 250}));
         let small = body(json!({"amount": 50}));
         let text = body(json!({"amount": "120.5"}));
@@ -251,6 +253,8 @@ mod tests {
         assert!(!at("POST", "evilstripe.com", &big));
         // An MCP tool has no method or host: a rule naming some passes it by.
         assert!(!r.applies(&facts("refund", None, None, &big)));
+        // Names in any case (`POST` names the `post` of an HTTP tool).
+        assert!(rule(json!(["POST"])).applies(&facts("post", Some("POST"), None, &big)));
         let mcp = rule(json!({"tools": ["refund"], "over": {"order.total": 10}}));
         let args = json!({"order": {"total": 12}}).as_object().unwrap().clone();
         assert!(mcp.applies(&facts("refund", None, None, &args)));

@@ -111,11 +111,13 @@ pub trait Workflows: Send + Sync {
     /// Workflow `path` as a tool: its name, description and input schema.
     fn tool(&self, path: &str) -> Result<WorkflowTool, String>;
     /// Runs it with `inputs`, checked as a sub-workflow's: its outputs, or
-    /// why it did not complete.
+    /// why it did not complete. `key` names this call in the run (the same
+    /// when the step runs again): the nested run's keys derive from it.
     async fn run(
         &self,
         path: &str,
         inputs: serde_json::Map<String, serde_json::Value>,
+        key: &str,
     ) -> Result<serde_json::Value, String>;
 }
 
