@@ -241,10 +241,24 @@ async fn send(
                 shown_url(&url)
             ))
         })?;
-        if next.host_str() != url.host_str() {
-            // Credentials are for the host they were written for.
-            headers.remove(reqwest::header::AUTHORIZATION);
-            headers.remove(reqwest::header::COOKIE);
+        if next.origin() != url.origin() {
+            // Credentials are for the origin they were written for, and a
+            // header may be one under any name (`X-Api-Key`): only those
+            // that describe the request itself follow a redirect elsewhere.
+            const KEPT: &[reqwest::header::HeaderName] = &[
+                reqwest::header::ACCEPT,
+                reqwest::header::ACCEPT_LANGUAGE,
+                reqwest::header::CONTENT_TYPE,
+                reqwest::header::USER_AGENT,
+            ];
+            let dropped: Vec<_> = headers
+                .keys()
+                .filter(|n| !KEPT.contains(n))
+                .cloned()
+                .collect();
+            for name in dropped {
+                headers.remove(name);
+            }
         }
         let to_get = status == reqwest::StatusCode::SEE_OTHER
             || (matches!(status.as_u16(), 301 | 302)
