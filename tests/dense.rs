@@ -411,15 +411,21 @@ fn serve_embeds_in_the_background_and_resumes_after_a_kill() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     let total = metric(&s.addr, "marktoflow_background_total").unwrap();
-    // The console's list says so too.
-    let w = crate::support::http(&s.addr, "GET", "/workflows", &[], b"").json();
-    let task = &w["background"][0];
-    assert_eq!(task["running"], true, "{w}");
-    assert!(
-        task["task"].as_str().unwrap().starts_with("embedding "),
-        "{task}"
-    );
-    assert!(task["total"].as_u64().unwrap() > 0, "{task}");
+    // The console's list says so too, with the total once the task has
+    // counted its chunks (it starts at 0 of 0).
+    let mut listed = serde_json::Value::Null;
+    crate::support::wait_for("the console lists the embedding with its total", || {
+        let w = crate::support::http(&s.addr, "GET", "/workflows", &[], b"").json();
+        listed = w["background"].clone();
+        listed.as_array().into_iter().flatten().any(|t| {
+            t["running"] == true
+                && t["task"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("embedding "))
+                && t["total"].as_u64().is_some_and(|n| n > 0)
+        })
+    });
+    assert!(listed.as_array().is_some_and(|l| !l.is_empty()), "{listed}");
     s.child.kill().unwrap();
     s.child.wait().unwrap();
     let kept = std::fs::metadata(&journal).unwrap().len();
