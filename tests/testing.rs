@@ -304,3 +304,47 @@ fn a_token_budget_stops_the_run_before_the_call_that_would_pass_it() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json()["usage"]["calls"], 2);
 }
+
+#[test]
+fn a_servers_metrics_count_its_runs_model_calls_and_tokens() {
+    use crate::fake_llm::{FakeLlm, RAW};
+    let d = tempdir();
+    let llm = FakeLlm::start(std::sync::Arc::new(|_| {
+        (
+            RAW,
+            serde_json::json!({"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 900, "output_tokens": 100}})
+            .to_string(),
+        )
+    }));
+    std::fs::write(
+        d.path().join("ask.md"),
+        "---\nworkflow: {id: ask}\ntools:\n  agent: {sdk: anthropic, options: {model: fake-model}}\ntriggers:\n  - {type: webhook, path: /ask}\n---\n\n```yaml\naction: agent.run\ninputs: {prompt: hi}\n```\n",
+    )
+    .unwrap();
+    let s = crate::support::serve(
+        d.path(),
+        &["ask.md", "--no-store"],
+        &[
+            ("ANTHROPIC_BASE_URL", &llm.base),
+            ("ANTHROPIC_API_KEY", "k"),
+        ],
+    );
+    for _ in 0..2 {
+        let r = crate::support::post(&s.addr, "/ask", serde_json::json!({}));
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let metrics = crate::support::http(&s.addr, "GET", "/metrics", &[], b"").body;
+    let lines: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("marktoflow_model_"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "marktoflow_model_calls_total 2",
+            "marktoflow_model_tokens_total{direction=\"input\"} 1800",
+            "marktoflow_model_tokens_total{direction=\"output\"} 200",
+        ]
+    );
+}

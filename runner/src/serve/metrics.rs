@@ -67,6 +67,33 @@ pub struct Metrics {
     steps: Mutex<BTreeMap<String, Histogram>>,
     claims: Mutex<Histogram>,
     claimed: AtomicU64,
+    /// Model calls of this process's runs, and their tokens in and out.
+    model_calls: AtomicU64,
+    tokens_in: AtomicU64,
+    tokens_out: AtomicU64,
+}
+
+/// A served run's usage: its budget (see [`RunUsage`]), and each model
+/// call counted in `/metrics` as it is made.
+///
+/// [`RunUsage`]: crate::engine::RunUsage
+pub struct ServedUsage {
+    pub run: crate::engine::RunUsage,
+    pub state: std::sync::Arc<super::ServerState>,
+}
+
+impl marktoflow_steps::core::action::hosts::Usage for ServedUsage {
+    fn before(&self, input_tokens: u64) -> Result<(), String> {
+        self.run.before(input_tokens)
+    }
+
+    fn after(&self, model: &str, input_tokens: u64, output_tokens: u64) {
+        self.run.after(model, input_tokens, output_tokens);
+        let m = &self.state.metrics;
+        m.model_calls.fetch_add(1, Ordering::Relaxed);
+        m.tokens_in.fetch_add(input_tokens, Ordering::Relaxed);
+        m.tokens_out.fetch_add(output_tokens, Ordering::Relaxed);
+    }
 }
 
 /// Workflows whose step durations are kept apart; the rest are summed
@@ -158,6 +185,20 @@ impl Metrics {
                     &format!("workflow=\"{}\"", escape(wf)),
                 );
             }
+        }
+        out.push_str("# HELP marktoflow_model_calls_total Requests this process's runs made to model providers.\n# TYPE marktoflow_model_calls_total counter\n");
+        let _ = writeln!(
+            out,
+            "marktoflow_model_calls_total {}",
+            self.model_calls.load(Ordering::Relaxed)
+        );
+        out.push_str("# HELP marktoflow_model_tokens_total Tokens those requests took, as the providers' replies say.\n# TYPE marktoflow_model_tokens_total counter\n");
+        for (direction, n) in [("input", &self.tokens_in), ("output", &self.tokens_out)] {
+            let _ = writeln!(
+                out,
+                "marktoflow_model_tokens_total{{direction=\"{direction}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
         }
         out.push_str("# HELP marktoflow_mapped_file_faults_total Pages of mapped files (indexes, vectors, models) read after another program cut the file short; read as zeros instead of killing the process.\n# TYPE marktoflow_mapped_file_faults_total counter\n");
         let _ = writeln!(

@@ -162,6 +162,12 @@ pub(super) fn start_reserved(
     }
     let mut caps = s.caps.clone();
     caps.cancel = cancel.clone();
+    // Its workflow's budget, and its model calls counted in `/metrics`.
+    caps.usage = Some(Arc::new(super::metrics::ServedUsage {
+        run: crate::engine::RunUsage::new(wf.budget_tokens),
+        state: s.clone(),
+    })
+        as Arc<dyn marktoflow_steps::core::action::hosts::Usage>);
     // Agent replies are recorded with the run; a resumed run recalls them.
     caps.replies = s.store.clone().map(|store| {
         Arc::new(crate::store::RecordedReplies {
