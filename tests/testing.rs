@@ -259,18 +259,23 @@ fn a_staged_run_makes_its_reads_and_lists_the_writes_it_held_back() {
     assert_eq!(j["status"], "completed");
 }
 
-#[test]
-fn a_token_budget_stops_the_run_before_the_call_that_would_pass_it() {
+/// A fake LLM whose every reply says it took 900 tokens in and 100 out.
+fn spending_llm() -> crate::fake_llm::FakeLlm {
     use crate::fake_llm::{FakeLlm, RAW};
-    let d = tempdir();
-    let llm = FakeLlm::start(std::sync::Arc::new(|_| {
+    FakeLlm::start(std::sync::Arc::new(|_| {
         (
             RAW,
             serde_json::json!({"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
                 "usage": {"input_tokens": 900, "output_tokens": 100}})
             .to_string(),
         )
-    }));
+    }))
+}
+
+#[test]
+fn a_token_budget_stops_the_run_before_the_call_that_would_pass_it() {
+    let d = tempdir();
+    let llm = spending_llm();
     std::fs::write(
         d.path().join("two.md"),
         "---\nworkflow: {id: two}\ntools:\n  agent: {sdk: anthropic, options: {model: fake-model}}\nbudget: {tokens: 1010}\n---\n\n```yaml\nid: first\naction: agent.run\ninputs: {prompt: one}\n```\n\n```yaml\nid: second\naction: agent.run\ninputs: {prompt: two}\n```\n",
@@ -307,16 +312,8 @@ fn a_token_budget_stops_the_run_before_the_call_that_would_pass_it() {
 
 #[test]
 fn a_servers_metrics_count_its_runs_model_calls_and_tokens() {
-    use crate::fake_llm::{FakeLlm, RAW};
     let d = tempdir();
-    let llm = FakeLlm::start(std::sync::Arc::new(|_| {
-        (
-            RAW,
-            serde_json::json!({"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
-                "usage": {"input_tokens": 900, "output_tokens": 100}})
-            .to_string(),
-        )
-    }));
+    let llm = spending_llm();
     std::fs::write(
         d.path().join("ask.md"),
         "---\nworkflow: {id: ask}\ntools:\n  agent: {sdk: anthropic, options: {model: fake-model}}\ntriggers:\n  - {type: webhook, path: /ask}\n---\n\n```yaml\naction: agent.run\ninputs: {prompt: hi}\n```\n",
