@@ -75,7 +75,7 @@ fn retries_give_up_after_the_limit() {
     );
     assert!(
         r.stderr
-            .contains("examples/agent.md:24:9: error: step `Summarise` failed"),
+            .contains("examples/agent.md:30:9: error: step `Summarise` failed"),
         "{}",
         r.stderr
     );

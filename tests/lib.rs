@@ -28,5 +28,6 @@ mod seed_workflows;
 mod server;
 mod store;
 mod testing;
+mod traces;
 mod transcripts;
 mod workflows;

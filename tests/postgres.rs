@@ -246,6 +246,7 @@ fn step(id: &str, top: usize) -> marktoflow::store::StepRow {
         error: None,
         reused: false,
         inputs: None,
+        usage: None,
     }
 }
 

@@ -303,6 +303,7 @@ fn a_token_budget_stops_the_run_before_the_call_that_would_pass_it() {
         j["usage"],
         serde_json::json!({"input_tokens": 900, "output_tokens": 100, "calls": 1})
     );
+
     assert_eq!(llm.requests().len(), 1, "the second request was not made");
     // `--budget` over the file's: both calls made.
     let r = go(&["--budget", "5000"]);
@@ -316,7 +317,7 @@ fn a_servers_metrics_count_its_runs_model_calls_and_tokens() {
     let llm = spending_llm();
     std::fs::write(
         d.path().join("ask.md"),
-        "---\nworkflow: {id: ask}\ntools:\n  agent: {sdk: anthropic, options: {model: fake-model}}\ntriggers:\n  - {type: webhook, path: /ask}\n---\n\n```yaml\naction: agent.run\ninputs: {prompt: hi}\n```\n",
+        "---\nworkflow: {id: ask}\ntools:\n  agent: {sdk: anthropic, options: {model: fake-model}}\ntriggers:\n  - {type: webhook, path: /ask}\nbudget:\n  prices: {fake-model: {input: 3.0, output: 15.0}}\n---\n\n```yaml\naction: agent.run\ninputs: {prompt: hi}\n```\n",
     )
     .unwrap();
     let s = crate::support::serve(
@@ -327,10 +328,19 @@ fn a_servers_metrics_count_its_runs_model_calls_and_tokens() {
             ("ANTHROPIC_API_KEY", "k"),
         ],
     );
+    let mut ids = Vec::new();
     for _ in 0..2 {
         let r = crate::support::post(&s.addr, "/ask", serde_json::json!({}));
         assert_eq!(r.status, 200, "{}", r.body);
+        ids.push(r.json()["run_id"].as_str().unwrap().to_string());
     }
+    // The run API tells what a run and its agent step spent.
+    let run = crate::support::http(&s.addr, "GET", &format!("/runs/{}", ids[0]), &[], b"").json();
+    let spent = serde_json::json!({"input_tokens": 900, "output_tokens": 100, "calls": 1, "cost_usd": 0.0042});
+    assert_eq!(run["usage"], spent, "{run:#}");
+    let mut step = spent.clone();
+    step["model"] = "fake-model".into();
+    assert_eq!(run["steps"][0]["usage"], step, "{run:#}");
     let metrics = crate::support::http(&s.addr, "GET", "/metrics", &[], b"").body;
     let lines: Vec<&str> = metrics
         .lines()
@@ -342,6 +352,110 @@ fn a_servers_metrics_count_its_runs_model_calls_and_tokens() {
             "marktoflow_model_calls_total 2",
             "marktoflow_model_tokens_total{direction=\"input\"} 1800",
             "marktoflow_model_tokens_total{direction=\"output\"} 200",
+            // 1,800 in at $3 and 200 out at $15 a million.
+            "marktoflow_model_cost_usd_total 0.0084",
         ]
+    );
+}
+
+#[test]
+fn dollars_and_a_workflows_day_are_budgets_and_the_run_shows_what_it_spent() {
+    let d = tempdir();
+    let llm = spending_llm();
+    // One call a run, 900 tokens in and 100 out: $0.0042 at these prices.
+    std::fs::write(
+        d.path().join("daily.md"),
+        "---\nworkflow: {id: daily}\ntools:\n  agent: {sdk: anthropic, options: {model: house-model}}\nbudget:\n  daily_tokens: 2000\n  prices: {house-model: {input: 3.0, output: 15.0}}\n---\n\n```yaml\nid: ask\naction: agent.run\ninputs: {prompt: one}\n```\n",
+    )
+    .unwrap();
+    let go = |file: &str, extra: &[&str]| {
+        run(cmd(d.path())
+            .args(["run", file, "--json", "--quiet"])
+            .args(extra)
+            .env("ANTHROPIC_BASE_URL", &llm.base)
+            .env("ANTHROPIC_API_KEY", "k"))
+    };
+    let first = go("daily.md", &[]);
+    assert_eq!(first.code, 0, "{first:?}");
+    assert_eq!(
+        first.json()["usage"],
+        serde_json::json!({"input_tokens": 900, "output_tokens": 100, "calls": 1, "cost_usd": 0.0042})
+    );
+    assert_eq!(go("daily.md", &[]).code, 0);
+    // The day's two runs spent 2,000 tokens: a third run's call is not made.
+    let third = go("daily.md", &[]);
+    assert_eq!(third.code, 1, "{third:?}");
+    let message = third.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.starts_with("the workflow's daily budget of 2000 tokens would be passed: 2000 tokens today spent, about "),
+        "{message}"
+    );
+    assert_eq!(llm.requests().len(), 2);
+    // `show` tells what a run and each of its steps spent.
+    let id = first.json()["run_id"].as_str().unwrap().to_string();
+    let shown = run(cmd(d.path()).args(["show", &id]));
+    assert_eq!(shown.code, 0, "{shown:?}");
+    let lines: Vec<&str> = shown
+        .stdout
+        .lines()
+        .filter(|l| l.contains("tokens"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "spent     900 tokens in, 100 out (1 model call, $0.0042)",
+            "          house-model: 900 tokens in, 100 out (1 model call, $0.0042)"
+        ]
+    );
+    let j = run(cmd(d.path()).args(["show", &id, "--json"])).json();
+    assert_eq!(
+        j["steps"][0]["usage"],
+        serde_json::json!({"input_tokens": 900, "output_tokens": 100, "calls": 1, "cost_usd": 0.0042, "model": "house-model"})
+    );
+    assert_eq!(j["usage"]["cost_usd"], 0.0042);
+    // A budget in dollars: the first call spends $0.0042, so the second
+    // would pass $0.004 and is not made.
+    std::fs::write(
+        d.path().join("two.md"),
+        "---\nworkflow: {id: two}\ntools:\n  agent: {sdk: anthropic, options: {model: house-model}}\nbudget:\n  prices: {house-model: {input: 3.0, output: 15.0}}\n---\n\n```yaml\nid: first\naction: agent.run\ninputs: {prompt: one}\n```\n\n```yaml\nid: second\naction: agent.run\ninputs: {prompt: two}\n```\n",
+    )
+    .unwrap();
+    let r = go("two.md", &["--budget", "$0.004"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let j = r.json();
+    assert_eq!(j["error"]["step"], "second");
+    assert!(
+        j["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the run's budget of $0.004 would be passed: $0.0042 spent, about $0.0"),
+        "{j}"
+    );
+    assert_eq!(llm.requests().len(), 3);
+    // A model with no price cannot be held to dollars: said before the call.
+    let r = go("two.md", &["--budget", "$1", "--no-store"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    std::fs::write(
+        d.path().join("unpriced.md"),
+        "---\nworkflow: {id: unpriced}\ntools:\n  agent: {sdk: anthropic, options: {model: mystery}}\n---\n\n```yaml\nid: ask\naction: agent.run\ninputs: {prompt: one}\n```\n",
+    )
+    .unwrap();
+    let r = go("unpriced.md", &["--budget", "$1", "--no-store"]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.json()["error"]["message"],
+        "the run has a budget in US dollars, and `mystery` has no known price: give it one under `budget.prices` (`mystery: {input: 3.0, output: 15.0}`, dollars per million tokens)"
+    );
+    let bad = go("unpriced.md", &["--budget", "lots"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(
+        bad.stderr.contains(
+            "`lots` is neither a number of tokens (like `50000`) nor US dollars (like `$0.50`)"
+        ),
+        "{}",
+        bad.stderr
     );
 }

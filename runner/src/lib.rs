@@ -5,7 +5,8 @@
 //! [`store`] | server response).
 //!
 //! Layers, each using only those before it: [`diag`] (positioned messages),
-//! [`template`] (minijinja), [`format`], [`engine`], [`store`], [`serve`]
+//! [`template`] (minijinja), [`format`], [`engine`], [`telemetry`] (traces
+//! of runs, from their events), [`store`], [`serve`]
 //! (HTTP, schedules, file watches), [`mcp`] (workflows as MCP tools),
 //! [`check`] (what `validate` verifies), [`testing`] (`marktoflow test`),
 //! [`cli`] (the `marktoflow` command, a thin edge).
@@ -18,6 +19,7 @@ pub mod format;
 pub mod mcp;
 pub mod serve;
 pub mod store;
+pub mod telemetry;
 pub mod template;
 pub mod testing;
 
@@ -32,7 +34,16 @@ mod layers {
     #[test]
     fn modules_only_use_lower_layers() {
         const ORDER: &[&str] = &[
-            "diag", "template", "format", "engine", "store", "serve", "mcp", "check", "testing",
+            "diag",
+            "template",
+            "format",
+            "engine",
+            "telemetry",
+            "store",
+            "serve",
+            "mcp",
+            "check",
+            "testing",
             "cli",
         ];
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");

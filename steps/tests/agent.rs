@@ -163,6 +163,8 @@ fn caps(env: &[(&str, &str)], overrides: AgentOverrides) -> (Capabilities, Logs)
         workflows: None,
         usage: None,
         background: None,
+        trace: None,
+        step: None,
         sandbox: Arc::new(Sandbox::closed(std::env::temp_dir())),
         state: Arc::new(marktoflow_steps::core::state::StateDir {
             root: std::env::temp_dir().join("marktoflow-test-state"),

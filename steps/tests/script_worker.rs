@@ -974,6 +974,8 @@ async fn action(s: &mut Suite) {
         workflows: None,
         usage: None,
         background: None,
+        trace: None,
+        step: None,
         sandbox: Arc::new(s.sandbox.clone()),
         state: Arc::new(marktoflow_steps::core::state::StateDir {
             root: std::env::temp_dir().join("marktoflow-test-state"),

@@ -75,6 +75,8 @@ try {
   const graph = await page.locator(".graph img").evaluate((img) => img.decode().then(() => img.naturalWidth));
   expect(graph > 100, `the graph is drawn (${graph}px wide)`);
   await page.getByLabel("query").fill("What is the API key for Apollo?");
+  // Phrased by the (fake) model: the run has a model call to show.
+  await page.getByLabel("phrase").check();
   await shot("02-flagship-form");
   // Keyboard only: Enter in the field submits the form.
   await page.getByLabel("query").press("Enter");
@@ -93,6 +95,11 @@ try {
   expect(quote.includes("APOLLO-KEY-7f3a-EXAMPLE"), `the cited lines are quoted: ${quote}`);
   const steps = await page.locator(".timeline > li[data-step]").count();
   expect(steps >= 3, `the steps are listed (${steps})`);
+  // What its model call spent: on the run, and on the agent step.
+  const spentRun = await page.locator("[data-run-usage]").textContent();
+  expect(/^spent .*\d+ in \/ \d+ out tokens/.test(spentRun), `the run's spend is shown: ${spentRun}`);
+  const spentStep = await page.locator("[data-step-usage]").first().textContent();
+  expect(/\d+ in \/ \d+ out tokens/.test(spentStep), `the agent step's spend is shown: ${spentStep}`);
   expect(await page.getByText("What is the API key for Apollo?").count() > 0, "the inputs are shown");
   await shot("03-flagship-run");
 

@@ -547,10 +547,11 @@ pub struct RunArgs {
     /// the run is not recorded.
     #[arg(long, conflicts_with = "dry_run")]
     pub staged: bool,
-    /// The most tokens the run's model calls may spend (over the file's
-    /// `budget: {tokens: N}`): a request that would pass it is not made.
-    #[arg(long, value_name = "TOKENS")]
-    pub budget: Option<u64>,
+    /// The most the run's model calls may spend, in tokens (`50000`) or US
+    /// dollars (`'$0.50'`), over the file's `budget:`: a request that would
+    /// pass it is not made.
+    #[arg(long, value_name = "TOKENS|$USD", value_parser = parse_budget)]
+    pub budget: Option<BudgetArg>,
     /// Treat authoring warnings as errors: nothing runs when there are any.
     #[arg(long)]
     pub strict: bool,
@@ -719,5 +720,35 @@ mod tests {
         let mut missing = Vec::new();
         walk(&Cli::command(), "marktoflow", &mut missing);
         assert!(missing.is_empty(), "no help text:\n{}", missing.join("\n"));
+    }
+}
+
+/// `--budget`: tokens, or US dollars.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BudgetArg {
+    Tokens(u64),
+    Usd(f64),
+}
+
+fn parse_budget(s: &str) -> Result<BudgetArg, String> {
+    let t = s.trim();
+    let usd = t
+        .strip_prefix('$')
+        .or_else(|| t.strip_suffix("usd").map(str::trim_end));
+    match usd {
+        Some(x) => x
+            .parse::<f64>()
+            .ok()
+            .filter(|x| *x > 0.0 && x.is_finite())
+            .map(BudgetArg::Usd)
+            .ok_or_else(|| format!("`{s}` is not an amount of US dollars above 0 (like `$0.50`)")),
+        None => t
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .map(BudgetArg::Tokens)
+            .ok_or_else(|| {
+                format!("`{s}` is neither a number of tokens (like `50000`) nor US dollars (like `$0.50`)")
+            }),
     }
 }

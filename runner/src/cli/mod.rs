@@ -83,6 +83,37 @@ pub fn main() -> i32 {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
+    // Commands that run workflows send their traces when `OTEL_*` asks.
+    let runs_workflows = matches!(
+        cli.command,
+        Command::Run(_)
+            | Command::Debug { .. }
+            | Command::Answer(_)
+            | Command::Resume { .. }
+            | Command::Retry { .. }
+            | Command::Serve(_)
+            | Command::Worker(_)
+            | Command::Mcp(_)
+    );
+    let telemetry = if runs_workflows {
+        match crate::telemetry::start(&|k| std::env::var(k).ok()) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("warning: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let code = dispatch(cli);
+    if let Some(t) = telemetry {
+        t.shutdown();
+    }
+    code
+}
+
+fn dispatch(cli: Cli) -> i32 {
     match cli.command {
         Command::Run(a) => run::run(a, None),
         Command::Debug { breaks, run } => run::run_with(run, None, Some(breaks), None),

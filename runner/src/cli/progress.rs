@@ -203,7 +203,23 @@ impl Progress {
                     let _ = writeln!(err, "    │ {} {link}", s.paint("2", "link"));
                 }
             }
-            RunEvent::Checkpoint(_) | RunEvent::Progress { .. } => {}
+            RunEvent::ModelCall {
+                model,
+                input_tokens,
+                output_tokens,
+                cost_usd,
+                duration_ms,
+                ..
+            } if self.verbose => {
+                let cost = cost_usd.map(|c| format!(", {}", crate::engine::usd(c)));
+                let _ = writeln!(
+                    err,
+                    "    │ {} {model}: {input_tokens} tokens in, {output_tokens} out{} in {duration_ms} ms",
+                    s.paint("2", "model"),
+                    cost.unwrap_or_default()
+                );
+            }
+            RunEvent::Checkpoint(_) | RunEvent::Progress { .. } | RunEvent::ModelCall { .. } => {}
             RunEvent::RunFinished {
                 status,
                 duration_ms,

@@ -421,7 +421,21 @@ pub(super) fn run_with(
         .staged
         .then(|| Arc::new(crate::testing::staged::Staged::default()));
     // What its model calls spend, to its budget (`--budget` over the file's).
-    let usage = Arc::new(crate::engine::RunUsage::new(a.budget.or(wf.budget_tokens)));
+    let mut budget = wf.budget.clone();
+    match a.budget {
+        Some(super::args::BudgetArg::Tokens(n)) => budget.tokens = Some(n),
+        Some(super::args::BudgetArg::Usd(x)) => budget.cost_usd = Some(x),
+        None => {}
+    }
+    let daily = store.clone().map(|store| {
+        Arc::new(crate::store::StoredSpend {
+            store,
+            workflow: wf.meta.id.clone(),
+            run_id: run_id.clone(),
+            clock: caps.clock.clone(),
+        }) as Arc<dyn crate::engine::DailySpend>
+    });
+    let usage = Arc::new(crate::engine::RunUsage::new(budget, daily));
     caps.usage = Some(usage.clone() as Arc<dyn marktoflow_steps::core::action::hosts::Usage>);
     let printer = Arc::new(Progress::new(&a));
     let sink = printer.clone();
@@ -452,6 +466,10 @@ pub(super) fn run_with(
             .map(|l| l as Arc<dyn crate::engine::WaitLinks>),
         pause,
         mocks: staged.clone().map(|s| s as Arc<dyn crate::engine::Mocks>),
+    };
+    let lineage = match &retry {
+        Some(p) => crate::telemetry::Lineage::RetryOf(p.of.clone()),
+        None => crate::telemetry::Lineage::New,
     };
     let checkpoint = retry.map(|p| p.checkpoint).or(part).unwrap_or_default();
     let cancel = caps.cancel.clone();
@@ -486,7 +504,8 @@ pub(super) fn run_with(
                     crate::store::resume_run(store, &engine, &wf, &c.run, cfg).await
                 }
                 (Some(store), None) => {
-                    crate::store::resume_from(store, &engine, &wf, inputs, cfg, checkpoint).await
+                    let cp = checkpoint;
+                    crate::store::resume_from(store, &engine, &wf, inputs, cfg, cp, lineage).await
                 }
                 (None, _) => engine.resume(&wf, inputs, cfg, checkpoint).await,
             }
@@ -518,7 +537,7 @@ pub(super) fn run_with(
     }
     let spent = usage.totals();
     if let Some(u) = &spent {
-        extra.insert("usage".into(), u.clone());
+        extra.insert("usage".into(), serde_json::to_value(u).unwrap_or_default());
     }
     print_result(&wf, &result, a.exec.json, extra);
     if !a.exec.json {
@@ -526,13 +545,7 @@ pub(super) fn run_with(
             super::report::print_staged(&s.held());
         }
         if let Some(u) = spent.filter(|_| !a.exec.quiet) {
-            eprintln!(
-                "tokens: {} in, {} out ({} model call{})",
-                u["input_tokens"],
-                u["output_tokens"],
-                u["calls"],
-                if u["calls"] == 1 { "" } else { "s" }
-            );
+            eprintln!("spent: {u}");
         }
     }
     match result.status {

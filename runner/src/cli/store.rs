@@ -179,6 +179,9 @@ pub fn show(store: &StoreArgs, id: &str, as_json: bool) -> i32 {
     if as_json {
         let mut v = run_json(&run);
         v["steps"] = Value::Array(steps.iter().map(step_json).collect());
+        if let Some(u) = StepRow::spent(&steps) {
+            v["usage"] = serde_json::to_value(u).unwrap_or_default();
+        }
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return EXIT_OK;
     }
@@ -192,6 +195,9 @@ pub fn show(store: &StoreArgs, id: &str, as_json: bool) -> i32 {
     println!("started   {} UTC", when(run.created_at));
     println!("duration  {}", duration(run.duration_ms));
     println!("inputs    {}", run.inputs);
+    if let Some(u) = StepRow::spent(&steps) {
+        println!("spent     {u}");
+    }
     if run.status == crate::store::RunStatus::Waiting {
         waiting_lines(s.as_ref(), &run);
     }
@@ -215,6 +221,10 @@ pub fn show(store: &StoreArgs, id: &str, as_json: bool) -> i32 {
             line.push_str(", reused");
         }
         println!("{line}");
+        if let Some(u) = &st.usage {
+            let model = u.model.as_deref().unwrap_or("model");
+            println!("{indent}          {model}: {u}");
+        }
         if let Some(e) = &st.error {
             println!("{indent}          error: {e}");
         } else if !st.output.is_null() {

@@ -323,6 +323,15 @@ fn step_caps(step: &Step, cfg: &RunConfig) -> Capabilities {
         };
         events(&Event::now(clock.as_ref(), kind))
     });
+    caps.step = Some(step.id.as_str().into());
+    caps.usage = cfg.caps.usage.clone().map(|run| {
+        Arc::new(super::usage::StepUsage {
+            run,
+            step: step.id.clone(),
+            events: cfg.events.clone(),
+            clock: cfg.caps.clock.clone(),
+        }) as Arc<dyn marktoflow_steps::core::action::hosts::Usage>
+    });
     caps
 }
 

@@ -173,6 +173,18 @@ pub enum RunEvent {
         done: u64,
         total: u64,
     },
+    /// A request to a model made by step `step` (an agent's), with what
+    /// its reply says it took and what that cost, where the price is known.
+    ModelCall {
+        step: String,
+        provider: String,
+        model: String,
+        input_tokens: u64,
+        output_tokens: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        duration_ms: u64,
+    },
     StepRetry {
         id: String,
         attempt: u32,

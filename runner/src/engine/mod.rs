@@ -17,6 +17,7 @@ mod loops;
 mod merge;
 mod parallel;
 pub mod plan;
+mod prices;
 mod spawn;
 mod step;
 mod subflow;
@@ -30,7 +31,8 @@ pub use event::{
     Checkpoint, Event, EventSink, RunEvent, RunFailure, RunResult, RunStatus, RunTrigger,
     StepRecord, StepStatus, NESTED_OUTPUT_BYTES,
 };
-pub use usage::RunUsage;
+pub use prices::Prices;
+pub use usage::{usd, DailySpend, RunUsage, Spend};
 
 use crate::diag::Pos;
 use crate::format::inputs::substitute_env;
@@ -164,7 +166,7 @@ impl Engine {
         // A run started without a usage counter (a server's) counts here, to
         // its workflow's budget; a sub-workflow's calls count to its caller's.
         if cfg.caps.usage.is_none() {
-            cfg.caps.usage = Some(Arc::new(RunUsage::new(wf.budget_tokens)));
+            cfg.caps.usage = Some(Arc::new(RunUsage::new(wf.budget.clone(), None)));
         }
         // Workflow files its agent steps may call as tools.
         cfg.caps.workflows = subflow::WorkflowTools::of(wf, &cfg)

@@ -142,7 +142,9 @@ impl Secrets {
     fn event_has(&self, e: &Event) -> bool {
         let opt = |s: &Option<String>| s.as_deref().is_some_and(|s| self.has(s));
         match &e.kind {
-            RunEvent::RunStarted { .. } | RunEvent::RunFinished { .. } => false,
+            RunEvent::RunStarted { .. }
+            | RunEvent::RunFinished { .. }
+            | RunEvent::ModelCall { .. } => false,
             RunEvent::StepStarted { detail, .. } => opt(detail),
             RunEvent::Log { message, .. } => self.has(message),
             RunEvent::Progress { what, .. } => self.has(what),
@@ -183,7 +185,9 @@ impl Secrets {
             }
         };
         match &mut e.kind {
-            RunEvent::RunStarted { .. } | RunEvent::RunFinished { .. } => {}
+            RunEvent::RunStarted { .. }
+            | RunEvent::RunFinished { .. }
+            | RunEvent::ModelCall { .. } => {}
             RunEvent::StepStarted { detail, .. } => opt(detail),
             RunEvent::Log { message, .. } => self.in_place(message),
             RunEvent::Progress { what, .. } => self.in_place(what),

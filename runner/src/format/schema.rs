@@ -249,7 +249,7 @@ pub fn schema() -> Value {
     let tool = object(&tool_keys, |k| match k {
         "sdk" => json!({"type": "string", "examples": sdks}),
         "auth" | "options" => json!({"type": "object"}),
-        "args" | "allowed" => {
+        "args" | "allowed" | "writes" => {
             json!({"type": "array", "items": {"type": "string"}, "description": "For `sdk: mcp`"})
         }
         "env" | "headers" => {
@@ -295,6 +295,17 @@ pub fn schema() -> Value {
                 "limit": {"type": "integer", "minimum": 1, "description": "Runs at once (default 1)"}
             }}
         ], "description": "Runs of this workflow executing at once, over every server and worker"}),
+        "budget" => json!({"type": "object", "additionalProperties": false, "properties": {
+            "tokens": {"type": "integer", "minimum": 1, "description": "The most tokens (in and out) one run's model calls may spend"},
+            "cost_usd": {"type": "number", "exclusiveMinimum": 0, "description": "The most one run's model calls may cost, in US dollars"},
+            "daily_tokens": {"type": "integer", "minimum": 1, "description": "The most tokens all of this workflow's runs may spend in a day (UTC), counted in the run store"},
+            "daily_cost_usd": {"type": "number", "exclusiveMinimum": 0, "description": "The most all of this workflow's runs may cost in a day (UTC), in US dollars"},
+            "prices": {"type": "object", "description": "Prices that override the built-in table, by model name or its beginning", "additionalProperties": {
+                "type": "object", "additionalProperties": false, "required": ["input", "output"], "properties": {
+                    "input": {"type": "number", "minimum": 0, "description": "US dollars per million input tokens"},
+                    "output": {"type": "number", "minimum": 0, "description": "US dollars per million output tokens"}
+                }}}
+        }, "description": "What model calls may spend, and what they cost"}),
         "permissions" => json!({"type": "object", "additionalProperties": false, "properties": {
             "hosts": {"type": "array", "items": {"type": "string"}, "description": "Hosts http actions may call; `*.example.com` for subdomains"},
             "network": {"type": "array", "items": {"type": "string"}, "description": "Same as hosts"}

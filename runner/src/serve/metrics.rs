@@ -71,6 +71,8 @@ pub struct Metrics {
     model_calls: AtomicU64,
     tokens_in: AtomicU64,
     tokens_out: AtomicU64,
+    /// Their estimated cost, in millionths of a US dollar.
+    cost_micro_usd: AtomicU64,
 }
 
 /// A served run's usage: its budget (see [`RunUsage`]), and each model
@@ -82,17 +84,24 @@ pub struct ServedUsage {
     pub state: std::sync::Arc<super::ServerState>,
 }
 
+#[async_trait::async_trait]
 impl marktoflow_steps::core::action::hosts::Usage for ServedUsage {
-    fn before(&self, input_tokens: u64) -> Result<(), String> {
-        self.run.before(input_tokens)
+    async fn before(&self, provider: &str, model: &str, input_tokens: u64) -> Result<(), String> {
+        self.run.before(provider, model, input_tokens).await
     }
 
-    fn after(&self, model: &str, input_tokens: u64, output_tokens: u64) {
-        self.run.after(model, input_tokens, output_tokens);
+    fn after(&self, call: &marktoflow_steps::core::action::hosts::ModelCall) -> Option<f64> {
+        let cost = self.run.after(call);
         let m = &self.state.metrics;
         m.model_calls.fetch_add(1, Ordering::Relaxed);
-        m.tokens_in.fetch_add(input_tokens, Ordering::Relaxed);
-        m.tokens_out.fetch_add(output_tokens, Ordering::Relaxed);
+        m.tokens_in.fetch_add(call.input_tokens, Ordering::Relaxed);
+        m.tokens_out
+            .fetch_add(call.output_tokens, Ordering::Relaxed);
+        if let Some(c) = cost {
+            m.cost_micro_usd
+                .fetch_add((c * 1e6).round() as u64, Ordering::Relaxed);
+        }
+        cost
     }
 }
 
@@ -200,6 +209,12 @@ impl Metrics {
                 n.load(Ordering::Relaxed)
             );
         }
+        out.push_str("# HELP marktoflow_model_cost_usd_total Their estimated cost in US dollars (list prices, or the workflows' `budget.prices`).\n# TYPE marktoflow_model_cost_usd_total counter\n");
+        let _ = writeln!(
+            out,
+            "marktoflow_model_cost_usd_total {}",
+            self.cost_micro_usd.load(Ordering::Relaxed) as f64 / 1e6
+        );
         out.push_str("# HELP marktoflow_mapped_file_faults_total Pages of mapped files (indexes, vectors, models) read after another program cut the file short; read as zeros instead of killing the process.\n# TYPE marktoflow_mapped_file_faults_total counter\n");
         let _ = writeln!(
             out,

@@ -23,8 +23,9 @@ pub enum Job {
     /// A new run already committed to the store (started by `trigger`,
     /// which the run sees as `trigger`: a request's method, headers, body).
     Recorded(Map<String, Value>, RunTrigger, Value),
-    /// A retry already committed to the store, continuing from a checkpoint.
-    Retry(Map<String, Value>, Box<crate::engine::Checkpoint>),
+    /// A retry already committed to the store, continuing from a checkpoint
+    /// of the run it retries (its id last).
+    Retry(Map<String, Value>, Box<crate::engine::Checkpoint>, String),
     /// A stored run that did not finish, continued from its checkpoint.
     Resume(Box<RunRecord>),
 }
@@ -125,7 +126,7 @@ pub(super) fn start_reserved(
     let pause = Arc::new(AtomicBool::new(false));
     let (trigger, inputs) = match &job {
         Job::New(i, t, _) | Job::Recorded(i, t, _) => (t.as_str().to_string(), i.clone()),
-        Job::Retry(i, _) => (RunTrigger::Retry.as_str().to_string(), i.clone()),
+        Job::Retry(i, ..) => (RunTrigger::Retry.as_str().to_string(), i.clone()),
         Job::Resume(r) => (
             r.trigger.clone(),
             r.inputs.as_object().cloned().unwrap_or_default(),
@@ -164,7 +165,17 @@ pub(super) fn start_reserved(
     caps.cancel = cancel.clone();
     // Its workflow's budget, and its model calls counted in `/metrics`.
     caps.usage = Some(Arc::new(super::metrics::ServedUsage {
-        run: crate::engine::RunUsage::new(wf.budget_tokens),
+        run: crate::engine::RunUsage::new(
+            wf.budget.clone(),
+            s.store.clone().map(|store| {
+                Arc::new(crate::store::StoredSpend {
+                    store,
+                    workflow: wf.meta.id.clone(),
+                    run_id: run_id.clone(),
+                    clock: s.caps.clock.clone(),
+                }) as Arc<dyn crate::engine::DailySpend>
+            }),
+        ),
         state: s.clone(),
     })
         as Arc<dyn marktoflow_steps::core::action::hosts::Usage>);
@@ -337,8 +348,10 @@ pub(super) fn start_reserved(
                 (Some(store), Job::New(inputs, ..) | Job::Recorded(inputs, ..)) => {
                     crate::store::run_recorded(store, &state.engine, &wf, inputs, cfg).await
                 }
-                (Some(store), Job::Retry(inputs, cp)) => {
-                    crate::store::resume_from(store, &state.engine, &wf, inputs, cfg, *cp).await
+                (Some(store), Job::Retry(inputs, cp, of)) => {
+                    let lineage = crate::telemetry::Lineage::RetryOf(of);
+                    crate::store::resume_from(store, &state.engine, &wf, inputs, cfg, *cp, lineage)
+                        .await
                 }
                 (None, Job::New(inputs, ..) | Job::Recorded(inputs, ..)) => {
                     state.engine.run(&wf, inputs, cfg).await
@@ -437,7 +450,7 @@ pub(super) fn publish(
 /// The inputs a job runs with.
 pub(super) fn inputs_of(job: &Job) -> Map<String, Value> {
     match job {
-        Job::New(i, ..) | Job::Recorded(i, ..) | Job::Retry(i, _) => i.clone(),
+        Job::New(i, ..) | Job::Recorded(i, ..) | Job::Retry(i, ..) => i.clone(),
         Job::Resume(r) => r.inputs.as_object().cloned().unwrap_or_default(),
     }
 }

@@ -169,10 +169,10 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             if let Some(store) = &s.store {
                 let mut new = NewRun::new(run_id.clone(), &wf, inputs.clone(), RunTrigger::Webhook);
                 new.idempotency_key = key.clone();
-                // Another process may start it: it goes with the run.
-                if store.shared().is_some() {
-                    new.context = context.clone();
-                }
+                // It goes with the run: another process may start it, and
+                // a run that waits before its first checkpoint (at its first
+                // step) sees it again when it goes on.
+                new.context = context.clone();
                 // A run starts only once the store has it: a run with a
                 // key once the store gave it the key; any run once its
                 // creation is committed. When the store cannot record it

@@ -2,7 +2,7 @@
 //! writes them and for the API that shows a run still in memory.
 
 use super::StepRow;
-use crate::engine::{Event, RunEvent};
+use crate::engine::{Event, RunEvent, Spend};
 use std::collections::HashMap;
 
 /// A step that started and has not finished.
@@ -15,6 +15,8 @@ pub struct Going {
     pub started_at: i64,
     /// Attempts so far, this one included.
     pub attempts: u32,
+    /// What its model calls spent so far.
+    pub usage: Option<Spend>,
 }
 
 /// Reads a run's events in order and gives each step's row as it finishes.
@@ -46,7 +48,28 @@ impl StepFold {
                     depth: *depth,
                     started_at: e.at_ms,
                     attempts: 1,
+                    usage: None,
                 });
+                None
+            }
+            RunEvent::ModelCall {
+                step,
+                model,
+                input_tokens,
+                output_tokens,
+                cost_usd,
+                ..
+            } => {
+                // The innermost step of that id (an agent inside a loop).
+                if let Some(g) = self.going.iter_mut().rev().find(|g| g.id == *step) {
+                    g.usage.get_or_insert_with(Spend::default).add(&Spend {
+                        input_tokens: *input_tokens,
+                        output_tokens: *output_tokens,
+                        calls: 1,
+                        cost_usd: *cost_usd,
+                        model: Some(model.clone()),
+                    });
+                }
                 None
             }
             RunEvent::StepRetry { id, attempt, .. } => {
@@ -63,13 +86,11 @@ impl StepFold {
                 error,
                 inputs,
             } => {
-                if let Some(i) = self
+                let usage = self
                     .going
                     .iter()
                     .rposition(|g| g.id == *id && g.depth == *depth)
-                {
-                    self.going.remove(i);
-                }
+                    .and_then(|i| self.going.remove(i).usage);
                 Some(StepRow {
                     step_id: id.clone(),
                     name: name.clone(),
@@ -83,6 +104,7 @@ impl StepFold {
                     error: error.clone(),
                     reused: false,
                     inputs: inputs.clone(),
+                    usage,
                 })
             }
             _ => None,

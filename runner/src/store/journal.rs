@@ -197,6 +197,15 @@ impl RunStore for JournalStore {
         self.reader()?.steps_of(run_id)
     }
 
+    fn spent_since(
+        &self,
+        workflow: &str,
+        since: i64,
+        except: &str,
+    ) -> Result<crate::engine::Spend, StoreError> {
+        self.reader()?.spent_since(workflow, since, except)
+    }
+
     fn checkpoint(
         &self,
         run_id: &str,
@@ -461,6 +470,7 @@ mod tests {
             error: None,
             reused: false,
             inputs: None,
+            usage: None,
         }
     }
 

@@ -372,9 +372,23 @@ pub struct StepRow {
     /// An action's inputs as it was last called (bounded; see `StepFinished`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<Value>,
+    /// What its model calls spent (an agent step's), when it made any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::engine::Spend>,
 }
 
 impl StepRow {
+    /// What a run's model calls spent: its steps' usage summed (steps a
+    /// retry copied were spent by the run it retries); None: no calls.
+    pub fn spent(steps: &[StepRow]) -> Option<crate::engine::Spend> {
+        crate::engine::Spend::total(
+            steps
+                .iter()
+                .filter(|s| !s.reused)
+                .filter_map(|s| s.usage.as_ref()),
+        )
+    }
+
     /// The loop iterations a step inside loops ran in (`[2/5]`, `[1/3][2]`),
     /// as the engine ends its name with them; None outside loops.
     pub fn iterations(&self) -> Option<&str> {
@@ -580,6 +594,15 @@ pub trait RunStore: Send + Sync {
     fn count_runs(&self, filter: &RunFilter) -> Result<usize, StoreError>;
     /// The run's steps in the order they finished.
     fn steps_of(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError>;
+    /// What the model calls of `workflow`'s runs other than `except` spent
+    /// in steps that started at `since` (ms) or later: their recorded
+    /// usage summed (steps a retry copied are not counted again).
+    fn spent_since(
+        &self,
+        workflow: &str,
+        since: i64,
+        except: &str,
+    ) -> Result<crate::engine::Spend, StoreError>;
     /// The checkpoint taken before top-level step `next_step` (0-based), or
     /// the latest one when `None`.
     fn checkpoint(
@@ -669,6 +692,41 @@ pub trait RunStore: Send + Sync {
 /// their steps and checkpoints are inserted at the end of the store's
 /// indexes rather than all over them (far fewer pages written per commit).
 /// Its last characters are random: [`short_id`] shows those.
+/// The sum of stored step usages (`Spend` as JSON; unreadable ones skipped).
+fn spend_of(texts: &[String]) -> crate::engine::Spend {
+    let all: Vec<crate::engine::Spend> = texts
+        .iter()
+        .filter_map(|t| serde_json::from_str(t).ok())
+        .collect();
+    crate::engine::Spend::total(&all).unwrap_or_default()
+}
+
+/// A workflow's spend today (UTC) in a store: its daily budget's
+/// [`crate::engine::DailySpend`], for run `run_id`.
+pub struct StoredSpend {
+    pub store: Arc<dyn RunStore>,
+    pub workflow: String,
+    pub run_id: String,
+    pub clock: Arc<dyn marktoflow_steps::core::time::Clock>,
+}
+
+#[async_trait::async_trait]
+impl crate::engine::DailySpend for StoredSpend {
+    async fn today(&self) -> Result<crate::engine::Spend, String> {
+        const DAY_MS: i64 = 86_400_000;
+        let since = self.clock.now_ms().div_euclid(DAY_MS) * DAY_MS;
+        let (store, workflow, run) = (
+            self.store.clone(),
+            self.workflow.clone(),
+            self.run_id.clone(),
+        );
+        tokio::task::spawn_blocking(move || store.spent_since(&workflow, since, &run))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+}
+
 pub fn new_run_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }

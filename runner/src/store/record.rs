@@ -7,6 +7,7 @@ use crate::engine::{
     Checkpoint, Engine, Event, EventSink, RunConfig, RunEvent, RunResult, RunStatus,
 };
 use crate::format::model::Workflow;
+use crate::telemetry::{Lineage, RunTrace};
 use serde_json::{Map, Value};
 use std::sync::{Arc, Mutex};
 
@@ -60,6 +61,7 @@ pub fn recording_sink(store: Arc<dyn RunStore>, run_id: String) -> EventSink {
             store.mark_running(&run_id)
         }
         RunEvent::StepStarted { .. }
+        | RunEvent::ModelCall { .. }
         | RunEvent::StepRetry { .. }
         | RunEvent::StepFinished { .. } => {
             let row = state.lock().ok().and_then(|mut s| s.steps.push(e));
@@ -103,7 +105,8 @@ pub async fn run_recorded(
     inputs: Map<String, Value>,
     cfg: RunConfig,
 ) -> RunResult {
-    resume_from(store, engine, wf, inputs, cfg, Checkpoint::default()).await
+    let cp = Checkpoint::default();
+    resume_from(store, engine, wf, inputs, cfg, cp, Lineage::New).await
 }
 
 /// Continues a stored run that did not finish, from its latest checkpoint
@@ -180,7 +183,7 @@ pub async fn resume_run(
         ),
         Err(e) => return refuse(format!("not resumed: {e}")),
     }
-    resume_from(store, engine, wf, inputs, cfg, cp).await
+    resume_from(store, engine, wf, inputs, cfg, cp, Lineage::Resumed).await
 }
 
 /// Why a run whose deaths weigh [`MAX_DEATHS`] is failed.
@@ -193,7 +196,8 @@ pub fn not_resumed_for_deaths() -> &'static str {
 /// deaths nobody could be blamed for.
 pub const MAX_DEATHS: u32 = 4;
 
-/// Runs `wf` from `cp` as the stored run `cfg.run_id`, recording it.
+/// Runs `wf` from `cp` as the stored run `cfg.run_id`, recording it, and
+/// tracing it as the part of the run `lineage` says (when traces are sent).
 pub async fn resume_from(
     store: &Arc<dyn RunStore>,
     engine: &Engine,
@@ -201,9 +205,20 @@ pub async fn resume_from(
     inputs: Map<String, Value>,
     mut cfg: RunConfig,
     cp: Checkpoint,
+    lineage: Lineage,
 ) -> RunResult {
     let run_id = cfg.run_id.clone();
     cfg.events = tee(recording_sink(store.clone(), run_id.clone()), cfg.events);
+    // What started it says whose trace it is in (a webhook's `traceparent`):
+    // a run resumed or retried from a checkpoint has it there.
+    let trigger = match cp.variables.get("trigger") {
+        Some(t @ Value::Object(_)) => t.clone(),
+        _ => cfg.trigger.clone(),
+    };
+    if let Some(trace) = RunTrace::start(&run_id, lineage, &trigger) {
+        cfg.events = tee(cfg.events, trace.sink());
+        cfg.caps.trace = Some(trace as Arc<dyn marktoflow_steps::core::action::hosts::Trace>);
+    }
     let flushing = store.clone();
     cfg.recorded = Some(Arc::new(move || {
         let done = flushing.submit_flush();

@@ -85,6 +85,7 @@ mod tests {
             error: None,
             reused: false,
             inputs: None,
+            usage: None,
         }
     }
 

@@ -1,13 +1,14 @@
 //! `marktoflow run --staged`: every read and every model call is made, but
 //! the writes — actions that change what outlives the run (`file.write`,
 //! memory stores: [`Traits::writes`]) and HTTP calls other than GET and
-//! HEAD — are recorded instead of made, and listed when the run ends, for
-//! a person to look over before running it for real. MCP tools and
-//! scripts run as they are.
+//! HEAD, the MCP tools a workflow marks with `writes:` — are recorded
+//! instead of made, and listed when the run ends, for a person to look over
+//! before running it for real. Other MCP tools and scripts run as they are.
 //!
 //! [`Traits::writes`]: marktoflow_steps::core::catalog::Traits::writes
 
 use marktoflow_steps::core::error::ActionError;
+use marktoflow_steps::core::mcp::ServerConfig;
 use marktoflow_steps::registry::{ActionKind, Resolved};
 use serde_json::{json, Value};
 use std::sync::Mutex;
@@ -29,6 +30,15 @@ impl Staged {
 pub fn writes(resolved: &Resolved, inputs: &Value) -> bool {
     if resolved.spec.traits.writes {
         return true;
+    }
+    if resolved.kind == ActionKind::Process {
+        // An MCP server's tool the workflow marks as writing.
+        return resolved
+            .tool
+            .as_ref()
+            .filter(|t| t.sdk == "mcp")
+            .and_then(|t| ServerConfig::from_options(&t.options).ok())
+            .is_some_and(|c| c.writes(&resolved.method));
     }
     if resolved.kind != ActionKind::Network {
         return false;
@@ -88,5 +98,22 @@ mod tests {
         assert!(call("memory.remember", json!({"content": "c"})));
         assert_eq!(s.held().len(), 4);
         assert_eq!(s.held()[1]["action"], "http.post");
+        // An MCP server's tools: those marked `writes` are held back.
+        let gh = marktoflow_steps::ToolConfig {
+            name: "gh".into(),
+            sdk: "mcp".into(),
+            auth: Default::default(),
+            options: json!({"command": "gh-mcp", "writes": ["create_issue"]})
+                .as_object()
+                .unwrap()
+                .clone(),
+        };
+        let mcp = |action: &str| {
+            let resolved = r.resolve(action, std::slice::from_ref(&gh)).unwrap();
+            s.instead("x", action, &resolved, &json!({})).is_some()
+        };
+        assert!(mcp("gh.create_issue"));
+        assert!(!mcp("gh.list_issues"));
+        assert_eq!(s.held().len(), 5);
     }
 }

@@ -4,11 +4,12 @@
 use super::config::{display_url, Auth, Resolved};
 use super::provider::Provider;
 use super::wire::{error_message, snippet};
+use crate::core::action::{hosts::ModelCall, Call};
 use crate::core::net::{
     backoff, describe_reqwest, fmt_duration, retry_after, retry_base_ms, retryable_status,
     sleep_or_cancel, status_text,
 };
-use crate::core::{action::Call, error::ActionError, signals::LogLevel};
+use crate::core::{error::ActionError, signals::LogLevel};
 use reqwest::StatusCode;
 use serde_json::Value;
 use std::time::Duration;
@@ -37,19 +38,29 @@ pub(crate) async fn post_json(
     timeout: Duration,
 ) -> Result<Value, ActionError> {
     let usage = call.caps.usage.as_ref();
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if let Some(u) = usage {
         // About four characters a token: what the request itself sends.
         let estimate = body.to_string().len() as u64 / 4;
-        u.before(estimate).map_err(ActionError::Input)?;
+        u.before(r.provider.id(), model, estimate)
+            .await
+            .map_err(ActionError::Input)?;
     }
+    let started_ms = call.caps.clock.now_ms();
     let reply = exchange_json(client, call, r, &r.endpoint(), Some(body), timeout).await?;
     if let Some(u) = usage {
-        let (input, output) = tokens_of(&reply);
-        let model = body
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        u.after(model, input, output);
+        let (input_tokens, output_tokens) = tokens_of(&reply);
+        u.after(&ModelCall {
+            provider: r.provider.id().to_string(),
+            model: model.to_string(),
+            input_tokens,
+            output_tokens,
+            started_ms,
+            duration_ms: (call.caps.clock.now_ms() - started_ms).max(0) as u64,
+        });
     }
     Ok(reply)
 }

@@ -83,6 +83,14 @@ impl Action for HttpAction {
                 }
             }
         }
+        // The step's place in the run's trace, unless the workflow sets one.
+        if let Some(tp) = call.caps.traceparent() {
+            if !headers.contains_key("traceparent") {
+                if let Ok(v) = reqwest::header::HeaderValue::from_str(&tp) {
+                    headers.insert("traceparent", v);
+                }
+            }
+        }
         // `json:` is always JSON; `body:`/`data:` is JSON unless it is a string.
         let body: Option<(Vec<u8>, &str)> = match (a.get("json"), a.get("body")) {
             (Some(j), _) => Some((j.to_string().into_bytes(), "application/json")),

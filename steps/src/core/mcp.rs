@@ -38,6 +38,7 @@ pub const SERVER_KEYS: &[&str] = &[
     "timeout",
     "call_timeout",
     "approval",
+    "writes",
 ];
 
 /// How long a server may take to start and answer `initialize`, unless the
@@ -82,6 +83,9 @@ pub struct ServerConfig {
     /// Which of an agent's calls of its tools wait for a person's approval
     /// (see [`ApprovalRule`]).
     pub approval: Option<ApprovalRule>,
+    /// The tools that change things outside the run (a staged run holds
+    /// their calls back); None: none is marked.
+    pub writes: Option<Vec<String>>,
 }
 
 /// A field of a `sdk: mcp` tool that does not fit.
@@ -242,7 +246,15 @@ impl ServerConfig {
                 None => None,
                 Some(v) => ApprovalRule::parse(v).map_err(|e| config_err("approval", e))?,
             },
+            writes: string_list(options, "writes")?,
         })
+    }
+
+    /// Whether the workflow marks tool `name` as one that writes.
+    pub fn writes(&self, name: &str) -> bool {
+        self.writes
+            .as_ref()
+            .is_some_and(|list| list.iter().any(|w| w == name))
     }
 
     /// Whether the workflow may call tool `name` of this server.

@@ -108,12 +108,18 @@ pub fn retry_base_ms(env: &BTreeMap<String, String>) -> u64 {
 /// A client builder with our user agent and the TLS crypto provider
 /// installed: every HTTP client (`http.*`, LLM providers, MCP servers) starts here.
 pub fn client_builder() -> reqwest::ClientBuilder {
+    install_tls();
+    reqwest::Client::builder().user_agent(concat!("marktoflow/", env!("CARGO_PKG_VERSION")))
+}
+
+/// Installs the process's TLS crypto provider (once), which every HTTP
+/// client needs before it is built: ours, and the trace exporter's.
+pub fn install_tls() {
     static PROVIDER: Once = Once::new();
     PROVIDER.call_once(|| {
         // Err only when another provider is installed already, which serves too.
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
-    reqwest::Client::builder().user_agent(concat!("marktoflow/", env!("CARGO_PKG_VERSION")))
 }
 
 /// `host` or `host:port`, matched against `example.com`, `*.example.com`

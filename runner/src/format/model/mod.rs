@@ -30,9 +30,9 @@ pub use text::{camel_case, slug};
 use text::{infer_kind, scalar_string, unquoted_template};
 pub use trigger::TriggerKind;
 pub use types::{
-    ActionStep, Ask, AskMode, Backoff, Branch, Concurrency, ErrorPolicy, InputDef, InputType,
-    MergeMode, Meta, OnError, OnTimeout, OutputDef, Spans, SpawnOnError, SpawnWait, Step, StepKind,
-    Trigger, Workflow,
+    ActionStep, Ask, AskMode, Backoff, Branch, Budget, Concurrency, ErrorPolicy, InputDef,
+    InputType, MergeMode, Meta, OnError, OnTimeout, OutputDef, Price, Spans, SpawnOnError,
+    SpawnWait, Step, StepKind, Trigger, Workflow,
 };
 
 struct Cx<'r> {
@@ -220,7 +220,7 @@ impl Cx<'_> {
             timeout: None,
             allowed_hosts: None,
             concurrency: None,
-            budget_tokens: None,
+            budget: Default::default(),
             behaviour: doc.behaviour_digest(),
         };
         let fm = match &doc.frontmatter {
@@ -337,7 +337,7 @@ impl Cx<'_> {
                 wf.concurrency = self.concurrency(c, &spans);
             }
             if let Some(b) = top.get("budget") {
-                wf.budget_tokens = self.budget(b, &spans);
+                wf.budget = self.budget(b, &spans);
             }
             if let Some(steps) = top.get("steps") {
                 fm_steps = Some((steps.clone(), spans.clone()));

@@ -3,8 +3,8 @@
 
 use super::text::scalar_string;
 use super::{
-    Concurrency, Cx, InputDef, InputType, Meta, OutputDef, Spans, Trigger, TriggerKind, INPUT_KEYS,
-    META_KEYS, TOOL_KEYS,
+    Budget, Concurrency, Cx, InputDef, InputType, Meta, OutputDef, Price, Spans, Trigger,
+    TriggerKind, INPUT_KEYS, META_KEYS, TOOL_KEYS,
 };
 use crate::diag::{did_you_mean, Pos};
 use marktoflow_steps::core::mcp;
@@ -443,29 +443,90 @@ impl Cx<'_> {
         out
     }
     /// `concurrency: {key, limit}` (or a bare number: the limit).
-    /// `budget: {tokens: N}`: the tokens a run may spend on model calls.
-    pub(super) fn budget(&mut self, v: &Value, spans: &Spans) -> Option<u64> {
+    /// `budget: {tokens, cost_usd, daily_tokens, daily_cost_usd, prices}`:
+    /// what a workflow's model calls may spend, and what they cost.
+    pub(super) fn budget(&mut self, v: &Value, spans: &Spans) -> Budget {
         let here = ["budget".to_string()];
+        let mut b = Budget::default();
         let Value::Object(m) = v else {
             let pos = spans.pos(&here);
-            self.err(pos, "`budget` must be a mapping like `{tokens: 50000}`");
-            return None;
+            self.err(
+                pos,
+                "`budget` must be a mapping like `{tokens: 50000, cost_usd: 0.5}`",
+            );
+            return b;
         };
-        self.check_keys(m, &["tokens"], spans, &here, "`budget`");
-        match m.get("tokens") {
-            None => None,
-            Some(t) => match t.as_u64().filter(|n| *n >= 1) {
-                Some(n) => Some(n),
-                None => {
-                    let pos = spans.pos(&["budget".into(), "tokens".into()]);
-                    self.err(
-                        pos,
-                        "`budget.tokens` must be a whole number of tokens, 1 or more",
-                    );
-                    None
+        self.check_keys(
+            m,
+            &[
+                "tokens",
+                "cost_usd",
+                "daily_tokens",
+                "daily_cost_usd",
+                "prices",
+            ],
+            spans,
+            &here,
+            "`budget`",
+        );
+        let at = |k: &str| spans.pos(&["budget".into(), k.into()]);
+        for (key, slot) in [
+            ("tokens", &mut b.tokens),
+            ("daily_tokens", &mut b.daily_tokens),
+        ] {
+            if let Some(t) = m.get(key) {
+                *slot = t.as_u64().filter(|n| *n >= 1);
+                if slot.is_none() {
+                    let msg = format!("`budget.{key}` must be a whole number of tokens, 1 or more");
+                    self.err(at(key), &msg);
                 }
-            },
+            }
         }
+        for (key, slot) in [
+            ("cost_usd", &mut b.cost_usd),
+            ("daily_cost_usd", &mut b.daily_cost_usd),
+        ] {
+            if let Some(t) = m.get(key) {
+                *slot = t.as_f64().filter(|x| *x > 0.0 && x.is_finite());
+                if slot.is_none() {
+                    let msg = format!(
+                        "`budget.{key}` must be an amount of US dollars above 0, like `0.50`"
+                    );
+                    self.err(at(key), &msg);
+                }
+            }
+        }
+        match m.get("prices") {
+            None => {}
+            Some(Value::Object(models)) => {
+                for (model, price) in models {
+                    let path = ["budget".into(), "prices".into(), model.clone()];
+                    let per = |k: &str| {
+                        price
+                            .get(k)
+                            .and_then(Value::as_f64)
+                            .filter(|x| *x >= 0.0 && x.is_finite())
+                    };
+                    match (price.as_object(), per("input"), per("output")) {
+                        (Some(p), Some(input), Some(output)) => {
+                            self.check_keys(p, &["input", "output"], spans, &path, "a price");
+                            b.prices.push((model.clone(), Price { input, output }));
+                        }
+                        _ => {
+                            let msg = format!(
+                                "`budget.prices.{model}` must be `{{input: N, output: N}}`: US dollars per million tokens, 0 or more"
+                            );
+                            self.err(spans.pos(&path), &msg);
+                        }
+                    }
+                }
+            }
+            Some(_) => {
+                let msg = "`budget.prices` must map model names to `{input: N, output: N}` (US dollars per million tokens)";
+                self.err(at("prices"), msg);
+            }
+        }
+        b
     }
 
     pub(super) fn concurrency(&mut self, v: &Value, spans: &Spans) -> Option<Concurrency> {

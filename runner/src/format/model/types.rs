@@ -471,8 +471,9 @@ pub struct Workflow {
     pub timeout: Option<Duration>,
     /// `permissions.hosts`: the hosts `http.*` may call (None: any).
     pub allowed_hosts: Option<Vec<String>>,
-    /// `budget: {tokens: N}`: the most tokens a run's model calls may spend.
-    pub budget_tokens: Option<u64>,
+    /// `budget:` what a run's model calls may spend, and the prices that
+    /// say what they cost.
+    pub budget: Budget,
     /// `concurrency:` how many of its runs may execute at once, over every
     /// server and worker of a store.
     pub concurrency: Option<Concurrency>,
@@ -546,4 +547,25 @@ impl Workflow {
         go(&self.steps, &mut out);
         out
     }
+}
+
+/// `budget: {tokens, cost_usd, daily_tokens, daily_cost_usd, prices}`: what
+/// model calls may spend (each limit None: none), for one run and for all
+/// of a workflow's runs of a day (UTC), and the prices (US dollars per
+/// million tokens, by model name or its beginning) that override the
+/// built-in table.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Budget {
+    pub tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+    pub daily_tokens: Option<u64>,
+    pub daily_cost_usd: Option<f64>,
+    pub prices: Vec<(String, Price)>,
+}
+
+/// A model's price, in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
 }

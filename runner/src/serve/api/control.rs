@@ -189,7 +189,7 @@ pub(in crate::serve) async fn retry_run(
     start_reserved(
         &s,
         wf.clone(),
-        Job::Retry(plan.inputs, Box::new(plan.checkpoint)),
+        Job::Retry(plan.inputs, Box::new(plan.checkpoint), plan.of.clone()),
         run_id.clone(),
         place,
     );

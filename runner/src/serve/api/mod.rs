@@ -219,6 +219,7 @@ mod tests {
             error: None,
             reused: false,
             inputs: None,
+            usage: None,
         };
         // A loop's body ends before the loop; two iterations of `body`.
         let rows = [row("a", 0), row("body", 1), row("body", 1), row("loop", 0)];

@@ -250,6 +250,8 @@ pub(super) struct StepView {
     pub(super) reused: bool,
     /// An action's inputs as it was called.
     pub(super) inputs: Option<Value>,
+    /// What its model calls spent.
+    pub(super) usage: Option<crate::engine::Spend>,
 }
 
 impl From<&StepRow> for StepView {
@@ -266,6 +268,7 @@ impl From<&StepRow> for StepView {
             error: r.error.clone(),
             reused: r.reused,
             inputs: r.inputs.clone(),
+            usage: r.usage.clone(),
         }
     }
 }
@@ -291,6 +294,7 @@ pub(super) fn steps_of_events(events: &[Event]) -> Vec<StepView> {
         error: None,
         reused: false,
         inputs: None,
+        usage: g.usage,
     }));
     steps
 }
@@ -311,6 +315,9 @@ pub(super) fn step_tree(rows: &[StepView]) -> Vec<Value> {
                           "output": r.output, "error": r.error, "reused": r.reused, "children": children});
         if let Some(i) = &r.inputs {
             node["inputs"] = i.clone();
+        }
+        if let Some(u) = &r.usage {
+            node["usage"] = json!(u);
         }
         pending[r.depth].push(node);
     }
@@ -521,6 +528,14 @@ pub(in crate::serve) async fn get_run(
     out["retry_of"] = retry_of;
     out["file"] = file;
     out["steps"] = json!(step_tree(&rows));
+    // What the run's model calls spent (steps a retry reused not counted).
+    let own = rows
+        .iter()
+        .filter(|r| !r.reused)
+        .filter_map(|r| r.usage.as_ref());
+    if let Some(u) = crate::engine::Spend::total(own) {
+        out["usage"] = json!(u);
+    }
     out["logs"] = json!(logs);
     // What the console may offer: the top-level steps a retry can start
     // from (the served workflow's), and whether the run can be cancelled.

@@ -385,6 +385,15 @@ async function runsPage(params) {
   every(2000, () => load().catch(() => {}));
 }
 
+// What model calls spent: `claude-sonnet-4 · 1200 in / 80 out tokens · $0.0048`.
+function spent(u) {
+  const parts = [u.model, `${u.input_tokens} in / ${u.output_tokens} out tokens`];
+  if (u.calls > 1) parts.push(`${u.calls} calls`);
+  const c = u.cost_usd;
+  if (c !== undefined && c !== null) parts.push(c > 0 && c < 0.00005 ? "<$0.0001" : `$${c < 1 ? c.toFixed(4) : c.toFixed(2)}`);
+  return parts.filter(Boolean).join(" · ");
+}
+
 function stepNode(step, retryFrom, onRetry) {
   const title = h("span", { class: "name" }, step.name);
   const meta = [
@@ -393,6 +402,7 @@ function stepNode(step, retryFrom, onRetry) {
     step.duration_ms !== null && step.duration_ms !== undefined ? h("span", { class: "muted" }, ms(step.duration_ms)) : null,
     step.attempts > 1 ? h("span", { class: "muted" }, `${step.attempts} attempts`) : null,
     step.reused ? h("span", { class: "muted" }, "reused from the earlier run") : null,
+    step.usage ? h("span", { class: "muted", "data-step-usage": "" }, spent(step.usage)) : null,
     step.name !== step.id ? h("code", { class: "muted" }, step.id) : null,
   ];
   const retry = step.depth === 0 && retryFrom.includes(step.id)
@@ -512,6 +522,7 @@ async function runPage(id) {
         h("a", { href: `#/workflows/${encodeURIComponent(run.workflow)}` }, run.workflow),
         h("span", { class: "muted" }, `started ${when(run.created_at)} by ${run.trigger || "?"}`),
         run.duration_ms ? h("span", { class: "muted" }, ms(run.duration_ms)) : null,
+        run.usage ? h("span", { class: "muted", "data-run-usage": "" }, `spent ${spent(run.usage)}`) : null,
         run.retry_of ? h("span", {}, "retry of ", h("a", { href: `#/runs/${run.retry_of}` }, short(run.retry_of))) : null),
       h("p", { class: "muted" }, h("code", {}, run.run_id)),
       actions, liveLine,

@@ -421,6 +421,9 @@ fn step_of(r: &Row) -> Result<StepRow, postgres::Error> {
         inputs: r
             .try_get::<_, Option<String>>(11)?
             .and_then(|t| serde_json::from_str(&t).ok()),
+        usage: r
+            .try_get::<_, Option<String>>(12)?
+            .and_then(|t| serde_json::from_str(&t).ok()),
     })
 }
 
@@ -615,7 +618,7 @@ impl RunStore for PgStore {
         let id = run_id.to_string();
         self.read(move |c| {
             c.query(
-                "SELECT step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs
+                "SELECT step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs, usage
                  FROM steps WHERE run_id = $1 ORDER BY id",
                 &[&id],
             )?
@@ -623,6 +626,27 @@ impl RunStore for PgStore {
             .map(step_of)
             .collect()
         })
+    }
+
+    fn spent_since(
+        &self,
+        workflow: &str,
+        since: i64,
+        except: &str,
+    ) -> Result<crate::engine::Spend, StoreError> {
+        let (workflow, except) = (workflow.to_string(), except.to_string());
+        let texts: Vec<String> = self.read(move |c| {
+            c.query(
+                "SELECT s.usage FROM steps s JOIN runs r ON r.id = s.run_id
+                 WHERE r.workflow = $1 AND s.started_at >= $2 AND r.id <> $3
+                   AND s.usage IS NOT NULL AND NOT s.reused",
+                &[&workflow, &since, &except],
+            )?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect()
+        })?;
+        Ok(super::spend_of(&texts))
     }
 
     fn checkpoint(

@@ -112,6 +112,9 @@ CREATE INDEX waits_by_key ON waits (key) WHERE key IS NOT NULL;
     "ALTER TABLE steps ADD COLUMN inputs TEXT;",
     // Pauses asked from another process (see `RunStore::ask_pause`).
     "CREATE TABLE pauses (run_id TEXT PRIMARY KEY, asked_at BIGINT NOT NULL, by TEXT NOT NULL);",
+    // What a step's model calls spent (`Spend` as JSON): shown with the run,
+    // and summed for a workflow's daily budget.
+    "ALTER TABLE steps ADD COLUMN usage TEXT;",
 ];
 
 /// Advisory lock key of migrations (any constant the application owns).

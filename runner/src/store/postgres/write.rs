@@ -20,12 +20,12 @@ pub(super) struct Pg {
 }
 
 /// Step rows from arrays, in their order.
-const STEPS_SQL: &str = "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs)
-     SELECT run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs
+const STEPS_SQL: &str = "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs, usage)
+     SELECT run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs, usage
      FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::text[], $7::int[],
-                 $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::bool[], $13::text[])
+                 $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::bool[], $13::text[], $14::text[])
           WITH ORDINALITY AS u(run_id, step_id, name, depth, top_index, status, attempts,
-                               started_at, duration_ms, output, error, reused, inputs, n)
+                               started_at, duration_ms, output, error, reused, inputs, usage, n)
      ORDER BY n";
 
 /// The writer's statements, prepared on its connection.
@@ -63,8 +63,8 @@ impl Statements {
                     CASE WHEN $13::text IS NULL THEN NULL ELSE {DB_NOW} + $14 END, $15, $16, $17)"
             ))?,
             copy_steps: c.prepare(
-                "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs)
-                 SELECT $1, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, TRUE, inputs
+                "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs, usage)
+                 SELECT $1, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, TRUE, inputs, usage
                  FROM steps WHERE run_id = $2 AND top_index BETWEEN 1 AND $3 ORDER BY id",
             )?,
             running: c.prepare(&format!(
@@ -200,6 +200,7 @@ struct StepColumns {
     error: Vec<Option<String>>,
     reused: Vec<bool>,
     inputs: Vec<Option<String>>,
+    usage: Vec<Option<String>>,
 }
 
 #[derive(Default)]
@@ -235,6 +236,7 @@ impl StepColumns {
                 &self.error,
                 &self.reused,
                 &self.inputs,
+                &self.usage,
             ],
         )
         .map(drop)
@@ -273,6 +275,8 @@ impl Rows {
                 c.error.push(s.error.clone());
                 c.reused.push(s.reused);
                 c.inputs.push(s.inputs.as_ref().map(json_text));
+                c.usage
+                    .push(s.usage.as_ref().and_then(|u| serde_json::to_string(u).ok()));
             }
             Write::Checkpoint {
                 run_id, checkpoint, ..

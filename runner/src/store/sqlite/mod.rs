@@ -121,6 +121,9 @@ CREATE INDEX waits_by_key ON waits (key) WHERE key IS NOT NULL;
     "ALTER TABLE steps ADD COLUMN inputs TEXT;",
     // Pauses asked from another process (see `RunStore::ask_pause`).
     "CREATE TABLE pauses (run_id TEXT PRIMARY KEY, asked_at INTEGER NOT NULL, by TEXT NOT NULL) WITHOUT ROWID;",
+    // What a step's model calls spent (`Spend` as JSON): shown with the run,
+    // and summed for a workflow's daily budget.
+    "ALTER TABLE steps ADD COLUMN usage TEXT;",
 ];
 
 pub struct SqliteStore {
@@ -308,6 +311,9 @@ fn step_of(r: &Row) -> Result<StepRow, rusqlite::Error> {
         inputs: r
             .get::<_, Option<String>>(11)?
             .and_then(|t| serde_json::from_str(&t).ok()),
+        usage: r
+            .get::<_, Option<String>>(12)?
+            .and_then(|t| serde_json::from_str(&t).ok()),
     })
 }
 
@@ -406,12 +412,30 @@ impl RunStore for SqliteStore {
     fn steps_of(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
         self.read(|c| {
             let mut st = c.prepare_cached(
-                "SELECT step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs
+                "SELECT step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs, usage
                  FROM steps WHERE run_id = ?1 ORDER BY id",
             )?;
             let rows = st.query_map([run_id], step_of)?;
             rows.collect()
         })
+    }
+
+    fn spent_since(
+        &self,
+        workflow: &str,
+        since: i64,
+        except: &str,
+    ) -> Result<crate::engine::Spend, StoreError> {
+        let texts: Vec<String> = self.read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT s.usage FROM steps s JOIN runs r ON r.id = s.run_id
+                 WHERE r.workflow = ?1 AND s.started_at >= ?2 AND r.id <> ?3
+                   AND s.usage IS NOT NULL AND s.reused = 0",
+            )?;
+            let rows = st.query_map(params![workflow, since, except], |r| r.get(0))?;
+            rows.collect()
+        })?;
+        Ok(super::spend_of(&texts))
     }
 
     fn checkpoint(
@@ -628,6 +652,7 @@ mod tests {
             error: None,
             reused: false,
             inputs: None,
+            usage: None,
         }
     }
 

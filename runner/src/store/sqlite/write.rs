@@ -287,8 +287,8 @@ pub(super) fn insert_run(
     }
     if let Some((from, reused)) = &run.retry_of {
         tx.prepare_cached(
-            "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs)
-             SELECT ?1, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, 1, inputs
+            "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs, usage)
+             SELECT ?1, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, 1, inputs, usage
              FROM steps WHERE run_id = ?2 AND top_index BETWEEN 1 AND ?3 ORDER BY id",
         )?
         .execute(params![run.id, from, *reused as i64])?;
@@ -321,8 +321,8 @@ pub(super) fn apply(
         }
         Write::Step { run_id, row: s } => {
             tx.prepare_cached(
-                "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                "INSERT INTO steps (run_id, step_id, name, depth, top_index, status, attempts, started_at, duration_ms, output, error, reused, inputs, usage)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             )?
             .execute(params![
                 run_id,
@@ -338,6 +338,7 @@ pub(super) fn apply(
                 s.error,
                 s.reused,
                 s.inputs.as_ref().map(super::super::json_text),
+                s.usage.as_ref().and_then(|u| serde_json::to_string(u).ok()),
             ])?;
         }
         Write::Checkpoint {

@@ -141,10 +141,29 @@ pub(crate) async fn complete(
         grammar,
     };
 
+    let usage = call.caps.usage.as_ref();
+    if let Some(u) = usage {
+        // About four characters a token, as for a provider's request.
+        let estimate = req.prompt.len() as u64 / 4;
+        u.before("local", &r.model, estimate)
+            .await
+            .map_err(ActionError::Input)?;
+    }
+    let started_ms = call.caps.clock.now_ms();
     let generation = in_slot(call, &loaded, deadline, timeout, move |m, halt| {
         m.generate(&req, halt)
     })
     .await?;
+    if let Some(u) = usage {
+        u.after(&crate::core::action::hosts::ModelCall {
+            provider: "local".into(),
+            model: r.model.clone(),
+            input_tokens: generation.prompt_tokens as u64,
+            output_tokens: generation.reply_tokens as u64,
+            started_ms,
+            duration_ms: (call.caps.clock.now_ms() - started_ms).max(0) as u64,
+        });
+    }
     call.log(
         LogLevel::Debug,
         format!(

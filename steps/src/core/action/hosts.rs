@@ -95,13 +95,36 @@ pub trait Approvals: Send + Sync {
 }
 
 /// What a run's model calls spend, and the budget that stops them: asked
-/// before each request to a provider, told after it of what it took.
+/// before each request to a model, told after it of what it took.
+#[async_trait]
 pub trait Usage: Send + Sync {
-    /// Err (why) when a request of about `input_tokens` would take the
-    /// run past its budget: the request is not made.
-    fn before(&self, input_tokens: u64) -> Result<(), String>;
-    /// A request made to `model`, with what its reply says it took.
-    fn after(&self, model: &str, input_tokens: u64, output_tokens: u64);
+    /// Err (why) when a request of about `input_tokens` to `model`, served
+    /// by `provider`, would take the run past a budget: it is not made.
+    async fn before(&self, provider: &str, model: &str, input_tokens: u64) -> Result<(), String>;
+    /// A request made, with what its reply says it took; the call's
+    /// estimated cost in US dollars, where the model's price is known.
+    fn after(&self, call: &ModelCall) -> Option<f64>;
+}
+
+/// Where a run's outgoing requests belong in a trace: the W3C
+/// `traceparent` of the span of the step that makes them.
+pub trait Trace: Send + Sync {
+    /// For a request made now by step `step`; None: not traced.
+    fn traceparent(&self, step: &str) -> Option<String>;
+}
+
+/// One request to a model, as [`Usage::after`] is told of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelCall {
+    /// Who served it: `anthropic`, `openai`, `ollama`, `local`, ….
+    pub provider: String,
+    pub model: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// When the request was sent (milliseconds since 1970, by the run's
+    /// clock) and how long its reply took.
+    pub started_ms: i64,
+    pub duration_ms: u64,
 }
 
 /// Workflow files an agent step may call as tools (`tools: [refund.md]`),

@@ -58,6 +58,10 @@ pub struct Capabilities {
     /// Where work may go on after its step returns (a server's; None for a
     /// one-off run, whose process ends with it).
     pub background: Option<Arc<crate::core::background::Background>>,
+    /// The run's trace (None: not traced), and the step these capabilities
+    /// were given to (the engine sets it for each step).
+    pub trace: Option<Arc<dyn hosts::Trace>>,
+    pub step: Option<Arc<str>>,
 }
 
 impl Capabilities {
@@ -92,7 +96,15 @@ impl Capabilities {
             workflows: None,
             usage: None,
             background: None,
+            trace: None,
+            step: None,
         }
+    }
+
+    /// The `traceparent` header for a request the step makes now, when
+    /// the run is traced.
+    pub fn traceparent(&self) -> Option<String> {
+        self.trace.as_ref()?.traceparent(self.step.as_deref()?)
     }
 }
 
