@@ -44,6 +44,12 @@ fn cases_pass_or_fail_saying_what_was_expected_and_what_came() {
         xml.contains("<failure message=\"output `big`: expected true, got false\">"),
         "{xml}"
     );
+    // `validate` checks a test file as one: its cases, and its workflow.
+    let v = run(cmd(d.path()).args(["validate", "shop.test.md"]));
+    assert_eq!(
+        (v.code, v.stdout.as_str(), v.stderr.as_str()),
+        (0, "shop.test.md: ok (4 cases of shop.md)\n", "")
+    );
 }
 
 #[test]
@@ -68,6 +74,19 @@ fn a_test_file_that_does_not_fit_is_refused_where_it_is() {
         r.stderr.ends_with("marktoflow: nothing was tested\n"),
         "{}",
         r.stderr
+    );
+    let v = run(cmd(d.path()).args(["validate", "shop.test.md"]));
+    assert_eq!(
+        (v.code, v.stdout.as_str()),
+        (2, "shop.test.md: 1 error\n"),
+        "{}",
+        v.stderr
+    );
+    assert!(
+        v.stderr
+            .starts_with("shop.test.md:3:1: error: unknown key `expects` in case `Typo`"),
+        "{}",
+        v.stderr
     );
 }
 
@@ -457,5 +476,51 @@ fn dollars_and_a_workflows_day_are_budgets_and_the_run_shows_what_it_spent() {
         ),
         "{}",
         bad.stderr
+    );
+}
+
+/// Reads `in/order.json` and writes a receipt beside it.
+const RECEIPT: &str = "---\nworkflow: {id: receipt}\n---\n\n```yaml\nid: read\naction: file.read\ninputs: {path: in/order.json}\noutput_variable: order\n```\n\n```yaml\nid: write\naction: file.write\ninputs: {path: out/receipt.txt, create_dirs: true, content: \"{{ (order.content | parse_json).item }} x{{ (order.content | parse_json).qty }}\"}\n```\n";
+
+#[test]
+fn a_case_brings_its_files_and_checks_what_the_run_wrote() {
+    let d = tempdir();
+    std::fs::write(d.path().join("receipt.md"), RECEIPT).unwrap();
+    std::fs::write(
+        d.path().join("receipt.test.md"),
+        "## A receipt is written\n\n```yaml\nfiles:\n  in/order.json: {item: tea, qty: 2}\nexpect:\n  files:\n    out/receipt.txt: tea x2\n    in/order.json: {qty: 2}\n  assert: \"files['out/receipt.txt'] == 'tea x2'\"\n```\n\n## The wrong receipt fails\n\n```yaml\nfiles:\n  in/order.json: '{\"item\": \"jam\", \"qty\": 1}'\nexpect:\n  files:\n    out/receipt.txt: tea x2\n    out/other.txt: anything\n```\n\n## Without its file the read fails\n\n```yaml\nexpect:\n  status: failed\n  files: {out/receipt.txt: null}\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(d.path()).args(["test", "receipt.test.md"]));
+    assert_eq!(r.code, 1, "{r:?}");
+    let body: Vec<&str> = r.stdout.lines().collect();
+    let without_times: Vec<String> = body
+        .iter()
+        .map(|l| match l.rfind(" (") {
+            Some(i) if l.ends_with(" ms)") => l[..i].to_string(),
+            _ => l.to_string(),
+        })
+        .collect();
+    assert_eq!(
+        without_times[..6].join("\n"),
+        "receipt.test.md\n  ✓ A receipt is written\n  ✗ The wrong receipt fails\n      file `out/receipt.txt`: expected \"tea x2\", got \"jam x1\"\n      file `out/other.txt`: expected \"anything\", got no file\n  ✓ Without its file the read fails\n"
+            .trim_end(),
+        "{}",
+        r.stdout
+    );
+    // Nothing was written where the tests ran: each case had a folder of its own.
+    assert!(!d.path().join("out").exists());
+    // A fixture outside the case's folder is refused where it is written.
+    std::fs::write(
+        d.path().join("receipt.test.md"),
+        "## Escape\n\n```yaml\nfiles: {../x.txt: no}\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(d.path()).args(["test", "receipt.test.md"]));
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.starts_with("receipt.test.md:3:1: error: case `Escape`: `files`: `../x.txt` must be a path relative to the case's folder, without `..`"),
+        "{}",
+        r.stderr
     );
 }

@@ -13,6 +13,34 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Test file `f` and the workflow it tests, loaded; or every problem found.
+pub(super) fn load_test(
+    f: &Path,
+    registry: &Registry,
+) -> Result<(TestFile, Arc<Workflow>), Vec<Diagnostic>> {
+    let text = std::fs::read_to_string(f).map_err(|e| {
+        vec![Diagnostic::file_error(
+            &f.display().to_string(),
+            format!("cannot read: {e}"),
+        )]
+    })?;
+    let t = spec::parse(f, &text)?;
+    match crate::check::load::load_file(&t.workflow, registry) {
+        Ok(l) => Ok((t, Arc::new(l.workflow))),
+        Err(d) => {
+            let mut all = vec![Diagnostic::file_error(
+                &f.display().to_string(),
+                format!(
+                    "the workflow it tests, `{}`, does not load:",
+                    t.workflow.display()
+                ),
+            )];
+            all.extend(d);
+            Err(all)
+        }
+    }
+}
+
 pub fn test(paths: &[PathBuf], junit: Option<&Path>, live: bool) -> i32 {
     let started = Instant::now();
     let mut problems: Vec<Diagnostic> = Vec::new();
@@ -39,35 +67,9 @@ pub fn test(paths: &[PathBuf], junit: Option<&Path>, live: bool) -> i32 {
     let registry = Registry::standard();
     let mut loaded: Vec<(TestFile, Arc<Workflow>)> = Vec::new();
     for f in &files {
-        let text = match std::fs::read_to_string(f) {
-            Ok(t) => t,
-            Err(e) => {
-                problems.push(Diagnostic::file_error(
-                    &f.display().to_string(),
-                    format!("cannot read: {e}"),
-                ));
-                continue;
-            }
-        };
-        let t = match spec::parse(f, &text) {
-            Ok(t) => t,
-            Err(d) => {
-                problems.extend(d);
-                continue;
-            }
-        };
-        match crate::check::load::load_file(&t.workflow, &registry) {
-            Ok(l) => loaded.push((t, Arc::new(l.workflow))),
-            Err(d) => {
-                problems.push(Diagnostic::file_error(
-                    &f.display().to_string(),
-                    format!(
-                        "the workflow it tests, `{}`, does not load:",
-                        t.workflow.display()
-                    ),
-                ));
-                problems.extend(d);
-            }
+        match load_test(f, &registry) {
+            Ok(t) => loaded.push(t),
+            Err(d) => problems.extend(d),
         }
     }
     if !problems.is_empty() {
@@ -202,7 +204,7 @@ pub fn replay(run_id: &str, json: bool, store: &super::StoreArgs) -> i32 {
         }
     };
     let setup = setup_for(&wf, false);
-    let replayed = rt.block_on(crate::testing::run::run_mocked(&wf, &case, &setup));
+    let replayed = rt.block_on(crate::testing::run::run_mocked(&wf, &case, &setup, None));
     rt.block_on(setup.caps.mcp.shutdown());
     let (result, _) = match replayed {
         Ok(r) => r,
@@ -347,12 +349,13 @@ pub fn eval(file: &Path, dataset: &Path, metrics: &[String], min: Option<f64>, j
                     pos: crate::diag::Pos { line: 1, col: 1 },
                     inputs: c.inputs.clone(),
                     mocks: Vec::new(),
+                    files: Vec::new(),
                     expect: Default::default(),
                 };
                 tokio::spawn(async move {
                     let _slot = slots.acquire_owned().await;
                     let started = Instant::now();
-                    let r = crate::testing::run::run_mocked(&wf, &case, &setup).await;
+                    let r = crate::testing::run::run_mocked(&wf, &case, &setup, None).await;
                     (r.map(|(result, _)| result), started.elapsed())
                 })
             })

@@ -22,6 +22,12 @@ pub(super) fn validate(
     let templates = crate::template::Templates::new();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let env = environment(&cwd);
+    // A test file named is checked as one: its cases, and the workflow it tests.
+    let (tests, files): (Vec<PathBuf>, Vec<PathBuf>) = files
+        .iter()
+        .cloned()
+        .partition(|f| f.is_file() && crate::testing::spec::is_test_file(f));
+    let files = &files[..];
     let (found, mut errors) = discover(files, &registry);
     // (file, steps when it loaded, diagnostics)
     let mut entries: Vec<(PathBuf, Option<usize>, Vec<Diagnostic>)> = Vec::new();
@@ -68,8 +74,8 @@ pub(super) fn validate(
         }
     }
     let mut report = Vec::new();
-    let mut failed = entries.is_empty();
-    if entries.is_empty() {
+    let mut failed = entries.is_empty() && tests.is_empty();
+    if failed {
         eprintln!("error: no workflow files found");
     }
     for (f, steps, mut diags) in entries {
@@ -119,6 +125,34 @@ pub(super) fn validate(
         if let Some(r) = reports {
             entry["mcp_servers"] = json!(r);
         }
+        report.push(entry);
+    }
+    for t in &tests {
+        let (ok, entry) = match super::test::load_test(t, &registry) {
+            Ok((file, wf)) => {
+                let n = file.cases.len();
+                if !as_json {
+                    println!(
+                        "{}: ok ({n} case{} of {})",
+                        t.display(),
+                        plural(n),
+                        wf.source.name
+                    );
+                }
+                let entry = json!({"file": t, "ok": true, "diagnostics": [], "cases": n,
+                                   "workflow": file.workflow});
+                (true, entry)
+            }
+            Err(diags) => {
+                if !as_json {
+                    print_diagnostics(&diags);
+                    let n = diags.len();
+                    println!("{}: {n} error{}", t.display(), plural(n));
+                }
+                (false, json!({"file": t, "ok": false, "diagnostics": diags}))
+            }
+        };
+        failed |= !ok;
         report.push(entry);
     }
     if as_json {

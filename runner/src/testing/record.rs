@@ -57,6 +57,7 @@ pub fn case_of(wf: &Workflow, run: &RunRecord, steps: &[StepRow]) -> (Case, Vec<
         pos: crate::diag::Pos { line: 1, col: 1 },
         inputs: run.inputs.as_object().cloned().unwrap_or_default(),
         mocks,
+        files: Vec::new(),
         expect: Expect {
             status: Some(run.status),
             outputs,

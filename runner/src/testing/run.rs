@@ -7,8 +7,9 @@ use super::spec::Case;
 use crate::engine::{Engine, RunConfig, RunResult, RunStatus, WorkflowLoader};
 use crate::format::inputs::Supplied;
 use crate::format::model::Workflow;
-use marktoflow_steps::Capabilities;
+use marktoflow_steps::{Capabilities, Sandbox};
 use serde_json::{json, Map, Value};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,9 +39,15 @@ pub struct Setup {
 /// Runs `case` on `wf` and checks what it expects.
 pub async fn run_case(wf: &Workflow, case: &Case, setup: &Setup) -> Outcome {
     let started = Instant::now();
-    let failures = match run_mocked(wf, case, setup).await {
-        Ok((result, calls)) => check(case, &result, calls),
-        Err(problems) => problems,
+    let failures = match CaseFolder::for_case(case) {
+        Err(e) => vec![format!("files: {e}")],
+        Ok(folder) => {
+            let dir = folder.as_ref().map(|f| f.0.as_path());
+            match run_mocked(wf, case, setup, dir).await {
+                Ok((result, calls)) => check(case, &result, calls, dir),
+                Err(problems) => problems,
+            }
+        }
     };
     Outcome {
         case: case.name.clone(),
@@ -55,6 +62,7 @@ pub async fn run_mocked(
     wf: &Workflow,
     case: &Case,
     setup: &Setup,
+    folder: Option<&Path>,
 ) -> Result<(RunResult, Map<String, Value>), Vec<String>> {
     let supplied = case
         .inputs
@@ -67,9 +75,21 @@ pub async fn run_mocked(
             .collect::<Vec<_>>()
     })?;
     let mocks = Arc::new(CaseMocks::new(case.mocks.clone(), setup.live));
+    let mut caps = setup.caps.clone();
+    if let Some(f) = folder {
+        // The case's folder is its working folder, the one place it writes;
+        // the workflow's own folder stays readable (sub-workflows, scripts).
+        let old = &setup.caps.sandbox;
+        let reads = std::iter::once(f.to_path_buf())
+            .chain(old.read_roots.iter().cloned())
+            .collect();
+        let sandbox = Sandbox::new(f.to_path_buf(), reads, vec![f.to_path_buf()])
+            .protecting(old.protected.clone());
+        caps.sandbox = Arc::new(sandbox);
+    }
     let cfg = RunConfig {
         run_id: format!("test:{}", case.name),
-        caps: setup.caps.clone(),
+        caps,
         events: Arc::new(|_| {}),
         loader: Some(setup.loader.clone()),
         callers: Vec::new(),
@@ -86,8 +106,58 @@ pub async fn run_mocked(
     Ok((result, mocks.calls()))
 }
 
+/// A case's own folder, holding its `files:` (removed when dropped).
+struct CaseFolder(PathBuf);
+
+impl CaseFolder {
+    /// None when the case names no files, in or expected.
+    fn for_case(case: &Case) -> Result<Option<CaseFolder>, String> {
+        if case.files.is_empty() && case.expect.files.is_empty() {
+            return Ok(None);
+        }
+        let dir = std::env::temp_dir().join(format!("marktoflow-case-{}", uuid::Uuid::new_v4()));
+        let folder = CaseFolder(dir);
+        std::fs::create_dir_all(&folder.0).map_err(|e| e.to_string())?;
+        for (path, text) in &case.files {
+            let to = folder.0.join(super::spec::fixture_path(path)?);
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| format!("{path}: {e}"))?;
+            }
+            std::fs::write(&to, text).map_err(|e| format!("{path}: {e}"))?;
+        }
+        Ok(Some(folder))
+    }
+}
+
+impl Drop for CaseFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The files a case expects, as they are in its folder: path → text (null
+/// when there is none).
+fn files_in(case: &Case, dir: Option<&Path>) -> Map<String, Value> {
+    let Some(dir) = dir else {
+        return Map::new();
+    };
+    case.expect
+        .files
+        .keys()
+        .map(|path| {
+            let text = std::fs::read_to_string(dir.join(path)).ok();
+            (path.clone(), text.map_or(Value::Null, Value::String))
+        })
+        .collect()
+}
+
 /// The expectations `result` does not meet.
-fn check(case: &Case, result: &RunResult, calls: Map<String, Value>) -> Vec<String> {
+fn check(
+    case: &Case,
+    result: &RunResult,
+    calls: Map<String, Value>,
+    dir: Option<&Path>,
+) -> Vec<String> {
     let e = &case.expect;
     let mut failures = Vec::new();
     let error = result.error.as_ref().map(|f| match &f.step_name {
@@ -139,6 +209,28 @@ fn check(case: &Case, result: &RunResult, calls: Map<String, Value>) -> Vec<Stri
             failures.push(format!("step `{id}`: expected {want}, got {got}"));
         }
     }
+    let files = files_in(case, dir);
+    for (path, want) in &e.files {
+        let got = files.get(path).unwrap_or(&Value::Null);
+        let same = match (want, got) {
+            (Value::Null, got) => got.is_null(),
+            (Value::String(w), Value::String(g)) => w == g,
+            // A mapping or list: the file's JSON holds it.
+            (w, Value::String(g)) => serde_json::from_str::<Value>(g).is_ok_and(|v| holds(&v, w)),
+            _ => false,
+        };
+        if !same {
+            let shown = |v: &Value| match v {
+                Value::Null => "no file".to_string(),
+                other => other.to_string(),
+            };
+            failures.push(format!(
+                "file `{path}`: expected {}, got {}",
+                shown(want),
+                shown(got)
+            ));
+        }
+    }
     if !e.asserts.is_empty() {
         let ctx = json!({
             "status": result.status.as_str(),
@@ -146,6 +238,7 @@ fn check(case: &Case, result: &RunResult, calls: Map<String, Value>) -> Vec<Stri
             "steps": steps,
             "calls": calls,
             "error": error,
+            "files": files,
         });
         let templates = crate::template::Templates::new();
         for a in &e.asserts {

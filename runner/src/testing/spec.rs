@@ -27,6 +27,9 @@ pub struct Case {
     pub pos: Pos,
     pub inputs: Map<String, Value>,
     pub mocks: Vec<Mock>,
+    /// Files the case's run finds (path relative to a folder of its own,
+    /// which is then its working folder and where it may write) → text.
+    pub files: Vec<(String, String)>,
     pub expect: Expect,
 }
 
@@ -53,13 +56,17 @@ pub struct Expect {
     pub steps: Map<String, Value>,
     /// Text the run's error must contain.
     pub error: Option<String>,
-    /// Conditions over `outputs`, `steps`, `calls`, `status`, `error`.
+    /// Conditions over `outputs`, `steps`, `calls`, `status`, `error`,
+    /// `files`.
     pub asserts: Vec<String>,
+    /// Files in the case's folder after the run: path → its text (JSON
+    /// for a mapping or list: compared as JSON), or null: not there.
+    pub files: Map<String, Value>,
 }
 
-const CASE_KEYS: &[&str] = &["inputs", "mocks", "expect"];
+const CASE_KEYS: &[&str] = &["inputs", "mocks", "files", "expect"];
 const MOCK_KEYS: &[&str] = &["step", "action", "when", "returns", "fails"];
-const EXPECT_KEYS: &[&str] = &["status", "outputs", "steps", "error", "assert"];
+const EXPECT_KEYS: &[&str] = &["status", "outputs", "steps", "error", "assert", "files"];
 const FRONT_KEYS: &[&str] = &["test"];
 
 /// The workflow a test file tests when its frontmatter does not say:
@@ -183,17 +190,59 @@ fn case_of(block: &Block, i: usize) -> Result<Case, String> {
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(format!("{place}: `mocks` must be a list")),
     };
+    let files = match m.get("files") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Object(f)) => f
+            .iter()
+            .map(|(path, content)| {
+                fixture_path(path).map_err(|e| format!("{place}: `files`: {e}"))?;
+                let text = match content {
+                    Value::String(s) => s.clone(),
+                    other => serde_json::to_string_pretty(other).unwrap_or_default(),
+                };
+                Ok((path.clone(), text))
+            })
+            .collect::<Result<_, String>>()?,
+        Some(_) => {
+            return Err(format!(
+                "{place}: `files` must map paths to their text (`notes/a.md: \"# A\"`)"
+            ))
+        }
+    };
     let expect = match m.get("expect") {
         None | Some(Value::Null) => Expect::default(),
         Some(v) => expect_of(v).map_err(|e| format!("{place}: `expect`: {e}"))?,
     };
+    for path in expect.files.keys() {
+        fixture_path(path).map_err(|e| format!("{place}: `expect.files`: {e}"))?;
+    }
     Ok(Case {
         name,
         pos: block.fence,
         inputs,
         mocks,
+        files,
         expect,
     })
+}
+
+/// A fixture's path: relative, and inside the case's folder.
+pub fn fixture_path(path: &str) -> Result<&Path, String> {
+    let p = Path::new(path);
+    let inside = !path.is_empty()
+        && p.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        });
+    if inside {
+        Ok(p)
+    } else {
+        Err(format!(
+            "`{path}` must be a path relative to the case's folder, without `..`"
+        ))
+    }
 }
 
 fn mock_of(v: &Value) -> Result<Mock, String> {
@@ -282,6 +331,7 @@ fn expect_of(v: &Value) -> Result<Expect, String> {
             Some(_) => return Err("`error` is text the run's error must contain".into()),
         },
         asserts,
+        files: map("files")?,
     })
 }
 
