@@ -1400,3 +1400,50 @@ fn a_run_executing_on_one_server_is_paused_and_resumed_through_another() {
         .get(0);
     assert_eq!(asked, 0, "the pause was taken and dropped");
 }
+
+#[test]
+fn a_workflows_daily_budget_counts_its_runs_on_the_shared_store() {
+    let Some(pg) = Postgres::start() else { return };
+    let d = tempdir();
+    let llm = crate::testing::spending_llm();
+    // Each run's one call takes 1,000 tokens; the day allows 2,000.
+    std::fs::write(
+        d.path().join("daily.md"),
+        "---\nworkflow: {id: daily}\ntools:\n  agent: {sdk: anthropic, options: {model: house-model}}\nbudget:\n  daily_tokens: 2000\n  prices: {house-model: {input: 3.0, output: 15.0}}\n---\n\n```yaml\nid: ask\naction: agent.run\ninputs: {prompt: one}\n```\n",
+    )
+    .unwrap();
+    let go = || {
+        crate::support::run(
+            Command::new(bin())
+                .current_dir(d.path())
+                .args(["run", "daily.md", "--json", "--quiet", "--store", &pg.url])
+                .env("MARKTOFLOW_HOME", d.path().join(".home"))
+                .env("ANTHROPIC_BASE_URL", &llm.base)
+                .env("ANTHROPIC_API_KEY", "k"),
+        )
+    };
+    let first = go();
+    assert_eq!(first.code, 0, "{first:?}");
+    assert_eq!(go().code, 0);
+    let third = go();
+    assert_eq!(third.code, 1, "{third:?}");
+    let message = third.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.starts_with(
+            "the workflow's daily budget of 2000 tokens would be passed: 2000 tokens today spent"
+        ),
+        "{message}"
+    );
+    assert_eq!(llm.requests().len(), 2, "the third run's call was not made");
+    // What a run spent is kept with its step in PostgreSQL.
+    let store = PgStore::open(&pg.url, opts(false, 10_000)).unwrap();
+    let id = first.json()["run_id"].as_str().unwrap().to_string();
+    let steps = store.steps_of(&id).unwrap();
+    assert_eq!(
+        serde_json::to_value(&steps[0].usage).unwrap(),
+        json!({"input_tokens": 900, "output_tokens": 100, "calls": 1, "cost_usd": 0.0042, "model": "house-model"})
+    );
+}

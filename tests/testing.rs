@@ -279,7 +279,7 @@ fn a_staged_run_makes_its_reads_and_lists_the_writes_it_held_back() {
 }
 
 /// A fake LLM whose every reply says it took 900 tokens in and 100 out.
-fn spending_llm() -> crate::fake_llm::FakeLlm {
+pub(crate) fn spending_llm() -> crate::fake_llm::FakeLlm {
     use crate::fake_llm::{FakeLlm, RAW};
     FakeLlm::start(std::sync::Arc::new(|_| {
         (
