@@ -13,34 +13,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Test file `f` and the workflow it tests, loaded; or every problem found.
-pub(super) fn load_test(
-    f: &Path,
-    registry: &Registry,
-) -> Result<(TestFile, Arc<Workflow>), Vec<Diagnostic>> {
-    let text = std::fs::read_to_string(f).map_err(|e| {
-        vec![Diagnostic::file_error(
-            &f.display().to_string(),
-            format!("cannot read: {e}"),
-        )]
-    })?;
-    let t = spec::parse(f, &text)?;
-    match crate::check::load::load_file(&t.workflow, registry) {
-        Ok(l) => Ok((t, Arc::new(l.workflow))),
-        Err(d) => {
-            let mut all = vec![Diagnostic::file_error(
-                &f.display().to_string(),
-                format!(
-                    "the workflow it tests, `{}`, does not load:",
-                    t.workflow.display()
-                ),
-            )];
-            all.extend(d);
-            Err(all)
-        }
-    }
-}
-
 pub fn test(paths: &[PathBuf], junit: Option<&Path>, live: bool) -> i32 {
     let started = Instant::now();
     let mut problems: Vec<Diagnostic> = Vec::new();
@@ -67,7 +39,7 @@ pub fn test(paths: &[PathBuf], junit: Option<&Path>, live: bool) -> i32 {
     let registry = Registry::standard();
     let mut loaded: Vec<(TestFile, Arc<Workflow>)> = Vec::new();
     for f in &files {
-        match load_test(f, &registry) {
+        match spec::load(f, &registry) {
             Ok(t) => loaded.push(t),
             Err(d) => problems.extend(d),
         }

@@ -128,7 +128,7 @@ pub(super) fn validate(
         report.push(entry);
     }
     for t in &tests {
-        let (ok, entry) = match super::test::load_test(t, &registry) {
+        let (ok, entry) = match crate::testing::spec::load(t, &registry) {
             Ok((file, wf)) => {
                 let n = file.cases.len();
                 if !as_json {

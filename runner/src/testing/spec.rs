@@ -84,6 +84,34 @@ pub fn is_test_file(path: &Path) -> bool {
         .is_some_and(|n| n.ends_with(".test.md"))
 }
 
+/// Test file `f` and the workflow it tests, loaded; or every problem found.
+pub fn load(
+    f: &Path,
+    registry: &marktoflow_steps::Registry,
+) -> Result<(TestFile, std::sync::Arc<crate::format::model::Workflow>), Vec<Diagnostic>> {
+    let text = std::fs::read_to_string(f).map_err(|e| {
+        vec![Diagnostic::file_error(
+            &f.display().to_string(),
+            format!("cannot read: {e}"),
+        )]
+    })?;
+    let t = parse(f, &text)?;
+    match crate::check::load::load_file(&t.workflow, registry) {
+        Ok(l) => Ok((t, std::sync::Arc::new(l.workflow))),
+        Err(d) => {
+            let mut all = vec![Diagnostic::file_error(
+                &f.display().to_string(),
+                format!(
+                    "the workflow it tests, `{}`, does not load:",
+                    t.workflow.display()
+                ),
+            )];
+            all.extend(d);
+            Err(all)
+        }
+    }
+}
+
 /// Reads the test file `path` (`text`): its cases, or every problem found,
 /// positioned.
 pub fn parse(path: &Path, text: &str) -> Result<TestFile, Vec<Diagnostic>> {
