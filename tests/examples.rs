@@ -172,13 +172,13 @@ fn every_example_and_bundled_workflow_has_tests_that_pass_with_no_key_and_no_net
     assert_eq!(r.code, 0, "{r:?}");
     let summary = r.stdout.lines().last().unwrap_or_default().to_string();
     assert!(
-        summary.starts_with("41 passed, 0 failed (41 cases in 34 files) in "),
+        summary.starts_with("42 passed, 0 failed (42 cases in 34 files) in "),
         "{}",
         r.stdout
     );
     let xml = std::fs::read_to_string(&report).unwrap();
     assert!(
-        xml.contains("<testsuites name=\"marktoflow test\" tests=\"41\" failures=\"0\">"),
+        xml.contains("<testsuites name=\"marktoflow test\" tests=\"42\" failures=\"0\">"),
         "{xml}"
     );
 }
