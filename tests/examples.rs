@@ -24,6 +24,8 @@ fn expected(name: &str) -> Option<Value> {
             "optional_status": "failed"
         }),
         "agent.md" => json!({"summary": "Apollo ships mid-December."}),
+        // Against the fake GitHub and Slack of `every_example_runs`.
+        "integrations.md" => json!({"count": 1, "ts": "1700000000.1"}),
         "structured.md" => json!({"deadline": "2026-12-15", "owner": "John Carter"}),
         "collections.md" => {
             json!({"billed": ["tea", "scone"], "grand_total": 13, "top": "tea", "units": 5, "out_of_stock": ["scone"]})
@@ -107,11 +109,30 @@ fn every_example_runs() {
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     assert!(names.len() >= 6, "{names:?}");
+    // GitHub and Slack for `integrations.md`, as their APIs answer.
+    let services = crate::fake_service::FakeService::start(Arc::new(|hit, _| {
+        let body = if hit.path.starts_with("/github/repos/acme/app/pulls") {
+            serde_json::json!([{"number": 7, "title": "Fix login"}])
+        } else {
+            serde_json::json!({"ok": true, "channel": "C1", "ts": "1700000000.1"})
+        };
+        (200, Vec::new(), body.to_string())
+    }));
     for name in &names {
         let r = run(cmd(&repo())
             .args(["run", &format!("examples/{name}"), "--json", "--quiet"])
             .env("ANTHROPIC_BASE_URL", &llm.base)
-            .env("ANTHROPIC_API_KEY", "test-key"));
+            .env("ANTHROPIC_API_KEY", "test-key")
+            .env(
+                "MARKTOFLOW_GITHUB_BASE_URL",
+                format!("{}/github", services.base),
+            )
+            .env(
+                "MARKTOFLOW_SLACK_BASE_URL",
+                format!("{}/slack", services.base),
+            )
+            .env("GITHUB_TOKEN", "ghp-example")
+            .env("SLACK_BOT_TOKEN", "xoxb-example"));
         assert_eq!(r.code, 0, "{name}: {r:?}");
         // A run that waits for a person goes on once answered.
         let r = if r.json()["status"] == "waiting" {
@@ -172,13 +193,13 @@ fn every_example_and_bundled_workflow_has_tests_that_pass_with_no_key_and_no_net
     assert_eq!(r.code, 0, "{r:?}");
     let summary = r.stdout.lines().last().unwrap_or_default().to_string();
     assert!(
-        summary.starts_with("42 passed, 0 failed (42 cases in 34 files) in "),
+        summary.starts_with("43 passed, 0 failed (43 cases in 35 files) in "),
         "{}",
         r.stdout
     );
     let xml = std::fs::read_to_string(&report).unwrap();
     assert!(
-        xml.contains("<testsuites name=\"marktoflow test\" tests=\"42\" failures=\"0\">"),
+        xml.contains("<testsuites name=\"marktoflow test\" tests=\"43\" failures=\"0\">"),
         "{xml}"
     );
 }

@@ -2,11 +2,9 @@
 //! and Ollama formats and records what it was asked. It stands in for the
 //! paid providers only.
 
+use crate::fake_service::{FakeService, Hit};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::thread;
 
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -58,82 +56,40 @@ pub struct FakeLlm {
 impl FakeLlm {
     /// Starts a server whose replies come from `reply(request) → (status, text)`.
     pub fn start(reply: Reply) -> FakeLlm {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-        let base = format!("http://{}", listener.local_addr().unwrap());
         let requests: Arc<Mutex<Vec<Request>>> = Arc::default();
         let rec = requests.clone();
-        thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let rec = rec.clone();
-                let reply = reply.clone();
-                thread::spawn(move || {
-                    let _ = serve(stream, &rec, &reply);
-                });
-            }
-        });
-        FakeLlm { base, requests }
+        let service = FakeService::start(Arc::new(move |hit: &Hit, _| {
+            let req = Request {
+                path: hit.path.clone(),
+                headers: hit.headers.clone(),
+                body: hit.json(),
+            };
+            rec.lock().unwrap().push(req.clone());
+            let path = &req.path;
+            // Model lists (`GET /models`, Ollama's `/api/tags`) need no reply.
+            let (status, text) = if path.ends_with("/models") || path.ends_with("/api/tags") {
+                (200, String::new())
+            } else {
+                reply(&req)
+            };
+            let (status, payload) = if status == RAW {
+                (
+                    200,
+                    serde_json::from_str(&text).expect("a RAW reply is JSON"),
+                )
+            } else {
+                (status, shaped(path, &req, status, text))
+            };
+            (status, Vec::new(), payload.to_string())
+        }));
+        FakeLlm {
+            base: service.base.clone(),
+            requests,
+        }
     }
 
     pub fn requests(&self) -> Vec<Request> {
         self.requests.lock().unwrap().clone()
-    }
-}
-
-fn serve(mut stream: TcpStream, rec: &Mutex<Vec<Request>>, reply: &Reply) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Ok(());
-        }
-        let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
-        let mut headers = Vec::new();
-        let mut len = 0usize;
-        loop {
-            let mut h = String::new();
-            reader.read_line(&mut h)?;
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-                headers.push((k.trim().to_string(), v.trim().to_string()));
-            }
-        }
-        let mut body = vec![0; len];
-        reader.read_exact(&mut body)?;
-        let req = Request {
-            path: path.clone(),
-            headers,
-            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-        };
-        rec.lock().unwrap().push(req.clone());
-        // Model lists (`GET /models`, Ollama's `/api/tags`) need no reply.
-        let (status, text) = if path.ends_with("/models") || path.ends_with("/api/tags") {
-            (200, String::new())
-        } else {
-            reply(&req)
-        };
-        let (status, payload) = if status == RAW {
-            (
-                200,
-                serde_json::from_str(&text).expect("a RAW reply is JSON"),
-            )
-        } else {
-            (status, shaped(&path, &req, status, text))
-        };
-        let body = payload.to_string();
-        let reason = if status == 200 { "OK" } else { "Error" };
-        write!(
-            stream,
-            "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )?;
-        stream.flush()?;
     }
 }
 

@@ -2,6 +2,7 @@
 //! fake LLM server on 127.0.0.1 standing in for the paid providers.
 
 mod fake_llm;
+mod fake_service;
 mod support;
 
 mod agent;
@@ -16,6 +17,7 @@ mod examples;
 mod flagship;
 mod fuzz;
 mod graph;
+mod integrations;
 mod local_model;
 mod mcp;
 mod memory;

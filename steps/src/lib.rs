@@ -13,6 +13,7 @@
 pub mod agent;
 pub mod builtin;
 pub mod core;
+pub mod integrations;
 pub mod mcp;
 pub mod memory;
 pub mod registry;

@@ -167,6 +167,16 @@ impl Registry {
         for (sdk, _) in crate::agent::SDKS {
             by_sdk.insert(sdk, (ActionKind::Agent, agent.clone()));
         }
+        // Service integrations, declared as data (bundled and the project's).
+        for service in crate::integrations::services() {
+            let act: Arc<dyn Action> = Arc::new(crate::integrations::IntegrationAction {
+                service: service.clone(),
+            });
+            for sdk in &service.sdks {
+                let sdk: &'static str = Box::leak(sdk.clone().into_boxed_str());
+                by_sdk.insert(sdk, (ActionKind::Network, act.clone()));
+            }
+        }
         Registry { by_sdk }
     }
 
@@ -305,7 +315,7 @@ pub fn unsupported_sdk<'a>(
                 "tool `{tool_name}` uses sdk `{sdk}` ({what}), an integration of the TypeScript marktoflow that this runner does not ship"
             ),
             hint: Some(
-                "call the service's REST API with `http.request` (the token from the environment: `headers: {Authorization: 'Bearer {{ env.TOKEN }}'}`); docs/compatibility.md lists every integration and its replacement".into(),
+                "declare the service as an integration (a YAML file in `.marktoflow/integrations/`: docs/reference.md, \"Writing an integration\"), or call its REST API with `http.request` (the token from the environment: `headers: {Authorization: 'Bearer {{ env.TOKEN }}'}`); docs/compatibility.md lists every integration".into(),
             ),
             unsupported_tool: Some(tool_name.to_string()),
         };
@@ -417,16 +427,29 @@ mod tests {
     #[test]
     fn a_peer_integration_is_named_with_what_to_do_instead() {
         let tools = vec![ToolConfig {
+            name: "tasks".into(),
+            sdk: "asana".into(),
+            ..Default::default()
+        }];
+        let e = Registry::standard()
+            .resolve("tasks.createTask", &tools)
+            .unwrap_err();
+        assert!(e.message.contains("(Asana)"), "{e:?}");
+        assert_eq!(e.unsupported_tool.as_deref(), Some("tasks"));
+        assert!(e.hint.unwrap().contains("http.request"));
+        // One the bundled integrations cover resolves to its method.
+        let tools = vec![ToolConfig {
             name: "gh".into(),
             sdk: "@octokit/rest".into(),
             ..Default::default()
         }];
-        let e = Registry::standard()
+        let r = Registry::standard()
             .resolve("gh.pulls.list", &tools)
-            .unwrap_err();
-        assert!(e.message.contains("(GitHub)"), "{e:?}");
-        assert_eq!(e.unsupported_tool.as_deref(), Some("gh"));
-        assert!(e.hint.unwrap().contains("http.request"));
+            .unwrap();
+        assert_eq!(
+            (r.kind, r.spec.name()),
+            (ActionKind::Network, "github.pulls.list".to_string())
+        );
         // HTTP client libraries are the built-in `http`.
         let tools = vec![ToolConfig {
             name: "api".into(),

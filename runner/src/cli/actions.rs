@@ -19,7 +19,14 @@ pub enum Shape {
 pub fn print(name: Option<&str>, shape: Shape) -> i32 {
     let registry = Registry::standard();
     let catalog = registry.catalog();
+    // A family's name (`slack`) lists its actions.
+    let family: Vec<&Spec> = match name {
+        Some(n) if !n.contains('.') => catalog.iter().copied().filter(|s| s.tool == n).collect(),
+        _ => Vec::new(),
+    };
+    let name = name.filter(|_| family.is_empty());
     let chosen: Vec<&Spec> = match name {
+        None if !family.is_empty() => family,
         None => catalog.clone(),
         Some(n) => match registry.spec(n) {
             Some(s) => vec![s],
@@ -82,7 +89,7 @@ pub fn markdown(specs: &[&Spec]) -> String {
             out.push_str(&format!("\n## `{family}.*`\n"));
         }
         out.push_str(&format!("\n### `{}`\n\n{}\n\n", s.name(), cell(s.doc)));
-        if s.extra == Extra::Open {
+        if s.extra == Extra::Open && s.inputs.is_empty() {
             out.push_str("Inputs: any mapping.\n");
         } else if s.inputs.is_empty() {
             out.push_str("Inputs: none.\n");
@@ -108,6 +115,9 @@ pub fn markdown(specs: &[&Spec]) -> String {
                     i.name,
                     types.join(" \\| ")
                 ));
+            }
+            if s.extra == Extra::Open {
+                out.push_str("\nOther inputs are passed on as they are.\n");
             }
         }
         out.push_str(&format!("\nReturns: {}\n", cell(s.returns)));
@@ -156,7 +166,8 @@ fn input_names(s: &Spec) -> String {
         })
         .collect();
     match (names.is_empty(), s.extra) {
-        (_, Extra::Open) => "any mapping".into(),
+        (true, Extra::Open) => "any mapping".into(),
+        (false, Extra::Open) => format!("{}, …", names.join(", ")),
         (true, _) => "none".into(),
         _ => names.join(", "),
     }
@@ -176,7 +187,7 @@ fn summary(s: &Spec) -> String {
 /// One action in full: every input with its type, default, values and doc.
 pub fn detail(s: &Spec) -> String {
     let mut out = format!("{} — {}\n\n", s.name(), s.doc);
-    if s.extra == Extra::Open {
+    if s.extra == Extra::Open && s.inputs.is_empty() {
         out.push_str("inputs: any mapping\n");
     } else if s.inputs.is_empty() {
         out.push_str("inputs: none\n");
@@ -202,6 +213,9 @@ pub fn detail(s: &Spec) -> String {
             }
             out.push_str(&line);
             out.push('\n');
+        }
+        if s.extra == Extra::Open {
+            out.push_str("  (other inputs are passed on as they are)\n");
         }
     }
     out.push_str(&format!("returns: {}\n", s.returns));
@@ -241,7 +255,18 @@ mod tests {
             .map_or(doc.len(), |e| start + e);
         let chapter = &doc[start..end];
         let mut missing = Vec::new();
+        // An integration's methods are documented by its declaration (in
+        // docs/actions.md); the reference names the service.
+        let services = marktoflow_steps::integrations::services();
+        for s in services {
+            if !chapter.contains(&format!("`{}.*`", s.name)) {
+                missing.push(format!("the integration `{}.*` is not named", s.name));
+            }
+        }
         for spec in Registry::standard().catalog() {
+            if services.iter().any(|s| s.name == spec.tool) {
+                continue;
+            }
             let name = format!("`{}`", spec.name());
             // Where it is introduced: a heading or a table row naming it, else
             // its first mention.

@@ -106,6 +106,16 @@ pub fn main() -> i32 {
     } else {
         None
     };
+    // The project's own integrations, beside the bundled ones.
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let mut dirs = vec![cwd.join(".marktoflow").join("integrations")];
+    if let Some(more) = std::env::var_os("MARKTOFLOW_INTEGRATIONS") {
+        dirs.extend(std::env::split_paths(&more));
+    }
+    marktoflow_steps::integrations::set_user_dirs(dirs);
+    for (file, why) in marktoflow_steps::integrations::load_errors() {
+        eprintln!("warning: integration `{file}` is not loaded: {why}");
+    }
     let code = dispatch(cli);
     if let Some(t) = telemetry {
         t.shutdown();

@@ -200,7 +200,7 @@ type Exchange = (
 /// non-GET, become GET without a body; 307/308 keep both), each hop's host
 /// checked against the allowed hosts before it is contacted. The outer
 /// error refuses the request; the inner one is the transport's.
-async fn send(
+pub(crate) async fn send(
     call: &Call<'_>,
     method: &Method,
     url: &reqwest::Url,
@@ -336,7 +336,7 @@ fn build_url(a: &Args, options: Option<&Map<String, Value>>) -> Result<reqwest::
 }
 
 /// The URL without credentials, for messages.
-fn shown_url(url: &reqwest::Url) -> String {
+pub(crate) fn shown_url(url: &reqwest::Url) -> String {
     let mut u = url.clone();
     let _ = u.set_password(None);
     let _ = u.set_username("");
@@ -386,7 +386,7 @@ fn response_value(
     )
 }
 
-fn snippet(body: &Value) -> String {
+pub(crate) fn snippet(body: &Value) -> String {
     let text = display(body);
     let text = text.trim();
     match text.char_indices().nth(200) {
