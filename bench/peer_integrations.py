@@ -42,6 +42,9 @@ EXAMPLES = {
     "tests/control-flow/parallel-fetch.md": {"jira_project": "OPS", "github_repo": "acme/app"},
     "tests/sub-workflows/common/send-notification.md": {"channel": "#ops", "message": "hi"},
     "tests/sub-workflows/user-onboarding.md": {"username": "ann", "email": "ann@example.com"},
+    "gmail-notification/workflow.md": {"to": "ann@example.com", "subject": "Hi", "body": "Hello"},
+    "oauth-refresh-demo/workflow.md": {"recipient": "ann@example.com"},
+    "google-docs-create/workflow.md": {"title": "Notes", "content": "Hello", "add_content": True},
 }
 
 HITS = []
@@ -97,6 +100,16 @@ def reply_for(service, method, path, body):
             return 200, {"range": "Sheet1!A1:C3", "values": [["name", "amount", "status"], ["a", "10", "paid"],
                                                               ["b", "5", "open"]]}
         return 200, {"spreadsheetId": "S1", "updatedCells": 3}
+    if service == "gmail":
+        if path == "/token":
+            return 200, {"access_token": "ya29.fake", "expires_in": 3600}
+        return 200, {"id": "m1", "threadId": "t1", "labelIds": ["SENT"]}
+    if service == "docs":
+        if path == "/token":
+            return 200, {"access_token": "ya29.fake", "expires_in": 3600}
+        if path == "/v1/documents":
+            return 200, {"documentId": "D1", "title": (body or {}).get("title", "")}
+        return 200, {"documentId": "D1", "replies": [{}]}
     if service == "anthropic":
         return 200, {"id": "msg", "type": "message", "role": "assistant", "model": (body or {}).get("model", "m"),
                      "content": [{"type": "text", "text": "Looks good. Nothing to change."}],
@@ -110,6 +123,8 @@ AUTH = {
     "jira": lambda h: h.get("authorization", "").startswith("Basic "),
     "pagerduty": lambda h: h.get("authorization", "").startswith("Token token="),
     "sheets": lambda h: True,
+    "gmail": lambda h: h.get("authorization", "") == "Bearer ya29.fake",
+    "docs": lambda h: h.get("authorization", "") == "Bearer ya29.fake",
     "telegram": lambda h: True,
     "anthropic": lambda h: bool(h.get("x-api-key")),
 }
@@ -133,9 +148,9 @@ class Handler(BaseHTTPRequestHandler):
                 body = raw.decode("utf-8", "replace")
         HITS.append((service, self.command, path))
         check = AUTH.get(service)
-        if check and not (service == "sheets" and path == "/token") and not check(headers):
+        if check and path != "/token" and not check(headers):
             PROBLEMS.append(f"{service} {self.command} {path}: no auth header as the API asks")
-        if self.command in ("POST", "PUT", "PATCH") and raw and service not in ("sheets",) and \
+        if self.command in ("POST", "PUT", "PATCH") and raw and path != "/token" and \
                 not headers.get("content-type", "").startswith("application/json"):
             PROBLEMS.append(f"{service} {self.command} {path}: body is not JSON")
         status, out = reply_for(service, self.command, path, body if isinstance(body, dict) else None)
@@ -173,6 +188,10 @@ def main():
         "MARKTOFLOW_PAGERDUTY_BASE_URL": f"{base}/pagerduty",
         "MARKTOFLOW_SHEETS_BASE_URL": f"{base}/sheets/v4",
         "MARKTOFLOW_SHEETS_TOKEN_URL": f"{base}/sheets/token",
+        "MARKTOFLOW_GMAIL_BASE_URL": f"{base}/gmail/gmail/v1",
+        "MARKTOFLOW_GMAIL_TOKEN_URL": f"{base}/gmail/token",
+        "MARKTOFLOW_DOCS_BASE_URL": f"{base}/docs/v1",
+        "MARKTOFLOW_DOCS_TOKEN_URL": f"{base}/docs/token",
         "ANTHROPIC_BASE_URL": f"{base}/anthropic",
         "ANTHROPIC_API_KEY": "fake-key",
         "SLACK_BOT_TOKEN": "xoxb-fake", "GITHUB_TOKEN": "ghp_fake", "TELEGRAM_BOT_TOKEN": "123:fake",

@@ -449,3 +449,62 @@ fn google_sheets_exchanges_its_refresh_token_and_sends_the_request_body() {
     );
     assert_eq!(hits[2].json(), json!({"values": [["rows", 2]]}));
 }
+
+#[test]
+fn gmail_sends_a_built_message_and_docs_appends_through_a_body_template() {
+    let d = tempdir();
+    let svc = FakeService::start(Arc::new(|hit: &Hit, _| {
+        match (hit.method.as_str(), hit.path.as_str()) {
+            ("POST", "/token") => ok(json!({"access_token": "ya29.g", "expires_in": 3600})),
+            ("POST", "/gmail/users/me/messages/send") => {
+                ok(json!({"id": "m1", "threadId": "t1", "labelIds": ["SENT"]}))
+            }
+            ("POST", "/docs/documents") => {
+                ok(json!({"documentId": "D1", "title": hit.json()["title"]}))
+            }
+            ("POST", "/docs/documents/D1:batchUpdate") => {
+                ok(json!({"documentId": "D1", "replies": [{}]}))
+            }
+            _ => (
+                404,
+                Vec::new(),
+                json!({"error": {"message": "not found"}}).to_string(),
+            ),
+        }
+    }));
+    std::fs::write(
+        d.path().join("g.md"),
+        "---\nworkflow: {id: g}\ntools:\n  gmail: {sdk: google-gmail, auth: {client_id: c, client_secret: s, refresh_token: r}}\n  docs: {sdk: google-docs, auth: {client_id: c, client_secret: s, refresh_token: r}}\n---\n\n```yaml\nid: mail\naction: gmail.sendEmail\ninputs: {to: [ann@example.com, bob@example.com], subject: Weekly notes, body: '<b>Done</b>', isHtml: true}\n```\n\n```yaml\nid: doc\naction: docs.createDocument\ninputs: {title: Notes}\n```\n\n```yaml\nid: add\naction: docs.appendText\ninputs: {documentId: '{{ steps.doc.output.documentId }}', text: 'Sent {{ steps.mail.output.id }}'}\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(d.path())
+        .args(["run", "g.md", "--json", "--quiet"])
+        .env("MARKTOFLOW_GMAIL_BASE_URL", format!("{}/gmail", svc.base))
+        .env("MARKTOFLOW_DOCS_BASE_URL", format!("{}/docs", svc.base))
+        .env("MARKTOFLOW_GMAIL_TOKEN_URL", format!("{}/token", svc.base))
+        .env("MARKTOFLOW_DOCS_TOKEN_URL", format!("{}/token", svc.base)));
+    assert_eq!(r.code, 0, "{r:?}");
+    let hits = svc.hits();
+    let mail = hits.iter().find(|h| h.path.ends_with("/send")).unwrap();
+    use base64::Engine as _;
+    let raw = mail.json()["raw"].as_str().unwrap().to_string();
+    let message = String::from_utf8(
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(raw)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        message,
+        "To: ann@example.com, bob@example.com\r\nSubject: =?UTF-8?B?V2Vla2x5IG5vdGVz?=\r\nMIME-Version: 1.0\r\nContent-Type: text/html; charset=UTF-8\r\nContent-Transfer-Encoding: base64\r\n\r\nPGI+RG9uZTwvYj4="
+    );
+    assert_eq!(mail.header("authorization"), Some("Bearer ya29.g"));
+    let append = hits
+        .iter()
+        .find(|h| h.path.ends_with(":batchUpdate"))
+        .unwrap();
+    assert_eq!(
+        append.json(),
+        json!({"requests": [{"insertText": {"text": "Sent m1", "endOfSegmentLocation": {}}}]})
+    );
+}

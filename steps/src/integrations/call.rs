@@ -267,9 +267,13 @@ impl Request {
         );
         let mut query: Vec<(String, String)> = Vec::new();
         let mut body = Map::new();
-        let whole_body = m.body_input.as_ref().and_then(|k| inputs.remove(k));
+        let whole_body = match &m.body_template {
+            Some(t) => Some(super::template::render(t, &mut inputs)?),
+            None => m.body_input.as_ref().and_then(|k| inputs.remove(k)),
+        };
+        let body_given = m.body_input.is_some() || m.body_template.is_some();
         for (k, v) in inputs {
-            if !has_body || m.query.contains(&k) || m.body_input.is_some() {
+            if !has_body || m.query.contains(&k) || body_given {
                 if !v.is_null() {
                     query.push((k, query_text(&v)));
                 }

@@ -98,6 +98,10 @@ struct MethodDecl {
     /// query (googleapis' `requestBody`).
     #[serde(default)]
     body_input: Option<String>,
+    /// The body, with `{inputs.NAME}` filled in (see [`super::template`]);
+    /// the inputs it names are not sent otherwise.
+    #[serde(default)]
+    body_template: Option<serde_json::Value>,
     #[serde(default)]
     paginate: Option<Paginate>,
     #[serde(default)]
@@ -184,6 +188,7 @@ pub struct Method {
     pub form: bool,
     pub wrap: Option<String>,
     pub body_input: Option<String>,
+    pub body_template: Option<serde_json::Value>,
     pub paginate: Option<Paginate>,
 }
 
@@ -331,6 +336,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Service, String> {
                 form,
                 wrap: m.wrap.clone(),
                 body_input: m.body_input.clone(),
+                body_template: m.body_template.clone(),
                 paginate: m.paginate.clone(),
             },
         );

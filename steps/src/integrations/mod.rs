@@ -9,6 +9,7 @@
 mod call;
 pub mod decl;
 mod oauth;
+mod template;
 mod values;
 
 pub use call::IntegrationAction;
@@ -20,7 +21,9 @@ use std::sync::{Arc, OnceLock};
 /// The bundled declarations: (file name, text).
 const BUNDLED: &[(&str, &str)] = &[
     ("discord.yaml", include_str!("bundled/discord.yaml")),
+    ("docs.yaml", include_str!("bundled/docs.yaml")),
     ("github.yaml", include_str!("bundled/github.yaml")),
+    ("gmail.yaml", include_str!("bundled/gmail.yaml")),
     ("jira.yaml", include_str!("bundled/jira.yaml")),
     ("linear.yaml", include_str!("bundled/linear.yaml")),
     ("notion.yaml", include_str!("bundled/notion.yaml")),
