@@ -508,3 +508,81 @@ fn gmail_sends_a_built_message_and_docs_appends_through_a_body_template() {
         json!({"requests": [{"insertText": {"text": "Sent m1", "endOfSegmentLocation": {}}}]})
     );
 }
+
+#[test]
+fn an_openapi_documents_operations_are_a_services_methods() {
+    let d = tempdir();
+    let svc = FakeService::start(Arc::new(|hit: &Hit, _| {
+        match (hit.method.as_str(), hit.path.as_str()) {
+            ("GET", "/v2/pets?limit=2") => {
+                ok(json!([{"id": 1, "name": "Rex"}, {"id": 2, "name": "Tom"}]))
+            }
+            ("POST", "/v2/pets") => (
+                201,
+                Vec::new(),
+                json!({"id": 3, "name": hit.json()["name"]}).to_string(),
+            ),
+            ("GET", "/v2/pets/3") => ok(json!({"id": 3, "name": "Kit"})),
+            _ => (404, Vec::new(), json!({"message": "no"}).to_string()),
+        }
+    }));
+    let dir = d.path().join(".marktoflow/integrations");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = json!({
+        "openapi": "3.0.3",
+        "info": {"title": "Pets", "version": "1"},
+        "servers": [{"url": "https://pets.example/v2"}],
+        "paths": {
+            "/pets": {
+                "get": {"operationId": "listPets", "summary": "Lists pets.",
+                        "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer"}, "description": "How many"}],
+                        "responses": {"200": {"description": "The pets"}}},
+                "post": {"operationId": "createPet", "summary": "Adds a pet.",
+                         "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NewPet"}}}},
+                         "responses": {"201": {"description": "The pet"}}}
+            },
+            "/pets/{petId}": {
+                "parameters": [{"$ref": "#/components/parameters/PetId"}],
+                "get": {"operationId": "showPet", "summary": "One pet.", "responses": {"200": {"description": "The pet"}}}
+            }
+        },
+        "components": {
+            "parameters": {"PetId": {"name": "petId", "in": "path", "required": true, "schema": {"type": "integer"}}},
+            "schemas": {"NewPet": {"type": "object", "required": ["name"],
+                                   "properties": {"name": {"type": "string", "description": "Its name"}, "tag": {"type": "string"}}}}
+        }
+    });
+    std::fs::write(dir.join("pets.openapi.json"), spec.to_string()).unwrap();
+    std::fs::write(
+        dir.join("pets.yaml"),
+        "name: pets\ntitle: Pets\nsdks: [pets-api]\nopenapi: pets.openapi.json\nauth: {bearer: token}\naliases: {list: listPets}\n",
+    )
+    .unwrap();
+    let a = run(cmd(d.path()).args(["actions", "pets"]));
+    assert_eq!(
+        (a.code, a.stdout.as_str(), a.stderr.as_str()),
+        (
+            0,
+            "pets.createPet       Adds a pet.\n                     inputs: name*, tag\npets.list            The same as `pets.listPets` (the peer's spelling).\n                     inputs: limit\npets.listPets        Lists pets.\n                     inputs: limit\npets.showPet         One pet.\n                     inputs: petId*\n",
+            ""
+        )
+    );
+    std::fs::write(
+        d.path().join("p.md"),
+        "---\nworkflow: {id: p}\ntools:\n  pets: {sdk: pets-api, auth: {token: t0k3n}, options: {base_url: '${PETS}/v2'}}\n---\n\n```yaml\nid: all\naction: pets.list\ninputs: {limit: 2}\n```\n\n```yaml\nid: new\naction: pets.createPet\ninputs: {name: Kit}\n```\n\n```yaml\nid: one\naction: pets.showPet\ninputs: {petId: '{{ steps.new.output.id }}'}\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(d.path())
+        .args(["run", "p.md", "--json", "--quiet"])
+        .env("PETS", &svc.base));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json()["steps"][2]["output"],
+        json!({"id": 3, "name": "Kit"})
+    );
+    let hits = svc.hits();
+    assert_eq!(hits[1].json(), json!({"name": "Kit"}));
+    assert!(hits
+        .iter()
+        .all(|h| h.header("authorization") == Some("Bearer t0k3n")));
+}

@@ -18,8 +18,14 @@ struct Decl {
     #[serde(default)]
     doc: String,
     /// `https://slack.com/api`; `{auth.host}`, `{auth.token}`,
-    /// `{options.NAME}` are the tool's values.
+    /// `{options.NAME}` are the tool's values. Default: an OpenAPI
+    /// document's first server.
+    #[serde(default)]
     base_url: String,
+    /// An OpenAPI 3 document (JSON or YAML, beside this file) whose
+    /// operations are methods too.
+    #[serde(default)]
+    openapi: Option<String>,
     #[serde(default)]
     auth: AuthDecl,
     #[serde(default)]
@@ -31,6 +37,7 @@ struct Decl {
     /// A reply whose field `ok` is false is an error, its message in `message`.
     #[serde(default)]
     errors: Option<ErrorsDecl>,
+    #[serde(default)]
     methods: BTreeMap<String, MethodDecl>,
     /// Other names of methods (the peer's spellings): alias → method.
     #[serde(default)]
@@ -217,9 +224,59 @@ fn ty_of(name: &str) -> Result<&'static [Ty], String> {
     })
 }
 
-/// Reads the declaration `text` (from `origin`, for messages).
-pub fn parse(text: &str, origin: &str) -> Result<Service, String> {
-    let d: Decl = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+impl From<super::openapi::Operation> for MethodDecl {
+    fn from(o: super::openapi::Operation) -> MethodDecl {
+        let inputs = o
+            .inputs
+            .into_iter()
+            .map(|(name, (ty, required, doc))| {
+                let i = InputDecl {
+                    ty: ty.to_string(),
+                    required,
+                    doc,
+                    aliases: Vec::new(),
+                };
+                (name, i)
+            })
+            .collect();
+        MethodDecl {
+            doc: o.doc,
+            request: o.request,
+            inputs,
+            open: false,
+            query: o.query,
+            body: o.form.then(|| "form".to_string()),
+            wrap: None,
+            body_input: o.body_input,
+            body_template: None,
+            paginate: None,
+            returns: o.returns,
+        }
+    }
+}
+
+/// Reads the declaration `text` (from `origin`, for messages); an OpenAPI
+/// document it names is read from `dir`.
+pub fn parse(text: &str, origin: &str, dir: Option<&std::path::Path>) -> Result<Service, String> {
+    let mut d: Decl = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+    if let Some(file) = &d.openapi {
+        let path = dir
+            .map(|d| d.join(file))
+            .ok_or("`openapi` is for a project's own declarations")?;
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("`openapi: {file}`: {e}"))?;
+        let doc: serde_json::Value =
+            serde_yaml::from_str(&text).map_err(|e| format!("`openapi: {file}`: {e}"))?;
+        let (server, methods) =
+            super::openapi::methods(&doc).map_err(|e| format!("`openapi: {file}`: {e}"))?;
+        if d.base_url.is_empty() {
+            d.base_url = server
+                .ok_or_else(|| format!("`openapi: {file}` names no server: give `base_url`"))?;
+        }
+        for (name, m) in methods {
+            // A method declared here wins over the document's.
+            d.methods.entry(name).or_insert_with(|| m.into());
+        }
+    }
     if d.sdks.is_empty() {
         return Err("`sdks` must name at least one sdk".into());
     }
@@ -231,6 +288,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Service, String> {
             "`base_url` `{}` must be an http(s) URL",
             d.base_url
         ));
+    }
+    if d.methods.is_empty() {
+        return Err("no `methods` (and no `openapi` document)".into());
     }
     let (octokit, unwrap) = match d.result.as_deref() {
         None | Some("body") => (false, None),

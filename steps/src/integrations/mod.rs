@@ -9,6 +9,7 @@
 mod call;
 pub mod decl;
 mod oauth;
+mod openapi;
 mod template;
 mod values;
 
@@ -53,8 +54,11 @@ fn loaded() -> &'static Loaded {
     LOADED.get_or_init(|| {
         let mut services: Vec<Arc<Service>> = Vec::new();
         let mut errors = Vec::new();
-        let mut add = |text: &str, origin: String, errors: &mut Vec<(String, String)>| {
-            match decl::parse(text, &origin) {
+        let mut add = |text: &str,
+                       origin: String,
+                       dir: Option<&std::path::Path>,
+                       errors: &mut Vec<(String, String)>| {
+            match decl::parse(text, &origin, dir) {
                 Ok(s) => {
                     // A later declaration of the same sdk replaces the earlier.
                     services.retain(|old| !old.sdks.iter().any(|k| s.sdks.contains(k)));
@@ -64,7 +68,7 @@ fn loaded() -> &'static Loaded {
             }
         };
         for (name, text) in BUNDLED {
-            add(text, format!("bundled {name}"), &mut errors);
+            add(text, format!("bundled {name}"), None, &mut errors);
         }
         for dir in USER_DIRS.get().into_iter().flatten() {
             let Ok(entries) = std::fs::read_dir(dir) else {
@@ -78,13 +82,21 @@ fn loaded() -> &'static Loaded {
             files.sort();
             for f in files {
                 match std::fs::read_to_string(&f) {
-                    Ok(text) => add(&text, f.display().to_string(), &mut errors),
+                    // An OpenAPI document beside the declarations is one's source.
+                    Ok(text) if is_openapi(&text) => {}
+                    Ok(text) => add(&text, f.display().to_string(), Some(dir), &mut errors),
                     Err(e) => errors.push((f.display().to_string(), e.to_string())),
                 }
             }
         }
         Loaded { services, errors }
     })
+}
+
+/// Whether `text` is an OpenAPI document (not a declaration).
+fn is_openapi(text: &str) -> bool {
+    serde_yaml::from_str::<serde_json::Value>(text)
+        .is_ok_and(|v| v.get("openapi").is_some() && v.get("paths").is_some())
 }
 
 /// Every integration known (bundled, then the project's).
@@ -111,7 +123,7 @@ mod tests {
     #[test]
     fn every_bundled_declaration_reads() {
         for (name, text) in BUNDLED {
-            if let Err(e) = decl::parse(text, name) {
+            if let Err(e) = decl::parse(text, name, None) {
                 panic!("{name}: {e}");
             }
         }
@@ -124,7 +136,7 @@ mod tests {
 
     #[test]
     fn a_declaration_that_does_not_fit_says_where() {
-        let bad = |yaml: &str| decl::parse(yaml, "x.yaml").unwrap_err();
+        let bad = |yaml: &str| decl::parse(yaml, "x.yaml", None).unwrap_err();
         assert!(
             bad("name: x\ntitle: X\nsdks: [x]\nbase_url: ftp://x\nmethods: {}\n")
                 .contains("must be an http(s) URL")
