@@ -45,6 +45,7 @@ EXAMPLES = {
     "gmail-notification/workflow.md": {"to": "ann@example.com", "subject": "Hi", "body": "Hello"},
     "oauth-refresh-demo/workflow.md": {"recipient": "ann@example.com"},
     "google-docs-create/workflow.md": {"title": "Notes", "content": "Hello", "add_content": True},
+    "google-drive-create-file/workflow.md": {"filename": "notes.txt", "content": "Hello"},
 }
 
 HITS = []
@@ -110,6 +111,10 @@ def reply_for(service, method, path, body):
         if path == "/v1/documents":
             return 200, {"documentId": "D1", "title": (body or {}).get("title", "")}
         return 200, {"documentId": "D1", "replies": [{}]}
+    if service == "drive":
+        if path == "/token":
+            return 200, {"access_token": "ya29.fake", "expires_in": 3600}
+        return 200, {"id": "F1", "name": "notes.txt", "mimeType": "text/plain", "webViewLink": "https://drive.example/F1"}
     if service == "anthropic":
         return 200, {"id": "msg", "type": "message", "role": "assistant", "model": (body or {}).get("model", "m"),
                      "content": [{"type": "text", "text": "Looks good. Nothing to change."}],
@@ -125,6 +130,7 @@ AUTH = {
     "sheets": lambda h: True,
     "gmail": lambda h: h.get("authorization", "") == "Bearer ya29.fake",
     "docs": lambda h: h.get("authorization", "") == "Bearer ya29.fake",
+    "drive": lambda h: h.get("authorization", "") == "Bearer ya29.fake",
     "telegram": lambda h: True,
     "anthropic": lambda h: bool(h.get("x-api-key")),
 }
@@ -150,8 +156,9 @@ class Handler(BaseHTTPRequestHandler):
         check = AUTH.get(service)
         if check and path != "/token" and not check(headers):
             PROBLEMS.append(f"{service} {self.command} {path}: no auth header as the API asks")
+        wants = "multipart/related" if path.startswith("/upload/") else "application/json"
         if self.command in ("POST", "PUT", "PATCH") and raw and path != "/token" and \
-                not headers.get("content-type", "").startswith("application/json"):
+                not headers.get("content-type", "").startswith(wants):
             PROBLEMS.append(f"{service} {self.command} {path}: body is not JSON")
         status, out = reply_for(service, self.command, path, body if isinstance(body, dict) else None)
         data = json.dumps(out).encode()
@@ -192,6 +199,8 @@ def main():
         "MARKTOFLOW_GMAIL_TOKEN_URL": f"{base}/gmail/token",
         "MARKTOFLOW_DOCS_BASE_URL": f"{base}/docs/v1",
         "MARKTOFLOW_DOCS_TOKEN_URL": f"{base}/docs/token",
+        "MARKTOFLOW_DRIVE_BASE_URL": f"{base}/drive",
+        "MARKTOFLOW_DRIVE_TOKEN_URL": f"{base}/drive/token",
         "ANTHROPIC_BASE_URL": f"{base}/anthropic",
         "ANTHROPIC_API_KEY": "fake-key",
         "SLACK_BOT_TOKEN": "xoxb-fake", "GITHUB_TOKEN": "ghp_fake", "TELEGRAM_BOT_TOKEN": "123:fake",

@@ -586,3 +586,50 @@ fn an_openapi_documents_operations_are_a_services_methods() {
         .iter()
         .all(|h| h.header("authorization") == Some("Bearer t0k3n")));
 }
+
+#[test]
+fn drive_uploads_a_files_content_and_metadata_in_one_multipart_request() {
+    let d = tempdir();
+    let svc = FakeService::start(Arc::new(|hit: &Hit, _| {
+        match (hit.method.as_str(), hit.path.as_str()) {
+            ("POST", "/token") => ok(json!({"access_token": "ya29.d", "expires_in": 3600})),
+            ("POST", "/upload/drive/v3/files?uploadType=multipart") => {
+                ok(json!({"id": "F1", "name": "notes.txt"}))
+            }
+            _ => (
+                404,
+                Vec::new(),
+                json!({"error": {"message": "not found"}}).to_string(),
+            ),
+        }
+    }));
+    std::fs::write(
+        d.path().join("dr.md"),
+        "---\nworkflow: {id: dr}\ntools:\n  drive: {sdk: google-drive, auth: {client_id: c, client_secret: s, refresh_token: r}}\n---\n\n```yaml\nid: up\naction: drive.createFile\ninputs: {name: notes.txt, content: \"line one\\nline two\", contentType: text/plain, parents: [P1]}\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(d.path())
+        .args(["run", "dr.md", "--json", "--quiet"])
+        .env("MARKTOFLOW_DRIVE_BASE_URL", &svc.base)
+        .env("MARKTOFLOW_DRIVE_TOKEN_URL", format!("{}/token", svc.base)));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json()["steps"][0]["output"],
+        json!({"id": "F1", "name": "notes.txt"})
+    );
+    let up = svc
+        .hits()
+        .into_iter()
+        .find(|h| h.path.starts_with("/upload"))
+        .unwrap();
+    let ctype = up.header("content-type").unwrap().to_string();
+    let boundary = ctype
+        .strip_prefix("multipart/related; boundary=")
+        .expect(&ctype)
+        .to_string();
+    assert_eq!(
+        up.body,
+        format!("--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n{{\"name\":\"notes.txt\",\"mimeType\":\"text/plain\",\"parents\":[\"P1\"]}}\r\n--{boundary}\r\nContent-Type: text/plain\r\n\r\nline one\nline two\r\n--{boundary}--\r\n")
+    );
+    assert_eq!(up.header("authorization"), Some("Bearer ya29.d"));
+}

@@ -3,7 +3,7 @@
 //! the tool's auth, retries on 429 and 5xx honouring `Retry-After`, pages
 //! followed when asked, and the reply in the shape the peer's SDK gives.
 
-use super::decl::{Method, Paginate, Service, ALL_PAGES, MAX_PAGES};
+use super::decl::{BodyKind, Method, Paginate, Service, ALL_PAGES, MAX_PAGES};
 use super::values::ToolValues;
 use crate::builtin::http::{send, shown_url, snippet};
 use crate::core::action::{Action, Call};
@@ -217,7 +217,9 @@ struct Request {
     headers: reqwest::header::HeaderMap,
     /// The body (None: none).
     body: Option<Value>,
-    form: bool,
+    kind: BodyKind,
+    /// A multipart body's content and its type.
+    media: Option<(String, String)>,
 }
 
 impl Request {
@@ -267,11 +269,31 @@ impl Request {
         );
         let mut query: Vec<(String, String)> = Vec::new();
         let mut body = Map::new();
+        // A multipart body's content, and its type (text: one line).
+        let media = match &m.kind {
+            BodyKind::Multipart(md) => {
+                let content = match inputs.get(&md.content).cloned() {
+                    Some(Value::String(t)) => t,
+                    Some(Value::Null) | None => String::new(),
+                    Some(other) => other.to_string(),
+                };
+                let media_type = match inputs.get(&md.media_type).cloned() {
+                    Some(Value::String(t)) if !t.trim().is_empty() => t.replace(['\r', '\n'], ""),
+                    _ => "application/octet-stream".to_string(),
+                };
+                Some((content, media_type))
+            }
+            _ => None,
+        };
         let whole_body = match &m.body_template {
             Some(t) => Some(super::template::render(t, &mut inputs)?),
             None => m.body_input.as_ref().and_then(|k| inputs.remove(k)),
         };
         let body_given = m.body_input.is_some() || m.body_template.is_some();
+        if let BodyKind::Multipart(md) = &m.kind {
+            inputs.remove(&md.content);
+            inputs.remove(&md.media_type);
+        }
         for (k, v) in inputs {
             if !has_body || m.query.contains(&k) || body_given {
                 if !v.is_null() {
@@ -341,7 +363,8 @@ impl Request {
             url,
             headers,
             body,
-            form: m.form,
+            kind: m.kind.clone(),
+            media,
         })
     }
 
@@ -365,18 +388,34 @@ impl Request {
             .append_pair(param, &query_text(&v));
     }
 
-    fn body_bytes(&self) -> Option<(Vec<u8>, &'static str)> {
+    fn body_bytes(&self) -> Option<(Vec<u8>, String)> {
         let b = self.body.as_ref()?;
-        if self.form {
-            let mut f = form_urlencoded::Serializer::new(String::new());
-            if let Value::Object(m) = b {
-                for (k, v) in m {
-                    f.append_pair(k, &query_text(v));
+        match &self.kind {
+            BodyKind::Form => {
+                let mut f = form_urlencoded::Serializer::new(String::new());
+                if let Value::Object(m) = b {
+                    for (k, v) in m {
+                        f.append_pair(k, &query_text(v));
+                    }
                 }
+                Some((
+                    f.finish().into_bytes(),
+                    "application/x-www-form-urlencoded".into(),
+                ))
             }
-            Some((f.finish().into_bytes(), "application/x-www-form-urlencoded"))
-        } else {
-            Some((b.to_string().into_bytes(), "application/json"))
+            BodyKind::Json => Some((b.to_string().into_bytes(), "application/json".into())),
+            BodyKind::Multipart(_) => {
+                let (content, media_type) = self.media.clone().unwrap_or_default();
+                // A boundary no content can hold by chance.
+                let boundary = format!("marktoflow-{}", uuid::Uuid::new_v4().simple());
+                let mut out = format!(
+                    "--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n{b}\r\n--{boundary}\r\nContent-Type: {media_type}\r\n\r\n"
+                )
+                .into_bytes();
+                out.extend_from_slice(content.as_bytes());
+                out.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+                Some((out, format!("multipart/related; boundary={boundary}")))
+            }
         }
     }
 }
@@ -440,6 +479,7 @@ async fn exchange(
         shown.split('?').next().unwrap_or(&shown)
     );
     let body = req.body_bytes();
+    let body = body.as_ref().map(|(b, t)| (b.clone(), t.as_str()));
     let base_ms = retry_base_ms(&call.caps.env);
     let timeout = call.timeout.unwrap_or(TIMEOUT);
     let mut attempt = 0u32;

@@ -95,9 +95,13 @@ struct MethodDecl {
     /// Inputs sent in the query even when the request has a body.
     #[serde(default)]
     query: Vec<String>,
-    /// `json` (default) or `form` for a request with a body.
+    /// `json` (default), `form`, or `multipart` (multipart/related: the
+    /// body as JSON metadata, then `media`'s content: Google's uploads).
     #[serde(default)]
     body: Option<String>,
+    /// For `body: multipart`: the inputs holding the content and its type.
+    #[serde(default)]
+    media: Option<MediaDecl>,
     /// The body is `{WRAP: inputs}` (PagerDuty's `{incident: …}`).
     #[serde(default)]
     wrap: Option<String>,
@@ -113,6 +117,14 @@ struct MethodDecl {
     paginate: Option<Paginate>,
     #[serde(default)]
     returns: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MediaDecl {
+    pub content: String,
+    #[serde(rename = "type")]
+    pub media_type: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -192,11 +204,19 @@ pub struct Method {
     /// Path placeholders, in order.
     pub params: Vec<String>,
     pub query: Vec<String>,
-    pub form: bool,
+    pub kind: BodyKind,
     pub wrap: Option<String>,
     pub body_input: Option<String>,
     pub body_template: Option<serde_json::Value>,
     pub paginate: Option<Paginate>,
+}
+
+/// How a method's body is sent.
+#[derive(Debug, Clone)]
+pub enum BodyKind {
+    Json,
+    Form,
+    Multipart(MediaDecl),
 }
 
 /// Inputs every paginated method takes besides its own.
@@ -246,6 +266,7 @@ impl From<super::openapi::Operation> for MethodDecl {
             open: false,
             query: o.query,
             body: o.form.then(|| "form".to_string()),
+            media: None,
             wrap: None,
             body_input: o.body_input,
             body_template: None,
@@ -356,12 +377,21 @@ pub fn parse(text: &str, origin: &str, dir: Option<&std::path::Path>) -> Result<
                 "The most pages `all_pages` fetches (default 10)",
             ));
         }
-        let form = match m.body.as_deref() {
-            None | Some("json") => false,
-            Some("form") => true,
-            Some(other) => {
+        let kind = match (m.body.as_deref(), &m.media) {
+            (None | Some("json"), None) => BodyKind::Json,
+            (Some("form"), None) => BodyKind::Form,
+            (Some("multipart"), Some(media)) => BodyKind::Multipart(media.clone()),
+            (Some("multipart"), None) => {
                 return Err(format!(
-                    "method `{name}`: `body: {other}`: use json or form"
+                "method `{name}`: `body: multipart` needs `media: {{content: INPUT, type: INPUT}}`"
+            ))
+            }
+            (_, Some(_)) => {
+                return Err(format!("method `{name}`: `media` is for `body: multipart`"))
+            }
+            (Some(other), None) => {
+                return Err(format!(
+                    "method `{name}`: `body: {other}`: use json, form or multipart"
                 ))
             }
         };
@@ -393,7 +423,7 @@ pub fn parse(text: &str, origin: &str, dir: Option<&std::path::Path>) -> Result<
                 path: path.to_string(),
                 params,
                 query: m.query.clone(),
-                form,
+                kind,
                 wrap: m.wrap.clone(),
                 body_input: m.body_input.clone(),
                 body_template: m.body_template.clone(),

@@ -23,6 +23,7 @@ use std::sync::{Arc, OnceLock};
 const BUNDLED: &[(&str, &str)] = &[
     ("discord.yaml", include_str!("bundled/discord.yaml")),
     ("docs.yaml", include_str!("bundled/docs.yaml")),
+    ("drive.yaml", include_str!("bundled/drive.yaml")),
     ("github.yaml", include_str!("bundled/github.yaml")),
     ("gmail.yaml", include_str!("bundled/gmail.yaml")),
     ("jira.yaml", include_str!("bundled/jira.yaml")),
