@@ -68,11 +68,13 @@ impl ToolValues {
         Ok(out)
     }
 
-    /// Every auth value long enough to be worth hiding.
+    /// Every auth value long enough to be worth hiding, but where the
+    /// service is (`host`): messages name it.
     pub fn secrets(&self) -> Vec<String> {
         self.auth
-            .values()
-            .filter_map(Value::as_str)
+            .iter()
+            .filter(|(k, _)| k.as_str() != "host")
+            .filter_map(|(_, v)| v.as_str())
             .filter(|s| s.len() >= 4)
             .map(str::to_string)
             .collect()
