@@ -633,3 +633,74 @@ fn drive_uploads_a_files_content_and_metadata_in_one_multipart_request() {
     );
     assert_eq!(up.header("authorization"), Some("Bearer ya29.d"));
 }
+
+#[test]
+fn pagerduty_discord_linear_and_notion_requests_are_as_their_apis_document() {
+    let d = tempdir();
+    let svc = FakeService::start(Arc::new(|hit: &Hit, _| {
+        match (hit.method.as_str(), hit.path.as_str()) {
+            ("POST", "/pd/incidents") => (
+                201,
+                Vec::new(),
+                json!({"incident": {"id": "P1", "status": "triggered"}}).to_string(),
+            ),
+            ("POST", "/discord/channels/C9/messages") => {
+                ok(json!({"id": "M1", "channel_id": "C9", "content": hit.json()["content"]}))
+            }
+            ("POST", "/linear/graphql") => ok(
+                json!({"data": {"issueCreate": {"success": true, "issue": {"identifier": "ENG-1"}}}}),
+            ),
+            ("POST", "/notion/databases/DB1/query") => {
+                if hit.json()["start_cursor"] == "c2" {
+                    ok(json!({"results": [{"id": "p3"}], "has_more": false, "next_cursor": null}))
+                } else {
+                    ok(
+                        json!({"results": [{"id": "p1"}, {"id": "p2"}], "has_more": true, "next_cursor": "c2"}),
+                    )
+                }
+            }
+            _ => (404, Vec::new(), json!({"message": "no"}).to_string()),
+        }
+    }));
+    std::fs::write(
+        d.path().join("four.md"),
+        "---\nworkflow: {id: four}\ntools:\n  pagerduty: {sdk: '@pagerduty/pdjs', auth: {token: pd-secret-1, from: ops@example.com}}\n  discord: {sdk: discord, auth: {token: dc-secret-2}}\n  linear: {sdk: linear, auth: {api_key: lin_api_3}}\n  notion: {sdk: notion, auth: {token: secret_notion_4}}\n---\n\n```yaml\nid: page\naction: pagerduty.incidents.create\ninputs: {title: DB down, service: {id: PSVC, type: service_reference}, urgency: high}\n```\n\n```yaml\nid: say\naction: discord.sendMessage\ninputs: {channelId: C9, content: 'Paged {{ steps.page.output.incident.id }}'}\n```\n\n```yaml\nid: issue\naction: linear.graphql\ninputs: {query: 'mutation($t: String!) { issueCreate(input: {title: $t, teamId: \"T\"}) { success issue { identifier } } }', variables: {t: DB down}}\n```\n\n```yaml\nid: pages\naction: notion.databases.query\ninputs: {database_id: DB1, all_pages: true}\n```\n\n```yaml\naction: workflow.set_outputs\ninputs:\n  linear: '{{ steps.issue.output.data.issueCreate.issue.identifier }}'\n  notion: \"{{ steps.pages.output.results | map(attribute='id') | list }}\"\n```\n",
+    )
+    .unwrap();
+    let r = run(cmd(d.path())
+        .args(["run", "four.md", "--json", "--quiet"])
+        .env("MARKTOFLOW_PAGERDUTY_BASE_URL", format!("{}/pd", svc.base))
+        .env(
+            "MARKTOFLOW_DISCORD_BASE_URL",
+            format!("{}/discord", svc.base),
+        )
+        .env("MARKTOFLOW_LINEAR_BASE_URL", format!("{}/linear", svc.base))
+        .env("MARKTOFLOW_NOTION_BASE_URL", format!("{}/notion", svc.base)));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json()["outputs"],
+        json!({"linear": "ENG-1", "notion": ["p1", "p2", "p3"]})
+    );
+    let hits = svc.hits();
+    let at = |p: &str| hits.iter().find(|h| h.path.starts_with(p)).unwrap().clone();
+    let pd = at("/pd/");
+    assert_eq!(pd.header("authorization"), Some("Token token=pd-secret-1"));
+    assert_eq!(pd.header("from"), Some("ops@example.com"));
+    assert_eq!(
+        pd.header("accept"),
+        Some("application/vnd.pagerduty+json;version=2")
+    );
+    assert_eq!(
+        pd.json(),
+        json!({"incident": {"title": "DB down", "service": {"id": "PSVC", "type": "service_reference"}, "urgency": "high"}})
+    );
+    let dc = at("/discord/");
+    assert_eq!(dc.header("authorization"), Some("Bot dc-secret-2"));
+    assert_eq!(dc.json(), json!({"content": "Paged P1"}));
+    let lin = at("/linear/");
+    assert_eq!(lin.header("authorization"), Some("lin_api_3"));
+    assert_eq!(lin.json()["variables"], json!({"t": "DB down"}));
+    let no = at("/notion/");
+    assert_eq!(no.header("authorization"), Some("Bearer secret_notion_4"));
+    assert_eq!(no.header("notion-version"), Some("2022-06-28"));
+}
