@@ -32,6 +32,19 @@ pub(crate) fn register(env: &mut Environment<'static>) {
     env.add_filter("urlize", urlize);
     env.add_filter("forceescape", forceescape);
     env.add_filter("random", random);
+    // Nunjucks 3.2's tests that minijinja has not: `null` is only null
+    // (not undefined), `truthy`/`falsy` are JavaScript's Boolean(v).
+    env.add_test("null", |v: &Value| v.is_none());
+    env.add_test("truthy", |v: &Value| super::js_ops::truthy(v));
+    env.add_test("falsy", |v: &Value| !super::js_ops::truthy(v));
+    // `typeof v === 'number'`: a boolean is not one (minijinja says it is).
+    env.add_test("number", |v: &Value| {
+        v.kind() == minijinja::value::ValueKind::Number
+    });
+    // Functions and macros are the values of no data kind.
+    env.add_test("callable", |v: &Value| {
+        v.kind() == minijinja::value::ValueKind::Plain
+    });
 }
 
 fn invalid(msg: impl Into<String>) -> Error {
