@@ -152,7 +152,12 @@ pub fn resolve_defs(
             continue;
         }
         match &def.default {
-            Some(d) if !d.is_null() => {
+            // `default: null` sets the input, to null, as the peer does (a
+            // template's `| default(…)` then keeps it: only undefined is replaced).
+            Some(Value::Null) => {
+                out.insert(def.name.clone(), Value::Null);
+            }
+            Some(d) => {
                 let d = substitute_env(d, env);
                 let supplied = match d {
                     Value::String(s) => Supplied::Text(s),
