@@ -39,18 +39,21 @@ impl Engine {
         items: &Value,
         st: &RunState,
     ) -> Result<Vec<Value>, Failure> {
-        match self.render(step, &["items"], items, st)? {
-            Value::Array(a) => Ok(a),
-            Value::Null => Ok(Vec::new()),
-            other => Err(self.fail(
-                step,
-                step.field_pos(&["items"]),
-                format!(
-                    "`items` must be a list, got {}",
-                    marktoflow_steps::core::error::type_name(&other)
-                ),
-            )),
-        }
+        // The peer's words first (a workflow may test `error.message`), then
+        // what was given; null is most often a misspelt or unset variable.
+        let got = match self.render(step, &["items"], items, st)? {
+            Value::Array(a) => return Ok(a),
+            Value::Null => "`items` gave null (a variable no step or input set?)".to_string(),
+            other => format!(
+                "`items` gave {}",
+                marktoflow_steps::core::error::type_name(&other)
+            ),
+        };
+        Err(self.fail(
+            step,
+            step.field_pos(&["items"]),
+            format!("Items must be an array: {got}"),
+        ))
     }
 
     /// Runs the steps once per item: in order, or up to `max` items at once,
