@@ -140,7 +140,8 @@ impl Engine {
                                 return Err(self.fail(
                                     step,
                                     step.field_pos(&["condition"]),
-                                    format!("the loop was still running after `max_iterations` ({max_iterations}) passes"),
+                                    // The peer's words first: a workflow may test them.
+                                    format!("Max iterations ({max_iterations}) exceeded: the loop was still running after `max_iterations` passes"),
                                 ));
                             }
                             st.iterations.push((n + 1).to_string());

@@ -77,7 +77,8 @@ impl Engine {
             // successful branches produced.
             Some((id, f)) if step.on_error.action != OnError::Continue || f.cancelled => {
                 Err(Failure {
-                    message: format!("branch `{id}` failed: {}", f.message),
+                    // The peer's words: a workflow may test them.
+                    message: format!("Branch {id} failed: {}", f.message),
                     ..f
                 })
             }
