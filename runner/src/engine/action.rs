@@ -163,13 +163,19 @@ impl Engine {
                         .await;
                     return (r, attempt);
                 }
-                // The step's attempts, as `show` counts them.
+                // The step's attempts, as `show` counts them; a workflow reads
+                // them as `error.attempts`, beside the action's own message.
+                let authored = (attempt > 0).then(|| message.clone());
                 let message = match attempt {
                     0 => message,
                     n => format!("{message} (after {} attempts)", n + 1),
                 };
                 let mut f = self.action_failure(step, inputs, &e, message);
                 f.cancelled = cancelled;
+                if f.authored.is_none() {
+                    f.authored = authored;
+                }
+                f.attempts = attempt + 1;
                 return (Err(f), attempt);
             }
         })

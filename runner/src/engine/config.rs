@@ -97,6 +97,8 @@ pub(super) fn stop_before(cfg: &RunConfig, step: &Step) -> Option<Failure> {
         return None;
     };
     Some(Failure {
+        authored: None,
+        attempts: 0,
         code: None,
         message: message.into(),
         step_id: step.id.clone(),

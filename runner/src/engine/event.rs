@@ -341,6 +341,10 @@ pub struct RunFailure {
     pub step_name: Option<String>,
     pub file: String,
     pub pos: Option<Pos>,
+    /// The author's words when `message` says more (see the engine's
+    /// `Failure::authored`): what a caller's `catch` reads.
+    #[serde(skip)]
+    pub authored: Option<String>,
 }
 
 impl RunFailure {

@@ -177,9 +177,20 @@ impl Engine {
                             Err(f) if f.cancelled => Err(f),
                             Err(f) if !catch.is_empty() => {
                                 let saved = st.variables.get("error").cloned();
-                                let mut error = json!({"message": f.message, "step": f.step_id});
+                                // The author's words (a sub-workflow's, a retried
+                                // action's own); ours, with where and how often,
+                                // as `detail`.
+                                let message =
+                                    f.authored.clone().unwrap_or_else(|| f.message.clone());
+                                let mut error = json!({"message": message, "step": f.step_id});
                                 if let Some(c) = &f.code {
                                     error["code"] = json!(c);
+                                }
+                                if f.attempts > 1 {
+                                    error["attempts"] = json!(f.attempts);
+                                }
+                                if f.authored.is_some() {
+                                    error["detail"] = json!(f.message);
                                 }
                                 st.vars_mut().insert("error".into(), error);
                                 let c = self.exec_list(wf, catch, st, cfg, depth + 1, false).await;

@@ -68,6 +68,12 @@ struct Failure {
     pos: Pos,
     /// An action error that was reported as a timeout or cancellation.
     cancelled: bool,
+    /// What a workflow reads as `error.message` when it differs from
+    /// `message` (ours, which says where and how often): the author's own
+    /// words, a failed sub-workflow's first.
+    authored: Option<String>,
+    /// The step's attempts, when it was retried.
+    attempts: u32,
 }
 
 #[derive(Clone)]
@@ -214,6 +220,8 @@ impl Engine {
         let body = async {
             if start > wf.steps.len() {
                 return Err(Failure {
+                    authored: None,
+                    attempts: 0,
                     code: None,
                     message: format!(
                         "cannot resume at step {} of a workflow with {} steps",
@@ -234,6 +242,8 @@ impl Engine {
                 _ = tokio::time::sleep(t) => {
                     cfg.caps.cancel.cancel();
                     Err(Failure {
+                        authored: None,
+                        attempts: 0,
                         code: None,
                         message: format!("workflow timed out after {}", human_duration(t)),
                         step_id: String::new(),
@@ -249,6 +259,8 @@ impl Engine {
         // The same for the whole run: a template may have held it past the end.
         let outcome = match (wf.timeout, outcome) {
             (Some(t), Ok(_)) if started.elapsed() > t => Err(Failure {
+                authored: None,
+                attempts: 0,
                 code: None,
                 message: format!("workflow timed out after {}", human_duration(t)),
                 step_id: String::new(),
@@ -264,6 +276,7 @@ impl Engine {
             Err(f) if f.cancelled && st.rejected.is_some() => (
                 RunStatus::Rejected,
                 Some(RunFailure {
+                    authored: None,
                     message: st.rejected.clone().unwrap_or_default(),
                     code: None,
                     step_id: (!f.step_id.is_empty()).then_some(f.step_id),
@@ -282,6 +295,7 @@ impl Engine {
                     Some(code) if code >= 400 => (
                         RunStatus::Rejected,
                         Some(RunFailure {
+                            authored: None,
                             message: format!("the workflow answered {code}"),
                             code: Some(code.to_string()),
                             step_id: (!f.step_id.is_empty()).then_some(f.step_id),
@@ -300,6 +314,7 @@ impl Engine {
                     RunStatus::Failed
                 },
                 Some(RunFailure {
+                    authored: f.authored,
                     message: f.message,
                     code: f.code,
                     step_id: (!f.step_id.is_empty()).then_some(f.step_id),

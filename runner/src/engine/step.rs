@@ -51,6 +51,8 @@ impl Engine {
             if let Some(recorded) = &cfg.recorded {
                 if let Err(why) = recorded().await {
                     return Err(Failure {
+                        authored: None,
+                        attempts: 0,
                         code: None,
                         message: format!(
                             "stopped after step `{}`: its checkpoint could not be recorded ({why}); no further step runs without a record",
@@ -282,6 +284,8 @@ impl Engine {
 
     pub(super) fn fail(&self, step: &Step, pos: Pos, message: impl Into<String>) -> Failure {
         Failure {
+            authored: None,
+            attempts: 0,
             message: message.into(),
             code: None,
             step_id: step.id.clone(),

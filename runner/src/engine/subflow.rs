@@ -125,8 +125,13 @@ impl Engine {
                 format!("sub-workflow `{path}` waits for an answer (a `wait` with a `mode`): only a workflow run on its own can pause; call it with a trigger or run it by itself"),
             )),
             status => {
-                // The child's error code stays the caller's to test.
+                // The child's error code stays the caller's to test, and its
+                // words are the caller's `error.message`.
                 let code = result.error.as_ref().and_then(|f| f.code.clone());
+                let authored = result
+                    .error
+                    .as_ref()
+                    .map(|f| f.authored.clone().unwrap_or_else(|| f.message.clone()));
                 let why = result.error.map(|f| {
                     let at = f
                         .pos
@@ -140,6 +145,7 @@ impl Engine {
                 Err(Failure {
                     cancelled: status == RunStatus::Cancelled,
                     code,
+                    authored,
                     ..self.fail(
                         step,
                         at,

@@ -459,6 +459,7 @@ pub(super) fn inputs_of(job: &Job) -> Map<String, Value> {
 pub(super) fn not_recorded(mut r: RunResult, wf: &Workflow, why: &str) -> RunResult {
     r.status = RunStatus::Failed;
     r.error = Some(crate::engine::RunFailure {
+        authored: None,
         code: None,
         message: format!("the run ended but could not be recorded: {why}"),
         step_id: None,
@@ -478,6 +479,7 @@ pub(super) fn crashed(run_id: &str, wf: &Workflow, what: &str) -> RunResult {
         outputs: Value::Null,
         steps: Vec::new(),
         error: Some(crate::engine::RunFailure {
+            authored: None,
             code: None,
             message: format!(
                 "internal error: the run stopped unexpectedly ({what}); please report it"
@@ -555,6 +557,7 @@ pub(super) fn not_started(run_id: &str, wf: &Workflow, kept: bool) -> RunResult 
         outputs: Value::Null,
         steps: Vec::new(),
         error: Some(crate::engine::RunFailure {
+            authored: None,
             code: None,
             message: if kept {
                 "the server shut down before the run started; it stays queued and runs when the server starts again".into()

@@ -217,6 +217,7 @@ fn result_of(r: &RunRecord, wf: &Workflow) -> RunResult {
         outputs: r.outputs.clone(),
         steps: Vec::new(),
         error: r.error.as_ref().map(|m| RunFailure {
+            authored: None,
             code: None,
             message: m.clone(),
             step_id: r.error_step.clone(),

@@ -130,6 +130,7 @@ pub async fn resume_run(
             outputs: Value::Object(Map::new()),
             steps: Vec::new(),
             error: Some(crate::engine::RunFailure {
+                authored: None,
                 code: None,
                 message,
                 step_id: None,
