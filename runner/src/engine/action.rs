@@ -165,7 +165,10 @@ impl Engine {
                 }
                 // The step's attempts, as `show` counts them; a workflow reads
                 // them as `error.attempts`, beside the action's own message.
-                let authored = (attempt > 0).then(|| message.clone());
+                let authored = (attempt > 0).then(|| super::Authored {
+                    message: message.clone(),
+                    attempts: attempt + 1,
+                });
                 let message = match attempt {
                     0 => message,
                     n => format!("{message} (after {} attempts)", n + 1),
@@ -173,9 +176,8 @@ impl Engine {
                 let mut f = self.action_failure(step, inputs, &e, message);
                 f.cancelled = cancelled;
                 if f.authored.is_none() {
-                    f.authored = authored;
+                    f.authored = authored.map(Box::new);
                 }
-                f.attempts = attempt + 1;
                 return (Err(f), attempt);
             }
         })
@@ -276,7 +278,7 @@ impl Engine {
             _ => step.field_pos(&["action"]),
         };
         Failure {
-            code: e.code().map(str::to_string),
+            code: e.code().map(Box::from),
             ..self.fail(step, pos, message)
         }
     }

@@ -98,7 +98,6 @@ pub(super) fn stop_before(cfg: &RunConfig, step: &Step) -> Option<Failure> {
     };
     Some(Failure {
         authored: None,
-        attempts: 0,
         code: None,
         message: message.into(),
         step_id: step.id.clone(),

@@ -181,13 +181,13 @@ impl Engine {
                                 // action's own); ours, with where and how often,
                                 // as `detail`.
                                 let message =
-                                    f.authored.clone().unwrap_or_else(|| f.message.clone());
+                                    f.authored.as_ref().map_or(&f.message, |a| &a.message);
                                 let mut error = json!({"message": message, "step": f.step_id});
                                 if let Some(c) = &f.code {
                                     error["code"] = json!(c);
                                 }
-                                if f.attempts > 1 {
-                                    error["attempts"] = json!(f.attempts);
+                                if let Some(a) = f.authored.as_ref().filter(|a| a.attempts > 1) {
+                                    error["attempts"] = json!(a.attempts);
                                 }
                                 if f.authored.is_some() {
                                     error["detail"] = json!(f.message);

@@ -61,18 +61,26 @@ impl Default for Engine {
 #[derive(Clone)]
 struct Failure {
     message: String,
-    /// The error code a `workflow.fail` step gave.
-    code: Option<String>,
+    /// The error code a `workflow.fail` step gave (boxed, as `authored`).
+    code: Option<Box<str>>,
     step_id: String,
     step_name: String,
     pos: Pos,
     /// An action error that was reported as a timeout or cancellation.
     cancelled: bool,
-    /// What a workflow reads as `error.message` when it differs from
-    /// `message` (ours, which says where and how often): the author's own
-    /// words, a failed sub-workflow's first.
-    authored: Option<String>,
-    /// The step's attempts, when it was retried.
+    /// What a workflow reads as `error` when it differs from `message`
+    /// (ours, which says where and how often). Boxed: failures are passed
+    /// by value everywhere.
+    authored: Option<Box<Authored>>,
+}
+
+/// The author's words for a failure, and the step's attempts.
+#[derive(Debug, Clone, Default)]
+struct Authored {
+    /// A failed sub-workflow's own message, a retried action's without the
+    /// count.
+    message: String,
+    /// The step's attempts, when it was retried (0: not counted here).
     attempts: u32,
 }
 
@@ -221,7 +229,6 @@ impl Engine {
             if start > wf.steps.len() {
                 return Err(Failure {
                     authored: None,
-                    attempts: 0,
                     code: None,
                     message: format!(
                         "cannot resume at step {} of a workflow with {} steps",
@@ -243,7 +250,6 @@ impl Engine {
                     cfg.caps.cancel.cancel();
                     Err(Failure {
                         authored: None,
-                        attempts: 0,
                         code: None,
                         message: format!("workflow timed out after {}", human_duration(t)),
                         step_id: String::new(),
@@ -260,7 +266,6 @@ impl Engine {
         let outcome = match (wf.timeout, outcome) {
             (Some(t), Ok(_)) if started.elapsed() > t => Err(Failure {
                 authored: None,
-                attempts: 0,
                 code: None,
                 message: format!("workflow timed out after {}", human_duration(t)),
                 step_id: String::new(),
@@ -314,9 +319,9 @@ impl Engine {
                     RunStatus::Failed
                 },
                 Some(RunFailure {
-                    authored: f.authored,
+                    authored: f.authored.map(|a| a.message),
                     message: f.message,
-                    code: f.code,
+                    code: f.code.map(String::from),
                     step_id: (!f.step_id.is_empty()).then_some(f.step_id),
                     step_name: (!f.step_name.is_empty()).then_some(f.step_name),
                     file: wf.source.name.clone(),

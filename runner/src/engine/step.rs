@@ -52,7 +52,6 @@ impl Engine {
                 if let Err(why) = recorded().await {
                     return Err(Failure {
                         authored: None,
-                        attempts: 0,
                         code: None,
                         message: format!(
                             "stopped after step `{}`: its checkpoint could not be recorded ({why}); no further step runs without a record",
@@ -285,7 +284,6 @@ impl Engine {
     pub(super) fn fail(&self, step: &Step, pos: Pos, message: impl Into<String>) -> Failure {
         Failure {
             authored: None,
-            attempts: 0,
             message: message.into(),
             code: None,
             step_id: step.id.clone(),

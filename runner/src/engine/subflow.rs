@@ -127,11 +127,13 @@ impl Engine {
             status => {
                 // The child's error code stays the caller's to test, and its
                 // words are the caller's `error.message`.
-                let code = result.error.as_ref().and_then(|f| f.code.clone());
-                let authored = result
-                    .error
-                    .as_ref()
-                    .map(|f| f.authored.clone().unwrap_or_else(|| f.message.clone()));
+                let code = result.error.as_ref().and_then(|f| f.code.as_deref().map(Box::from));
+                let authored = result.error.as_ref().map(|f| {
+                    Box::new(super::Authored {
+                        message: f.authored.clone().unwrap_or_else(|| f.message.clone()),
+                        attempts: 0,
+                    })
+                });
                 let why = result.error.map(|f| {
                     let at = f
                         .pos
