@@ -171,8 +171,18 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
                 new.idempotency_key = key.clone();
                 // It goes with the run: another process may start it, and
                 // a run that waits before its first checkpoint (at its first
-                // step) sees it again when it goes on.
-                new.context = context.clone();
+                // step) sees it again when it goes on. One machine's store
+                // keeps a body past its cap out (the inputs hold what runs).
+                new.context = match store.shared() {
+                    Some(_) => context.clone(),
+                    None => crate::store::stored_marker(&context["body"])
+                        .map(|m| {
+                            let mut c = context.clone();
+                            c["body"] = m;
+                            c
+                        })
+                        .unwrap_or_else(|| context.clone()),
+                };
                 // A run starts only once the store has it: a run with a
                 // key once the store gave it the key; any run once its
                 // creation is committed. When the store cannot record it
