@@ -241,6 +241,52 @@ fn string_method(s: &str, value: &Value, name: &str, args: &[Value]) -> Result<V
             one(std::iter::once(s.to_string()).chain(parts).collect())
         }
         "toString" => arity(name, args, 0).map(|_| value.clone()),
+        // JavaScript counts UTF-16 units.
+        "charCodeAt" | "codePointAt" | "at" => {
+            arity(name, args, 1)?;
+            let u: Vec<u16> = s.encode_utf16().collect();
+            let i = arg_int(args, 0, name)?.unwrap_or(0);
+            let i = if name == "at" && i < 0 {
+                i + u.len() as i64
+            } else {
+                i
+            };
+            let Some(unit) = usize::try_from(i)
+                .ok()
+                .and_then(|i| u.get(i).map(|c| (i, *c)))
+            else {
+                return Ok(match name {
+                    "charCodeAt" => Value::from(f64::NAN),
+                    _ => Value::UNDEFINED,
+                });
+            };
+            Ok(match name {
+                "charCodeAt" => Value::from(unit.1),
+                "at" => Value::from(String::from_utf16_lossy(&[unit.1])),
+                _ => {
+                    let c = char::decode_utf16(u[unit.0..].iter().copied()).next();
+                    Value::from(match c {
+                        Some(Ok(c)) => c as u32,
+                        _ => u32::from(unit.1),
+                    })
+                }
+            })
+        }
+        "substr" => {
+            arity(name, args, 2)?;
+            let u: Vec<u16> = s.encode_utf16().collect();
+            let n = u.len() as i64;
+            let start = arg_int(args, 0, name)?.unwrap_or(0);
+            let start = if start < 0 {
+                (n + start).max(0)
+            } else {
+                start.min(n)
+            };
+            let len = arg_int(args, 1, name)?.unwrap_or(n).clamp(0, n - start);
+            one(String::from_utf16_lossy(
+                &u[start as usize..(start + len) as usize],
+            ))
+        }
         _ => Err(unknown(value, name)),
     }
 }
@@ -314,6 +360,25 @@ fn list_method(value: &Value, name: &str, args: &[Value]) -> Result<Value, Error
                 items()?.iter().map(text).collect::<Vec<_>>().join(","),
             ))
         }
+        "flat" => {
+            arity(name, args, 1)?;
+            let depth = arg_int(args, 0, name)?.unwrap_or(1).clamp(0, 64);
+            fn flatten(items: Vec<Value>, depth: i64, out: &mut Vec<Value>) {
+                for v in items {
+                    match v.kind() {
+                        ValueKind::Seq if depth > 0 => {
+                            let inner: Vec<Value> =
+                                v.try_iter().map(|i| i.collect()).unwrap_or_default();
+                            flatten(inner, depth - 1, out);
+                        }
+                        _ => out.push(v),
+                    }
+                }
+            }
+            let mut out = Vec::new();
+            flatten(items()?, depth, &mut out);
+            Ok(list(out))
+        }
         _ => Err(unknown(value, name)),
     }
 }
@@ -385,8 +450,90 @@ fn number_method(value: &Value, name: &str, args: &[Value]) -> Result<Value, Err
             Ok(Value::from(format!("{:.*}", d as usize, r)))
         }
         "toString" => {
-            arity(name, args, 0)?;
-            Ok(Value::from(text(value)))
+            arity(name, args, 1)?;
+            let radix = arg_int(args, 0, name)?.unwrap_or(10);
+            if radix == 10 {
+                return Ok(Value::from(text(value)));
+            }
+            if !(2..=36).contains(&radix) {
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    "toString(): the radix must be between 2 and 36",
+                ));
+            }
+            let x = to_num(value, name)?.as_f64();
+            if x.fract() != 0.0 || !x.is_finite() || x.abs() > 9.007_199_254_740_991e15 {
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    "toString(radix): only whole numbers (up to 2^53) are written in another radix here",
+                ));
+            }
+            let mut n = x.abs() as u64;
+            let mut digits = Vec::new();
+            loop {
+                digits.push(
+                    std::char::from_digit((n % radix as u64) as u32, radix as u32).unwrap_or('0'),
+                );
+                n /= radix as u64;
+                if n == 0 {
+                    break;
+                }
+            }
+            if x < 0.0 {
+                digits.push('-');
+            }
+            Ok(Value::from(digits.into_iter().rev().collect::<String>()))
+        }
+        "toPrecision" => {
+            arity(name, args, 1)?;
+            let x = to_num(value, name)?.as_f64();
+            let Some(p) = arg_int(args, 0, name)? else {
+                return Ok(Value::from(text(value)));
+            };
+            if !(1..=100).contains(&p) {
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    "toPrecision(): precision must be between 1 and 100",
+                ));
+            }
+            if !x.is_finite() {
+                return Ok(Value::from(text(value)));
+            }
+            // JavaScript: the `p` digits n closest to x (the larger of two
+            // as close: 2.5 gives 3), then exponential when the exponent is
+            // below -6 or at least `p`, else fixed.
+            let ax = x.abs();
+            let mut e = if ax == 0.0 {
+                0
+            } else {
+                ax.log10().floor() as i64
+            };
+            let mut n = (ax / 10f64.powi((e - p + 1) as i32) + 0.5).floor();
+            if n >= 10f64.powi(p as i32) {
+                n = (n / 10.0).round();
+                e += 1;
+            }
+            let digits = if n == 0.0 {
+                "0".repeat(p as usize)
+            } else {
+                format!("{n:.0}")
+            };
+            let sign = if x < 0.0 { "-" } else { "" };
+            Ok(Value::from(if e < -6 || e >= p {
+                let (first, rest) = digits.split_at(1);
+                let dot = if rest.is_empty() { "" } else { "." };
+                format!(
+                    "{sign}{first}{dot}{rest}e{}{}",
+                    if e < 0 { '-' } else { '+' },
+                    e.abs()
+                )
+            } else if e >= 0 {
+                let (int, frac) = digits.split_at((e + 1) as usize);
+                let dot = if frac.is_empty() { "" } else { "." };
+                format!("{sign}{int}{dot}{frac}")
+            } else {
+                format!("{sign}0.{}{digits}", "0".repeat((-e - 1) as usize))
+            }))
         }
         _ => Err(unknown(value, name)),
     }
