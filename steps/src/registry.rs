@@ -173,7 +173,6 @@ impl Registry {
                 service: service.clone(),
             });
             for sdk in &service.sdks {
-                let sdk: &'static str = Box::leak(sdk.clone().into_boxed_str());
                 by_sdk.insert(sdk, (ActionKind::Network, act.clone()));
             }
         }

@@ -171,7 +171,8 @@ pub struct Service {
     pub name: String,
     pub title: String,
     pub doc: String,
-    pub sdks: Vec<String>,
+    /// Kept for the process, as the registry's keys are.
+    pub sdks: Vec<&'static str>,
     pub base_url: String,
     pub auth: Auth,
     pub headers: Vec<(String, String)>,
@@ -449,7 +450,7 @@ pub fn parse(text: &str, origin: &str, dir: Option<&std::path::Path>) -> Result<
         name: d.name,
         title: d.title,
         doc: d.doc,
-        sdks: d.sdks,
+        sdks: d.sdks.into_iter().map(leak).collect(),
         base_url: d.base_url,
         auth: Auth {
             bearer: d.auth.bearer,
