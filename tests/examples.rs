@@ -207,15 +207,7 @@ fn every_example_and_bundled_workflow_has_tests_that_pass_with_no_key_and_no_net
 #[test]
 fn every_example_and_bundled_workflow_has_a_test_file() {
     let mut missing = Vec::new();
-    for dir in [
-        "examples",
-        "examples/lib",
-        "workflows/lifeos",
-        "workflows/conhub",
-        "workflows/atlas",
-        "workflows/luka",
-        "workflows/memoryscope",
-    ] {
+    for dir in crate::support::SHIPPED_DIRS {
         for wf in crate::support::workflows_in(&repo().join(dir)) {
             if !wf.with_extension("test.md").exists() {
                 missing.push(wf.strip_prefix(repo()).unwrap().display().to_string());

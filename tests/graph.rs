@@ -29,15 +29,7 @@ fn every_workflows_mermaid_graph_parses_in_mermaid() {
         return;
     };
     let mut files: Vec<PathBuf> = Vec::new();
-    for dir in [
-        "examples",
-        "examples/lib",
-        "workflows/lifeos",
-        "workflows/conhub",
-        "workflows/atlas",
-        "workflows/luka",
-        "workflows/memoryscope",
-    ] {
+    for dir in crate::support::SHIPPED_DIRS {
         files.extend(crate::support::workflows_in(&repo().join(dir)));
     }
     files.sort();

@@ -507,6 +507,18 @@ pub fn post_once_at_once(addrs: &[&str]) -> Vec<Value> {
     })
 }
 
+/// The folders of the workflows the repository ships: examples and the
+/// bundled workflows.
+pub const SHIPPED_DIRS: [&str; 7] = [
+    "examples",
+    "examples/lib",
+    "workflows/lifeos",
+    "workflows/conhub",
+    "workflows/atlas",
+    "workflows/luka",
+    "workflows/memoryscope",
+];
+
 /// The workflow files directly in `dir` (the `.md` files that are not
 /// tests, `NAME.test.md`), sorted.
 pub fn workflows_in(dir: &Path) -> Vec<std::path::PathBuf> {
