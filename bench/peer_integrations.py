@@ -25,7 +25,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 # The examples that use only bundled integrations (bench/peer_examples.py
-# lists them), with inputs for their required ones.
+# lists them), with inputs for their required ones (`{base}` is the fakes'
+# address, for an example that takes its API's URL as an input).
 EXAMPLES = {
     "agent-task-executor/workflow-slack.md": {"channel": "C123", "instructions": "List the files"},
     "agent-task-executor/workflow-telegram.md": {"chat_id": 42, "instructions": "List the files"},
@@ -36,7 +37,7 @@ EXAMPLES = {
                                       "description": "Errors are up"},
     "secrets-example/workflow.md": {"message": "hello"},
     "sheets-report/workflow.md": {"spreadsheet_id": "S1"},
-    "tests/control-flow/data-pipeline.md": {},
+    "tests/control-flow/data-pipeline.md": {"api_url": "{base}/orders/orders"},
     "tests/control-flow/incident-router.md": {"incident": {"severity": "critical", "title": "DB down",
                                                            "description": "no writes", "affected_services": "db"}},
     "tests/control-flow/parallel-fetch.md": {"jira_project": "OPS", "github_repo": "acme/app"},
@@ -53,6 +54,10 @@ PROBLEMS = []
 
 
 def reply_for(service, method, path, body):
+    if service == "orders":
+        return 200, {"orders": [{"id": 1, "amount": 1500, "customer": "Ann"},
+                                {"id": 2, "amount": 200, "customer": "Bob"},
+                                {"id": 3, "amount": 1000, "customer": "Cy"}]}
     if service == "slack":
         if path.startswith("/conversations.history"):
             return 200, {"ok": True, "messages": [{"ts": "1700000000.1", "user": "U1", "text": "Deployed api"}],
@@ -218,7 +223,8 @@ def main():
             cmd = [binary, "run", os.path.basename(path), "--json", "--quiet", "--no-store",
                    "--allow-read", os.path.abspath(args.examples)]
             for k, v in inputs.items():
-                cmd += ["--input", f"{k}={json.dumps(v) if not isinstance(v, str) else v}"]
+                v = v.replace("{base}", base) if isinstance(v, str) else json.dumps(v)
+                cmd += ["--input", f"{k}={v}"]
             r = subprocess.run(cmd, cwd=os.path.dirname(path), env=env, capture_output=True, text=True, timeout=120)
         calls = sorted({f"{s} {m} {p.split('?')[0]}" for s, m, p in HITS[start:] if s != "anthropic"})
         try:

@@ -398,8 +398,13 @@ fn type_of(v: &Value) -> &'static str {
     marktoflow_steps::core::error::type_name(v)
 }
 
-/// The peer's `${VAR}` substitution (plus `${VAR:-default}`), in strings
-/// anywhere inside `v`. Unset variables become empty.
+/// How the peer writes a secret read from the environment:
+/// `${secret:env://NAME}` is `${NAME}`.
+pub const SECRET_FROM_ENV: &str = "secret:env://";
+
+/// The peer's `${VAR}` substitution (plus `${VAR:-default}` and
+/// `${secret:env://VAR}`), in strings anywhere inside `v`. Unset variables
+/// become empty.
 pub fn substitute_env(v: &Value, env: &BTreeMap<String, String>) -> Value {
     match v {
         Value::String(s) if s.contains("${") => Value::String(substitute_str(s, env)),
@@ -426,6 +431,8 @@ fn substitute_str(s: &str, env: &BTreeMap<String, String>) -> String {
                     Some((n, d)) => (n, Some(d)),
                     None => (inner, None),
                 };
+                // The peer's secret reference for its environment provider.
+                let name = name.strip_prefix(SECRET_FROM_ENV).unwrap_or(name);
                 match env.get(name).filter(|v| !v.is_empty()) {
                     Some(v) => out.push_str(v),
                     None => out.push_str(default.unwrap_or("")),
@@ -536,5 +543,7 @@ mod tests {
         env.insert("A".to_string(), "x".to_string());
         assert_eq!(substitute_str("${A}/${B:-d}/${C}", &env), "x/d/");
         assert_eq!(substitute_str("no vars ${", &env), "no vars ${");
+        // The peer's reference to its environment secret provider.
+        assert_eq!(substitute_str("Bearer ${secret:env://A}", &env), "Bearer x");
     }
 }

@@ -120,6 +120,20 @@ impl Cx<'_> {
                     self.err(pos, format!("tool `{name}`: {e}"));
                 }
             }
+            for (key, v) in obj("auth") {
+                let Some(provider) = v.as_str().and_then(secret_provider) else {
+                    continue;
+                };
+                let mut p = path.clone();
+                p.extend(["auth".into(), key.clone()]);
+                let pos = spans.pos(&p);
+                self.err(
+                    pos,
+                    format!("tool `{name}`: `auth.{key}` reads the secret provider `{provider}`, which is not available here"),
+                )
+                .hints
+                .push("put the secret in an environment variable and write `${secret:env://NAME}` or `${NAME}`".into());
+            }
             self.tools.push(ToolConfig {
                 name: name.clone(),
                 sdk,
@@ -593,4 +607,16 @@ impl Cx<'_> {
             }
         }
     }
+}
+
+/// The provider of a `${secret:PROVIDER://…}` reference other than the
+/// environment's (the peer lists Vault, AWS and Azure; none of them is
+/// wired up in its engine either).
+fn secret_provider(text: &str) -> Option<&str> {
+    text.match_indices("${secret:").find_map(|(i, m)| {
+        let rest = &text[i + m.len()..];
+        let provider = rest.split_once("://").map_or(rest, |(p, _)| p);
+        let provider = provider.split('}').next().unwrap_or(provider);
+        (provider != "env").then_some(provider)
+    })
 }

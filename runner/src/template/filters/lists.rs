@@ -138,6 +138,57 @@ pub(super) fn flatten(value: &Value) -> Result<Value, Error> {
     Ok(list(out))
 }
 
+/// `slice(n, fill?)`: Nunjucks' version (replaces minijinja's, which refuses
+/// a negative count): the items, or the characters of a text, cut into `n`
+/// groups, the first ones one longer when they do not divide evenly and the
+/// shorter ones padded with `fill`; `n` of 0 or less gives no groups. The
+/// arithmetic is JavaScript's, so a fractional `n` cuts as it does there.
+pub(super) fn slice(value: &Value, slices: &Value, fill: Option<Value>) -> Result<Value, Error> {
+    let text = value.as_str().map(|s| s.chars().collect::<Vec<char>>());
+    let all = match &text {
+        Some(_) => Vec::new(),
+        None => items(value)?,
+    };
+    let len = text.as_ref().map_or(all.len(), Vec::len) as f64;
+    let n = to_num(slices, "slice's count")?.as_f64();
+    if !(n > 0.0) {
+        return Ok(list(Vec::new()));
+    }
+    // Groups past the items are empty; a count far past them is a mistake,
+    // not a request for a million empty lists.
+    if n > len + 10_000.0 {
+        return Err(invalid(format!(
+            "slice({n}) asks for more groups than there are items"
+        )));
+    }
+    let size = (len / n).floor();
+    let extra = len % n;
+    let bound = |x: f64| (x.trunc().max(0.0).min(len)) as usize;
+    let mut offset = 0.0;
+    let mut out = Vec::new();
+    let mut i = 0.0;
+    while i < n {
+        let start = offset + i * size;
+        if i < extra {
+            offset += 1.0;
+        }
+        let end = offset + (i + 1.0) * size;
+        let (a, b) = (bound(start), bound(end).max(bound(start)));
+        out.push(match &text {
+            Some(chars) => Value::from(chars[a..b].iter().collect::<String>()),
+            None => {
+                let mut part = all[a..b].to_vec();
+                if let Some(f) = fill.as_ref().filter(|f| f.is_true() && i >= extra) {
+                    part.push(f.clone());
+                }
+                list(part)
+            }
+        });
+        i += 1.0;
+    }
+    Ok(list(out))
+}
+
 /// `parse_json`: parses JSON text; none when it is not valid JSON. Lists,
 /// maps, numbers and booleans are returned as they are.
 pub(super) fn parse_json(value: &Value) -> Value {

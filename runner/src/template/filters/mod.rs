@@ -14,7 +14,7 @@ mod patterns;
 mod strings;
 
 use checks::{and, is_array, is_empty, is_null, is_number, is_object, is_string, not, or, ternary};
-use lists::{count, flatten, nth, parse_json, sum, to_json_filter, unique};
+use lists::{count, flatten, nth, parse_json, slice, sum, to_json_filter, unique};
 pub(crate) use math::js_round;
 use math::{add, ceil, divide, floor, max, min, multiply, round, subtract};
 use objects::{dictsort, entries, keys, merge, omit, path, pick, values};
@@ -169,6 +169,7 @@ pub(crate) fn register(env: &mut Environment<'static>) {
     env.add_filter("sum", sum);
     env.add_filter("unique", unique);
     env.add_filter("flatten", flatten);
+    env.add_filter("slice", slice);
     // dates
     env.add_filter("format_date", dates::format_date);
     env.add_filter("add_days", dates::add_days);
