@@ -111,7 +111,9 @@ impl Engine {
                     }
                 };
                 let e = match done {
-                    Ok(out) => {
+                    Ok(mut out) => {
+                        // Outputs are set from here, before the step ends.
+                        marktoflow_steps::core::js::order_keys(&mut out);
                         if resolved.spec.traits.sets_outputs {
                             st.set_outputs = Some(out.clone());
                         }

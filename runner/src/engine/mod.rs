@@ -369,7 +369,7 @@ fn restore(st: &mut RunState, saved: Vec<(String, Option<Value>)>) {
     for (k, v) in saved {
         match v {
             Some(v) => st.vars_mut().insert(k, v),
-            None => st.vars_mut().remove(&k),
+            None => st.vars_mut().shift_remove(&k),
         };
     }
 }
@@ -424,7 +424,7 @@ fn workflow_outputs(wf: &Workflow, st: &RunState) -> Value {
     let mut all = (*st.variables).clone();
     // What started the run is the caller's, not an output of the workflow.
     if !st.trigger.is_null() && all.get("trigger") == Some(&*st.trigger) {
-        all.remove("trigger");
+        all.shift_remove("trigger");
     }
     Value::Object(all)
 }

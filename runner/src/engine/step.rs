@@ -233,10 +233,13 @@ impl Engine {
         };
         match result {
             Ok(done) => {
-                let (status, output) = match done {
+                let (status, mut output) = match done {
                     Done::Ran(v) => (StepStatus::Completed, v),
                     Done::Skipped(v) => (StepStatus::Skipped, v),
                 };
+                // As the peer's values are JavaScript objects: a workflow
+                // written for it lists `{"503": …, "200": …}` as 200, 503.
+                marktoflow_steps::core::js::order_keys(&mut output);
                 // Unlike the peer, a skipped container still sets its
                 // (empty) output, so later templates can rely on it.
                 if let Some(var) = &step.output_variable {

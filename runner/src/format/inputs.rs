@@ -185,6 +185,9 @@ pub fn resolve_defs(
         }
     }
     if errors.is_empty() {
+        // Objects as the peer's JavaScript holds them (index keys first).
+        out.values_mut()
+            .for_each(marktoflow_steps::core::js::order_keys);
         Ok(out)
     } else {
         Err(errors)

@@ -23,12 +23,13 @@ pub(crate) fn pairs(v: Value) -> Result<Value, Error> {
     if v.kind() != ValueKind::Map {
         return Ok(v);
     }
-    let mut out = Vec::with_capacity(v.len().unwrap_or(0));
-    for k in v.try_iter()? {
-        let item = v.get_item(&k)?;
-        out.push(list(vec![k, item]));
-    }
-    Ok(list(out))
+    let pairs = super::values::map_pairs(&v)?;
+    Ok(list(
+        pairs
+            .into_iter()
+            .map(|(k, item)| list(vec![k, item]))
+            .collect(),
+    ))
 }
 
 /// Where a `{% … %}` tag's keyword and content are.

@@ -139,8 +139,7 @@ fn to_json_depth(v: &Value, depth: usize) -> Result<Json, Error> {
         }
         ValueKind::Map => {
             let mut out = serde_json::Map::with_capacity(v.len().unwrap_or(0));
-            for key in v.try_iter()? {
-                let item = v.get_item(&key)?;
+            for (key, item) in map_pairs(v)? {
                 let key = match key.as_str() {
                     Some(s) => s.to_string(),
                     None => text(&key),
@@ -318,6 +317,33 @@ pub fn is_truthy_text(s: &str) -> bool {
         || t.eq_ignore_ascii_case("null")
         || t.eq_ignore_ascii_case("none")
         || t.eq_ignore_ascii_case("undefined"))
+}
+
+/// A map's entries, in JavaScript's key order.
+pub(crate) fn map_pairs(v: &Value) -> Result<Vec<(Value, Value)>, Error> {
+    let mut out = Vec::with_capacity(v.len().unwrap_or(0));
+    for k in v.try_iter()? {
+        let item = v.get_item(&k)?;
+        out.push((k, item));
+    }
+    Ok(in_js_order(out))
+}
+
+/// Entries of a map in the order JavaScript iterates an object: index keys
+/// (`"200"`, or `200` in a dict literal) first, ascending, then the rest as
+/// added.
+pub(crate) fn in_js_order<T>(pairs: Vec<(Value, T)>) -> Vec<(Value, T)> {
+    let texts: Vec<String> = pairs
+        .iter()
+        .map(|(k, _)| k.as_str().map_or_else(|| k.to_string(), str::to_string))
+        .collect();
+    match marktoflow_steps::core::js::key_order(texts.iter().map(String::as_str)) {
+        None => pairs,
+        Some(order) => {
+            let mut old: Vec<Option<(Value, T)>> = pairs.into_iter().map(Some).collect();
+            order.into_iter().filter_map(|i| old[i].take()).collect()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -113,6 +113,69 @@ pub fn number_value(n: f64) -> Value {
     }
 }
 
+/// Whether JavaScript treats an object's key as an array index, which it
+/// iterates before the other keys, ascending: the canonical decimal of
+/// 0 ..= 2^32 − 2 (`"10"` is one; `"010"`, `"-1"` and `"1.5"` are not).
+pub fn is_index_key(k: &str) -> bool {
+    !k.is_empty()
+        && k.len() <= 10
+        && (k == "0" || !k.starts_with('0'))
+        && k.bytes().all(|b| b.is_ascii_digit())
+        && k.parse::<u64>().is_ok_and(|n| n < u64::from(u32::MAX))
+}
+
+/// The order in which JavaScript iterates an object with these keys (as
+/// positions into them): index keys first, ascending, then the others in
+/// the order they were added. None when that is the order they are in.
+pub fn key_order<'a>(keys: impl Iterator<Item = &'a str> + Clone) -> Option<Vec<usize>> {
+    // Most objects have no index key: nothing to collect for them.
+    if !keys
+        .clone()
+        .any(|k| k.starts_with(|c: char| c.is_ascii_digit()))
+    {
+        return None;
+    }
+    let keys: Vec<(usize, Option<u64>)> = keys
+        .enumerate()
+        .map(|(i, k)| (i, is_index_key(k).then(|| k.parse().unwrap_or(0))))
+        .collect();
+    let in_order = keys.windows(2).all(|w| match (w[0].1, w[1].1) {
+        (Some(a), Some(b)) => a < b,
+        (None, Some(_)) => false,
+        _ => true,
+    });
+    if in_order {
+        return None;
+    }
+    let mut order = keys;
+    // Stable: the other keys keep their places relative to each other.
+    order.sort_by_key(|(_, index)| index.map_or((1, 0), |n| (0, n)));
+    Some(order.into_iter().map(|(i, _)| i).collect())
+}
+
+/// Orders the mappings in `v`, at every depth, as JavaScript iterates
+/// objects (see `key_order`): a workflow written for the peer prints,
+/// loops over and serialises `{"200": …, "503": …, "404": …}` as
+/// `200, 404, 503`.
+pub fn order_keys(v: &mut Value) {
+    match v {
+        Value::Array(items) => items.iter_mut().for_each(order_keys),
+        Value::Object(map) => {
+            map.values_mut().for_each(order_keys);
+            if let Some(order) = key_order(map.keys().map(String::as_str)) {
+                let mut old: Vec<Option<(String, Value)>> =
+                    std::mem::take(map).into_iter().map(Some).collect();
+                for i in order {
+                    if let Some((k, x)) = old[i].take() {
+                        map.insert(k, x);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,5 +225,29 @@ mod tests {
         assert_eq!(number_value(6.0), json!(6));
         assert_eq!(number_value(2.5), json!(2.5));
         assert_eq!(number_value(f64::NAN), json!(null));
+    }
+
+    #[test]
+    fn objects_iterate_index_keys_first_as_javascript_does() {
+        for (k, want) in [
+            ("0", true),
+            ("10", true),
+            ("4294967294", true),
+            ("4294967295", false),
+            ("010", false),
+            ("-1", false),
+            ("1.5", false),
+            ("", false),
+            ("a", false),
+        ] {
+            assert_eq!(is_index_key(k), want, "{k}");
+        }
+        let mut v = json!({"b": 1, "503": {"z": 1, "2": 2}, "200": 3, "a": 4, "404": 5, "01": 6});
+        order_keys(&mut v);
+        assert_eq!(
+            serde_json::to_string(&v).unwrap(),
+            r#"{"200":3,"404":5,"503":{"2":2,"z":1},"b":1,"a":4,"01":6}"#
+        );
+        assert_eq!(key_order(["1", "2", "x"].into_iter()), None);
     }
 }

@@ -151,7 +151,8 @@ pub(super) fn slice(value: &Value, slices: &Value, fill: Option<Value>) -> Resul
     };
     let len = text.as_ref().map_or(all.len(), Vec::len) as f64;
     let n = to_num(slices, "slice's count")?.as_f64();
-    if !(n > 0.0) {
+    // NaN too: JavaScript's loop runs while `i < n`.
+    if n.is_nan() || n <= 0.0 {
         return Ok(list(Vec::new()));
     }
     // Groups past the items are empty; a count far past them is a mistake,

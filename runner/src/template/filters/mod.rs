@@ -28,6 +28,7 @@ use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, Value};
 
 use super::dates;
+pub(crate) use super::values::map_pairs;
 use super::values::text;
 
 /// Names of the filters added here (for "did you mean" hints).
@@ -234,15 +235,6 @@ pub(super) fn names(args: &[Value]) -> Result<Vec<String>, Error> {
         } else {
             out.push(text(a));
         }
-    }
-    Ok(out)
-}
-
-pub(super) fn map_pairs(v: &Value) -> Result<Vec<(Value, Value)>, Error> {
-    let mut out = Vec::with_capacity(v.len().unwrap_or(0));
-    for k in v.try_iter()? {
-        let item = v.get_item(&k)?;
-        out.push((k, item));
     }
     Ok(out)
 }

@@ -34,7 +34,7 @@ pub(super) fn path(value: &Value, p: &str) -> Value {
 /// `keys`: keys of a map (indexes of a list); `[]` for anything else.
 pub(super) fn keys(value: &Value) -> Result<Value, Error> {
     Ok(list(match value.kind() {
-        ValueKind::Map => value.try_iter()?.collect(),
+        ValueKind::Map => map_pairs(value)?.into_iter().map(|(k, _)| k).collect(),
         ValueKind::Seq | ValueKind::Iterable => (0..items(value)?.len()).map(Value::from).collect(),
         _ => Vec::new(),
     }))
