@@ -1,7 +1,10 @@
 //! Where each node of a YAML text starts, so errors can point into the `.md`.
 //!
-//! Values come from serde_yaml; this tree only records positions (from
-//! yaml-rust2's marked events), looked up by the same key path.
+//! Values come from serde_yaml; this tree records positions (from
+//! yaml-rust2's marked events), looked up by the same key path, and the
+//! plain scalars that serde_yaml reads otherwise than YAML 1.2's core
+//! schema does (the peer's `yaml` package reads 1.2): `0644` is the number
+//! 644 there, `-0x1F` and `0b101` are text.
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
@@ -23,7 +26,9 @@ pub enum ScalarStyle {
 
 #[derive(Debug, Clone)]
 pub enum PosNode {
-    Scalar(YPos, ScalarStyle),
+    /// A scalar; with its value by YAML 1.2's core schema where serde_yaml
+    /// reads it otherwise.
+    Scalar(YPos, ScalarStyle, Option<Box<serde_json::Value>>),
     Seq(YPos, Vec<PosNode>),
     /// Entries: key text, key position, value node.
     Map(YPos, Vec<(String, YPos, PosNode)>),
@@ -32,7 +37,7 @@ pub enum PosNode {
 impl PosNode {
     pub fn pos(&self) -> YPos {
         match self {
-            PosNode::Scalar(p, _) | PosNode::Seq(p, _) | PosNode::Map(p, _) => *p,
+            PosNode::Scalar(p, ..) | PosNode::Seq(p, _) | PosNode::Map(p, _) => *p,
         }
     }
     pub fn get(&self, key: &str) -> Option<&PosNode> {
@@ -114,18 +119,22 @@ impl MarkedEventReceiver for Builder {
                     TScalarStyle::Literal | TScalarStyle::Folded => ScalarStyle::Block,
                     _ => ScalarStyle::Quoted,
                 };
-                let node = PosNode::Scalar(p, style);
+                let core = (style == ScalarStyle::Plain)
+                    .then(|| core_schema(&text))
+                    .flatten()
+                    .map(Box::new);
+                let node = PosNode::Scalar(p, style, core);
                 if anchor > 0 {
                     self.anchors.insert(anchor, node.clone());
                 }
                 self.push_node(node, Some(text));
             }
             Event::Alias(id) => {
-                let node = self
-                    .anchors
-                    .get(&id)
-                    .cloned()
-                    .unwrap_or(PosNode::Scalar(p, ScalarStyle::Plain));
+                let node = self.anchors.get(&id).cloned().unwrap_or(PosNode::Scalar(
+                    p,
+                    ScalarStyle::Plain,
+                    None,
+                ));
                 self.push_node(node, Some(String::new()));
             }
             Event::SequenceStart(..) => self.stack.push(Frame::Seq(p, Vec::new())),
@@ -144,6 +153,52 @@ impl MarkedEventReceiver for Builder {
             }
             _ => {}
         }
+    }
+}
+
+/// A plain scalar's value by YAML 1.2's core schema, where serde_yaml
+/// (which also reads YAML 1.1's forms) differs: decimals with leading zeros
+/// are numbers (`0644` is 644, `02139` 2139), and the radix forms 1.2 does
+/// not have are text (`0b101`, a signed `-0x1F` or `+0o14`).
+fn core_schema(text: &str) -> Option<serde_json::Value> {
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let signed = unsigned.len() != text.len();
+    let digits = |rest: &str, ok: fn(char) -> bool| !rest.is_empty() && rest.chars().all(ok);
+    if unsigned.len() > 1 && unsigned.starts_with('0') && digits(unsigned, |c| c.is_ascii_digit()) {
+        let n: f64 = text.parse().ok()?;
+        return Some(match text.parse::<i64>() {
+            Ok(i) if i.unsigned_abs() < 1 << 53 => serde_json::Value::from(i),
+            _ => serde_json::Number::from_f64(n).map(serde_json::Value::Number)?,
+        });
+    }
+    let radix_text = match unsigned.get(..2) {
+        Some("0b") => digits(&unsigned[2..], |c| c == '0' || c == '1'),
+        Some("0o") => signed && digits(&unsigned[2..], |c| ('0'..='7').contains(&c)),
+        Some("0x") => signed && digits(&unsigned[2..], |c| c.is_ascii_hexdigit()),
+        _ => false,
+    };
+    radix_text.then(|| serde_json::Value::String(text.to_string()))
+}
+
+/// Replaces the plain scalars of `v` (read by serde_yaml from the text
+/// `node` was built from) that YAML 1.2's core schema reads otherwise.
+pub fn apply_core_schema(v: &mut serde_json::Value, node: &PosNode) {
+    use serde_json::Value;
+    match (v, node) {
+        (v, PosNode::Scalar(_, _, Some(core))) => *v = (**core).clone(),
+        (Value::Object(map), PosNode::Map(_, entries)) => {
+            for (k, _, child) in entries {
+                if let Some(x) = map.get_mut(k) {
+                    apply_core_schema(x, child);
+                }
+            }
+        }
+        (Value::Array(items), PosNode::Seq(_, nodes)) => {
+            for (x, child) in items.iter_mut().zip(nodes) {
+                apply_core_schema(x, child);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -170,12 +225,32 @@ mod tests {
         // A block scalar's position is where its content starts.
         assert!(matches!(
             prompt,
-            PosNode::Scalar(YPos { line: 5, col: 5 }, ScalarStyle::Block)
+            PosNode::Scalar(YPos { line: 5, col: 5 }, ScalarStyle::Block, None)
         ));
         assert_eq!(n.pos(), YPos { line: 1, col: 1 });
         assert_eq!(
             n.lookup(&["list".into(), "1".into(), "b".into()]).pos(),
             YPos { line: 9, col: 8 }
         );
+    }
+
+    #[test]
+    fn plain_scalars_read_as_yaml_1_2_core_schema() {
+        for (text, want) in [
+            ("0644", Some(serde_json::json!(644))),
+            ("-012", Some(serde_json::json!(-12))),
+            ("+02139", Some(serde_json::json!(2139))),
+            ("0b101", Some(serde_json::json!("0b101"))),
+            ("-0x1F", Some(serde_json::json!("-0x1F"))),
+            ("+0o14", Some(serde_json::json!("+0o14"))),
+            // serde_yaml already reads these as 1.2 does.
+            ("0", None),
+            ("0x1F", None),
+            ("0o14", None),
+            ("0644a", None),
+            ("0.5", None),
+        ] {
+            assert_eq!(core_schema(text), want, "{text}");
+        }
     }
 }

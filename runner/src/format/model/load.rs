@@ -101,7 +101,8 @@ pub fn load_parts(path: &Path, text: &str, registry: &Registry) -> Parts {
     }
 }
 
-/// YAML → JSON, with non-string keys stringified and tags dropped.
+/// YAML → JSON, with non-string keys stringified and tags dropped; whole
+/// floats are integers and infinities and NaN (which JSON lacks) null.
 pub fn yaml_to_json(v: serde_yaml::Value) -> Value {
     use serde_yaml::Value as Y;
     match v {
@@ -113,10 +114,10 @@ pub fn yaml_to_json(v: serde_yaml::Value) -> Value {
             } else if let Some(u) = n.as_u64() {
                 Value::from(u)
             } else {
+                // One kind of number, as the peer's JavaScript has: `1.5e3`
+                // is 1500, as an integer written so would be.
                 n.as_f64()
-                    .and_then(serde_json::Number::from_f64)
-                    .map(Value::Number)
-                    .unwrap_or(Value::Null)
+                    .map_or(Value::Null, marktoflow_steps::core::js::number_value)
             }
         }
         Y::String(s) => Value::String(s),

@@ -3,7 +3,7 @@
 
 use crate::diag::{did_you_mean, surely_meant, Diagnostic, Pos, Source};
 use crate::format::document::{Document, YamlText};
-use crate::format::yamlpos::{positions, PosNode, ScalarStyle, YPos};
+use crate::format::yamlpos::{apply_core_schema, positions, PosNode, ScalarStyle, YPos};
 use marktoflow_steps::registry::Registry;
 use marktoflow_steps::ToolConfig;
 use serde_json::{Map, Value};
@@ -126,9 +126,12 @@ impl Cx<'_> {
                 let node = positions(&yaml.text).unwrap_or(PosNode::Scalar(
                     YPos { line: 1, col: 1 },
                     ScalarStyle::Plain,
+                    None,
                 ));
+                let mut value = yaml_to_json(v);
+                apply_core_schema(&mut value, &node);
                 Some(Parsed {
-                    value: yaml_to_json(v),
+                    value,
                     spans: Arc::new(Spans {
                         yaml: Arc::new(yaml.clone()),
                         node,

@@ -148,7 +148,7 @@ impl Spans {
     /// File position of 1-based `line`/`col` inside the string value at `path`.
     pub fn pos_in_string(&self, path: &[String], line: usize, col: usize) -> Pos {
         match self.node.lookup(path) {
-            PosNode::Scalar(p, style) => {
+            PosNode::Scalar(p, style, _) => {
                 let YPos { line: l0, col: c0 } = *p;
                 match style {
                     ScalarStyle::Block => self.yaml.file_pos(l0 + line - 1, c0 + col - 1),
