@@ -197,7 +197,7 @@ fn to_number(v: &Value) -> Num {
 }
 
 /// `String(v)` as `+` joins it.
-fn js_string(v: &Value) -> String {
+pub(crate) fn js_string(v: &Value) -> String {
     match v.kind() {
         ValueKind::Undefined => "undefined".into(),
         ValueKind::None => "null".into(),

@@ -24,10 +24,45 @@ use minijinja::{Error, ErrorKind, State, Value};
 use super::filters::js_round;
 use super::values::{list, room_for, text, to_num};
 
+/// The JavaScript methods of String, Number and Array that templates
+/// refuse, and why (docs/reference.md lists them from here).
+pub(crate) const REFUSED: &[(&[&str], &str)] = &[
+    (
+        &["map", "filter", "find", "findIndex", "findLast", "findLastIndex", "every", "some", "forEach", "reduce", "reduceRight", "flatMap"],
+        "it takes a function, which a template cannot write (nor can Nunjucks): use a filter (`select`, `reject`, `selectattr`, `map(attribute=…)`, `sum`) or a script step",
+    ),
+    (
+        &["push", "pop", "shift", "unshift", "splice", "fill", "copyWithin", "toSpliced"],
+        "it changes the list in place, and a template's values do not change: build a new one (`xs + [x]`, `xs.concat([x])`, `xs.slice(1)`)",
+    ),
+    (
+        &["localeCompare", "toLocaleString", "toLocaleDateString", "toLocaleTimeString"],
+        "it needs locale data (Intl), which templates do not have yet: format in a script step, or with `format_date`",
+    ),
+    (
+        &["match", "matchAll"],
+        "it gives JavaScript match objects: use the `match` filter (`s | match('/[0-9]+/g')`)",
+    ),
+    (&["normalize"], "Unicode normalization tables are not built in"),
+    (&["toExponential"], "it is not built in: use `toPrecision` or `toFixed`"),
+    (
+        &["entries", "with"],
+        "not for lists in templates: use the `entries` filter, or `loop.index` in a loop",
+    ),
+    (
+        &["anchor", "big", "blink", "bold", "fixed", "fontcolor", "fontsize", "italics", "link", "small", "strike", "sub", "sup"],
+        "it is one of JavaScript's deprecated HTML methods",
+    ),
+];
+
 fn unknown(value: &Value, name: &str) -> Error {
+    let why = REFUSED
+        .iter()
+        .find(|(names, _)| names.contains(&name))
+        .map_or(String::new(), |(_, why)| format!(": {why}"));
     Error::new(
         ErrorKind::UnknownMethod,
-        format!("{} has no method named {}", value.kind(), name),
+        format!("{} has no method named {}{why}", value.kind(), name),
     )
 }
 
@@ -131,6 +166,39 @@ fn string_method(s: &str, value: &Value, name: &str, args: &[Value]) -> Result<V
     match name {
         "toUpperCase" | "upper" => arity(name, args, 0).and_then(|_| one(s.to_uppercase())),
         "toLowerCase" | "lower" => arity(name, args, 0).and_then(|_| one(s.to_lowercase())),
+        // Unicode's case mapping is the same in every locale but Turkish,
+        // Azeri and Lithuanian, whose special rules we do not have.
+        "toLocaleUpperCase" | "toLocaleLowerCase" => {
+            arity(name, args, 1)?;
+            if let Some(locale) = args.first().filter(|l| !l.is_undefined()).map(text) {
+                let lang = locale
+                    .split(['-', '_'])
+                    .next()
+                    .unwrap_or("")
+                    .to_ascii_lowercase();
+                if ["tr", "az", "lt"].contains(&lang.as_str()) {
+                    return Err(Error::new(
+                        ErrorKind::InvalidOperation,
+                        format!(
+                            "{name}('{locale}'): the case rules of that language are not built in"
+                        ),
+                    ));
+                }
+            }
+            one(if name == "toLocaleUpperCase" {
+                s.to_uppercase()
+            } else {
+                s.to_lowercase()
+            })
+        }
+        // JavaScript reads the argument as a regular expression.
+        "search" => {
+            arity(name, args, 1)?;
+            let re = super::filters::js_regex(&arg_text(args, 0, name)?, None)?.re;
+            Ok(Value::from(
+                re.find(s).map_or(-1, |m| char_index(s, m.start())),
+            ))
+        }
         "trim" | "strip" | "trimStart" | "lstrip" | "trimEnd" | "rstrip" => {
             arity(name, args, 1)?;
             let set: Option<Vec<char>> = match args.first() {
@@ -241,6 +309,9 @@ fn string_method(s: &str, value: &Value, name: &str, args: &[Value]) -> Result<V
             one(std::iter::once(s.to_string()).chain(parts).collect())
         }
         "toString" => arity(name, args, 0).map(|_| value.clone()),
+        // Text here is always well-formed Unicode (UTF-8).
+        "isWellFormed" => arity(name, args, 0).map(|_| Value::from(true)),
+        "toWellFormed" => arity(name, args, 0).map(|_| value.clone()),
         // JavaScript counts UTF-16 units.
         "charCodeAt" | "codePointAt" | "at" => {
             arity(name, args, 1)?;
@@ -326,6 +397,44 @@ fn list_method(value: &Value, name: &str, args: &[Value]) -> Result<Value, Error
                     .map_or(-1, |p| p as i64),
             ))
         }
+        "lastIndexOf" => {
+            arity(name, args, 1)?;
+            let x = args.first().cloned().unwrap_or(Value::UNDEFINED);
+            Ok(Value::from(
+                items()?
+                    .iter()
+                    .rposition(|i| *i == x)
+                    .map_or(-1, |p| p as i64),
+            ))
+        }
+        // Without a comparison function (a template cannot pass one),
+        // JavaScript sorts by text, UTF-16 unit by unit: `[10, 9, 1]` is
+        // `[1, 10, 9]`; undefined items go last. A sorted copy.
+        "sort" | "toSorted" => {
+            if !args.is_empty() {
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("{name}() takes no comparison function in a template: use the `sort` filter (`xs | sort(attribute='n')`)"),
+                ));
+            }
+            let mut keyed: Vec<(Option<Vec<u16>>, Value)> = items()?
+                .into_iter()
+                .map(|v| {
+                    (
+                        (!v.is_undefined())
+                            .then(|| super::js_ops::js_string(&v).encode_utf16().collect()),
+                        v,
+                    )
+                })
+                .collect();
+            keyed.sort_by(|a, b| match (&a.0, &b.0) {
+                (Some(x), Some(y)) => x.cmp(y),
+                (None, None) => std::cmp::Ordering::Equal,
+                (None, _) => std::cmp::Ordering::Greater,
+                (_, None) => std::cmp::Ordering::Less,
+            });
+            Ok(list(keyed.into_iter().map(|(_, v)| v).collect()))
+        }
         "slice" => {
             arity(name, args, 2)?;
             let all = items()?;
@@ -348,7 +457,7 @@ fn list_method(value: &Value, name: &str, args: &[Value]) -> Result<Value, Error
             let i = arg_int(args, 0, name)?.unwrap_or(0);
             value.get_item(&Value::from(i))
         }
-        "reverse" => {
+        "reverse" | "toReversed" => {
             arity(name, args, 0)?;
             let mut all = items()?;
             all.reverse();
@@ -384,14 +493,7 @@ fn list_method(value: &Value, name: &str, args: &[Value]) -> Result<Value, Error
 }
 
 fn map_method(value: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
-    let pairs = || -> Result<Vec<(Value, Value)>, Error> {
-        let mut out = Vec::new();
-        for k in value.try_iter()? {
-            let v = value.get_item(&k)?;
-            out.push((k, v));
-        }
-        Ok(out)
-    };
+    let pairs = || super::values::map_pairs(value);
     match name {
         "items" => {
             arity(name, args, 0)?;
@@ -546,6 +648,14 @@ pub(crate) fn call_method(
     name: &str,
     args: &[Value],
 ) -> Result<Value, Error> {
+    if name == "valueOf"
+        && matches!(
+            value.kind(),
+            ValueKind::String | ValueKind::Number | ValueKind::Seq | ValueKind::Bool
+        )
+    {
+        return arity(name, args, 0).map(|_| value.clone());
+    }
     match value.kind() {
         ValueKind::String => string_method(value.as_str().unwrap_or_default(), value, name, args),
         ValueKind::Seq | ValueKind::Iterable => list_method(value, name, args),
@@ -667,5 +777,29 @@ mod tests {
             e.message.contains("string has no method named frobnicate"),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn refused_javascript_methods_say_why_and_what_to_use() {
+        let e = Templates::new()
+            .eval_expr("[1, 2].push(3)", &minijinja::Value::from(()))
+            .unwrap_err();
+        assert_eq!(
+            e.message,
+            "unknown method: sequence has no method named push: it changes the list in place, and a template's values do not change: build a new one (`xs + [x]`, `xs.concat([x])`, `xs.slice(1)`)"
+        );
+        assert_eq!(ev("[3, 1, 2].toSorted()"), json!([1, 2, 3]));
+        assert_eq!(ev("'x'.isWellFormed()"), json!(true));
+        assert_eq!(ev("l.valueOf()"), json!([1, 2, 3]));
+    }
+
+    #[test]
+    fn the_reference_lists_every_refused_method() {
+        let reference = include_str!("../../../docs/reference.md");
+        for (names, _) in super::REFUSED {
+            for name in *names {
+                assert!(reference.contains(&format!("`{name}`")), "{name}");
+            }
+        }
     }
 }

@@ -18,6 +18,7 @@ use lists::{count, flatten, nth, parse_json, slice, sum, to_json_filter, unique}
 pub(crate) use math::js_round;
 use math::{add, ceil, divide, floor, max, min, multiply, round, subtract};
 use objects::{dictsort, entries, keys, merge, omit, path, pick, values};
+pub(crate) use patterns::js_regex;
 use patterns::{match_, not_match, regex_replace};
 use strings::{
     capitalize, contains, lower, prefix, slugify, split, striptags, substring, suffix, title, trim,

@@ -6,8 +6,8 @@ use super::invalid;
 use minijinja::{Error, Value};
 use regex::{Captures, Regex, RegexBuilder};
 
-pub(super) struct JsRegex {
-    re: Regex,
+pub(crate) struct JsRegex {
+    pub(crate) re: Regex,
     global: bool,
 }
 
@@ -15,7 +15,7 @@ pub(super) struct JsRegex {
 /// `g` means "all matches", `u` and `y` are accepted and ignored). Patterns
 /// use Rust regex syntax, which matches JavaScript's for everyday use but has
 /// no lookaround or backreferences.
-pub(super) fn js_regex(pattern: &str, flags: Option<&str>) -> Result<JsRegex, Error> {
+pub(crate) fn js_regex(pattern: &str, flags: Option<&str>) -> Result<JsRegex, Error> {
     let (body, parsed_flags) = match pattern
         .strip_prefix('/')
         .and_then(|p| p.rfind('/').map(|i| (p, i)))
