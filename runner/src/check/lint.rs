@@ -31,6 +31,7 @@ pub fn lint(wf: &Workflow, t: &Templates) -> Vec<Diagnostic> {
         defined_anywhere: BTreeSet::new(),
         used_text: String::new(),
         text_replies: text_replies(wf),
+        step_ids: wf.walk().into_iter().map(|s| s.id.clone()).collect(),
     };
     // `concurrency.key` is rendered over the inputs too.
     if let Some(key) = wf.concurrency.as_ref().and_then(|c| c.key.as_deref()) {
@@ -56,6 +57,7 @@ pub fn lint(wf: &Workflow, t: &Templates) -> Vec<Diagnostic> {
     let mut scope: BTreeSet<String> = ALWAYS.iter().map(|s| s.to_string()).collect();
     scope.extend(wf.inputs.iter().map(|i| i.name.clone()));
     cx.steps(&wf.steps, &mut scope, false);
+    cx.input_defaults();
     cx.unused_inputs();
     cx.declared_outputs();
     cx.out
@@ -71,6 +73,8 @@ struct Lint<'a> {
     /// Variables that only ever hold a model's reply text (see
     /// [`text_replies`]), with the step that sets each.
     text_replies: BTreeMap<String, String>,
+    /// Every step's id, nested ones too (`steps.ID`).
+    step_ids: BTreeSet<String>,
 }
 
 /// The agent methods whose output is the reply as text, unless the step
@@ -236,6 +240,7 @@ impl Lint<'_> {
         if !self.text_replies.is_empty() {
             self.fields_of_text(step, field, src);
         }
+        self.step_references(step, field, src);
         for name in self.t.referenced_names(src) {
             if scope.contains(&name) || self.wf.steps.is_empty() {
                 continue;
@@ -256,6 +261,29 @@ impl Lint<'_> {
             self.warn(
                 pos,
                 format!("`{name}` is not defined by any step or input"),
+                hint,
+            );
+        }
+    }
+
+    /// Warns of `steps.ID` where no step has that id: it would be
+    /// undefined when the step runs, and print as nothing.
+    fn step_references(&mut self, step: &Step, field: &[String], src: &str) {
+        for path in self.t.referenced_paths(src) {
+            let mut parts = path.split('.');
+            let (Some("steps"), Some(id)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            if self.step_ids.contains(id) {
+                continue;
+            }
+            let known: Vec<&str> = self.step_ids.iter().map(String::as_str).collect();
+            let hint = did_you_mean(id, &known)
+                .map(|c| format!("did you mean `{c}`?"))
+                .or_else(|| Some(format!("the steps' ids are: {}", known.join(", "))));
+            self.warn(
+                Self::pos_of(step, field),
+                format!("`steps.{id}`: no step has the id `{id}`"),
                 hint,
             );
         }
@@ -532,6 +560,29 @@ impl Lint<'_> {
         for list in s.kind.children() {
             for inner in list {
                 collect_outputs(inner, scope);
+            }
+        }
+    }
+
+    /// A default that cannot be the input's value fails every run that
+    /// leaves the input out; one made of `${VAR}`s is judged when it runs.
+    fn input_defaults(&mut self) {
+        for input in &self.wf.inputs {
+            let Some(d) = input.default.as_ref().filter(|d| !d.is_null()) else {
+                continue;
+            };
+            if d.to_string().contains("${") {
+                continue;
+            }
+            if let Err(e) = crate::format::inputs::check_value(input, d) {
+                self.out.push(Diagnostic::error(
+                    &self.wf.source,
+                    Some(input.pos),
+                    format!(
+                        "input `{}`: the default does not fit: {}",
+                        input.name, e.message
+                    ),
+                ));
             }
         }
     }
