@@ -266,6 +266,38 @@ impl Lint<'_> {
         }
     }
 
+    /// A script whose code does not parse fails every run when it starts;
+    /// code with templates in it is judged once they are filled in.
+    fn script_syntax(&mut self, s: &Step) {
+        let StepKind::Action {
+            inputs, resolved, ..
+        } = &s.kind
+        else {
+            return;
+        };
+        let Some(Value::String(code)) = inputs.get("code") else {
+            return;
+        };
+        if resolved.kind != ActionKind::Script || has_tags(code) {
+            return;
+        }
+        if let Some((message, line, col)) = marktoflow_steps::script::syntax_error(code) {
+            // `code:` beside `type: script`, or under `inputs:`.
+            let beside = s.spans.node.lookup(&s.path).get("code").is_some();
+            let field: Vec<String> = if beside {
+                vec!["code".into()]
+            } else {
+                vec!["inputs".into(), "code".into()]
+            };
+            let pos = s.string_pos(&field, line as usize, col as usize);
+            self.out.push(Diagnostic::error(
+                &self.wf.source,
+                Some(pos),
+                format!("the script does not parse: {message}"),
+            ));
+        }
+    }
+
     /// Warns of `steps.ID` where no step has that id: it would be
     /// undefined when the step runs, and print as nothing.
     fn step_references(&mut self, step: &Step, field: &[String], src: &str) {
@@ -376,6 +408,7 @@ impl Lint<'_> {
         for c in &s.conditions {
             self.names(s, &["conditions"], c, true, scope, in_loop);
         }
+        self.script_syntax(s);
         match &s.kind {
             StepKind::Action {
                 inputs, resolved, ..
@@ -487,6 +520,21 @@ impl Lint<'_> {
                 inner.insert(item_variable.clone());
                 inner.extend(index_variable.clone());
                 self.steps(steps, &mut inner, true);
+                // Each item's output is what its steps set: with none, the
+                // loop's output is a list of empty lists.
+                if let Some(var) = &s.output_variable {
+                    let mut set = BTreeSet::new();
+                    for inner in steps {
+                        collect_outputs(inner, &mut set);
+                    }
+                    if set.is_empty() {
+                        self.warn(
+                            Self::pos_of(s, &["output_variable".to_string()]),
+                            format!("`{var}` will be a list of empty lists: no step in the loop sets an `output_variable`"),
+                            Some("give the loop's steps an `output_variable`: each item's output is what they set".into()),
+                        );
+                    }
+                }
             }
             StepKind::While {
                 condition,

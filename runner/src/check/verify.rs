@@ -237,6 +237,17 @@ fn sub_workflows(wf: &Workflow, registry: &Registry, out: &mut Vec<Diagnostic>) 
             );
             continue;
         }
+        if let Some(chain) = cycle_back(&wf.source.path, &file, registry) {
+            out.push(
+                Diagnostic::error(
+                    &wf.source,
+                    Some(at),
+                    format!("sub-workflow cycle: {}", chain.join(" → ")),
+                )
+                .with_hint("a workflow that calls itself, directly or not, never ends"),
+            );
+            continue;
+        }
         let child = match model::load_file(&file, registry) {
             Ok(l) => l.workflow,
             Err(diags) => {
@@ -291,4 +302,44 @@ fn sub_workflows(wf: &Workflow, registry: &Registry, out: &mut Vec<Diagnostic>) 
             }
         }
     }
+}
+
+/// The chain of file names by which `first`, called from `start`, calls
+/// `start` again through sub-workflows whose paths are written out (those
+/// made by templates are known only when they run), if it does. The search
+/// stops after 64 files.
+fn cycle_back(start: &Path, first: &Path, registry: &Registry) -> Option<Vec<String>> {
+    let key = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let home = key(start);
+    let name = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    // Depth first, each file once: (file, the chain of names that led to it).
+    let mut todo = vec![(first.to_path_buf(), vec![name(start), name(first)])];
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some((file, chain)) = todo.pop() {
+        if key(&file) == home {
+            return Some(chain);
+        }
+        if !seen.insert(key(&file)) || seen.len() > 64 {
+            continue;
+        }
+        let Ok(loaded) = model::load_file(&file, registry) else {
+            continue;
+        };
+        let dir = file.parent().unwrap_or(Path::new("")).to_path_buf();
+        for step in loaded.workflow.walk() {
+            if let StepKind::SubWorkflow { path, .. } = &step.kind {
+                if !has_tags(path) {
+                    let next = dir.join(path);
+                    let mut c = chain.clone();
+                    c.push(name(&next));
+                    todo.push((next, c));
+                }
+            }
+        }
+    }
+    None
 }

@@ -29,6 +29,7 @@ mod protocol;
 mod runtime;
 mod worker;
 
+pub use runtime::syntax_error;
 pub use worker::worker_main;
 
 use crate::core::{

@@ -388,6 +388,46 @@ fn compile_failure(message: &str, code: &str) -> Failure {
     }
 }
 
+/// Where a script's code fails to parse, as running it would say: the
+/// message, and the line and column within the code. None when it parses,
+/// and also when it nests too deeply to be parsed safely in this process
+/// (the worker that runs it is where such code fails, apart).
+pub fn syntax_error(code: &str) -> Option<(String, u32, u32)> {
+    let mut depth = 0usize;
+    let mut deepest = 0usize;
+    for b in code.bytes() {
+        match b {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > 256 || code.len() > 1 << 20 {
+        return None;
+    }
+    let mut ctx = Context::default();
+    let wrapped = format!("{PREFIX}{code}{SUFFIX}");
+    let err = match Script::parse(Source::from_bytes(wrapped.as_bytes()), None, &mut ctx) {
+        Ok(script) => script.codeblock(&mut ctx).err()?,
+        Err(e) => e,
+    };
+    let message = match err.as_native() {
+        Some(n) => n.message().to_string(),
+        None => err.to_string(),
+    };
+    match compile_failure(&message, code) {
+        Failure::Compile {
+            message,
+            line,
+            column,
+        } => Some((message, line.unwrap_or(1), column.unwrap_or(1))),
+        _ => None,
+    }
+}
+
 /// Everything one job needs.
 pub(crate) struct Job<'a> {
     pub code: &'a str,
@@ -516,5 +556,13 @@ mod tests {
                 column: Some(7)
             }
         );
+    }
+
+    #[test]
+    fn syntax_errors_are_found_without_running() {
+        assert_eq!(syntax_error("const x = 1;\nreturn x;"), None);
+        let (message, line, column) = syntax_error("const a = 1;\nconst x = ;\nreturn x;").unwrap();
+        assert_eq!((line, column), (2, 11), "{message}");
+        assert_eq!(syntax_error(&"(".repeat(100_000)), None);
     }
 }
