@@ -7,6 +7,8 @@ pub mod answer;
 pub mod context;
 pub mod dates;
 pub mod embed;
+pub mod frontmatter;
+pub mod graph;
 pub mod hits;
 pub mod kb;
 pub mod query;

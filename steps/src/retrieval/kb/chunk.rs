@@ -109,7 +109,7 @@ impl KbError {
 /// Splits one note into chunks. `mtime_ms` of the result is 0: the caller,
 /// which has stat'ed the file, fills it in.
 pub fn chunk_document(rel_path: &str, source: &str, opts: &ChunkOptions) -> Vec<Chunk> {
-    let (front, body) = split_frontmatter(source);
+    let (front, body) = crate::retrieval::frontmatter::split(source);
     let mut metadata = front;
     let sections = split_sections(body, opts.split_level.clamp(1, 6));
     let stem = rel_path
@@ -188,36 +188,6 @@ pub fn slug(s: &str) -> String {
         }
     }
     out
-}
-
-/// YAML frontmatter (`---` … `---` at the very top) as a JSON map, and the rest.
-/// Frontmatter that is not a YAML mapping is left in the body.
-fn split_frontmatter(source: &str) -> (Map<String, Value>, &str) {
-    let src = source.strip_prefix('\u{feff}').unwrap_or(source);
-    let Some(rest) = src
-        .strip_prefix("---\n")
-        .or_else(|| src.strip_prefix("---\r\n"))
-    else {
-        return (Map::new(), src);
-    };
-    let mut offset = 0;
-    for line in rest.split_inclusive('\n') {
-        if line.trim_end() == "---" || line.trim_end() == "..." {
-            let yaml = &rest[..offset];
-            let body = &rest[offset + line.len()..];
-            if crate::core::yaml::check(yaml).is_err() {
-                // Read as text: a note is never refused for its frontmatter.
-                return (Map::new(), src);
-            }
-            return match serde_yaml::from_str::<serde_json::Value>(yaml) {
-                Ok(Value::Object(m)) => (m, body),
-                Ok(Value::Null) => (Map::new(), body),
-                _ => (Map::new(), src),
-            };
-        }
-        offset += line.len();
-    }
-    (Map::new(), src)
 }
 
 struct Section<'a> {

@@ -441,6 +441,17 @@ impl KbIndex {
         (st.manifest.files.len(), chunks)
     }
 
+    /// Each indexed note's path and content hash, as the last update left
+    /// them (what the graph beside the index is kept in step with).
+    pub fn file_hashes(&self) -> Vec<(String, String)> {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.manifest
+            .files
+            .iter()
+            .map(|(p, e)| (p.clone(), e.hash.clone()))
+            .collect()
+    }
+
     /// Brings the index up to date with the files: only new, changed and
     /// deleted files are touched (mtime + size first, then the content hash).
     /// `progress(done, total)` is called while files are indexed.

@@ -11,6 +11,7 @@
 pub mod chunk;
 mod dense;
 mod evidence;
+mod graph;
 mod hybrid;
 pub mod index;
 mod inputs;
@@ -58,6 +59,7 @@ impl Action for KbAction {
             "facets" => facets_method(call, &a).await,
             "vector_search" => vector_search_method(call, &a).await,
             "evidence" => evidence::evidence_method(call, &a).await,
+            "graph" => graph::graph_method(call, &a).await,
             "status" => status_method(call, &a).await,
             m => Err(ActionError::Input(format!("unknown method `kb.{m}`"))),
         }

@@ -1,0 +1,644 @@
+//! The edges one note states, each with the line it comes from:
+//!
+//! - links: `[[Target]]`, `[[Target|shown]]`, `[[Target#part]]` and
+//!   Markdown links to other notes (`[text](other.md)`): `links_to`;
+//! - frontmatter properties and `Key: value` lines of the body whose key
+//!   names a relation (`owner`, `depends_on`, `project`, `attendees`,
+//!   `repo`, `reports_to`, `blocked_by`, `deployed_to`, `lead`, …), and any
+//!   property whose values are `[[links]]` (the relation is the key);
+//! - tags: `tagged`;
+//! - statements in the text: "X owns Y", "Y is owned by X", "X depends on
+//!   Y" (or relies on), "A reports to B", "X is deployed to Y", "X is
+//!   blocked by Y", "X blocks Y". A sentence that starts with a pronoun
+//!   ("It depends on …") speaks of the previous sentence's subject. A list
+//!   after the verb ("on A and on B", "A, B and C") is one edge per item.
+//!
+//! Relations point one way: `owns` from the owner, `depends_on` from the
+//! dependent, `part_of` to the project, `attended` from the person.
+
+use regex::Regex;
+use serde_json::{Map, Value};
+use std::sync::OnceLock;
+
+/// One edge as a note states it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edge {
+    pub from: String,
+    pub rel: String,
+    pub to: String,
+    /// 1-based line in the note.
+    pub line: u32,
+    /// How it was found: `link`, `property`, `tag` or `statement`.
+    pub how: &'static str,
+    /// The line it comes from, trimmed (at most 240 characters).
+    pub text: String,
+}
+
+/// A note's own names (its title, file name and `aliases`) and its edges.
+#[derive(Debug, Clone, Default)]
+pub struct NoteGraph {
+    /// The name it is shown by: its title, else its file name.
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub edges: Vec<Edge>,
+}
+
+/// How names are compared: case, `-`/`_` and runs of spaces do not count
+/// (`Billing-Service` is `billing service`), nor does a leading article.
+pub fn key(name: &str) -> String {
+    let lower = name.trim().to_lowercase().replace(['-', '_'], " ");
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    let words = match words.first() {
+        Some(&("the" | "a" | "an")) if words.len() > 1 => &words[1..],
+        _ => &words[..],
+    };
+    words.join(" ")
+}
+
+/// Frontmatter and `Key: value` keys that name a relation, with the
+/// relation and whether the note is its subject (`depends_on: X`: the
+/// note depends on X) or its object (`owner: P`: P owns the note).
+const KEYED: &[(&[&str], &str, bool)] = &[
+    (
+        &["owner", "owners", "owned by", "maintainer", "maintainers"],
+        "owns",
+        false,
+    ),
+    (
+        &["depends on", "dependencies", "requires"],
+        "depends_on",
+        true,
+    ),
+    (&["project", "projects", "part of"], "part_of", true),
+    (&["attendees", "participants"], "attended", false),
+    (&["repo", "repository", "repos"], "in_repo", true),
+    (&["reports to", "manager"], "reports_to", true),
+    (&["blocked by"], "blocked_by", true),
+    (&["blocks"], "blocks", true),
+    (
+        &["deployed to", "environment", "environments"],
+        "deployed_to",
+        true,
+    ),
+    (&["lead", "leads"], "leads", false),
+];
+
+/// Verb phrases of the statements read in the text: the phrase, the
+/// relation, and whether the sentence's subject is the edge's subject
+/// ("X owns Y") or its object ("Y is owned by X").
+const STATEMENTS: &[(&str, &str, bool)] = &[
+    ("is owned by", "owns", false),
+    ("are owned by", "owns", false),
+    ("owned by", "owns", false),
+    ("owns", "owns", true),
+    ("own", "owns", true),
+    ("depends on", "depends_on", true),
+    ("depend on", "depends_on", true),
+    ("relies on", "depends_on", true),
+    ("rely on", "depends_on", true),
+    ("reports to", "reports_to", true),
+    ("report to", "reports_to", true),
+    ("is deployed to", "deployed_to", true),
+    ("are deployed to", "deployed_to", true),
+    ("deploys to", "deployed_to", true),
+    ("is blocked by", "blocked_by", true),
+    ("are blocked by", "blocked_by", true),
+    ("blocks", "blocked_by", false),
+];
+
+const LONGEST_NAME_WORDS: usize = 6;
+
+pub fn note(rel_path: &str, source: &str) -> NoteGraph {
+    let (meta, body) = crate::retrieval::frontmatter::split(source);
+    let src = source.strip_prefix('\u{feff}').unwrap_or(source);
+    let body_first_line = src[..src.len().saturating_sub(body.len())].lines().count() as u32 + 1;
+    let stem = rel_path
+        .rsplit('/')
+        .next()
+        .unwrap_or(rel_path)
+        .rsplit_once('.')
+        .map_or(rel_path, |(s, _)| s)
+        .to_string();
+    let title = meta
+        .get("title")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let name = title.clone().unwrap_or_else(|| stem.clone());
+    let mut aliases = vec![stem.clone()];
+    aliases.extend(title);
+    aliases.extend(strings(meta.get("aliases")));
+    let mut g = NoteGraph {
+        name: name.clone(),
+        aliases,
+        edges: Vec::new(),
+    };
+    properties(&mut g, &meta, src);
+    // Statements are read by paragraph (prose wraps its lines); links and
+    // `Key: value` lines by line.
+    let mut para = Paragraph::default();
+    let mut in_code = false;
+    for (i, line) in body.lines().enumerate() {
+        let n = body_first_line + i as u32;
+        let t = line.trim();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            para.flush(&mut g);
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        if t.is_empty() || t.starts_with('#') {
+            para.flush(&mut g);
+            links(&mut g, t, n);
+            continue;
+        }
+        links(&mut g, t, n);
+        if let Some((k, v)) = key_line(t) {
+            para.flush(&mut g);
+            keyed(&mut g, &k, &split_list(v), n, "property", t);
+            continue;
+        }
+        // A list item starts a paragraph of its own.
+        if t.starts_with(['-', '*', '+'])
+            || t.split_once(". ")
+                .is_some_and(|(d, _)| d.chars().all(|c| c.is_ascii_digit()) && !d.is_empty())
+        {
+            para.flush(&mut g);
+        }
+        para.push(t.trim_start_matches(['-', '*', '+', ' ']), n);
+    }
+    para.flush(&mut g);
+    g
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    match v {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a.iter().filter_map(scalar).collect(),
+        Some(other) => scalar(other).into_iter().collect(),
+        None => Vec::new(),
+    }
+}
+
+fn scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// The line of the frontmatter that holds `key` (1-based), else 1.
+fn key_line_no(src: &str, key: &str) -> u32 {
+    src.lines()
+        .take_while(|l| !l.trim_start().starts_with("# "))
+        .position(|l| {
+            l.strip_prefix(key)
+                .is_some_and(|r| r.trim_start().starts_with(':'))
+        })
+        .map_or(1, |i| i as u32 + 1)
+}
+
+fn properties(g: &mut NoteGraph, meta: &Map<String, Value>, src: &str) {
+    for (k, v) in meta {
+        let line = key_line_no(src, k);
+        let text = src
+            .lines()
+            .nth(line as usize - 1)
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        let values = strings(Some(v));
+        if k == "tags" || k == "tag" {
+            for t in values {
+                let tag = format!("#{}", t.trim_start_matches('#'));
+                g.edges
+                    .push(edge(&g.name, "tagged", &tag, line, "tag", &text));
+            }
+            continue;
+        }
+        let spoken = k.replace(['_', '-'], " ").to_lowercase();
+        if KEYED
+            .iter()
+            .any(|(names, _, _)| names.contains(&spoken.as_str()))
+        {
+            keyed(g, &spoken, &values, line, "property", &text);
+        } else if !values.is_empty() && values.iter().all(|v| wiki_target(v).is_some()) {
+            // Any property made of links: the key is the relation.
+            let rel = spoken.replace(' ', "_");
+            for v in &values {
+                if let Some(t) = wiki_target(v) {
+                    g.edges
+                        .push(edge(&g.name, &rel, &t, line, "property", &text));
+                }
+            }
+        }
+    }
+}
+
+/// `Key: value` on a line of its own (`- **Owner:** Priya` too), when
+/// the key names a relation.
+fn key_line(t: &str) -> Option<(String, &str)> {
+    let t = t.trim_start_matches(['-', '*', '+', ' ']);
+    let (k, v) = t.split_once(':')?;
+    let k = k.trim().trim_matches('*').trim().to_lowercase();
+    let v = v.trim().trim_start_matches('*').trim();
+    let known = KEYED
+        .iter()
+        .any(|(names, _, _)| names.contains(&k.as_str()));
+    (known && !v.is_empty()).then_some((k, v))
+}
+
+fn keyed(g: &mut NoteGraph, k: &str, values: &[String], line: u32, how: &'static str, text: &str) {
+    let Some((_, rel, subject)) = KEYED.iter().find(|(names, _, _)| names.contains(&k)) else {
+        return;
+    };
+    for v in values {
+        let target = wiki_target(v).unwrap_or_else(|| v.trim().to_string());
+        if target.is_empty() || target.split_whitespace().count() > LONGEST_NAME_WORDS {
+            continue;
+        }
+        let e = if *subject {
+            edge(&g.name, rel, &target, line, how, text)
+        } else {
+            edge(&target, rel, &g.name, line, how, text)
+        };
+        g.edges.push(e);
+    }
+}
+
+fn edge(from: &str, rel: &str, to: &str, line: u32, how: &'static str, text: &str) -> Edge {
+    let text: String = text.chars().take(240).collect();
+    Edge {
+        from: from.trim().to_string(),
+        rel: rel.to_string(),
+        to: to.trim().to_string(),
+        line,
+        how,
+        text,
+    }
+}
+
+/// `[[Target]]`, `[[Target|shown]]`, `[[Target#part]]`: the target.
+fn wiki_target(s: &str) -> Option<String> {
+    let inner = s.trim().strip_prefix("[[")?.strip_suffix("]]")?;
+    let t = inner.split(['|', '#']).next()?.trim();
+    (!t.is_empty()).then(|| t.to_string())
+}
+
+fn links(g: &mut NoteGraph, t: &str, n: u32) {
+    static WIKI: OnceLock<Regex> = OnceLock::new();
+    static MD: OnceLock<Regex> = OnceLock::new();
+    let wiki =
+        WIKI.get_or_init(|| Regex::new(r"\[\[([^\]\[|#]+)(?:[#|][^\]]*)?\]\]").expect("valid"));
+    let md = MD.get_or_init(|| Regex::new(r"\]\(([^)\s]+?\.md)(?:#[^)]*)?\)").expect("valid"));
+    let mut seen = Vec::new();
+    for c in wiki.captures_iter(t).chain(md.captures_iter(t)) {
+        let target = c[1].trim();
+        if target.contains("://") {
+            continue;
+        }
+        let target = target.rsplit('/').next().unwrap_or(target);
+        let target = target.strip_suffix(".md").unwrap_or(target).to_string();
+        if !seen.contains(&target) {
+            g.edges
+                .push(edge(&g.name, "links_to", &target, n, "link", t));
+            seen.push(target);
+        }
+    }
+}
+
+/// Items of a value written as a list: `A, B and C`, `[[A]], [[B]]`.
+fn split_list(v: &str) -> Vec<String> {
+    let v = v.trim().trim_end_matches('.');
+    v.split([',', ';'])
+        .flat_map(|part| part.split(" and "))
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Words that end a name before a verb, or after one.
+const STOP_BEFORE: &[&str] = &[
+    "and",
+    "but",
+    "that",
+    "which",
+    "who",
+    "while",
+    "when",
+    "because",
+    "so",
+    "then",
+    "also",
+    "now",
+    "still",
+    "currently",
+];
+const STOP_AFTER: &[&str] = &[
+    " for ",
+    " to ",
+    " in ",
+    " with ",
+    " from ",
+    " by ",
+    " via ",
+    " at ",
+    " since ",
+    " because ",
+    " which ",
+    " that ",
+    " who ",
+    " when ",
+    " until ",
+    " as ",
+    " (",
+];
+const PRONOUNS: &[&str] = &[
+    "it",
+    "this",
+    "that",
+    "they",
+    "he",
+    "she",
+    "these",
+    "this service",
+    "this team",
+];
+
+/// Lines of prose joined, with the line each starts at.
+#[derive(Default)]
+struct Paragraph {
+    text: String,
+    starts: Vec<(usize, u32)>,
+}
+
+impl Paragraph {
+    fn push(&mut self, t: &str, n: u32) {
+        if !self.text.is_empty() {
+            self.text.push(' ');
+        }
+        self.starts.push((self.text.len(), n));
+        self.text.push_str(t);
+    }
+
+    fn line_at(&self, offset: usize) -> u32 {
+        self.starts
+            .iter()
+            .take_while(|(o, _)| *o <= offset)
+            .last()
+            .map_or(1, |(_, n)| *n)
+    }
+
+    fn flush(&mut self, g: &mut NoteGraph) {
+        if !self.text.is_empty() {
+            statements(g, self);
+        }
+        *self = Paragraph::default();
+    }
+}
+
+fn statements(g: &mut NoteGraph, para: &Paragraph) {
+    let mut last_subject: Option<String> = None;
+    let base = para.text.as_ptr() as usize;
+    for sentence in sentences(&para.text) {
+        let at = sentence.as_ptr() as usize - base;
+        let lower = sentence.to_lowercase();
+        let mut found = None;
+        for (phrase, rel, forward) in STATEMENTS {
+            let needle = format!(" {phrase} ");
+            if let Some(i) = lower.find(&needle) {
+                // The earliest verb in the sentence; the longest phrase there.
+                if found.is_none_or(|(j, p, _, _): (usize, &str, &str, bool)| {
+                    i < j || (i == j && phrase.len() > p.len())
+                }) {
+                    found = Some((i, *phrase, *rel, *forward));
+                }
+            }
+        }
+        let subject_here = leading_subject(sentence);
+        let Some((i, phrase, rel, forward)) = found else {
+            if let Some(s) = subject_here.filter(|s| !is_pronoun(s)) {
+                last_subject = Some(s);
+            }
+            continue;
+        };
+        let before = &sentence[..i];
+        let after = &sentence[i + phrase.len() + 2..];
+        let Some(mut subject) = tail_name(before) else {
+            continue;
+        };
+        if is_pronoun(&subject) {
+            match last_subject.clone() {
+                Some(s) => subject = s,
+                None => continue,
+            }
+        } else {
+            last_subject = Some(subject.clone());
+        }
+        let n = para.line_at(at + i + 1);
+        let preposition = phrase
+            .rsplit(' ')
+            .next()
+            .filter(|p| ["on", "to", "by"].contains(p));
+        for item in split_list(after) {
+            let item = match preposition {
+                Some(p) => item
+                    .strip_prefix(&format!("{p} "))
+                    .unwrap_or(&item)
+                    .to_string(),
+                None => item,
+            };
+            let Some(object) = head_name(&item) else {
+                continue;
+            };
+            if is_pronoun(&object) {
+                continue;
+            }
+            let e = if forward {
+                edge(&subject, rel, &object, n, "statement", sentence)
+            } else {
+                edge(&object, rel, &subject, n, "statement", sentence)
+            };
+            g.edges.push(e);
+        }
+    }
+}
+
+fn is_pronoun(s: &str) -> bool {
+    PRONOUNS.contains(&s.to_lowercase().as_str())
+}
+
+/// A line's sentences (ends at `.`, `!` or `?` before a space or the end).
+fn sentences(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let b = line.as_bytes();
+    for i in 0..b.len() {
+        if matches!(b[i], b'.' | b'!' | b'?') && (i + 1 == b.len() || b[i + 1] == b' ') {
+            out.push(line[start..i].trim());
+            start = i + 1;
+        }
+    }
+    if start < line.len() {
+        out.push(line[start..].trim());
+    }
+    out.into_iter().filter(|s| !s.is_empty()).collect()
+}
+
+fn strip_article(s: &str) -> &str {
+    let t = s.trim();
+    for a in [
+        "the ", "The ", "a ", "A ", "an ", "An ", "our ", "Our ", "their ", "Their ", "its ",
+        "Its ",
+    ] {
+        if let Some(r) = t.strip_prefix(a) {
+            return r.trim();
+        }
+    }
+    t
+}
+
+fn clean_name(s: &str) -> Option<String> {
+    let s = strip_article(s.trim_matches(|c: char| c.is_whitespace() || "`*_\"'“”".contains(c)));
+    let s = wiki_target(s).unwrap_or_else(|| s.to_string());
+    let words = s.split_whitespace().count();
+    (words > 0 && words <= LONGEST_NAME_WORDS && s.chars().any(char::is_alphanumeric)).then_some(s)
+}
+
+/// The name just before a verb: the end of the clause before it.
+fn tail_name(before: &str) -> Option<String> {
+    let clause = before
+        .rsplit([',', ';', ':', '(', ')'])
+        .next()
+        .unwrap_or(before);
+    let words: Vec<&str> = clause.split_whitespace().collect();
+    let from = words
+        .iter()
+        .rposition(|w| STOP_BEFORE.contains(&w.to_lowercase().as_str()))
+        .map_or(0, |i| i + 1);
+    clean_name(&words[from..].join(" "))
+}
+
+/// The name that starts what follows a verb.
+fn head_name(after: &str) -> Option<String> {
+    let mut end = after.len();
+    let lower = after.to_lowercase();
+    for stop in STOP_AFTER {
+        if let Some(i) = lower.find(stop) {
+            end = end.min(i);
+        }
+    }
+    clean_name(&after[..end])
+}
+
+/// The subject a sentence without a relation verb starts with ("The
+/// billing service runs nightly"), for a pronoun in the next sentence.
+fn leading_subject(sentence: &str) -> Option<String> {
+    static VERB: OnceLock<Regex> = OnceLock::new();
+    let verb = VERB.get_or_init(|| {
+        Regex::new(r"(?i)^(.{1,60}?)\s+(is|are|was|were|has|have|had|runs|handles|uses|calls|sends|stores|keeps|serves|leads|manages|works|builds|processes|charges|issues|checks|writes|reads)\b").expect("valid")
+    });
+    let c = verb.captures(sentence)?;
+    clean_name(&c[1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edges(path: &str, text: &str) -> Vec<(String, String, String, u32, &'static str)> {
+        note(path, text)
+            .edges
+            .into_iter()
+            .map(|e| (e.from, e.rel, e.to, e.line, e.how))
+            .collect()
+    }
+
+    fn e(
+        from: &str,
+        rel: &str,
+        to: &str,
+        line: u32,
+        how: &'static str,
+    ) -> (String, String, String, u32, &'static str) {
+        (from.into(), rel.into(), to.into(), line, how)
+    }
+
+    #[test]
+    fn statements_with_pronouns_and_lists() {
+        // Prose wraps: a sentence is read across its lines, each edge at
+        // the line of its verb.
+        let text = "# Ownership\n\nThe billing service is owned by the Payments team (lead: Alice). It\ndepends on the auth service for tokens and on the ledger service for balances.\n";
+        assert_eq!(
+            edges("docs/ownership.md", text),
+            vec![
+                e("Payments team", "owns", "billing service", 3, "statement"),
+                e(
+                    "billing service",
+                    "depends_on",
+                    "auth service",
+                    4,
+                    "statement"
+                ),
+                e(
+                    "billing service",
+                    "depends_on",
+                    "ledger service",
+                    4,
+                    "statement"
+                ),
+            ]
+        );
+        let text = "The billing service is owned by the Payments team. It depends on the auth service for tokens and on the ledger service for balances.\nPriya reports to Dana.\nBILL-142 is blocked by AUTH-77.\n";
+        assert_eq!(
+            edges("a.md", text),
+            vec![
+                e("Payments team", "owns", "billing service", 1, "statement"),
+                e(
+                    "billing service",
+                    "depends_on",
+                    "auth service",
+                    1,
+                    "statement"
+                ),
+                e(
+                    "billing service",
+                    "depends_on",
+                    "ledger service",
+                    1,
+                    "statement"
+                ),
+                e("Priya", "reports_to", "Dana", 2, "statement"),
+                e("BILL-142", "blocked_by", "AUTH-77", 3, "statement"),
+            ]
+        );
+    }
+
+    #[test]
+    fn properties_links_and_key_lines() {
+        let text = "---\ntitle: Billing service\nowner: Priya Natarajan\ndepends_on: [payments-api, '[[Ledger]]']\ntags: [billing]\nsee: ['[[Runbook]]']\ndate: 2026-01-01\n---\n\n# Billing\n\nDeployed to: prod-eu, prod-us\nSee [[Incident 12|the incident]] and [notes](../docs/setup.md).\n";
+        assert_eq!(
+            edges("code/billing-service.md", text),
+            vec![
+                e("Priya Natarajan", "owns", "Billing service", 3, "property"),
+                e(
+                    "Billing service",
+                    "depends_on",
+                    "payments-api",
+                    4,
+                    "property"
+                ),
+                e("Billing service", "depends_on", "Ledger", 4, "property"),
+                e("Billing service", "tagged", "#billing", 5, "tag"),
+                e("Billing service", "see", "Runbook", 6, "property"),
+                e("Billing service", "deployed_to", "prod-eu", 12, "property"),
+                e("Billing service", "deployed_to", "prod-us", 12, "property"),
+                e("Billing service", "links_to", "Incident 12", 13, "link"),
+                e("Billing service", "links_to", "setup", 13, "link"),
+            ]
+        );
+        assert_eq!(key("The Billing-Service"), "billing service");
+    }
+}

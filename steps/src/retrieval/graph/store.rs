@@ -1,0 +1,318 @@
+//! The graph beside the index: `graph.db` in the index's folder (in memory
+//! when the index is), one row per edge with the note and line it comes
+//! from, and each note's names. Brought up to date note by note: a note
+//! whose content hash changed has its edges read again, a note that is gone
+//! loses them; the others are not read.
+
+use super::extract::{self, key};
+use crate::core::sqlite::{self, DbError};
+use rusqlite::{params, Connection};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE notes (path TEXT PRIMARY KEY, hash TEXT NOT NULL, name TEXT NOT NULL);
+    CREATE TABLE names (key TEXT NOT NULL, path TEXT NOT NULL);
+    CREATE INDEX names_key ON names(key);
+    CREATE INDEX names_path ON names(path);
+    CREATE TABLE edges (
+        path TEXT NOT NULL, line INTEGER NOT NULL,
+        src TEXT NOT NULL, src_key TEXT NOT NULL,
+        rel TEXT NOT NULL,
+        dst TEXT NOT NULL, dst_key TEXT NOT NULL,
+        how TEXT NOT NULL, text TEXT NOT NULL
+    );
+    CREATE INDEX edges_src ON edges(src_key);
+    CREATE INDEX edges_dst ON edges(dst_key);
+    CREATE INDEX edges_path ON edges(path);
+"];
+
+/// The file in the index's folder.
+pub const FILE: &str = "graph.db";
+
+/// An edge as stored: as the note states it, with where.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StoredEdge {
+    pub path: String,
+    pub line: u32,
+    pub from: String,
+    pub from_key: String,
+    pub rel: String,
+    pub to: String,
+    pub to_key: String,
+    pub how: String,
+    pub text: String,
+}
+
+/// What a sync did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncStats {
+    pub notes: usize,
+    pub read: usize,
+    pub removed: usize,
+    pub edges: usize,
+}
+
+pub struct GraphStore {
+    conn: Connection,
+}
+
+impl GraphStore {
+    /// The graph in `dir` (the index's folder), or in memory.
+    pub fn open(dir: Option<&Path>) -> Result<GraphStore, DbError> {
+        let conn = match dir {
+            Some(d) => sqlite::open(&d.join(FILE), MIGRATIONS)?,
+            None => {
+                let conn = Connection::open_in_memory()?;
+                conn.execute_batch(MIGRATIONS[0])?;
+                conn
+            }
+        };
+        Ok(GraphStore { conn })
+    }
+
+    /// Brings the graph up to date with `files` (each note's path and
+    /// content hash, as the index has them); `read` gives a note's text.
+    /// `stop` is asked between notes: stopped, nothing is written.
+    pub fn sync(
+        &mut self,
+        files: &[(String, String)],
+        read: &dyn Fn(&str) -> Option<String>,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Option<SyncStats>, DbError> {
+        let known: BTreeMap<String, String> = {
+            let mut q = self.conn.prepare("SELECT path, hash FROM notes")?;
+            let rows = q.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        let wanted: BTreeSet<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+        let removed: Vec<&String> = known
+            .keys()
+            .filter(|p| !wanted.contains(p.as_str()))
+            .collect();
+        let mut read_now = Vec::new();
+        for (path, hash) in files {
+            if known.get(path) == Some(hash) {
+                continue;
+            }
+            if stop() {
+                return Ok(None);
+            }
+            // A note gone since the index saw it has no edges.
+            let g = read(path)
+                .map(|text| extract::note(path, &text))
+                .unwrap_or_default();
+            read_now.push((path, hash, g));
+        }
+        let mut stats = SyncStats {
+            notes: files.len(),
+            read: read_now.len(),
+            removed: removed.len(),
+            edges: 0,
+        };
+        if read_now.is_empty() && removed.is_empty() {
+            stats.edges = self.edge_count()?;
+            return Ok(Some(stats));
+        }
+        let tx = self.conn.transaction()?;
+        for path in removed
+            .iter()
+            .copied()
+            .chain(read_now.iter().map(|(p, _, _)| *p))
+        {
+            tx.execute("DELETE FROM edges WHERE path = ?1", [path])?;
+            tx.execute("DELETE FROM names WHERE path = ?1", [path])?;
+            tx.execute("DELETE FROM notes WHERE path = ?1", [path])?;
+        }
+        {
+            let mut note =
+                tx.prepare("INSERT INTO notes (path, hash, name) VALUES (?1, ?2, ?3)")?;
+            let mut name = tx.prepare("INSERT INTO names (key, path) VALUES (?1, ?2)")?;
+            let mut edge = tx.prepare(
+                "INSERT INTO edges (path, line, src, src_key, rel, dst, dst_key, how, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?;
+            for (path, hash, g) in &read_now {
+                note.execute(params![path, hash, g.name])?;
+                let keys: BTreeSet<String> = std::iter::once(&g.name)
+                    .chain(&g.aliases)
+                    .map(|n| key(n))
+                    .filter(|k| !k.is_empty())
+                    .collect();
+                for k in keys {
+                    name.execute(params![k, path])?;
+                }
+                for e in &g.edges {
+                    edge.execute(params![
+                        path,
+                        e.line,
+                        e.from,
+                        key(&e.from),
+                        e.rel,
+                        e.to,
+                        key(&e.to),
+                        e.how,
+                        e.text
+                    ])?;
+                }
+            }
+        }
+        tx.commit()?;
+        stats.edges = self.edge_count()?;
+        Ok(Some(stats))
+    }
+
+    fn edge_count(&self) -> Result<usize, DbError> {
+        Ok(self
+            .conn
+            .query_row("SELECT COUNT(*) FROM edges", [], |r| r.get::<_, i64>(0))?
+            as usize)
+    }
+
+    /// The notes a name is the title, file name or alias of.
+    pub fn notes_named(&self, k: &str) -> Result<Vec<(String, String)>, DbError> {
+        let mut q = self.conn.prepare_cached(
+            "SELECT n.path, n.name FROM names k JOIN notes n ON n.path = k.path WHERE k.key = ?1 ORDER BY n.path",
+        )?;
+        let rows = q.query_map([k], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every name of these notes.
+    pub fn names_of(&self, paths: &[String]) -> Result<Vec<String>, DbError> {
+        let mut out = Vec::new();
+        let mut q = self
+            .conn
+            .prepare_cached("SELECT key FROM names WHERE path = ?1")?;
+        for p in paths {
+            let rows = q.query_map([p], |r| r.get::<_, String>(0))?;
+            for k in rows {
+                out.push(k?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The edges from (`outgoing`) or to one of `keys`.
+    pub fn edges_at(&self, keys: &[String], outgoing: bool) -> Result<Vec<StoredEdge>, DbError> {
+        let sql = if outgoing {
+            "SELECT path, line, src, src_key, rel, dst, dst_key, how, text FROM edges WHERE src_key = ?1"
+        } else {
+            "SELECT path, line, src, src_key, rel, dst, dst_key, how, text FROM edges WHERE dst_key = ?1"
+        };
+        let mut q = self.conn.prepare_cached(sql)?;
+        let mut out = Vec::new();
+        for k in keys {
+            let rows = q.query_map([k], |r| {
+                Ok(StoredEdge {
+                    path: r.get(0)?,
+                    line: r.get(1)?,
+                    from: r.get(2)?,
+                    from_key: r.get(3)?,
+                    rel: r.get(4)?,
+                    to: r.get(5)?,
+                    to_key: r.get(6)?,
+                    how: r.get(7)?,
+                    text: r.get(8)?,
+                })
+            })?;
+            for e in rows {
+                out.push(e?);
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// How a name is written in the notes: the first edge's spelling.
+    pub fn spelling(&self, k: &str) -> Result<Option<String>, DbError> {
+        let mut q = self.conn.prepare_cached(
+            "SELECT src FROM edges WHERE src_key = ?1 UNION ALL SELECT dst FROM edges WHERE dst_key = ?1 LIMIT 1",
+        )?;
+        let mut rows = q.query([k])?;
+        Ok(match rows.next()? {
+            Some(r) => Some(r.get(0)?),
+            None => None,
+        })
+    }
+
+    /// Every name an edge or a note has, for "did you mean".
+    pub fn all_keys(&self) -> Result<Vec<String>, DbError> {
+        let mut q = self.conn.prepare(
+            "SELECT src_key FROM edges UNION SELECT dst_key FROM edges UNION SELECT key FROM names",
+        )?;
+        let rows = q.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_changed_notes_are_read_again_and_gone_ones_lose_their_edges() {
+        let notes = std::cell::RefCell::new(BTreeMap::from([
+            (
+                "a.md".to_string(),
+                "Ann owns the billing service.\n".to_string(),
+            ),
+            (
+                "b.md".to_string(),
+                "The billing service depends on ledger.\n".to_string(),
+            ),
+        ]));
+        let read = |p: &str| notes.borrow().get(p).cloned();
+        let files = |h: &str| {
+            vec![
+                ("a.md".to_string(), "1".to_string()),
+                ("b.md".to_string(), h.to_string()),
+            ]
+        };
+        let mut g = GraphStore::open(None).unwrap();
+        let s = g.sync(&files("1"), &read, &|| false).unwrap().unwrap();
+        assert_eq!(
+            s,
+            SyncStats {
+                notes: 2,
+                read: 2,
+                removed: 0,
+                edges: 2
+            }
+        );
+        notes.borrow_mut().insert(
+            "b.md".into(),
+            "The billing service depends on ledger and on auth.\n".into(),
+        );
+        let s = g.sync(&files("2"), &read, &|| false).unwrap().unwrap();
+        assert_eq!(
+            s,
+            SyncStats {
+                notes: 2,
+                read: 1,
+                removed: 0,
+                edges: 3
+            }
+        );
+        let s = g.sync(&files("2")[..1], &read, &|| false).unwrap().unwrap();
+        assert_eq!(
+            s,
+            SyncStats {
+                notes: 1,
+                read: 0,
+                removed: 1,
+                edges: 1
+            }
+        );
+        let e = g.edges_at(&["billing service".into()], false).unwrap();
+        assert_eq!(
+            (
+                e[0].from.as_str(),
+                e[0].rel.as_str(),
+                e[0].path.as_str(),
+                e[0].line
+            ),
+            ("Ann", "owns", "a.md", 1)
+        );
+    }
+}
