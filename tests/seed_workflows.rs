@@ -270,11 +270,14 @@ fn conhub_query_kind_selects_the_strategy() {
         !s.iter().any(|p| p.contains("AUTH-77")),
         "outside the window: {out}"
     );
-    // TopologyQuestion: the sentence that states the relationship.
+    // TopologyQuestion: GraphOnly, the edge that states the relationship,
+    // at its line.
     let out = conhub(&kb, &["query=Who owns the billing service?"]);
     assert_eq!(out["query_kind"], "topology_question", "{out}");
-    assert_eq!(out["strategy_used"], "keyword");
+    assert_eq!(out["strategy_used"], "graph");
     assert_eq!(sources(&out)[0], "docs/ownership.md", "{out}");
+    assert_eq!(out["blocks"][0]["id"], "docs/ownership.md#L11", "{out}");
+    assert_eq!(out["debug"]["graph_results"], 1, "{out}");
     assert!(
         out["context"].as_str().unwrap().contains("Payments team"),
         "{out}"
@@ -467,7 +470,7 @@ fn conhub_serves_api_memory_search() {
     let (status, body) = post(
         &server.addr,
         "/api/memory/search",
-        &json!({"query": "billing", "force_strategy": "graph"}),
+        &json!({"query": "billing", "force_strategy": "neo4j"}),
     );
     assert_eq!(status, 400, "{body}");
 }

@@ -4,8 +4,10 @@
 //! built on it can cite it. It is kept beside the full-text index, in a
 //! SQLite file, and brought up to date with it note by note ([`store`]);
 //! [`walk`] answers neighbours, backlinks, typed edges, paths and
-//! transitive closure with a depth limit.
+//! transitive closure with a depth limit; [`ask`] reads a question as
+//! such a query.
 
+pub mod ask;
 pub mod extract;
 pub mod store;
 pub mod walk;

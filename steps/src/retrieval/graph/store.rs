@@ -236,6 +236,30 @@ impl GraphStore {
         })
     }
 
+    /// Whether a note or an edge has this name.
+    pub fn knows(&self, k: &str) -> Result<bool, DbError> {
+        let mut q = self.conn.prepare_cached(
+            "SELECT EXISTS(SELECT 1 FROM names WHERE key = ?1) OR EXISTS(SELECT 1 FROM edges WHERE src_key = ?1) OR EXISTS(SELECT 1 FROM edges WHERE dst_key = ?1)",
+        )?;
+        Ok(q.query_row([k], |r| r.get::<_, bool>(0))?)
+    }
+
+    /// The notes one of whose names holds `k` as whole words ("billing
+    /// review" in "billing review 2026 11 20"), at most `max`.
+    pub fn notes_containing(&self, k: &str, max: usize) -> Result<Vec<String>, DbError> {
+        let mut q = self.conn.prepare_cached(
+            "SELECT DISTINCT path FROM names WHERE (' ' || key || ' ') LIKE ('% ' || ?1 || ' %') ESCAPE '\\' LIMIT ?2",
+        )?;
+        let escaped = k
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        let rows = q.query_map(rusqlite::params![escaped, max as i64], |r| {
+            r.get::<_, String>(0)
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Every name an edge or a note has, for "did you mean".
     pub fn all_keys(&self) -> Result<Vec<String>, DbError> {
         let mut q = self.conn.prepare(

@@ -6,6 +6,7 @@
 use super::{ensure_fresh, ms, open, stopper};
 use crate::core::{action::Call, args::Args, error::ActionError};
 use crate::retrieval::graph::{
+    ask::{self, Reading},
     store::{GraphStore, StoredEdge},
     walk::{self, Direction, Query},
 };
@@ -18,11 +19,26 @@ const MAX_DEPTH: u64 = 10;
 
 pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, ActionError> {
     let started = Instant::now();
-    let node = a.required_str("node")?.to_string();
-    let direction = Direction::parse(a.chosen("direction")?).unwrap_or(Direction::Both);
-    let relations = a.strings("relation")?;
-    let depth = a.count("depth", 1, MAX_DEPTH)?.unwrap_or(1);
-    let to = a.str("to")?.map(str::to_string);
+    let node = a.str("node")?.map(str::to_string);
+    let question = a.str("question")?.map(str::to_string);
+    if node.is_none() && question.is_none() {
+        return Err(ActionError::Input(
+            "`kb.graph` needs `node` (a name) or `question` (a question naming one)".into(),
+        ));
+    }
+    // What is written wins over what the question is read as.
+    let given = Asked {
+        direction: a
+            .is_given("direction")
+            .then(|| a.chosen("direction"))
+            .transpose()?
+            .and_then(Direction::parse),
+        relations: a.strings("relation")?,
+        depth: a
+            .count("depth", 1, MAX_DEPTH)?
+            .filter(|_| a.is_given("depth")),
+        to: a.str("to")?.map(str::to_string),
+    };
     let limit = a.count("limit", 1, 10_000)?.unwrap_or(200);
     let ix = open(call, a)?;
     ensure_fresh(call, &ix, a).await?;
@@ -36,15 +52,44 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
             .sync(&ix2.file_hashes(), &read, &stop)
             .map_err(|e| format!("the graph beside the index: {e}"))?
             .ok_or_else(|| "stopped while the graph was being brought up to date".to_string())?;
+        let reading = match &question {
+            Some(q) => Some(ask::read(&g, q).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        let node = match (&node, &reading) {
+            (Some(n), _) => n.clone(),
+            (None, Some(r)) => match r.nodes.first() {
+                Some(n) => n.clone(),
+                None => {
+                    return Ok(json!({
+                        "node": null, "found": false, "count": 0, "edges": [], "nodes": [],
+                        "path": null, "truncated": false, "suggestions": [], "hits": [],
+                        "read": read_json(reading.as_ref()),
+                        "graph": {"notes": synced.notes, "edges": synced.edges, "read": synced.read},
+                    }))
+                }
+            },
+            (None, None) => unreachable!("checked above"),
+        };
+        let relations = if given.relations.is_empty() {
+            reading.as_ref().and_then(|r| r.relation.clone()).into_iter().collect()
+        } else {
+            given.relations.clone()
+        };
+        let to = given.to.clone().or_else(|| reading.as_ref().and_then(|r| r.to.clone()));
         let q = Query {
             node: &node,
-            direction,
+            direction: given
+                .direction
+                .or(reading.as_ref().map(|r| r.direction))
+                .unwrap_or(Direction::Both),
             relations: &relations,
-            depth,
+            depth: given.depth.or(reading.as_ref().map(|r| r.depth)).unwrap_or(1),
             to: to.as_deref(),
             limit,
         };
         let f = walk::run(&g, &q).map_err(|e| e.to_string())?;
+        let hits: Vec<Value> = f.edges.iter().map(|(e, d)| hit_json(e, *d)).collect();
         let suggestions: Vec<String> = if f.known {
             Vec::new()
         } else {
@@ -64,6 +109,8 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
             "path": f.path.as_ref().map(|p| p.iter().map(|e| edge_json(e, None)).collect::<Vec<_>>()),
             "truncated": f.truncated,
             "suggestions": suggestions,
+            "hits": hits,
+            "read": read_json(reading.as_ref()),
             "graph": {"notes": synced.notes, "edges": synced.edges, "read": synced.read},
         }))
     })
@@ -89,4 +136,46 @@ fn edge_json(e: &StoredEdge, depth: Option<usize>) -> Value {
         v["depth"] = json!(d);
     }
     v
+}
+
+/// What the step's inputs say, before a question is read.
+struct Asked {
+    direction: Option<Direction>,
+    relations: Vec<String>,
+    depth: Option<usize>,
+    to: Option<String>,
+}
+
+fn read_json(r: Option<&Reading>) -> Value {
+    match r {
+        None => Value::Null,
+        Some(r) => json!({
+            "nodes": r.nodes,
+            "relation": r.relation,
+            "direction": match r.direction {
+                Direction::Out => "out",
+                Direction::In => "in",
+                Direction::Both => "both",
+            },
+            "depth": r.depth,
+            "to": r.to,
+        }),
+    }
+}
+
+/// An edge as a search hit (`kb.search`'s shape), so that `rank.fuse`,
+/// `rank.rerank` and `context.pack` take graph results as they take
+/// searches': the sentence or line it comes from is the text, nearer
+/// edges score higher.
+fn hit_json(e: &StoredEdge, depth: usize) -> Value {
+    json!({
+        "id": format!("{}#L{}", e.path, e.line),
+        "path": e.path,
+        "title": e.path,
+        "section": "",
+        "text": e.text,
+        "snippet": e.text,
+        "score": 1.0 / depth as f64,
+        "metadata": {"relation": e.rel, "from": e.from, "to": e.to, "line": e.line, "how": e.how, "depth": depth},
+    })
 }

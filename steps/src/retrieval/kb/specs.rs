@@ -162,14 +162,15 @@ pub const SPECS: &[Spec] = &[
     spec("kb", "graph", "The knowledge graph of the notes (links, properties, tags and statements such as \"X owns Y\"), each edge citing its note and line: a node's edges, what it reaches up to a depth, or the chain to another node.")
         .inputs(&[
             KB, KB_ALIAS, INDEX_DIR, EXTENSIONS, HIDDEN, CHUNK_CHARS, SPLIT_LEVEL, REFRESH, REFRESH_MS,
-            input("node", STRING, "The node: a note's title, file name or alias, or a name the notes use (`billing-service`, `Payments team`).").required(),
+            input("node", STRING, "The node: a note's title, file name or alias, or a name the notes use (`billing-service`, `Payments team`)."),
+            input("question", STRING, "Or a question: the names in it the graph knows are the node (and `to`), its verb the relation and the direction (\"Who owns the billing service?\")."),
             input("direction", STRING, "Follow edges from the node (`out`), to it (`in`: backlinks, dependents, owners), or both.").default("both").one_of(&["out", "in", "both"]),
             input("relation", STRING_OR_LIST, "Only these relations (`owns`, `depends_on`, `reports_to`, `deployed_to`, `blocked_by`, `part_of`, `attended`, `in_repo`, `leads`, `links_to`, `tagged`, or a property's name)."),
             input("depth", INTEGER, "How many edges away, 1 to 10 (more than 1: transitively).").default("1"),
             input("to", STRING, "Find the shortest chain of edges from the node to this one (within `depth`)."),
             input("limit", INTEGER, "At most this many edges (1 to 10000).").default("200"),
         ])
-        .returns("{node: {name, notes}, found, count, edges: [{from, relation, to, path, line, text, how, depth}], nodes: [{name, depth}], path, truncated, suggestions, graph: {notes, edges, read}, took_ms}")
+        .returns("{node: {name, notes}, found, count, edges: [{from, relation, to, path, line, text, how, depth}], nodes: [{name, depth}], path, truncated, suggestions, hits, read, graph: {notes, edges, read}, took_ms}")
         .traits(KB_TRAITS),
     spec("kb", "evidence", "The lines of the found notes that bear on a question, with line numbers (rules, no model).")
         .inputs(&[

@@ -1,0 +1,379 @@
+//! A question read as a graph query: the nodes it names (the longest runs
+//! of its words that are names in the graph, so the graph itself says what
+//! a name is), the relation its verb asks about, which way, and how far.
+//!
+//! "Who owns the billing service?" asks for the edges `owns` *to* the
+//! billing service; "What does the billing service depend on?" for the
+//! edges `depends_on` *from* it; "everything … depends on, directly or
+//! not" follows them on; "How is X connected to Y?" asks for the chain.
+//! The verbs are the ones the notes' statements are read by
+//! ([`super::extract`]), in their question forms.
+
+use super::extract::key;
+use super::store::GraphStore;
+use super::walk::Direction;
+use crate::core::sqlite::DbError;
+use regex::Regex;
+use std::sync::OnceLock;
+
+/// What a question asks of the graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reading {
+    /// The names it mentions that the graph knows, in the order written.
+    pub nodes: Vec<String>,
+    pub relation: Option<String>,
+    pub direction: Direction,
+    pub depth: usize,
+    /// With two names and "connected", "related", "reach"…: the second.
+    pub to: Option<String>,
+}
+
+/// Question forms of each relation: the pattern, the relation, and the
+/// direction to follow from a name written before the verb (the opposite
+/// for one written after it).
+fn forms() -> &'static [(Regex, &'static str, Direction)] {
+    static FORMS: OnceLock<Vec<(Regex, &'static str, Direction)>> = OnceLock::new();
+    FORMS.get_or_init(|| {
+        let r = |p: &str| Regex::new(&format!(r"(?i)\b(?:{p})\b")).expect("valid pattern");
+        vec![
+            // "Who is X owned by?", "what is owned by X?"
+            (r("owned by|maintained by"), "owns", Direction::In),
+            (
+                r("owner|owners|ownership|maintainer|maintainers"),
+                "owns",
+                Direction::In,
+            ),
+            (
+                r("owns|own|owning|maintains|maintain"),
+                "owns",
+                Direction::Out,
+            ),
+            (r("dependents"), "depends_on", Direction::In),
+            (r("dependencies|dependency"), "depends_on", Direction::Out),
+            (
+                r("depends|depend|dependent|relies|rely|requires|require"),
+                "depends_on",
+                Direction::Out,
+            ),
+            (r("manager|boss"), "reports_to", Direction::Out),
+            (
+                r("direct reports|reports to|report to|reports|report"),
+                "reports_to",
+                Direction::Out,
+            ),
+            (
+                r("deployed to|deployed on|deployed|deploys|deploy|hosted on|runs on|run on"),
+                "deployed_to",
+                Direction::Out,
+            ),
+            (
+                r("blocked by|blocking|blocked|blocker|blockers"),
+                "blocked_by",
+                Direction::Out,
+            ),
+            (r("blocks|block"), "blocked_by", Direction::In),
+            (r("attendees|participants"), "attended", Direction::In),
+            (r("attended|attend|attending"), "attended", Direction::Out),
+            (r("part of|belongs to|belong to"), "part_of", Direction::Out),
+            (r("leads|lead|led"), "leads", Direction::Out),
+            (
+                r("links to|link to|linked from|backlinks|mentions|mention"),
+                "links_to",
+                Direction::Out,
+            ),
+        ]
+    })
+}
+
+/// Forms that ask about the other end of the relation whatever side the
+/// name is on ("the owner of X" and "X's owner" both ask who owns X).
+const NOUN_FORMS: &[&str] = &[
+    "owner",
+    "owners",
+    "ownership",
+    "maintainer",
+    "maintainers",
+    "dependents",
+    "dependencies",
+    "dependency",
+    "manager",
+    "boss",
+    "attendees",
+    "participants",
+    "blocker",
+    "blockers",
+];
+
+fn transitive() -> &'static Regex {
+    static T: OnceLock<Regex> = OnceLock::new();
+    T.get_or_init(|| {
+        Regex::new(r"(?i)\b(transitive|transitively|indirect|indirectly|directly or not|directly or indirectly|everything|whole chain|all the way|recursively)\b")
+            .expect("valid pattern")
+    })
+}
+
+fn connects() -> &'static Regex {
+    static C: OnceLock<Regex> = OnceLock::new();
+    C.get_or_init(|| {
+        Regex::new(r"(?i)\b(connected|connect|connects|related|relate|relates|reach|reaches|path|link between|chain)\b")
+            .expect("valid pattern")
+    })
+}
+
+/// The longest names a graph knows within `question`, left to right, with
+/// the byte offset each starts at.
+fn names_in(g: &GraphStore, question: &str) -> Result<Vec<(usize, String)>, DbError> {
+    // Words with their offsets; `'s` and punctuation around words are not part of names.
+    let mut words: Vec<(usize, &str)> = Vec::new();
+    let mut start = None;
+    for (i, c) in question
+        .char_indices()
+        .chain(std::iter::once((question.len(), ' ')))
+    {
+        let inside = c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '#' | '/');
+        match (inside, start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                let w = question[s..i].trim_end_matches(['.', '/']);
+                if !w.is_empty() {
+                    words.push((s, w));
+                }
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let mut matched = 0;
+        for n in (1..=6.min(words.len() - i)).rev() {
+            let text = words[i..i + n]
+                .iter()
+                .map(|(_, w)| w.strip_suffix("'s").unwrap_or(w))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let k = key(&text);
+            // A lone small word ("it", "the", "who") is never a name here.
+            if k.is_empty() || (n == 1 && k.len() < 3) {
+                continue;
+            }
+            if g.knows(&k)? {
+                out.push((words[i].0, k));
+                matched = n;
+                break;
+            }
+        }
+        i += matched.max(1);
+    }
+    if out.is_empty() {
+        // No name as such: the longest run of two or more words that is
+        // part of exactly one note's name ("the billing review" for a
+        // note "Billing review 2026-11-20").
+        'outer: for n in (2..=6.min(words.len())).rev() {
+            for w in words.windows(n) {
+                let k = key(&w.iter().map(|(_, x)| *x).collect::<Vec<_>>().join(" "));
+                if k.split(' ').count() < 2 {
+                    continue;
+                }
+                if let [one] = g.notes_containing(&k, 2)?.as_slice() {
+                    let names = g.names_of(std::slice::from_ref(one))?;
+                    if let Some(name) = names.into_iter().max_by_key(|n| n.len()) {
+                        out.push((w[0].0, name));
+                        break 'outer;
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub fn read(g: &GraphStore, question: &str) -> Result<Reading, DbError> {
+    let names = names_in(g, question)?;
+    let mut relation = None;
+    let mut direction = Direction::Both;
+    if let Some((at, _)) = names.first() {
+        // The verb nearest the name decides.
+        let found = forms()
+            .iter()
+            .filter_map(|(re, rel, dir)| {
+                re.find_iter(question)
+                    .filter(|m| m.end() <= *at || m.start() > *at)
+                    .map(|m| (m, *rel, *dir))
+                    .min_by_key(|(m, _, _)| m.start().abs_diff(*at))
+            })
+            .min_by_key(|(m, _, _)| m.start().abs_diff(*at));
+        if let Some((m, rel, dir)) = found {
+            relation = Some(rel.to_string());
+            let noun = NOUN_FORMS.contains(&m.as_str().to_lowercase().as_str());
+            let before = *at < m.start();
+            direction = if noun || before { dir } else { flip(dir) };
+        }
+    }
+    let two = names.len() >= 2 && connects().is_match(question);
+    let depth = if two {
+        6
+    } else if transitive().is_match(question) {
+        5
+    } else {
+        1
+    };
+    Ok(Reading {
+        nodes: names.iter().map(|(_, n)| n.clone()).collect(),
+        relation: if two { None } else { relation },
+        direction: if two { Direction::Both } else { direction },
+        depth,
+        to: two.then(|| names[1].1.clone()),
+    })
+}
+
+fn flip(d: Direction) -> Direction {
+    match d {
+        Direction::Out => Direction::In,
+        Direction::In => Direction::Out,
+        Direction::Both => Direction::Both,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn graph() -> GraphStore {
+        let notes = BTreeMap::from([
+            (
+                "services/billing-service.md".to_string(),
+                "---\ndepends_on: [ledger-service]\nowner: Payments team\n---\n# billing-service\n"
+                    .to_string(),
+            ),
+            (
+                "services/ledger-service.md".to_string(),
+                "The ledger service depends on Postgres.\n".to_string(),
+            ),
+            (
+                "people/priya.md".to_string(),
+                "---\ntitle: Priya Natarajan\n---\nManager: Dana Whitfield\n".to_string(),
+            ),
+            (
+                "meetings/2026-11-20-billing-review.md".to_string(),
+                "---\ntitle: Billing review 2026-11-20\nattendees: [Priya Natarajan]\n---\n"
+                    .to_string(),
+            ),
+        ]);
+        let files: Vec<(String, String)> = notes.keys().map(|p| (p.clone(), "h".into())).collect();
+        let mut g = GraphStore::open(None).unwrap();
+        g.sync(&files, &|p| notes.get(p).cloned(), &|| false)
+            .unwrap();
+        g
+    }
+
+    fn asked(
+        q: &str,
+    ) -> (
+        Vec<String>,
+        Option<String>,
+        Direction,
+        usize,
+        Option<String>,
+    ) {
+        let r = read(&graph(), q).unwrap();
+        (r.nodes, r.relation, r.direction, r.depth, r.to)
+    }
+
+    #[test]
+    fn questions_name_a_node_a_relation_a_direction_and_a_depth() {
+        let s = |x: &str| x.to_string();
+        assert_eq!(
+            asked("Who owns the billing service?"),
+            (
+                vec![s("billing service")],
+                Some(s("owns")),
+                Direction::In,
+                1,
+                None
+            )
+        );
+        assert_eq!(
+            asked("Who is the owner of billing-service?"),
+            (
+                vec![s("billing service")],
+                Some(s("owns")),
+                Direction::In,
+                1,
+                None
+            )
+        );
+        assert_eq!(
+            asked("What does the Payments team own?"),
+            (
+                vec![s("payments team")],
+                Some(s("owns")),
+                Direction::Out,
+                1,
+                None
+            )
+        );
+        assert_eq!(
+            asked("What does billing-service depend on, directly or not?"),
+            (
+                vec![s("billing service")],
+                Some(s("depends_on")),
+                Direction::Out,
+                5,
+                None
+            )
+        );
+        assert_eq!(
+            asked("What depends on Postgres?"),
+            (
+                vec![s("postgres")],
+                Some(s("depends_on")),
+                Direction::In,
+                1,
+                None
+            )
+        );
+        assert_eq!(
+            asked("Who is Priya Natarajan's manager?"),
+            (
+                vec![s("priya natarajan")],
+                Some(s("reports_to")),
+                Direction::Out,
+                1,
+                None
+            )
+        );
+        assert_eq!(
+            asked("Who reports to Dana Whitfield?"),
+            (
+                vec![s("dana whitfield")],
+                Some(s("reports_to")),
+                Direction::In,
+                1,
+                None
+            )
+        );
+        assert_eq!(
+            asked("Who attended the billing review?"),
+            (
+                vec![s("billing review 2026 11 20")],
+                Some(s("attended")),
+                Direction::In,
+                1,
+                None
+            )
+        );
+        assert_eq!(
+            asked("How is the Payments team connected to Postgres?"),
+            (
+                vec![s("payments team"), s("postgres")],
+                None,
+                Direction::Both,
+                6,
+                Some(s("postgres"))
+            )
+        );
+    }
+}
