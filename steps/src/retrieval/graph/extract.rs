@@ -20,6 +20,10 @@ use regex::Regex;
 use serde_json::{Map, Value};
 use std::sync::OnceLock;
 
+/// The version of these rules: a graph read by others is read again.
+/// Change it with any change to what a note's edges are.
+pub const READER: &str = "3";
+
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Edge {
@@ -90,12 +94,20 @@ const STATEMENTS: &[(&str, &str, bool)] = &[
     ("is owned by", "owns", false),
     ("are owned by", "owns", false),
     ("owned by", "owns", false),
+    ("is maintained by", "owns", false),
+    ("are maintained by", "owns", false),
+    ("maintained by", "owns", false),
+    ("maintains", "owns", true),
     ("owns", "owns", true),
     ("own", "owns", true),
     ("depends on", "depends_on", true),
     ("depend on", "depends_on", true),
     ("relies on", "depends_on", true),
     ("rely on", "depends_on", true),
+    ("is led by", "leads", false),
+    ("are led by", "leads", false),
+    ("led by", "leads", false),
+    ("leads", "leads", true),
     ("reports to", "reports_to", true),
     ("report to", "reports_to", true),
     ("is deployed to", "deployed_to", true),
@@ -119,10 +131,17 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
         .rsplit_once('.')
         .map_or(rel_path, |(s, _)| s)
         .to_string();
+    // As the index names a note: its title, else its first `# heading`.
     let title = meta
         .get("title")
         .and_then(Value::as_str)
-        .map(str::to_string);
+        .map(str::to_string)
+        .or_else(|| {
+            body.lines()
+                .find_map(|l| l.strip_prefix("# "))
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+        });
     let name = title.clone().unwrap_or_else(|| stem.clone());
     let mut aliases = vec![stem.clone()];
     aliases.extend(title);
@@ -399,70 +418,150 @@ impl Paragraph {
     }
 }
 
+/// The first relation verb in `lower` at or after `from`: its offset, the
+/// phrase, the relation and its direction.
+fn next_verb(lower: &str, from: usize) -> Option<(usize, &'static str, &'static str, bool)> {
+    let mut found: Option<(usize, &'static str, &'static str, bool)> = None;
+    for (phrase, rel, forward) in STATEMENTS {
+        let needle = format!(" {phrase} ");
+        if let Some(i) = lower
+            .get(from..)
+            .and_then(|r| r.find(&needle))
+            .map(|i| i + from)
+        {
+            // The earliest verb; the longest phrase there.
+            if found.is_none_or(|(j, p, _, _)| i < j || (i == j && phrase.len() > p.len())) {
+                found = Some((i, *phrase, *rel, *forward));
+            }
+        }
+    }
+    found
+}
+
 fn statements(g: &mut NoteGraph, para: &Paragraph) {
     let mut last_subject: Option<String> = None;
     let base = para.text.as_ptr() as usize;
     for sentence in sentences(&para.text) {
         let at = sentence.as_ptr() as usize - base;
         let lower = sentence.to_lowercase();
-        let mut found = None;
-        for (phrase, rel, forward) in STATEMENTS {
-            let needle = format!(" {phrase} ");
-            if let Some(i) = lower.find(&needle) {
-                // The earliest verb in the sentence; the longest phrase there.
-                if found.is_none_or(|(j, p, _, _): (usize, &str, &str, bool)| {
-                    i < j || (i == j && phrase.len() > p.len())
-                }) {
-                    found = Some((i, *phrase, *rel, *forward));
-                }
-            }
-        }
-        let subject_here = leading_subject(sentence);
-        let Some((i, phrase, rel, forward)) = found else {
-            if let Some(s) = subject_here.filter(|s| !is_pronoun(s)) {
+        let Some(mut verb) = next_verb(&lower, 0) else {
+            if let Some(s) = leading_subject(sentence).filter(|s| !is_pronoun(s)) {
                 last_subject = Some(s);
             }
             continue;
         };
-        let before = &sentence[..i];
-        let after = &sentence[i + phrase.len() + 2..];
-        let Some(mut subject) = tail_name(before) else {
+        // The subject: the name just before the verb; after a coordinating
+        // "and" ("Nadia runs the Apps team and reports to …"), the
+        // sentence's own subject.
+        let before = &sentence[..verb.0];
+        let coordinated = before.trim_end().to_lowercase().ends_with(" and");
+        let named = if coordinated {
+            leading_subject(sentence)
+        } else {
+            tail_name(before)
+        };
+        let Some(mut subject) = named else {
             continue;
         };
         if is_pronoun(&subject) {
-            match last_subject.clone() {
-                Some(s) => subject = s,
-                None => continue,
-            }
+            // "It", "she": the sentence before's subject, else what the
+            // note is about.
+            subject = last_subject.clone().unwrap_or_else(|| g.name.clone());
         } else {
+            subject = as_the_note(g, subject);
             last_subject = Some(subject.clone());
         }
-        let n = para.line_at(at + i + 1);
-        let preposition = phrase
-            .rsplit(' ')
-            .next()
-            .filter(|p| ["on", "to", "by"].contains(p));
-        for item in split_list(after) {
-            let item = match preposition {
-                Some(p) => item
-                    .strip_prefix(&format!("{p} "))
-                    .unwrap_or(&item)
-                    .to_string(),
-                None => item,
-            };
-            let Some(object) = head_name(&item) else {
-                continue;
-            };
-            if is_pronoun(&object) {
-                continue;
+        // One clause per verb that shares the subject: "X is maintained by
+        // A and depends on B" is two statements about X.
+        loop {
+            let (i, phrase, rel, forward) = verb;
+            let start = i + phrase.len() + 2;
+            let next = next_verb(&lower, start).filter(|(j, _, _, _)| {
+                let between = lower[start..*j].trim_end();
+                between.ends_with(" and") || between.ends_with(',') || between.ends_with(';')
+            });
+            let end = next.map_or(sentence.len(), |(j, _, _, _)| {
+                let between = &lower[start..j];
+                start
+                    + between
+                        .trim_end()
+                        .trim_end_matches([',', ';'])
+                        .trim_end()
+                        .trim_end_matches(" and")
+                        .len()
+            });
+            let n = para.line_at(at + i + 1);
+            objects(
+                g,
+                &subject,
+                &sentence[start..end.max(start)],
+                phrase,
+                rel,
+                forward,
+                n,
+                sentence,
+            );
+            match next {
+                Some(v) => verb = v,
+                None => break,
             }
-            let e = if forward {
-                edge(&subject, rel, &object, n, "statement", sentence)
-            } else {
-                edge(&object, rel, &subject, n, "statement", sentence)
-            };
-            g.edges.push(e);
         }
+    }
+}
+
+/// A note speaks of what it is about by part of its name: a person by
+/// their first name ("Ines reports to …" in "Ines Duarte"), a thing with
+/// its kind after it ("the raw-events topic" in "raw-events").
+fn as_the_note(g: &NoteGraph, subject: String) -> String {
+    let own = key(&g.name);
+    let said = key(&subject);
+    let first_name =
+        !said.contains(' ') && own.split(' ').next() == Some(said.as_str()) && own.contains(' ');
+    let with_kind = said.starts_with(&format!("{own} "))
+        && said.split(' ').count() == own.split(' ').count() + 1;
+    if first_name || with_kind {
+        g.name.clone()
+    } else {
+        subject
+    }
+}
+
+/// The edges of one clause: one per name in what follows its verb.
+#[allow(clippy::too_many_arguments)]
+fn objects(
+    g: &mut NoteGraph,
+    subject: &str,
+    after: &str,
+    phrase: &str,
+    rel: &str,
+    forward: bool,
+    n: u32,
+    sentence: &str,
+) {
+    let preposition = phrase
+        .rsplit(' ')
+        .next()
+        .filter(|p| ["on", "to", "by"].contains(p));
+    for item in split_list(after) {
+        let item = match preposition {
+            Some(p) => item
+                .strip_prefix(&format!("{p} "))
+                .unwrap_or(&item)
+                .to_string(),
+            None => item,
+        };
+        let Some(object) = head_name(&item) else {
+            continue;
+        };
+        if is_pronoun(&object) {
+            continue;
+        }
+        let e = if forward {
+            edge(subject, rel, &object, n, "statement", sentence)
+        } else {
+            edge(&object, rel, subject, n, "statement", sentence)
+        };
+        g.edges.push(e);
     }
 }
 
@@ -521,7 +620,8 @@ fn tail_name(before: &str) -> Option<String> {
     clean_name(&words[from..].join(" "))
 }
 
-/// The name that starts what follows a verb.
+/// The name that starts what follows a verb, without an adverb after it
+/// ("the Apps team too").
 fn head_name(after: &str) -> Option<String> {
     let mut end = after.len();
     let lower = after.to_lowercase();
@@ -530,7 +630,13 @@ fn head_name(after: &str) -> Option<String> {
             end = end.min(i);
         }
     }
-    clean_name(&after[..end])
+    let mut name = after[..end].trim_end();
+    for adverb in [" too", " also", " as well", " now", " today", " instead"] {
+        if name.to_lowercase().ends_with(adverb) {
+            name = &name[..name.len() - adverb.len()];
+        }
+    }
+    clean_name(name)
 }
 
 /// The subject a sentence without a relation verb starts with ("The

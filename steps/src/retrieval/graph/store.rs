@@ -6,11 +6,12 @@
 
 use super::extract::{self, key};
 use crate::core::sqlite::{self, DbError};
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE notes (path TEXT PRIMARY KEY, hash TEXT NOT NULL, name TEXT NOT NULL);
     CREATE TABLE names (key TEXT NOT NULL, path TEXT NOT NULL);
     CREATE INDEX names_key ON names(key);
@@ -25,7 +26,11 @@ const MIGRATIONS: &[&str] = &["
     CREATE INDEX edges_src ON edges(src_key);
     CREATE INDEX edges_dst ON edges(dst_key);
     CREATE INDEX edges_path ON edges(path);
-"];
+",
+    "
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+",
+];
 
 /// The file in the index's folder.
 pub const FILE: &str = "graph.db";
@@ -64,7 +69,9 @@ impl GraphStore {
             Some(d) => sqlite::open(&d.join(FILE), MIGRATIONS)?,
             None => {
                 let conn = Connection::open_in_memory()?;
-                conn.execute_batch(MIGRATIONS[0])?;
+                for m in MIGRATIONS {
+                    conn.execute_batch(m)?;
+                }
                 conn
             }
         };
@@ -80,6 +87,22 @@ impl GraphStore {
         read: &dyn Fn(&str) -> Option<String>,
         stop: &dyn Fn() -> bool,
     ) -> Result<Option<SyncStats>, DbError> {
+        // Edges read by other rules than these are read again.
+        let reader: Option<String> = self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = 'reader'", [], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        if reader.as_deref() != Some(extract::READER) {
+            let tx = self.conn.transaction()?;
+            tx.execute_batch("DELETE FROM edges; DELETE FROM names; DELETE FROM notes;")?;
+            tx.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('reader', ?1)",
+                [extract::READER],
+            )?;
+            tx.commit()?;
+        }
         let known: BTreeMap<String, String> = {
             let mut q = self.conn.prepare("SELECT path, hash FROM notes")?;
             let rows = q.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;

@@ -56,6 +56,7 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
             Some(q) => Some(ask::read(&g, q).map_err(|e| e.to_string())?),
             None => None,
         };
+        let node_from_question = node.is_none();
         let node = match (&node, &reading) {
             (Some(n), _) => n.clone(),
             (None, Some(r)) => match r.nodes.first() {
@@ -88,7 +89,18 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
             to: to.as_deref(),
             limit,
         };
-        let f = walk::run(&g, &q).map_err(|e| e.to_string())?;
+        let mut f = walk::run(&g, &q).map_err(|e| e.to_string())?;
+        // A question naming several things, one of which has the edges it
+        // asks about ("the INC-204 fix": `fix` is what is blocked).
+        if f.edges.is_empty() && node_from_question && q.to.is_none() {
+            for other in reading.iter().flat_map(|r| r.nodes.iter().skip(1)) {
+                let again = walk::run(&g, &Query { node: other, ..q }).map_err(|e| e.to_string())?;
+                if !again.edges.is_empty() {
+                    f = again;
+                    break;
+                }
+            }
+        }
         let hits: Vec<Value> = f.edges.iter().map(|(e, d)| hit_json(e, *d)).collect();
         let suggestions: Vec<String> = if f.known {
             Vec::new()
