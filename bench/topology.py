@@ -27,7 +27,13 @@ answer it, `kind`: direct, transitive or path):
   runs the team and reports to …") was read as one, and "the Apps team
   too" as a name, since fixed;
 - `bench/topology/questions4.jsonl` on `bench/topology/vault4` (a shop's
-  search team): written after those, never tuned on: the held-out set;
+  search team): written after those; its first run (5/12) showed that a
+  clause after ", and it is" was read into the list before it, that a
+  sentence opening with its verb ("Relies on MySQL.") was not read, that
+  tables were not read, and "run by", since fixed;
+- `bench/topology/questions5.jsonl` on `bench/topology/vault5` (a
+  developer-experience group): written after those, never tuned on: the
+  held-out set;
 - `examples/knowledge-graph.test.md`'s questions on `examples/graph` are
   the ones the rules were written against (not scored here).
 
@@ -236,7 +242,8 @@ def main():
         for vault, key, what in [("vault", "questions.jsonl", "tuned once"),
                                  ("vault2", "questions2.jsonl", "tuned once"),
                                  ("vault3", "questions3.jsonl", "tuned once"),
-                                 ("vault4", "questions4.jsonl", "held out, never tuned")]:
+                                 ("vault4", "questions4.jsonl", "tuned once"),
+                                 ("vault5", "questions5.jsonl", "held out, never tuned")]:
             questions = [json.loads(l) for l in open(os.path.join(HERE, "topology", key))]
             rows, dense = score(binary, os.path.join(HERE, "topology", vault), questions, tmp)
             print(f"\ntopology questions, bench/topology/{key} ({what}, {len(rows)}), right answers:")

@@ -66,6 +66,8 @@ fn forms() -> &'static [(Regex, &'static str, Direction)] {
                 "deployed_to",
                 Direction::Out,
             ),
+            (r("run by|operated by"), "owns", Direction::In),
+            (r("runs|run|operates|operate"), "owns", Direction::Out),
             (
                 r("blocked by|blocking|blocked|blocker|blockers"),
                 "blocked_by",

@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "3";
+pub const READER: &str = "5";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +94,11 @@ const STATEMENTS: &[(&str, &str, bool)] = &[
     ("is owned by", "owns", false),
     ("are owned by", "owns", false),
     ("owned by", "owns", false),
+    ("is run by", "owns", false),
+    ("are run by", "owns", false),
+    ("run by", "owns", false),
+    ("is operated by", "owns", false),
+    ("operated by", "owns", false),
     ("is maintained by", "owns", false),
     ("are maintained by", "owns", false),
     ("maintained by", "owns", false),
@@ -156,6 +161,9 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
     // `Key: value` lines by line.
     let mut para = Paragraph::default();
     let mut in_code = false;
+    // A table's header cells, once its separator row is seen.
+    let mut table: Option<Vec<String>> = None;
+    let mut header: Option<Vec<String>> = None;
     for (i, line) in body.lines().enumerate() {
         let n = body_first_line + i as u32;
         let t = line.trim();
@@ -173,6 +181,30 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
             continue;
         }
         links(&mut g, t, n);
+        if t.starts_with('|') {
+            para.flush(&mut g);
+            let cells = table_cells(t);
+            if cells
+                .iter()
+                .all(|c| !c.is_empty() && c.chars().all(|ch| matches!(ch, '-' | ':' | ' ')))
+            {
+                table = header.take();
+            } else if let Some(cols) = &table {
+                // A row: its first cell is what the row is about; a column
+                // headed by a relation gives its edges.
+                let cols = cols.clone();
+                for (c, cell) in cols.iter().zip(&cells).skip(1) {
+                    if let Some(about) = cells.first().filter(|a| !a.is_empty()) {
+                        keyed_about(&mut g, about, c, &split_list(cell), n, "property", t);
+                    }
+                }
+            } else {
+                header = Some(cells.iter().map(|c| c.to_lowercase()).collect());
+            }
+            continue;
+        }
+        table = None;
+        header = None;
         if let Some((k, v)) = key_line(t) {
             para.flush(&mut g);
             keyed(&mut g, &k, &split_list(v), n, "property", t);
@@ -189,6 +221,15 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
     }
     para.flush(&mut g);
     g
+}
+
+/// The cells of a table row, trimmed, bold marks off.
+fn table_cells(t: &str) -> Vec<String> {
+    let inner = t.trim().trim_start_matches('|').trim_end_matches('|');
+    inner
+        .split('|')
+        .map(|c| c.trim().trim_matches('*').trim().to_string())
+        .collect()
 }
 
 fn strings(v: Option<&Value>) -> Vec<String> {
@@ -270,6 +311,20 @@ fn key_line(t: &str) -> Option<(String, &str)> {
 }
 
 fn keyed(g: &mut NoteGraph, k: &str, values: &[String], line: u32, how: &'static str, text: &str) {
+    let name = g.name.clone();
+    keyed_about(g, &name, k, values, line, how, text);
+}
+
+/// `keyed` about `about` (a table row's first cell) rather than the note.
+fn keyed_about(
+    g: &mut NoteGraph,
+    about: &str,
+    k: &str,
+    values: &[String],
+    line: u32,
+    how: &'static str,
+    text: &str,
+) {
     let Some((_, rel, subject)) = KEYED.iter().find(|(names, _, _)| names.contains(&k)) else {
         return;
     };
@@ -279,9 +334,9 @@ fn keyed(g: &mut NoteGraph, k: &str, values: &[String], line: u32, how: &'static
             continue;
         }
         let e = if *subject {
-            edge(&g.name, rel, &target, line, how, text)
+            edge(about, rel, &target, line, how, text)
         } else {
-            edge(&target, rel, &g.name, line, how, text)
+            edge(&target, rel, about, line, how, text)
         };
         g.edges.push(e);
     }
@@ -441,12 +496,17 @@ fn next_verb(lower: &str, from: usize) -> Option<(usize, &'static str, &'static 
 fn statements(g: &mut NoteGraph, para: &Paragraph) {
     let mut last_subject: Option<String> = None;
     let base = para.text.as_ptr() as usize;
-    for sentence in sentences(&para.text) {
-        let at = sentence.as_ptr() as usize - base;
-        let lower = sentence.to_lowercase();
+    for said in sentences(&para.text) {
+        let at = said.as_ptr() as usize - base;
+        // A space before, so that a verb that opens the sentence is found
+        // as " relies on "; ASCII lower case, so that offsets in `lower`
+        // are offsets in `sentence` (the verbs are ASCII).
+        let sentence = format!(" {said}");
+        let sentence = sentence.as_str();
+        let lower = sentence.to_ascii_lowercase();
         let Some(mut verb) = next_verb(&lower, 0) else {
-            if let Some(s) = leading_subject(sentence).filter(|s| !is_pronoun(s)) {
-                last_subject = Some(s);
+            if let Some(s) = leading_subject(said).filter(|s| !is_pronoun(s)) {
+                last_subject = Some(as_the_note(g, s));
             }
             continue;
         };
@@ -455,8 +515,11 @@ fn statements(g: &mut NoteGraph, para: &Paragraph) {
         // sentence's own subject.
         let before = &sentence[..verb.0];
         let coordinated = before.trim_end().to_lowercase().ends_with(" and");
-        let named = if coordinated {
-            leading_subject(sentence)
+        let named = if before.trim().is_empty() {
+            // Notes are terse: "Relies on MySQL." is about the note.
+            Some(g.name.clone())
+        } else if coordinated {
+            leading_subject(said)
         } else {
             tail_name(before)
         };
@@ -476,30 +539,24 @@ fn statements(g: &mut NoteGraph, para: &Paragraph) {
         loop {
             let (i, phrase, rel, forward) = verb;
             let start = i + phrase.len() + 2;
-            let next = next_verb(&lower, start).filter(|(j, _, _, _)| {
-                let between = lower[start..*j].trim_end();
-                between.ends_with(" and") || between.ends_with(',') || between.ends_with(';')
-            });
-            let end = next.map_or(sentence.len(), |(j, _, _, _)| {
-                let between = &lower[start..j];
-                start
-                    + between
-                        .trim_end()
-                        .trim_end_matches([',', ';'])
-                        .trim_end()
-                        .trim_end_matches(" and")
-                        .len()
-            });
-            let n = para.line_at(at + i + 1);
+            // The next verb starts a clause of the same subject when only
+            // "and", a comma, a pronoun or "is"/"also" come before it
+            // (", and it is deployed to …").
+            let next = next_verb(&lower, start)
+                .and_then(|v| clause_start(&lower[start..v.0]).map(|cut| (v, start + cut)));
+            let end = next.map_or(sentence.len(), |(_, cut)| cut);
+            let next = next.map(|(v, _)| v);
+            // `i` is the verb's leading space, one past the padding.
+            let n = para.line_at(at + i);
             objects(
                 g,
                 &subject,
-                &sentence[start..end.max(start)],
+                &sentence[start.min(sentence.len())..end.max(start).min(sentence.len())],
                 phrase,
                 rel,
                 forward,
                 n,
-                sentence,
+                said,
             );
             match next {
                 Some(v) => verb = v,
@@ -507,6 +564,28 @@ fn statements(g: &mut NoteGraph, para: &Paragraph) {
             }
         }
     }
+}
+
+/// Where, in the text between two verbs, the first clause ends: at the
+/// last "and", "," or ";" when only small words (a pronoun, "is", "also")
+/// follow it up to the second verb.
+fn clause_start(between: &str) -> Option<usize> {
+    const SMALL: &[&str] = &[
+        "it", "they", "he", "she", "this", "that", "which", "is", "are", "was", "were", "also",
+        "then", "and", "so",
+    ];
+    // The verb's own leading space ends `between`: " and" then counts.
+    let spaced = format!("{between} ");
+    let cut = [" and ", ",", ";"]
+        .iter()
+        .filter_map(|sep| spaced.rfind(sep))
+        .max()?
+        .min(between.len());
+    let words: Vec<&str> = between[cut..]
+        .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.iter().all(|w| SMALL.contains(w)).then_some(cut)
 }
 
 /// A note speaks of what it is about by part of its name: a person by
@@ -718,6 +797,35 @@ mod tests {
                 ),
                 e("Priya", "reports_to", "Dana", 2, "statement"),
                 e("BILL-142", "blocked_by", "AUTH-77", 3, "statement"),
+            ]
+        );
+    }
+
+    #[test]
+    fn clauses_terse_sentences_tables_and_the_notes_own_names() {
+        let text = "---\ntitle: Ines Duarte\n---\n# Ines Duarte\n\nInes reports to Marta. The login service is maintained by the Identity group and depends on the user database, and it is deployed to the core cluster.\nRelies on Vault.\nFlags are owned by the Apps team too.\n\n| name | reports to |\n|---|---|\n| Theo Laine | Ines Duarte |\n";
+        assert_eq!(
+            edges("people/ines.md", text),
+            vec![
+                e("Ines Duarte", "reports_to", "Marta", 6, "statement"),
+                e("Identity group", "owns", "login service", 6, "statement"),
+                e(
+                    "login service",
+                    "depends_on",
+                    "user database",
+                    6,
+                    "statement"
+                ),
+                e(
+                    "login service",
+                    "deployed_to",
+                    "core cluster",
+                    6,
+                    "statement"
+                ),
+                e("Ines Duarte", "depends_on", "Vault", 7, "statement"),
+                e("Apps team", "owns", "Flags", 8, "statement"),
+                e("Theo Laine", "reports_to", "Ines Duarte", 12, "property"),
             ]
         );
     }
