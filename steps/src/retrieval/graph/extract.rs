@@ -367,6 +367,10 @@ fn links(g: &mut NoteGraph, t: &str, n: u32) {
     let wiki =
         WIKI.get_or_init(|| Regex::new(r"\[\[([^\]\[|#]+)(?:[#|][^\]]*)?\]\]").expect("valid"));
     let md = MD.get_or_init(|| Regex::new(r"\]\(([^)\s]+?\.md)(?:#[^)]*)?\)").expect("valid"));
+    // Most lines have no link: no pattern is run on them.
+    if !t.contains("[[") && !t.contains("](") {
+        return;
+    }
     let mut seen = Vec::new();
     for c in wiki.captures_iter(t).chain(md.captures_iter(t)) {
         let target = c[1].trim();
@@ -473,28 +477,31 @@ impl Paragraph {
     }
 }
 
-/// The first relation verb in `lower` at or after `from`: its offset, the
-/// phrase, the relation and its direction.
+/// The first relation verb in `lower` at or after `from`: its offset (the
+/// space before it), the phrase, the relation and its direction. One
+/// pattern for all the phrases, longest first, so that at one place the
+/// longest phrase wins ("is owned by" over "owned by").
 fn next_verb(lower: &str, from: usize) -> Option<(usize, &'static str, &'static str, bool)> {
-    let mut found: Option<(usize, &'static str, &'static str, bool)> = None;
-    for (phrase, rel, forward) in STATEMENTS {
-        let needle = format!(" {phrase} ");
-        if let Some(i) = lower
-            .get(from..)
-            .and_then(|r| r.find(&needle))
-            .map(|i| i + from)
-        {
-            // The earliest verb; the longest phrase there.
-            if found.is_none_or(|(j, p, _, _)| i < j || (i == j && phrase.len() > p.len())) {
-                found = Some((i, *phrase, *rel, *forward));
-            }
-        }
-    }
-    found
+    static VERBS: OnceLock<Regex> = OnceLock::new();
+    let verbs = VERBS.get_or_init(|| {
+        let mut phrases: Vec<&str> = STATEMENTS.iter().map(|(p, _, _)| *p).collect();
+        phrases.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        let alternation: Vec<String> = phrases.iter().map(|p| regex::escape(p)).collect();
+        Regex::new(&format!(" (?:{}) ", alternation.join("|"))).expect("valid pattern")
+    });
+    let m = verbs.find_at(lower, from)?;
+    let phrase = &lower[m.start() + 1..m.end() - 1];
+    STATEMENTS
+        .iter()
+        .find(|(p, _, _)| *p == phrase)
+        .map(|(p, rel, forward)| (m.start(), *p, *rel, *forward))
 }
 
 fn statements(g: &mut NoteGraph, para: &Paragraph) {
     let mut last_subject: Option<String> = None;
+    // A sentence without a relation verb, whose subject a pronoun in a
+    // later one may mean: read only when one does.
+    let mut unread: Option<&str> = None;
     let base = para.text.as_ptr() as usize;
     for said in sentences(&para.text) {
         let at = said.as_ptr() as usize - base;
@@ -505,9 +512,7 @@ fn statements(g: &mut NoteGraph, para: &Paragraph) {
         let sentence = sentence.as_str();
         let lower = sentence.to_ascii_lowercase();
         let Some(mut verb) = next_verb(&lower, 0) else {
-            if let Some(s) = leading_subject(said).filter(|s| !is_pronoun(s)) {
-                last_subject = Some(as_the_note(g, s));
-            }
+            unread = Some(said);
             continue;
         };
         // The subject: the name just before the verb; after a coordinating
@@ -529,10 +534,18 @@ fn statements(g: &mut NoteGraph, para: &Paragraph) {
         if is_pronoun(&subject) {
             // "It", "she": the sentence before's subject, else what the
             // note is about.
+            if let Some(s) = unread
+                .take()
+                .and_then(leading_subject)
+                .filter(|s| !is_pronoun(s))
+            {
+                last_subject = Some(as_the_note(g, s));
+            }
             subject = last_subject.clone().unwrap_or_else(|| g.name.clone());
         } else {
             subject = as_the_note(g, subject);
             last_subject = Some(subject.clone());
+            unread = None;
         }
         // One clause per verb that shares the subject: "X is maintained by
         // A and depends on B" is two statements about X.

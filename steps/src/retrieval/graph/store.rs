@@ -84,8 +84,8 @@ impl GraphStore {
     pub fn sync(
         &mut self,
         files: &[(String, String)],
-        read: &dyn Fn(&str) -> Option<String>,
-        stop: &dyn Fn() -> bool,
+        read: &(dyn Fn(&str) -> Option<String> + Sync),
+        stop: &(dyn Fn() -> bool + Sync),
     ) -> Result<Option<SyncStats>, DbError> {
         // Edges read by other rules than these are read again.
         let reader: Option<String> = self
@@ -96,12 +96,36 @@ impl GraphStore {
             .optional()?;
         if reader.as_deref() != Some(extract::READER) {
             let tx = self.conn.transaction()?;
-            tx.execute_batch("DELETE FROM edges; DELETE FROM names; DELETE FROM notes;")?;
+            tx.execute_batch(
+                "DELETE FROM edges; DELETE FROM names; DELETE FROM notes; DELETE FROM meta WHERE key = 'files';",
+            )?;
             tx.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('reader', ?1)",
                 [extract::READER],
             )?;
             tx.commit()?;
+        }
+        // The same notes as at the last sync (the common case): nothing to
+        // read, not even the graph's list of them.
+        let fingerprint = crate::core::hash::hex_hash(
+            &files
+                .iter()
+                .flat_map(|(p, h)| [p.as_bytes(), h.as_bytes()])
+                .collect::<Vec<_>>(),
+        );
+        let last: Option<String> = self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = 'files'", [], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        if last.as_deref() == Some(fingerprint.as_str()) {
+            return Ok(Some(SyncStats {
+                notes: files.len(),
+                read: 0,
+                removed: 0,
+                edges: self.edge_count()?,
+            }));
         }
         let known: BTreeMap<String, String> = {
             let mut q = self.conn.prepare("SELECT path, hash FROM notes")?;
@@ -113,39 +137,60 @@ impl GraphStore {
             .keys()
             .filter(|p| !wanted.contains(p.as_str()))
             .collect();
-        let mut read_now = Vec::new();
-        for (path, hash) in files {
-            if known.get(path) == Some(hash) {
-                continue;
+        let changed: Vec<&(String, String)> = files
+            .iter()
+            .filter(|(p, h)| known.get(p) != Some(h))
+            .collect();
+        // Read on two threads (the notes are independent); a stop is
+        // noticed between notes.
+        type Read = (String, String, extract::NoteGraph);
+        let read_part = |part: &[&(String, String)]| -> Option<Vec<Read>> {
+            let mut out = Vec::with_capacity(part.len());
+            for (path, hash) in part.iter().map(|x| (&x.0, &x.1)) {
+                if stop() {
+                    return None;
+                }
+                // A note gone since the index saw it has no edges.
+                let g = read(path)
+                    .map(|text| extract::note(path, &text))
+                    .unwrap_or_default();
+                out.push((path.clone(), hash.clone(), g));
             }
-            if stop() {
-                return Ok(None);
-            }
-            // A note gone since the index saw it has no edges.
-            let g = read(path)
-                .map(|text| extract::note(path, &text))
-                .unwrap_or_default();
-            read_now.push((path, hash, g));
-        }
+            Some(out)
+        };
+        let (first, second) = changed.split_at(changed.len() / 2);
+        let (a, b) = std::thread::scope(|s| {
+            let other = s.spawn(|| read_part(first));
+            let mine = read_part(second);
+            (other.join().ok().flatten(), mine)
+        });
+        let (Some(mut read_now), Some(rest)) = (a, b) else {
+            return Ok(None);
+        };
+        read_now.extend(rest);
         let mut stats = SyncStats {
             notes: files.len(),
             read: read_now.len(),
             removed: removed.len(),
             edges: 0,
         };
-        if read_now.is_empty() && removed.is_empty() {
-            stats.edges = self.edge_count()?;
-            return Ok(Some(stats));
-        }
         let tx = self.conn.transaction()?;
-        for path in removed
-            .iter()
-            .copied()
-            .chain(read_now.iter().map(|(p, _, _)| *p))
         {
-            tx.execute("DELETE FROM edges WHERE path = ?1", [path])?;
-            tx.execute("DELETE FROM names WHERE path = ?1", [path])?;
-            tx.execute("DELETE FROM notes WHERE path = ?1", [path])?;
+            let mut gone = [
+                tx.prepare_cached("DELETE FROM edges WHERE path = ?1")?,
+                tx.prepare_cached("DELETE FROM names WHERE path = ?1")?,
+                tx.prepare_cached("DELETE FROM notes WHERE path = ?1")?,
+            ];
+            // Only notes the graph had: a new one has nothing to delete.
+            let old = read_now
+                .iter()
+                .map(|(p, _, _)| p)
+                .filter(|p| known.contains_key(*p));
+            for path in removed.iter().copied().chain(old) {
+                for q in &mut gone {
+                    q.execute([path])?;
+                }
+            }
         }
         {
             let mut note =
@@ -179,6 +224,10 @@ impl GraphStore {
                 }
             }
         }
+        tx.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('files', ?1)",
+            [&fingerprint],
+        )?;
         tx.commit()?;
         stats.edges = self.edge_count()?;
         Ok(Some(stats))
@@ -299,7 +348,7 @@ mod tests {
 
     #[test]
     fn only_changed_notes_are_read_again_and_gone_ones_lose_their_edges() {
-        let notes = std::cell::RefCell::new(BTreeMap::from([
+        let notes = std::sync::RwLock::new(BTreeMap::from([
             (
                 "a.md".to_string(),
                 "Ann owns the billing service.\n".to_string(),
@@ -309,7 +358,7 @@ mod tests {
                 "The billing service depends on ledger.\n".to_string(),
             ),
         ]));
-        let read = |p: &str| notes.borrow().get(p).cloned();
+        let read = |p: &str| notes.read().unwrap().get(p).cloned();
         let files = |h: &str| {
             vec![
                 ("a.md".to_string(), "1".to_string()),
@@ -327,7 +376,7 @@ mod tests {
                 edges: 2
             }
         );
-        notes.borrow_mut().insert(
+        notes.write().unwrap().insert(
             "b.md".into(),
             "The billing service depends on ledger and on auth.\n".into(),
         );

@@ -82,8 +82,30 @@ pub fn node(g: &GraphStore, name: &str) -> Result<Node, DbError> {
     })
 }
 
+/// Nodes already resolved during one question (a hub is met many times).
+struct Nodes<'g> {
+    g: &'g GraphStore,
+    known: std::collections::HashMap<String, Node>,
+}
+
+impl Nodes<'_> {
+    fn get(&mut self, name: &str) -> Result<Node, DbError> {
+        let k = key(name);
+        if let Some(n) = self.known.get(&k) {
+            return Ok(n.clone());
+        }
+        let n = node(self.g, name)?;
+        self.known.insert(k, n.clone());
+        Ok(n)
+    }
+}
+
 pub fn run(g: &GraphStore, q: &Query<'_>) -> Result<Found, DbError> {
-    let start = node(g, q.node)?;
+    let mut nodes = Nodes {
+        g,
+        known: Default::default(),
+    };
+    let start = nodes.get(q.node)?;
     let target = match q.to {
         Some(t) => Some(node(g, t)?),
         None => None,
@@ -137,7 +159,7 @@ pub fn run(g: &GraphStore, q: &Query<'_>) -> Result<Found, DbError> {
                 break 'bfs;
             }
             edges.push((e.clone(), d + 1));
-            let other_node = node(g, &other)?;
+            let other_node = nodes.get(&other)?;
             if other_node.keys.iter().any(|k| seen_keys.contains(k)) {
                 continue;
             }
@@ -147,7 +169,7 @@ pub fn run(g: &GraphStore, q: &Query<'_>) -> Result<Found, DbError> {
             reached.push((other_node.name.clone(), d + 1));
             if let Some(t) = &target {
                 if other_node.keys.iter().any(|k| t.keys.contains(k)) {
-                    found_path = Some(chain(&came_by, &first_key, &start, g)?);
+                    found_path = Some(chain(&came_by, &first_key, &start, &mut nodes)?);
                     break 'bfs;
                 }
             }
@@ -170,19 +192,19 @@ fn chain(
     came_by: &BTreeMap<String, StoredEdge>,
     k: &str,
     start: &Node,
-    g: &GraphStore,
+    nodes: &mut Nodes<'_>,
 ) -> Result<Vec<StoredEdge>, DbError> {
     let mut out = Vec::new();
     let mut cur = k.to_string();
     while let Some(e) = came_by.get(&cur) {
         out.push(e.clone());
         // The edge's other end, toward the start.
-        let back = if node(g, &e.to)?.keys.contains(&cur) {
+        let back = if nodes.get(&e.to)?.keys.contains(&cur) {
             &e.from
         } else {
             &e.to
         };
-        let n = node(g, back)?;
+        let n = nodes.get(back)?;
         if n.keys.iter().any(|x| start.keys.contains(x)) || out.len() > 64 {
             break;
         }
