@@ -6,7 +6,7 @@
 
 use super::extract::{self, key};
 use crate::core::sqlite::{self, DbError};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -95,7 +95,9 @@ impl GraphStore {
             })
             .optional()?;
         if reader.as_deref() != Some(extract::READER) {
-            let tx = self.conn.transaction()?;
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)?;
             tx.execute_batch(
                 "DELETE FROM edges; DELETE FROM names; DELETE FROM notes; DELETE FROM meta WHERE key = 'files';",
             )?;
@@ -174,19 +176,20 @@ impl GraphStore {
             removed: removed.len(),
             edges: 0,
         };
-        let tx = self.conn.transaction()?;
+        // The write lock is taken first, waiting for another process's
+        // sync; what that process wrote for these notes since `known` was
+        // read (two runs at once on a new index) is replaced, never added to.
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
         {
             let mut gone = [
                 tx.prepare_cached("DELETE FROM edges WHERE path = ?1")?,
                 tx.prepare_cached("DELETE FROM names WHERE path = ?1")?,
                 tx.prepare_cached("DELETE FROM notes WHERE path = ?1")?,
             ];
-            // Only notes the graph had: a new one has nothing to delete.
-            let old = read_now
-                .iter()
-                .map(|(p, _, _)| p)
-                .filter(|p| known.contains_key(*p));
-            for path in removed.iter().copied().chain(old) {
+            let written = read_now.iter().map(|(p, _, _)| p);
+            for path in removed.iter().copied().chain(written) {
                 for q in &mut gone {
                     q.execute([path])?;
                 }
@@ -345,6 +348,34 @@ impl GraphStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_processes_building_the_same_new_graph_at_once_write_each_note_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = vec![("a.md".to_string(), "1".to_string())];
+        let text = || Some("Ann owns the billing service.\n".to_string());
+        let mut first = GraphStore::open(Some(dir.path())).unwrap();
+        // The second sync reads its notes while the first one runs whole
+        // and commits, as two runs started together on a new index do.
+        let interleaved = std::sync::Mutex::new(Some(GraphStore::open(Some(dir.path())).unwrap()));
+        let read = |_: &str| {
+            if let Some(mut other) = interleaved.lock().unwrap().take() {
+                let s = other.sync(&files, &|_| text(), &|| false).unwrap().unwrap();
+                assert_eq!((s.read, s.edges), (1, 1));
+            }
+            text()
+        };
+        let s = first.sync(&files, &read, &|| false).unwrap().unwrap();
+        assert_eq!(
+            s,
+            SyncStats {
+                notes: 1,
+                read: 1,
+                removed: 0,
+                edges: 1
+            }
+        );
+    }
 
     #[test]
     fn only_changed_notes_are_read_again_and_gone_ones_lose_their_edges() {
