@@ -2,6 +2,7 @@
 //! tests and functions that do not exist (minijinja only finds those when
 //! the failing line is reached, after earlier steps and their paid calls).
 
+use super::regexp::REGEXP_FN;
 use super::{
     has_tags, line_col, prepare_expression, prepare_template, suggest_filter, TemplateError,
     Templates,
@@ -71,6 +72,24 @@ impl Templates {
         for instrs in &all {
             for (idx, i) in each(instrs) {
                 let message = match i {
+                    // A regular-expression literal: its pattern is known now.
+                    Instruction::CallFunction(name, Some(2)) if name == &REGEXP_FN => {
+                        let constant =
+                            |back: u32| match idx.checked_sub(back).and_then(|j| instrs.get(j)) {
+                                Some(Instruction::LoadConst(v)) => v.as_str().map(str::to_string),
+                                _ => None,
+                            };
+                        let (Some(source), Some(flags)) = (constant(2), constant(1)) else {
+                            continue;
+                        };
+                        match super::regexp::new_regexp(&source, Some(&flags)) {
+                            Ok(_) => continue,
+                            Err(e) => e
+                                .detail()
+                                .unwrap_or("invalid regular expression")
+                                .to_string(),
+                        }
+                    }
                     Instruction::ApplyFilter(name, ..) if !self.has_filter(name) => {
                         let mut m = format!("unknown filter: filter {name} is unknown");
                         if let Some(h) = suggest_filter(name) {
@@ -230,6 +249,16 @@ mod tests {
         );
         assert_eq!(msgs("x | uper", true).len(), 1);
         assert_eq!(msgs("{{ x", false).len(), 1);
+        // A regular-expression literal's pattern, at the literal.
+        assert_eq!(
+            msgs("ok\n{{ s.replace(r/(/g, '') }}", false),
+            ["2:14 invalid regular expression `(`: unclosed group"]
+        );
+        assert_eq!(
+            msgs("r/[0-9/.test(s)", true),
+            ["1:1 invalid regular expression `[0-9`: unclosed character class"]
+        );
+        assert!(msgs("{{ s.replace(r/[0-9]+/g, '') }}", false).is_empty());
     }
 
     #[test]

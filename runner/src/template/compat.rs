@@ -12,6 +12,7 @@ use minijinja::value::ValueKind;
 use minijinja::{Error, Value};
 
 use super::conditions::{tokenize, Kind};
+use super::regexp;
 use super::rewrite::{apply, Edit, Translated};
 use super::values::list;
 
@@ -132,9 +133,11 @@ fn pairs_target(src: &str, content: std::ops::Range<usize>) -> Option<std::ops::
 pub(crate) fn nunjucks_compat(src: &str) -> Option<Translated> {
     let lengths = src.contains(".length");
     let comments = src.contains("{#");
-    if !src.contains("elseif") && !src.contains("for") && !lengths && !comments {
+    let regexps = src.contains("r/");
+    if !src.contains("elseif") && !src.contains("for") && !lengths && !comments && !regexps {
         return None;
     }
+    let mut literals: Vec<Edit> = Vec::new();
     // (offset, bytes removed, text inserted)
     let mut edits: Vec<(usize, usize, &'static str)> = Vec::new();
     let mut i = 0;
@@ -145,6 +148,9 @@ pub(crate) fn nunjucks_compat(src: &str) -> Option<Translated> {
             break;
         };
         i = tag.end;
+        if regexps && !in_raw && tag.kw != "raw" {
+            literals.extend(regexp::literal_edits(src, tag.content.clone()));
+        }
         match tag.kw.as_str() {
             "raw" => in_raw = true,
             "endraw" => in_raw = false,
@@ -179,11 +185,15 @@ pub(crate) fn nunjucks_compat(src: &str) -> Option<Translated> {
     if comments {
         edits.extend(comment_edits(src, &raw));
     }
+    if regexps {
+        literals.extend(expressions(src, &raw).flat_map(|range| regexp::literal_edits(src, range)));
+    }
     apply(
         src,
         edits
             .into_iter()
             .map(|(at, removed, text)| Edit::new(at, removed, text))
+            .chain(literals)
             .collect(),
     )
 }
@@ -286,20 +296,25 @@ fn comment_edits(src: &str, raw: &RawBlocks) -> Vec<(usize, usize, &'static str)
 
 /// [`length_edits`] for every `{{ … }}` of `src` (outside `{% raw %}`).
 fn expression_length_edits(src: &str, raw: &RawBlocks) -> Vec<(usize, usize, &'static str)> {
-    let mut out = Vec::new();
+    expressions(src, raw)
+        .flat_map(|range| length_edits(src, range))
+        .collect()
+}
+
+/// The insides of the `{{ … }}` outside raw blocks.
+fn expressions<'a>(
+    src: &'a str,
+    raw: &'a RawBlocks,
+) -> impl Iterator<Item = std::ops::Range<usize>> + 'a {
     let mut i = 0;
-    while let Some(p) = src[i..].find("{{") {
-        let open = i + p + 2;
-        let Some(q) = src[open..].find("}}") else {
-            break;
-        };
-        let close = open + q;
-        if !raw.contains(open) {
-            out.extend(length_edits(src, open..close));
-        }
+    std::iter::from_fn(move || loop {
+        let open = i + src[i..].find("{{")? + 2;
+        let close = open + src[open..].find("}}")?;
         i = close + 2;
-    }
-    out
+        if !raw.contains(open) {
+            return Some(open..close);
+        }
+    })
 }
 
 #[cfg(test)]

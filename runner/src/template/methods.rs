@@ -22,6 +22,7 @@ use minijinja::value::ValueKind;
 use minijinja::{Error, ErrorKind, State, Value};
 
 use super::filters::js_round;
+use super::regexp::{new_regexp, JsRegExp};
 use super::values::{list, room_for, text, to_num};
 
 /// The JavaScript methods of String, Number and Array that templates
@@ -38,10 +39,6 @@ pub(crate) const REFUSED: &[(&[&str], &str)] = &[
     (
         &["localeCompare", "toLocaleString", "toLocaleDateString", "toLocaleTimeString"],
         "it needs locale data (Intl), which templates do not have yet: format in a script step, or with `format_date`",
-    ),
-    (
-        &["match", "matchAll"],
-        "it gives JavaScript match objects: use the `match` filter (`s | match('/[0-9]+/g')`)",
     ),
     (&["normalize"], "Unicode normalization tables are not built in"),
     (&["toExponential"], "it is not built in: use `toPrecision` or `toFixed`"),
@@ -160,10 +157,45 @@ fn replaced_len(s: &str, from: &str, to: &str, limit: usize) -> usize {
         .saturating_add(s.len())
 }
 
+/// The text methods that read a `RegExp` argument as JavaScript does;
+/// `None` for the others.
+fn with_regexp(s: &str, re: &JsRegExp, name: &str, args: &[Value]) -> Result<Option<Value>, Error> {
+    Ok(Some(match name {
+        "replace" | "replaceAll" => {
+            arity(name, args, 2)?;
+            let repl = args.get(1).map_or_else(|| "undefined".to_string(), text);
+            Value::from(re.replace(s, &repl, name == "replaceAll")?)
+        }
+        "match" => arity(name, args, 1).and_then(|_| re.match_in(s))?,
+        "matchAll" => arity(name, args, 1).and_then(|_| re.match_all(s))?,
+        "search" => arity(name, args, 1).map(|_| re.search(s))?,
+        "split" => {
+            arity(name, args, 2)?;
+            let limit = arg_int(args, 1, name)?.map(|l| l.max(0) as usize);
+            re.split(s, limit)?
+        }
+        _ => return Ok(None),
+    }))
+}
+
 fn string_method(s: &str, value: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
+    if let Some(re) = args.first().and_then(JsRegExp::of) {
+        if let Some(v) = with_regexp(s, &re, name, args)? {
+            return Ok(v);
+        }
+    }
     let chars = || s.chars().collect::<Vec<char>>();
     let one = |v: String| Ok(Value::from(v));
     match name {
+        // JavaScript makes a regular expression of a text argument
+        // (`matchAll` a global one).
+        "match" | "matchAll" => {
+            let source = args.first().map_or_else(|| "(?:)".to_string(), text);
+            let flags = if name == "matchAll" { "g" } else { "" };
+            let re = new_regexp(&source, Some(flags))?;
+            let re = JsRegExp::of(&re).expect("new_regexp makes a RegExp");
+            Ok(with_regexp(s, &re, name, args)?.expect("match and matchAll take a RegExp"))
+        }
         "toUpperCase" | "upper" => arity(name, args, 0).and_then(|_| one(s.to_uppercase())),
         "toLowerCase" | "lower" => arity(name, args, 0).and_then(|_| one(s.to_lowercase())),
         // Unicode's case mapping is the same in every locale but Turkish,
@@ -661,6 +693,12 @@ pub(crate) fn call_method(
         ValueKind::Seq | ValueKind::Iterable => list_method(value, name, args),
         ValueKind::Map => map_method(value, name, args),
         ValueKind::Number => number_method(value, name, args),
+        _ if JsRegExp::of(value).is_some() => Err(Error::new(
+            ErrorKind::UnknownMethod,
+            format!(
+                "a regular expression has no method `{name}` in templates (it has test, exec and toString)"
+            ),
+        )),
         _ => Err(unknown(value, name)),
     }
 }

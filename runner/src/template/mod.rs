@@ -35,6 +35,7 @@ mod js_rewrite;
 pub mod limits;
 pub mod methods;
 mod nunjucks;
+mod regexp;
 pub(crate) use nunjucks::html_escape;
 mod rewrite;
 mod values;
@@ -315,7 +316,10 @@ pub(crate) fn prepare_expression(
     boolean: bool,
 ) -> Result<Option<rewrite::Translated>, TemplateError> {
     limits::check_expression(src, 0..src.len())?;
-    let translated = conditions::translate_js(src);
+    // Regular-expression literals first: the translation reads tokens.
+    let literals = regexp::literals(src);
+    let js_ops = conditions::translate_js(literals.as_ref().map_or(src, |t| t.text.as_str()));
+    let translated = rewrite::chain(literals, js_ops);
     let text = translated.as_ref().map_or(src, |t| t.text.as_str());
     let js = js_rewrite::expression(text, boolean);
     Ok(rewrite::chain(translated, js))
@@ -359,6 +363,7 @@ impl Templates {
         env.add_test("nullish", |v: &Value| v.is_none() || v.is_undefined());
         env.set_unknown_method_callback(methods::call_method);
         env.add_function(compat::PAIRS_FN, compat::pairs);
+        env.add_function(regexp::REGEXP_FN, regexp::new_regexp);
         env.add_filter("__js_length", compat::js_length);
         env.add_function("now", system_clock);
         env.set_fuel(Some(TEMPLATE_FUEL));
@@ -516,8 +521,12 @@ impl Templates {
         ctx: &Value,
     ) -> Result<Value, TemplateError> {
         limits::check_expression(src, start..end)?;
-        let js = js_rewrite::expression(&src[start..end], false);
-        self.eval_prepared(src, start, end, js, ctx)
+        let literals = regexp::literals(&src[start..end]);
+        let text = literals
+            .as_ref()
+            .map_or(&src[start..end], |t| t.text.as_str());
+        let js = js_rewrite::expression(text, false);
+        self.eval_prepared(src, start, end, rewrite::chain(literals, js), ctx)
     }
 
     /// Evaluates `src[start..end]` as `prepared` rewrote it (as it is when

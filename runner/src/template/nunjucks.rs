@@ -1,17 +1,19 @@
 //! Nunjucks built-in filters as the peer's docs write them: the ones
 //! minijinja lacks (`dump`, `center`, `nl2br`, `urlize`, `forceescape`,
 //! `random`) and `sort`, whose arguments Nunjucks gives by position
-//! (`sort(reverse, caseSensitive, attribute)`) where minijinja takes keywords.
+//! (`sort(reverse, caseSensitive, attribute)`) where minijinja takes keywords,
+//! and `replace`, which takes a regular expression (`r/…/g`) too.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::OnceLock;
 
-use minijinja::value::{Kwargs, Rest, ValueOrKwargs};
+use minijinja::value::{Kwargs, Rest, ValueKind, ValueOrKwargs};
 use minijinja::{Environment, Error, ErrorKind, State, Value};
 use regex::Regex;
 
 use super::filters::split_kwargs;
-use super::values::{text, to_json};
+use super::regexp::JsRegExp;
+use super::values::{room_for, text, to_json};
 
 /// Names of the filters added here (for "did you mean" hints).
 pub(crate) const NUNJUCKS_FILTERS: &[&str] = &[
@@ -22,6 +24,7 @@ pub(crate) const NUNJUCKS_FILTERS: &[&str] = &[
     "urlize",
     "forceescape",
     "random",
+    "replace",
 ];
 
 pub(crate) fn register(env: &mut Environment<'static>) {
@@ -32,6 +35,7 @@ pub(crate) fn register(env: &mut Environment<'static>) {
     env.add_filter("urlize", urlize);
     env.add_filter("forceescape", forceescape);
     env.add_filter("random", random);
+    env.add_filter("replace", replace);
     // Nunjucks 3.2's tests that minijinja has not: `null` is only null
     // (not undefined), `truthy`/`falsy` are JavaScript's Boolean(v).
     env.add_test("null", |v: &Value| v.is_none());
@@ -75,6 +79,66 @@ fn sort(state: &State, value: Value, args: Rest<ValueOrKwargs>) -> Result<Value,
     // Nunjucks passes `undefined` for arguments it skips; so do we.
     pairs.retain(|(_, v)| !v.is_undefined() && !v.is_none());
     minijinja::filters::sort(state, value, Kwargs::from_iter(pairs))
+}
+
+/// `replace(old, new, count?)` as Nunjucks gives it: with a `RegExp`,
+/// JavaScript's `s.replace(re, new)`; with a text (or number), its first
+/// `count` occurrences (all by default; `count` by keyword too, as Jinja
+/// writes it), and an empty `old` puts `new` around every character. A
+/// value that is neither text nor number, or an `old` that is neither, is
+/// given back unchanged.
+fn replace(
+    value: &Value,
+    old: &Value,
+    new: Option<&Value>,
+    count: Option<&Value>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let new = new.map_or_else(|| "undefined".to_string(), text);
+    let count = match kwargs.get::<Option<Value>>("count")? {
+        Some(c) => Some(c),
+        None => count.cloned(),
+    };
+    kwargs.assert_all_used()?;
+    let readable = |v: &Value| matches!(v.kind(), ValueKind::String | ValueKind::Number);
+    if !readable(value) {
+        return Ok(value.clone());
+    }
+    let s = text(value);
+    if let Some(re) = JsRegExp::of(old) {
+        return re.replace(&s, &new, false).map(Value::from);
+    }
+    if !readable(old) {
+        return Ok(value.clone());
+    }
+    let old = text(old);
+    let limit = match count.filter(|c| !c.is_undefined() && !c.is_none()) {
+        None => usize::MAX,
+        Some(c) => match i64::try_from(c) {
+            Ok(n) if n < 0 => usize::MAX,
+            Ok(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            Err(_) => return Err(invalid("replace: `count` must be a whole number")),
+        },
+    };
+    if old.is_empty() {
+        let chars = s.chars().count();
+        room_for(
+            "replace()",
+            s.len().saturating_add(new.len().saturating_mul(chars + 1)),
+        )?;
+        let mut out = new.clone();
+        for c in s.chars() {
+            out.push(c);
+            out.push_str(&new);
+        }
+        return Ok(Value::from(out));
+    }
+    let found = s.matches(old.as_str()).take(limit).count();
+    room_for(
+        "replace()",
+        (s.len() - found * old.len()).saturating_add(found.saturating_mul(new.len())),
+    )?;
+    Ok(Value::from(s.replacen(old.as_str(), &new, limit)))
 }
 
 /// `dump(spaces?)`: JSON, as `JSON.stringify(value, null, spaces)`;

@@ -18,7 +18,7 @@ use lists::{count, flatten, nth, parse_json, slice, sum, to_json_filter, unique}
 pub(crate) use math::js_round;
 use math::{add, ceil, divide, floor, max, min, multiply, round, subtract};
 use objects::{dictsort, entries, keys, merge, omit, path, pick, values};
-pub(crate) use patterns::js_regex;
+pub(crate) use patterns::{js_regex, replace_js};
 use patterns::{match_, not_match, regex_replace};
 use strings::{
     capitalize, contains, lower, prefix, slugify, split, striptags, substring, suffix, title, trim,
@@ -97,7 +97,6 @@ pub(crate) const BUILTIN_FILTERS: &[&str] = &[
     "upper",
     "title",
     "capitalize",
-    "replace",
     "length",
     "items",
     "reverse",

@@ -8,7 +8,7 @@ use regex::{Captures, Regex, RegexBuilder};
 
 pub(crate) struct JsRegex {
     pub(crate) re: Regex,
-    global: bool,
+    pub(crate) global: bool,
 }
 
 /// Compiles a pattern given as `re` or `/re/flags` (flags `g i m s u y`;
@@ -121,7 +121,7 @@ pub(super) fn not_match(value: &Value, pattern: &str) -> Result<bool, Error> {
 /// `$1`…`$99`, and `$<name>` when the pattern has named groups).
 /// Returns false, with `dst` left short, when the text would pass `limit`
 /// bytes (`` $` `` and `$'` copy the whole text around each match).
-pub(super) fn expand_js(
+fn expand_js(
     caps: &Captures,
     named: bool,
     hay: &str,
@@ -200,28 +200,39 @@ pub(super) fn regex_replace(
     repl: &Value,
     flags: Option<&str>,
 ) -> Result<String, Error> {
-    let s = text(value);
     let JsRegex { re, global } = js_regex(pattern, flags)?;
-    let repl = text(repl);
+    replace_js(&re, global, &text(value), &text(repl), "regex_replace()")
+}
+
+/// JavaScript's `s.replace(re, repl)`: the first match, or every match when
+/// `global`; `repl` uses JavaScript's `$` forms. `what` names the caller
+/// in the error of a result over [`MAX_TEXT_BYTES`].
+pub(crate) fn replace_js(
+    re: &Regex,
+    global: bool,
+    s: &str,
+    repl: &str,
+    what: &str,
+) -> Result<String, Error> {
     let named = re.capture_names().flatten().next().is_some();
     let mut out = String::new();
     let mut last = 0;
     for caps in re
-        .captures_iter(&s)
+        .captures_iter(s)
         .take(if global { usize::MAX } else { 1 })
     {
         let whole = caps.get(0).expect("group 0 always matches");
         if out.len() + (whole.start() - last) > MAX_TEXT_BYTES {
-            return Err(too_big("regex_replace()"));
+            return Err(too_big(what));
         }
         out.push_str(&s[last..whole.start()]);
-        if !expand_js(&caps, named, &s, &repl, &mut out, MAX_TEXT_BYTES) {
-            return Err(too_big("regex_replace()"));
+        if !expand_js(&caps, named, s, repl, &mut out, MAX_TEXT_BYTES) {
+            return Err(too_big(what));
         }
         last = whole.end();
     }
     if out.len() + (s.len() - last) > MAX_TEXT_BYTES {
-        return Err(too_big("regex_replace()"));
+        return Err(too_big(what));
     }
     out.push_str(&s[last..]);
     Ok(out)
