@@ -38,7 +38,7 @@ pub(crate) const REFUSED: &[(&[&str], &str)] = &[
     ),
     (
         &["localeCompare", "toLocaleString", "toLocaleDateString", "toLocaleTimeString"],
-        "it needs locale data (Intl), which templates do not have yet: format in a script step, or with `format_date`",
+        "it needs locale data (Intl), which templates do not have: format in a script step (which has Intl), or with `format_date`",
     ),
     (&["normalize"], "Unicode normalization tables are not built in"),
     (&["toExponential"], "it is not built in: use `toPrecision` or `toFixed`"),

@@ -23,7 +23,9 @@ pub mod external;
 mod fast;
 mod fs;
 mod inspect;
+mod intl;
 mod js;
+mod legacy_date;
 mod path;
 mod protocol;
 mod runtime;
@@ -217,6 +219,8 @@ impl ScriptHost {
             // Keep a crash's stderr short (the allocation-failure line matters).
             .env_remove("RUST_BACKTRACE")
             .env_remove("RUST_LIB_BACKTRACE")
+            // The default locale of `Intl`, as Node would take it.
+            .envs(intl::default_locale_env())
             // Own process group: a terminal's Ctrl-C goes to the runner, which
             // cancels scripts itself, not straight to the workers.
             .process_group(0);

@@ -455,8 +455,10 @@ pub(crate) fn run(job: Job<'_>, console: ConsoleSink) -> Result<Value, Failure> 
         protos: RefCell::new(HashMap::new()),
     });
     let ctx = &mut ctx;
-    if let Err(e) =
-        super::fast::install(ctx).and_then(|()| install_globals(ctx, job.context, job.globals))
+    if let Err(e) = super::fast::install(ctx)
+        .and_then(|()| super::legacy_date::install(ctx))
+        .and_then(|()| super::intl::install(ctx))
+        .and_then(|()| install_globals(ctx, job.context, job.globals))
     {
         return Err(thrown(format!(
             "cannot set up the script's globals: {}",
