@@ -35,7 +35,8 @@ const CARRY: &str = "__nj";
 
 /// A template's text with the rewrites applied; `None` if nothing changes.
 pub(crate) fn template(src: &str) -> Option<Translated> {
-    let operators = src.bytes().any(|b| b"+-*/%~=<>".contains(&b));
+    // `:` for mapping literals, whose bare keys are rewritten.
+    let operators = src.bytes().any(|b| b"+-*/%~=<>:".contains(&b));
     let words = [" or ", " and ", " if ", "not "];
     if !src.contains("{%") && !operators && !words.iter().any(|w| src.contains(w)) {
         return None;
@@ -500,11 +501,22 @@ impl<'s> Walker<'s> {
             }
             Expr::List(l) => l.items.iter().for_each(|x| self.expr(x, false)),
             Expr::Tuple(t) => t.items.iter().for_each(|x| self.expr(x, false)),
-            Expr::Map(m) => m
-                .keys
-                .iter()
-                .chain(m.values.iter())
-                .for_each(|x| self.expr(x, false)),
+            Expr::Map(m) => {
+                for key in &m.keys {
+                    match key {
+                        // `{style: 'percent'}`: a bare key is its name, as in
+                        // JavaScript (minijinja would look the variable up).
+                        Expr::Var(v) => {
+                            let span = v.span();
+                            let text = format!("'{}'", v.id);
+                            self.edits
+                                .push((1, Edit::new(start(span), end(span) - start(span), text)));
+                        }
+                        key => self.expr(key, false),
+                    }
+                }
+                m.values.iter().for_each(|x| self.expr(x, false));
+            }
             Expr::Const(c) if c.value.kind() == ValueKind::Bool => return,
             Expr::Var(_) | Expr::Const(_) => {}
         }

@@ -23,7 +23,7 @@ use minijinja::{Error, ErrorKind, State, Value};
 
 use super::filters::js_round;
 use super::regexp::{new_regexp, JsRegExp};
-use super::values::{list, room_for, text, to_num};
+use super::values::{from_json, list, room_for, text, to_json, to_num};
 
 /// The JavaScript methods of String, Number and Array that templates
 /// refuse, and why (docs/reference.md lists them from here).
@@ -37,8 +37,8 @@ pub(crate) const REFUSED: &[(&[&str], &str)] = &[
         "it changes the list in place, and a template's values do not change: build a new one (`xs + [x]`, `xs.concat([x])`, `xs.slice(1)`)",
     ),
     (
-        &["localeCompare", "toLocaleString", "toLocaleDateString", "toLocaleTimeString"],
-        "it needs locale data (Intl), which templates do not have: format in a script step (which has Intl), or with `format_date`",
+        &["toLocaleDateString", "toLocaleTimeString"],
+        "templates have no dates (a date is its text): format it with `format_date`, or in a script step, which has Intl",
     ),
     (&["normalize"], "Unicode normalization tables are not built in"),
     (&["toExponential"], "it is not built in: use `toPrecision` or `toFixed`"),
@@ -178,6 +178,17 @@ fn with_regexp(s: &str, re: &JsRegExp, name: &str, args: &[Value]) -> Result<Opt
     }))
 }
 
+/// JavaScript's locale methods, computed by the `Intl` script steps have
+/// (ICU's data), so a template and a script format alike.
+fn locale(value: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
+    arity(name, args, if name == "localeCompare" { 3 } else { 2 })?;
+    let this = to_json(value)?;
+    let args = args.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+    marktoflow_steps::script::intl::locale_method(&this, name, &args)
+        .map(|v| from_json(&v))
+        .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("{name}(): {e}")))
+}
+
 fn string_method(s: &str, value: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
     if let Some(re) = args.first().and_then(JsRegExp::of) {
         if let Some(v) = with_regexp(s, &re, name, args)? {
@@ -187,6 +198,7 @@ fn string_method(s: &str, value: &Value, name: &str, args: &[Value]) -> Result<V
     let chars = || s.chars().collect::<Vec<char>>();
     let one = |v: String| Ok(Value::from(v));
     match name {
+        "localeCompare" => locale(value, name, args),
         // JavaScript makes a regular expression of a text argument
         // (`matchAll` a global one).
         "match" | "matchAll" => {
@@ -397,6 +409,7 @@ fn string_method(s: &str, value: &Value, name: &str, args: &[Value]) -> Result<V
 fn list_method(value: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
     let items = || value.try_iter().map(|i| i.collect::<Vec<Value>>());
     match name {
+        "toLocaleString" => locale(value, name, args),
         "join" => {
             arity(name, args, 1)?;
             let sep = match args.first() {
@@ -565,6 +578,7 @@ fn map_method(value: &Value, name: &str, args: &[Value]) -> Result<Value, Error>
 
 fn number_method(value: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
     match name {
+        "toLocaleString" => locale(value, name, args),
         "toFixed" => {
             arity(name, args, 1)?;
             let d = arg_int(args, 0, name)?.unwrap_or(0);

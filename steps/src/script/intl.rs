@@ -50,6 +50,14 @@ const REFUSE_STYLES: &str = r#"(function () {
   Object.defineProperty(BoaNumberFormat.prototype, 'constructor', { value: NumberFormat, writable: true, configurable: true });
   NumberFormat.supportedLocalesOf = BoaNumberFormat.supportedLocalesOf;
   Object.defineProperty(Intl, 'NumberFormat', { value: NumberFormat, writable: true, configurable: true });
+  // V8 joins a list's items with ',' (boa with ', ').
+  Object.defineProperty(Array.prototype, 'toLocaleString', {
+    value: { toLocaleString(locales, options) {
+      return Array.prototype.map.call(this, (x) => (x === undefined || x === null ? '' : x.toLocaleString(locales, options))).join(',');
+    } }.toLocaleString,
+    writable: true,
+    configurable: true,
+  });
   const toLocaleString = Number.prototype.toLocaleString;
   Object.defineProperty(Number.prototype, 'toLocaleString', {
     value: { toLocaleString(locales, options) { check(options); return toLocaleString.call(this, locales, options); } }.toLocaleString,
@@ -62,4 +70,69 @@ const REFUSE_STYLES: &str = r#"(function () {
 /// `Number.prototype.toLocaleString`.
 pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
     ctx.eval(Source::from_bytes(REFUSE_STYLES)).map(|_| ())
+}
+
+thread_local! {
+    /// One engine per thread for [`locale_method`], made on first use and
+    /// never dropped: boa's collector is itself thread-local, and a context
+    /// dropped after it, when the thread ends, corrupts the heap.
+    static ENGINE: std::cell::Cell<Option<&'static mut Context>> = const { std::cell::Cell::new(None) };
+}
+
+/// The JavaScript locale methods templates may call, and which argument
+/// is the locale.
+const LOCALE_METHODS: &[(&str, usize)] = &[("toLocaleString", 0), ("localeCompare", 1)];
+
+/// `receiver.method(...args)` for JavaScript's locale methods
+/// (`toLocaleString` of a number or a list, `localeCompare` of a text),
+/// computed by the same `Intl` as script steps, for templates, which have
+/// no JavaScript engine of their own. Only built-in methods run, on JSON
+/// values: nothing a template gives is evaluated as code. `Err` is the
+/// JavaScript error's text.
+pub fn locale_method(
+    receiver: &serde_json::Value,
+    method: &str,
+    args: &[serde_json::Value],
+) -> Result<serde_json::Value, String> {
+    let Some(&(_, locale_at)) = LOCALE_METHODS.iter().find(|(m, _)| *m == method) else {
+        return Err(format!("{method} is not a locale method"));
+    };
+    let mut args = args.to_vec();
+    // The process's own locale may be unset: take Node's default then, as
+    // script workers do.
+    if default_locale_env().is_some() && args.get(locale_at).is_none_or(|l| l.is_null()) {
+        args.resize(args.len().max(locale_at + 1), serde_json::Value::Null);
+        args[locale_at] = serde_json::Value::from("en-US");
+    }
+    ENGINE.with(|cell| {
+        let ctx = match cell.take() {
+            Some(ctx) => ctx,
+            None => {
+                let mut ctx = Context::default();
+                install(&mut ctx).map_err(|e| e.to_string())?;
+                Box::leak(Box::new(ctx))
+            }
+        };
+        let run = |ctx: &mut Context| -> boa_engine::JsResult<serde_json::Value> {
+            let this = boa_engine::JsValue::from_json(receiver, ctx)?;
+            let args = args
+                .iter()
+                .map(|a| match a {
+                    serde_json::Value::Null => Ok(boa_engine::JsValue::undefined()),
+                    a => boa_engine::JsValue::from_json(a, ctx),
+                })
+                .collect::<boa_engine::JsResult<Vec<_>>>()?;
+            let f = this
+                .to_object(ctx)?
+                .get(boa_engine::JsString::from(method), ctx)?;
+            let f = f.as_callable().ok_or_else(|| {
+                boa_engine::JsNativeError::typ().with_message(format!("{method} is not a function"))
+            })?;
+            let v = f.call(&this, &args, ctx)?;
+            Ok(v.to_json(ctx)?.unwrap_or(serde_json::Value::Null))
+        };
+        let out = run(ctx).map_err(|e| super::runtime::thrown_message(e, ctx));
+        cell.set(Some(ctx));
+        out
+    })
 }

@@ -23,7 +23,7 @@ pub mod external;
 mod fast;
 mod fs;
 mod inspect;
-mod intl;
+pub mod intl;
 mod js;
 mod legacy_date;
 mod path;

@@ -278,7 +278,7 @@ fn install_globals(
 // ---- errors and results ----
 
 /// `String(thrown)`, like Node prints an uncaught error's first line.
-fn thrown_message(err: JsError, ctx: &mut Context) -> String {
+pub(crate) fn thrown_message(err: JsError, ctx: &mut Context) -> String {
     if let Some(engine) = err.as_engine() {
         return match engine {
             EngineError::RuntimeLimit(RuntimeLimitError::Recursion)
