@@ -433,6 +433,22 @@ mod tests {
     }
 
     #[test]
+    fn any_text_is_rewritten_without_a_panic() {
+        const PARTS: [&str; 14] = [
+            "r/", "/", "\\", "'", "\"", "{{", "}}", "{%", "%}", "gi", "é", "x", " ", "r",
+        ];
+        let mut rng = fastrand::Rng::with_seed(11);
+        for _ in 0..20_000 {
+            let text: String = (0..rng.usize(0..14))
+                .map(|_| PARTS[rng.usize(..PARTS.len())])
+                .collect();
+            let _ = super::literals(&text);
+            let _ = super::super::compat::nunjucks_compat(&text);
+            let _ = render(&text);
+        }
+    }
+
+    #[test]
     fn split_follows_ecmascript() {
         assert_eq!(ev("''.split(r/,/)"), Ok(json!([""])));
         assert_eq!(ev("''.split(r/(?:)/)"), Ok(json!([])));

@@ -587,6 +587,48 @@ mod tests {
     }
 
     #[test]
+    fn any_text_is_read_or_refused_without_a_panic() {
+        const PARTS: [&str; 24] = [
+            "Mar",
+            "march",
+            "2024",
+            "5",
+            "99999999999",
+            "12",
+            ":",
+            "::",
+            ".",
+            "-",
+            "+",
+            ")",
+            "(",
+            "((",
+            " ",
+            "pm",
+            "GMT",
+            "Z",
+            "T",
+            "é",
+            "\u{feff}",
+            "0930",
+            "x",
+            ",",
+        ];
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..20_000 {
+            let text: String = (0..rng.usize(0..12))
+                .map(|_| PARTS[rng.usize(..PARTS.len())])
+                .collect();
+            if let Some(d) = parse(&text) {
+                assert!(
+                    (0..12).contains(&d.month) && (1..=31).contains(&d.day),
+                    "{text}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn refuses_what_v8_refuses() {
         for text in [
             "",
