@@ -65,7 +65,11 @@ fn expected(name: &str) -> Option<Value> {
             "polls": 3,
             "notified": "Teams: web,api",
             "tally": "Total: 10",
-            "empty_is_true": "yes"
+            "empty_is_true": "yes",
+            "version": "2.14.3",
+            "is_feature": true,
+            "budget": "1,234,567.5",
+            "launch_day": "Tuesday, March 5"
         }),
         "parallel-agents.md" => json!({
             "answered": ["risks", "owners"],
