@@ -8,4 +8,3 @@ pub mod inputs;
 pub mod model;
 pub mod schema;
 pub mod yamlhint;
-pub mod yamlpos;

@@ -217,10 +217,7 @@ pub fn parse(a: &Args) -> Result<Value, ActionError> {
     let bad = |e: &dyn std::fmt::Display| a.invalid("data", format!("not valid {format}: {e}"));
     match format {
         "json" => serde_json::from_str(data).map_err(|e| bad(&e)),
-        "yaml" => {
-            crate::core::yaml::check(data).map_err(|e| bad(&e))?;
-            serde_yaml::from_str::<Value>(data).map_err(|e| bad(&e))
-        }
+        "yaml" => crate::core::yaml::read(data).map_err(|e| bad(&e)),
         "csv" => parse_csv(a, data),
         "frontmatter" | "markdown" => {
             let (meta, body) = match split_frontmatter(data) {
@@ -228,8 +225,7 @@ pub fn parse(a: &Args) -> Result<Value, ActionError> {
                     let meta = if yaml.trim().is_empty() {
                         Value::Object(Map::new())
                     } else {
-                        crate::core::yaml::check(yaml).map_err(|e| bad(&e))?;
-                        serde_yaml::from_str::<Value>(yaml).map_err(|e| bad(&e))?
+                        crate::core::yaml::read(yaml).map_err(|e| bad(&e))?
                     };
                     (meta, body)
                 }

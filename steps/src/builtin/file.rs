@@ -109,9 +109,7 @@ fn read(a: &Args, sb: &crate::Sandbox) -> Result<Value, ActionError> {
     let content = match format {
         "json" => serde_json::from_str(&text)
             .map_err(|e| ActionError::failed(format!("`{path}` is not valid JSON: {e}")))?,
-        "yaml" => crate::core::yaml::check(&text)
-            .map_err(|e| e.to_string())
-            .and_then(|()| serde_yaml::from_str(&text).map_err(|e| e.to_string()))
+        "yaml" => crate::core::yaml::read(&text)
             .map_err(|e| ActionError::failed(format!("`{path}` is not valid YAML: {e}")))?,
         _ => Value::String(text),
     };

@@ -31,3 +31,4 @@ pub mod time;
 pub mod tool;
 pub mod walk;
 pub mod yaml;
+pub mod yamlpos;

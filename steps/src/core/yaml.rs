@@ -75,6 +75,22 @@ pub fn check(text: &str) -> Result<(), TooComplex> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn data_is_read_as_yaml_1_2_reads_it() {
+        assert_eq!(
+            super::read("mode: 0644\nratio: 1.0\nbits: 0b101\non: yes\n").unwrap(),
+            serde_json::json!({"mode": 644, "ratio": 1, "bits": "0b101", "on": "yes"})
+        );
+        assert!(matches!(
+            super::read(&"[".repeat(100)),
+            Err(super::ReadError::TooComplex(_))
+        ));
+        assert!(matches!(
+            super::read("a: [1"),
+            Err(super::ReadError::Yaml(_))
+        ));
+    }
+
     use super::*;
 
     #[test]
@@ -96,4 +112,62 @@ mod tests {
         assert_eq!(e.line, 2);
         assert!(e.to_string().contains("explicit keys"), "{e}");
     }
+}
+
+/// YAML → JSON, with non-string keys stringified and tags dropped; whole
+/// floats are integers and infinities and NaN (which JSON lacks) null.
+pub fn to_json(v: serde_yaml::Value) -> serde_json::Value {
+    use serde_yaml::Value as Y;
+    match v {
+        Y::Null => serde_json::Value::Null,
+        Y::Bool(b) => serde_json::Value::Bool(b),
+        Y::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                serde_json::Value::from(i)
+            } else if let Some(u) = n.as_u64() {
+                serde_json::Value::from(u)
+            } else {
+                // One kind of number, as the peer's JavaScript has: `1.5e3`
+                // is 1500, as an integer written so would be.
+                n.as_f64()
+                    .map_or(serde_json::Value::Null, super::js::number_value)
+            }
+        }
+        Y::String(s) => serde_json::Value::String(s),
+        Y::Sequence(items) => serde_json::Value::Array(items.into_iter().map(to_json).collect()),
+        Y::Mapping(m) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in m {
+                let key = match to_json(k) {
+                    serde_json::Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                out.insert(key, to_json(v));
+            }
+            serde_json::Value::Object(out)
+        }
+        Y::Tagged(t) => to_json(t.value),
+    }
+}
+
+/// Why a data file's YAML cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{0}")]
+    TooComplex(#[from] TooComplex),
+    #[error("{0}")]
+    Yaml(#[from] serde_yaml::Error),
+}
+
+/// A YAML text (a data file, a request) as JSON, read as the peer's `yaml`
+/// package reads it: YAML 1.2's core schema for plain scalars (`0644` is
+/// 644; see [`super::yamlpos`]), one kind of number (`1.0` is 1). Workflow
+/// files are read the same way, with positions kept.
+pub fn read(text: &str) -> Result<serde_json::Value, ReadError> {
+    check(text)?;
+    let mut value = to_json(serde_yaml::from_str::<serde_yaml::Value>(text)?);
+    if let Some(node) = super::yamlpos::positions(text) {
+        super::yamlpos::apply_core_schema(&mut value, &node);
+    }
+    Ok(value)
 }

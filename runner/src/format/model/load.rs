@@ -4,7 +4,6 @@ use super::{Cx, Workflow};
 use crate::diag::{Diagnostic, Source};
 use crate::format::document::parse_document;
 use marktoflow_steps::registry::Registry;
-use serde_json::{Map, Value};
 use std::path::Path;
 
 /// A loaded workflow and the warnings found while loading it.
@@ -101,38 +100,4 @@ pub fn load_parts(path: &Path, text: &str, registry: &Registry) -> Parts {
     }
 }
 
-/// YAML → JSON, with non-string keys stringified and tags dropped; whole
-/// floats are integers and infinities and NaN (which JSON lacks) null.
-pub fn yaml_to_json(v: serde_yaml::Value) -> Value {
-    use serde_yaml::Value as Y;
-    match v {
-        Y::Null => Value::Null,
-        Y::Bool(b) => Value::Bool(b),
-        Y::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Value::from(i)
-            } else if let Some(u) = n.as_u64() {
-                Value::from(u)
-            } else {
-                // One kind of number, as the peer's JavaScript has: `1.5e3`
-                // is 1500, as an integer written so would be.
-                n.as_f64()
-                    .map_or(Value::Null, marktoflow_steps::core::js::number_value)
-            }
-        }
-        Y::String(s) => Value::String(s),
-        Y::Sequence(items) => Value::Array(items.into_iter().map(yaml_to_json).collect()),
-        Y::Mapping(m) => {
-            let mut out = Map::new();
-            for (k, v) in m {
-                let key = match yaml_to_json(k) {
-                    Value::String(s) => s,
-                    other => other.to_string(),
-                };
-                out.insert(key, yaml_to_json(v));
-            }
-            Value::Object(out)
-        }
-        Y::Tagged(t) => yaml_to_json(t.value),
-    }
-}
+pub use marktoflow_steps::core::yaml::to_json as yaml_to_json;

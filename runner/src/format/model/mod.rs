@@ -3,7 +3,7 @@
 
 use crate::diag::{did_you_mean, surely_meant, Diagnostic, Pos, Source};
 use crate::format::document::{Document, YamlText};
-use crate::format::yamlpos::{apply_core_schema, positions, PosNode, ScalarStyle, YPos};
+use marktoflow_steps::core::yamlpos::{apply_core_schema, positions, PosNode, ScalarStyle, YPos};
 use marktoflow_steps::registry::Registry;
 use marktoflow_steps::ToolConfig;
 use serde_json::{Map, Value};

@@ -3,7 +3,7 @@
 
 use crate::diag::{Pos, Source};
 use crate::format::document::YamlText;
-use crate::format::yamlpos::{PosNode, ScalarStyle, YPos};
+use marktoflow_steps::core::yamlpos::{PosNode, ScalarStyle, YPos};
 use marktoflow_steps::registry::Resolved;
 use marktoflow_steps::ToolConfig;
 use serde_json::{Map, Value};
