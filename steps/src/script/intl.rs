@@ -72,13 +72,6 @@ pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
     ctx.eval(Source::from_bytes(REFUSE_STYLES)).map(|_| ())
 }
 
-thread_local! {
-    /// One engine per thread for [`locale_method`], made on first use and
-    /// never dropped: boa's collector is itself thread-local, and a context
-    /// dropped after it, when the thread ends, corrupts the heap.
-    static ENGINE: std::cell::Cell<Option<&'static mut Context>> = const { std::cell::Cell::new(None) };
-}
-
 /// The JavaScript locale methods templates may call, and which argument
 /// is the locale.
 const LOCALE_METHODS: &[(&str, usize)] = &[("toLocaleString", 0), ("localeCompare", 1)];
@@ -94,7 +87,7 @@ pub fn locale_method(
     method: &str,
     args: &[serde_json::Value],
 ) -> Result<serde_json::Value, String> {
-    let Some(&(_, locale_at)) = LOCALE_METHODS.iter().find(|(m, _)| *m == method) else {
+    let Some(&(method, locale_at)) = LOCALE_METHODS.iter().find(|(m, _)| *m == method) else {
         return Err(format!("{method} is not a locale method"));
     };
     let mut args = args.to_vec();
@@ -104,35 +97,90 @@ pub fn locale_method(
         args.resize(args.len().max(locale_at + 1), serde_json::Value::Null);
         args[locale_at] = serde_json::Value::from("en-US");
     }
-    ENGINE.with(|cell| {
-        let ctx = match cell.take() {
-            Some(ctx) => ctx,
-            None => {
-                let mut ctx = Context::default();
-                install(&mut ctx).map_err(|e| e.to_string())?;
-                Box::leak(Box::new(ctx))
+    let (reply, answer) = std::sync::mpsc::channel();
+    send(LocaleCall {
+        receiver: receiver.clone(),
+        method,
+        args,
+        reply,
+    })?;
+    answer
+        .recv()
+        .map_err(|_| "the locale engine stopped".to_string())?
+}
+
+/// A call for the locale engine's thread.
+struct LocaleCall {
+    receiver: serde_json::Value,
+    method: &'static str,
+    args: Vec<serde_json::Value>,
+    reply: std::sync::mpsc::Sender<Result<serde_json::Value, String>>,
+}
+
+/// Hands `call` to the one engine of the process, started on first use
+/// (again if it stopped). One engine on a thread of its own, living as
+/// long as the process: a boa context belongs to its thread, and one kept
+/// per thread would be made again on every new thread (and cannot be
+/// dropped safely when its thread ends).
+fn send(mut call: LocaleCall) -> Result<(), String> {
+    static ENGINE: std::sync::Mutex<Option<std::sync::mpsc::Sender<LocaleCall>>> =
+        std::sync::Mutex::new(None);
+    let mut slot = ENGINE.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..2 {
+        let engine = match slot.take() {
+            Some(engine) => engine,
+            None => start()?,
+        };
+        match engine.send(call) {
+            Ok(()) => {
+                *slot = Some(engine);
+                return Ok(());
             }
-        };
-        let run = |ctx: &mut Context| -> boa_engine::JsResult<serde_json::Value> {
-            let this = boa_engine::JsValue::from_json(receiver, ctx)?;
-            let args = args
-                .iter()
-                .map(|a| match a {
-                    serde_json::Value::Null => Ok(boa_engine::JsValue::undefined()),
-                    a => boa_engine::JsValue::from_json(a, ctx),
-                })
-                .collect::<boa_engine::JsResult<Vec<_>>>()?;
-            let f = this
-                .to_object(ctx)?
-                .get(boa_engine::JsString::from(method), ctx)?;
-            let f = f.as_callable().ok_or_else(|| {
-                boa_engine::JsNativeError::typ().with_message(format!("{method} is not a function"))
-            })?;
-            let v = f.call(&this, &args, ctx)?;
-            Ok(v.to_json(ctx)?.unwrap_or(serde_json::Value::Null))
-        };
-        let out = run(ctx).map_err(|e| super::runtime::thrown_message(e, ctx));
-        cell.set(Some(ctx));
-        out
-    })
+            Err(std::sync::mpsc::SendError(back)) => call = back,
+        }
+    }
+    Err("the locale engine stopped".to_string())
+}
+
+fn start() -> Result<std::sync::mpsc::Sender<LocaleCall>, String> {
+    let (engine, calls) = std::sync::mpsc::channel::<LocaleCall>();
+    std::thread::Builder::new()
+        .name("marktoflow-locale".into())
+        .spawn(move || {
+            let mut ctx = Context::default();
+            let ready = install(&mut ctx).map_err(|e| e.to_string());
+            for call in calls {
+                let out = match &ready {
+                    Ok(()) => call_in(&mut ctx, &call),
+                    Err(e) => Err(e.clone()),
+                };
+                let _ = call.reply.send(out);
+            }
+        })
+        .map_err(|e| format!("cannot start the locale engine: {e}"))?;
+    Ok(engine)
+}
+
+fn call_in(ctx: &mut Context, call: &LocaleCall) -> Result<serde_json::Value, String> {
+    let run = |ctx: &mut Context| -> boa_engine::JsResult<serde_json::Value> {
+        let this = boa_engine::JsValue::from_json(&call.receiver, ctx)?;
+        let args = call
+            .args
+            .iter()
+            .map(|a| match a {
+                serde_json::Value::Null => Ok(boa_engine::JsValue::undefined()),
+                a => boa_engine::JsValue::from_json(a, ctx),
+            })
+            .collect::<boa_engine::JsResult<Vec<_>>>()?;
+        let f = this
+            .to_object(ctx)?
+            .get(boa_engine::JsString::from(call.method), ctx)?;
+        let f = f.as_callable().ok_or_else(|| {
+            boa_engine::JsNativeError::typ()
+                .with_message(format!("{} is not a function", call.method))
+        })?;
+        let v = f.call(&this, &args, ctx)?;
+        Ok(v.to_json(ctx)?.unwrap_or(serde_json::Value::Null))
+    };
+    run(ctx).map_err(|e| super::runtime::thrown_message(e, ctx))
 }
