@@ -182,5 +182,5 @@ fn call_in(ctx: &mut Context, call: &LocaleCall) -> Result<serde_json::Value, St
         let v = f.call(&this, &args, ctx)?;
         Ok(v.to_json(ctx)?.unwrap_or(serde_json::Value::Null))
     };
-    run(ctx).map_err(|e| super::runtime::thrown_message(e, ctx))
+    run(ctx).map_err(|e| super::js::thrown_message(e, ctx))
 }

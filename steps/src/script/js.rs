@@ -3,6 +3,8 @@
 
 use crate::core::sandbox::Sandbox;
 use crate::core::signals::LogLevel;
+use boa_engine::builtins::error::Error as ErrorData;
+use boa_engine::error::{EngineError, RuntimeLimitError};
 use boa_engine::object::FunctionObjectBuilder;
 use boa_engine::{
     js_string, Context, JsError, JsNativeError, JsObject, JsResult, JsString, JsValue,
@@ -96,4 +98,36 @@ pub(crate) fn error_with(ctx: &mut Context, message: String, props: &[(&str, JsV
 
 pub(crate) fn jstr(s: &str) -> JsValue {
     JsValue::from(JsString::from(s))
+}
+
+/// `String(thrown)`, like Node prints an uncaught error's first line.
+pub(crate) fn thrown_message(err: JsError, ctx: &mut Context) -> String {
+    if let Some(engine) = err.as_engine() {
+        return match engine {
+            EngineError::RuntimeLimit(RuntimeLimitError::Recursion)
+            | EngineError::RuntimeLimit(RuntimeLimitError::StackSize) => {
+                "RangeError: Maximum call stack size exceeded".to_string()
+            }
+            EngineError::RuntimeLimit(other) => format!("RangeError: {other}"),
+            other => format!("internal JavaScript engine error: {other}"),
+        };
+    }
+    match err.into_opaque(ctx) {
+        Ok(v) => value_message(&v, ctx),
+        Err(e) => e.to_string(),
+    }
+}
+
+pub(crate) fn value_message(v: &JsValue, ctx: &mut Context) -> String {
+    match v.as_object() {
+        Some(o) if o.is::<ErrorData>() => match v.to_string(ctx) {
+            Ok(s) => s.to_std_string_lossy(),
+            Err(_) => "Error".to_string(),
+        },
+        Some(_) => super::inspect::inspect(v, ctx),
+        None => match v.as_string() {
+            Some(s) => s.to_std_string_lossy(),
+            None => super::inspect::inspect(v, ctx),
+        },
+    }
 }

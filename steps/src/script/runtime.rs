@@ -6,19 +6,20 @@
 //! loop that sleeps until the next timer is due.
 
 use super::inspect;
-use super::js::{error_with, fn_obj, jstr, state, ConsoleSink, JobState};
+use super::js::{
+    error_with, fn_obj, jstr, state, thrown_message, value_message, ConsoleSink, JobState,
+};
 use super::protocol::{EngineLimits, Failure};
 use crate::core::sandbox::Sandbox;
 use crate::core::signals::LogLevel;
-use boa_engine::builtins::error::Error as ErrorData;
 use boa_engine::builtins::promise::PromiseState;
 use boa_engine::job::{GenericJob, Job as EngineJob, JobExecutor, PromiseJob};
 use boa_engine::object::builtins::JsPromise;
 use boa_engine::object::ObjectInitializer;
 use boa_engine::property::Attribute;
 use boa_engine::{
-    js_string, Context, EngineError, JsArgs, JsError, JsNativeError, JsObject, JsResult, JsString,
-    JsValue, NativeFunction, RuntimeLimitError, Script, Source,
+    js_string, Context, JsArgs, JsNativeError, JsObject, JsResult, JsString, JsValue,
+    NativeFunction, Script, Source,
 };
 use serde_json::Value;
 use std::cell::{Cell, RefCell};
@@ -276,38 +277,6 @@ fn install_globals(
 }
 
 // ---- errors and results ----
-
-/// `String(thrown)`, like Node prints an uncaught error's first line.
-pub(crate) fn thrown_message(err: JsError, ctx: &mut Context) -> String {
-    if let Some(engine) = err.as_engine() {
-        return match engine {
-            EngineError::RuntimeLimit(RuntimeLimitError::Recursion)
-            | EngineError::RuntimeLimit(RuntimeLimitError::StackSize) => {
-                "RangeError: Maximum call stack size exceeded".to_string()
-            }
-            EngineError::RuntimeLimit(other) => format!("RangeError: {other}"),
-            other => format!("internal JavaScript engine error: {other}"),
-        };
-    }
-    match err.into_opaque(ctx) {
-        Ok(v) => value_message(&v, ctx),
-        Err(e) => e.to_string(),
-    }
-}
-
-fn value_message(v: &JsValue, ctx: &mut Context) -> String {
-    match v.as_object() {
-        Some(o) if o.is::<ErrorData>() => match v.to_string(ctx) {
-            Ok(s) => s.to_std_string_lossy(),
-            Err(_) => "Error".to_string(),
-        },
-        Some(_) => inspect::inspect(v, ctx),
-        None => match v.as_string() {
-            Some(s) => s.to_std_string_lossy(),
-            None => inspect::inspect(v, ctx),
-        },
-    }
-}
 
 /// The promise's value as JSON, with `JSON.stringify` semantics (functions and
 /// `undefined` members dropped, `toJSON` honoured, so a Date becomes its ISO
