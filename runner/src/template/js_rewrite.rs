@@ -35,10 +35,13 @@ const CARRY: &str = "__nj";
 
 /// A template's text with the rewrites applied; `None` if nothing changes.
 pub(crate) fn template(src: &str) -> Option<Translated> {
-    // `:` for mapping literals, whose bare keys are rewritten.
-    let operators = src.bytes().any(|b| b"+-*/%~=<>:".contains(&b));
+    let operators = src.bytes().any(|b| b"+-*/%~=<>".contains(&b));
     let words = [" or ", " and ", " if ", "not "];
-    if !src.contains("{%") && !operators && !words.iter().any(|w| src.contains(w)) {
+    if !src.contains("{%")
+        && !operators
+        && !has_mapping(src)
+        && !words.iter().any(|w| src.contains(w))
+    {
         return None;
     }
     let (text, strict) = strict_operators(src, true);
@@ -49,6 +52,17 @@ pub(crate) fn template(src: &str) -> Option<Translated> {
     w.carry_loop_sets();
     let out = w.finish();
     out.or_else(|| unchanged(text))
+}
+
+/// Whether `src` may hold a mapping literal (whose bare keys are
+/// rewritten): a `{` that opens no tag, comment or expression.
+fn has_mapping(src: &str) -> bool {
+    let b = src.as_bytes();
+    (0..b.len()).any(|i| {
+        b[i] == b'{'
+            && !matches!(b.get(i + 1), Some(b'{' | b'%' | b'#'))
+            && (i == 0 || b[i - 1] != b'{')
+    })
 }
 
 /// An expression's text with the rewrites applied; `boolean` when its value
