@@ -29,6 +29,7 @@ mod script_tool;
 mod seed_workflows;
 mod server;
 mod store;
+mod tenants;
 mod testing;
 mod traces;
 mod transcripts;

@@ -13,7 +13,7 @@ const ANSWER: &str = "The API key for Apollo is APOLLO-KEY-7f3a-EXAMPLE.";
 
 /// Whether the Python MCP SDK is installed; CI installs it, so there its
 /// absence fails the test.
-fn have_client() -> bool {
+pub(crate) fn have_client() -> bool {
     let ok = Command::new("python3")
         .args(["-c", "import mcp, httpx2"])
         .status()
@@ -42,7 +42,7 @@ fn stdio(cwd: &Path, actions: Value, args: &[&str], env: &[(&str, &str)]) -> Vec
     client(c, env)
 }
 
-fn client(mut c: Command, env: &[(&str, &str)]) -> Vec<Value> {
+pub(crate) fn client(mut c: Command, env: &[(&str, &str)]) -> Vec<Value> {
     for v in [
         "ANTHROPIC_API_KEY",
         "ANTHROPIC_BASE_URL",

@@ -362,6 +362,11 @@ pub struct ServeArgs {
     /// are served on a loopback address only.
     #[arg(long, value_name = "VAR")]
     pub api_token_env: Option<String>,
+    /// A tenant and the variable holding its token (repeatable): a request
+    /// carrying `Authorization: Bearer $VAR` is that tenant's, and a
+    /// workflow's `tenant: true` input is set to it (webhooks and `/mcp`).
+    #[arg(long, value_name = "TENANT=VAR")]
+    pub tenant_token: Vec<String>,
     /// Where people reach this server: the start of the links that answer
     /// waiting runs (`https://flows.example.com`); default: the address it
     /// listens on, or `MARKTOFLOW_PUBLIC_URL`.
@@ -499,6 +504,10 @@ pub struct McpArgs {
     /// tool list changes and clients are told (`tools/list_changed`).
     #[arg(long)]
     pub watch: bool,
+    /// Every call is this tenant's: tools' `tenant: true` input is set to
+    /// it, and a call naming another tenant is refused.
+    #[arg(long, value_name = "TENANT")]
+    pub tenant: Option<String>,
     #[command(flatten)]
     pub server: ServerOpts,
 }

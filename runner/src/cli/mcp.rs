@@ -141,9 +141,17 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
     let watched = a
         .watch
         .then(|| crate::serve::file_watch::ServedFiles::of(&a.paths, &cwd));
+    let tenant = match a.tenant.as_deref().map(str::trim) {
+        None => None,
+        Some(t) if t.is_empty() || t.chars().any(char::is_control) => {
+            eprintln!("error: `--tenant`: name a tenant (its id, as notes' `tenant_id` has it)");
+            return EXIT_USAGE;
+        }
+        Some(t) => Some(t.to_string()),
+    };
     let code = rt.block_on(async move {
         let pauses = tokio::spawn(crate::serve::pauses::take_served_pauses(state.clone()));
-        let mut server = McpServer::new(state.clone(), tools);
+        let mut server = McpServer::new(state.clone(), tools).for_tenant(tenant);
         if let Some(files) = watched {
             server = server.watching();
             let (server, state, paths) = (server.clone(), state.clone(), a.paths.clone());

@@ -80,6 +80,34 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
         }
     };
     let loopback = is_loopback(&a.host);
+    let tenants = match crate::serve::tenants::Tenants::from_args(&a.tenant_token, &env) {
+        Ok(t) => t,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return EXIT_USAGE;
+        }
+    };
+    // A workflow that keeps tenants apart, served where anybody may call
+    // it, with nothing to say whose a request is: refused, never open.
+    if !loopback && tenants.is_empty() {
+        for w in &workflows {
+            let Some(input) = crate::serve::tenants::tenant_input(w) else {
+                continue;
+            };
+            let open = w.triggers.iter().any(|t| {
+                t.kind == crate::format::model::TriggerKind::Webhook
+                    && !t.fields.contains_key("token_env")
+                    && !t.fields.contains_key("secret")
+            });
+            if open {
+                eprintln!(
+                    "error: {}: input `{input}` is its tenant; serving it on {} needs `--tenant-token TENANT=VAR` (or a `token_env` on its webhook)",
+                    w.source.name, a.host
+                );
+                return EXIT_USAGE;
+            }
+        }
+    }
     let mut api = match api_access(&a.host, a.api_token_env.as_deref(), &env) {
         Ok(api) => api,
         Err(msg) => {
@@ -200,6 +228,7 @@ pub(super) fn serve(a: ServeArgs) -> i32 {
     let mut built = ServerState::new(Vec::new(), caps, Arc::new(FileLoader(registry)), config)
         .with_workflows(workflows.clone())
         .with_api(api)
+        .with_tenants(tenants)
         .with_store(store.clone())
         .with_run_runtime(runs_rt.handle().clone());
     built = built.with_links_if(links.clone());

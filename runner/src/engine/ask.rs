@@ -343,6 +343,7 @@ pub fn outside_wait(step_id: &str) -> Option<(Vec<InputDef>, AskMode)> {
             pattern: None,
             min: None,
             max: None,
+            tenant: false,
             pos: crate::diag::Pos { line: 1, col: 1 },
         };
         return Some((vec![arguments], AskMode::Approval));

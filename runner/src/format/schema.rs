@@ -239,6 +239,9 @@ pub fn schema() -> Value {
             json!({"type": "number", "description": "Bounds numbers, string lengths and list lengths"})
         }
         "description" => json!({"type": "string"}),
+        "tenant" => {
+            json!({"type": "boolean", "description": "A server fills it with the tenant its caller's token grants"})
+        }
         _ => json!({}),
     });
     let mut sdks: Vec<&str> = SDKS.iter().map(|(name, _)| *name).collect();

@@ -1,6 +1,7 @@
 //! `/mcp` under `marktoflow serve`: the MCP server over Streamable HTTP,
 //! behind a bearer token when one is configured.
 
+use super::server::McpOperator;
 use super::McpServer;
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
@@ -22,6 +23,7 @@ pub const MAX_SESSIONS: usize = 256;
 /// carry `Authorization: Bearer <token>` (compared in constant time).
 /// `allowed_hosts` are the `Host` values accepted (DNS-rebinding guard).
 pub fn mcp_router(server: McpServer, token: Option<String>, allowed_hosts: Vec<String>) -> Router {
+    let tenants = Arc::new(server.tenants().clone());
     let mut config = StreamableHttpServerConfig::default();
     // A page of another site may not drive the tools (as the run API
     // refuses it): on loopback, a request with an `Origin` must come from a
@@ -72,10 +74,15 @@ pub fn mcp_router(server: McpServer, token: Option<String>, allowed_hosts: Vec<S
         Some(token) => {
             let token = Arc::new(token);
             router.layer(axum::middleware::from_fn(
-                move |req: Request<Body>, next: Next| {
+                move |mut req: Request<Body>, next: Next| {
                     let token = token.clone();
+                    let tenants = tenants.clone();
                     async move {
                         if crate::serve::bearer_matches(req.headers(), &token) {
+                            req.extensions_mut().insert(McpOperator);
+                            next.run(req).await
+                        } else if tenants.granted(req.headers()).is_some() {
+                            // A tenant's token: its calls are for its tenant.
                             next.run(req).await
                         } else {
                             (

@@ -9,6 +9,7 @@ use super::elicit;
 use super::tools::WorkflowTool;
 use crate::engine::{Event, RunEvent, RunResult, RunStatus};
 use crate::format::inputs::{self, Supplied};
+use crate::serve::tenants::{apply, tenant_input, Caller};
 use crate::serve::{start_new, ServerState};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -32,7 +33,14 @@ pub struct McpServer {
     /// then told of each change.
     list_changes: bool,
     clients: Arc<Mutex<Vec<Peer<RoleServer>>>>,
+    /// Over stdio: the one tenant every call is for (`mcp --tenant`).
+    tenant: Option<String>,
 }
+
+/// Marks an `/mcp` request that carried the MCP token (`--mcp-token-env`):
+/// the operator's, who may name any tenant.
+#[derive(Debug, Clone, Copy)]
+pub struct McpOperator;
 
 impl McpServer {
     pub fn new(state: Arc<ServerState>, tools: Vec<WorkflowTool>) -> Self {
@@ -41,6 +49,35 @@ impl McpServer {
             tools: Arc::new(RwLock::new(Arc::new(tools))),
             list_changes: false,
             clients: Arc::default(),
+            tenant: None,
+        }
+    }
+
+    /// Every call is for `tenant`: its tools' tenant input is set to it,
+    /// and calls naming another are refused (`marktoflow mcp --tenant`).
+    pub fn for_tenant(mut self, tenant: Option<String>) -> Self {
+        self.tenant = tenant;
+        self
+    }
+
+    /// The tokens that grant tenants, as the server was given them.
+    pub fn tenants(&self) -> &crate::serve::tenants::Tenants {
+        &self.state.tenants
+    }
+
+    /// Who makes a call: the stdio session's tenant, else the tenant an
+    /// HTTP request's token grants; and whether it is the operator's.
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> (Caller, bool) {
+        if let Some(t) = &self.tenant {
+            return (Caller::Tenant(t.clone()), false);
+        }
+        match ctx.extensions.get::<axum::http::request::Parts>() {
+            Some(parts) => (
+                self.state.tenants.caller(&parts.headers),
+                parts.extensions.get::<McpOperator>().is_some(),
+            ),
+            // Over stdio the one client is whoever started the server.
+            None => (Caller::Open, true),
         }
     }
 
@@ -138,10 +175,19 @@ impl McpServer {
             ));
         };
         let wf = tool.workflow.clone();
-        let supplied = args
+        let mut supplied = args
             .into_iter()
             .map(|(k, v)| (k, Supplied::Json(v)))
             .collect();
+        let (caller, operator) = self.caller(ctx);
+        if matches!(caller, Caller::Tenant(_)) && tenant_input(&wf).is_none() {
+            return Ok(rejected(format!(
+                "tool `{name}` does not keep tenants apart: a tenant's token cannot call it"
+            )));
+        }
+        if let Err(refused) = apply(&wf, &self.state.tenants, &caller, operator, &mut supplied) {
+            return Ok(rejected(refused.to_string()));
+        }
         let inputs = match inputs::resolve(&wf, supplied, &self.state.caps.env) {
             Ok(i) => i,
             Err(errors) => {
@@ -517,9 +563,19 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tool_list()))
+        let mut list = self.tool_list();
+        // A tenant is offered the tools that keep tenants apart, no others.
+        if let (Caller::Tenant(_), _) = self.caller(&context) {
+            let tools = self.tools();
+            list.retain(|t| {
+                tools
+                    .iter()
+                    .any(|w| w.name == t.name && tenant_input(&w.workflow).is_some())
+            });
+        }
+        Ok(ListToolsResult::with_all_items(list))
     }
 
     async fn call_tool(

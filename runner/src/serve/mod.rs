@@ -28,6 +28,7 @@ mod routes;
 mod runs;
 pub mod schedule;
 mod state;
+pub mod tenants;
 pub mod triggers;
 mod webhook;
 pub mod worker;

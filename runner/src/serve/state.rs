@@ -134,6 +134,8 @@ pub struct ServerState {
     pub metrics: super::metrics::Metrics,
     /// Signs and checks the links to answer waits (None: no links).
     pub links: Option<Arc<super::links::Links>>,
+    /// The tokens that grant tenants (`--tenant-token`).
+    pub tenants: super::tenants::Tenants,
 }
 
 /// Finished runs kept in memory for `GET /runs/{id}`.
@@ -198,7 +200,14 @@ impl ServerState {
             slot_freed: tokio::sync::Notify::new(),
             metrics: super::metrics::Metrics::default(),
             links: None,
+            tenants: super::tenants::Tenants::default(),
         }
+    }
+
+    /// Requests are granted tenants by `tenants`' tokens.
+    pub fn with_tenants(mut self, tenants: super::tenants::Tenants) -> Self {
+        self.tenants = tenants;
+        self
     }
 
     /// Waits get links made and checked by `links`.

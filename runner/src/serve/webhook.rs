@@ -6,6 +6,7 @@ use super::api::run_json;
 use super::request::{
     bad_inputs, bearer_matches, committed, error, read_body, signature_ok, url_pairs,
 };
+use super::tenants::{self, Caller, TenantRefused};
 use super::{reserve, start_reserved, Job, Route, ServerState, MAX_RUNS_KEPT};
 use crate::engine::RunTrigger;
 use crate::engine::{RunResult, RunStatus};
@@ -55,11 +56,16 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             );
         }
     }
-    if let Some(token) = &route.token {
-        if !bearer_matches(&parts.headers, token) {
-            return error(StatusCode::UNAUTHORIZED, "missing or invalid bearer token");
-        }
-    }
+    // A tenant's token opens the routes of workflows that keep tenants
+    // apart, as the route's own token (the operator's) does.
+    let caller = s.tenants.caller(&parts.headers);
+    let tenant_bound = tenants::tenant_input(&route.workflow).is_some();
+    let operator = match &route.token {
+        Some(token) if bearer_matches(&parts.headers, token) => true,
+        Some(_) if tenant_bound && caller != Caller::Open => false,
+        Some(_) => return error(StatusCode::UNAUTHORIZED, "missing or invalid bearer token"),
+        None => false,
+    };
     let payload: Value = if body.iter().all(u8::is_ascii_whitespace) {
         Value::Object(Map::new())
     } else {
@@ -108,7 +114,15 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             .get("prefer")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("respond-async"));
-    let supplied = super::routes::request_inputs(&wf, &route.input_mapping, &payload, &query);
+    let mut supplied = super::routes::request_inputs(&wf, &route.input_mapping, &payload, &query);
+    if let Err(refused) = tenants::apply(&wf, &s.tenants, &caller, operator, &mut supplied) {
+        let status = match refused {
+            TenantRefused::NoToken { .. } => StatusCode::UNAUTHORIZED,
+            TenantRefused::Other { .. } => StatusCode::FORBIDDEN,
+            TenantRefused::NotText { .. } => StatusCode::BAD_REQUEST,
+        };
+        return error(status, refused.to_string());
+    }
     let inputs = match inputs::resolve(&wf, supplied, &s.caps.env) {
         Ok(i) => i,
         Err(errs) => return bad_inputs(&errs),

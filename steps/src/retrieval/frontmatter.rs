@@ -32,3 +32,36 @@ pub fn split(source: &str) -> (Map<String, Value>, &str) {
     }
     (Map::new(), src)
 }
+
+/// The frontmatter field that makes a note a tenant's: searches and the
+/// graph show it to that tenant only.
+pub const TENANT_FIELD: &str = "tenant_id";
+
+/// Whose a note is: its `tenant_id` (trimmed, lowercased, as filters
+/// compare), or "" for a note every tenant shares. A `tenant_id` that is not
+/// one text or number (a list, a mapping) makes the note nobody's: it is
+/// hidden rather than guessed at.
+pub fn tenant_of(meta: &Map<String, Value>) -> String {
+    let field = meta
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(TENANT_FIELD))
+        .map(|(_, v)| v);
+    match field {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.trim().to_lowercase(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(_) => NOBODY.to_string(),
+    }
+}
+
+/// The owner of a note whose `tenant_id` cannot be read: no tenant is named
+/// so (a tenant given by a request is trimmed text without control
+/// characters).
+pub const NOBODY: &str = "\u{0}";
+
+/// A requested tenant as notes are compared with it; `None` when it cannot
+/// be one (control characters), which callers refuse.
+pub fn tenant_key(requested: &str) -> Option<String> {
+    let t = requested.trim();
+    (!t.chars().any(char::is_control)).then(|| t.to_lowercase())
+}

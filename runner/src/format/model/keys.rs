@@ -29,6 +29,7 @@ pub const INPUT_KEYS: &[&str] = &[
     "min",
     "max",
     "validation",
+    "tenant",
 ];
 /// A wait's keys: `duration` and `mode`, then those only its `form`,
 /// `approval` and `webhook` modes read ([`ASK_KEYS`]).

@@ -319,6 +319,37 @@ impl Cx<'_> {
                     format!("{noun} `{name}`: a `select` needs `options:` (the choices)"),
                 );
             }
+            let tenant = match def.get("tenant") {
+                None | Some(Value::Null | Value::Bool(false)) => false,
+                Some(Value::Bool(true)) if ty == InputType::String => {
+                    if let Some(other) = out.iter().find(|i: &&InputDef| i.tenant) {
+                        self.err(
+                            field("tenant"),
+                            format!(
+                                "{noun} `{name}`: input `{}` is already the tenant; a workflow has one",
+                                other.name
+                            ),
+                        );
+                        false
+                    } else {
+                        true
+                    }
+                }
+                Some(Value::Bool(true)) => {
+                    self.err(
+                        field("tenant"),
+                        format!("{noun} `{name}`: the tenant is text: `tenant: true` needs `type: string`"),
+                    );
+                    false
+                }
+                Some(_) => {
+                    self.err(
+                        field("tenant"),
+                        format!("{noun} `{name}`: `tenant` must be true or false"),
+                    );
+                    false
+                }
+            };
             let num = |k: &str| get(k).and_then(Value::as_f64);
             out.push(InputDef {
                 name: name.clone(),
@@ -333,6 +364,7 @@ impl Cx<'_> {
                 pattern,
                 min: num("min"),
                 max: num("max"),
+                tenant,
                 pos,
             });
         }

@@ -72,6 +72,9 @@ pub struct InputDef {
     pub pattern: Option<regex::Regex>,
     pub min: Option<f64>,
     pub max: Option<f64>,
+    /// The input a server fills with the tenant its caller's token grants
+    /// (`tenant: true`); a request cannot set it to another.
+    pub tenant: bool,
     pub pos: Pos,
 }
 

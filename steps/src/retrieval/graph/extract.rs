@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "5";
+pub const READER: &str = "6";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +45,8 @@ pub struct NoteGraph {
     pub name: String,
     pub aliases: Vec<String>,
     pub edges: Vec<Edge>,
+    /// Whose the note is ("" shared; see [`crate::retrieval::frontmatter::tenant_of`]).
+    pub tenant: String,
 }
 
 /// How names are compared: case, `-`/`_` and runs of spaces do not count
@@ -155,6 +157,7 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
         name: name.clone(),
         aliases,
         edges: Vec::new(),
+        tenant: crate::retrieval::frontmatter::tenant_of(&meta),
     };
     properties(&mut g, &meta, src);
     // Statements are read by paragraph (prose wraps its lines); links and

@@ -30,6 +30,14 @@ const MIGRATIONS: &[&str] = &[
     "
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 ",
+    // Whose each note is, on its rows, so that a question sees the shared
+    // notes and its tenant's only. The reader's version changed with it:
+    // every note is read again.
+    "
+    ALTER TABLE notes ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    ALTER TABLE names ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    ALTER TABLE edges ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+",
 ];
 
 /// The file in the index's folder.
@@ -60,6 +68,8 @@ pub struct SyncStats {
 
 pub struct GraphStore {
     conn: Connection,
+    /// Whose notes the questions see besides the shared ones ("": none).
+    tenant: String,
 }
 
 impl GraphStore {
@@ -75,7 +85,17 @@ impl GraphStore {
                 conn
             }
         };
-        Ok(GraphStore { conn })
+        Ok(GraphStore {
+            conn,
+            tenant: String::new(),
+        })
+    }
+
+    /// Questions from now on see the shared notes and `tenant`'s (as
+    /// [`crate::retrieval::frontmatter::tenant_key`] reads it), no others.
+    pub fn for_tenant(mut self, tenant: &str) -> GraphStore {
+        self.tenant = tenant.to_string();
+        self
     }
 
     /// Brings the graph up to date with `files` (each note's path and
@@ -197,20 +217,21 @@ impl GraphStore {
         }
         {
             let mut note =
-                tx.prepare("INSERT INTO notes (path, hash, name) VALUES (?1, ?2, ?3)")?;
-            let mut name = tx.prepare("INSERT INTO names (key, path) VALUES (?1, ?2)")?;
+                tx.prepare("INSERT INTO notes (path, hash, name, tenant) VALUES (?1, ?2, ?3, ?4)")?;
+            let mut name =
+                tx.prepare("INSERT INTO names (key, path, tenant) VALUES (?1, ?2, ?3)")?;
             let mut edge = tx.prepare(
-                "INSERT INTO edges (path, line, src, src_key, rel, dst, dst_key, how, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "INSERT INTO edges (path, line, src, src_key, rel, dst, dst_key, how, text, tenant) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?;
             for (path, hash, g) in &read_now {
-                note.execute(params![path, hash, g.name])?;
+                note.execute(params![path, hash, g.name, g.tenant])?;
                 let keys: BTreeSet<String> = std::iter::once(&g.name)
                     .chain(&g.aliases)
                     .map(|n| key(n))
                     .filter(|k| !k.is_empty())
                     .collect();
                 for k in keys {
-                    name.execute(params![k, path])?;
+                    name.execute(params![k, path, g.tenant])?;
                 }
                 for e in &g.edges {
                     edge.execute(params![
@@ -222,7 +243,8 @@ impl GraphStore {
                         e.to,
                         key(&e.to),
                         e.how,
-                        e.text
+                        e.text,
+                        g.tenant
                     ])?;
                 }
             }
@@ -236,19 +258,30 @@ impl GraphStore {
         Ok(Some(stats))
     }
 
+    /// The edges the questions see.
     fn edge_count(&self) -> Result<usize, DbError> {
-        Ok(self
-            .conn
-            .query_row("SELECT COUNT(*) FROM edges", [], |r| r.get::<_, i64>(0))?
-            as usize)
+        Ok(self.conn.query_row(
+            "SELECT COUNT(*) FROM edges WHERE tenant IN ('', ?1)",
+            [&self.tenant],
+            |r| r.get::<_, i64>(0),
+        )? as usize)
+    }
+
+    /// The notes the questions see.
+    pub fn note_count(&self) -> Result<usize, DbError> {
+        Ok(self.conn.query_row(
+            "SELECT COUNT(*) FROM notes WHERE tenant IN ('', ?1)",
+            [&self.tenant],
+            |r| r.get::<_, i64>(0),
+        )? as usize)
     }
 
     /// The notes a name is the title, file name or alias of.
     pub fn notes_named(&self, k: &str) -> Result<Vec<(String, String)>, DbError> {
         let mut q = self.conn.prepare_cached(
-            "SELECT n.path, n.name FROM names k JOIN notes n ON n.path = k.path WHERE k.key = ?1 ORDER BY n.path",
+            "SELECT n.path, n.name FROM names k JOIN notes n ON n.path = k.path WHERE k.key = ?1 AND k.tenant IN ('', ?2) ORDER BY n.path",
         )?;
-        let rows = q.query_map([k], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let rows = q.query_map([k, &self.tenant], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -257,9 +290,9 @@ impl GraphStore {
         let mut out = Vec::new();
         let mut q = self
             .conn
-            .prepare_cached("SELECT key FROM names WHERE path = ?1")?;
+            .prepare_cached("SELECT key FROM names WHERE path = ?1 AND tenant IN ('', ?2)")?;
         for p in paths {
-            let rows = q.query_map([p], |r| r.get::<_, String>(0))?;
+            let rows = q.query_map([p, &self.tenant], |r| r.get::<_, String>(0))?;
             for k in rows {
                 out.push(k?);
             }
@@ -270,14 +303,14 @@ impl GraphStore {
     /// The edges from (`outgoing`) or to one of `keys`.
     pub fn edges_at(&self, keys: &[String], outgoing: bool) -> Result<Vec<StoredEdge>, DbError> {
         let sql = if outgoing {
-            "SELECT path, line, src, src_key, rel, dst, dst_key, how, text FROM edges WHERE src_key = ?1"
+            "SELECT path, line, src, src_key, rel, dst, dst_key, how, text FROM edges WHERE src_key = ?1 AND tenant IN ('', ?2)"
         } else {
-            "SELECT path, line, src, src_key, rel, dst, dst_key, how, text FROM edges WHERE dst_key = ?1"
+            "SELECT path, line, src, src_key, rel, dst, dst_key, how, text FROM edges WHERE dst_key = ?1 AND tenant IN ('', ?2)"
         };
         let mut q = self.conn.prepare_cached(sql)?;
         let mut out = Vec::new();
         for k in keys {
-            let rows = q.query_map([k], |r| {
+            let rows = q.query_map([k, &self.tenant], |r| {
                 Ok(StoredEdge {
                     path: r.get(0)?,
                     line: r.get(1)?,
@@ -302,9 +335,9 @@ impl GraphStore {
     /// How a name is written in the notes: the first edge's spelling.
     pub fn spelling(&self, k: &str) -> Result<Option<String>, DbError> {
         let mut q = self.conn.prepare_cached(
-            "SELECT src FROM edges WHERE src_key = ?1 UNION ALL SELECT dst FROM edges WHERE dst_key = ?1 LIMIT 1",
+            "SELECT src FROM edges WHERE src_key = ?1 AND tenant IN ('', ?2) UNION ALL SELECT dst FROM edges WHERE dst_key = ?1 AND tenant IN ('', ?2) LIMIT 1",
         )?;
-        let mut rows = q.query([k])?;
+        let mut rows = q.query([k, &self.tenant])?;
         Ok(match rows.next()? {
             Some(r) => Some(r.get(0)?),
             None => None,
@@ -314,22 +347,22 @@ impl GraphStore {
     /// Whether a note or an edge has this name.
     pub fn knows(&self, k: &str) -> Result<bool, DbError> {
         let mut q = self.conn.prepare_cached(
-            "SELECT EXISTS(SELECT 1 FROM names WHERE key = ?1) OR EXISTS(SELECT 1 FROM edges WHERE src_key = ?1) OR EXISTS(SELECT 1 FROM edges WHERE dst_key = ?1)",
+            "SELECT EXISTS(SELECT 1 FROM names WHERE key = ?1 AND tenant IN ('', ?2)) OR EXISTS(SELECT 1 FROM edges WHERE src_key = ?1 AND tenant IN ('', ?2)) OR EXISTS(SELECT 1 FROM edges WHERE dst_key = ?1 AND tenant IN ('', ?2))",
         )?;
-        Ok(q.query_row([k], |r| r.get::<_, bool>(0))?)
+        Ok(q.query_row([k, &self.tenant], |r| r.get::<_, bool>(0))?)
     }
 
     /// The notes one of whose names holds `k` as whole words ("billing
     /// review" in "billing review 2026 11 20"), at most `max`.
     pub fn notes_containing(&self, k: &str, max: usize) -> Result<Vec<String>, DbError> {
         let mut q = self.conn.prepare_cached(
-            "SELECT DISTINCT path FROM names WHERE (' ' || key || ' ') LIKE ('% ' || ?1 || ' %') ESCAPE '\\' LIMIT ?2",
+            "SELECT DISTINCT path FROM names WHERE (' ' || key || ' ') LIKE ('% ' || ?1 || ' %') ESCAPE '\\' AND tenant IN ('', ?3) LIMIT ?2",
         )?;
         let escaped = k
             .replace('\\', "\\\\")
             .replace('%', "\\%")
             .replace('_', "\\_");
-        let rows = q.query_map(rusqlite::params![escaped, max as i64], |r| {
+        let rows = q.query_map(rusqlite::params![escaped, max as i64, self.tenant], |r| {
             r.get::<_, String>(0)
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -338,9 +371,9 @@ impl GraphStore {
     /// Every name an edge or a note has, for "did you mean".
     pub fn all_keys(&self) -> Result<Vec<String>, DbError> {
         let mut q = self.conn.prepare(
-            "SELECT src_key FROM edges UNION SELECT dst_key FROM edges UNION SELECT key FROM names",
+            "SELECT src_key FROM edges WHERE tenant IN ('', ?1) UNION SELECT dst_key FROM edges WHERE tenant IN ('', ?1) UNION SELECT key FROM names WHERE tenant IN ('', ?1)",
         )?;
-        let rows = q.query_map([], |r| r.get::<_, String>(0))?;
+        let rows = q.query_map([&self.tenant], |r| r.get::<_, String>(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 }

@@ -40,18 +40,26 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
         to: a.str("to")?.map(str::to_string),
     };
     let limit = a.count("limit", 1, 10_000)?.unwrap_or(200);
+    let tenant = super::inputs::tenant(a)?;
     let ix = open(call, a)?;
     ensure_fresh(call, &ix, a).await?;
     let stop = stopper(call);
     let ix2 = ix.clone();
     let answer = crate::core::blame::spawn_blocking(move || -> Result<Value, String> {
-        let mut g = GraphStore::open(ix2.dir.as_deref()).map_err(|e| format!("the graph beside the index: {e}"))?;
+        let mut g = GraphStore::open(ix2.dir.as_deref())
+            .map_err(|e| format!("the graph beside the index: {e}"))?
+            .for_tenant(&tenant);
         let root = crate::core::confined::Dir::open_path(&ix2.root).map_err(|e| e.to_string())?;
         let read = |p: &str| root.read_rel(p).ok().and_then(|b| String::from_utf8(b).ok());
         let synced = g
             .sync(&ix2.file_hashes(), &read, &stop)
             .map_err(|e| format!("the graph beside the index: {e}"))?
             .ok_or_else(|| "stopped while the graph was being brought up to date".to_string())?;
+        // What this tenant's questions see, not the whole graph.
+        let synced = crate::retrieval::graph::store::SyncStats {
+            notes: g.note_count().map_err(|e| e.to_string())?,
+            ..synced
+        };
         let reading = match &question {
             Some(q) => Some(ask::read(&g, q).map_err(|e| e.to_string())?),
             None => None,

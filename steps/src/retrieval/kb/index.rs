@@ -12,6 +12,7 @@ use super::chunk::{chunk_document, ChunkOptions, KbError};
 use crate::core::cache::Caches;
 use crate::core::hash::hex_hash;
 use crate::core::walk::{Entry, WalkOptions};
+use crate::retrieval::frontmatter::tenant_of;
 use crate::retrieval::syntax::{DateRange, ParsedQuery};
 use chrono::NaiveDate;
 use serde_json::{json, Map, Value};
@@ -36,7 +37,7 @@ use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 
 /// Bumped when the schema or chunking changes: an index with another version
 /// is rebuilt.
-const SCHEMA_VERSION: u32 = 4;
+const SCHEMA_VERSION: u32 = 5;
 const MANIFEST_PREFIX: &str = "kb-manifest-";
 const TOKENIZER: &str = "kb_en";
 
@@ -704,6 +705,7 @@ impl KbIndex {
         }
         d.add_i64(f.mtime, c.mtime_ms);
         d.add_text(f.meta, Value::Object(c.metadata.clone()).to_string());
+        d.add_text(f.filter, tenant_term(&tenant_of(&c.metadata)));
         for (k, v) in &c.metadata {
             let k = k.to_lowercase();
             let vals: Vec<&Value> = match v {
@@ -825,7 +827,7 @@ impl KbIndex {
                 clauses.push((Occur::MustNot, across(&fields, |fl| term_q(fl, &tok))));
             }
         }
-        clauses.extend(filter_clauses(&f, req));
+        clauses.extend(filter_clauses(&f, &searcher, req));
         let query = BooleanQuery::new(clauses);
 
         let want = req.top_k.max(1);
@@ -951,7 +953,7 @@ impl KbIndex {
         order: &RowOrder,
         req: &SearchRequest,
     ) -> Result<Option<Vec<bool>>, KbError> {
-        let clauses = filter_clauses(&self.f, req);
+        let clauses = filter_clauses(&self.f, &order.searcher, req);
         if clauses.is_empty() {
             return Ok(None);
         }
@@ -1055,7 +1057,7 @@ impl KbIndex {
         let searcher = self.reader.searcher();
         let f = self.f;
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(AllQuery))];
-        clauses.extend(filter_clauses(&f, req));
+        clauses.extend(filter_clauses(&f, &searcher, req));
         let docs = searcher
             .search(&BooleanQuery::new(clauses), &DocSetCollector)
             .map_err(|e| index_err(self.shown(), e))?;
@@ -1124,6 +1126,34 @@ pub struct SearchRequest {
     pub collapse: bool,
     /// Search question words too (see [`super::query::QUESTION_WORDS`]).
     pub question_words: bool,
+    /// Whose notes besides the shared ones may match ("": only the shared
+    /// ones), as [`tenant_key`] reads a requested tenant.
+    pub tenant: String,
+}
+
+/// Whether some note is a tenant's: a tenant term other than the shared one
+/// is in a segment's dictionary (a deleted note's term may linger, which
+/// only filters when nothing needs it). A dictionary that cannot be read
+/// counts as yes.
+fn any_tenant(f: &Fields, searcher: &tantivy::Searcher) -> bool {
+    let shared = tenant_term("");
+    // The byte after `=`: the end of the tenant terms' range.
+    let end = shared.replace('=', ">");
+    searcher.segment_readers().iter().any(|seg| {
+        let Ok(ix) = seg.inverted_index(f.filter) else {
+            return true;
+        };
+        match ix.terms().range().gt(&shared).lt(&end).into_stream() {
+            Ok(mut terms) => terms.advance(),
+            Err(_) => true,
+        }
+    })
+}
+
+/// The filter term of a note's tenant ("" for a shared note): a name no
+/// frontmatter field can have, so no `filters:` entry reaches it.
+fn tenant_term(tenant: &str) -> String {
+    format!("\u{1}tenant={tenant}")
 }
 
 /// `field` must equal one of `values` (case-insensitive); `negate` inverts.
@@ -1136,9 +1166,23 @@ pub struct Filter {
 
 /// Clauses for the request's folders, metadata filters and date range; they
 /// restrict without changing scores.
-fn filter_clauses(f: &Fields, req: &SearchRequest) -> Vec<(Occur, Box<dyn Query>)> {
+fn filter_clauses(
+    f: &Fields,
+    searcher: &tantivy::Searcher,
+    req: &SearchRequest,
+) -> Vec<(Occur, Box<dyn Query>)> {
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     let mut filters: Vec<Box<dyn Query>> = Vec::new();
+    // The notes every tenant shares, and the requester's own. Skipped when
+    // no note is a tenant's (the common case: no filter to run).
+    let shared = Term::from_field_text(f.filter, &tenant_term(""));
+    if any_tenant(f, searcher) {
+        let mut visible = vec![shared];
+        if !req.tenant.is_empty() {
+            visible.push(Term::from_field_text(f.filter, &tenant_term(&req.tenant)));
+        }
+        filters.push(any_of(visible.into_iter()));
+    }
     if !req.paths.is_empty() {
         filters.push(any_of(
             req.paths

@@ -56,6 +56,7 @@ pub(super) fn request(
         collapse: a.bool("per_file")?,
         // Only `kb.search` declares it.
         question_words: a.declares("question_words") && a.bool("question_words")?,
+        tenant: tenant(a)?,
         parsed,
     };
     if let Some(d) = req.parsed.bad_dates.first() {
@@ -99,6 +100,13 @@ pub(super) fn request(
         parse_filters(&m, &mut req, today)?;
     }
     Ok(req)
+}
+
+/// The `tenant` input, as notes' `tenant_id` is compared with it.
+pub(super) fn tenant(a: &Args) -> Result<String, ActionError> {
+    let t = a.str("tenant")?.unwrap_or_default();
+    crate::retrieval::frontmatter::tenant_key(t)
+        .ok_or_else(|| a.invalid("tenant", "must not hold control characters"))
 }
 
 pub(super) fn scalars(field: &str, v: &Value) -> Result<Vec<String>, ActionError> {

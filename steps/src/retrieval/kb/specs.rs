@@ -103,13 +103,19 @@ pub(super) const MODEL_DIR: Input = input(
     "The sentence-embedding model folder (else the tool's `options.model_dir`, else MARKTOFLOW_EMBED_MODEL).",
 );
 
+pub(super) const TENANT: Input = input(
+    "tenant",
+    STRING,
+    "Whose notes may be found besides the shared ones: notes with another `tenant_id` in their frontmatter never are (empty: the shared notes only).",
+);
+
 /// The index inputs, the freshness inputs, the search inputs, then `$extra`.
 macro_rules! kb_inputs {
     ($($extra:expr),* $(,)?) => {
         &[
             KB, KB_ALIAS, INDEX_DIR, FORCE, EXTENSIONS, HIDDEN, CHUNK_CHARS, SPLIT_LEVEL,
             REFRESH, REFRESH_MS, QUERY, TOP_K, THRESHOLD, PER_FILE, SCOPE, PATH_PREFIX,
-            FILTERS, BOOSTS, OPERATORS, TODAY, $($extra),*
+            FILTERS, BOOSTS, OPERATORS, TODAY, TENANT, $($extra),*
         ]
     };
 }
@@ -161,7 +167,7 @@ pub const SPECS: &[Spec] = &[
         .traits(KB_TRAITS),
     spec("kb", "graph", "The knowledge graph of the notes (links, properties, tags and statements such as \"X owns Y\"), each edge citing its note and line: a node's edges, what it reaches up to a depth, or the chain to another node.")
         .inputs(&[
-            KB, KB_ALIAS, INDEX_DIR, EXTENSIONS, HIDDEN, CHUNK_CHARS, SPLIT_LEVEL, REFRESH, REFRESH_MS,
+            KB, KB_ALIAS, INDEX_DIR, EXTENSIONS, HIDDEN, CHUNK_CHARS, SPLIT_LEVEL, REFRESH, REFRESH_MS, TENANT,
             input("node", STRING, "The node: a note's title, file name or alias, or a name the notes use (`billing-service`, `Payments team`)."),
             input("question", STRING, "Or a question: the names in it the graph knows are the node (and `to`), its verb the relation and the direction (\"Who owns the billing service?\")."),
             input("direction", STRING, "Follow edges from the node (`out`), to it (`in`: backlinks, dependents, owners), or both.").default("both").one_of(&["out", "in", "both"]),
