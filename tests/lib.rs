@@ -24,6 +24,7 @@ mod memory;
 mod postgres;
 mod readme;
 mod retrieval;
+mod robots;
 mod sandbox;
 mod script_tool;
 mod seed_workflows;

@@ -693,7 +693,13 @@ fn conhubs_tools_are_served_under_the_seeds_names_with_its_fields() {
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["memory.analyze_query", "memory.search", "memory.store"],
+        [
+            "memory.analyze_query",
+            "memory.search",
+            "memory.store",
+            "memory.robot_context",
+            "memory.robot_search"
+        ],
         "{tools:?}"
     );
     let search_tool = &tools[1];

@@ -52,6 +52,8 @@ fn seed_workflows_validate_strict() {
         "workflows/atlas/versions.md",
         "workflows/atlas/topic.md",
         "workflows/conhub/memory-search.md",
+        "workflows/conhub/robot-search.md",
+        "workflows/conhub/robot-context.md",
         "workflows/memoryscope/retrieve.md",
     ] {
         let r = run(cmd(&repo()).args(["validate", "--strict", wf]));

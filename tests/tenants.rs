@@ -385,7 +385,17 @@ fn mcp_calls_are_the_tenant_their_token_grants_over_http_and_stdio() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     // The tools that keep tenants apart, not the others.
-    assert_eq!(names, ["memory.search", "memory.store"], "{}", out[0]);
+    assert_eq!(
+        names,
+        [
+            "memory.search",
+            "memory.store",
+            "memory.robot_context",
+            "memory.robot_search"
+        ],
+        "{}",
+        out[0]
+    );
     assert_eq!(
         tenant_notes(&out[1]["result"]["structuredContent"]),
         ["tenants/acme.md"]
@@ -416,7 +426,7 @@ fn mcp_calls_are_the_tenant_their_token_grants_over_http_and_stdio() {
         "mcp-secret",
         json!([{"do": "list"}, search(Some("globex"))]),
     );
-    assert_eq!(op[0]["tools"].as_array().unwrap().len(), 3, "{}", op[0]);
+    assert_eq!(op[0]["tools"].as_array().unwrap().len(), 5, "{}", op[0]);
     assert_eq!(
         tenant_notes(&op[1]["result"]["structuredContent"]),
         ["tenants/globex.md"]

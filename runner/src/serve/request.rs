@@ -16,7 +16,13 @@ pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response 
 /// Whether `headers` carry `Authorization: Bearer <token>` (compared in
 /// constant time).
 pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
-    let given = headers
+    let given = bearer(headers).unwrap_or("");
+    constant_time_eq(given.as_bytes(), token.as_bytes())
+}
+
+/// The token of `Authorization: Bearer <token>`, when the header has one.
+pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {
@@ -24,8 +30,6 @@ pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
             let (scheme, rest) = v.split_once(' ')?;
             scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
         })
-        .unwrap_or("");
-    constant_time_eq(given.as_bytes(), token.as_bytes())
 }
 
 pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

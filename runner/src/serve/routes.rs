@@ -28,6 +28,57 @@ pub struct Route {
     pub pos: Pos,
 }
 
+impl Route {
+    /// The values of the route's `:name` segments when `path` is one of
+    /// its paths (`/api/robots/:robot_id/context/latest` matches
+    /// `/api/robots/r2/context/latest` with `robot_id` = `r2`); a segment
+    /// matches one non-empty segment, percent-decoded.
+    pub fn matches(&self, path: &str) -> Option<Vec<(String, String)>> {
+        if self.path == path {
+            return Some(Vec::new());
+        }
+        if !self.path.contains("/:") {
+            return None;
+        }
+        let mine: Vec<&str> = self.path.split('/').collect();
+        let theirs: Vec<&str> = path.split('/').collect();
+        if mine.len() != theirs.len() {
+            return None;
+        }
+        let mut params = Vec::new();
+        for (m, t) in mine.iter().zip(&theirs) {
+            match m.strip_prefix(':') {
+                Some(name) if !name.is_empty() => {
+                    if t.is_empty() {
+                        return None;
+                    }
+                    // `+` is itself in a path, not a space as in a query.
+                    let v = super::request::percent_decode(&t.replace('+', "%2B"));
+                    params.push((name.to_string(), v));
+                }
+                _ if m == t => {}
+                _ => return None,
+            }
+        }
+        Some(params)
+    }
+
+    /// How many of its segments are written out (not `:name`): the route
+    /// that spells more of a path wins.
+    pub fn literal_segments(&self) -> usize {
+        self.path.split('/').filter(|s| !s.starts_with(':')).count()
+    }
+}
+
+/// A path with its parameters' names blanked: two routes with one shape
+/// take the same requests.
+fn shape(path: &str) -> String {
+    path.split('/')
+        .map(|s| if s.starts_with(':') { ":" } else { s })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// The routes of every workflow's webhook triggers; duplicates are errors
 /// naming both files.
 pub fn routes_of(
@@ -102,7 +153,30 @@ pub fn routes_of(
                     continue;
                 }
             };
-            if let Some(other) = routes.iter().find(|r| r.path == path && r.method == method) {
+            // Each `:name` segment fills the input of that name.
+            if let Some(name) = path
+                .split('/')
+                .filter_map(|s| s.strip_prefix(':'))
+                .find(|n| wf.input(n).is_none())
+            {
+                errors.push(
+                    Diagnostic::error(
+                        &wf.source,
+                        Some(t.pos),
+                        if name.is_empty() {
+                            format!("webhook `path:` `{path}`: a `:` segment needs a name (`:robot_id`)")
+                        } else {
+                            format!("webhook `path:` `{path}`: `:{name}` names no input of the workflow")
+                        },
+                    )
+                    .with_hint("a `:name` segment of the path fills the input `name`: declare it under `inputs:`"),
+                );
+                continue;
+            }
+            if let Some(other) = routes
+                .iter()
+                .find(|r| shape(&r.path) == shape(&path) && r.method == method)
+            {
                 errors.push(
                     Diagnostic::error(
                         &wf.source,

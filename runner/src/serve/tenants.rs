@@ -4,10 +4,10 @@
 //! another tenant. The knowledge-base steps then see that tenant's notes
 //! and the shared ones (`kb.*`'s `tenant`).
 
-use super::request::constant_time_eq;
+use super::request::{bearer, constant_time_eq};
 use crate::format::inputs::Supplied;
 use crate::format::model::Workflow;
-use axum::http::{header, HeaderMap};
+use axum::http::HeaderMap;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -107,17 +107,6 @@ impl Tenants {
     }
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()
-        .and_then(|v| {
-            let (scheme, rest) = v.split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-        })
-}
-
 /// The input `wf` marks as its tenant.
 pub fn tenant_input(wf: &Workflow) -> Option<&str> {
     wf.inputs.iter().find(|i| i.tenant).map(|i| i.name.as_str())
@@ -175,6 +164,7 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::header;
 
     fn tenants() -> Tenants {
         let env = BTreeMap::from([

@@ -10,7 +10,7 @@ use super::tenants::{self, Caller, TenantRefused};
 use super::{reserve, start_reserved, Job, Route, ServerState, MAX_RUNS_KEPT};
 use crate::engine::RunTrigger;
 use crate::engine::{RunResult, RunStatus};
-use crate::format::inputs;
+use crate::format::inputs::{self, Supplied};
 use crate::store::NewRun;
 use axum::body::Body;
 use axum::extract::State;
@@ -23,7 +23,13 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
     let served = s.served();
-    let same_path: Vec<&Route> = served.routes.iter().filter(|r| r.path == path).collect();
+    // The routes this path is one of, those that spell more of it first.
+    let mut same_path: Vec<(&Route, Vec<(String, String)>)> = served
+        .routes
+        .iter()
+        .filter_map(|r| r.matches(&path).map(|p| (r, p)))
+        .collect();
+    same_path.sort_by_key(|(r, _)| std::cmp::Reverse(r.literal_segments()));
     if same_path.is_empty() && path == "/" && parts.method == axum::http::Method::GET {
         return axum::response::Redirect::to("/console").into_response();
     }
@@ -33,8 +39,12 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             format!("no workflow is served at `{path}`"),
         );
     }
-    let Some(route) = same_path.iter().find(|r| r.method == parts.method).copied() else {
-        let allow: Vec<&str> = same_path.iter().map(|r| r.method.as_str()).collect();
+    let Some((route, path_params)) = same_path
+        .iter()
+        .find(|(r, _)| r.method == parts.method)
+        .map(|(r, p)| (*r, p.clone()))
+    else {
+        let allow: Vec<&str> = same_path.iter().map(|(r, _)| r.method.as_str()).collect();
         let mut resp = error(
             StatusCode::METHOD_NOT_ALLOWED,
             format!("`{path}` accepts {}", allow.join(", ")),
@@ -115,6 +125,12 @@ pub(super) async fn webhook(State(s): State<Arc<ServerState>>, req: Request<Body
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("respond-async"));
     let mut supplied = super::routes::request_inputs(&wf, &route.input_mapping, &payload, &query);
+    // The path names what it names (`/api/robots/:robot_id/…`), whatever
+    // the body says.
+    for (name, value) in path_params {
+        supplied.retain(|(k, _)| *k != name);
+        supplied.push((name, Supplied::Text(value)));
+    }
     if let Err(refused) = tenants::apply(&wf, &s.tenants, &caller, operator, &mut supplied) {
         let status = match refused {
             TenantRefused::NoToken { .. } => StatusCode::UNAUTHORIZED,
