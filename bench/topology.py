@@ -32,8 +32,18 @@ answer it, `kind`: direct, transitive or path):
   sentence opening with its verb ("Relies on MySQL.") was not read, that
   tables were not read, and "run by", since fixed;
 - `bench/topology/questions5.jsonl` on `bench/topology/vault5` (a
-  developer-experience group): written after those, never tuned on: the
-  held-out set;
+  developer-experience group): written after those; its first run was
+  8/12;
+- `bench/topology/questions6.jsonl` to `questions9.jsonl` on `vault6` to
+  `vault9` (a hospital's clinical IT, a game studio's online services, a
+  logistics company's engineering, a university's research computing):
+  written blind, by writers who were given what the graph is for and never
+  saw its rules, its code or the other vaults. The first runs of 6 and 7
+  (7/28 and 10/28) showed that the rules knew too few ways of saying each
+  relation, in statements and in questions, took fragments for names, and
+  did not read lists under a label ("Dependencies:"); since fixed. 8 and 9
+  are the held-out sets: never read, never tuned on; their misses are not
+  printed;
 - `examples/knowledge-graph.test.md`'s questions on `examples/graph` are
   the ones the rules were written against (not scored here).
 
@@ -167,7 +177,7 @@ def score(binary, kb, questions, tmp):
     return rows, dense
 
 
-def report(rows, dense):
+def report(rows, dense, show_misses=True):
     kinds = sorted({r["q"]["kind"] for r in rows})
     methods = ["graph", "keyword"] + (["hybrid"] if dense else [])
     print(f"{'':12}" + "".join(f"{m:>12}" for m in methods))
@@ -175,7 +185,7 @@ def report(rows, dense):
         sel = [r for r in rows if k == "all" or r["q"]["kind"] == k]
         print(f"{k + f' ({len(sel)})':12}" + "".join(f"{sum(r[m] for r in sel):>9}/{len(sel):<2}" for m in methods))
     for r in rows:
-        if not r["graph"]:
+        if show_misses and not r["graph"]:
             print(f"  graph wrong: {r['q']['question']!r}: {r['got']} (read {json.dumps(r['read'])})")
 
 
@@ -239,15 +249,24 @@ def main():
     args = ap.parse_args()
     binary = os.path.abspath(args.bin)
     with tempfile.TemporaryDirectory() as tmp:
+        totals = []
         for vault, key, what in [("vault", "questions.jsonl", "tuned once"),
                                  ("vault2", "questions2.jsonl", "tuned once"),
                                  ("vault3", "questions3.jsonl", "tuned once"),
                                  ("vault4", "questions4.jsonl", "tuned once"),
-                                 ("vault5", "questions5.jsonl", "held out, never tuned")]:
+                                 ("vault5", "questions5.jsonl", "tuned once"),
+                                 ("vault6", "questions6.jsonl", "written blind, tuned once"),
+                                 ("vault7", "questions7.jsonl", "written blind, tuned once"),
+                                 ("vault8", "questions8.jsonl", "written blind, held out, never tuned"),
+                                 ("vault9", "questions9.jsonl", "written blind, held out, never tuned")]:
             questions = [json.loads(l) for l in open(os.path.join(HERE, "topology", key))]
             rows, dense = score(binary, os.path.join(HERE, "topology", vault), questions, tmp)
             print(f"\ntopology questions, bench/topology/{key} ({what}, {len(rows)}), right answers:")
-            report(rows, dense)
+            # A held-out key's misses are not shown: read, they would be tuned on.
+            report(rows, dense, show_misses="held out" not in what)
+            totals.append((key, sum(r["graph"] for r in rows), len(rows)))
+        right, asked = sum(t[1] for t in totals), sum(t[2] for t in totals)
+        print(f"\ngraph, all keys: {right}/{asked} ({100 * right / asked:.0f}%)")
         if not args.no_big:
             big(binary, args, tmp)
 

@@ -37,47 +37,69 @@ fn forms() -> &'static [(Regex, &'static str, Direction)] {
         let r = |p: &str| Regex::new(&format!(r"(?i)\b(?:{p})\b")).expect("valid pattern");
         vec![
             // "Who is X owned by?", "what is owned by X?"
-            (r("owned by|maintained by"), "owns", Direction::In),
             (
-                r("owner|owners|ownership|maintainer|maintainers"),
+                r("owned by|maintained by|looked after by|administered by|run by|operated by"),
                 "owns",
                 Direction::In,
             ),
             (
-                r("owns|own|owning|maintains|maintain"),
+                r("owner|owners|ownership|maintainer|maintainers|steward|stewards|responsible|in charge|accountable"),
+                "owns",
+                Direction::In,
+            ),
+            (
+                r("owns|own|owning|maintains|maintain|maintaining|looks after|look after|looking after|administers|administer|stewards"),
                 "owns",
                 Direction::Out,
             ),
-            (r("dependents"), "depends_on", Direction::In),
-            (r("dependencies|dependency"), "depends_on", Direction::Out),
             (
-                r("depends|depend|dependent|relies|rely|requires|require"),
+                r("dependents|consumers|downstream|affected|impacted|impact|break|breaks|broken|goes down|go down|went down|going down|outage|fails|fail|failed|blast radius"),
+                "depends_on",
+                Direction::In,
+            ),
+            (r("dependencies|dependency|upstream|upstreams"), "depends_on", Direction::Out),
+            (
+                r("depends|depend|dependent|relies|rely|relying|requires|require|uses|use|using|calls|call|needs|need|talks to|talk to|reads from|read from|pulls from|pull from|consumes|consume|built on|sits on top of|mounts|mount|authenticates against"),
                 "depends_on",
                 Direction::Out,
             ),
-            (r("manager|boss"), "reports_to", Direction::Out),
             (
-                r("direct reports|reports to|report to|reports|report"),
+                r("manager|managers|boss|supervisor|line manager|management chain|chain of command|reporting line|reporting chain"),
                 "reports_to",
                 Direction::Out,
             ),
+            // The verb before the noun: at one place the first form wins.
             (
-                r("deployed to|deployed on|deployed|deploys|deploy|hosted on|runs on|run on"),
+                r("reports to|report to|reports into|report into|reports directly to|works for|work for|works under|work under|supervised by|managed by"),
+                "reports_to",
+                Direction::Out,
+            ),
+            (r("direct reports|reportees|reports"), "reports_to", Direction::In),
+            (
+                r("deployed to|deployed on|deployed in|deployed|deploys|deploy|hosted on|hosted in|hosted at|hosted|hosting|runs on|run on|runs in|run in|lives on|lives in|live"),
                 "deployed_to",
                 Direction::Out,
             ),
             (r("run by|operated by"), "owns", Direction::In),
             (r("runs|run|operates|operate"), "owns", Direction::Out),
             (
-                r("blocked by|blocking|blocked|blocker|blockers"),
+                r("blocked by|blocked on|blocked|blocker|blockers|waiting on|waiting for|held up by|stuck on"),
                 "blocked_by",
                 Direction::Out,
             ),
-            (r("blocks|block"), "blocked_by", Direction::In),
+            (
+                r("blocks|block|blocking|holding up|holds up|hold up|holding back"),
+                "blocked_by",
+                Direction::In,
+            ),
+            (r("vendor|vendors|supplier|suppliers|provider"), "supplied_by", Direction::Out),
+            (r("supplied by|provided by"), "supplied_by", Direction::Out),
+            (r("supplies|supply|provides|provide"), "supplied_by", Direction::In),
             (r("attendees|participants"), "attended", Direction::In),
             (r("attended|attend|attending"), "attended", Direction::Out),
             (r("part of|belongs to|belong to"), "part_of", Direction::Out),
-            (r("leads|lead|led"), "leads", Direction::Out),
+            (r("leader|head"), "leads", Direction::In),
+            (r("leads|lead|led|heads"), "leads", Direction::Out),
             (
                 r("links to|link to|linked from|backlinks|mentions|mention"),
                 "links_to",
@@ -95,21 +117,62 @@ const NOUN_FORMS: &[&str] = &[
     "ownership",
     "maintainer",
     "maintainers",
+    "steward",
+    "stewards",
+    "responsible",
+    "in charge",
+    "accountable",
     "dependents",
+    "consumers",
+    "downstream",
+    "affected",
+    "impacted",
+    "impact",
+    "break",
+    "breaks",
+    "broken",
+    "goes down",
+    "go down",
+    "went down",
+    "going down",
+    "outage",
+    "fails",
+    "fail",
+    "failed",
+    "blast radius",
     "dependencies",
     "dependency",
+    "upstream",
+    "upstreams",
     "manager",
+    "managers",
     "boss",
+    "supervisor",
+    "line manager",
+    "management chain",
+    "chain of command",
+    "reporting line",
+    "reporting chain",
+    "direct reports",
+    "reportees",
+    "reports",
     "attendees",
     "participants",
     "blocker",
     "blockers",
+    "vendor",
+    "vendors",
+    "supplier",
+    "suppliers",
+    "provider",
+    "leader",
+    "head",
 ];
 
 fn transitive() -> &'static Regex {
     static T: OnceLock<Regex> = OnceLock::new();
     T.get_or_init(|| {
-        Regex::new(r"(?i)\b(transitive|transitively|indirect|indirectly|directly or not|directly or indirectly|everything|whole chain|all the way|recursively)\b")
+        Regex::new(r"(?i)\b(transitive|transitively|indirect|indirectly|directly or not|directly or indirectly|everything|whole chain|entire chain|full chain|all the way|recursively|ultimately|in turn|any depth|any level|up to the top|management chain|chain of command|reporting chain|of blockers|the blockers|including anything|including everything)\b")
             .expect("valid pattern")
     })
 }
@@ -117,7 +180,7 @@ fn transitive() -> &'static Regex {
 fn connects() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
     C.get_or_init(|| {
-        Regex::new(r"(?i)\b(connected|connect|connects|related|relate|relates|reach|reaches|path|link between|chain)\b")
+        Regex::new(r"(?i)\b(connected|connect|connects|connection|connections|related|relate|relates|relationship|reach|reaches|path|route|links|link|linked|between|chain|trace)\b")
             .expect("valid pattern")
     })
 }
@@ -211,6 +274,22 @@ pub fn read(g: &GraphStore, question: &str) -> Result<Reading, DbError> {
             let noun = NOUN_FORMS.contains(&m.as_str().to_lowercase().as_str());
             let before = *at < m.start();
             direction = if noun || before { dir } else { flip(dir) };
+        }
+    }
+    let lower = question.trim_start().to_lowercase();
+    // "Where is X hosted?", "where does X run?": where a thing is is where
+    // it is deployed, whatever the verb.
+    if lower.starts_with("where ") {
+        relation = Some("deployed_to".to_string());
+        direction = Direction::Out;
+    }
+    // "Who sits under P in the org?": the people who report to P.
+    if relation.is_none() && lower.starts_with("who ") {
+        static UNDER: OnceLock<Regex> = OnceLock::new();
+        let under = UNDER.get_or_init(|| Regex::new(r"\b(under|below|beneath)\b").expect("valid"));
+        if under.is_match(&lower) {
+            relation = Some("reports_to".to_string());
+            direction = Direction::In;
         }
     }
     let two = names.len() >= 2 && connects().is_match(question);
@@ -377,5 +456,69 @@ mod tests {
                 Some(s("postgres"))
             )
         );
+        // The ways people ask, beyond the verbs the notes use.
+        let read = |q: &str| {
+            let (n, r, d, depth, to) = asked(q);
+            (
+                n.join("|"),
+                r.unwrap_or_default(),
+                d,
+                depth,
+                to.unwrap_or_default(),
+            )
+        };
+        let cases = [
+            (
+                "Who works for Dana Whitfield?",
+                ("dana whitfield", "reports_to", Direction::In, 1, ""),
+            ),
+            (
+                "Who are Dana Whitfield's direct reports?",
+                ("dana whitfield", "reports_to", Direction::In, 1, ""),
+            ),
+            (
+                "What would break, directly or not, if Postgres went down?",
+                ("postgres", "depends_on", Direction::In, 5, ""),
+            ),
+            (
+                "Where is billing-service hosted?",
+                ("billing service", "deployed_to", Direction::Out, 1, ""),
+            ),
+            (
+                "Where does billing-service run?",
+                ("billing service", "deployed_to", Direction::Out, 1, ""),
+            ),
+            (
+                "Who is in Priya Natarajan's management chain, all the way up?",
+                ("priya natarajan", "reports_to", Direction::Out, 5, ""),
+            ),
+            (
+                "Who looks after the billing service?",
+                ("billing service", "owns", Direction::In, 1, ""),
+            ),
+            (
+                "What does billing-service use?",
+                ("billing service", "depends_on", Direction::Out, 1, ""),
+            ),
+            (
+                "What is holding up billing-service?",
+                ("billing service", "blocked_by", Direction::Out, 1, ""),
+            ),
+            (
+                "Who sits under Dana Whitfield in the org?",
+                ("dana whitfield", "reports_to", Direction::In, 1, ""),
+            ),
+            (
+                "What links the Payments team to Postgres?",
+                ("payments team|postgres", "", Direction::Both, 6, "postgres"),
+            ),
+        ];
+        for (q, (n, r, d, depth, to)) in cases {
+            assert_eq!(
+                read(q),
+                (n.to_string(), r.to_string(), d, depth, to.to_string()),
+                "{q}"
+            );
+        }
     }
 }

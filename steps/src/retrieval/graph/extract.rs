@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "6";
+pub const READER: &str = "7";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,36 +66,145 @@ pub fn key(name: &str) -> String {
 /// note depends on X) or its object (`owner: P`: P owns the note).
 const KEYED: &[(&[&str], &str, bool)] = &[
     (
-        &["owner", "owners", "owned by", "maintainer", "maintainers"],
+        &[
+            "owner",
+            "owners",
+            "owned by",
+            "maintainer",
+            "maintainers",
+            "maintained by",
+            "product owner",
+            "steward",
+            "stewards",
+            "responsible",
+            "team",
+            "squad",
+            "owning team",
+        ],
         "owns",
         false,
     ),
     (
-        &["depends on", "dependencies", "requires"],
+        &[
+            "depends on",
+            "dependencies",
+            "dependency",
+            "requires",
+            "upstream",
+            "upstreams",
+            "uses",
+            "reads from",
+            "calls",
+            "needs",
+        ],
         "depends_on",
         true,
+    ),
+    (
+        &[
+            "downstream",
+            "consumers",
+            "dependents",
+            "used by",
+            "relying parties",
+        ],
+        "depends_on",
+        false,
     ),
     (&["project", "projects", "part of"], "part_of", true),
     (&["attendees", "participants"], "attended", false),
     (&["repo", "repository", "repos"], "in_repo", true),
-    (&["reports to", "manager"], "reports_to", true),
-    (&["blocked by"], "blocked_by", true),
+    (
+        &[
+            "reports to",
+            "manager",
+            "line manager",
+            "supervisor",
+            "supervised by",
+            "managed by",
+            "boss",
+        ],
+        "reports_to",
+        true,
+    ),
+    (
+        &["direct reports", "reports", "reportees"],
+        "reports_to",
+        false,
+    ),
+    (
+        &[
+            "blocked by",
+            "blockers",
+            "blocker",
+            "blocked on",
+            "waiting on",
+        ],
+        "blocked_by",
+        true,
+    ),
     (&["blocks"], "blocks", true),
     (
-        &["deployed to", "environment", "environments"],
+        &[
+            "deployed to",
+            "deployed on",
+            "environment",
+            "environments",
+            "env",
+            "hosting",
+            "hosted in",
+            "hosted on",
+            "hosted at",
+            "host",
+            "hosts",
+            "runs on",
+            "runs in",
+            "cluster",
+            "region",
+            "datacenter",
+            "data centre",
+        ],
         "deployed_to",
         true,
     ),
-    (&["lead", "leads"], "leads", false),
+    (
+        &[
+            "lead",
+            "leads",
+            "project lead",
+            "team lead",
+            "tech lead",
+            "led by",
+        ],
+        "leads",
+        false,
+    ),
+    (
+        &[
+            "vendor",
+            "vendors",
+            "supplier",
+            "supplied by",
+            "provider",
+            "provided by",
+        ],
+        "supplied_by",
+        true,
+    ),
 ];
 
 /// Verb phrases of the statements read in the text: the phrase, the
 /// relation, and whether the sentence's subject is the edge's subject
-/// ("X owns Y") or its object ("Y is owned by X").
+/// ("X owns Y") or its object ("Y is owned by X"). General English for
+/// each relation, not any one team's wording.
 const STATEMENTS: &[(&str, &str, bool)] = &[
     ("is owned by", "owns", false),
     ("are owned by", "owns", false),
     ("owned by", "owns", false),
+    ("is owned jointly by", "owns", false),
+    ("owned jointly by", "owns", false),
+    ("is co-owned by", "owns", false),
+    ("co-owned by", "owns", false),
     ("is run by", "owns", false),
     ("are run by", "owns", false),
     ("run by", "owns", false),
@@ -104,25 +213,125 @@ const STATEMENTS: &[(&str, &str, bool)] = &[
     ("is maintained by", "owns", false),
     ("are maintained by", "owns", false),
     ("maintained by", "owns", false),
+    ("is looked after by", "owns", false),
+    ("looked after by", "owns", false),
+    ("is administered by", "owns", false),
+    ("administered by", "owns", false),
+    ("is the responsibility of", "owns", false),
+    ("the responsibility of", "owns", false),
     ("maintains", "owns", true),
+    ("maintain", "owns", true),
     ("owns", "owns", true),
     ("own", "owns", true),
+    ("co-owns", "owns", true),
+    ("co-own", "owns", true),
+    ("looks after", "owns", true),
+    ("look after", "owns", true),
+    ("administers", "owns", true),
+    ("administer", "owns", true),
+    ("is responsible for", "owns", true),
+    ("are responsible for", "owns", true),
+    ("is on the hook for", "owns", true),
+    ("are on the hook for", "owns", true),
+    ("is the steward of", "owns", true),
     ("depends on", "depends_on", true),
     ("depend on", "depends_on", true),
+    ("depends directly on", "depends_on", true),
     ("relies on", "depends_on", true),
     ("rely on", "depends_on", true),
+    ("uses", "depends_on", true),
+    ("calls", "depends_on", true),
+    ("needs", "depends_on", true),
+    ("requires", "depends_on", true),
+    ("talks to", "depends_on", true),
+    ("talk to", "depends_on", true),
+    ("reads from", "depends_on", true),
+    ("read from", "depends_on", true),
+    ("pulls from", "depends_on", true),
+    ("pulls data from", "depends_on", true),
+    ("consumes", "depends_on", true),
+    ("is built on", "depends_on", true),
+    ("is built on top of", "depends_on", true),
+    ("sits on top of", "depends_on", true),
+    ("authenticates against", "depends_on", true),
+    ("authenticates with", "depends_on", true),
+    ("subscribes to", "depends_on", true),
+    ("mounts", "depends_on", true),
+    ("is used by", "depends_on", false),
+    ("are used by", "depends_on", false),
+    ("used by", "depends_on", false),
+    ("is called by", "depends_on", false),
+    ("is consumed by", "depends_on", false),
+    ("consumed by", "depends_on", false),
+    ("is needed by", "depends_on", false),
+    ("is required by", "depends_on", false),
+    ("consumers include", "depends_on", false),
+    ("consumer is", "depends_on", false),
     ("is led by", "leads", false),
     ("are led by", "leads", false),
     ("led by", "leads", false),
     ("leads", "leads", true),
+    ("manages", "leads", true),
     ("reports to", "reports_to", true),
     ("report to", "reports_to", true),
+    ("reports directly to", "reports_to", true),
+    ("reports into", "reports_to", true),
+    ("works for", "reports_to", true),
+    ("work for", "reports_to", true),
+    ("works under", "reports_to", true),
+    ("work under", "reports_to", true),
+    ("is supervised by", "reports_to", true),
+    ("supervised by", "reports_to", true),
+    ("is managed by", "reports_to", true),
+    ("manager is", "reports_to", true),
+    ("line manager is", "reports_to", true),
+    ("supervisor is", "reports_to", true),
+    ("is her manager", "reports_to", false),
+    ("is his manager", "reports_to", false),
+    ("is their manager", "reports_to", false),
+    ("supervises", "reports_to", false),
     ("is deployed to", "deployed_to", true),
     ("are deployed to", "deployed_to", true),
     ("deploys to", "deployed_to", true),
+    ("is deployed on", "deployed_to", true),
+    ("is deployed in", "deployed_to", true),
+    ("deployed to", "deployed_to", true),
+    ("runs on", "deployed_to", true),
+    ("run on", "deployed_to", true),
+    ("runs in", "deployed_to", true),
+    ("run in", "deployed_to", true),
+    ("lives on", "deployed_to", true),
+    ("lives in", "deployed_to", true),
+    ("is hosted in", "deployed_to", true),
+    ("is hosted on", "deployed_to", true),
+    ("is hosted at", "deployed_to", true),
+    ("hosted in", "deployed_to", true),
+    ("hosted on", "deployed_to", true),
+    ("hosted at", "deployed_to", true),
     ("is blocked by", "blocked_by", true),
     ("are blocked by", "blocked_by", true),
+    ("blocked by", "blocked_by", true),
+    ("is blocked on", "blocked_by", true),
+    ("is waiting on", "blocked_by", true),
+    ("waiting on", "blocked_by", true),
+    ("is held up by", "blocked_by", true),
+    ("held up by", "blocked_by", true),
     ("blocks", "blocked_by", false),
+    ("can't ship until", "blocked_by", true),
+    ("cannot ship until", "blocked_by", true),
+    ("can't start until", "blocked_by", true),
+    ("cannot start until", "blocked_by", true),
+    ("can't launch until", "blocked_by", true),
+    ("can't go live until", "blocked_by", true),
+    ("won't ship until", "blocked_by", true),
+    ("is on hold until", "blocked_by", true),
+    ("on hold until", "blocked_by", true),
+    ("is waiting for", "blocked_by", true),
+    ("waiting for", "blocked_by", true),
+    ("is supplied by", "supplied_by", true),
+    ("supplied by", "supplied_by", true),
+    ("is provided by", "supplied_by", true),
+    ("provided by", "supplied_by", true),
 ];
 
 const LONGEST_NAME_WORDS: usize = 6;
@@ -167,12 +376,16 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
     // A table's header cells, once its separator row is seen.
     let mut table: Option<Vec<String>> = None;
     let mut header: Option<Vec<String>> = None;
+    // A list whose label names a relation ("## Dependencies", "Direct
+    // reports:", "It depends on:"): its items are the relation's objects.
+    let mut listed: Option<Listed> = None;
     for (i, line) in body.lines().enumerate() {
         let n = body_first_line + i as u32;
         let t = line.trim();
         if t.starts_with("```") || t.starts_with("~~~") {
             para.flush(&mut g);
             in_code = !in_code;
+            listed = None;
             continue;
         }
         if in_code {
@@ -181,9 +394,38 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
         if t.is_empty() || t.starts_with('#') {
             para.flush(&mut g);
             links(&mut g, t, n);
+            if t.starts_with('#') {
+                listed = list_label(&g, t.trim_start_matches('#'));
+            }
             continue;
         }
         links(&mut g, t, n);
+        let item = list_item(t);
+        match (&listed, item) {
+            (Some(l), Some(it)) => {
+                if let Some(object) = item_name(it) {
+                    let (from, to) = if l.forward {
+                        (l.subject.as_str(), object.as_str())
+                    } else {
+                        (object.as_str(), l.subject.as_str())
+                    };
+                    if key(from) != key(to) {
+                        g.edges.push(edge(from, l.rel, to, n, "property", t));
+                    }
+                }
+                para.flush(&mut g);
+                continue;
+            }
+            (Some(_), None) => listed = None,
+            _ => {}
+        }
+        if t.ends_with(':') && !t.starts_with('|') {
+            if let Some(l) = list_label(&g, t) {
+                para.flush(&mut g);
+                listed = Some(l);
+                continue;
+            }
+        }
         if t.starts_with('|') {
             para.flush(&mut g);
             let cells = table_cells(t);
@@ -224,6 +466,118 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
     }
     para.flush(&mut g);
     g
+}
+
+/// A list introduced by a label that names a relation.
+struct Listed {
+    subject: String,
+    rel: &'static str,
+    /// The subject is the edge's subject (`Dependencies:`), else its
+    /// object (`Direct reports:`).
+    forward: bool,
+}
+
+/// A label ("Dependencies:", "## Owners", "It depends on:") as the relation
+/// its list gives, about the note.
+fn list_label(g: &NoteGraph, label: &str) -> Option<Listed> {
+    let label = label
+        .trim()
+        .trim_end_matches(':')
+        .trim_matches(|c: char| c == '*' || c == '_' || c.is_whitespace())
+        .trim_end_matches(':');
+    let spoken = strip_parentheses(label)
+        .replace(['_', '-'], " ")
+        .to_lowercase();
+    let spoken = spoken.trim();
+    if let Some((_, rel, subject)) = KEYED.iter().find(|(names, _, _)| names.contains(&spoken)) {
+        return Some(Listed {
+            subject: g.name.clone(),
+            rel,
+            forward: *subject,
+        });
+    }
+    // A sentence that ends with its verb: "It depends on:".
+    let lower = format!(" {} ", spoken);
+    let (at, phrase, rel, forward) = next_verb(&lower, 0)?;
+    if lower[at + phrase.len() + 2..].trim().is_empty() {
+        let before = lower[..at].trim();
+        let subject = if before.is_empty() || is_pronoun(before) {
+            g.name.clone()
+        } else {
+            let original = label[..before.len().min(label.len())].trim();
+            clean_name(original).unwrap_or_else(|| g.name.clone())
+        };
+        return Some(Listed {
+            subject,
+            rel,
+            forward,
+        });
+    }
+    None
+}
+
+/// A list item's text (`- x`, `* x`, `1. x`), else None.
+fn list_item(t: &str) -> Option<&str> {
+    if let Some(rest) = t.strip_prefix(['-', '*', '+']) {
+        return rest.starts_with(' ').then(|| rest.trim());
+    }
+    let (d, rest) = t.split_once(['.', ')'])?;
+    (!d.is_empty()
+        && d.len() <= 3
+        && d.chars().all(|c| c.is_ascii_digit())
+        && rest.starts_with(' '))
+    .then(|| rest.trim())
+}
+
+/// The name a list item starts with: its first link, else its text up to
+/// a dash, colon, comma or parenthesis ("[[On-Call Roster]] — who is on
+/// call", "Telvox SMS Gateway — outbound SMS").
+fn item_name(item: &str) -> Option<String> {
+    let item = item.trim().trim_matches('*').trim();
+    if item.starts_with('[') {
+        if let Some(t) = first_link(item) {
+            return Some(t);
+        }
+    }
+    let end = [" — ", " – ", " - ", ":", ",", "(", ";"]
+        .iter()
+        .filter_map(|sep| item.find(sep))
+        .min()
+        .unwrap_or(item.len());
+    clean_name(&item[..end])
+}
+
+/// The target of the first `[[link]]` or `[text](note.md)` in `t`.
+fn first_link(t: &str) -> Option<String> {
+    let t = t.trim();
+    if let Some(rest) = t.strip_prefix("[[") {
+        let inner = rest.split("]]").next()?;
+        return wiki_target(&format!("[[{inner}]]"));
+    }
+    if let Some(inner) = t.strip_prefix('[') {
+        let (shown, rest) = inner.split_once("](")?;
+        let target = rest.split(')').next()?;
+        let file = target.rsplit('/').next()?.split('#').next()?;
+        let file = file.strip_suffix(".md").unwrap_or(file).replace("%20", " ");
+        return clean_name(if file.is_empty() { shown } else { &file });
+    }
+    None
+}
+
+/// `text` without its parenthesised parts ("Northbrook DC (relay-01
+/// active)" is Northbrook DC).
+fn strip_parentheses(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut depth = 0usize;
+    for c in text.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The cells of a table row, trimmed, bold marks off.
@@ -305,7 +659,7 @@ fn properties(g: &mut NoteGraph, meta: &Map<String, Value>, src: &str) {
 fn key_line(t: &str) -> Option<(String, &str)> {
     let t = t.trim_start_matches(['-', '*', '+', ' ']);
     let (k, v) = t.split_once(':')?;
-    let k = k.trim().trim_matches('*').trim().to_lowercase();
+    let k = strip_parentheses(k.trim().trim_matches('*').trim()).to_lowercase();
     let v = v.trim().trim_start_matches('*').trim();
     let known = KEYED
         .iter()
@@ -331,6 +685,9 @@ fn keyed_about(
     let Some((_, rel, subject)) = KEYED.iter().find(|(names, _, _)| names.contains(&k)) else {
         return;
     };
+    // A table row about `[[Relay Engine]]` is about Relay Engine.
+    let about = first_link(about).unwrap_or_else(|| about.to_string());
+    let about = about.as_str();
     for v in values {
         let target = wiki_target(v).unwrap_or_else(|| v.trim().to_string());
         if target.is_empty() || target.split_whitespace().count() > LONGEST_NAME_WORDS {
@@ -392,6 +749,7 @@ fn links(g: &mut NoteGraph, t: &str, n: u32) {
 
 /// Items of a value written as a list: `A, B and C`, `[[A]], [[B]]`.
 fn split_list(v: &str) -> Vec<String> {
+    let v = strip_parentheses(v);
     let v = v.trim().trim_end_matches('.');
     v.split([',', ';'])
         .flat_map(|part| part.split(" and "))
@@ -444,6 +802,11 @@ const PRONOUNS: &[&str] = &[
     "he",
     "she",
     "these",
+    "her",
+    "his",
+    "him",
+    "them",
+    "their",
     "this service",
     "this team",
 ];
@@ -523,18 +886,39 @@ fn statements(g: &mut NoteGraph, para: &Paragraph) {
         // sentence's own subject.
         let before = &sentence[..verb.0];
         let coordinated = before.trim_end().to_lowercase().ends_with(" and");
-        let named = if before.trim().is_empty() {
+        let named = if before.trim().is_empty()
+            || before
+                .rsplit([';', ':', '—'])
+                .next()
+                .is_some_and(|b| b.trim().is_empty())
+        {
             // Notes are terse: "Relies on MySQL." is about the note.
             Some(g.name.clone())
         } else if coordinated {
             leading_subject(said)
+        } else if verb.1.starts_with("consumer")
+            || ["manager is", "line manager is", "supervisor is"].contains(&verb.1)
+        {
+            // A noun that is the verb ("its main consumer is", "Tomasz's
+            // manager is"): the subject is whose it is, else the one spoken of.
+            let last = before.split_whitespace().last().unwrap_or("");
+            if last.ends_with("'s") || last.ends_with("’s") {
+                tail_name(before)
+            } else {
+                Some("it".to_string())
+            }
         } else {
             tail_name(before)
         };
         let Some(mut subject) = named else {
             continue;
         };
-        if is_pronoun(&subject) {
+        // What a pronoun among the objects means: who was spoken of before.
+        let referent = last_subject.clone().unwrap_or_else(|| g.name.clone());
+        if is_first_person(&subject) {
+            // "We own …" in a team's note: the note.
+            subject = g.name.clone();
+        } else if is_pronoun(&subject) {
             // "It", "she": the sentence before's subject, else what the
             // note is about.
             if let Some(s) = unread
@@ -542,40 +926,53 @@ fn statements(g: &mut NoteGraph, para: &Paragraph) {
                 .and_then(leading_subject)
                 .filter(|s| !is_pronoun(s))
             {
-                last_subject = Some(as_the_note(g, s));
+                last_subject = Some(as_the_note(&g.name, s));
             }
             subject = last_subject.clone().unwrap_or_else(|| g.name.clone());
         } else {
-            subject = as_the_note(g, subject);
+            subject = as_the_note(&g.name, subject);
             last_subject = Some(subject.clone());
             unread = None;
         }
         // One clause per verb that shares the subject: "X is maintained by
-        // A and depends on B" is two statements about X.
+        // A and depends on B" is two statements about X; after ", who" or
+        // ", which" the clause is about the last object ("led by Nadia,
+        // who reports to …").
         loop {
             let (i, phrase, rel, forward) = verb;
             let start = i + phrase.len() + 2;
-            // The next verb starts a clause of the same subject when only
-            // "and", a comma, a pronoun or "is"/"also" come before it
-            // (", and it is deployed to …").
-            let next = next_verb(&lower, start)
-                .and_then(|v| clause_start(&lower[start..v.0]).map(|cut| (v, start + cut)));
-            let end = next.map_or(sentence.len(), |(_, cut)| cut);
-            let next = next.map(|(v, _)| v);
+            let next = next_verb(&lower, start).and_then(|v| {
+                clause_start(&lower[start..v.0]).map(|(cut, rel)| (v, start + cut, rel))
+            });
+            let end = next.map_or(sentence.len(), |(_, cut, _)| cut);
             // `i` is the verb's leading space, one past the padding.
             let n = para.line_at(at + i);
-            objects(
-                g,
-                &subject,
-                &sentence[start.min(sentence.len())..end.max(start).min(sentence.len())],
+            let note_name = g.name.clone();
+            let said_of = Clause {
+                subject: &subject,
+                referent: &referent,
+                note: &note_name,
                 phrase,
                 rel,
                 forward,
-                n,
-                said,
+                line: n,
+                sentence: said,
+            };
+            let found = objects(
+                g,
+                &said_of,
+                &sentence[start.min(sentence.len())..end.max(start).min(sentence.len())],
             );
             match next {
-                Some(v) => verb = v,
+                Some((v, _, relative)) => {
+                    if relative {
+                        match found.last() {
+                            Some(o) => subject = o.clone(),
+                            None => break,
+                        }
+                    }
+                    verb = v;
+                }
                 None => break,
             }
         }
@@ -584,11 +981,12 @@ fn statements(g: &mut NoteGraph, para: &Paragraph) {
 
 /// Where, in the text between two verbs, the first clause ends: at the
 /// last "and", "," or ";" when only small words (a pronoun, "is", "also")
-/// follow it up to the second verb.
-fn clause_start(between: &str) -> Option<usize> {
+/// follow it up to the second verb; and whether the second clause is a
+/// relative one (", who …", ", which …").
+fn clause_start(between: &str) -> Option<(usize, bool)> {
     const SMALL: &[&str] = &[
-        "it", "they", "he", "she", "this", "that", "which", "is", "are", "was", "were", "also",
-        "then", "and", "so",
+        "it", "they", "he", "she", "this", "that", "which", "who", "is", "are", "was", "were",
+        "also", "then", "and", "so", "directly", "now", "still",
     ];
     // The verb's own leading space ends `between`: " and" then counts.
     let spaced = format!("{between} ");
@@ -601,63 +999,152 @@ fn clause_start(between: &str) -> Option<usize> {
         .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
         .filter(|w| !w.is_empty())
         .collect();
-    words.iter().all(|w| SMALL.contains(w)).then_some(cut)
+    let relative = words.first().is_some_and(|w| matches!(*w, "who" | "which"));
+    words
+        .iter()
+        .all(|w| SMALL.contains(w))
+        .then_some((cut, relative))
 }
 
 /// A note speaks of what it is about by part of its name: a person by
 /// their first name ("Ines reports to …" in "Ines Duarte"), a thing with
 /// its kind after it ("the raw-events topic" in "raw-events").
-fn as_the_note(g: &NoteGraph, subject: String) -> String {
-    let own = key(&g.name);
+fn as_the_note(note: &str, subject: String) -> String {
+    let own = key(note);
     let said = key(&subject);
+    // Its first name, or the first words of its name ("Season 4" in
+    // "Season 4 Launch").
     let first_name =
-        !said.contains(' ') && own.split(' ').next() == Some(said.as_str()) && own.contains(' ');
+        own.len() > said.len() && own.starts_with(&format!("{said} ")) && !said.is_empty();
     let with_kind = said.starts_with(&format!("{own} "))
         && said.split(' ').count() == own.split(' ').count() + 1;
     if first_name || with_kind {
-        g.name.clone()
+        note.to_string()
     } else {
         subject
     }
 }
 
-/// The edges of one clause: one per name in what follows its verb.
-#[allow(clippy::too_many_arguments)]
-fn objects(
-    g: &mut NoteGraph,
-    subject: &str,
-    after: &str,
-    phrase: &str,
-    rel: &str,
+/// A clause being read: its subject, its verb, where it is.
+struct Clause<'a> {
+    subject: &'a str,
+    /// Whom "it" among the objects means.
+    referent: &'a str,
+    /// What the note is about, whom "her", "him" or "them" mean.
+    note: &'a str,
+    phrase: &'a str,
+    rel: &'a str,
     forward: bool,
-    n: u32,
-    sentence: &str,
-) {
-    let preposition = phrase
-        .rsplit(' ')
-        .next()
-        .filter(|p| ["on", "to", "by"].contains(p));
-    for item in split_list(after) {
-        let item = match preposition {
-            Some(p) => item
-                .strip_prefix(&format!("{p} "))
-                .unwrap_or(&item)
-                .to_string(),
-            None => item,
-        };
-        let Some(object) = head_name(&item) else {
-            continue;
-        };
-        if is_pronoun(&object) {
-            continue;
+    line: u32,
+    sentence: &'a str,
+}
+
+/// The edges of one clause: one per name in what follows its verb; the
+/// names are returned. Links, where the clause has them, are its names
+/// ("relies on [[Keystone IdP|Keystone]] for the service accounts").
+fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
+    // ", as does X": X too is a subject of the clause.
+    let lower = after.to_ascii_lowercase();
+    let (after, also) = match [", as does ", ", as do ", " as does ", " as do "]
+        .iter()
+        .find_map(|m| lower.find(m).map(|i| (i, m.len())))
+    {
+        Some((i, len)) => (&after[..i], split_list(&after[i + len..])),
+        None => (after, Vec::new()),
+    };
+    let head_end = [" — ", " – ", ": ", "; "]
+        .iter()
+        .filter_map(|sep| after.find(sep))
+        .min()
+        .unwrap_or(after.len());
+    let mut head = &after[..head_end];
+    // "Co-owns X with Y": Y is a subject too; whatever "with" brings, it
+    // is not an object.
+    let mut also = also;
+    if let Some(i) = head.to_ascii_lowercase().find(" with ") {
+        if c.rel == "owns" && c.forward {
+            also.extend(
+                link_targets(&head[i..])
+                    .into_iter()
+                    .chain(split_list(&head[i + 6..])),
+            );
         }
-        let e = if forward {
-            edge(subject, rel, &object, n, "statement", sentence)
-        } else {
-            edge(&object, rel, subject, n, "statement", sentence)
-        };
-        g.edges.push(e);
+        head = &head[..i];
     }
+    let mut found: Vec<String> = if head.contains("[[") || head.contains("](") {
+        link_targets(head)
+    } else {
+        let preposition =
+            c.phrase.rsplit(' ').next().filter(|p| {
+                ["on", "to", "by", "of", "for", "from", "under", "in", "at"].contains(p)
+            });
+        split_list(head)
+            .into_iter()
+            .filter_map(|item| {
+                let item = match preposition {
+                    Some(p) => item
+                        .strip_prefix(&format!("{p} "))
+                        .unwrap_or(&item)
+                        .to_string(),
+                    None => item,
+                };
+                let object = head_name(&item).or_else(|| pronoun_of(&item))?;
+                if is_pronoun(&object) {
+                    // "works under her" in a person's note: the person;
+                    // "depends on it": what was spoken of before.
+                    return Some(match object.to_lowercase().as_str() {
+                        "her" | "him" | "them" => c.note.to_string(),
+                        _ => c.referent.to_string(),
+                    });
+                }
+                Some(as_the_note(c.note, object))
+            })
+            .collect()
+    };
+    // "X is her manager": the object is in the verb.
+    if found.is_empty()
+        && [" her ", " his ", " their "]
+            .iter()
+            .any(|p| format!(" {} ", c.phrase).contains(p))
+    {
+        found.push(c.referent.to_string());
+    }
+    found.retain(|o| key(o) != key(c.subject));
+    let mut subjects: Vec<String> = vec![c.subject.to_string()];
+    for a in also.iter().filter_map(|a| head_name(a)) {
+        if !subjects.iter().any(|s| key(s) == key(&a)) {
+            subjects.push(a);
+        }
+    }
+    for s in &subjects {
+        for object in &found {
+            let e = if c.forward {
+                edge(s, c.rel, object, c.line, "statement", c.sentence)
+            } else {
+                edge(object, c.rel, s, c.line, "statement", c.sentence)
+            };
+            g.edges.push(e);
+        }
+    }
+    found
+}
+
+/// A lone object pronoun ("her", "them"), which [`clean_name`] refuses.
+fn pronoun_of(item: &str) -> Option<String> {
+    let w = item.trim().trim_end_matches(['.', ',']).to_lowercase();
+    matches!(w.as_str(), "her" | "him" | "them" | "it").then_some(w)
+}
+
+/// The targets of the `[[links]]` and `[text](note.md)` links in `t`.
+fn link_targets(t: &str) -> Vec<String> {
+    let mut g = NoteGraph::default();
+    links(&mut g, t, 0);
+    g.edges.into_iter().map(|e| e.to).collect()
+}
+
+/// "We", "us", "our team": in a note, the note's own team or person.
+fn is_first_person(s: &str) -> bool {
+    matches!(s.to_lowercase().as_str(), "we" | "us" | "our team" | "i")
 }
 
 fn is_pronoun(s: &str) -> bool {
@@ -696,23 +1183,213 @@ fn strip_article(s: &str) -> &str {
 
 fn clean_name(s: &str) -> Option<String> {
     let s = strip_article(s.trim_matches(|c: char| c.is_whitespace() || "`*_\"'“”".contains(c)));
+    let s = s
+        .strip_suffix("'s")
+        .or_else(|| s.strip_suffix("’s"))
+        .unwrap_or(s);
     let s = wiki_target(s).unwrap_or_else(|| s.to_string());
     let words = s.split_whitespace().count();
-    (words > 0 && words <= LONGEST_NAME_WORDS && s.chars().any(char::is_alphanumeric)).then_some(s)
+    (words > 0
+        && words <= LONGEST_NAME_WORDS
+        && s.chars().any(char::is_alphanumeric)
+        && looks_like_a_name(&s))
+    .then_some(s)
+}
+
+/// Words of the closed classes of English (pronouns, determiners,
+/// conjunctions, auxiliaries, prepositions, question words): a phrase
+/// that starts with one is a clause or a fragment, not a name ("so changes
+/// go through her", "who reports directly", "as does Fatima").
+const NOT_A_NAME_START: &[&str] = &[
+    "i",
+    "we",
+    "you",
+    "he",
+    "she",
+    "it",
+    "they",
+    "me",
+    "us",
+    "him",
+    "her",
+    "them",
+    "my",
+    "our",
+    "your",
+    "his",
+    "its",
+    "their",
+    "this",
+    "that",
+    "these",
+    "those",
+    "who",
+    "whom",
+    "whose",
+    "what",
+    "which",
+    "where",
+    "when",
+    "why",
+    "how",
+    "and",
+    "or",
+    "but",
+    "so",
+    "if",
+    "because",
+    "since",
+    "although",
+    "though",
+    "as",
+    "than",
+    "then",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "has",
+    "have",
+    "had",
+    "do",
+    "does",
+    "did",
+    "can",
+    "can't",
+    "cannot",
+    "will",
+    "would",
+    "should",
+    "could",
+    "must",
+    "may",
+    "might",
+    "shall",
+    "not",
+    "no",
+    "never",
+    "to",
+    "for",
+    "of",
+    "in",
+    "on",
+    "at",
+    "by",
+    "with",
+    "from",
+    "into",
+    "onto",
+    "over",
+    "under",
+    "about",
+    "via",
+    "through",
+    "per",
+    "everything",
+    "everyone",
+    "everybody",
+    "nothing",
+    "nobody",
+    "anything",
+    "anyone",
+    "something",
+    "someone",
+    "all",
+    "some",
+    "any",
+    "each",
+    "every",
+    "most",
+    "both",
+    "either",
+    "neither",
+    "there",
+    "here",
+    "also",
+    "too",
+    "just",
+    "only",
+    "still",
+    "even",
+    "along",
+    "plus",
+    "including",
+    "except",
+    "besides",
+    "like",
+    "such",
+    "that's",
+    "it's",
+];
+
+/// Whether a phrase may be a name: it does not open with a word of a
+/// closed class or an adverb ("Personally"), and a phrase in lower case
+/// (not a proper name) has no article inside ("get a risk score back").
+fn looks_like_a_name(s: &str) -> bool {
+    let words: Vec<String> = s
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
+                .to_lowercase()
+        })
+        .collect();
+    let Some(first) = words.first() else {
+        return false;
+    };
+    if NOT_A_NAME_START.contains(&first.as_str()) {
+        return false;
+    }
+    if words.len() == 1 && first.len() > 6 && first.ends_with("ly") && !s.contains(['[', '-']) {
+        return false;
+    }
+    let proper = s.chars().next().is_some_and(|c| !c.is_lowercase());
+    proper
+        || !words[1..]
+            .iter()
+            .any(|w| matches!(w.as_str(), "a" | "an" | "the"))
 }
 
 /// The name just before a verb: the end of the clause before it.
 fn tail_name(before: &str) -> Option<String> {
+    let before = strip_parentheses(before);
+    let before = before.as_str();
     let clause = before
         .rsplit([',', ';', ':', '(', ')'])
         .next()
         .unwrap_or(before);
-    let words: Vec<&str> = clause.split_whitespace().collect();
+    let mut words: Vec<&str> = clause
+        .split_whitespace()
+        .map(|w| w.trim_matches('*'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    // "It also relies on": the adverb is not the subject.
+    while words.len() > 1
+        && [
+            "also",
+            "now",
+            "still",
+            "currently",
+            "then",
+            "too",
+            "directly",
+            "only",
+        ]
+        .contains(&words[words.len() - 1].to_lowercase().as_str())
+    {
+        words.pop();
+    }
     let from = words
         .iter()
         .rposition(|w| STOP_BEFORE.contains(&w.to_lowercase().as_str()))
         .map_or(0, |i| i + 1);
-    clean_name(&words[from..].join(" "))
+    let said = words[from..].join(" ");
+    if is_pronoun(&said) || is_first_person(&said) {
+        return Some(said);
+    }
+    clean_name(&said)
 }
 
 /// The name that starts what follows a verb, without an adverb after it
@@ -727,7 +1404,34 @@ fn head_name(after: &str) -> Option<String> {
         }
     }
     let mut name = after[..end].trim_end();
-    for adverb in [" too", " also", " as well", " now", " today", " instead"] {
+    for adverb in [
+        " too",
+        " also",
+        " as well",
+        " now",
+        " today",
+        " instead",
+        " this week",
+        " this month",
+        " this quarter",
+        " this sprint",
+        " next week",
+        " for now",
+        " land",
+        " lands",
+        " ships",
+        " ship",
+        " is done",
+        " are done",
+        " is merged",
+        " are merged",
+        " is fixed",
+        " are fixed",
+        " is resolved",
+        " is closed",
+        " goes out",
+        " go out",
+    ] {
         if name.to_ascii_lowercase().ends_with(adverb) {
             name = &name[..name.len() - adverb.len()];
         }
@@ -843,6 +1547,91 @@ mod tests {
                 e("Ines Duarte", "depends_on", "Vault", 7, "statement"),
                 e("Apps team", "owns", "Flags", 8, "statement"),
                 e("Theo Laine", "reports_to", "Ines Duarte", 12, "property"),
+            ]
+        );
+    }
+
+    #[test]
+    fn labelled_lists_links_pronouns_and_relative_clauses() {
+        let text = "---\ntitle: Marcus Oyelaran\n---\nDaniel reports to Marcus, as does [[Fatima Zahedi]]. [[Tomasz]] works under him.\n\nIt relies on [[Keystone IdP|Keystone]] for the service accounts used by the console.\nWe own [[Harbor]] — pipelines, models and the cost bill.\nThe team is led by Nadia Castellanos, who reports directly to Robert Lindqvist (CIO).\n\nDirect reports:\n- [[Grace Whitfield]] — identity\n- Priya Ramaswamy (comms)\n\n## Dependencies\n\n1. [[PageRunner]] — pages\n2. Telvox SMS Gateway — outbound SMS\n\nSo changes go through her. Personally owned by nobody.\n";
+        let stated = |p: &str, t: &str| {
+            let mut all = edges(p, t);
+            all.retain(|e| e.4 != "link");
+            all
+        };
+        assert_eq!(
+            stated("people/marcus.md", text),
+            vec![
+                e("Daniel", "reports_to", "Marcus Oyelaran", 4, "statement"),
+                e(
+                    "Fatima Zahedi",
+                    "reports_to",
+                    "Marcus Oyelaran",
+                    4,
+                    "statement"
+                ),
+                e("Tomasz", "reports_to", "Marcus Oyelaran", 4, "statement"),
+                e(
+                    "Marcus Oyelaran",
+                    "depends_on",
+                    "Keystone IdP",
+                    6,
+                    "statement"
+                ),
+                e("Marcus Oyelaran", "owns", "Harbor", 7, "statement"),
+                e("Nadia Castellanos", "leads", "team", 8, "statement"),
+                e(
+                    "Nadia Castellanos",
+                    "reports_to",
+                    "Robert Lindqvist",
+                    8,
+                    "statement"
+                ),
+                e(
+                    "Grace Whitfield",
+                    "reports_to",
+                    "Marcus Oyelaran",
+                    11,
+                    "property"
+                ),
+                e(
+                    "Priya Ramaswamy",
+                    "reports_to",
+                    "Marcus Oyelaran",
+                    12,
+                    "property"
+                ),
+                e(
+                    "Marcus Oyelaran",
+                    "depends_on",
+                    "PageRunner",
+                    16,
+                    "property"
+                ),
+                e(
+                    "Marcus Oyelaran",
+                    "depends_on",
+                    "Telvox SMS Gateway",
+                    17,
+                    "property"
+                ),
+            ]
+        );
+        let text = "# Season 4 Launch\n\nSeason 4 can't ship until ONL-412 and PAY-88 land.\nCo-owns [[Ladder]] with [[Ines Duarte]].\n- **Deployed to:** Northbrook DC (relay-01 active, relay-02 passive)\n";
+        assert_eq!(
+            stated("docs/launch.md", text),
+            vec![
+                e("Season 4 Launch", "blocked_by", "ONL-412", 3, "statement"),
+                e("Season 4 Launch", "blocked_by", "PAY-88", 3, "statement"),
+                e("Season 4 Launch", "owns", "Ladder", 4, "statement"),
+                e("Ines Duarte", "owns", "Ladder", 4, "statement"),
+                e(
+                    "Season 4 Launch",
+                    "deployed_to",
+                    "Northbrook DC",
+                    5,
+                    "property"
+                ),
             ]
         );
     }

@@ -258,6 +258,15 @@ impl GraphStore {
         Ok(Some(stats))
     }
 
+    /// The relations of the edges the questions see.
+    pub fn relations(&self) -> Result<Vec<String>, DbError> {
+        let mut q = self.conn.prepare_cached(
+            "SELECT DISTINCT rel FROM edges WHERE tenant IN ('', ?1) ORDER BY rel",
+        )?;
+        let rows = q.query_map([&self.tenant], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// The edges the questions see.
     fn edge_count(&self) -> Result<usize, DbError> {
         Ok(self.conn.query_row(
@@ -282,6 +291,25 @@ impl GraphStore {
             "SELECT n.path, n.name FROM names k JOIN notes n ON n.path = k.path WHERE k.key = ?1 AND k.tenant IN ('', ?2) ORDER BY n.path",
         )?;
         let rows = q.query_map([k, &self.tenant], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The notes with a name that starts with the word `first` ("marcus"
+    /// in "marcus oyelaran"), at most `max`.
+    pub fn notes_first_named(&self, first: &str, max: usize) -> Result<Vec<String>, DbError> {
+        // Keys between "first " and "first!" are those that start with it.
+        let mut q = self.conn.prepare_cached(
+            "SELECT DISTINCT path FROM names WHERE key >= ?1 AND key < ?2 AND tenant IN ('', ?3) ORDER BY path LIMIT ?4",
+        )?;
+        let rows = q.query_map(
+            params![
+                format!("{first} "),
+                format!("{first}!"),
+                &self.tenant,
+                max as i64
+            ],
+            |r| r.get(0),
+        )?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

@@ -66,11 +66,34 @@ pub struct Found {
 
 /// A name as a node: with a note's names all together.
 pub fn node(g: &GraphStore, name: &str) -> Result<Node, DbError> {
-    let k = key(name);
-    let notes = g.notes_named(&k)?;
+    let mut k = key(name);
+    let mut notes = g.notes_named(&k)?;
+    // Notes call people (and things) by their first name: "Marcus" is the
+    // one note whose name starts with it, when only one does.
+    if notes.is_empty() && !k.contains(' ') && !k.is_empty() {
+        if let [one] = g.notes_first_named(&k, 2)?.as_slice() {
+            if let Some(full) = g
+                .names_of(std::slice::from_ref(one))?
+                .into_iter()
+                .max_by_key(|n| n.len())
+            {
+                notes = g.notes_named(&full)?;
+                k = full;
+            }
+        }
+    }
     let paths: Vec<String> = notes.iter().map(|(p, _)| p.clone()).collect();
     let mut keys: BTreeSet<String> = g.names_of(&paths)?.into_iter().collect();
     keys.insert(k.clone());
+    // …and "Marcus Oyelaran" is also the "Marcus" the notes speak of.
+    if let (Some((first, _)), [_]) = (k.split_once(' '), paths.as_slice()) {
+        if g.knows(first)?
+            && g.notes_named(first)?.is_empty()
+            && g.notes_first_named(first, 2)?.len() == 1
+        {
+            keys.insert(first.to_string());
+        }
+    }
     let shown = match notes.first() {
         Some((_, n)) => n.clone(),
         None => g.spelling(&k)?.unwrap_or_else(|| name.trim().to_string()),

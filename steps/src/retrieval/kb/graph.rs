@@ -97,7 +97,26 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
             to: to.as_deref(),
             limit,
         };
-        let mut f = walk::run(&g, &q).map_err(|e| e.to_string())?;
+        // A chain is looked for through what the notes state first (owners,
+        // dependencies, reporting lines…), through mere links and tags only
+        // when the statements do not connect the two.
+        let stated: Vec<String> = g
+            .relations()
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter(|r| r != "links_to" && r != "tagged")
+            .collect();
+        let mut f = match q.to {
+            Some(_) if relations.is_empty() && !stated.is_empty() => {
+                let typed = walk::run(&g, &Query { relations: &stated, ..q }).map_err(|e| e.to_string())?;
+                if typed.path.is_some() {
+                    typed
+                } else {
+                    walk::run(&g, &q).map_err(|e| e.to_string())?
+                }
+            }
+            _ => walk::run(&g, &q).map_err(|e| e.to_string())?,
+        };
         // A question naming several things, one of which has the edges it
         // asks about ("the INC-204 fix": `fix` is what is blocked).
         if f.edges.is_empty() && node_from_question && q.to.is_none() {
