@@ -364,6 +364,66 @@ fn kb_index_is_incremental_and_repairs_a_damaged_index() {
 }
 
 #[test]
+fn kb_index_brings_the_graph_up_to_date_with_it() {
+    let dir = tempdir();
+    let root = dir.path();
+    vault(root);
+    write(
+        root,
+        "kb/Work/Billing.md",
+        "# Billing service\n\nThe billing service relies on [[Ledger]] and is owned by the Payments team.\n",
+    );
+    output(&step(root, "kb.index", "{kb: kb}"));
+    assert!(index_dir(root).join("graph.db").exists());
+    // The question finds the graph ready: no note is read again.
+    let ask = "{kb: kb, question: 'What does the billing service depend on?'}";
+    let out = output(&step(root, "kb.graph", ask));
+    let to = |out: &Value| -> Vec<String> {
+        out["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {} {}#L{}",
+                    e["from"], e["relation"], e["to"], e["path"], e["line"]
+                )
+                .replace('"', "")
+            })
+            .collect()
+    };
+    assert_eq!(
+        (
+            out["graph"]["read"].clone(),
+            out["graph"]["notes"].clone(),
+            to(&out)
+        ),
+        (
+            json!(0),
+            json!(4),
+            vec!["Billing service depends_on Ledger Work/Billing.md#L3".to_string()]
+        ),
+        "{out}"
+    );
+    // An edited note: its edges change with the index, and only then.
+    write(
+        root,
+        "kb/Work/Billing.md",
+        "# Billing service\n\nThe billing service uses Postgres.\n",
+    );
+    output(&step(root, "kb.index", "{kb: kb}"));
+    let out = output(&step(root, "kb.graph", ask));
+    assert_eq!(
+        (out["graph"]["read"].clone(), to(&out)),
+        (
+            json!(0),
+            vec!["Billing service depends_on Postgres Work/Billing.md#L3".to_string()]
+        ),
+        "{out}"
+    );
+}
+
+#[test]
 fn kb_search_ranks_filters_and_reads_operators() {
     let dir = tempdir();
     let root = dir.path();

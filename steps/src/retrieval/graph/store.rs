@@ -40,6 +40,20 @@ const MIGRATIONS: &[&str] = &[
 ",
 ];
 
+/// The indexes of the tables, dropped and built again around a graph's
+/// first build (the same as the first migration's).
+const DROP_INDEXES: &str = "
+    DROP INDEX IF EXISTS names_key; DROP INDEX IF EXISTS names_path;
+    DROP INDEX IF EXISTS edges_src; DROP INDEX IF EXISTS edges_dst; DROP INDEX IF EXISTS edges_path;
+";
+const CREATE_INDEXES: &str = "
+    CREATE INDEX IF NOT EXISTS names_key ON names(key);
+    CREATE INDEX IF NOT EXISTS names_path ON names(path);
+    CREATE INDEX IF NOT EXISTS edges_src ON edges(src_key);
+    CREATE INDEX IF NOT EXISTS edges_dst ON edges(dst_key);
+    CREATE INDEX IF NOT EXISTS edges_path ON edges(path);
+";
+
 /// The file in the index's folder.
 pub const FILE: &str = "graph.db";
 
@@ -163,8 +177,8 @@ impl GraphStore {
             .iter()
             .filter(|(p, h)| known.get(p) != Some(h))
             .collect();
-        // Read on two threads (the notes are independent); a stop is
-        // noticed between notes.
+        // Read on several threads (the notes are independent), before the
+        // write lock is taken; a stop is noticed between notes.
         type Read = (String, String, extract::NoteGraph);
         let read_part = |part: &[&(String, String)]| -> Option<Vec<Read>> {
             let mut out = Vec::with_capacity(part.len());
@@ -180,16 +194,25 @@ impl GraphStore {
             }
             Some(out)
         };
-        let (first, second) = changed.split_at(changed.len() / 2);
-        let (a, b) = std::thread::scope(|s| {
-            let other = s.spawn(|| read_part(first));
-            let mine = read_part(second);
-            (other.join().ok().flatten(), mine)
+        let readers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4));
+        let per = changed.len().div_ceil(readers).max(1);
+        let parts: Vec<Option<Vec<Read>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = changed
+                .chunks(per)
+                .map(|part| s.spawn(move || read_part(part)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().ok().flatten())
+                .collect()
         });
-        let (Some(mut read_now), Some(rest)) = (a, b) else {
-            return Ok(None);
-        };
-        read_now.extend(rest);
+        let mut read_now = Vec::with_capacity(changed.len());
+        for part in parts {
+            match part {
+                Some(p) => read_now.extend(p),
+                None => return Ok(None),
+            }
+        }
         let mut stats = SyncStats {
             notes: files.len(),
             read: read_now.len(),
@@ -215,6 +238,12 @@ impl GraphStore {
                 }
             }
         }
+        // A graph built from nothing is written without its indexes, which
+        // are then built once, sorted: far quicker than row by row.
+        let bulk = known.is_empty() && !read_now.is_empty();
+        if bulk {
+            tx.execute_batch(DROP_INDEXES)?;
+        }
         {
             let mut note =
                 tx.prepare("INSERT INTO notes (path, hash, name, tenant) VALUES (?1, ?2, ?3, ?4)")?;
@@ -233,21 +262,27 @@ impl GraphStore {
                 for k in keys {
                     name.execute(params![k, path, g.tenant])?;
                 }
+                // Most edges start at the note itself: its key once.
+                let own = key(&g.name);
+                let key_of = |n: &str| if n == g.name { own.clone() } else { key(n) };
                 for e in &g.edges {
                     edge.execute(params![
                         path,
                         e.line,
                         e.from,
-                        key(&e.from),
+                        key_of(&e.from),
                         e.rel,
                         e.to,
-                        key(&e.to),
+                        key_of(&e.to),
                         e.how,
                         e.text,
                         g.tenant
                     ])?;
                 }
             }
+        }
+        if bulk {
+            tx.execute_batch(CREATE_INDEXES)?;
         }
         tx.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('files', ?1)",

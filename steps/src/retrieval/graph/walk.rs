@@ -320,7 +320,7 @@ mod tests {
             [
                 "Payments team owns billing service (docs/team.md:1)",
                 "Billing service depends_on ledger-service (code/billing-service.md:3)",
-                "ledger service depends_on Postgres (code/ledger-service.md:1)",
+                "ledger-service depends_on Postgres (code/ledger-service.md:1)",
             ]
         );
     }

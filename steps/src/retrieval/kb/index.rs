@@ -576,58 +576,90 @@ impl KbIndex {
         // (its files are unknown, so stale ones could not be removed one by one).
         let first_build = self.reader.searcher().num_docs() == 0;
 
-        let threads = if todo.len() > 200 { 2 } else { 1 };
-        let mut writer = self.writer(threads)?;
-        if rebuild && !first_build {
-            writer
-                .delete_all_documents()
-                .map_err(|e| index_err(self.shown(), e))?;
-        }
-        for path in &removed {
-            writer.delete_term(Term::from_field_text(self.f.path, path));
-        }
-        let total = todo.len();
-        for (n, (file, text, existed)) in todo.into_iter().enumerate() {
-            if stop() {
-                return Err(KbError::Stopped(self.shown().display().to_string()));
-            }
-            // Deleted even when new to our manifest: another process may have
-            // indexed it since we read that manifest (no duplicates then).
-            writer.delete_term(Term::from_field_text(self.f.path, &file.rel_path));
-            if existed {
-                stats.updated += 1;
-            } else {
-                stats.added += 1;
-            }
-            let chunks = chunk_document(&file.rel_path, &text, chunking);
-            if let Some(e) = next.files.get_mut(&file.rel_path) {
-                e.chunks = chunks.len() as u32;
-            }
-            stats.chunks += chunks.len();
-            for mut c in chunks {
-                // Inside a note too: a huge note is thousands of chunks.
-                if stop() {
-                    return Err(KbError::Stopped(self.shown().display().to_string()));
+        // The graph of the notes is brought up to date beside the index, on
+        // a thread of its own, from the texts just read: it is built with
+        // the index rather than on the first question. Should it fail (the
+        // graph locked by another process), `kb.graph` brings it up to date
+        // itself and says why it cannot.
+        let hashes: Vec<(String, String)> = next
+            .files
+            .iter()
+            .map(|(p, e)| (p.clone(), e.hash.clone()))
+            .collect();
+        let texts: std::collections::HashMap<&str, &str> = todo
+            .iter()
+            .map(|(f, t, _)| (f.rel_path.as_str(), t.as_str()))
+            .collect();
+        let graph_dir = self.dir.clone();
+        let (indexed, payload) = std::thread::scope(|s| {
+            let graph = graph_dir.as_deref().map(|d| {
+                let (hashes, texts, root) = (&hashes, &texts, &root_dir);
+                s.spawn(move || sync_graph(d, hashes, texts, root))
+            });
+            let indexed = (|| -> Result<String, KbError> {
+                let threads = if todo.len() > 200 { 2 } else { 1 };
+                let mut writer = self.writer(threads)?;
+                if rebuild && !first_build {
+                    writer
+                        .delete_all_documents()
+                        .map_err(|e| index_err(self.shown(), e))?;
                 }
-                c.mtime_ms = file.mtime_ms;
-                writer
-                    .add_document(self.document(&c))
+                for path in &removed {
+                    writer.delete_term(Term::from_field_text(self.f.path, path));
+                }
+                let total = todo.len();
+                for (n, (file, text, existed)) in todo.iter().enumerate() {
+                    if stop() {
+                        return Err(KbError::Stopped(self.shown().display().to_string()));
+                    }
+                    // Deleted even when new to our manifest: another process may have
+                    // indexed it since we read that manifest (no duplicates then).
+                    writer.delete_term(Term::from_field_text(self.f.path, &file.rel_path));
+                    if *existed {
+                        stats.updated += 1;
+                    } else {
+                        stats.added += 1;
+                    }
+                    let chunks = chunk_document(&file.rel_path, text, chunking);
+                    if let Some(e) = next.files.get_mut(&file.rel_path) {
+                        e.chunks = chunks.len() as u32;
+                    }
+                    stats.chunks += chunks.len();
+                    for mut c in chunks {
+                        // Inside a note too: a huge note is thousands of chunks.
+                        if stop() {
+                            return Err(KbError::Stopped(self.shown().display().to_string()));
+                        }
+                        c.mtime_ms = file.mtime_ms;
+                        writer
+                            .add_document(self.document(&c))
+                            .map_err(|e| index_err(self.shown(), e))?;
+                    }
+                    if n % 100 == 99 {
+                        progress(n + 1, total);
+                    }
+                }
+                if total > 0 {
+                    progress(total, total);
+                }
+                let payload = self.write_manifest(&next)?;
+                let mut prepared = writer
+                    .prepare_commit()
                     .map_err(|e| index_err(self.shown(), e))?;
+                prepared.set_payload(&payload);
+                prepared.commit().map_err(|e| index_err(self.shown(), e))?;
+                drop(writer);
+                Ok(payload)
+            })();
+            if let Some(g) = graph {
+                let _ = g.join();
             }
-            if n % 100 == 99 {
-                progress(n + 1, total);
+            match indexed {
+                Ok(p) => (Ok(()), p),
+                Err(e) => (Err(e), String::new()),
             }
-        }
-        if total > 0 {
-            progress(total, total);
-        }
-        let payload = self.write_manifest(&next)?;
-        let mut prepared = writer
-            .prepare_commit()
-            .map_err(|e| index_err(self.shown(), e))?;
-        prepared.set_payload(&payload);
-        prepared.commit().map_err(|e| index_err(self.shown(), e))?;
-        drop(writer);
+        });
+        indexed?;
         self.remove_stale_manifests(&payload);
         self.reader
             .reload()
@@ -1362,5 +1394,26 @@ fn clear_dir(d: &Path) -> Result<(), KbError> {
             std::fs::remove_file(&p).map_err(|e| KbError::io(&p, e))?;
         }
     }
+    Ok(())
+}
+
+/// Brings the graph beside the index up to date with the notes the index
+/// now holds, reading the texts just read from memory and any other from
+/// the disk.
+fn sync_graph(
+    dir: &std::path::Path,
+    files: &[(String, String)],
+    texts: &std::collections::HashMap<&str, &str>,
+    root: &crate::core::confined::Dir,
+) -> Result<(), crate::core::sqlite::DbError> {
+    let mut g = crate::retrieval::graph::store::GraphStore::open(Some(dir))?;
+    let read = |p: &str| match texts.get(p) {
+        Some(t) => Some(t.to_string()),
+        None => root
+            .read_rel(p)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok()),
+    };
+    g.sync(files, &read, &|| false)?;
     Ok(())
 }
