@@ -45,6 +45,13 @@ answer it, `kind`: direct, transitive or path):
   did not read lists under a label ("Dependencies:"); since fixed. 8 and 9
   are the held-out sets: never read, never tuned on; their misses are not
   printed;
+- `questions10.jsonl` and `questions11.jsonl` on `vault10` (a fintech's
+  payments platform) and `vault11` (a newsroom's product group): written
+  blind the same way, after those fixes; their first runs (14/29 and
+  13/30) showed denials ("no longer depends on") read as relations, lists
+  whose items are the subjects ("Who reads from it:", "Everything below
+  depends on X:"), "feeds into", "the DRI for", possessives ("Seeker's
+  REST API") and names used by their first word; since fixed;
 - `examples/knowledge-graph.test.md`'s questions on `examples/graph` are
   the ones the rules were written against (not scored here).
 
@@ -287,6 +294,8 @@ def main():
                                  ("vault5", "questions5.jsonl", "tuned once"),
                                  ("vault6", "questions6.jsonl", "written blind, tuned once"),
                                  ("vault7", "questions7.jsonl", "written blind, tuned once"),
+                                 ("vault10", "questions10.jsonl", "written blind, tuned once"),
+                                 ("vault11", "questions11.jsonl", "written blind, tuned once"),
                                  ("vault8", "questions8.jsonl", "written blind, held out, never tuned"),
                                  ("vault9", "questions9.jsonl", "written blind, held out, never tuned")]:
             questions = [json.loads(l) for l in open(os.path.join(HERE, "topology", key))]

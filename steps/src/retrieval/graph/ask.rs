@@ -43,12 +43,12 @@ fn forms() -> &'static [(Regex, &'static str, Direction)] {
                 Direction::In,
             ),
             (
-                r("owner|owners|ownership|maintainer|maintainers|steward|stewards|responsible|in charge|accountable"),
+                r("owner|owners|ownership|maintainer|maintainers|steward|stewards"),
                 "owns",
                 Direction::In,
             ),
             (
-                r("owns|own|owning|maintains|maintain|maintaining|looks after|look after|looking after|administers|administer|stewards"),
+                r("owns|own|owning|maintains|maintain|maintaining|looks after|look after|looking after|administers|administer|responsible for|in charge of|accountable for|on the hook for"),
                 "owns",
                 Direction::Out,
             ),
@@ -58,8 +58,10 @@ fn forms() -> &'static [(Regex, &'static str, Direction)] {
                 Direction::In,
             ),
             (r("dependencies|dependency|upstream|upstreams"), "depends_on", Direction::Out),
+            // "What feeds X?": what X depends on.
+            (r("feeds into|feed into|feeds|feed"), "depends_on", Direction::In),
             (
-                r("depends|depend|dependent|relies|rely|relying|requires|require|uses|use|using|calls|call|needs|need|talks to|talk to|reads from|read from|pulls from|pull from|consumes|consume|built on|sits on top of|mounts|mount|authenticates against"),
+                r("depends|depend|dependent|relies|rely|relying|requires|require|uses|use|using|calls|call|needs|need|talks to|talk to|reads from|read from|pulls from|pull from|consumes|consume|built on|sits on top of|mounts|mount|authenticates against|fed by|is fed by"),
                 "depends_on",
                 Direction::Out,
             ),
@@ -70,13 +72,13 @@ fn forms() -> &'static [(Regex, &'static str, Direction)] {
             ),
             // The verb before the noun: at one place the first form wins.
             (
-                r("reports to|report to|reports into|report into|reports directly to|works for|work for|works under|work under|supervised by|managed by"),
+                r("reports to|report to|reports into|report into|reports directly to|report up to|reports up to|report up into|works for|work for|works under|work under|supervised by|managed by"),
                 "reports_to",
                 Direction::Out,
             ),
             (r("direct reports|reportees|reports"), "reports_to", Direction::In),
             (
-                r("deployed to|deployed on|deployed in|deployed|deploys|deploy|hosted on|hosted in|hosted at|hosted|hosting|runs on|run on|runs in|run in|lives on|lives in|live"),
+                r("deployed to|deployed on|deployed in|deployed|deploys|deploy|hosted on|hosted in|hosted at|hosted|hosting|runs on|run on|runs in|run in|lives on|lives in"),
                 "deployed_to",
                 Direction::Out,
             ),
@@ -119,9 +121,6 @@ const NOUN_FORMS: &[&str] = &[
     "maintainers",
     "steward",
     "stewards",
-    "responsible",
-    "in charge",
-    "accountable",
     "dependents",
     "consumers",
     "downstream",
@@ -172,7 +171,7 @@ const NOUN_FORMS: &[&str] = &[
 fn transitive() -> &'static Regex {
     static T: OnceLock<Regex> = OnceLock::new();
     T.get_or_init(|| {
-        Regex::new(r"(?i)\b(transitive|transitively|indirect|indirectly|directly or not|directly or indirectly|everything|whole chain|entire chain|full chain|all the way|recursively|ultimately|in turn|any depth|any level|up to the top|management chain|chain of command|reporting chain|of blockers|the blockers|including anything|including everything)\b")
+        Regex::new(r"(?i)\b(transitive|transitively|indirect|indirectly|directly or not|directly or indirectly|everything|whole chain|entire chain|full chain|all the way|recursively|ultimately|in turn|any depth|any level|up to the top|management chain|chain of command|reporting chain|of blockers|the blockers|its blockers|their blockers|including anything|including everything|however indirect)\b")
             .expect("valid pattern")
     })
 }
@@ -228,6 +227,16 @@ fn names_in(g: &GraphStore, question: &str) -> Result<Vec<(usize, String)>, DbEr
                 matched = n;
                 break;
             }
+            // A word written as a name ("Tomasz", "PAY-1412") that only one
+            // name starts with: that name.
+            let written = words[i].1;
+            if n == 1 && k.len() >= 3 && written.starts_with(|c: char| c.is_uppercase()) && i > 0 {
+                if let [full] = g.names_starting(&k, 2)?.as_slice() {
+                    out.push((words[i].0, full.clone()));
+                    matched = 1;
+                    break;
+                }
+            }
         }
         i += matched.max(1);
     }
@@ -272,7 +281,20 @@ pub fn read(g: &GraphStore, question: &str) -> Result<Reading, DbError> {
         if let Some((m, rel, dir)) = found {
             relation = Some(rel.to_string());
             let noun = NOUN_FORMS.contains(&m.as_str().to_lowercase().as_str());
-            let before = *at < m.start();
+            // "Who is on Priya's team, i.e. reports to her?": a pronoun
+            // after the verb stands for the name, written before it.
+            let pronoun_object = question[m.end()..]
+                .split_whitespace()
+                .next()
+                .is_some_and(|w| {
+                    matches!(
+                        w.trim_matches(|c: char| !c.is_alphanumeric())
+                            .to_lowercase()
+                            .as_str(),
+                        "her" | "him" | "them" | "it"
+                    )
+                });
+            let before = *at < m.start() && !pronoun_object;
             direction = if noun || before { dir } else { flip(dir) };
         }
     }

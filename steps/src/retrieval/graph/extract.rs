@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "10";
+pub const READER: &str = "16";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +80,7 @@ const KEYED: &[(&[&str], &str, bool)] = &[
             "team",
             "squad",
             "owning team",
+            "dri",
         ],
         "owns",
         false,
@@ -107,6 +108,8 @@ const KEYED: &[(&[&str], &str, bool)] = &[
             "dependents",
             "used by",
             "relying parties",
+            "feeds",
+            "feeds into",
         ],
         "depends_on",
         false,
@@ -175,6 +178,7 @@ const KEYED: &[(&[&str], &str, bool)] = &[
             "team lead",
             "tech lead",
             "led by",
+            "head",
         ],
         "leads",
         false,
@@ -234,6 +238,13 @@ const STATEMENTS: &[(&str, &str, bool)] = &[
     ("is on the hook for", "owns", true),
     ("are on the hook for", "owns", true),
     ("is the steward of", "owns", true),
+    ("is the dri for", "owns", true),
+    ("is dri for", "owns", true),
+    ("is the tech lead for", "leads", true),
+    ("is tech lead for", "leads", true),
+    ("is the lead for", "leads", true),
+    ("is its tech lead", "leads", true),
+    ("is its lead", "leads", true),
     ("depends on", "depends_on", true),
     ("depend on", "depends_on", true),
     ("depends directly on", "depends_on", true),
@@ -250,6 +261,13 @@ const STATEMENTS: &[(&str, &str, bool)] = &[
     ("pulls from", "depends_on", true),
     ("pulls data from", "depends_on", true),
     ("consumes", "depends_on", true),
+    ("calls out to", "depends_on", true),
+    ("is fed by", "depends_on", true),
+    ("fed by", "depends_on", true),
+    ("is fed from", "depends_on", true),
+    ("feeds into", "depends_on", false),
+    ("feeds", "depends_on", false),
+    ("feed into", "depends_on", false),
     ("is built on", "depends_on", true),
     ("is built on top of", "depends_on", true),
     ("sits on top of", "depends_on", true),
@@ -483,6 +501,9 @@ struct Listed {
 /// A label ("Dependencies:", "## Owners", "It depends on:") as the relation
 /// its list gives, about the note.
 fn list_label(g: &NoteGraph, label: &str) -> Option<Listed> {
+    // A line that ends with a colon introduces what follows; a heading
+    // only names it.
+    let colon = label.trim_end().trim_end_matches('*').ends_with(':');
     let label = label
         .trim()
         .trim_end_matches(':')
@@ -499,12 +520,53 @@ fn list_label(g: &NoteGraph, label: &str) -> Option<Listed> {
             forward: *subject,
         });
     }
-    // A sentence that ends with its verb: "It depends on:".
+    // "Line managers under Tomasz:", "Reporting to Grace:": each item
+    // reports to the one named.
+    if colon {
+        for mark in [" under ", "reporting to ", "reports to "] {
+            if let Some(i) = format!(" {spoken}").find(mark) {
+                let named = &label[(i + mark.len()).saturating_sub(1).min(label.len())..];
+                if let Some(subject) = clean_name(named) {
+                    return Some(Listed {
+                        subject,
+                        rel: "reports_to",
+                        forward: false,
+                    });
+                }
+            }
+        }
+    }
+    // A sentence that ends with its verb: "It depends on:"; before a colon,
+    // words after the verb only announce the list ("We look after the
+    // shared plumbing:").
     let lower = format!(" {} ", spoken);
     let (at, phrase, rel, forward) = next_verb(&lower, 0)?;
-    if lower[at + phrase.len() + 2..].trim().is_empty() {
-        let before = lower[..at].trim();
-        let subject = if before.is_empty() || is_pronoun(before) {
+    let before = lower[..at].trim();
+    // "Everything below depends on Keystone:", "The following are owned by
+    // X:": the items are the subjects.
+    if colon
+        && (before.contains("below")
+            || before.contains("following")
+            || before.starts_with("these")
+            || before.starts_with("all of these")
+            || matches!(
+                before,
+                "who" | "what" | "which" | "whoever" | "anything that"
+            ))
+    {
+        // "Who reads from it:": the items read from the note.
+        let after = &label[(at + phrase.len() + 1).min(label.len())..];
+        let object = head_name(after.split([',', ';']).next().unwrap_or(after))
+            .filter(|o| !is_pronoun(o))
+            .unwrap_or_else(|| g.name.clone());
+        return Some(Listed {
+            subject: object,
+            rel,
+            forward: !forward,
+        });
+    }
+    if colon || lower[at + phrase.len() + 2..].trim().is_empty() {
+        let subject = if before.is_empty() || is_pronoun(before) || is_first_person(before) {
             g.name.clone()
         } else {
             let original = label[..before.len().min(label.len())].trim();
@@ -542,11 +604,13 @@ fn item_name(item: &str) -> Option<String> {
             return Some(t);
         }
     }
-    let end = [" — ", " – ", " - ", ":", ",", "(", ";"]
-        .iter()
-        .filter_map(|sep| item.find(sep))
-        .min()
-        .unwrap_or(item.len());
+    let end = [
+        " — ", " – ", " - ", ":", ",", "(", ";", " has ", " is ", " are ", " was ", " were ",
+    ]
+    .iter()
+    .filter_map(|sep| item.find(sep))
+    .min()
+    .unwrap_or(item.len());
     clean_name(&item[..end])
 }
 
@@ -833,6 +897,9 @@ const STOP_AFTER: &[&str] = &[
     " so ",
     " whenever ",
     " while ",
+    " being ",
+    " rather than ",
+    " instead of ",
 ];
 const PRONOUNS: &[&str] = &[
     "it",
@@ -947,7 +1014,7 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
         let coordinated = before.trim_end().to_lowercase().ends_with(" and");
         let named = if before.trim().is_empty()
             || before
-                .rsplit([';', ':', '—'])
+                .rsplit([';', ':'])
                 .next()
                 .is_some_and(|b| b.trim().is_empty())
         {
@@ -1019,11 +1086,17 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
                 line: n,
                 sentence: said,
             };
-            let found = objects(
-                g,
-                &said_of,
-                &sentence[start.min(sentence.len())..end.max(start).min(sentence.len())],
-            );
+            // "X no longer depends on Y", "used to run on", "does not
+            // own": a relation denied is no edge.
+            let found = if negated(&lower[..i]) {
+                Vec::new()
+            } else {
+                objects(
+                    g,
+                    &said_of,
+                    &sentence[start.min(sentence.len())..end.max(start).min(sentence.len())],
+                )
+            };
             match next {
                 Some((v, _, relative)) => {
                     if relative {
@@ -1040,6 +1113,26 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
     }
 }
 
+/// Whether the words just before a verb deny it ("not", "never", "no
+/// longer", "used to", "doesn't").
+fn negated(before: &str) -> bool {
+    let words: Vec<&str> = before.split_whitespace().rev().take(3).collect();
+    let last_two = words
+        .iter()
+        .take(2)
+        .rev()
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ");
+    last_two == "used to"
+        || words.iter().any(|w| {
+            let w = w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’');
+            matches!(w, "not" | "never" | "longer" | "no")
+                || w.ends_with("n't")
+                || w.ends_with("n’t")
+        })
+}
+
 /// Where, in the text between two verbs, the first clause ends: at the
 /// last "and", "," or ";" when only small words (a pronoun, "is", "also")
 /// follow it up to the second verb; and whether the second clause is a
@@ -1047,7 +1140,7 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
 fn clause_start(between: &str) -> Option<(usize, bool)> {
     const SMALL: &[&str] = &[
         "it", "they", "he", "she", "this", "that", "which", "who", "is", "are", "was", "were",
-        "also", "then", "and", "so", "directly", "now", "still",
+        "also", "then", "and", "so", "directly", "now", "still", "in", "turn",
     ];
     // The verb's own leading space ends `between`: " and" then counts.
     let spaced = format!("{between} ");
@@ -1124,7 +1217,7 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
     // is not an object.
     let mut also = also;
     if let Some(i) = head.to_ascii_lowercase().find(" with ") {
-        if c.rel == "owns" && c.forward {
+        if c.rel == "owns" && c.forward && c.phrase.starts_with("co-") {
             also.extend(
                 link_targets(&head[i..])
                     .into_iter()
@@ -1162,13 +1255,16 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
             (!rest.trim().is_empty()).then(|| c.note.to_string())
         } else {
             match head_name(item).or_else(|| pronoun_of(item)) {
-                Some(o) if is_pronoun(&o) => Some(match o.to_lowercase().as_str() {
-                    // "works under her" in a person's note: the person;
-                    // "depends on it": what was spoken of before.
-                    "her" | "him" | "them" => c.note.to_string(),
-                    _ => c.referent.to_string(),
+                // "works under her", "feeds into it": in a note, what the
+                // note is about, unless that is the subject itself ("it" is
+                // then what was spoken of before).
+                Some(o) if is_pronoun(&o) => Some(if key(c.subject) != key(c.note) {
+                    c.note.to_string()
+                } else {
+                    c.referent.to_string()
                 }),
-                Some(o) => Some(as_the_note(c.note, o)),
+                // "calls IDNorth's REST API": IDNorth.
+                Some(o) => Some(as_the_note(c.note, possessor(&o).unwrap_or(o))),
                 None => None,
             }
         };
@@ -1176,7 +1272,7 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
     }
     // "X is her manager": the object is in the verb.
     if found.is_empty()
-        && [" her ", " his ", " their "]
+        && [" her ", " his ", " their ", " its "]
             .iter()
             .any(|p| format!(" {} ", c.phrase).contains(p))
     {
@@ -1207,6 +1303,12 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
 fn ends_in_a_phrase(item: &str) -> bool {
     let lower = format!("{} ", item.to_ascii_lowercase());
     STOP_AFTER.iter().any(|stop| lower.contains(stop))
+}
+
+/// The owner in "X's Y" (a part of X named after it), else None.
+fn possessor(name: &str) -> Option<String> {
+    let (owner, part) = name.split_once("'s ").or_else(|| name.split_once("’s "))?;
+    (!owner.trim().is_empty() && !part.trim().is_empty()).then(|| owner.trim().to_string())
 }
 
 /// A lone object pronoun ("her", "them"), which [`clean_name`] refuses.
@@ -1442,6 +1544,12 @@ const NOT_A_NAME_START: &[&str] = &[
     "such",
     "that's",
     "it's",
+    "out",
+    "up",
+    "down",
+    "back",
+    "off",
+    "away",
 ];
 
 /// Whether a phrase may be a name: it does not open with a word of a
@@ -1473,6 +1581,18 @@ fn looks_like_a_name(s: &str) -> bool {
 
 /// The name just before a verb: the end of the clause before it.
 fn tail_name(before: &str) -> Option<String> {
+    // "Noor Haddad — manages …" in a list: the name before the dash.
+    let before = before.trim_end().trim_end_matches(['—', '–']).trim_end();
+    // "Turnstile used to run on …": the denial is not part of the name.
+    static DENIAL: OnceLock<Regex> = OnceLock::new();
+    let denial = DENIAL.get_or_init(|| {
+        Regex::new(r"(?i)\s+(used to|no longer|does not|do not|did not|is not|are not|doesn't|don't|didn't|isn't|aren't|never|not)$")
+            .expect("valid pattern")
+    });
+    let before = match denial.find(before) {
+        Some(m) => &before[..m.start()],
+        None => before,
+    };
     let before = strip_parentheses(before);
     let before = before.as_ref();
     let clause = before
@@ -1539,6 +1659,12 @@ fn head_name(after: &str) -> Option<String> {
     }
     let mut name = after[..end].trim_end();
     for adverb in [
+        " directly",
+        " indirectly",
+        " personally",
+        " mostly",
+        " primarily",
+        " heavily",
         " too",
         " also",
         " as well",
@@ -1774,6 +1900,24 @@ mod tests {
                 ),
                 e("Nadia Castellanos", "leads", "launch", 6, "statement"),
                 e("CLIN-482", "blocked_by", "CLIN-475", 6, "statement"),
+            ]
+        );
+    }
+
+    #[test]
+    fn denials_and_lists_whose_items_are_the_subjects() {
+        let text = "# Session Cache\n\nIt doesn't depend on anything else. Billboard no longer depends on Reservoir. Turnstile used to run on hydra.\n\nClickstream feeds into it. Amara Nwosu is the DRI for it. Quill calls Seeker's REST API.\n\nWho reads from it:\n- [[Keystone]] (session tokens)\n\nEverything below depends on Ledger, so be careful:\n- [[Payouts]]\n\nLine managers under Tomasz Wilk:\n- Noor Haddad — manages the DBRE team\n";
+        let mut got = edges("systems/session-cache.md", text);
+        got.retain(|e| e.4 != "link");
+        assert_eq!(
+            got,
+            vec![
+                e("Session Cache", "depends_on", "Clickstream", 5, "statement"),
+                e("Amara Nwosu", "owns", "Session Cache", 5, "statement"),
+                e("Quill", "depends_on", "Seeker", 5, "statement"),
+                e("Keystone", "depends_on", "Session Cache", 8, "property"),
+                e("Payouts", "depends_on", "Ledger", 11, "property"),
+                e("Noor Haddad", "reports_to", "Tomasz Wilk", 14, "property"),
             ]
         );
     }

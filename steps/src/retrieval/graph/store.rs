@@ -329,12 +329,16 @@ impl GraphStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The notes with a name that starts with the word `first` ("marcus"
-    /// in "marcus oyelaran"), at most `max`.
-    pub fn notes_first_named(&self, first: &str, max: usize) -> Result<Vec<String>, DbError> {
+    /// The names (of notes, or used by edges) that start with the word
+    /// `first` ("marcus" in "marcus oyelaran", "pay 1412" in "pay 1412
+    /// tokenvault v2 migration"), at most `max`.
+    pub fn names_starting(&self, first: &str, max: usize) -> Result<Vec<String>, DbError> {
         // Keys between "first " and "first!" are those that start with it.
         let mut q = self.conn.prepare_cached(
-            "SELECT DISTINCT path FROM names WHERE key >= ?1 AND key < ?2 AND tenant IN ('', ?3) ORDER BY path LIMIT ?4",
+            "SELECT key FROM names WHERE key >= ?1 AND key < ?2 AND tenant IN ('', ?3)
+             UNION SELECT src_key FROM edges WHERE src_key >= ?1 AND src_key < ?2 AND tenant IN ('', ?3)
+             UNION SELECT dst_key FROM edges WHERE dst_key >= ?1 AND dst_key < ?2 AND tenant IN ('', ?3)
+             LIMIT ?4",
         )?;
         let rows = q.query_map(
             params![

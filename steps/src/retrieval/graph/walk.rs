@@ -69,27 +69,33 @@ pub fn node(g: &GraphStore, name: &str) -> Result<Node, DbError> {
     let mut k = key(name);
     let mut notes = g.notes_named(&k)?;
     // Notes call people (and things) by their first name: "Marcus" is the
-    // one note whose name starts with it, when only one does.
+    // one name that starts with it, when only one does.
+    // A name the notes use as it is keeps its spelling; one they never use
+    // alone is shown by the full name.
+    let mut also: Option<String> = None;
     if notes.is_empty() && !k.contains(' ') && !k.is_empty() {
-        if let [one] = g.notes_first_named(&k, 2)?.as_slice() {
-            if let Some(full) = g
-                .names_of(std::slice::from_ref(one))?
-                .into_iter()
-                .max_by_key(|n| n.len())
-            {
-                notes = g.notes_named(&full)?;
-                k = full;
+        if let [full] = g.names_starting(&k, 2)?.as_slice() {
+            if g.knows(&k)? {
+                also = Some(full.clone());
+            } else {
+                k = full.clone();
+                notes = g.notes_named(&k)?;
             }
         }
     }
     let paths: Vec<String> = notes.iter().map(|(p, _)| p.clone()).collect();
     let mut keys: BTreeSet<String> = g.names_of(&paths)?.into_iter().collect();
     keys.insert(k.clone());
+    if let Some(full) = also {
+        let theirs: Vec<String> = g.notes_named(&full)?.into_iter().map(|(p, _)| p).collect();
+        keys.extend(g.names_of(&theirs)?);
+        keys.insert(full);
+    }
     // …and "Marcus Oyelaran" is also the "Marcus" the notes speak of.
-    if let (Some((first, _)), [_]) = (k.split_once(' '), paths.as_slice()) {
+    if let Some((first, _)) = k.split_once(' ') {
         if g.knows(first)?
             && g.notes_named(first)?.is_empty()
-            && g.notes_first_named(first, 2)?.len() == 1
+            && g.names_starting(first, 2)? == [k.clone()]
         {
             keys.insert(first.to_string());
         }
