@@ -139,6 +139,28 @@ fn human_output_is_readable_yaml_on_stdout() {
 }
 
 #[test]
+fn a_reader_that_stops_early_is_no_panic() {
+    // `run … --json | head -c 1`: stdout is closed before the result is
+    // written; the run is over, so it exits as it ended, without a panic.
+    let d = tempdir();
+    write(d.path(), "typed.md", TYPED);
+    let mut child = cmd(d.path())
+        .args(["run", "typed.md", "--input", "n=1", "--json", "--no-store"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        (out.status.code(), stderr.contains("panicked")),
+        (Some(0), false),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn outputs_come_from_set_outputs_anywhere_last_call_wins() {
     let d = tempdir();
     write(

@@ -53,6 +53,14 @@ pub fn print_diagnostics(diags: &[Diagnostic]) {
     }
 }
 
+/// Writes to stdout. A reader that went away (`run … | head`) is not an
+/// error of the run, which is over and recorded: what it did not read is
+/// dropped rather than the process panicking.
+fn to_stdout(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
 pub(super) fn plural(n: usize) -> &'static str {
     if n == 1 {
         ""
@@ -63,13 +71,13 @@ pub(super) fn plural(n: usize) -> &'static str {
 
 pub(super) fn print_plan(wf: &Workflow, plan: &[crate::engine::plan::PlannedStep], as_json: bool) {
     if as_json {
-        println!(
-            "{}",
+        to_stdout(&format!(
+            "{}\n",
             serde_json::to_string_pretty(
                 &json!({"workflow": wf.meta.id, "dry_run": true, "steps": plan})
             )
             .unwrap_or_default()
-        );
+        ));
         return;
     }
     let mut out = std::io::stdout().lock();
@@ -142,11 +150,14 @@ pub(super) fn print_result(wf: &Workflow, r: &RunResult, as_json: bool, extra: M
         for (k, v) in extra {
             doc[k] = v;
         }
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        to_stdout(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        ));
         return;
     }
     if r.status == RunStatus::Completed {
-        print!("{}", human_outputs(&r.outputs));
+        to_stdout(&human_outputs(&r.outputs));
     }
 }
 
@@ -154,20 +165,20 @@ pub(super) fn print_result(wf: &Workflow, r: &RunResult, as_json: bool, extra: M
 pub(super) fn print_staged(held: &[Value]) {
     {
         if held.is_empty() {
-            println!("staged: nothing to write");
+            to_stdout("staged: nothing to write\n");
         } else {
-            println!(
-                "staged: {} write{} held back, none made:",
+            to_stdout(&format!(
+                "staged: {} write{} held back, none made:\n",
                 held.len(),
                 if held.len() == 1 { "" } else { "s" }
-            );
+            ));
             for h in held {
-                println!(
-                    "  {} at step `{}`: {}",
+                to_stdout(&format!(
+                    "  {} at step `{}`: {}\n",
                     h["action"].as_str().unwrap_or_default(),
                     h["step"].as_str().unwrap_or_default(),
                     h["inputs"]
-                );
+                ));
             }
         }
     }

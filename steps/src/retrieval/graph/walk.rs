@@ -73,7 +73,9 @@ pub fn node(g: &GraphStore, name: &str) -> Result<Node, DbError> {
     // A name the notes use as it is keeps its spelling; one they never use
     // alone is shown by the full name.
     let mut also: Option<String> = None;
-    if notes.is_empty() && !k.contains(' ') && !k.is_empty() {
+    // Only a word (not a `#tag`, a path or a number) can be a first name.
+    let a_word = |w: &str| w.chars().next().is_some_and(char::is_alphabetic);
+    if notes.is_empty() && !k.contains(' ') && a_word(&k) {
         if let [full] = g.names_starting(&k, 2)?.as_slice() {
             if g.knows(&k)? {
                 also = Some(full.clone());
@@ -92,7 +94,7 @@ pub fn node(g: &GraphStore, name: &str) -> Result<Node, DbError> {
         keys.insert(full);
     }
     // …and "Marcus Oyelaran" is also the "Marcus" the notes speak of.
-    if let Some((first, _)) = k.split_once(' ') {
+    if let Some((first, _)) = k.split_once(' ').filter(|(f, _)| a_word(f)) {
         if g.knows(first)?
             && g.notes_named(first)?.is_empty()
             && g.names_starting(first, 2)? == [k.clone()]

@@ -100,12 +100,15 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
         // A chain is looked for through what the notes state first (owners,
         // dependencies, reporting lines…), through mere links and tags only
         // when the statements do not connect the two.
-        let stated: Vec<String> = g
-            .relations()
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .filter(|r| r != "links_to" && r != "tagged")
-            .collect();
+        let stated: Vec<String> = if q.to.is_some() && relations.is_empty() {
+            g.relations()
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .filter(|r| r != "links_to" && r != "tagged")
+                .collect()
+        } else {
+            Vec::new()
+        };
         let mut f = match q.to {
             Some(_) if relations.is_empty() && !stated.is_empty() => {
                 let typed = walk::run(&g, &Query { relations: &stated, ..q }).map_err(|e| e.to_string())?;
