@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "16";
+pub const READER: &str = "17";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -614,21 +614,12 @@ fn item_name(item: &str) -> Option<String> {
     clean_name(&item[..end])
 }
 
-/// The target of the first `[[link]]` or `[text](note.md)` in `t`.
+/// The note `t` opens with a link to, if it does (`[[Relay Engine]] — …`).
 fn first_link(t: &str) -> Option<String> {
-    let t = t.trim();
-    if let Some(rest) = t.strip_prefix("[[") {
-        let inner = rest.split("]]").next()?;
-        return wiki_target(&format!("[[{inner}]]"));
+    if !t.trim_start().starts_with('[') {
+        return None;
     }
-    if let Some(inner) = t.strip_prefix('[') {
-        let (shown, rest) = inner.split_once("](")?;
-        let target = rest.split(')').next()?;
-        let file = target.rsplit('/').next()?.split('#').next()?;
-        let file = file.strip_suffix(".md").unwrap_or(file).replace("%20", " ");
-        return clean_name(if file.is_empty() { shown } else { &file });
-    }
-    None
+    link_targets(t).into_iter().next()
 }
 
 /// `text` without its parenthesised parts ("Northbrook DC (relay-01
@@ -809,28 +800,9 @@ fn wiki_target(s: &str) -> Option<String> {
 }
 
 fn links(g: &mut NoteGraph, t: &str, n: u32) {
-    static WIKI: OnceLock<Regex> = OnceLock::new();
-    static MD: OnceLock<Regex> = OnceLock::new();
-    let wiki =
-        WIKI.get_or_init(|| Regex::new(r"\[\[([^\]\[|#]+)(?:[#|][^\]]*)?\]\]").expect("valid"));
-    let md = MD.get_or_init(|| Regex::new(r"\]\(([^)\s]+?\.md)(?:#[^)]*)?\)").expect("valid"));
-    // Most lines have no link: no pattern is run on them.
-    if !t.contains("[[") && !t.contains("](") {
-        return;
-    }
-    let mut seen = Vec::new();
-    for c in wiki.captures_iter(t).chain(md.captures_iter(t)) {
-        let target = c[1].trim();
-        if target.contains("://") {
-            continue;
-        }
-        let target = target.rsplit('/').next().unwrap_or(target);
-        let target = target.strip_suffix(".md").unwrap_or(target).to_string();
-        if !seen.contains(&target) {
-            g.edges
-                .push(edge(&g.name, "links_to", &target, n, "link", t));
-            seen.push(target);
-        }
+    for target in link_targets(t) {
+        g.edges
+            .push(edge(&g.name, "links_to", &target, n, "link", t));
     }
 }
 
@@ -1317,11 +1289,41 @@ fn pronoun_of(item: &str) -> Option<String> {
     matches!(w.as_str(), "her" | "him" | "them" | "it").then_some(w)
 }
 
-/// The targets of the `[[links]]` and `[text](note.md)` links in `t`.
+/// The notes `t` links to, in the order written: `[[Target]]` (also
+/// `[[Target|shown]]`, `[[Target#part]]`) and `[text](dir/note.md)`; a web
+/// address is no note.
 fn link_targets(t: &str) -> Vec<String> {
-    let mut g = NoteGraph::default();
-    links(&mut g, t, 0);
-    g.edges.into_iter().map(|e| e.to).collect()
+    static WIKI: OnceLock<Regex> = OnceLock::new();
+    static MD: OnceLock<Regex> = OnceLock::new();
+    let wiki =
+        WIKI.get_or_init(|| Regex::new(r"\[\[([^\]\[|#]+)(?:[#|][^\]]*)?\]\]").expect("valid"));
+    let md = MD.get_or_init(|| Regex::new(r"\]\(([^)\s]+?\.md)(?:#[^)]*)?\)").expect("valid"));
+    // Most lines have no link: no pattern is run on them.
+    if !t.contains("[[") && !t.contains("](") {
+        return Vec::new();
+    }
+    let mut found: Vec<(usize, String)> = wiki
+        .captures_iter(t)
+        .chain(md.captures_iter(t))
+        .filter_map(|c| {
+            let m = c.get(1)?;
+            let target = m.as_str().trim();
+            if target.contains("://") {
+                return None;
+            }
+            let file = target.rsplit('/').next().unwrap_or(target);
+            let file = file.strip_suffix(".md").unwrap_or(file);
+            Some((m.start(), file.replace("%20", " ")))
+        })
+        .collect();
+    found.sort_by_key(|(at, _)| *at);
+    let mut out: Vec<String> = Vec::new();
+    for (_, target) in found {
+        if !out.contains(&target) {
+            out.push(target);
+        }
+    }
+    out
 }
 
 /// "We", "us", "our team": in a note, the note's own team or person.

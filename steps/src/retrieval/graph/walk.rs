@@ -69,11 +69,11 @@ pub fn node(g: &GraphStore, name: &str) -> Result<Node, DbError> {
     let mut k = key(name);
     let mut notes = g.notes_named(&k)?;
     // Notes call people (and things) by their first name: "Marcus" is the
-    // one name that starts with it, when only one does.
-    // A name the notes use as it is keeps its spelling; one they never use
-    // alone is shown by the full name.
+    // one name that starts with it, when only one does. A first name the
+    // notes use alone keeps its spelling, with the full name's keys added;
+    // one they never use alone is shown by the full name. Only a word (not
+    // a `#tag`, a path or a number) can be a first name.
     let mut also: Option<String> = None;
-    // Only a word (not a `#tag`, a path or a number) can be a first name.
     let a_word = |w: &str| w.chars().next().is_some_and(char::is_alphabetic);
     if notes.is_empty() && !k.contains(' ') && a_word(&k) {
         if let [full] = g.names_starting(&k, 2)?.as_slice() {

@@ -591,7 +591,7 @@ impl KbIndex {
             .map(|(f, t, _)| (f.rel_path.as_str(), t.as_str()))
             .collect();
         let graph_dir = self.dir.clone();
-        let (indexed, payload) = std::thread::scope(|s| {
+        let payload = std::thread::scope(|s| {
             let graph = graph_dir.as_deref().map(|d| {
                 let (hashes, texts, root) = (&hashes, &texts, &root_dir);
                 s.spawn(move || sync_graph(d, hashes, texts, root))
@@ -652,14 +652,11 @@ impl KbIndex {
                 Ok(payload)
             })();
             if let Some(g) = graph {
+                // Its failure is `kb.graph`'s to report (above).
                 let _ = g.join();
             }
-            match indexed {
-                Ok(p) => (Ok(()), p),
-                Err(e) => (Err(e), String::new()),
-            }
-        });
-        indexed?;
+            indexed
+        })?;
         self.remove_stale_manifests(&payload);
         self.reader
             .reload()
