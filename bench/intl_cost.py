@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """What JavaScript's locale data (boa's `intl` feature, with ICU's data
-compiled in) costs: binary size, and the cold start of one-step runs,
-two binaries side by side in one run, alternating (the machine is shared).
-Prints figures, asserts nothing.
+compiled in, and our number styles, dates and formatToParts in front of
+it) costs: binary size, and the cold start of one-step runs, two binaries
+side by side in one run, alternating (the machine is shared). Prints
+figures, asserts nothing.
 
     cp target/release/marktoflow /tmp/before      # a build without it
     cargo build --release                         # a build with it
     python3 bench/intl_cost.py --before /tmp/before --after target/release/marktoflow
+
+With --locale-before-too, the before binary also runs the toLocaleString
+step (for a before build that has boa's Intl).
 """
 import argparse
 import os
@@ -23,6 +27,14 @@ STEPS = {
 LOCALE_STEP = ("script.execute (toLocaleString of a number and a date)",
                "action: script.execute\ninputs:\n  code: \"return [(1234567.891).toLocaleString('en-US'), "
                "new Date(0).toLocaleDateString('en-US', {weekday: 'long', timeZone: 'UTC'})]\"\noutput_variable: out\n")
+# Run by the "after" binary only where the "before" one refuses it.
+STYLED_STEP = ("script.execute (a percent, a currency, a unit, a numeric date, a zone's name)",
+               "action: script.execute\ninputs:\n  code: \"return [(0.256).toLocaleString('en-US', {style: 'percent'}), "
+               "(1234.5).toLocaleString('de-DE', {style: 'currency', currency: 'EUR'}), "
+               "(12).toLocaleString('en-US', {style: 'unit', unit: 'kilometer-per-hour'}), "
+               "new Date(0).toLocaleDateString('en-US', {timeZone: 'UTC'}), "
+               "new Date(0).toLocaleString('en-US', {timeZone: 'America/New_York', timeZoneName: 'short'})]\"\n"
+               "output_variable: out\n")
 
 
 def wall(argv, cwd):
@@ -38,6 +50,8 @@ def main():
     ap.add_argument("--before", required=True, help="marktoflow built without the locale data")
     ap.add_argument("--after", required=True, help="marktoflow built with it")
     ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--locale-before-too", action="store_true",
+                    help="run the toLocaleString step on the before binary too (one that has Intl)")
     a = ap.parse_args()
     bins = {"before": os.path.abspath(a.before), "after": os.path.abspath(a.after)}
     for name, b in bins.items():
@@ -46,10 +60,13 @@ def main():
     print(f"binary size: {growth * 100:+.1f} %")
     work = tempfile.mkdtemp(prefix="mtf-intl-")
     steps = dict(STEPS)
-    for label, step in list(steps.items()) + [LOCALE_STEP]:
+    only_after = [STYLED_STEP] if a.locale_before_too else [LOCALE_STEP, STYLED_STEP]
+    if a.locale_before_too:
+        steps[LOCALE_STEP[0]] = LOCALE_STEP[1]
+    for label, step in list(steps.items()) + only_after:
         with open(os.path.join(work, f"{abs(hash(label))}.md"), "w") as f:
             f.write(f"---\nworkflow: {{id: one}}\n---\n\n```yaml\n{step}```\n")
-    for label, _ in list(steps.items()) + [LOCALE_STEP]:
+    for label, _ in list(steps.items()) + only_after:
         wf = os.path.join(work, f"{abs(hash(label))}.md")
         which = bins if label in steps else {"after": bins["after"]}
         times = {k: [] for k in which}

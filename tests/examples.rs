@@ -68,8 +68,9 @@ fn expected(name: &str) -> Option<Value> {
             "empty_is_true": "yes",
             "version": "2.14.3",
             "is_feature": true,
-            "budget": "1,234,567.5",
-            "launch_day": "Tuesday, March 5"
+            "budget": "$1,234,567.50",
+            "share": "25.6%",
+            "launch_day": "Tuesday, March 5 (3/5/2024)"
         }),
         "parallel-agents.md" => json!({
             "answered": ["risks", "owners"],
