@@ -7,9 +7,11 @@
 //   npm pack cldr-core && tar xzf cldr-core-*.tgz
 //   node scripts/intl_padding.js package/availableLocales.json > steps/src/script/intl/padding.txt
 //
-// Each line: a locale, then seven 0/1 flags: day and month of year-month-day,
+// Each line: a locale, then nine 0/1 flags: day and month of year-month-day,
 // day and month of month-day, month of year-month, the hour in the
-// locale's 12-hour and in its 24-hour cycle.
+// locale's 12-hour and in its 24-hour cycle, and the same two with the
+// seconds and the zone's name shown (en-GB pads `03:04:05` but writes
+// `3:04:05 GMT`).
 const fs = require('fs');
 const { spawnSync } = require('child_process');
 const at = Date.UTC(2024, 2, 5, 9, 7, 9);
@@ -28,6 +30,8 @@ function flagsOf(locale) {
     padded(locale, { year: n, month: n }, 'month'),
     padded(locale, { hour: n, minute: n, hourCycle: 'h12' }, 'hour'),
     padded(locale, { hour: n, minute: n, hourCycle: 'h23' }, 'hour'),
+    padded(locale, { hour: n, minute: n, second: n, hourCycle: 'h12', timeZoneName: 'short' }, 'hour'),
+    padded(locale, { hour: n, minute: n, second: n, hourCycle: 'h23', timeZoneName: 'short' }, 'hour'),
   ].join('');
 }
 if (process.argv[2] === '--one') {
@@ -38,6 +42,6 @@ if (process.argv[2] === '--one') {
   console.log(`# Recorded with Node ${process.versions.node}, ICU ${process.versions.icu} (CLDR ${process.versions.cldr}) by scripts/intl_padding.js.`);
   for (const locale of locales) {
     const one = spawnSync(process.execPath, [__filename, '--one', locale], { encoding: 'utf8' });
-    if (one.status === 0 && /^[01]{7}$/.test(one.stdout)) console.log(`${locale} ${one.stdout}`);
+    if (one.status === 0 && /^[01]{9}$/.test(one.stdout)) console.log(`${locale} ${one.stdout}`);
   }
 }

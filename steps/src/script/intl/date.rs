@@ -378,7 +378,8 @@ pub(super) fn format(o: &Options, civil: Civil) -> Result<Vec<Piece>, IntlError>
 /// Which numeric fields each locale pads with a zero, as Node's ICU
 /// writes them (`scripts/intl_padding.js` records it): the day and month
 /// of year-month-day, of month-day, the month of year-month, the hour in
-/// the 12- and 24-hour cycles.
+/// the 12- and 24-hour cycles, and again with the seconds and the zone's
+/// name shown.
 const PADDING: &str = include_str!("padding.txt");
 
 /// The padding flags of `locale` or of the nearest locale it falls back
@@ -389,7 +390,7 @@ fn padding_of(locale: &str) -> Option<&'static [u8]> {
         let found = PADDING
             .lines()
             .find_map(|line| line.strip_prefix(tag)?.strip_prefix(' '))
-            .filter(|flags| flags.len() == 7);
+            .filter(|flags| flags.len() == 9);
         if let Some(flags) = found {
             return Some(flags.as_bytes());
         }
@@ -401,10 +402,39 @@ fn padding_of(locale: &str) -> Option<&'static [u8]> {
 /// locale: ICU4X writes the fixed short date's padding (`05.03.2024`)
 /// where Node takes the locale's numeric pattern (`5.3.2024`).
 fn pad_as_node(out: &mut [Piece], o: &Options) {
-    let found = super::cached(o.locale.clone(), || Ok::<_, ()>(padding_of(&o.locale)));
-    let Ok(Some(flags)) = found.as_deref() else {
+    let Some(flags) = node_padding(o) else {
         return;
     };
+    for p in out.iter_mut() {
+        let flag = match p.kind.as_str() {
+            "day" => flags.day,
+            "month" => flags.month,
+            "hour" => flags.hour,
+            _ => None,
+        };
+        let Some(padded) = flag else { continue };
+        if !p.text.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if padded && p.text.len() == 1 {
+            p.text.insert(0, '0');
+        } else if !padded && p.text.len() == 2 && p.text.starts_with('0') {
+            p.text.remove(0);
+        }
+    }
+}
+
+/// Whether Node pads each field asked for as `numeric` (`None`: not asked
+/// so, or no pattern of Node's to follow).
+struct Padding {
+    day: Option<bool>,
+    month: Option<bool>,
+    hour: Option<bool>,
+}
+
+fn node_padding(o: &Options) -> Option<Padding> {
+    let found = super::cached(o.locale.clone(), || Ok::<_, ()>(padding_of(&o.locale)));
+    let flags: &[u8] = (*found.ok()?)?;
     let numeric = |f: &Option<String>| f.as_deref() == Some("numeric");
     let all_numeric = matches!(o.month.as_deref(), Some("numeric" | "2-digit"));
     let (day, month) = match (o.year.is_some(), o.day.is_some()) {
@@ -415,24 +445,42 @@ fn pad_as_node(out: &mut [Piece], o: &Options) {
         (false, false) => (None, None),
     };
     let twelve = matches!(o.hour_cycle.as_deref(), Some("h11" | "h12"));
-    let hour = Some(if twelve { flags[5] } else { flags[6] });
-    for p in out.iter_mut() {
-        let flag = match p.kind.as_str() {
-            "day" if numeric(&o.day) => day,
-            "month" if numeric(&o.month) => month,
-            "hour" if numeric(&o.hour) => hour,
-            _ => None,
+    let zone = if o.time_zone_name.is_some() && o.second.is_some() {
+        2
+    } else {
+        0
+    };
+    let hour = flags[if twelve { 5 } else { 6 } + zone];
+    let only = |asked: bool, flag: Option<u8>| flag.filter(|_| asked).map(|f| f == b'1');
+    Some(Padding {
+        day: only(numeric(&o.day), day),
+        month: only(numeric(&o.month), month),
+        hour: only(numeric(&o.hour), Some(hour)),
+    })
+}
+
+/// The options as `resolvedOptions()` reports them: the widths of the
+/// pattern written, as Node reports them (a padded hour is `2-digit`;
+/// minutes and seconds after an hour are two digits).
+pub(super) fn reported(o: &Options) -> Options {
+    let mut r = o.clone();
+    if let Some(p) = node_padding(o) {
+        let two = |padded: Option<bool>, field: &mut Option<String>| {
+            if padded == Some(true) {
+                *field = Some("2-digit".into());
+            }
         };
-        let Some(flag) = flag else { continue };
-        if !p.text.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        if flag == b'1' && p.text.len() == 1 {
-            p.text.insert(0, '0');
-        } else if flag == b'0' && p.text.len() == 2 && p.text.starts_with('0') {
-            p.text.remove(0);
-        }
+        two(p.day, &mut r.day);
+        two(p.month, &mut r.month);
+        two(p.hour, &mut r.hour);
     }
+    if r.hour.is_some() && r.minute.is_some() {
+        r.minute = Some("2-digit".into());
+    }
+    if r.minute.is_some() && r.second.is_some() {
+        r.second = Some("2-digit".into());
+    }
+    r
 }
 
 /// ECMA-402's components as an ICU4X field set: the month's width (or the

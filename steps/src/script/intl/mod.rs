@@ -10,11 +10,13 @@
 //!   (number.rs, units.rs);
 //! - dates by their components, where boa writes a numeric year with two
 //!   digits (date.rs);
-//! - `formatToParts` of both (parts.rs).
+//! - `formatToParts` of both (parts.rs);
+//! - `Intl.RelativeTimeFormat`, which boa lacks (relative.rs).
 
 mod date;
 mod number;
 mod parts;
+mod relative;
 mod units;
 
 use boa_engine::object::FunctionObjectBuilder;
@@ -152,6 +154,7 @@ fn number_native(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<J
 }
 
 /// `date('resolve', asked, required, defaults, caller)` → resolved;
+/// `date('reported', resolved)` → what `resolvedOptions()` shows;
 /// `date('format' | 'parts', resolved, year, month, day, hour, minute,
 /// second, millisecond, offset)`, the fields in the format's zone.
 fn date_native(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
@@ -169,6 +172,7 @@ fn date_native(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsV
                 &caller,
             )?)
         }
+        "reported" => json_text(&date::reported(&json_arg(args, 1, ctx)?)),
         op @ ("format" | "parts") => {
             let resolved: date::Options = json_arg(args, 1, ctx)?;
             let mut field = [0.0; 8];
@@ -186,6 +190,36 @@ fn date_native(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsV
         }
         _ => Err(JsNativeError::typ()
             .with_message("unknown date operation")
+            .into()),
+    }
+}
+
+/// `relative('resolve', asked)` → resolved; `relative('format' | 'parts',
+/// resolved, value, unit)`.
+fn relative_native(_: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    match text_arg(args, 0, ctx)?.as_str() {
+        "resolve" => json_text(&relative::resolve(json_arg(args, 1, ctx)?)?),
+        op @ ("format" | "parts") => {
+            let resolved: relative::Resolved = json_arg(args, 1, ctx)?;
+            let value = number_arg(args, 2, ctx)?;
+            let unit = text_arg(args, 3, ctx)?;
+            let pieces = relative::format(&resolved, value, &unit)?;
+            if op == "format" {
+                return Ok(JsString::from(joined(pieces)).into());
+            }
+            // The number's parts name the unit, as Node's do.
+            let singular = unit.strip_suffix('s').unwrap_or(&unit);
+            let list: Vec<serde_json::Value> = pieces
+                .into_iter()
+                .map(|p| match p.kind.as_str() {
+                    "literal" => serde_json::json!({"type": p.kind, "value": p.text}),
+                    _ => serde_json::json!({"type": p.kind, "value": p.text, "unit": singular}),
+                })
+                .collect();
+            JsValue::from_json(&serde_json::Value::Array(list), ctx)
+        }
+        _ => Err(JsNativeError::typ()
+            .with_message("unknown relative time operation")
             .into()),
     }
 }
@@ -212,8 +246,17 @@ pub(crate) fn install(ctx: &mut Context) -> JsResult<()> {
         .name(js_string!("date"))
         .length(5)
         .build();
+    let relative =
+        FunctionObjectBuilder::new(ctx.realm(), NativeFunction::from_fn_ptr(relative_native))
+            .name(js_string!("relative"))
+            .length(4)
+            .build();
     prelude
-        .call(&JsValue::undefined(), &[number.into(), date.into()], ctx)
+        .call(
+            &JsValue::undefined(),
+            &[number.into(), date.into(), relative.into()],
+            ctx,
+        )
         .map(|_| ())
 }
 

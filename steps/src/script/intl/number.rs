@@ -6,7 +6,8 @@
 //! experimental data, the units' patterns from `units.txt`.
 
 use fixed_decimal::{
-    Decimal, FloatPrecision, Sign, SignDisplay, SignedRoundingMode, UnsignedRoundingMode,
+    Decimal, FloatPrecision, RoundingIncrement, Sign, SignDisplay, SignedRoundingMode,
+    UnsignedRoundingMode,
 };
 use icu_decimal::options::{DecimalFormatterOptions, GroupingStrategy};
 use icu_decimal::provider::{DecimalDigitsV1, DecimalSymbolsV1};
@@ -75,8 +76,8 @@ pub(super) struct Resolved {
     sign_display: String,
     #[serde(default = "half_expand")]
     rounding_mode: String,
-    #[serde(default = "one")]
-    rounding_increment: u8,
+    #[serde(default = "one_u16")]
+    rounding_increment: u16,
     #[serde(default = "auto_text")]
     trailing_zero_display: String,
     #[serde(default = "auto_text")]
@@ -90,6 +91,9 @@ fn decimal() -> String {
     "decimal".into()
 }
 fn one() -> u8 {
+    1
+}
+fn one_u16() -> u16 {
     1
 }
 fn auto() -> serde_json::Value {
@@ -126,6 +130,8 @@ pub(super) struct Asked {
     sign_display: Option<String>,
     notation: Option<String>,
     rounding_mode: Option<String>,
+    rounding_increment: Option<f64>,
+    trailing_zero_display: Option<String>,
     /// The function an error names, as V8's do (`Intl.NumberFormat`,
     /// `Number.prototype.toLocaleString`).
     caller: Option<String>,
@@ -274,6 +280,14 @@ pub(super) fn resolve(asked: Asked) -> Result<Resolved, IntlError> {
         0,
         100,
     )?;
+    let rounding_increment = match asked.rounding_increment {
+        None => 1,
+        Some(v) => INCREMENTS
+            .iter()
+            .map(|(n, _, _)| *n)
+            .find(|n| v.is_finite() && f64::from(*n) == v.floor())
+            .ok_or_else(|| IntlError::Range("roundingIncrement value is out of range.".into()))?,
+    };
     let (mut fraction, mut significant) = ((None, None), (None, None));
     if mnsd.is_some() || mxsd.is_some() {
         let min = mnsd.unwrap_or(1);
@@ -296,6 +310,11 @@ pub(super) fn resolve(asked: Asked) -> Result<Resolved, IntlError> {
             }
             (Some(min), Some(max)) => (Some(min), Some(max)),
         };
+    }
+    if rounding_increment != 1 && fraction.0 != fraction.1 {
+        return Err(IntlError::Range(
+            "maximumFractionDigits not equal to minimumFractionDigits".into(),
+        ));
     }
     let use_grouping = match asked.use_grouping {
         None => auto(),
@@ -333,7 +352,7 @@ pub(super) fn resolve(asked: Asked) -> Result<Resolved, IntlError> {
             &["auto", "never", "always", "exceptZero", "negative"],
             "auto",
         )?,
-        rounding_increment: 1,
+        rounding_increment,
         rounding_mode: one_of(
             "roundingMode",
             asked.rounding_mode.as_deref(),
@@ -351,9 +370,34 @@ pub(super) fn resolve(asked: Asked) -> Result<Resolved, IntlError> {
             "halfExpand",
         )?,
         rounding_priority: auto_text(),
-        trailing_zero_display: auto_text(),
+        trailing_zero_display: one_of(
+            "trailingZeroDisplay",
+            asked.trailing_zero_display.as_deref(),
+            &["auto", "stripIfInteger"],
+            "auto",
+        )?,
     })
 }
+
+/// ECMA-402's rounding increments: a multiple of 1, 2, 5 or 25 at a
+/// power of ten (`250` is 25 at 10¹).
+const INCREMENTS: &[(u16, RoundingIncrement, i16)] = &[
+    (1, RoundingIncrement::MultiplesOf1, 0),
+    (2, RoundingIncrement::MultiplesOf2, 0),
+    (5, RoundingIncrement::MultiplesOf5, 0),
+    (10, RoundingIncrement::MultiplesOf1, 1),
+    (20, RoundingIncrement::MultiplesOf2, 1),
+    (25, RoundingIncrement::MultiplesOf25, 0),
+    (50, RoundingIncrement::MultiplesOf5, 1),
+    (100, RoundingIncrement::MultiplesOf1, 2),
+    (200, RoundingIncrement::MultiplesOf2, 2),
+    (250, RoundingIncrement::MultiplesOf25, 1),
+    (500, RoundingIncrement::MultiplesOf5, 2),
+    (1000, RoundingIncrement::MultiplesOf1, 3),
+    (2000, RoundingIncrement::MultiplesOf2, 3),
+    (2500, RoundingIncrement::MultiplesOf25, 2),
+    (5000, RoundingIncrement::MultiplesOf5, 3),
+];
 
 /// A currency's minor-unit digits (2 where the data names none).
 fn currency_digits(code: &str) -> u8 {
@@ -540,9 +584,69 @@ pub(super) fn format(resolved: &Resolved, x: f64) -> Result<Vec<Piece>, IntlErro
             let written: String = number.iter().map(|(_, t)| t.as_str()).collect();
             (pattern.replacen("{0}", &written, 1), written)
         }
-        _ => return Ok(name_pieces(number, resolved)),
+        _ => {
+            return Ok(always_grouped(
+                name_pieces(number, resolved),
+                grouping,
+                &decimal,
+            ))
+        }
     };
-    Ok(splice(&styled, &written, number, resolved))
+    Ok(always_grouped(
+        splice(&styled, &written, number, resolved),
+        grouping,
+        &decimal,
+    ))
+}
+
+/// `useGrouping: 'always'` (and `true`) as ECMA-402 means it: ICU4X's
+/// Always is its Auto, so a locale that groups only from five digits (es,
+/// pl) would write `1234` where Node writes `1.234`.
+fn always_grouped(
+    written: Vec<Piece>,
+    grouping: GroupingStrategy,
+    decimal: &DecimalFormatter,
+) -> Vec<Piece> {
+    if grouping != GroupingStrategy::Always || written.iter().any(|p| p.kind == "group") {
+        return written;
+    }
+    let sample = pieces(&decimal.format(&Decimal::from(1_234_567)), "decimal");
+    let Some(separator) = sample
+        .into_iter()
+        .find(|(p, _)| p.is_some_and(|p| p.value == "group"))
+        .map(|(_, t)| t)
+    else {
+        return written;
+    };
+    let mut out = Vec::new();
+    for piece in written {
+        let digits: Vec<char> = piece.text.chars().collect();
+        if piece.kind != "integer" || digits.len() <= 3 {
+            out.push(piece);
+            continue;
+        }
+        let first = match digits.len() % 3 {
+            0 => 3,
+            n => n,
+        };
+        let mut at = 0;
+        let mut width = first;
+        while at < digits.len() {
+            if at > 0 {
+                out.push(Piece {
+                    kind: "group".into(),
+                    text: separator.clone(),
+                });
+            }
+            out.push(Piece {
+                kind: "integer".into(),
+                text: digits[at..at + width].iter().collect(),
+            });
+            at += width;
+            width = 3;
+        }
+    }
+    out
 }
 
 fn category_name(c: icu_plurals::PluralCategory) -> &'static str {
@@ -619,10 +723,20 @@ fn round(value: &mut Decimal, resolved: &Resolved) {
         _ => {
             let max = resolved.maximum_fraction_digits.unwrap_or(3);
             let min = resolved.minimum_fraction_digits.unwrap_or(0).min(max);
-            value.round_with_mode(-i16::from(max), mode);
+            let (_, increment, power) = INCREMENTS
+                .iter()
+                .find(|(n, _, _)| *n == resolved.rounding_increment)
+                .unwrap_or(&INCREMENTS[0]);
+            value.round_with_mode_and_increment(-i16::from(max) + power, mode, *increment);
             value.absolute.trim_end();
             value.absolute.pad_end(-i16::from(min));
         }
+    }
+    // An integer loses the fraction digits it was padded to.
+    if resolved.trailing_zero_display == "stripIfInteger"
+        && (value.absolute.is_zero() || value.absolute.nonzero_magnitude_end() >= 0)
+    {
+        value.absolute.trim_end();
     }
     value
         .absolute

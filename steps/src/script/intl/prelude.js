@@ -1,8 +1,9 @@
 // Run once per script engine, before any script: puts ours in front of
 // boa's Intl where boa's differs from Node's. `number` and `date` are the
-// native formatters (intl/number.rs, intl/date.rs); they are reachable
-// from here only. Options travel to them as JSON text.
-(function (number, date) {
+// native formatters (intl/number.rs, intl/date.rs), `relative` the one
+// of Intl.RelativeTimeFormat (intl/relative.rs); they are reachable from
+// here only. Options travel to them as JSON text.
+(function (number, date, relative) {
   const BoaNumberFormat = Intl.NumberFormat;
   const BoaDateTimeFormat = Intl.DateTimeFormat;
   // A format object of ours -> { json: its resolved options as JSON, local }.
@@ -42,19 +43,37 @@
     return out;
   }
 
-  // ---- Numbers: percent and currency are ours, and formatToParts.
+  // The locale Node reports: the one asked for, where boa resolves it to
+  // the same language (boa says `de` for `de-DE`); boa's otherwise.
+  function localeOf(locales, Boa) {
+    let got;
+    try {
+      got = new Boa(locales).resolvedOptions().locale;
+    } catch (e) {
+      if (e instanceof RangeError) throw new RangeError('Incorrect locale information provided');
+      throw e;
+    }
+    const asked = Intl.getCanonicalLocales(locales)[0];
+    const language = (tag) => tag.split('-')[0];
+    return asked !== undefined && language(asked) === language(got) ? asked : got;
+  }
+
+  // ---- Numbers are ours (every style, formatToParts) but for the
+  // notations other than standard and other numbering systems.
   const NUMBER_OPTIONS = {
     style: 's', currency: 's', currencyDisplay: 's', currencySign: 's', unit: 's', unitDisplay: 's',
     minimumIntegerDigits: 'n', minimumFractionDigits: 'n', maximumFractionDigits: 'n',
     minimumSignificantDigits: 'n', maximumSignificantDigits: 'n', useGrouping: 'g',
-    signDisplay: 's', notation: 's', roundingMode: 's',
+    signDisplay: 's', notation: 's', roundingMode: 's', roundingIncrement: 'n',
+    trailingZeroDisplay: 's', numberingSystem: 's',
   };
-  const styled = (o) => o.style !== undefined && o.style !== 'decimal';
+  const oursToo = (o) => (o.style !== undefined && o.style !== 'decimal')
+    || ((o.notation === undefined || o.notation === 'standard') && o.numberingSystem === undefined);
   function makeNumber(locales, options, target, caller) {
     const asked = read(options, NUMBER_OPTIONS);
-    if (!styled(asked)) return null;
+    if (!oursToo(asked)) return null;
     const json = memoized(JSON.stringify(['number', locales, asked, caller]), () => {
-      asked.locale = new BoaNumberFormat(locales).resolvedOptions().locale;
+      asked.locale = localeOf(locales, BoaNumberFormat);
       asked.caller = caller;
       return number('resolve', JSON.stringify(asked));
     });
@@ -117,6 +136,8 @@
   // 'UTC'; the system's zone where none is named.
   function zoneOf(name) {
     if (name === undefined) return Temporal.Now.timeZoneId();
+    // Node 20 has no offset zones ('+05:30').
+    if (/^[+-]/.test(name)) throw new RangeError('Invalid time zone specified: ' + name);
     let id;
     try {
       id = Temporal.Instant.fromEpochMilliseconds(0).toZonedDateTimeISO(name).timeZoneId;
@@ -132,7 +153,7 @@
     const key = JSON.stringify(['date', locales, asked, required, defaults, caller]);
     const resolved = memoized(key, () => {
       asked.timeZone = zoneOf(asked.timeZone);
-      asked.locale = new BoaDateTimeFormat(locales).resolvedOptions().locale;
+      asked.locale = localeOf(locales, BoaDateTimeFormat);
       return { json: date('resolve', JSON.stringify(asked), required, defaults, caller), zone: asked.timeZone };
     });
     const self = Object.create(target.prototype);
@@ -188,7 +209,7 @@
   define(dateProto, 'formatToParts', method('formatToParts', function (x) { return dateParts(this, x); }));
   define(dateProto, 'resolvedOptions', method('resolvedOptions', function () {
     const f = own.get(this);
-    return f ? JSON.parse(f.json) : boaDateResolved.call(this);
+    return f ? JSON.parse(date('reported', f.json)) : boaDateResolved.call(this);
   }));
   define(dateProto, 'constructor', DateTimeFormat);
   Object.defineProperty(DateTimeFormat, 'prototype', { value: dateProto, writable: false });
@@ -207,4 +228,34 @@
       return f ? f.format(t) : v8Spaces(boaMethod.call(this, locales, options));
     }));
   }
+  // ---- Intl.RelativeTimeFormat, which boa lacks.
+  const RelativeTimeFormat = function RelativeTimeFormat(locales, options) {
+    if (new.target === undefined) throw new TypeError("Constructor Intl.RelativeTimeFormat requires 'new'");
+    const asked = read(options, { style: 's', numeric: 's' });
+    const json = memoized(JSON.stringify(['relative', locales, asked]), () => {
+      asked.locale = localeOf(locales, BoaNumberFormat);
+      return relative('resolve', JSON.stringify(asked));
+    });
+    const self = Object.create(new.target.prototype);
+    own.set(self, { json });
+    return self;
+  };
+  const relativeOf = (self) => {
+    const f = own.get(self);
+    if (!f) throw new TypeError('Method Intl.RelativeTimeFormat.prototype.format called on incompatible receiver');
+    return f;
+  };
+  const relativeProto = RelativeTimeFormat.prototype;
+  define(relativeProto, 'format', method('format', function (value, unit) {
+    return relative('format', relativeOf(this).json, Number(value), String(unit));
+  }));
+  define(relativeProto, 'formatToParts', method('formatToParts', function (value, unit) {
+    return relative('parts', relativeOf(this).json, Number(value), String(unit));
+  }));
+  define(relativeProto, 'resolvedOptions', method('resolvedOptions', function () {
+    return JSON.parse(relativeOf(this).json);
+  }));
+  Object.defineProperty(relativeProto, Symbol.toStringTag, { value: 'Intl.RelativeTimeFormat', configurable: true });
+  RelativeTimeFormat.supportedLocalesOf = BoaNumberFormat.supportedLocalesOf;
+  if (Intl.RelativeTimeFormat === undefined) define(Intl, 'RelativeTimeFormat', RelativeTimeFormat);
 })
