@@ -6,10 +6,13 @@
 //! - the default locale is the system's, as Node's is, and `en-US` where
 //!   the system names none (`C`, `POSIX`, unset), as Node's is too (boa
 //!   would take the undetermined locale, which formats dates as ISO);
-//! - the percent, currency and unit number styles, which boa lacks
-//!   (number.rs, units.rs);
-//! - dates by their components, where boa writes a numeric year with two
-//!   digits (date.rs);
+//! - numbers in every style (number.rs, units.rs): boa lacks the percent,
+//!   currency and unit styles, and writes ∞ and always-on grouping
+//!   otherwise than Node (the scientific and engineering notations and
+//!   other numbering systems stay boa's);
+//! - dates (date.rs): boa writes a numeric year with two digits and a
+//!   zone's name as `GMT+?` (`dayPeriod`, other calendars and numbering
+//!   systems stay boa's);
 //! - `formatToParts` of both (parts.rs);
 //! - `Intl.RelativeTimeFormat`, which boa lacks (relative.rs).
 

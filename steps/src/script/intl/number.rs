@@ -1,7 +1,7 @@
-//! `Intl.NumberFormat`'s percent, currency and unit styles, which boa
-//! lacks, and `formatToParts` for every style: ECMA-402's option rules and
-//! rounding on ICU4X's `Decimal`, written by ICU4X's decimal, percent and
-//! currency formatters. Grouping and digits come from boa's locale data,
+//! `Intl.NumberFormat` in every style (boa lacks percent, currency and
+//! unit) and its `formatToParts`: ECMA-402's option rules and rounding on
+//! ICU4X's `Decimal`, written by ICU4X's decimal, percent and currency
+//! formatters. Grouping and digits come from boa's locale data,
 //! the percent and currency patterns and symbols from ICU4X's
 //! experimental data, the units' patterns from `units.txt`.
 
