@@ -16,6 +16,7 @@
 //! - `formatToParts` of both (parts.rs);
 //! - `Intl.RelativeTimeFormat`, which boa lacks (relative.rs).
 
+mod data;
 mod date;
 mod number;
 mod parts;

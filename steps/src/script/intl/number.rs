@@ -33,6 +33,7 @@ use icu_locale_core::Locale;
 use icu_provider::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::data::Boa;
 use super::parts::{pieces, Piece};
 use super::units;
 use super::IntlError;
@@ -460,16 +461,8 @@ pub(super) fn format(resolved: &Resolved, x: f64) -> Result<Vec<Piece>, IntlErro
         _ => GroupingStrategy::Auto,
     };
     // Each formatter is made once per thread for its locale and options.
-    let formatter = |grouping: GroupingStrategy| {
-        super::cached(format!("{}|{grouping:?}", resolved.locale), || {
-            DecimalFormatter::try_new_unstable(
-                &Boa,
-                DecimalFormatterPreferences::from(&locale),
-                DecimalFormatterOptions::from(grouping),
-            )
-            .map_err(data)
-        })
-    };
+    let formatter =
+        |grouping: GroupingStrategy| decimal_formatter(&resolved.locale, &locale, grouping);
     let decimal = formatter(grouping)?;
     // The number's own parts, written as the styled text writes it (its
     // sign is the pattern's there).
@@ -697,6 +690,23 @@ fn splice(
     name_pieces(raw, resolved)
 }
 
+/// `locale`'s decimal formatter (`tag` is its text), made once per
+/// thread, from boa's data.
+pub(super) fn decimal_formatter(
+    tag: &str,
+    locale: &Locale,
+    grouping: GroupingStrategy,
+) -> Result<std::rc::Rc<DecimalFormatter>, IntlError> {
+    super::cached(format!("{tag}|{grouping:?}"), || {
+        DecimalFormatter::try_new_unstable(
+            &Boa,
+            DecimalFormatterPreferences::from(locale),
+            DecimalFormatterOptions::from(grouping),
+        )
+        .map_err(|e| IntlError::Range(format!("no locale data for {tag}: {e}")))
+    })
+}
+
 /// Rounds by ECMA-402's digit options: fraction digits, or significant
 /// digits where they were given; then the integer digits' minimum.
 fn round(value: &mut Decimal, resolved: &Resolved) {
@@ -849,20 +859,6 @@ fn name_pieces(raw: Vec<(Option<writeable::Part>, String)>, resolved: &Resolved)
     out
 }
 
-/// Boa's locale data for the decimal and plural markers.
-struct Boa;
-
-impl<M> DataProvider<M> for Boa
-where
-    M: DataMarker,
-    for<'de> <M::DataStruct as yoke::Yokeable<'de>>::Output: Deserialize<'de>,
-{
-    fn load(&self, req: DataRequest) -> Result<DataResponse<M>, DataError> {
-        use icu_provider::buf::AsDeserializingBufferProvider;
-        boa_icu_provider::buffer().as_deserializing().load(req)
-    }
-}
-
 /// The currency formatter's data: its patterns and names from ICU4X's
 /// experimental data, decimal symbols from boa's, and the fraction digits
 /// set to those the value already has.
@@ -870,32 +866,15 @@ struct Currency {
     digits: u8,
 }
 
-macro_rules! from_baked {
-    ($($marker:ty),*) => {$(
-        impl DataProvider<$marker> for Currency {
-            fn load(&self, req: DataRequest) -> Result<DataResponse<$marker>, DataError> {
-                Baked.load(req)
-            }
-        }
-    )*};
-}
-from_baked!(
+super::data::from_baked!(
+    Currency,
     CurrencyEssentialsV1,
     CurrencySymbolsV1,
     CurrencyExtendedDataV1,
     CurrencyPatternsDataV1
 );
-
-macro_rules! from_boa {
-    ($($marker:ty),*) => {$(
-        impl DataProvider<$marker> for Currency {
-            fn load(&self, req: DataRequest) -> Result<DataResponse<$marker>, DataError> {
-                Boa.load(req)
-            }
-        }
-    )*};
-}
-from_boa!(
+super::data::from_boa!(
+    Currency,
     DecimalSymbolsV1,
     DecimalDigitsV1,
     icu_plurals::provider::PluralsCardinalV1

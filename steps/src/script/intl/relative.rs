@@ -1,8 +1,11 @@
 //! `Intl.RelativeTimeFormat` ("in 3 days", "yesterday"), which boa lacks,
-//! over ICU4X's relative-time formatter and its data.
+//! over ICU4X's relative-time formatter: its patterns from ICU4X's
+//! experimental data, numbers and plural rules from boa's.
 
 use fixed_decimal::{Decimal, FloatPrecision, Sign, SignedRoundingMode, UnsignedRoundingMode};
+use icu_decimal::options::GroupingStrategy;
 use icu_experimental::relativetime::options::{Numeric, RelativeTimeFormatterOptions};
+use icu_experimental::relativetime::provider::*;
 use icu_experimental::relativetime::{RelativeTimeFormatter, RelativeTimeFormatterPreferences};
 use icu_locale_core::Locale;
 use serde::{Deserialize, Serialize};
@@ -108,11 +111,8 @@ pub(super) fn format(resolved: &Resolved, value: f64, unit: &str) -> Result<Vec<
     // The number's own parts, where it stands in the text ("yesterday"
     // has none).
     let digits = number.clone().with_sign(Sign::None);
-    let decimal = icu_decimal::DecimalFormatter::try_new(
-        icu_decimal::DecimalFormatterPreferences::from(&locale),
-        Default::default(),
-    )
-    .map_err(|e| IntlError::Range(format!("no locale data for {}: {e}", resolved.locale)))?;
+    let decimal =
+        super::number::decimal_formatter(&resolved.locale, &locale, GroupingStrategy::Auto)?;
     let written = decimal.format(&digits).write_to_string().into_owned();
     let literal = |text: &str| Piece {
         kind: "literal".into(),
@@ -149,34 +149,72 @@ fn make(
         options.numeric = Numeric::Auto;
     }
     type New = fn(
+        &Data,
         RelativeTimeFormatterPreferences,
         RelativeTimeFormatterOptions,
     ) -> Result<RelativeTimeFormatter, icu_provider::DataError>;
     let make: New = match (style, unit) {
-        ("long", "second") => RelativeTimeFormatter::try_new_long_second,
-        ("long", "minute") => RelativeTimeFormatter::try_new_long_minute,
-        ("long", "hour") => RelativeTimeFormatter::try_new_long_hour,
-        ("long", "day") => RelativeTimeFormatter::try_new_long_day,
-        ("long", "week") => RelativeTimeFormatter::try_new_long_week,
-        ("long", "month") => RelativeTimeFormatter::try_new_long_month,
-        ("long", "quarter") => RelativeTimeFormatter::try_new_long_quarter,
-        ("long", _) => RelativeTimeFormatter::try_new_long_year,
-        ("short", "second") => RelativeTimeFormatter::try_new_short_second,
-        ("short", "minute") => RelativeTimeFormatter::try_new_short_minute,
-        ("short", "hour") => RelativeTimeFormatter::try_new_short_hour,
-        ("short", "day") => RelativeTimeFormatter::try_new_short_day,
-        ("short", "week") => RelativeTimeFormatter::try_new_short_week,
-        ("short", "month") => RelativeTimeFormatter::try_new_short_month,
-        ("short", "quarter") => RelativeTimeFormatter::try_new_short_quarter,
-        ("short", _) => RelativeTimeFormatter::try_new_short_year,
-        (_, "second") => RelativeTimeFormatter::try_new_narrow_second,
-        (_, "minute") => RelativeTimeFormatter::try_new_narrow_minute,
-        (_, "hour") => RelativeTimeFormatter::try_new_narrow_hour,
-        (_, "day") => RelativeTimeFormatter::try_new_narrow_day,
-        (_, "week") => RelativeTimeFormatter::try_new_narrow_week,
-        (_, "month") => RelativeTimeFormatter::try_new_narrow_month,
-        (_, "quarter") => RelativeTimeFormatter::try_new_narrow_quarter,
-        (_, _) => RelativeTimeFormatter::try_new_narrow_year,
+        ("long", "second") => RelativeTimeFormatter::try_new_long_second_unstable,
+        ("long", "minute") => RelativeTimeFormatter::try_new_long_minute_unstable,
+        ("long", "hour") => RelativeTimeFormatter::try_new_long_hour_unstable,
+        ("long", "day") => RelativeTimeFormatter::try_new_long_day_unstable,
+        ("long", "week") => RelativeTimeFormatter::try_new_long_week_unstable,
+        ("long", "month") => RelativeTimeFormatter::try_new_long_month_unstable,
+        ("long", "quarter") => RelativeTimeFormatter::try_new_long_quarter_unstable,
+        ("long", _) => RelativeTimeFormatter::try_new_long_year_unstable,
+        ("short", "second") => RelativeTimeFormatter::try_new_short_second_unstable,
+        ("short", "minute") => RelativeTimeFormatter::try_new_short_minute_unstable,
+        ("short", "hour") => RelativeTimeFormatter::try_new_short_hour_unstable,
+        ("short", "day") => RelativeTimeFormatter::try_new_short_day_unstable,
+        ("short", "week") => RelativeTimeFormatter::try_new_short_week_unstable,
+        ("short", "month") => RelativeTimeFormatter::try_new_short_month_unstable,
+        ("short", "quarter") => RelativeTimeFormatter::try_new_short_quarter_unstable,
+        ("short", _) => RelativeTimeFormatter::try_new_short_year_unstable,
+        (_, "second") => RelativeTimeFormatter::try_new_narrow_second_unstable,
+        (_, "minute") => RelativeTimeFormatter::try_new_narrow_minute_unstable,
+        (_, "hour") => RelativeTimeFormatter::try_new_narrow_hour_unstable,
+        (_, "day") => RelativeTimeFormatter::try_new_narrow_day_unstable,
+        (_, "week") => RelativeTimeFormatter::try_new_narrow_week_unstable,
+        (_, "month") => RelativeTimeFormatter::try_new_narrow_month_unstable,
+        (_, "quarter") => RelativeTimeFormatter::try_new_narrow_quarter_unstable,
+        (_, _) => RelativeTimeFormatter::try_new_narrow_year_unstable,
     };
-    make(prefs, options).map_err(|e| IntlError::Range(format!("no relative time data: {e}")))
+    make(&Data, prefs, options).map_err(|e| IntlError::Range(format!("no relative time data: {e}")))
 }
+
+/// The relative-time formatter's data.
+struct Data;
+
+super::data::from_baked!(
+    Data,
+    LongSecondRelativeV1,
+    ShortSecondRelativeV1,
+    NarrowSecondRelativeV1,
+    LongMinuteRelativeV1,
+    ShortMinuteRelativeV1,
+    NarrowMinuteRelativeV1,
+    LongHourRelativeV1,
+    ShortHourRelativeV1,
+    NarrowHourRelativeV1,
+    LongDayRelativeV1,
+    ShortDayRelativeV1,
+    NarrowDayRelativeV1,
+    LongWeekRelativeV1,
+    ShortWeekRelativeV1,
+    NarrowWeekRelativeV1,
+    LongMonthRelativeV1,
+    ShortMonthRelativeV1,
+    NarrowMonthRelativeV1,
+    LongQuarterRelativeV1,
+    ShortQuarterRelativeV1,
+    NarrowQuarterRelativeV1,
+    LongYearRelativeV1,
+    ShortYearRelativeV1,
+    NarrowYearRelativeV1,
+);
+super::data::from_boa!(
+    Data,
+    icu_decimal::provider::DecimalSymbolsV1,
+    icu_decimal::provider::DecimalDigitsV1,
+    icu_plurals::provider::PluralsCardinalV1,
+);
