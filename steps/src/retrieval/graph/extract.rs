@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "17";
+pub const READER: &str = "20";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -355,6 +355,112 @@ const STATEMENTS: &[(&str, &str, bool)] = &[
     ("provided by", "supplied_by", true),
 ];
 
+/// Verbs read in their other tenses too: the present (third person), the
+/// participle and the -ing form, the relation, and whether the active
+/// voice's subject is the edge's subject. "has looked after", "is using",
+/// "has been maintained by" state what "looks after", "uses" and "is
+/// maintained by" do; English's tenses, not any one writer's wording.
+const TENSED: &[(&str, &str, &str, &str, bool)] = &[
+    ("owns", "owned", "owning", "owns", true),
+    ("maintains", "maintained", "maintaining", "owns", true),
+    ("looks after", "looked after", "looking after", "owns", true),
+    ("operates", "operated", "operating", "owns", true),
+    ("administers", "administered", "administering", "owns", true),
+    (
+        "depends on",
+        "depended on",
+        "depending on",
+        "depends_on",
+        true,
+    ),
+    ("relies on", "relied on", "relying on", "depends_on", true),
+    ("uses", "used", "using", "depends_on", true),
+    ("calls", "called", "calling", "depends_on", true),
+    ("needs", "needed", "needing", "depends_on", true),
+    ("requires", "required", "requiring", "depends_on", true),
+    (
+        "reads from",
+        "read from",
+        "reading from",
+        "depends_on",
+        true,
+    ),
+    (
+        "pulls from",
+        "pulled from",
+        "pulling from",
+        "depends_on",
+        true,
+    ),
+    ("consumes", "consumed", "consuming", "depends_on", true),
+    (
+        "subscribes to",
+        "subscribed to",
+        "subscribing to",
+        "depends_on",
+        true,
+    ),
+    ("talks to", "talked to", "talking to", "depends_on", true),
+    ("leads", "led", "leading", "leads", true),
+    ("manages", "managed", "managing", "leads", true),
+    (
+        "reports to",
+        "reported to",
+        "reporting to",
+        "reports_to",
+        true,
+    ),
+    ("works for", "worked for", "working for", "reports_to", true),
+    (
+        "works under",
+        "worked under",
+        "working under",
+        "reports_to",
+        true,
+    ),
+    ("supplies", "supplied", "supplying", "supplied_by", false),
+    ("blocks", "blocked", "blocking", "blocked_by", false),
+];
+
+/// Every verb phrase read: [`STATEMENTS`], and [`TENSED`]'s verbs in the
+/// perfect and the progressive, active and passive.
+fn verb_phrases() -> &'static [(String, &'static str, bool)] {
+    static ALL: OnceLock<Vec<(String, &'static str, bool)>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut all: Vec<(String, &'static str, bool)> = STATEMENTS
+            .iter()
+            .map(|(p, rel, forward)| (p.to_string(), *rel, *forward))
+            .collect();
+        for (present, participle, ing, rel, forward) in TENSED {
+            let active = [
+                present.to_string(),
+                format!("has {participle}"),
+                format!("have {participle}"),
+                format!("has been {ing}"),
+                format!("have been {ing}"),
+                format!("is {ing}"),
+                format!("are {ing}"),
+            ];
+            let passive = [
+                format!("{participle} by"),
+                format!("is {participle} by"),
+                format!("are {participle} by"),
+                format!("has been {participle} by"),
+                format!("have been {participle} by"),
+                format!("is being {participle} by"),
+            ];
+            for (phrases, forward) in [(active.to_vec(), *forward), (passive.to_vec(), !*forward)] {
+                for p in phrases {
+                    if !all.iter().any(|(q, _, _)| *q == p) {
+                        all.push((p, *rel, forward));
+                    }
+                }
+            }
+        }
+        all
+    })
+}
+
 const LONGEST_NAME_WORDS: usize = 6;
 
 pub fn note(rel_path: &str, source: &str) -> NoteGraph {
@@ -455,6 +561,19 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
                 .all(|c| !c.is_empty() && c.chars().all(|ch| matches!(ch, '-' | ':' | ' ')))
             {
                 table = header.take();
+            } else if let (Some(cols), [first, v]) = (&table, cells.as_slice()) {
+                // A table of two columns: each row a `Key | value` pair
+                // about the note (`| Owner | [[Platform]] |`), unless the
+                // header names a relation (`| Service | Owner |`).
+                let k = strip_parentheses(first).to_lowercase();
+                if KEYED
+                    .iter()
+                    .any(|(names, _, _)| names.contains(&k.as_str()))
+                {
+                    keyed(&mut g, &k, &split_list(v), n, "property", t);
+                } else if let Some(c) = cols.get(1).filter(|_| !first.is_empty()) {
+                    keyed_about(&mut g, first, c, &split_list(v), n, "property", t);
+                }
             } else if let Some(cols) = &table {
                 // A row: its first cell is what the row is about; a column
                 // headed by a relation gives its edges.
@@ -764,10 +883,13 @@ fn keyed_about(
     let about = first_link(about).unwrap_or_else(|| about.to_string());
     let about = about.as_str();
     for v in values {
-        let target = wiki_target(v).unwrap_or_else(|| v.trim().to_string());
-        // An empty cell written as a dash is no name.
+        let linked = wiki_target(v);
+        let target = linked.clone().unwrap_or_else(|| v.trim().to_string());
+        // An empty cell written as a dash is no name, nor is a phrase
+        // ("nothing else", "3 broker VMs behind keepalived").
         if !target.chars().any(char::is_alphanumeric)
             || target.split_whitespace().count() > LONGEST_NAME_WORDS
+            || (linked.is_none() && !looks_like_a_name(&target))
         {
             continue;
         }
@@ -942,17 +1064,17 @@ impl Paragraph {
 fn next_verb(lower: &str, from: usize) -> Option<(usize, &'static str, &'static str, bool)> {
     static VERBS: OnceLock<Regex> = OnceLock::new();
     let verbs = VERBS.get_or_init(|| {
-        let mut phrases: Vec<&str> = STATEMENTS.iter().map(|(p, _, _)| *p).collect();
+        let mut phrases: Vec<&str> = verb_phrases().iter().map(|(p, _, _)| p.as_str()).collect();
         phrases.sort_by_key(|p| std::cmp::Reverse(p.len()));
         let alternation: Vec<String> = phrases.iter().map(|p| regex::escape(p)).collect();
         Regex::new(&format!(" (?:{}) ", alternation.join("|"))).expect("valid pattern")
     });
     let m = verbs.find_at(lower, from)?;
     let phrase = &lower[m.start() + 1..m.end() - 1];
-    STATEMENTS
+    verb_phrases()
         .iter()
-        .find(|(p, _, _)| *p == phrase)
-        .map(|(p, rel, forward)| (m.start(), *p, *rel, *forward))
+        .find(|(p, _, _)| p == phrase)
+        .map(|(p, rel, forward)| (m.start(), p.as_str(), *rel, *forward))
 }
 
 /// The statements of a paragraph; `verbs_at`: where in its text the
@@ -962,6 +1084,9 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
     // A sentence without a relation verb, whose subject a pronoun in a
     // later one may mean: read only when one does.
     let mut unread: Option<&str> = None;
+    // Whether the sentence before named the note as an object ("Daniel
+    // reports to Marcus" in Marcus's note), for "her" and "him".
+    let mut note_was_object = false;
     let base = para.text.as_ptr() as usize;
     for said in sentences(&para.text) {
         let at = said.as_ptr() as usize - base;
@@ -1013,8 +1138,15 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
         let Some(mut subject) = named else {
             continue;
         };
+        // "Ravi, Sofia and Kwame report to her": each name is a subject.
+        let mut fellows = if coordinated {
+            Vec::new()
+        } else {
+            subject_list(before)
+        };
         // What a pronoun among the objects means: who was spoken of before.
         let referent = last_subject.clone().unwrap_or_else(|| g.name.clone());
+        let note_named = std::mem::take(&mut note_was_object);
         if is_first_person(&subject) {
             // "We own …" in a team's note: the note.
             subject = g.name.clone();
@@ -1051,12 +1183,14 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
             let said_of = Clause {
                 subject: &subject,
                 referent: &referent,
+                note_named,
                 note: &note_name,
                 phrase,
                 rel,
                 forward,
                 line: n,
                 sentence: said,
+                fellows: &fellows,
             };
             // "X no longer depends on Y", "used to run on", "does not
             // own": a relation denied is no edge.
@@ -1069,6 +1203,7 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
                     &sentence[start.min(sentence.len())..end.max(start).min(sentence.len())],
                 )
             };
+            note_was_object |= found.iter().any(|o| key(o) == key(&note_name));
             match next {
                 Some((v, _, relative)) => {
                     if relative {
@@ -1076,6 +1211,7 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
                             Some(o) => subject = o.clone(),
                             None => break,
                         }
+                        fellows.clear();
                     }
                     verb = v;
                 }
@@ -1155,8 +1291,10 @@ fn as_the_note(note: &str, subject: String) -> String {
 /// A clause being read: its subject, its verb, where it is.
 struct Clause<'a> {
     subject: &'a str,
-    /// Whom "it" among the objects means.
+    /// Whom "it" among the objects means: the subject before.
     referent: &'a str,
+    /// Whether the sentence before named the note as an object.
+    note_named: bool,
     /// What the note is about, whom "her", "him" or "them" mean.
     note: &'a str,
     phrase: &'a str,
@@ -1164,6 +1302,8 @@ struct Clause<'a> {
     forward: bool,
     line: u32,
     sentence: &'a str,
+    /// Other subjects listed with it ("Ravi, Sofia and Kwame report to").
+    fellows: &'a [String],
 }
 
 /// The edges of one clause: one per name in what follows its verb; the
@@ -1229,7 +1369,17 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
             match head_name(item).or_else(|| pronoun_of(item)) {
                 // "works under her", "feeds into it": in a note, what the
                 // note is about, unless that is the subject itself ("it" is
-                // then what was spoken of before).
+                // then what was spoken of before). A person ("her", "him")
+                // is the one the sentence before spoke of, unless that
+                // sentence named the note as its object ("Daniel reports to
+                // Marcus. Tomasz works under him.").
+                Some(o)
+                    if matches!(o.as_str(), "her" | "him")
+                        && !c.note_named
+                        && key(c.referent) != key(c.subject) =>
+                {
+                    Some(c.referent.to_string())
+                }
                 Some(o) if is_pronoun(&o) => Some(if key(c.subject) != key(c.note) {
                     c.note.to_string()
                 } else {
@@ -1252,7 +1402,11 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
     }
     found.retain(|o| key(o) != key(c.subject));
     let mut subjects: Vec<String> = vec![c.subject.to_string()];
-    for a in also.iter().filter_map(|a| head_name(a)) {
+    for a in also
+        .iter()
+        .filter_map(|a| head_name(a))
+        .chain(c.fellows.iter().cloned())
+    {
         if !subjects.iter().any(|s| key(s) == key(&a)) {
             subjects.push(a);
         }
@@ -1283,10 +1437,17 @@ fn possessor(name: &str) -> Option<String> {
     (!owner.trim().is_empty() && !part.trim().is_empty()).then(|| owner.trim().to_string())
 }
 
-/// A lone object pronoun ("her", "them"), which [`clean_name`] refuses.
+/// An object pronoun ("her", "them"), alone or before a phrase of its
+/// own ("it since the reorg"), which [`clean_name`] refuses.
 fn pronoun_of(item: &str) -> Option<String> {
-    let w = item.trim().trim_end_matches(['.', ',']).to_lowercase();
-    matches!(w.as_str(), "her" | "him" | "them" | "it").then_some(w)
+    let lower = format!("{} ", item.trim().to_ascii_lowercase());
+    let (w, rest) = lower.split_once(' ')?;
+    let w = w.trim_end_matches(['.', ',']);
+    let alone = rest.trim().is_empty()
+        || STOP_AFTER
+            .iter()
+            .any(|stop| format!(" {rest}").starts_with(stop));
+    (alone && matches!(w, "her" | "him" | "them" | "it")).then(|| w.to_string())
 }
 
 /// The notes `t` links to, in the order written: `[[Target]]` (also
@@ -1574,6 +1735,16 @@ fn looks_like_a_name(s: &str) -> bool {
     if words.len() == 1 && first.len() > 6 && first.ends_with("ly") && !s.contains(['[', '-']) {
         return false;
     }
+    // A count of things ("12 pods", "3 broker VMs"), not a name.
+    if first.chars().all(|c| c.is_ascii_digit())
+        && (words.len() == 1
+            || s.split_whitespace()
+                .nth(1)
+                .is_some_and(|w| w.starts_with(|c: char| c.is_lowercase()))
+            || words.len() > 2)
+    {
+        return false;
+    }
     let proper = s.chars().next().is_some_and(|c| !c.is_lowercase());
     proper
         || !words[1..]
@@ -1646,6 +1817,33 @@ fn tail_name(before: &str) -> Option<String> {
         return Some(strip_article(&said).to_string());
     }
     clean_name(&said)
+}
+
+/// The names of a subject written as a list of two or more ("Ravi Mehta,
+/// Sofia Lindqvist and Kwame Asante"): only when every item is a proper
+/// name or a link, so that a clause is never read as one.
+fn subject_list(before: &str) -> Vec<String> {
+    let items = split_list(before);
+    if items.len() < 2 {
+        return Vec::new();
+    }
+    let mut names = Vec::new();
+    for item in &items {
+        let name = if item.contains("[[") || item.contains("](") {
+            link_targets(item).into_iter().next()
+        } else if item.starts_with(|c: char| c.is_uppercase())
+            && item.split_whitespace().count() <= 4
+        {
+            clean_name(item)
+        } else {
+            None
+        };
+        match name {
+            Some(n) => names.push(n),
+            None => return Vec::new(),
+        }
+    }
+    names
 }
 
 /// The name that starts what follows a verb, without an adverb after it
@@ -1732,6 +1930,28 @@ mod tests {
         how: &'static str,
     ) -> (String, String, String, u32, &'static str) {
         (from.into(), rel.into(), to.into(), line, how)
+    }
+
+    #[test]
+    fn a_subject_written_as_a_list_gives_each_its_edge() {
+        assert_eq!(
+            edges(
+                "org/team.md",
+                "# Team\n\nHelen Achterberg runs the group and reports to Daniel Oyelaran. Ravi Mehta, Sofia Lindqvist and [[Kwame Asante]] report to her.\nBen Hollis has looked after it since the reorg.\n\nBilling, the ledger and fraud checks depend on Kafka.\n"
+            ),
+            [
+                e("Team", "links_to", "Kwame Asante", 3, "link"),
+                e("Helen Achterberg", "reports_to", "Daniel Oyelaran", 3, "statement"),
+                // "her": the one the sentence before spoke of, not the note.
+                e("Kwame Asante", "reports_to", "Helen Achterberg", 3, "statement"),
+                e("Ravi Mehta", "reports_to", "Helen Achterberg", 3, "statement"),
+                e("Sofia Lindqvist", "reports_to", "Helen Achterberg", 3, "statement"),
+                // Another tense, a pronoun before a phrase of its own.
+                e("Ben Hollis", "owns", "Team", 4, "statement"),
+                // Not every item a name: only the one before the verb.
+                e("fraud checks", "depends_on", "Kafka", 6, "statement"),
+            ]
+        );
     }
 
     #[test]

@@ -69,10 +69,10 @@ pub fn node(g: &GraphStore, name: &str) -> Result<Node, DbError> {
     let mut k = key(name);
     let mut notes = g.notes_named(&k)?;
     // Notes call people (and things) by their first name: "Marcus" is the
-    // one name that starts with it, when only one does. A first name the
-    // notes use alone keeps its spelling, with the full name's keys added;
-    // one they never use alone is shown by the full name. Only a word (not
-    // a `#tag`, a path or a number) can be a first name.
+    // one name that starts with it, when only one does, and is shown by
+    // that full name; a first name the notes also use alone keeps its own
+    // edges too. Only a word (not a `#tag`, a path or a number) can be a
+    // first name.
     let mut also: Option<String> = None;
     let a_word = |w: &str| w.chars().next().is_some_and(char::is_alphabetic);
     if notes.is_empty() && !k.contains(' ') && a_word(&k) {
@@ -88,10 +88,10 @@ pub fn node(g: &GraphStore, name: &str) -> Result<Node, DbError> {
     let paths: Vec<String> = notes.iter().map(|(p, _)| p.clone()).collect();
     let mut keys: BTreeSet<String> = g.names_of(&paths)?.into_iter().collect();
     keys.insert(k.clone());
-    if let Some(full) = also {
-        let theirs: Vec<String> = g.notes_named(&full)?.into_iter().map(|(p, _)| p).collect();
+    if let Some(full) = &also {
+        let theirs: Vec<String> = g.notes_named(full)?.into_iter().map(|(p, _)| p).collect();
         keys.extend(g.names_of(&theirs)?);
-        keys.insert(full);
+        keys.insert(full.clone());
     }
     // …and "Marcus Oyelaran" is also the "Marcus" the notes speak of.
     if let Some((first, _)) = k.split_once(' ').filter(|(f, _)| a_word(f)) {
@@ -102,15 +102,44 @@ pub fn node(g: &GraphStore, name: &str) -> Result<Node, DbError> {
             keys.insert(first.to_string());
         }
     }
-    let shown = match notes.first() {
-        Some((_, n)) => n.clone(),
-        None => g.spelling(&k)?.unwrap_or_else(|| name.trim().to_string()),
+    let own = || -> Result<String, DbError> {
+        Ok(g.spelling(&k)?.unwrap_or_else(|| name.trim().to_string()))
+    };
+    let shown = match (notes.first(), &also) {
+        (Some((_, n)), _) => n.clone(),
+        (None, Some(full)) => {
+            let full = match g.notes_named(full)?.first() {
+                Some((_, n)) => n.clone(),
+                None => g.spelling(full)?.unwrap_or_else(|| full.clone()),
+            };
+            // "Helen" is Helen Achterberg; "Chargewell" is not its "REST API".
+            if is_a_full_name(&full) {
+                full
+            } else {
+                own()?
+            }
+        }
+        (None, None) => own()?,
     };
     Ok(Node {
         name: shown,
         keys: keys.into_iter().collect(),
         notes: paths,
     })
+}
+
+/// A given name and a family name: two words, the second capitalised
+/// and otherwise in lower case ("Helen Achterberg", not "Chargewell REST
+/// API" or "Season 4").
+fn is_a_full_name(name: &str) -> bool {
+    let words: Vec<&str> = name.split_whitespace().collect();
+    let [_, family] = words.as_slice() else {
+        return false;
+    };
+    let mut chars = family.chars();
+    chars.next().is_some_and(char::is_uppercase)
+        && chars.clone().any(char::is_lowercase)
+        && chars.all(|c| c.is_lowercase() || matches!(c, '\'' | '’' | '-'))
 }
 
 /// Nodes already resolved during one question (a hub is met many times).
