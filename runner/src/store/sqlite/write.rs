@@ -125,6 +125,7 @@ pub(super) struct Checkpointer {
     /// Held by the writer for each commit, and by the checkpointer while it
     /// ends a checkpoint that lets the WAL start over.
     gate: Arc<Mutex<()>>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 /// How often the WAL is checkpointed at most while commits come.
@@ -153,7 +154,7 @@ pub(super) fn start_checkpointer(path: &Path, write: &Connection) -> Option<Chec
     let (wake, woken) = mpsc::sync_channel::<()>(1);
     let gate = Arc::new(Mutex::new(()));
     let held = gate.clone();
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("marktoflow-checkpoint".into())
         .spawn(move || {
             // The WAL's size in frames, as the checkpoint found it.
@@ -185,7 +186,7 @@ pub(super) fn start_checkpointer(path: &Path, write: &Connection) -> Option<Chec
         })
         .ok()?;
     write.pragma_update(None, "wal_autocheckpoint", 0).ok()?;
-    Some(Checkpointer { wake, gate })
+    Some(Checkpointer { wake, gate, thread })
 }
 
 /// How long a write nobody waits for may stay queued: a commit here is
@@ -202,7 +203,13 @@ impl Commit for Sqlite {
         // The last writer of this process: copy the WAL into the database
         // and cut it to nothing, so no WAL of a finished burst stays on disk
         // (another process still reading or writing makes this a no-op).
-        drop(self.checkpoints.take());
+        // Our own checkpointer is let finish first: one still copying a
+        // large WAL would make it a no-op too (a starved machine's exit
+        // left a run's dropped checkpoints on disk, in the WAL).
+        if let Some(Checkpointer { wake, thread, .. }) = self.checkpoints.take() {
+            drop(wake);
+            let _ = thread.join();
+        }
         // Never hold up an exit for another process's readers.
         let _ = self.conn.busy_timeout(Duration::from_millis(100));
         let _ = self
