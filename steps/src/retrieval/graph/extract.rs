@@ -52,13 +52,29 @@ pub struct NoteGraph {
 /// How names are compared: case, `-`/`_` and runs of spaces do not count
 /// (`Billing-Service` is `billing service`), nor does a leading article.
 pub fn key(name: &str) -> String {
-    let lower = name.trim().to_lowercase().replace(['-', '_'], " ");
-    let words: Vec<&str> = lower.split_whitespace().collect();
-    let words = match words.first() {
-        Some(&("the" | "a" | "an")) if words.len() > 1 => &words[1..],
-        _ => &words[..],
-    };
-    words.join(" ")
+    // One pass: called for every end of every edge.
+    let mut out = String::with_capacity(name.len());
+    let mut words = 0;
+    for word in name.split(|c: char| c.is_whitespace() || c == '-' || c == '_') {
+        if word.is_empty() {
+            continue;
+        }
+        if words > 0 {
+            out.push(' ');
+        }
+        words += 1;
+        for c in word.chars() {
+            out.extend(c.to_lowercase());
+        }
+    }
+    // A leading article goes when a word follows it ("The Band": "band").
+    for article in ["the ", "a ", "an "] {
+        if words > 1 && out.starts_with(article) {
+            out.drain(..article.len());
+            break;
+        }
+    }
+    out
 }
 
 /// Frontmatter and `Key: value` keys that name a relation, with the
@@ -956,6 +972,15 @@ const STOP_BEFORE: &[&str] = &[
     "still",
     "currently",
 ];
+/// [`STOP_AFTER`] as one search: the earliest of them in a text.
+fn stop_after() -> &'static Regex {
+    static STOPS: OnceLock<Regex> = OnceLock::new();
+    STOPS.get_or_init(|| {
+        let alternation: Vec<String> = STOP_AFTER.iter().map(|s| regex::escape(s)).collect();
+        Regex::new(&alternation.join("|")).expect("valid pattern")
+    })
+}
+
 const STOP_AFTER: &[&str] = &[
     " for ",
     " to ",
@@ -1428,7 +1453,7 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
 /// ("the auth service for tokens").
 fn ends_in_a_phrase(item: &str) -> bool {
     let lower = format!("{} ", item.to_ascii_lowercase());
-    STOP_AFTER.iter().any(|stop| lower.contains(stop))
+    stop_after().is_match(&lower)
 }
 
 /// The owner in "X's Y" (a part of X named after it), else None.
@@ -1852,10 +1877,8 @@ fn head_name(after: &str) -> Option<String> {
     let mut end = after.len();
     // ASCII only: offsets in `lower` are offsets in `after`.
     let lower = after.to_ascii_lowercase();
-    for stop in STOP_AFTER {
-        if let Some(i) = lower.find(stop) {
-            end = end.min(i);
-        }
+    if let Some(m) = stop_after().find(&lower) {
+        end = m.start();
     }
     let mut name = after[..end].trim_end();
     for adverb in [

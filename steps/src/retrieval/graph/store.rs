@@ -90,7 +90,15 @@ impl GraphStore {
     /// The graph in `dir` (the index's folder), or in memory.
     pub fn open(dir: Option<&Path>) -> Result<GraphStore, DbError> {
         let conn = match dir {
-            Some(d) => sqlite::open(&d.join(FILE), MIGRATIONS)?,
+            Some(d) => {
+                let conn = sqlite::open(&d.join(FILE), MIGRATIONS)?;
+                // A first build sorts every edge's keys into the indexes:
+                // in memory, not through temporary files (a 10,000-note
+                // vault's graph sorts a few megabytes).
+                conn.pragma_update(None, "temp_store", "MEMORY")?;
+                conn.pragma_update(None, "cache_size", -32_768)?;
+                conn
+            }
             None => {
                 let conn = Connection::open_in_memory()?;
                 for m in MIGRATIONS {
