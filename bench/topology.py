@@ -160,7 +160,10 @@ def run(binary, wf, inputs, env=None):
 
 def graph_answer(g, kind):
     if kind == "path":
-        # The chain's nodes after the start, each edge walked either way.
+        # The chain's nodes after the start, by name.
+        if g.get("chain"):
+            return g["chain"][1:]
+        # (Builds before `chain`: each edge walked either way.)
         out, prev = [], norm((g.get("node") or {}).get("name", ""))
         for e in g["path"] or []:
             nxt = e["from"] if norm(e["to"]) == prev else e["to"]

@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "20";
+pub const READER: &str = "25";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,6 +113,11 @@ const KEYED: &[(&[&str], &str, bool)] = &[
             "reads from",
             "calls",
             "needs",
+            "inputs",
+            "sources",
+            "data sources",
+            "ingest",
+            "ingests",
         ],
         "depends_on",
         true,
@@ -126,6 +131,8 @@ const KEYED: &[(&[&str], &str, bool)] = &[
             "relying parties",
             "feeds",
             "feeds into",
+            "clients",
+            "subscribers",
         ],
         "depends_on",
         false,
@@ -371,6 +378,20 @@ const STATEMENTS: &[(&str, &str, bool)] = &[
     ("provided by", "supplied_by", true),
 ];
 
+/// The relations of a topology, which the tables above read: what a chain
+/// between two things is best made of.
+pub const TOPOLOGY: &[&str] = &[
+    "owns",
+    "depends_on",
+    "reports_to",
+    "deployed_to",
+    "blocked_by",
+    "supplied_by",
+    "leads",
+    "part_of",
+    "in_repo",
+];
+
 /// Verbs read in their other tenses too: the present (third person), the
 /// participle and the -ing form, the relation, and whether the active
 /// voice's subject is the edge's subject. "has looked after", "is using",
@@ -608,7 +629,21 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
         header = None;
         if let Some((k, v)) = key_line(t) {
             para.flush(&mut g);
-            keyed(&mut g, &k, &split_list(v), n, "property", t);
+            // "Head: Tomasz Wilk. Tomasz reports to …": the value is its
+            // first sentence; what follows is prose.
+            let (value, rest) = match sentences(v).as_slice() {
+                [first, _, ..] => (
+                    *first,
+                    v[v.find(first).map_or(v.len(), |i| i + first.len())..]
+                        .trim_start_matches(['.', '!', '?'])
+                        .trim(),
+                ),
+                _ => (v, ""),
+            };
+            keyed(&mut g, &k, &split_list(value), n, "property", t);
+            if !rest.is_empty() {
+                para.push(rest, n);
+            }
             continue;
         }
         // A list item starts a paragraph of its own.
@@ -648,7 +683,15 @@ fn list_label(g: &NoteGraph, label: &str) -> Option<Listed> {
         .replace(['_', '-'], " ")
         .to_lowercase();
     let spoken = spoken.trim();
-    if let Some((_, rel, subject)) = KEYED.iter().find(|(names, _, _)| names.contains(&spoken)) {
+    // A label is its noun, after any word that qualifies it ("Main
+    // consumers", "Upstream dependencies", "Hard dependencies").
+    let words: Vec<&str> = spoken.split_whitespace().collect();
+    let tails = (0..words.len().min(3)).map(|i| words[i..].join(" "));
+    if let Some((_, rel, subject)) = tails.filter(|t| !t.is_empty()).find_map(|t| {
+        KEYED
+            .iter()
+            .find(|(names, _, _)| names.contains(&t.as_str()))
+    }) {
         return Some(Listed {
             subject: g.name.clone(),
             rel,
@@ -675,7 +718,7 @@ fn list_label(g: &NoteGraph, label: &str) -> Option<Listed> {
     // words after the verb only announce the list ("We look after the
     // shared plumbing:").
     let lower = format!(" {} ", spoken);
-    let (at, phrase, rel, forward) = next_verb(&lower, 0)?;
+    let (at, len, _, rel, forward) = next_verb(&lower, 0)?;
     let before = lower[..at].trim();
     // "Everything below depends on Keystone:", "The following are owned by
     // X:": the items are the subjects.
@@ -690,7 +733,7 @@ fn list_label(g: &NoteGraph, label: &str) -> Option<Listed> {
             ))
     {
         // "Who reads from it:": the items read from the note.
-        let after = &label[(at + phrase.len() + 1).min(label.len())..];
+        let after = &label[(at + len + 1).min(label.len())..];
         let object = head_name(after.split([',', ';']).next().unwrap_or(after))
             .filter(|o| !is_pronoun(o))
             .unwrap_or_else(|| g.name.clone());
@@ -700,7 +743,7 @@ fn list_label(g: &NoteGraph, label: &str) -> Option<Listed> {
             forward: !forward,
         });
     }
-    if colon || lower[at + phrase.len() + 2..].trim().is_empty() {
+    if colon || lower[at + len + 2..].trim().is_empty() {
         let subject = if before.is_empty() || is_pronoun(before) || is_first_person(before) {
             g.name.clone()
         } else {
@@ -900,7 +943,10 @@ fn keyed_about(
     let about = about.as_str();
     for v in values {
         let linked = wiki_target(v);
-        let target = linked.clone().unwrap_or_else(|| v.trim().to_string());
+        // "Margaret Ashby (Chief Executive)": the name, not its aside.
+        let target = linked
+            .clone()
+            .unwrap_or_else(|| strip_parentheses(v).trim().to_string());
         // An empty cell written as a dash is no name, nor is a phrase
         // ("nothing else", "3 broker VMs behind keepalived").
         if !target.chars().any(char::is_alphanumeric)
@@ -1068,11 +1114,11 @@ impl Paragraph {
             let lower = format!(" {}", self.text).to_ascii_lowercase();
             let mut at = Vec::new();
             let mut from = 0;
-            while let Some((i, phrase, _, _)) = next_verb(&lower, from) {
+            while let Some((i, len, _, _, _)) = next_verb(&lower, from) {
                 // `i` is the space before the verb: in the text, where the
                 // verb starts.
                 at.push(i);
-                from = i + phrase.len() + 1;
+                from = i + len + 1;
             }
             if !at.is_empty() {
                 statements(g, self, &at);
@@ -1083,10 +1129,13 @@ impl Paragraph {
 }
 
 /// The first relation verb in `lower` at or after `from`: its offset (the
-/// space before it), the phrase, the relation and its direction. One
-/// pattern for all the phrases, longest first, so that at one place the
-/// longest phrase wins ("is owned by" over "owned by").
-fn next_verb(lower: &str, from: usize) -> Option<(usize, &'static str, &'static str, bool)> {
+/// space before it), its length there, the phrase, the relation and its
+/// direction. One pattern for all the phrases, longest first, so that at
+/// one place the longest phrase wins ("is owned by" over "owned by"); a
+/// verb of data flowing, with what flows between it and its preposition
+/// ("pulls the risk score for each area from", "writes the setpoints out
+/// through"), is read as its phrase ("pulls from", "writes to").
+fn next_verb(lower: &str, from: usize) -> Option<(usize, usize, &'static str, &'static str, bool)> {
     static VERBS: OnceLock<Regex> = OnceLock::new();
     let verbs = VERBS.get_or_init(|| {
         let mut phrases: Vec<&str> = verb_phrases().iter().map(|(p, _, _)| p.as_str()).collect();
@@ -1094,12 +1143,38 @@ fn next_verb(lower: &str, from: usize) -> Option<(usize, &'static str, &'static 
         let alternation: Vec<String> = phrases.iter().map(|p| regex::escape(p)).collect();
         Regex::new(&format!(" (?:{}) ", alternation.join("|"))).expect("valid pattern")
     });
-    let m = verbs.find_at(lower, from)?;
-    let phrase = &lower[m.start() + 1..m.end() - 1];
+    static FLOWS: OnceLock<Regex> = OnceLock::new();
+    let flows = FLOWS.get_or_init(|| {
+        // What flows is a few plain words: no punctuation, no link, and
+        // not itself a preposition of the verb.
+        let gap = r"((?: (?:[a-z0-9'’\-]+)){1,8}?)";
+        Regex::new(&format!(
+            r" (?:(?:pulls|pull|pulling|reads|read|reading|gets|get|getting|fetches|fetch|fetching|loads|load|loading|receives|receive|receiving|ingests|ingest|ingesting|collects|collect|collecting){gap} from|(?:writes|write|writing|pushes|push|pushing|sends|send|sending|publishes|publish|publishing){gap} (?:to|into|through)) "
+        ))
+        .expect("valid pattern")
+    });
+    let phrase = verbs.find_at(lower, from);
+    let flow = flows.captures_at(lower, from).filter(|c| {
+        let gap = c.get(1).or(c.get(2)).map_or("", |g| g.as_str());
+        !gap.split(' ')
+            .any(|w| matches!(w, "from" | "to" | "into" | "through" | "on" | "by"))
+            && phrase.is_none_or(|m| c.get(0).is_some_and(|f| f.start() < m.start()))
+    });
+    if let Some(c) = flow {
+        let m = c.get(0)?;
+        let (name, rel) = if c.get(1).is_some() {
+            ("pulls from", "depends_on")
+        } else {
+            ("writes to", "depends_on")
+        };
+        return Some((m.start(), m.len() - 2, name, rel, true));
+    }
+    let m = phrase?;
+    let said = &lower[m.start() + 1..m.end() - 1];
     verb_phrases()
         .iter()
-        .find(|(p, _, _)| p == phrase)
-        .map(|(p, rel, forward)| (m.start(), p.as_str(), *rel, *forward))
+        .find(|(p, _, _)| p == said)
+        .map(|(p, rel, forward)| (m.start(), said.len(), p.as_str(), *rel, *forward))
 }
 
 /// The statements of a paragraph; `verbs_at`: where in its text the
@@ -1144,10 +1219,10 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
             Some(g.name.clone())
         } else if coordinated {
             leading_subject(said)
-        } else if verb.1.starts_with("consumer")
-            || verb.1.ends_with("reports are")
-            || verb.1.starts_with("direct reports")
-            || ["manager is", "line manager is", "supervisor is"].contains(&verb.1)
+        } else if verb.2.starts_with("consumer")
+            || verb.2.ends_with("reports are")
+            || verb.2.starts_with("direct reports")
+            || ["manager is", "line manager is", "supervisor is"].contains(&verb.2)
         {
             // A noun that is the verb ("its main consumer is", "Tomasz's
             // manager is"): the subject is whose it is, else the one spoken of.
@@ -1196,8 +1271,8 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
         // ", which" the clause is about the last object ("led by Nadia,
         // who reports to …").
         loop {
-            let (i, phrase, rel, forward) = verb;
-            let start = i + phrase.len() + 2;
+            let (i, len, phrase, rel, forward) = verb;
+            let start = i + len + 2;
             let next = next_verb(&lower, start).and_then(|v| {
                 clause_start(&lower[start..v.0]).map(|(cut, rel)| (v, start + cut, rel))
             });
@@ -1379,10 +1454,28 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
             break;
         }
         let item = again.unwrap_or(&item);
+        // "Margit Sandoval, our CTO": what follows a name with a possessive
+        // says who that is; it is no other name.
+        let lower_item = item.to_ascii_lowercase();
+        if !found.is_empty()
+            && ["our ", "my ", "your ", "his ", "her ", "its ", "their "]
+                .iter()
+                .any(|p| lower_item.starts_with(p))
+        {
+            continue;
+        }
         phrase_after = ends_in_a_phrase(item);
         // A link in the item is its name ("[[Keystone IdP|Keystone]] for
         // the service accounts").
-        let object = if item.contains("[[") || item.contains("](") {
+        // After a verb of data flowing, a link further on names something
+        // else ("pushes users into the directory that [[Keystone]] reads").
+        let flowing = matches!(c.phrase, "pulls from" | "writes to");
+        let linked = if flowing {
+            strip_article(item).starts_with('[')
+        } else {
+            item.contains("[[") || item.contains("](")
+        };
+        let object = if linked {
             link_targets(item).into_iter().next()
         } else if let Some(rest) = item
             .strip_prefix("its ")
@@ -1953,6 +2046,26 @@ mod tests {
         how: &'static str,
     ) -> (String, String, String, u32, &'static str) {
         (from.into(), rel.into(), to.into(), line, how)
+    }
+
+    #[test]
+    fn verbs_of_data_flowing_read_past_what_flows() {
+        assert_eq!(
+            edges(
+                "systems/pressure.md",
+                "# PressureWise\n\nOwner: Tomasz Wilk. Tomasz reports to Daniel, our CTO.\n\nIt pulls the current risk score for each area from [[LeakSense]] and writes the setpoints out through AquaView SCADA.\nDirectory Sync pushes users into the directory that [[Keystone]] reads.\n"
+            ),
+            [
+                e("Tomasz Wilk", "owns", "PressureWise", 3, "property"),
+                // A `Key: value` line's value is its first sentence only.
+                e("Tomasz", "reports_to", "Daniel", 3, "statement"),
+                e("PressureWise", "links_to", "LeakSense", 5, "link"),
+                e("PressureWise", "links_to", "Keystone", 6, "link"),
+                e("PressureWise", "depends_on", "LeakSense", 5, "statement"),
+                e("PressureWise", "depends_on", "AquaView SCADA", 5, "statement"),
+                // What Directory Sync pushes into is "the directory": no name.
+            ]
+        );
     }
 
     #[test]

@@ -60,6 +60,9 @@ pub struct Found {
     pub reached: Vec<(String, usize)>,
     /// The chain to `to`, when asked for and found.
     pub path: Option<Vec<StoredEdge>>,
+    /// The chain's nodes by name, from the node to `to` (an edge names
+    /// them as its note does: "Beatriz" for Beatriz Santos).
+    pub chain: Option<Vec<String>>,
     /// More edges than `limit`.
     pub truncated: bool,
 }
@@ -237,12 +240,31 @@ pub fn run(g: &GraphStore, q: &Query<'_>) -> Result<Found, DbError> {
         }
     }
     let known = !start.notes.is_empty() || !edges.is_empty() || g.spelling(&key(q.node))?.is_some();
+    let chain = match &found_path {
+        Some(path) => {
+            let mut names = vec![start.name.clone()];
+            let mut at = start.keys.clone();
+            for e in path {
+                let other = if at.contains(&key(&e.from)) {
+                    &e.to
+                } else {
+                    &e.from
+                };
+                let n = nodes.get(other)?;
+                names.push(n.name.clone());
+                at = n.keys;
+            }
+            Some(names)
+        }
+        None => None,
+    };
     Ok(Found {
         node: start,
         known,
         edges,
         reached,
         path: found_path,
+        chain,
         truncated,
     })
 }

@@ -72,7 +72,7 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
                 None => {
                     return Ok(json!({
                         "node": null, "found": false, "count": 0, "edges": [], "nodes": [],
-                        "path": null, "truncated": false, "suggestions": [], "hits": [],
+                        "path": null, "chain": null, "truncated": false, "suggestions": [], "hits": [],
                         "read": read_json(reading.as_ref()),
                         "graph": {"notes": synced.notes, "edges": synced.edges, "read": synced.read},
                     }))
@@ -109,13 +109,30 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
         } else {
             Vec::new()
         };
+        // Of what they state, the relations of the topology come first: a
+        // meeting both attended, or a property named after any key, makes
+        // a short chain that says little.
+        let structural: Vec<String> = stated
+            .iter()
+            .filter(|r| crate::retrieval::graph::extract::TOPOLOGY.contains(&r.as_str()))
+            .cloned()
+            .collect();
         let mut f = match q.to {
             Some(_) if relations.is_empty() && !stated.is_empty() => {
-                let typed = walk::run(&g, &Query { relations: &stated, ..q }).map_err(|e| e.to_string())?;
-                if typed.path.is_some() {
-                    typed
-                } else {
-                    walk::run(&g, &q).map_err(|e| e.to_string())?
+                let mut found = None;
+                for tier in [&structural, &stated] {
+                    if tier.is_empty() {
+                        continue;
+                    }
+                    let typed = walk::run(&g, &Query { relations: tier, ..q }).map_err(|e| e.to_string())?;
+                    if typed.path.is_some() {
+                        found = Some(typed);
+                        break;
+                    }
+                }
+                match found {
+                    Some(f) => f,
+                    None => walk::run(&g, &q).map_err(|e| e.to_string())?,
                 }
             }
             _ => walk::run(&g, &q).map_err(|e| e.to_string())?,
@@ -149,6 +166,7 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
             "edges": f.edges.iter().map(|(e, d)| edge_json(e, Some(*d))).collect::<Vec<_>>(),
             "nodes": f.reached.iter().map(|(n, d)| json!({"name": n, "depth": d})).collect::<Vec<_>>(),
             "path": f.path.as_ref().map(|p| p.iter().map(|e| edge_json(e, None)).collect::<Vec<_>>()),
+            "chain": f.chain,
             "truncated": f.truncated,
             "suggestions": suggestions,
             "hits": hits,
