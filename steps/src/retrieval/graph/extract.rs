@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "25";
+pub const READER: &str = "29";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,7 +154,14 @@ const KEYED: &[(&[&str], &str, bool)] = &[
         true,
     ),
     (
-        &["direct reports", "reports", "reportees"],
+        &[
+            "direct reports",
+            "reports",
+            "reportees",
+            "his team",
+            "her team",
+            "my team",
+        ],
         "reports_to",
         false,
     ),
@@ -543,6 +550,8 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
     // A list whose label names a relation ("## Dependencies", "Direct
     // reports:", "It depends on:"): its items are the relation's objects.
     let mut listed: Option<Listed> = None;
+    // Whether the label's table (if it has one) is past its header.
+    let mut listed_body = false;
     for (i, line) in body.lines().enumerate() {
         let n = body_first_line + i as u32;
         let t = line.trim();
@@ -560,11 +569,27 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
             links(&mut g, t, n);
             if t.starts_with('#') {
                 listed = list_label(&g, t.trim_start_matches('#'));
+                listed_body = false;
             }
             continue;
         }
         links(&mut g, t, n);
-        let item = list_item(t);
+        // A table under the label lists its items in its first column,
+        // below its header.
+        let row = if listed.is_some() && t.starts_with('|') {
+            let cells = table_cells(t);
+            let separator = cells
+                .iter()
+                .all(|c| !c.is_empty() && c.chars().all(|ch| matches!(ch, '-' | ':' | ' ')));
+            if separator || !listed_body {
+                listed_body |= separator;
+                continue;
+            }
+            cells.into_iter().next().filter(|c| !c.is_empty())
+        } else {
+            None
+        };
+        let item = list_item(t).or(row.as_deref());
         match (&listed, item) {
             (Some(l), Some(it)) => {
                 if let Some(object) = item_name(it) {
@@ -587,6 +612,7 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
             if let Some(l) = list_label(&g, t) {
                 para.flush(&mut g);
                 listed = Some(l);
+                listed_body = false;
                 continue;
             }
         }
@@ -627,6 +653,17 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
         }
         table = None;
         header = None;
+        // "Owner: [[Tomasz]] · Status: planning": fields on one line.
+        let fields: Vec<&str> = t.split(" · ").flat_map(|f| f.split(" • ")).collect();
+        if fields.len() > 1 && fields.iter().all(|f| key_line_any(f)) {
+            para.flush(&mut g);
+            for f in fields {
+                if let Some((k, v)) = key_line(f) {
+                    keyed(&mut g, &k, &split_list(v), n, "property", t);
+                }
+            }
+            continue;
+        }
         if let Some((k, v)) = key_line(t) {
             para.flush(&mut g);
             // "Head: Tomasz Wilk. Tomasz reports to …": the value is its
@@ -905,6 +942,14 @@ fn properties(g: &mut NoteGraph, meta: &Map<String, Value>, src: &str) {
             }
         }
     }
+}
+
+/// Whether a field reads `Key: value` (a short key), whatever the key.
+fn key_line_any(t: &str) -> bool {
+    t.split_once(':').is_some_and(|(k, v)| {
+        let k = k.trim().trim_matches('*').trim();
+        !k.is_empty() && k.split_whitespace().count() <= 3 && !v.trim().is_empty()
+    })
 }
 
 /// `Key: value` on a line of its own (`- **Owner:** Priya` too), when
@@ -1425,6 +1470,26 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
         .min()
         .unwrap_or(after.len());
     let mut head = &after[..head_end];
+    // "manages the engineering leads: A, B and C", "Three people report
+    // to Dana: A, B and C": the names after a colon are what the words
+    // before it count.
+    let after_colon: Vec<String> = after
+        .strip_prefix(head)
+        .and_then(|rest| rest.strip_prefix(": "))
+        .map(|rest| {
+            split_list(rest)
+                .iter()
+                .filter_map(|i| head_name(i))
+                .collect()
+        })
+        .unwrap_or_default();
+    let counted_subject = !after_colon.is_empty() && is_a_count(c.subject);
+    let counted_object = !after_colon.is_empty()
+        && !counted_subject
+        && !head.contains('[')
+        && strip_article(head)
+            .chars()
+            .all(|ch| !ch.is_uppercase() && !ch.is_ascii_digit());
     // "Co-owns X with Y": Y is a subject too; whatever "with" brings, it
     // is not an object.
     let mut also = also;
@@ -1443,7 +1508,14 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
         .rsplit(' ')
         .next()
         .filter(|p| ["on", "to", "by", "of", "for", "from", "under", "in", "at"].contains(p));
-    let mut found: Vec<String> = Vec::new();
+    let mut found: Vec<String> = if counted_object {
+        after_colon.clone()
+    } else {
+        Vec::new()
+    };
+    if counted_object {
+        head = "";
+    }
     // Whether the item before ended in a phrase of its own ("A for
     // tokens"): the list goes on only where the verb's preposition comes
     // again ("and on B"); "A for the X and the Y" is one item.
@@ -1456,12 +1528,20 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
         let item = again.unwrap_or(&item);
         // "Margit Sandoval, our CTO": what follows a name with a possessive
         // says who that is; it is no other name.
+        // Without "and" ("Ruth Adeyemi, the CEO") the words after the comma
+        // say who that is too.
         let lower_item = item.to_ascii_lowercase();
-        if !found.is_empty()
-            && ["our ", "my ", "your ", "his ", "her ", "its ", "their "]
-                .iter()
-                .any(|p| lower_item.starts_with(p))
-        {
+        let conjoined = [" and ", " or ", " & "]
+            .iter()
+            .any(|c| head.to_ascii_lowercase().contains(c));
+        let determiners: &[&str] = if conjoined {
+            &["our ", "my ", "your ", "his ", "her ", "its ", "their "]
+        } else {
+            &[
+                "our ", "my ", "your ", "his ", "her ", "its ", "their ", "the ", "a ", "an ",
+            ]
+        };
+        if !found.is_empty() && determiners.iter().any(|p| lower_item.starts_with(p)) {
             continue;
         }
         phrase_after = ends_in_a_phrase(item);
@@ -1519,7 +1599,11 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
         found.push(c.referent.to_string());
     }
     found.retain(|o| key(o) != key(c.subject));
-    let mut subjects: Vec<String> = vec![c.subject.to_string()];
+    let mut subjects: Vec<String> = if counted_subject {
+        after_colon
+    } else {
+        vec![c.subject.to_string()]
+    };
     for a in also
         .iter()
         .filter_map(|a| head_name(a))
@@ -1540,6 +1624,27 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// "Three people", "2 services": a number of things, not a name.
+fn is_a_count(s: &str) -> bool {
+    let mut words = s.split_whitespace();
+    let first = words.next().unwrap_or("").to_lowercase();
+    let number = first.chars().all(|c| c.is_ascii_digit()) && !first.is_empty()
+        || matches!(
+            first.as_str(),
+            "two"
+                | "three"
+                | "four"
+                | "five"
+                | "six"
+                | "seven"
+                | "eight"
+                | "nine"
+                | "ten"
+                | "several"
+        );
+    number && words.all(|w| !w.starts_with(|c: char| c.is_uppercase()))
 }
 
 /// Whether a list item goes on past its name with a phrase of its own
@@ -2053,16 +2158,19 @@ mod tests {
         assert_eq!(
             edges(
                 "systems/pressure.md",
-                "# PressureWise\n\nOwner: Tomasz Wilk. Tomasz reports to Daniel, our CTO.\n\nIt pulls the current risk score for each area from [[LeakSense]] and writes the setpoints out through AquaView SCADA.\nDirectory Sync pushes users into the directory that [[Keystone]] reads.\n"
+                "# PressureWise\n\nLead: [[Ada Park]] · Status: live\nOwner: Tomasz Wilk. Tomasz reports to Daniel, the CTO.\n\nIt pulls the current risk score for each area from [[LeakSense]] and writes the setpoints out through AquaView SCADA.\nDirectory Sync pushes users into the directory that [[Keystone]] reads.\n"
             ),
             [
-                e("Tomasz Wilk", "owns", "PressureWise", 3, "property"),
+                // Fields on one line, each read.
+                e("PressureWise", "links_to", "Ada Park", 3, "link"),
+                e("Ada Park", "leads", "PressureWise", 3, "property"),
+                e("Tomasz Wilk", "owns", "PressureWise", 4, "property"),
                 // A `Key: value` line's value is its first sentence only.
-                e("Tomasz", "reports_to", "Daniel", 3, "statement"),
-                e("PressureWise", "links_to", "LeakSense", 5, "link"),
-                e("PressureWise", "links_to", "Keystone", 6, "link"),
-                e("PressureWise", "depends_on", "LeakSense", 5, "statement"),
-                e("PressureWise", "depends_on", "AquaView SCADA", 5, "statement"),
+                e("Tomasz", "reports_to", "Daniel", 4, "statement"),
+                e("PressureWise", "links_to", "LeakSense", 6, "link"),
+                e("PressureWise", "links_to", "Keystone", 7, "link"),
+                e("PressureWise", "depends_on", "LeakSense", 6, "statement"),
+                e("PressureWise", "depends_on", "AquaView SCADA", 6, "statement"),
                 // What Directory Sync pushes into is "the directory": no name.
             ]
         );
@@ -2073,19 +2181,28 @@ mod tests {
         assert_eq!(
             edges(
                 "org/team.md",
-                "# Team\n\nHelen Achterberg runs the group and reports to Daniel Oyelaran. Ravi Mehta, Sofia Lindqvist and [[Kwame Asante]] report to her.\nBen Hollis has looked after it since the reorg.\n\nBilling, the ledger and fraud checks depend on Kafka.\n"
+                "# Team\n\nHer team:\n| Name | Role |\n|---|---|\n| [[Ada Park]] | SRE |\n| Li Wei | SRE |\n\nHelen Achterberg runs the group and reports to Daniel Oyelaran. Ravi Mehta, Sofia Lindqvist and [[Kwame Asante]] report to her.\nBen Hollis has looked after it since the reorg.\nTwo people report to Ben: Ola Nowak (SRE) and Jo Kim. Ola manages the leads: Al Day and Bo Ek.\n\nBilling, the ledger and fraud checks depend on Kafka.\n"
             ),
             [
-                e("Team", "links_to", "Kwame Asante", 3, "link"),
-                e("Helen Achterberg", "reports_to", "Daniel Oyelaran", 3, "statement"),
+                // A table under a label that names a relation: its rows.
+                e("Team", "links_to", "Ada Park", 6, "link"),
+                e("Ada Park", "reports_to", "Team", 6, "property"),
+                e("Li Wei", "reports_to", "Team", 7, "property"),
+                e("Team", "links_to", "Kwame Asante", 9, "link"),
+                e("Helen Achterberg", "reports_to", "Daniel Oyelaran", 9, "statement"),
                 // "her": the one the sentence before spoke of, not the note.
-                e("Kwame Asante", "reports_to", "Helen Achterberg", 3, "statement"),
-                e("Ravi Mehta", "reports_to", "Helen Achterberg", 3, "statement"),
-                e("Sofia Lindqvist", "reports_to", "Helen Achterberg", 3, "statement"),
+                e("Kwame Asante", "reports_to", "Helen Achterberg", 9, "statement"),
+                e("Ravi Mehta", "reports_to", "Helen Achterberg", 9, "statement"),
+                e("Sofia Lindqvist", "reports_to", "Helen Achterberg", 9, "statement"),
                 // Another tense, a pronoun before a phrase of its own.
-                e("Ben Hollis", "owns", "Team", 4, "statement"),
+                e("Ben Hollis", "owns", "Team", 10, "statement"),
+                // What a count or a common noun before a colon stands for.
+                e("Ola Nowak", "reports_to", "Ben", 11, "statement"),
+                e("Jo Kim", "reports_to", "Ben", 11, "statement"),
+                e("Ola", "leads", "Al Day", 11, "statement"),
+                e("Ola", "leads", "Bo Ek", 11, "statement"),
                 // Not every item a name: only the one before the verb.
-                e("fraud checks", "depends_on", "Kafka", 6, "statement"),
+                e("fraud checks", "depends_on", "Kafka", 13, "statement"),
             ]
         );
     }
