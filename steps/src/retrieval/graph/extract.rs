@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "29";
+pub const READER: &str = "30";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -987,7 +987,8 @@ fn keyed_about(
     let about = first_link(about).unwrap_or_else(|| about.to_string());
     let about = about.as_str();
     for v in values {
-        let linked = wiki_target(v);
+        // "[[TeleLink]] subscribing": the link is the name.
+        let linked = wiki_target(v).or_else(|| link_targets(v).into_iter().next());
         // "Margaret Ashby (Chief Executive)": the name, not its aside.
         let target = linked
             .clone()
@@ -1725,9 +1726,18 @@ fn sentences(line: &str) -> Vec<&str> {
     let mut start = 0;
     let b = line.as_bytes();
     for i in 0..b.len() {
-        if matches!(b[i], b'.' | b'!' | b'?') && (i + 1 == b.len() || b[i + 1] == b' ') {
+        if !matches!(b[i], b'.' | b'!' | b'?') || i < start {
+            continue;
+        }
+        // "**Engineering.** Tomás manages …": the emphasis closes the
+        // sentence too.
+        let mut j = i + 1;
+        while j < b.len() && matches!(b[j], b'*' | b'_') {
+            j += 1;
+        }
+        if j == b.len() || b[j] == b' ' {
             out.push(line[start..i].trim());
-            start = i + 1;
+            start = j;
         }
     }
     if start < line.len() {
