@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "30";
+pub const READER: &str = "32";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1297,13 +1297,19 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
             // "We own …" in a team's note: the note.
             subject = g.name.clone();
         } else if is_pronoun(&subject) {
-            // "It", "she": the sentence before's subject, else what the
-            // note is about.
-            if let Some(s) = unread
-                .take()
-                .and_then(leading_subject)
-                .filter(|s| !is_pronoun(s))
-            {
+            // "It", "she": the subject of the clause before in the same
+            // sentence ("Olu is tech lead; he works under Grace"), else
+            // the sentence before's, else what the note is about.
+            let earlier_clause = before
+                .rfind(';')
+                .and_then(|_| leading_subject(said))
+                .filter(|s| !is_pronoun(s));
+            if let Some(s) = earlier_clause.or_else(|| {
+                unread
+                    .take()
+                    .and_then(leading_subject)
+                    .filter(|s| !is_pronoun(s))
+            }) {
                 last_subject = Some(as_the_note(&g.name, s));
             }
             subject = last_subject.clone().unwrap_or_else(|| g.name.clone());
@@ -2191,7 +2197,7 @@ mod tests {
         assert_eq!(
             edges(
                 "org/team.md",
-                "# Team\n\nHer team:\n| Name | Role |\n|---|---|\n| [[Ada Park]] | SRE |\n| Li Wei | SRE |\n\nHelen Achterberg runs the group and reports to Daniel Oyelaran. Ravi Mehta, Sofia Lindqvist and [[Kwame Asante]] report to her.\nBen Hollis has looked after it since the reorg.\nTwo people report to Ben: Ola Nowak (SRE) and Jo Kim. Ola manages the leads: Al Day and Bo Ek.\n\nBilling, the ledger and fraud checks depend on Kafka.\n"
+                "# Team\n\nHer team:\n| Name | Role |\n|---|---|\n| [[Ada Park]] | SRE |\n| Li Wei | SRE |\n\nHelen Achterberg runs the group and reports to Daniel Oyelaran. Ravi Mehta, Sofia Lindqvist and [[Kwame Asante]] report to her.\nBen Hollis has looked after it since the reorg.\nTwo people report to Ben: Ola Nowak (SRE) and Jo Kim. Ola manages the leads: Al Day and Bo Ek.\nCy Moss is tech lead; he works under Ola.\n\nBilling, the ledger and fraud checks depend on Kafka.\n"
             ),
             [
                 // A table under a label that names a relation: its rows.
@@ -2211,8 +2217,10 @@ mod tests {
                 e("Jo Kim", "reports_to", "Ben", 11, "statement"),
                 e("Ola", "leads", "Al Day", 11, "statement"),
                 e("Ola", "leads", "Bo Ek", 11, "statement"),
+                // "he": the clause before's subject, in the same sentence.
+                e("Cy Moss", "reports_to", "Ola", 12, "statement"),
                 // Not every item a name: only the one before the verb.
-                e("fraud checks", "depends_on", "Kafka", 13, "statement"),
+                e("fraud checks", "depends_on", "Kafka", 14, "statement"),
             ]
         );
     }
