@@ -314,6 +314,7 @@ def main():
                                  ("vault8", "questions8.jsonl", "written blind, held out, never tuned"),
                                  ("vault9", "questions9.jsonl", "written blind, held out, never tuned"),
                                  ("vault12", "questions12.jsonl", "written blind, tuned once"),
+                                 ("vault15", "questions15.jsonl", "written blind, tuned once"),
                                  ("vault13", "questions13.jsonl", "written blind, held out, never tuned"),
                                  ("vault14", "questions14.jsonl", "written blind, held out, never tuned")]:
             questions = [json.loads(l) for l in open(os.path.join(HERE, "topology", key))]

@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "32";
+pub const READER: &str = "34";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -347,6 +347,8 @@ const STATEMENTS: &[(&str, &str, bool)] = &[
     ("is deployed on", "deployed_to", true),
     ("is deployed in", "deployed_to", true),
     ("deployed to", "deployed_to", true),
+    ("deployed on", "deployed_to", true),
+    ("deployed in", "deployed_to", true),
     ("runs on", "deployed_to", true),
     ("run on", "deployed_to", true),
     ("runs in", "deployed_to", true),
@@ -466,6 +468,27 @@ const TENSED: &[(&str, &str, &str, &str, bool)] = &[
     ("blocks", "blocked", "blocking", "blocked_by", false),
 ];
 
+/// A verb's plain form ("calls": "call", "relies on": "rely on",
+/// "pushes": "push"), as written after "we", "they" or in an instruction.
+fn plain(present: &str) -> String {
+    let (verb, rest) = present.split_once(' ').unwrap_or((present, ""));
+    let stem = if let Some(s) = verb.strip_suffix("ies") {
+        format!("{s}y")
+    } else if ["ches", "shes", "sses", "xes"]
+        .iter()
+        .any(|e| verb.ends_with(e))
+    {
+        verb[..verb.len() - 2].to_string()
+    } else {
+        verb.strip_suffix('s').unwrap_or(verb).to_string()
+    };
+    if rest.is_empty() {
+        stem
+    } else {
+        format!("{stem} {rest}")
+    }
+}
+
 /// Every verb phrase read: [`STATEMENTS`], and [`TENSED`]'s verbs in the
 /// perfect and the progressive, active and passive.
 fn verb_phrases() -> &'static [(String, &'static str, bool)] {
@@ -476,8 +499,15 @@ fn verb_phrases() -> &'static [(String, &'static str, bool)] {
             .map(|(p, rel, forward)| (p.to_string(), *rel, *forward))
             .collect();
         for (present, participle, ing, rel, forward) in TENSED {
+            // "lead" is also the noun ("the tech lead Jonas"): not read plain.
+            let plain = if *present == "leads" {
+                present.to_string()
+            } else {
+                plain(present)
+            };
             let active = [
                 present.to_string(),
+                plain,
                 format!("has {participle}"),
                 format!("have {participle}"),
                 format!("has been {ing}"),
@@ -990,9 +1020,11 @@ fn keyed_about(
         // "[[TeleLink]] subscribing": the link is the name.
         let linked = wiki_target(v).or_else(|| link_targets(v).into_iter().next());
         // "Margaret Ashby (Chief Executive)": the name, not its aside.
-        let target = linked
-            .clone()
-            .unwrap_or_else(|| strip_parentheses(v).trim().to_string());
+        let target = linked.clone().unwrap_or_else(|| {
+            strip_parentheses(v)
+                .trim_matches(|c: char| c.is_whitespace() || matches!(c, '*' | '_' | '`'))
+                .to_string()
+        });
         // An empty cell written as a dash is no name, nor is a phrase
         // ("nothing else", "3 broker VMs behind keepalived").
         if !target.chars().any(char::is_alphanumeric)
@@ -1193,7 +1225,7 @@ fn next_verb(lower: &str, from: usize) -> Option<(usize, usize, &'static str, &'
     let flows = FLOWS.get_or_init(|| {
         // What flows is a few plain words: no punctuation, no link, and
         // not itself a preposition of the verb.
-        let gap = r"((?: (?:[a-z0-9'’\-]+)){1,8}?)";
+        let gap = r"((?: (?:[a-z0-9'’\-/`_.]+)){1,8}?)";
         Regex::new(&format!(
             r" (?:(?:pulls|pull|pulling|reads|read|reading|gets|get|getting|fetches|fetch|fetching|loads|load|loading|receives|receive|receiving|ingests|ingest|ingesting|collects|collect|collecting){gap} from|(?:writes|write|writing|pushes|push|pushing|sends|send|sending|publishes|publish|publishing){gap} (?:to|into|through)) "
         ))
@@ -2174,7 +2206,7 @@ mod tests {
         assert_eq!(
             edges(
                 "systems/pressure.md",
-                "# PressureWise\n\nLead: [[Ada Park]] · Status: live\nOwner: Tomasz Wilk. Tomasz reports to Daniel, the CTO.\n\nIt pulls the current risk score for each area from [[LeakSense]] and writes the setpoints out through AquaView SCADA.\nDirectory Sync pushes users into the directory that [[Keystone]] reads.\n"
+                "# PressureWise\n\nLead: [[Ada Park]] · Status: live\nOwner: **Tomasz Wilk** (since May). Tomasz reports to Daniel, the CTO.\n\nIt pulls the current risk score for each area from [[LeakSense]] and writes the setpoints out through AquaView SCADA.\nDirectory Sync pushes users into the directory that [[Keystone]] reads.\n\n1. Pull claimant / policy features from [[Tidewater]]\n2. Call [[Verdict]] for the rules\n\nDeployed on claims-prod-eks alongside ClaimDesk.\n"
             ),
             [
                 // Fields on one line, each read.
@@ -2188,6 +2220,12 @@ mod tests {
                 e("PressureWise", "depends_on", "LeakSense", 6, "statement"),
                 e("PressureWise", "depends_on", "AquaView SCADA", 6, "statement"),
                 // What Directory Sync pushes into is "the directory": no name.
+                // Instructions, in the verb's plain form, are about the note.
+                e("PressureWise", "links_to", "Tidewater", 9, "link"),
+                e("PressureWise", "links_to", "Verdict", 10, "link"),
+                e("PressureWise", "depends_on", "Tidewater", 9, "statement"),
+                e("PressureWise", "depends_on", "Verdict", 10, "statement"),
+                e("PressureWise", "deployed_to", "claims-prod-eks", 12, "statement"),
             ]
         );
     }
