@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "34";
+pub const READER: &str = "35";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1189,10 +1189,11 @@ impl Paragraph {
         // Most paragraphs state no relation: one look for a verb over the
         // whole paragraph before it is read sentence by sentence.
         if !self.text.is_empty() {
-            let lower = format!(" {}", self.text).to_ascii_lowercase();
+            let padded = format!(" {}", self.text);
+            let lower = padded.to_ascii_lowercase();
             let mut at = Vec::new();
             let mut from = 0;
-            while let Some((i, len, _, _, _)) = next_verb(&lower, from) {
+            while let Some((i, len, _, _, _)) = verb_in(&padded, &lower, from) {
                 // `i` is the space before the verb: in the text, where the
                 // verb starts.
                 at.push(i);
@@ -1255,6 +1256,33 @@ fn next_verb(lower: &str, from: usize) -> Option<(usize, usize, &'static str, &'
         .map(|(p, rel, forward)| (m.start(), said.len(), p.as_str(), *rel, *forward))
 }
 
+/// [`next_verb`] in a text as written (`text`, of which `lower` is the
+/// ASCII lower case): a verb written with a capital inside a sentence is
+/// part of a name ("Orchard Supply sends …"), not a verb; at a sentence's
+/// start it is one ("Call [[Verdict]] for the rules").
+fn verb_in(
+    text: &str,
+    lower: &str,
+    from: usize,
+) -> Option<(usize, usize, &'static str, &'static str, bool)> {
+    let mut from = from;
+    loop {
+        let found = next_verb(lower, from)?;
+        let i = found.0;
+        let capital = text[i + 1..].starts_with(|c: char| c.is_ascii_uppercase());
+        let opens = text[..i]
+            .trim_end()
+            .trim_end_matches(['*', '_', ')', '"'])
+            .chars()
+            .last()
+            .is_none_or(|c| matches!(c, '.' | '!' | '?' | ':' | ';' | '—' | '–' | '-' | '|'));
+        if !capital || opens {
+            return Some(found);
+        }
+        from = i + 1;
+    }
+}
+
 /// The statements of a paragraph; `verbs_at`: where in its text the
 /// relation verbs start (a sentence with none is not read).
 fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
@@ -1278,7 +1306,7 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
         let sentence = format!(" {said}");
         let sentence = sentence.as_str();
         let lower = sentence.to_ascii_lowercase();
-        let Some(mut verb) = next_verb(&lower, 0) else {
+        let Some(mut verb) = verb_in(sentence, &lower, 0) else {
             unread = Some(said);
             continue;
         };
@@ -1357,7 +1385,7 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
         loop {
             let (i, len, phrase, rel, forward) = verb;
             let start = i + len + 2;
-            let next = next_verb(&lower, start).and_then(|v| {
+            let next = verb_in(sentence, &lower, start).and_then(|v| {
                 clause_start(&lower[start..v.0]).map(|(cut, rel)| (v, start + cut, rel))
             });
             let end = next.map_or(sentence.len(), |(_, cut, _)| cut);
@@ -2206,7 +2234,7 @@ mod tests {
         assert_eq!(
             edges(
                 "systems/pressure.md",
-                "# PressureWise\n\nLead: [[Ada Park]] · Status: live\nOwner: **Tomasz Wilk** (since May). Tomasz reports to Daniel, the CTO.\n\nIt pulls the current risk score for each area from [[LeakSense]] and writes the setpoints out through AquaView SCADA.\nDirectory Sync pushes users into the directory that [[Keystone]] reads.\n\n1. Pull claimant / policy features from [[Tidewater]]\n2. Call [[Verdict]] for the rules\n\nDeployed on claims-prod-eks alongside ClaimDesk.\n"
+                "# PressureWise\n\nLead: [[Ada Park]] · Status: live\nOwner: **Tomasz Wilk** (since May). Tomasz reports to Daniel, the CTO.\n\nIt pulls the current risk score for each area from [[LeakSense]] and writes the setpoints out through AquaView SCADA.\nDirectory Sync pushes users into the directory that [[Keystone]] reads.\n\n1. Pull claimant / policy features from [[Tidewater]]\n2. Call [[Verdict]] for the rules\n\nDeployed on claims-prod-eks alongside ClaimDesk. Orchard Supply sends about 10,000 orders.\n"
             ),
             [
                 // Fields on one line, each read.
@@ -2226,6 +2254,7 @@ mod tests {
                 e("PressureWise", "depends_on", "Tidewater", 9, "statement"),
                 e("PressureWise", "depends_on", "Verdict", 10, "statement"),
                 e("PressureWise", "deployed_to", "claims-prod-eks", 12, "statement"),
+                // "Supply" with a capital inside a sentence is a name's.
             ]
         );
     }
