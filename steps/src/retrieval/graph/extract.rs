@@ -699,12 +699,11 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
             // "Head: Tomasz Wilk. Tomasz reports to …": the value is its
             // first sentence; what follows is prose.
             let (value, rest) = match sentences(v).as_slice() {
-                [first, _, ..] => (
-                    *first,
-                    v[v.find(first).map_or(v.len(), |i| i + first.len())..]
-                        .trim_start_matches(['.', '!', '?'])
-                        .trim(),
-                ),
+                // `first` is a part of `v`: what follows it is the rest.
+                [first, _, ..] => {
+                    let end = first.as_ptr() as usize - v.as_ptr() as usize + first.len();
+                    (*first, v[end..].trim_start_matches(['.', '!', '?']).trim())
+                }
                 _ => (v, ""),
             };
             keyed(&mut g, &k, &split_list(value), n, "property", t);
@@ -1734,9 +1733,9 @@ fn pronoun_of(item: &str) -> Option<String> {
     let (w, rest) = lower.split_once(' ')?;
     let w = w.trim_end_matches(['.', ',']);
     let alone = rest.trim().is_empty()
-        || STOP_AFTER
-            .iter()
-            .any(|stop| format!(" {rest}").starts_with(stop));
+        || stop_after()
+            .find(&format!(" {rest}"))
+            .is_some_and(|m| m.start() == 0);
     (alone && matches!(w, "her" | "him" | "them" | "it")).then(|| w.to_string())
 }
 

@@ -245,7 +245,7 @@ pub fn run(g: &GraphStore, q: &Query<'_>) -> Result<Found, DbError> {
             let mut names = vec![start.name.clone()];
             let mut at = start.keys.clone();
             for e in path {
-                let other = if at.contains(&key(&e.from)) {
+                let other = if at.contains(&e.from_key) {
                     &e.to
                 } else {
                     &e.from

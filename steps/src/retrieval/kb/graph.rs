@@ -120,7 +120,13 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
         let mut f = match q.to {
             Some(_) if relations.is_empty() && !stated.is_empty() => {
                 let mut found = None;
-                for tier in [&structural, &stated] {
+                // (When every stated relation is one of them, one walk.)
+                let tiers = if structural.len() < stated.len() {
+                    vec![&structural, &stated]
+                } else {
+                    vec![&stated]
+                };
+                for tier in tiers {
                     if tier.is_empty() {
                         continue;
                     }
