@@ -18,6 +18,7 @@
 
 use regex::Regex;
 use serde_json::{Map, Value};
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
@@ -684,7 +685,11 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
         table = None;
         header = None;
         // "Owner: [[Tomasz]] · Status: planning": fields on one line.
-        let fields: Vec<&str> = t.split(" · ").flat_map(|f| f.split(" • ")).collect();
+        let fields: Vec<&str> = if t.contains(['·', '•']) {
+            t.split(" · ").flat_map(|f| f.split(" • ")).collect()
+        } else {
+            Vec::new()
+        };
         if fields.len() > 1 && fields.iter().all(|f| key_line_any(f)) {
             para.flush(&mut g);
             for f in fields {
@@ -714,8 +719,9 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
         }
         // A list item starts a paragraph of its own.
         if t.starts_with(['-', '*', '+'])
-            || t.split_once(". ")
-                .is_some_and(|(d, _)| d.chars().all(|c| c.is_ascii_digit()) && !d.is_empty())
+            || (t.starts_with(|c: char| c.is_ascii_digit())
+                && t.split_once(". ")
+                    .is_some_and(|(d, _)| d.chars().all(|c| c.is_ascii_digit())))
         {
             para.flush(&mut g);
         }
@@ -784,7 +790,7 @@ fn list_label(g: &NoteGraph, label: &str) -> Option<Listed> {
     // words after the verb only announce the list ("We look after the
     // shared plumbing:").
     let lower = format!(" {} ", spoken);
-    let (at, len, _, rel, forward) = next_verb(&lower, 0)?;
+    let (at, len, _, rel, forward) = Verbs::new(&lower, &lower).next_verb(0)?;
     let before = lower[..at].trim();
     // "Everything below depends on Keystone:", "The following are owned by
     // X:": the items are the subjects.
@@ -829,6 +835,10 @@ fn list_label(g: &NoteGraph, label: &str) -> Option<Listed> {
 fn list_item(t: &str) -> Option<&str> {
     if let Some(rest) = t.strip_prefix(['-', '*', '+']) {
         return rest.starts_with(' ').then(|| rest.trim());
+    }
+    // (Only a line that starts with a digit is looked through.)
+    if !t.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
     }
     let (d, rest) = t.split_once(['.', ')'])?;
     (!d.is_empty()
@@ -1192,7 +1202,8 @@ impl Paragraph {
             let lower = padded.to_ascii_lowercase();
             let mut at = Vec::new();
             let mut from = 0;
-            while let Some((i, len, _, _, _)) = verb_in(&padded, &lower, from) {
+            let mut verbs = Verbs::new(&padded, &lower);
+            while let Some((i, len, _, _, _)) = verbs.next(from) {
                 // `i` is the space before the verb: in the text, where the
                 // verb starts.
                 at.push(i);
@@ -1206,79 +1217,168 @@ impl Paragraph {
     }
 }
 
-/// The first relation verb in `lower` at or after `from`: its offset (the
-/// space before it), its length there, the phrase, the relation and its
-/// direction. One pattern for all the phrases, longest first, so that at
-/// one place the longest phrase wins ("is owned by" over "owned by"); a
-/// verb of data flowing, with what flows between it and its preposition
-/// ("pulls the risk score for each area from", "writes the setpoints out
-/// through"), is read as its phrase ("pulls from", "writes to").
-fn next_verb(lower: &str, from: usize) -> Option<(usize, usize, &'static str, &'static str, bool)> {
-    static VERBS: OnceLock<Regex> = OnceLock::new();
-    let verbs = VERBS.get_or_init(|| {
-        let mut phrases: Vec<&str> = verb_phrases().iter().map(|(p, _, _)| p.as_str()).collect();
-        phrases.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        let alternation: Vec<String> = phrases.iter().map(|p| regex::escape(p)).collect();
-        Regex::new(&format!(" (?:{}) ", alternation.join("|"))).expect("valid pattern")
-    });
-    static FLOWS: OnceLock<Regex> = OnceLock::new();
-    let flows = FLOWS.get_or_init(|| {
-        // What flows is a few plain words: no punctuation, no link, and
-        // not itself a preposition of the verb.
-        let gap = r"((?: (?:[a-z0-9'’\-/`_.]+)){1,8}?)";
-        Regex::new(&format!(
-            r" (?:(?:pulls|pull|pulling|reads|read|reading|gets|get|getting|fetches|fetch|fetching|loads|load|loading|receives|receive|receiving|ingests|ingest|ingesting|collects|collect|collecting){gap} from|(?:writes|write|writing|pushes|push|pushing|sends|send|sending|publishes|publish|publishing){gap} (?:to|into|through)) "
-        ))
-        .expect("valid pattern")
-    });
-    let phrase = verbs.find_at(lower, from);
-    let flow = flows.captures_at(lower, from).filter(|c| {
-        let gap = c.get(1).or(c.get(2)).map_or("", |g| g.as_str());
-        !gap.split(' ')
-            .any(|w| matches!(w, "from" | "to" | "into" | "through" | "on" | "by"))
-            && phrase.is_none_or(|m| c.get(0).is_some_and(|f| f.start() < m.start()))
-    });
-    if let Some(c) = flow {
-        let m = c.get(0)?;
-        let (name, rel) = if c.get(1).is_some() {
-            ("pulls from", "depends_on")
-        } else {
-            ("writes to", "depends_on")
-        };
-        return Some((m.start(), m.len() - 2, name, rel, true));
-    }
-    let m = phrase?;
-    let said = &lower[m.start() + 1..m.end() - 1];
-    verb_phrases()
-        .iter()
-        .find(|(p, _, _)| p == said)
-        .map(|(p, rel, forward)| (m.start(), said.len(), p.as_str(), *rel, *forward))
+/// Verbs of data flowing in: what flows, then "from".
+const PULLS: &[&str] = &[
+    "pulls",
+    "pull",
+    "pulling",
+    "reads",
+    "read",
+    "reading",
+    "gets",
+    "get",
+    "getting",
+    "fetches",
+    "fetch",
+    "fetching",
+    "loads",
+    "load",
+    "loading",
+    "receives",
+    "receive",
+    "receiving",
+    "ingests",
+    "ingest",
+    "ingesting",
+    "collects",
+    "collect",
+    "collecting",
+];
+/// Verbs of data flowing out: what flows, then "to", "into" or "through".
+const WRITES: &[&str] = &[
+    "writes",
+    "write",
+    "writing",
+    "pushes",
+    "push",
+    "pushing",
+    "sends",
+    "send",
+    "sending",
+    "publishes",
+    "publish",
+    "publishing",
+];
+
+/// A verb found: its offset (the space before it), its length there, the
+/// phrase, the relation and its direction.
+type Verb = (usize, usize, &'static str, &'static str, bool);
+
+/// A verb of data flowing found: its start, its length, whether it pulls
+/// (else writes), and whether what flows is plain words.
+type Flow = (usize, usize, bool, bool);
+
+/// The relation verbs of one text, found left to right. One pattern for
+/// all the phrases, longest first, so that at one place the longest phrase
+/// wins ("is owned by" over "owned by"); a verb of data flowing, with what
+/// flows between it and its preposition ("pulls the risk score for each
+/// area from [[LeakSense]]", "writes the setpoints out through"), is read
+/// as its phrase ("pulls from", "writes to").
+struct Verbs<'t> {
+    /// The text as written, and its ASCII lower case (the same offsets).
+    text: &'t str,
+    lower: &'t str,
+    /// The first verb of data flowing at or after an offset: kept while
+    /// the search has not passed it (looking for one reads to the text's
+    /// end when there is none).
+    flow: Option<(usize, Option<Flow>)>,
 }
 
-/// [`next_verb`] in a text as written (`text`, of which `lower` is the
-/// ASCII lower case): a verb written with a capital inside a sentence is
-/// part of a name ("Orchard Supply sends …"), not a verb; at a sentence's
-/// start it is one ("Call [[Verdict]] for the rules").
-fn verb_in(
-    text: &str,
-    lower: &str,
-    from: usize,
-) -> Option<(usize, usize, &'static str, &'static str, bool)> {
-    let mut from = from;
-    loop {
-        let found = next_verb(lower, from)?;
-        let i = found.0;
-        let capital = text[i + 1..].starts_with(|c: char| c.is_ascii_uppercase());
-        let opens = text[..i]
-            .trim_end()
-            .trim_end_matches(['*', '_', ')', '"'])
-            .chars()
-            .last()
-            .is_none_or(|c| matches!(c, '.' | '!' | '?' | ':' | ';' | '—' | '–' | '-' | '|'));
-        if !capital || opens {
-            return Some(found);
+impl<'t> Verbs<'t> {
+    fn new(text: &'t str, lower: &'t str) -> Verbs<'t> {
+        Verbs {
+            text,
+            lower,
+            flow: None,
         }
-        from = i + 1;
+    }
+
+    /// The first verb of data flowing at or after `from`.
+    fn flow_at(&mut self, from: usize) -> Option<Flow> {
+        static FLOWS: OnceLock<Regex> = OnceLock::new();
+        let flows = FLOWS.get_or_init(|| {
+            // What flows is a few plain words: no punctuation, no link, and
+            // not itself a preposition of the verb.
+            let gap = r"((?: (?:[a-z0-9'’\-/`_.]+)){1,8}?)";
+            Regex::new(&format!(
+                r" (?:(?:{}){gap} from|(?:{}){gap} (?:to|into|through)) ",
+                PULLS.join("|"),
+                WRITES.join("|")
+            ))
+            .expect("valid pattern")
+        });
+        match self.flow {
+            Some((since, None)) if since <= from => return None,
+            Some((since, Some(f))) if since <= from && from <= f.0 => return Some(f),
+            _ => {}
+        }
+        let found = flows.captures_at(self.lower, from).and_then(|c| {
+            let m = c.get(0)?;
+            let gap = c.get(1).or(c.get(2)).map_or("", |g| g.as_str());
+            let plain = !gap
+                .split(' ')
+                .any(|w| matches!(w, "from" | "to" | "into" | "through" | "on" | "by"));
+            Some((m.start(), m.len(), c.get(1).is_some(), plain))
+        });
+        self.flow = Some((from, found));
+        found
+    }
+
+    /// The first relation verb at or after `from`.
+    fn next_verb(&mut self, from: usize) -> Option<Verb> {
+        // One pattern for all the phrases, longest first, so that at one
+        // place the longest phrase wins ("is owned by" over "owned by").
+        static VERBS: OnceLock<(Regex, HashMap<&'static str, usize>)> = OnceLock::new();
+        let (verbs, index) = VERBS.get_or_init(|| {
+            let all = verb_phrases();
+            let mut phrases: Vec<&str> = all.iter().map(|(p, _, _)| p.as_str()).collect();
+            phrases.sort_by_key(|p| std::cmp::Reverse(p.len()));
+            let alternation: Vec<String> = phrases.iter().map(|p| regex::escape(p)).collect();
+            let re =
+                Regex::new(&format!(" (?:{}) ", alternation.join("|"))).expect("valid pattern");
+            // The first of equal phrases, as a search through them finds.
+            let mut index = HashMap::new();
+            for (i, (p, _, _)) in all.iter().enumerate() {
+                index.entry(p.as_str()).or_insert(i);
+            }
+            (re, index)
+        });
+        let phrase = verbs.find_at(self.lower, from);
+        // A verb of data flowing counts when it comes first and what flows
+        // is plain words.
+        if let Some((start, len, pulls, plain)) = self.flow_at(from) {
+            if plain && phrase.is_none_or(|m| start < m.start()) {
+                let name = if pulls { "pulls from" } else { "writes to" };
+                return Some((start, len - 2, name, "depends_on", true));
+            }
+        }
+        let m = phrase?;
+        let said = &self.lower[m.start() + 1..m.end() - 1];
+        let (p, rel, forward) = &verb_phrases()[*index.get(said)?];
+        Some((m.start(), said.len(), p.as_str(), *rel, *forward))
+    }
+
+    /// The first verb at or after `from` as written: a verb written with a
+    /// capital inside a sentence is part of a name ("Orchard Supply sends
+    /// …"), not a verb; at a sentence's start it is one ("Call [[Verdict]]
+    /// for the rules").
+    fn next(&mut self, from: usize) -> Option<Verb> {
+        let mut from = from;
+        loop {
+            let found = self.next_verb(from)?;
+            let i = found.0;
+            let capital = self.text[i + 1..].starts_with(|c: char| c.is_ascii_uppercase());
+            let opens = self.text[..i]
+                .trim_end()
+                .trim_end_matches(['*', '_', ')', '"'])
+                .chars()
+                .last()
+                .is_none_or(|c| matches!(c, '.' | '!' | '?' | ':' | ';' | '—' | '–' | '-' | '|'));
+            if !capital || opens {
+                return Some(found);
+            }
+            from = i + 1;
+        }
     }
 }
 
@@ -1305,7 +1405,8 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
         let sentence = format!(" {said}");
         let sentence = sentence.as_str();
         let lower = sentence.to_ascii_lowercase();
-        let Some(mut verb) = verb_in(sentence, &lower, 0) else {
+        let mut verbs = Verbs::new(sentence, &lower);
+        let Some(mut verb) = verbs.next(0) else {
             unread = Some(said);
             continue;
         };
@@ -1384,7 +1485,7 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
         loop {
             let (i, len, phrase, rel, forward) = verb;
             let start = i + len + 2;
-            let next = verb_in(sentence, &lower, start).and_then(|v| {
+            let next = verbs.next(start).and_then(|v| {
                 clause_start(&lower[start..v.0]).map(|(cut, rel)| (v, start + cut, rel))
             });
             let end = next.map_or(sentence.len(), |(_, cut, _)| cut);
@@ -1487,10 +1588,11 @@ fn as_the_note(note: &str, subject: String) -> String {
     let said = key(&subject);
     // Its first name, or the first words of its name ("Season 4" in
     // "Season 4 Launch").
-    let first_name =
-        own.len() > said.len() && own.starts_with(&format!("{said} ")) && !said.is_empty();
-    let with_kind = said.starts_with(&format!("{own} "))
-        && said.split(' ').count() == own.split(' ').count() + 1;
+    let opens = |long: &str, short: &str| {
+        long.len() > short.len() && long.starts_with(short) && long.as_bytes()[short.len()] == b' '
+    };
+    let first_name = opens(&own, &said) && !said.is_empty();
+    let with_kind = opens(&said, &own) && said.split(' ').count() == own.split(' ').count() + 1;
     // The note's own name as written in its text: as the note shows it.
     if first_name || with_kind || said == own {
         note.to_string()
@@ -1586,6 +1688,10 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
     // tokens"): the list goes on only where the verb's preposition comes
     // again ("and on B"); "A for the X and the Y" is one item.
     let mut phrase_after = false;
+    let head_lower = head.to_ascii_lowercase();
+    let conjoined = [" and ", " or ", " & "]
+        .iter()
+        .any(|c| head_lower.contains(c));
     for item in split_list(head) {
         let again = preposition.and_then(|p| item.strip_prefix(&format!("{p} ")));
         if phrase_after && again.is_none() {
@@ -1597,9 +1703,6 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
         // Without "and" ("Ruth Adeyemi, the CEO") the words after the comma
         // say who that is too.
         let lower_item = item.to_ascii_lowercase();
-        let conjoined = [" and ", " or ", " & "]
-            .iter()
-            .any(|c| head.to_ascii_lowercase().contains(c));
         let determiners: &[&str] = if conjoined {
             &["our ", "my ", "your ", "his ", "her ", "its ", "their "]
         } else {
@@ -1664,7 +1767,8 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
     {
         found.push(c.referent.to_string());
     }
-    found.retain(|o| key(o) != key(c.subject));
+    let subject_key = key(c.subject);
+    found.retain(|o| key(o) != subject_key);
     let mut subjects: Vec<String> = if counted_subject {
         after_colon
     } else {
@@ -1749,7 +1853,7 @@ fn link_targets(t: &str) -> Vec<String> {
         WIKI.get_or_init(|| Regex::new(r"\[\[([^\]\[|#]+)(?:[#|][^\]]*)?\]\]").expect("valid"));
     let md = MD.get_or_init(|| Regex::new(r"\]\(([^)\s]+?\.md)(?:#[^)]*)?\)").expect("valid"));
     // Most lines have no link: no pattern is run on them.
-    if !t.contains("[[") && !t.contains("](") {
+    if !t.as_bytes().contains(&b'[') || (!t.contains("[[") && !t.contains("](")) {
         return Vec::new();
     }
     let mut found: Vec<(usize, String)> = wiki
@@ -2017,37 +2121,37 @@ const NOT_A_NAME_START: &[&str] = &[
 /// closed class or an adverb ("Personally"), and a phrase in lower case
 /// (not a proper name) has no article inside ("get a risk score back").
 fn looks_like_a_name(s: &str) -> bool {
-    let words: Vec<String> = s
-        .split_whitespace()
-        .map(|w| {
-            w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
-                .to_lowercase()
-        })
-        .collect();
-    let Some(first) = words.first() else {
+    let words = || {
+        s.split_whitespace()
+            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\''))
+    };
+    let Some(first) = words().next().map(str::to_lowercase) else {
         return false;
     };
+    let count = words().count();
     if NOT_A_NAME_START.contains(&first.as_str()) {
         return false;
     }
-    if words.len() == 1 && first.len() > 6 && first.ends_with("ly") && !s.contains(['[', '-']) {
+    if count == 1 && first.len() > 6 && first.ends_with("ly") && !s.contains(['[', '-']) {
         return false;
     }
     // A count of things ("12 pods", "3 broker VMs"), not a name.
     if first.chars().all(|c| c.is_ascii_digit())
-        && (words.len() == 1
+        && (count == 1
             || s.split_whitespace()
                 .nth(1)
                 .is_some_and(|w| w.starts_with(|c: char| c.is_lowercase()))
-            || words.len() > 2)
+            || count > 2)
     {
         return false;
     }
     let proper = s.chars().next().is_some_and(|c| !c.is_lowercase());
+    // (No letter but the Kelvin sign lowers to ASCII, and these words
+    // have no "k": compared without case, as lowered.)
     proper
-        || !words[1..]
-            .iter()
-            .any(|w| matches!(w.as_str(), "a" | "an" | "the"))
+        || !words()
+            .skip(1)
+            .any(|w| ["a", "an", "the"].iter().any(|a| w.eq_ignore_ascii_case(a)))
 }
 
 /// The name just before a verb: the end of the clause before it.
@@ -2188,7 +2292,7 @@ fn head_name(after: &str) -> Option<String> {
         " goes out",
         " go out",
     ] {
-        if name.to_ascii_lowercase().ends_with(adverb) {
+        if lower[..name.len()].ends_with(adverb) {
             name = &name[..name.len() - adverb.len()];
         }
     }
