@@ -374,7 +374,7 @@ fn kb_index_brings_the_graph_up_to_date_with_it() {
         "# Billing service\n\nThe billing service relies on [[Ledger]] and is owned by the Payments team.\n",
     );
     output(&step(root, "kb.index", "{kb: kb}"));
-    assert!(index_dir(root).join("graph.db").exists());
+    assert!(index_dir(root).join("graph.bin").exists());
     // The question finds the graph ready: no note is read again.
     let ask = "{kb: kb, question: 'What does the billing service depend on?'}";
     let out = output(&step(root, "kb.graph", ask));

@@ -12,7 +12,6 @@
 use super::extract::key;
 use super::store::GraphStore;
 use super::walk::Direction;
-use crate::core::sqlite::DbError;
 use regex::Regex;
 use std::sync::OnceLock;
 
@@ -186,7 +185,7 @@ fn connects() -> &'static Regex {
 
 /// The longest names a graph knows within `question`, left to right, with
 /// the byte offset each starts at.
-fn names_in(g: &GraphStore, question: &str) -> Result<Vec<(usize, String)>, DbError> {
+fn names_in(g: &GraphStore, question: &str) -> Vec<(usize, String)> {
     // Words with their offsets; `'s` and punctuation around words are not part of names.
     let mut words: Vec<(usize, &str)> = Vec::new();
     let mut start = None;
@@ -222,7 +221,7 @@ fn names_in(g: &GraphStore, question: &str) -> Result<Vec<(usize, String)>, DbEr
             if k.is_empty() || (n == 1 && k.len() < 3) {
                 continue;
             }
-            if g.knows(&k)? {
+            if g.knows(&k) {
                 out.push((words[i].0, k));
                 matched = n;
                 break;
@@ -231,7 +230,7 @@ fn names_in(g: &GraphStore, question: &str) -> Result<Vec<(usize, String)>, DbEr
             // name starts with: that name.
             let written = words[i].1;
             if n == 1 && k.len() >= 3 && written.starts_with(|c: char| c.is_uppercase()) && i > 0 {
-                if let [full] = g.names_starting(&k, 2)?.as_slice() {
+                if let [full] = g.names_starting(&k, 2).as_slice() {
                     out.push((words[i].0, full.clone()));
                     matched = 1;
                     break;
@@ -250,8 +249,8 @@ fn names_in(g: &GraphStore, question: &str) -> Result<Vec<(usize, String)>, DbEr
                 if k.split(' ').count() < 2 {
                     continue;
                 }
-                if let [one] = g.notes_containing(&k, 2)?.as_slice() {
-                    let names = g.names_of(std::slice::from_ref(one))?;
+                if let [one] = g.notes_containing(&k, 2).as_slice() {
+                    let names = g.names_of(std::slice::from_ref(one));
                     if let Some(name) = names.into_iter().max_by_key(|n| n.len()) {
                         out.push((w[0].0, name));
                         break 'outer;
@@ -260,11 +259,11 @@ fn names_in(g: &GraphStore, question: &str) -> Result<Vec<(usize, String)>, DbEr
             }
         }
     }
-    Ok(out)
+    out
 }
 
-pub fn read(g: &GraphStore, question: &str) -> Result<Reading, DbError> {
-    let names = names_in(g, question)?;
+pub fn read(g: &GraphStore, question: &str) -> Reading {
+    let names = names_in(g, question);
     let mut relation = None;
     let mut direction = Direction::Both;
     if let Some((at, _)) = names.first() {
@@ -322,13 +321,13 @@ pub fn read(g: &GraphStore, question: &str) -> Result<Reading, DbError> {
     } else {
         1
     };
-    Ok(Reading {
+    Reading {
         nodes: names.iter().map(|(_, n)| n.clone()).collect(),
         relation: if two { None } else { relation },
         direction: if two { Direction::Both } else { direction },
         depth,
         to: two.then(|| names[1].1.clone()),
-    })
+    }
 }
 
 fn flip(d: Direction) -> Direction {
@@ -381,7 +380,7 @@ mod tests {
         usize,
         Option<String>,
     ) {
-        let r = read(&graph(), q).unwrap();
+        let r = read(&graph(), q);
         (r.nodes, r.relation, r.direction, r.depth, r.to)
     }
 

@@ -2,7 +2,7 @@
 //! nodes are notes and the people, teams, services, repos and tickets they
 //! name; each edge keeps the note and line it comes from, so an answer
 //! built on it can cite it. It is kept beside the full-text index, in a
-//! SQLite file, and brought up to date with it note by note ([`store`]);
+//! file of its own, and brought up to date with it note by note ([`store`]);
 //! [`walk`] answers neighbours, backlinks, typed edges, paths and
 //! transitive closure with a depth limit; [`ask`] reads a question as
 //! such a query.

@@ -1,61 +1,50 @@
-//! The graph beside the index: `graph.db` in the index's folder (in memory
-//! when the index is), one row per edge with the note and line it comes
-//! from, and each note's names. Brought up to date note by note: a note
+//! The graph beside the index: `graph.bin` in the index's folder (in memory
+//! when the index is): each note's names and the edges it states, with the
+//! note and line each comes from. Brought up to date note by note: a note
 //! whose content hash changed has its edges read again, a note that is gone
 //! loses them; the others are not read.
+//!
+//! The file is written whole, in one go, and read whole: its strings in one
+//! pool, its rows as numbers into that pool, names sorted so that a name is
+//! found by a binary search. A graph kept in SQLite rows cost more to write
+//! than reading the notes' edges did (a tenth of a 10,000-note index build
+//! went to the rows alone); this costs a few hundredths of a second.
+//!
+//! Little-endian: `MTFG`, the format's version, then sections, each a
+//! 64-bit byte length and its bytes: the reader's version (see
+//! [`extract::READER`]), the fingerprint of the notes it was built from,
+//! the pool, and the tables of [`Graph`]. It is written to a temporary
+//! file and renamed over the old one, so a reader sees one whole graph; a
+//! file that does not read as one (damaged, or of another version) is
+//! built again from the notes.
 
 use super::extract::{self, key};
-use crate::core::sqlite::{self, DbError};
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
-
-const MIGRATIONS: &[&str] = &[
-    "
-    CREATE TABLE notes (path TEXT PRIMARY KEY, hash TEXT NOT NULL, name TEXT NOT NULL);
-    CREATE TABLE names (key TEXT NOT NULL, path TEXT NOT NULL);
-    CREATE INDEX names_key ON names(key);
-    CREATE INDEX names_path ON names(path);
-    CREATE TABLE edges (
-        path TEXT NOT NULL, line INTEGER NOT NULL,
-        src TEXT NOT NULL, src_key TEXT NOT NULL,
-        rel TEXT NOT NULL,
-        dst TEXT NOT NULL, dst_key TEXT NOT NULL,
-        how TEXT NOT NULL, text TEXT NOT NULL
-    );
-    CREATE INDEX edges_src ON edges(src_key);
-    CREATE INDEX edges_dst ON edges(dst_key);
-    CREATE INDEX edges_path ON edges(path);
-",
-    "
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-",
-    // Whose each note is, on its rows, so that a question sees the shared
-    // notes and its tenant's only. The reader's version changed with it:
-    // every note is read again.
-    "
-    ALTER TABLE notes ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
-    ALTER TABLE names ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
-    ALTER TABLE edges ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
-",
-];
-
-/// The indexes of the tables, dropped and built again around a graph's
-/// first build (the same as the first migration's).
-const DROP_INDEXES: &str = "
-    DROP INDEX IF EXISTS names_key; DROP INDEX IF EXISTS names_path;
-    DROP INDEX IF EXISTS edges_src; DROP INDEX IF EXISTS edges_dst; DROP INDEX IF EXISTS edges_path;
-";
-const CREATE_INDEXES: &str = "
-    CREATE INDEX IF NOT EXISTS names_key ON names(key);
-    CREATE INDEX IF NOT EXISTS names_path ON names(path);
-    CREATE INDEX IF NOT EXISTS edges_src ON edges(src_key);
-    CREATE INDEX IF NOT EXISTS edges_dst ON edges(dst_key);
-    CREATE INDEX IF NOT EXISTS edges_path ON edges(path);
-";
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 
 /// The file in the index's folder.
-pub const FILE: &str = "graph.db";
+pub const FILE: &str = "graph.bin";
+
+/// Where builds before this format kept the graph (SQLite): removed when
+/// the graph is written.
+const OLD_FILES: &[&str] = &["graph.db", "graph.db-wal", "graph.db-shm"];
+
+const MAGIC: &[u8; 4] = b"MTFG";
+const VERSION: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GraphError {
+    #[error("cannot read the graph {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write the graph {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
 
 /// An edge as stored: as the note states it, with where.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -80,35 +69,475 @@ pub struct SyncStats {
     pub edges: usize,
 }
 
+/// A string of the pool: its offset and length.
+type Span = [u32; 2];
+
+// The columns of the tables' rows.
+const N_PATH: usize = 0;
+const N_HASH: usize = 1;
+const N_NAME: usize = 2;
+const N_TENANT: usize = 3;
+const M_NOTE: usize = 0;
+const M_KEY: usize = 1;
+const E_NOTE: usize = 0;
+const E_LINE: usize = 1;
+const E_FROM: usize = 2;
+const E_FROM_KEY: usize = 3;
+const E_REL: usize = 4;
+const E_TO: usize = 5;
+const E_TO_KEY: usize = 6;
+const E_HOW: usize = 7;
+const E_TEXT: usize = 8;
+
+/// The graph as held in memory and on disk.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Graph {
+    /// The reader's version its edges were read with.
+    reader: String,
+    /// The notes (paths and hashes) it was built from.
+    files: String,
+    pool: String,
+    /// Strings by id: paths, hashes, names as written, relations, lines.
+    strs: Vec<Span>,
+    /// Names as compared ([`key`]), by id, in sorted order: comparing two
+    /// ids compares the names.
+    keys: Vec<Span>,
+    /// Path, hash, name and tenant (string ids), sorted by path.
+    notes: Vec<[u32; 4]>,
+    /// Each note's names: note, key; sorted by note, then key.
+    names: Vec<[u32; 2]>,
+    /// `names` by key, then note.
+    names_by_key: Vec<u32>,
+    /// Note, line, from, from's key, relation, to, to's key, how, text;
+    /// sorted by note, each note's in the order it states them.
+    edges: Vec<[u32; 9]>,
+    /// `edges` by from's key, then edge; and by to's key.
+    by_from: Vec<u32>,
+    by_to: Vec<u32>,
+}
+
+impl Graph {
+    fn span<'g>(&'g self, table: &[Span], id: u32) -> &'g str {
+        table
+            .get(id as usize)
+            .and_then(|&[o, l]| self.pool.get(o as usize..o as usize + l as usize))
+            .unwrap_or("")
+    }
+
+    fn s(&self, id: u32) -> &str {
+        self.span(&self.strs, id)
+    }
+
+    fn k(&self, id: u32) -> &str {
+        self.span(&self.keys, id)
+    }
+
+    /// The first id of a name at or after `k`, as compared.
+    fn first_key_from(&self, k: &str) -> u32 {
+        self.keys.partition_point(|&[o, l]| {
+            self.pool
+                .get(o as usize..o as usize + l as usize)
+                .unwrap_or("")
+                < k
+        }) as u32
+    }
+
+    /// The id of a name as compared.
+    fn key_id(&self, k: &str) -> Option<u32> {
+        let i = self.first_key_from(k);
+        ((i as usize) < self.keys.len() && self.k(i) == k).then_some(i)
+    }
+
+    /// The ids of the names from `lo` (included) to `hi` (excluded).
+    fn key_range(&self, lo: &str, hi: &str) -> std::ops::Range<u32> {
+        self.first_key_from(lo)..self.first_key_from(hi)
+    }
+
+    fn note_path(&self, note: u32) -> &str {
+        self.notes
+            .get(note as usize)
+            .map_or("", |n| self.s(n[N_PATH]))
+    }
+
+    fn note_tenant(&self, note: u32) -> &str {
+        self.notes
+            .get(note as usize)
+            .map_or("", |n| self.s(n[N_TENANT]))
+    }
+
+    /// The rows of a permutation whose key (read by `key_of`) is `k`.
+    fn rows_with(perm: &[u32], k: u32, key_of: impl Fn(u32) -> u32) -> &[u32] {
+        let lo = perm.partition_point(|&r| key_of(r) < k);
+        let hi = perm.partition_point(|&r| key_of(r) <= k);
+        perm.get(lo..hi).unwrap_or(&[])
+    }
+
+    fn edge_col(&self, e: u32, col: usize) -> u32 {
+        self.edges.get(e as usize).map_or(u32::MAX, |r| r[col])
+    }
+
+    fn name_col(&self, m: u32, col: usize) -> u32 {
+        self.names.get(m as usize).map_or(u32::MAX, |r| r[col])
+    }
+
+    fn edges_from(&self, k: u32) -> &[u32] {
+        Self::rows_with(&self.by_from, k, |e| self.edge_col(e, E_FROM_KEY))
+    }
+
+    fn edges_to(&self, k: u32) -> &[u32] {
+        Self::rows_with(&self.by_to, k, |e| self.edge_col(e, E_TO_KEY))
+    }
+
+    fn names_with(&self, k: u32) -> &[u32] {
+        Self::rows_with(&self.names_by_key, k, |m| self.name_col(m, M_KEY))
+    }
+
+    /// The rows of a table sorted by note that are `note`'s.
+    fn of_note<const N: usize>(rows: &[[u32; N]], note: u32) -> std::ops::Range<usize> {
+        rows.partition_point(|r| r[0] < note)..rows.partition_point(|r| r[0] <= note)
+    }
+
+    fn stored(&self, e: u32) -> Option<StoredEdge> {
+        let r = self.edges.get(e as usize)?;
+        Some(StoredEdge {
+            path: self.note_path(r[E_NOTE]).to_string(),
+            line: r[E_LINE],
+            from: self.s(r[E_FROM]).to_string(),
+            from_key: self.k(r[E_FROM_KEY]).to_string(),
+            rel: self.s(r[E_REL]).to_string(),
+            to: self.s(r[E_TO]).to_string(),
+            to_key: self.k(r[E_TO_KEY]).to_string(),
+            how: self.s(r[E_HOW]).to_string(),
+            text: self.s(r[E_TEXT]).to_string(),
+        })
+    }
+
+    fn to_bytes(&self) -> Vec<u8> {
+        fn section(out: &mut Vec<u8>, bytes: &[u8]) {
+            out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            out.extend_from_slice(bytes);
+        }
+        fn rows<const N: usize>(out: &mut Vec<u8>, rows: &[[u32; N]]) {
+            out.extend_from_slice(&((rows.len() * N * 4) as u64).to_le_bytes());
+            for v in rows.iter().flatten() {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let mut out = Vec::with_capacity(
+            64 + self.pool.len() + 8 * (self.strs.len() + self.keys.len()) + 40 * self.edges.len(),
+        );
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        section(&mut out, self.reader.as_bytes());
+        section(&mut out, self.files.as_bytes());
+        section(&mut out, self.pool.as_bytes());
+        rows(&mut out, &self.strs);
+        rows(&mut out, &self.keys);
+        rows(&mut out, &self.notes);
+        rows(&mut out, &self.names);
+        rows(&mut out, &one_column(&self.names_by_key));
+        rows(&mut out, &self.edges);
+        rows(&mut out, &one_column(&self.by_from));
+        rows(&mut out, &one_column(&self.by_to));
+        out
+    }
+
+    /// The graph a file holds, or None when it holds none this build
+    /// reads (damaged, or another version).
+    fn from_bytes(b: &[u8]) -> Option<Graph> {
+        let mut at = b.strip_prefix(MAGIC)?;
+        let version = u32::from_le_bytes(at.get(..4)?.try_into().ok()?);
+        if version != VERSION {
+            return None;
+        }
+        at = &at[4..];
+        let mut section = || -> Option<&[u8]> {
+            let len = u64::from_le_bytes(at.get(..8)?.try_into().ok()?) as usize;
+            let s = at.get(8..8usize.checked_add(len)?)?;
+            at = &at[8 + len..];
+            Some(s)
+        };
+        fn rows<const N: usize>(b: &[u8]) -> Option<Vec<[u32; N]>> {
+            if !b.len().is_multiple_of(4 * N) {
+                return None;
+            }
+            Some(
+                b.chunks_exact(4 * N)
+                    .map(|r| {
+                        std::array::from_fn(|i| {
+                            u32::from_le_bytes(r[4 * i..4 * i + 4].try_into().unwrap_or_default())
+                        })
+                    })
+                    .collect(),
+            )
+        }
+        let text = |b: &[u8]| String::from_utf8(b.to_vec()).ok();
+        let reader = text(section()?)?;
+        let files = text(section()?)?;
+        let pool = text(section()?)?;
+        let strs = rows::<2>(section()?)?;
+        let keys = rows::<2>(section()?)?;
+        let notes = rows::<4>(section()?)?;
+        let names = rows::<2>(section()?)?;
+        let names_by_key = rows::<1>(section()?)?.into_iter().map(|[v]| v).collect();
+        let edges = rows::<9>(section()?)?;
+        let by_from = rows::<1>(section()?)?.into_iter().map(|[v]| v).collect();
+        let by_to = rows::<1>(section()?)?.into_iter().map(|[v]| v).collect();
+        let g = Graph {
+            reader,
+            files,
+            pool,
+            strs,
+            keys,
+            notes,
+            names,
+            names_by_key,
+            edges,
+            by_from,
+            by_to,
+        };
+        g.is_whole().then_some(g)
+    }
+
+    /// Whether every number points where it should: each string inside the
+    /// pool, each id inside its table, the permutations each row once.
+    fn is_whole(&self) -> bool {
+        let spans = |t: &[Span]| {
+            t.iter().all(|&[o, l]| {
+                (o as usize)
+                    .checked_add(l as usize)
+                    .is_some_and(|end| self.pool.get(o as usize..end).is_some())
+            })
+        };
+        let (s, k, n) = (
+            self.strs.len() as u32,
+            self.keys.len() as u32,
+            self.notes.len() as u32,
+        );
+        let permutation = |p: &[u32], len: usize| {
+            let mut seen = vec![false; len];
+            p.len() == len
+                && p.iter().all(|&i| {
+                    seen.get_mut(i as usize)
+                        .is_some_and(|x| !std::mem::replace(x, true))
+                })
+        };
+        spans(&self.strs)
+            && spans(&self.keys)
+            && self.notes.iter().flatten().all(|&i| i < s)
+            && self.names.iter().all(|r| r[M_NOTE] < n && r[M_KEY] < k)
+            && self.edges.iter().all(|r| {
+                r[E_NOTE] < n
+                    && [E_FROM, E_REL, E_TO, E_HOW, E_TEXT]
+                        .iter()
+                        .all(|&c| r[c] < s)
+                    && r[E_FROM_KEY] < k
+                    && r[E_TO_KEY] < k
+            })
+            && permutation(&self.names_by_key, self.names.len())
+            && permutation(&self.by_from, self.edges.len())
+            && permutation(&self.by_to, self.edges.len())
+    }
+}
+
+fn one_column(v: &[u32]) -> Vec<[u32; 1]> {
+    v.iter().map(|&x| [x]).collect()
+}
+
+/// A note whose edges were just read, with its names as compared.
+struct ReadNote {
+    path: String,
+    hash: String,
+    g: extract::NoteGraph,
+    names: BTreeSet<String>,
+    /// Each edge's from and to, as compared.
+    keys: Vec<[String; 2]>,
+}
+
+impl ReadNote {
+    fn new(path: String, hash: String, g: extract::NoteGraph) -> ReadNote {
+        let names = std::iter::once(&g.name)
+            .chain(&g.aliases)
+            .map(|n| key(n))
+            .filter(|k| !k.is_empty())
+            .collect();
+        // Most edges start at the note itself: its key once.
+        let own = key(&g.name);
+        let key_of = |n: &str| if n == g.name { own.clone() } else { key(n) };
+        let keys = g
+            .edges
+            .iter()
+            .map(|e| [key_of(&e.from), key_of(&e.to)])
+            .collect();
+        ReadNote {
+            path,
+            hash,
+            g,
+            names,
+            keys,
+        }
+    }
+}
+
+/// A new graph, note by note in path order: the strings of each row are
+/// pooled once.
+#[derive(Default)]
+struct Builder<'a> {
+    strs: Vec<&'a str>,
+    str_ids: HashMap<&'a str, u32>,
+    keys: Vec<&'a str>,
+    key_ids: HashMap<&'a str, u32>,
+    notes: Vec<[u32; 4]>,
+    names: Vec<[u32; 2]>,
+    edges: Vec<[u32; 9]>,
+}
+
+impl<'a> Builder<'a> {
+    fn s(&mut self, x: &'a str) -> u32 {
+        *self.str_ids.entry(x).or_insert_with(|| {
+            self.strs.push(x);
+            self.strs.len() as u32 - 1
+        })
+    }
+
+    fn k(&mut self, x: &'a str) -> u32 {
+        *self.key_ids.entry(x).or_insert_with(|| {
+            self.keys.push(x);
+            self.keys.len() as u32 - 1
+        })
+    }
+
+    fn note(&mut self, path: &'a str, hash: &'a str, name: &'a str, tenant: &'a str) -> u32 {
+        let row = [self.s(path), self.s(hash), self.s(name), self.s(tenant)];
+        self.notes.push(row);
+        self.notes.len() as u32 - 1
+    }
+
+    /// A note read now.
+    fn read(&mut self, r: &'a ReadNote) {
+        let note = self.note(&r.path, &r.hash, &r.g.name, &r.g.tenant);
+        for k in &r.names {
+            let k = self.k(k);
+            self.names.push([note, k]);
+        }
+        for (e, [from_key, to_key]) in r.g.edges.iter().zip(&r.keys) {
+            let row = [
+                note,
+                e.line,
+                self.s(&e.from),
+                self.k(from_key),
+                self.s(&e.rel),
+                self.s(&e.to),
+                self.k(to_key),
+                self.s(e.how),
+                self.s(&e.text),
+            ];
+            self.edges.push(row);
+        }
+    }
+
+    /// A note kept from the graph before, unchanged.
+    fn kept(&mut self, old: &'a Graph, id: u32) {
+        let Some(&[path, hash, name, tenant]) = old.notes.get(id as usize) else {
+            return;
+        };
+        let note = self.note(old.s(path), old.s(hash), old.s(name), old.s(tenant));
+        for r in &old.names[Graph::of_note(&old.names, id)] {
+            let k = self.k(old.k(r[M_KEY]));
+            self.names.push([note, k]);
+        }
+        for r in &old.edges[Graph::of_note(&old.edges, id)] {
+            let row = [
+                note,
+                r[E_LINE],
+                self.s(old.s(r[E_FROM])),
+                self.k(old.k(r[E_FROM_KEY])),
+                self.s(old.s(r[E_REL])),
+                self.s(old.s(r[E_TO])),
+                self.k(old.k(r[E_TO_KEY])),
+                self.s(old.s(r[E_HOW])),
+                self.s(old.s(r[E_TEXT])),
+            ];
+            self.edges.push(row);
+        }
+    }
+
+    fn finish(mut self, reader: &str, files: String) -> Graph {
+        // Keys renumbered in sorted order.
+        let mut order: Vec<u32> = (0..self.keys.len() as u32).collect();
+        order.sort_unstable_by_key(|&i| self.keys[i as usize]);
+        let mut new_id = vec![0u32; order.len()];
+        for (new, &old) in order.iter().enumerate() {
+            new_id[old as usize] = new as u32;
+        }
+        for r in &mut self.names {
+            r[M_KEY] = new_id[r[M_KEY] as usize];
+        }
+        for r in &mut self.edges {
+            r[E_FROM_KEY] = new_id[r[E_FROM_KEY] as usize];
+            r[E_TO_KEY] = new_id[r[E_TO_KEY] as usize];
+        }
+        self.names.sort_unstable();
+        let mut pool =
+            String::with_capacity(self.strs.iter().chain(&self.keys).map(|s| s.len()).sum());
+        let mut span = |s: &str| {
+            let at = [pool.len() as u32, s.len() as u32];
+            pool.push_str(s);
+            at
+        };
+        let strs: Vec<Span> = self.strs.iter().map(|s| span(s)).collect();
+        let keys: Vec<Span> = order.iter().map(|&i| span(self.keys[i as usize])).collect();
+        let perm = |len: usize, key_of: &dyn Fn(u32) -> u32| {
+            let mut p: Vec<u32> = (0..len as u32).collect();
+            p.sort_by_key(|&i| (key_of(i), i));
+            p
+        };
+        let names_by_key = perm(self.names.len(), &|m| self.names[m as usize][M_KEY]);
+        let by_from = perm(self.edges.len(), &|e| self.edges[e as usize][E_FROM_KEY]);
+        let by_to = perm(self.edges.len(), &|e| self.edges[e as usize][E_TO_KEY]);
+        Graph {
+            reader: reader.to_string(),
+            files,
+            pool,
+            strs,
+            keys,
+            notes: self.notes,
+            names: self.names,
+            names_by_key,
+            edges: self.edges,
+            by_from,
+            by_to,
+        }
+    }
+}
+
 pub struct GraphStore {
-    conn: Connection,
+    graph: Graph,
+    /// The index's folder, where the graph is kept (None: in memory).
+    dir: Option<PathBuf>,
     /// Whose notes the questions see besides the shared ones ("": none).
     tenant: String,
 }
 
 impl GraphStore {
-    /// The graph in `dir` (the index's folder), or in memory.
-    pub fn open(dir: Option<&Path>) -> Result<GraphStore, DbError> {
-        let conn = match dir {
+    /// The graph in `dir` (the index's folder), or in memory. A folder
+    /// with no graph yet (or one this build does not read) has an empty
+    /// one, built on the first sync.
+    pub fn open(dir: Option<&Path>) -> Result<GraphStore, GraphError> {
+        let graph = match dir {
             Some(d) => {
-                let conn = sqlite::open(&d.join(FILE), MIGRATIONS)?;
-                // A first build sorts every edge's keys into the indexes:
-                // in memory, not through temporary files (a 10,000-note
-                // vault's graph sorts a few megabytes).
-                conn.pragma_update(None, "temp_store", "MEMORY")?;
-                conn.pragma_update(None, "cache_size", -32_768)?;
-                conn
-            }
-            None => {
-                let conn = Connection::open_in_memory()?;
-                for m in MIGRATIONS {
-                    conn.execute_batch(m)?;
+                let path = d.join(FILE);
+                match std::fs::read(&path) {
+                    Ok(b) => Graph::from_bytes(&b).unwrap_or_default(),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Graph::default(),
+                    Err(source) => return Err(GraphError::Read { path, source }),
                 }
-                conn
             }
+            None => Graph::default(),
         };
         Ok(GraphStore {
-            conn,
+            graph,
+            dir: dir.map(Path::to_path_buf),
             tenant: String::new(),
         })
     }
@@ -128,67 +557,45 @@ impl GraphStore {
         files: &[(String, String)],
         read: &(dyn Fn(&str) -> Option<String> + Sync),
         stop: &(dyn Fn() -> bool + Sync),
-    ) -> Result<Option<SyncStats>, DbError> {
+    ) -> Result<Option<SyncStats>, GraphError> {
         // Edges read by other rules than these are read again.
-        let reader: Option<String> = self
-            .conn
-            .query_row("SELECT value FROM meta WHERE key = 'reader'", [], |r| {
-                r.get(0)
-            })
-            .optional()?;
-        if reader.as_deref() != Some(extract::READER) {
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.execute_batch(
-                "DELETE FROM edges; DELETE FROM names; DELETE FROM notes; DELETE FROM meta WHERE key = 'files';",
-            )?;
-            tx.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('reader', ?1)",
-                [extract::READER],
-            )?;
-            tx.commit()?;
-        }
+        let empty = Graph::default();
+        let old = if self.graph.reader == extract::READER {
+            &self.graph
+        } else {
+            &empty
+        };
         // The same notes as at the last sync (the common case): nothing to
-        // read, not even the graph's list of them.
+        // read, nothing to write.
         let fingerprint = crate::core::hash::hex_hash(
             &files
                 .iter()
                 .flat_map(|(p, h)| [p.as_bytes(), h.as_bytes()])
                 .collect::<Vec<_>>(),
         );
-        let last: Option<String> = self
-            .conn
-            .query_row("SELECT value FROM meta WHERE key = 'files'", [], |r| {
-                r.get(0)
-            })
-            .optional()?;
-        if last.as_deref() == Some(fingerprint.as_str()) {
+        if old.files == fingerprint && !old.reader.is_empty() {
             return Ok(Some(SyncStats {
                 notes: files.len(),
                 read: 0,
                 removed: 0,
-                edges: self.edge_count()?,
+                edges: self.edge_count(),
             }));
         }
-        let known: BTreeMap<String, String> = {
-            let mut q = self.conn.prepare("SELECT path, hash FROM notes")?;
-            let rows = q.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            rows.collect::<Result<_, _>>()?
-        };
-        let wanted: BTreeSet<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
-        let removed: Vec<&String> = known
-            .keys()
-            .filter(|p| !wanted.contains(p.as_str()))
+        let known: BTreeMap<&str, (&str, u32)> = old
+            .notes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (old.s(n[N_PATH]), (old.s(n[N_HASH]), i as u32)))
             .collect();
+        let wanted: BTreeSet<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+        let removed = known.keys().filter(|p| !wanted.contains(*p)).count();
         let changed: Vec<&(String, String)> = files
             .iter()
-            .filter(|(p, h)| known.get(p) != Some(h))
+            .filter(|(p, h)| known.get(p.as_str()).map(|k| k.0) != Some(h.as_str()))
             .collect();
-        // Read on several threads (the notes are independent), before the
-        // write lock is taken; a stop is noticed between notes.
-        type Read = (String, String, extract::NoteGraph);
-        let read_part = |part: &[&(String, String)]| -> Option<Vec<Read>> {
+        // Read on several threads (the notes are independent); a stop is
+        // noticed between notes.
+        let read_part = |part: &[&(String, String)]| -> Option<Vec<ReadNote>> {
             let mut out = Vec::with_capacity(part.len());
             for (path, hash) in part.iter().map(|x| (&x.0, &x.1)) {
                 if stop() {
@@ -198,13 +605,13 @@ impl GraphStore {
                 let g = read(path)
                     .map(|text| extract::note(path, &text))
                     .unwrap_or_default();
-                out.push((path.clone(), hash.clone(), g));
+                out.push(ReadNote::new(path.clone(), hash.clone(), g));
             }
             Some(out)
         };
         let readers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4));
         let per = changed.len().div_ceil(readers).max(1);
-        let parts: Vec<Option<Vec<Read>>> = std::thread::scope(|s| {
+        let parts: Vec<Option<Vec<ReadNote>>> = std::thread::scope(|s| {
             let handles: Vec<_> = changed
                 .chunks(per)
                 .map(|part| s.spawn(move || read_part(part)))
@@ -221,235 +628,216 @@ impl GraphStore {
                 None => return Ok(None),
             }
         }
-        let mut stats = SyncStats {
+        let stats = SyncStats {
             notes: files.len(),
             read: read_now.len(),
-            removed: removed.len(),
+            removed,
             edges: 0,
         };
-        // The write lock is taken first, waiting for another process's
-        // sync; what that process wrote for these notes since `known` was
-        // read (two runs at once on a new index) is replaced, never added to.
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        {
-            let mut gone = [
-                tx.prepare_cached("DELETE FROM edges WHERE path = ?1")?,
-                tx.prepare_cached("DELETE FROM names WHERE path = ?1")?,
-                tx.prepare_cached("DELETE FROM notes WHERE path = ?1")?,
-            ];
-            let written = read_now.iter().map(|(p, _, _)| p);
-            for path in removed.iter().copied().chain(written) {
-                for q in &mut gone {
-                    q.execute([path])?;
-                }
+        // Every note the index has, in path order: read now, or kept.
+        let fresh: HashMap<&str, &ReadNote> =
+            read_now.iter().map(|r| (r.path.as_str(), r)).collect();
+        let mut b = Builder::default();
+        for p in &wanted {
+            match (fresh.get(p), known.get(p)) {
+                (Some(r), _) => b.read(r),
+                (None, Some(&(_, id))) => b.kept(old, id),
+                (None, None) => {}
             }
         }
-        // A graph built from nothing is written without its indexes, which
-        // are then built once, sorted: far quicker than row by row.
-        let bulk = known.is_empty() && !read_now.is_empty();
-        if bulk {
-            tx.execute_batch(DROP_INDEXES)?;
-        }
-        {
-            let mut note =
-                tx.prepare("INSERT INTO notes (path, hash, name, tenant) VALUES (?1, ?2, ?3, ?4)")?;
-            let mut name =
-                tx.prepare("INSERT INTO names (key, path, tenant) VALUES (?1, ?2, ?3)")?;
-            let mut edge = tx.prepare(
-                "INSERT INTO edges (path, line, src, src_key, rel, dst, dst_key, how, text, tenant) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )?;
-            for (path, hash, g) in &read_now {
-                note.execute(params![path, hash, g.name, g.tenant])?;
-                let keys: BTreeSet<String> = std::iter::once(&g.name)
-                    .chain(&g.aliases)
-                    .map(|n| key(n))
-                    .filter(|k| !k.is_empty())
-                    .collect();
-                for k in keys {
-                    name.execute(params![k, path, g.tenant])?;
-                }
-                // Most edges start at the note itself: its key once.
-                let own = key(&g.name);
-                let key_of = |n: &str| if n == g.name { own.clone() } else { key(n) };
-                for e in &g.edges {
-                    edge.execute(params![
-                        path,
-                        e.line,
-                        e.from,
-                        key_of(&e.from),
-                        e.rel,
-                        e.to,
-                        key_of(&e.to),
-                        e.how,
-                        e.text,
-                        g.tenant
-                    ])?;
-                }
+        let graph = b.finish(extract::READER, fingerprint);
+        if let Some(d) = &self.dir {
+            let path = d.join(FILE);
+            crate::core::files::atomic_write(&path, &graph.to_bytes())
+                .map_err(|source| GraphError::Write { path, source })?;
+            for f in OLD_FILES {
+                let _ = std::fs::remove_file(d.join(f));
             }
         }
-        if bulk {
-            tx.execute_batch(CREATE_INDEXES)?;
-        }
-        tx.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('files', ?1)",
-            [&fingerprint],
-        )?;
-        tx.commit()?;
-        stats.edges = self.edge_count()?;
-        Ok(Some(stats))
+        self.graph = graph;
+        Ok(Some(SyncStats {
+            edges: self.edge_count(),
+            ..stats
+        }))
+    }
+
+    fn visible(&self, note: u32) -> bool {
+        let t = self.graph.note_tenant(note);
+        t.is_empty() || t == self.tenant
+    }
+
+    fn edge_visible(&self, e: u32) -> bool {
+        self.visible(self.graph.edge_col(e, E_NOTE))
+    }
+
+    fn name_visible(&self, m: u32) -> bool {
+        self.visible(self.graph.name_col(m, M_NOTE))
     }
 
     /// The relations of the edges the questions see.
-    pub fn relations(&self) -> Result<Vec<String>, DbError> {
-        let mut q = self.conn.prepare_cached(
-            "SELECT DISTINCT rel FROM edges WHERE tenant IN ('', ?1) ORDER BY rel",
-        )?;
-        let rows = q.query_map([&self.tenant], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+    pub fn relations(&self) -> Vec<String> {
+        let g = &self.graph;
+        let rels: BTreeSet<&str> = g
+            .edges
+            .iter()
+            .filter(|r| self.visible(r[E_NOTE]))
+            .map(|r| g.s(r[E_REL]))
+            .collect();
+        rels.into_iter().map(str::to_string).collect()
     }
 
     /// The edges the questions see.
-    fn edge_count(&self) -> Result<usize, DbError> {
-        Ok(self.conn.query_row(
-            "SELECT COUNT(*) FROM edges WHERE tenant IN ('', ?1)",
-            [&self.tenant],
-            |r| r.get::<_, i64>(0),
-        )? as usize)
+    fn edge_count(&self) -> usize {
+        self.graph
+            .edges
+            .iter()
+            .filter(|r| self.visible(r[E_NOTE]))
+            .count()
     }
 
     /// The notes the questions see.
-    pub fn note_count(&self) -> Result<usize, DbError> {
-        Ok(self.conn.query_row(
-            "SELECT COUNT(*) FROM notes WHERE tenant IN ('', ?1)",
-            [&self.tenant],
-            |r| r.get::<_, i64>(0),
-        )? as usize)
+    pub fn note_count(&self) -> usize {
+        (0..self.graph.notes.len() as u32)
+            .filter(|&n| self.visible(n))
+            .count()
     }
 
-    /// The notes a name is the title, file name or alias of.
-    pub fn notes_named(&self, k: &str) -> Result<Vec<(String, String)>, DbError> {
-        let mut q = self.conn.prepare_cached(
-            "SELECT n.path, n.name FROM names k JOIN notes n ON n.path = k.path WHERE k.key = ?1 AND k.tenant IN ('', ?2) ORDER BY n.path",
-        )?;
-        let rows = q.query_map([k, &self.tenant], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+    /// The notes a name is the title, file name or alias of: path and name,
+    /// by path.
+    pub fn notes_named(&self, k: &str) -> Vec<(String, String)> {
+        let g = &self.graph;
+        let Some(id) = g.key_id(k) else {
+            return Vec::new();
+        };
+        let mut notes: Vec<u32> = g
+            .names_with(id)
+            .iter()
+            .map(|&m| g.name_col(m, M_NOTE))
+            .filter(|&n| self.visible(n))
+            .collect();
+        notes.sort_unstable();
+        notes.dedup();
+        notes
+            .into_iter()
+            .map(|n| {
+                let row = g.notes[n as usize];
+                (g.s(row[N_PATH]).to_string(), g.s(row[N_NAME]).to_string())
+            })
+            .collect()
+    }
+
+    /// Whether the questions see a note or an edge with this name (by id).
+    fn sees_key(&self, id: u32) -> bool {
+        let g = &self.graph;
+        g.names_with(id).iter().any(|&m| self.name_visible(m))
+            || g.edges_from(id).iter().any(|&e| self.edge_visible(e))
+            || g.edges_to(id).iter().any(|&e| self.edge_visible(e))
     }
 
     /// The names (of notes, or used by edges) that start with the word
     /// `first` ("marcus" in "marcus oyelaran", "pay 1412" in "pay 1412
-    /// tokenvault v2 migration"), at most `max`.
-    pub fn names_starting(&self, first: &str, max: usize) -> Result<Vec<String>, DbError> {
+    /// tokenvault v2 migration"), at most `max`, in order.
+    pub fn names_starting(&self, first: &str, max: usize) -> Vec<String> {
         // Keys between "first " and "first!" are those that start with it.
-        let mut q = self.conn.prepare_cached(
-            "SELECT key FROM names WHERE key >= ?1 AND key < ?2 AND tenant IN ('', ?3)
-             UNION SELECT src_key FROM edges WHERE src_key >= ?1 AND src_key < ?2 AND tenant IN ('', ?3)
-             UNION SELECT dst_key FROM edges WHERE dst_key >= ?1 AND dst_key < ?2 AND tenant IN ('', ?3)
-             LIMIT ?4",
-        )?;
-        let rows = q.query_map(
-            params![
-                format!("{first} "),
-                format!("{first}!"),
-                &self.tenant,
-                max as i64
-            ],
-            |r| r.get(0),
-        )?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.graph
+            .key_range(&format!("{first} "), &format!("{first}!"))
+            .filter(|&id| self.sees_key(id))
+            .take(max)
+            .map(|id| self.graph.k(id).to_string())
+            .collect()
     }
 
     /// Every name of these notes.
-    pub fn names_of(&self, paths: &[String]) -> Result<Vec<String>, DbError> {
+    pub fn names_of(&self, paths: &[String]) -> Vec<String> {
+        let g = &self.graph;
         let mut out = Vec::new();
-        let mut q = self
-            .conn
-            .prepare_cached("SELECT key FROM names WHERE path = ?1 AND tenant IN ('', ?2)")?;
         for p in paths {
-            let rows = q.query_map([p, &self.tenant], |r| r.get::<_, String>(0))?;
-            for k in rows {
-                out.push(k?);
+            let n = g.notes.partition_point(|r| g.s(r[N_PATH]) < p.as_str());
+            if n >= g.notes.len() || g.note_path(n as u32) != p || !self.visible(n as u32) {
+                continue;
             }
+            out.extend(
+                g.names[Graph::of_note(&g.names, n as u32)]
+                    .iter()
+                    .map(|r| g.k(r[M_KEY]).to_string()),
+            );
         }
-        Ok(out)
+        out
     }
 
     /// The edges from (`outgoing`) or to one of `keys`.
-    pub fn edges_at(&self, keys: &[String], outgoing: bool) -> Result<Vec<StoredEdge>, DbError> {
-        let sql = if outgoing {
-            "SELECT path, line, src, src_key, rel, dst, dst_key, how, text FROM edges WHERE src_key = ?1 AND tenant IN ('', ?2)"
-        } else {
-            "SELECT path, line, src, src_key, rel, dst, dst_key, how, text FROM edges WHERE dst_key = ?1 AND tenant IN ('', ?2)"
-        };
-        let mut q = self.conn.prepare_cached(sql)?;
-        let mut out = Vec::new();
-        for k in keys {
-            let rows = q.query_map([k, &self.tenant], |r| {
-                Ok(StoredEdge {
-                    path: r.get(0)?,
-                    line: r.get(1)?,
-                    from: r.get(2)?,
-                    from_key: r.get(3)?,
-                    rel: r.get(4)?,
-                    to: r.get(5)?,
-                    to_key: r.get(6)?,
-                    how: r.get(7)?,
-                    text: r.get(8)?,
-                })
-            })?;
-            for e in rows {
-                out.push(e?);
-            }
-        }
+    pub fn edges_at(&self, keys: &[String], outgoing: bool) -> Vec<StoredEdge> {
+        let g = &self.graph;
+        let mut out: Vec<StoredEdge> = keys
+            .iter()
+            .filter_map(|k| g.key_id(k))
+            .flat_map(|id| {
+                if outgoing {
+                    g.edges_from(id)
+                } else {
+                    g.edges_to(id)
+                }
+            })
+            .filter(|&&e| self.edge_visible(e))
+            .filter_map(|&e| g.stored(e))
+            .collect();
         out.sort();
         out.dedup();
-        Ok(out)
+        out
     }
 
     /// How a name is written in the notes: the first edge's spelling.
-    pub fn spelling(&self, k: &str) -> Result<Option<String>, DbError> {
-        let mut q = self.conn.prepare_cached(
-            "SELECT src FROM edges WHERE src_key = ?1 AND tenant IN ('', ?2) UNION ALL SELECT dst FROM edges WHERE dst_key = ?1 AND tenant IN ('', ?2) LIMIT 1",
-        )?;
-        let mut rows = q.query([k, &self.tenant])?;
-        Ok(match rows.next()? {
-            Some(r) => Some(r.get(0)?),
-            None => None,
-        })
+    pub fn spelling(&self, k: &str) -> Option<String> {
+        let g = &self.graph;
+        let id = g.key_id(k)?;
+        let first = |edges: &[u32], col: usize| {
+            edges
+                .iter()
+                .find(|&&e| self.edge_visible(e))
+                .map(|&e| g.s(g.edge_col(e, col)).to_string())
+        };
+        first(g.edges_from(id), E_FROM).or_else(|| first(g.edges_to(id), E_TO))
     }
 
     /// Whether a note or an edge has this name.
-    pub fn knows(&self, k: &str) -> Result<bool, DbError> {
-        let mut q = self.conn.prepare_cached(
-            "SELECT EXISTS(SELECT 1 FROM names WHERE key = ?1 AND tenant IN ('', ?2)) OR EXISTS(SELECT 1 FROM edges WHERE src_key = ?1 AND tenant IN ('', ?2)) OR EXISTS(SELECT 1 FROM edges WHERE dst_key = ?1 AND tenant IN ('', ?2))",
-        )?;
-        Ok(q.query_row([k, &self.tenant], |r| r.get::<_, bool>(0))?)
+    pub fn knows(&self, k: &str) -> bool {
+        self.graph.key_id(k).is_some_and(|id| self.sees_key(id))
     }
 
     /// The notes one of whose names holds `k` as whole words ("billing
     /// review" in "billing review 2026 11 20"), at most `max`.
-    pub fn notes_containing(&self, k: &str, max: usize) -> Result<Vec<String>, DbError> {
-        let mut q = self.conn.prepare_cached(
-            "SELECT DISTINCT path FROM names WHERE (' ' || key || ' ') LIKE ('% ' || ?1 || ' %') ESCAPE '\\' AND tenant IN ('', ?3) LIMIT ?2",
-        )?;
-        let escaped = k
-            .replace('\\', "\\\\")
-            .replace('%', "\\%")
-            .replace('_', "\\_");
-        let rows = q.query_map(rusqlite::params![escaped, max as i64, self.tenant], |r| {
-            r.get::<_, String>(0)
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+    pub fn notes_containing(&self, k: &str, max: usize) -> Vec<String> {
+        let g = &self.graph;
+        let holds = |name: &str| {
+            !k.is_empty()
+                && name.match_indices(k).any(|(i, _)| {
+                    let end = i + k.len();
+                    (i == 0 || name.as_bytes()[i - 1] == b' ')
+                        && (end == name.len() || name.as_bytes()[end] == b' ')
+                })
+        };
+        let mut out: Vec<String> = Vec::new();
+        for r in &g.names {
+            if out.len() >= max {
+                break;
+            }
+            let path = g.note_path(r[M_NOTE]);
+            if self.visible(r[M_NOTE])
+                && out.last().map(String::as_str) != Some(path)
+                && holds(g.k(r[M_KEY]))
+            {
+                out.push(path.to_string());
+            }
+        }
+        out
     }
 
     /// Every name an edge or a note has, for "did you mean".
-    pub fn all_keys(&self) -> Result<Vec<String>, DbError> {
-        let mut q = self.conn.prepare(
-            "SELECT src_key FROM edges WHERE tenant IN ('', ?1) UNION SELECT dst_key FROM edges WHERE tenant IN ('', ?1) UNION SELECT key FROM names WHERE tenant IN ('', ?1)",
-        )?;
-        let rows = q.query_map([&self.tenant], |r| r.get::<_, String>(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+    pub fn all_keys(&self) -> Vec<String> {
+        (0..self.graph.keys.len() as u32)
+            .filter(|&id| self.sees_key(id))
+            .map(|id| self.graph.k(id).to_string())
+            .collect()
     }
 }
 
@@ -464,7 +852,7 @@ mod tests {
         let text = || Some("Ann owns the billing service.\n".to_string());
         let mut first = GraphStore::open(Some(dir.path())).unwrap();
         // The second sync reads its notes while the first one runs whole
-        // and commits, as two runs started together on a new index do.
+        // and writes, as two runs started together on a new index do.
         let interleaved = std::sync::Mutex::new(Some(GraphStore::open(Some(dir.path())).unwrap()));
         let read = |_: &str| {
             if let Some(mut other) = interleaved.lock().unwrap().take() {
@@ -483,6 +871,148 @@ mod tests {
                 edges: 1
             }
         );
+        let again = GraphStore::open(Some(dir.path())).unwrap();
+        assert_eq!(again.edges_at(&["billing service".into()], false).len(), 1);
+    }
+
+    fn three_notes() -> (Vec<(String, String)>, BTreeMap<String, String>) {
+        let notes = BTreeMap::from([
+            (
+                "a.md".to_string(),
+                "Ann owns the billing service.\n".to_string(),
+            ),
+            (
+                "b.md".to_string(),
+                "---\ntenant_id: acme\n---\nThe billing service depends on [[Ledger]].\n"
+                    .to_string(),
+            ),
+            (
+                "c.md".to_string(),
+                "# Ledger\nLedger is run by Bo.\n".to_string(),
+            ),
+        ]);
+        let files = notes.keys().map(|p| (p.clone(), "1".to_string())).collect();
+        (files, notes)
+    }
+
+    #[test]
+    fn a_graph_reads_back_as_written_and_a_damaged_file_is_built_again_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (files, notes) = three_notes();
+        let read = |p: &str| notes.get(p).cloned();
+        let mut g = GraphStore::open(Some(dir.path())).unwrap();
+        g.sync(&files, &read, &|| false).unwrap().unwrap();
+        let bytes = std::fs::read(dir.path().join(FILE)).unwrap();
+        assert_eq!(Graph::from_bytes(&bytes).as_ref(), Some(&g.graph));
+        // Cut anywhere or with any byte changed, a file reads as a whole
+        // graph or as none, never a panic.
+        for cut in 0..bytes.len() {
+            assert_eq!(Graph::from_bytes(&bytes[..cut]), None, "cut at {cut}");
+        }
+        for at in 0..bytes.len() {
+            for flip in [0x01, 0x80, 0xff] {
+                let mut damaged = bytes.clone();
+                damaged[at] ^= flip;
+                if let Some(d) = Graph::from_bytes(&damaged) {
+                    let s = GraphStore {
+                        graph: d,
+                        dir: None,
+                        tenant: "acme".into(),
+                    };
+                    s.all_keys();
+                    s.relations();
+                    for k in ["ann", "billing service", "ledger", "bo"] {
+                        s.edges_at(&[k.into()], true);
+                        s.edges_at(&[k.into()], false);
+                        s.notes_named(k);
+                        s.names_starting(k, 3);
+                        s.spelling(k);
+                        s.notes_containing(k, 3);
+                    }
+                    s.names_of(&["a.md".into(), "c.md".into()]);
+                }
+            }
+        }
+        std::fs::write(dir.path().join(FILE), &bytes[..bytes.len() / 2]).unwrap();
+        let mut again = GraphStore::open(Some(dir.path())).unwrap();
+        let s = again.sync(&files, &read, &|| false).unwrap().unwrap();
+        // (b.md is a tenant's: its two edges are not counted here.)
+        assert_eq!((s.read, s.edges), (3, 2));
+        assert_eq!(std::fs::read(dir.path().join(FILE)).unwrap(), bytes);
+    }
+
+    #[test]
+    fn a_graph_read_by_other_rules_or_kept_by_an_older_build_is_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (files, notes) = three_notes();
+        let read = |p: &str| notes.get(p).cloned();
+        for old in OLD_FILES {
+            std::fs::write(dir.path().join(old), "SQLite format 3").unwrap();
+        }
+        let mut g = GraphStore::open(Some(dir.path())).unwrap();
+        assert_eq!(g.sync(&files, &read, &|| false).unwrap().unwrap().read, 3);
+        for old in OLD_FILES {
+            assert!(!dir.path().join(old).exists(), "{old} is left");
+        }
+        // The same notes: nothing read, nothing written.
+        let written = std::fs::metadata(dir.path().join(FILE))
+            .unwrap()
+            .modified()
+            .unwrap();
+        let mut g = GraphStore::open(Some(dir.path())).unwrap();
+        assert_eq!(g.sync(&files, &read, &|| false).unwrap().unwrap().read, 0);
+        assert_eq!(
+            std::fs::metadata(dir.path().join(FILE))
+                .unwrap()
+                .modified()
+                .unwrap(),
+            written
+        );
+        // Edges read by another version of the reader are read again.
+        g.graph.reader = "an older reader".into();
+        std::fs::write(dir.path().join(FILE), g.graph.to_bytes()).unwrap();
+        let mut g = GraphStore::open(Some(dir.path())).unwrap();
+        assert_eq!(g.sync(&files, &read, &|| false).unwrap().unwrap().read, 3);
+    }
+
+    #[test]
+    fn a_tenant_sees_the_shared_notes_and_its_own() {
+        let (files, notes) = three_notes();
+        let mut g = GraphStore::open(None).unwrap();
+        g.sync(&files, &|p| notes.get(p).cloned(), &|| false)
+            .unwrap();
+        let seen = |g: &GraphStore| {
+            (
+                g.note_count(),
+                g.edges_at(&["billing service".into()], true).len(),
+                g.knows("ledger"),
+                g.all_keys(),
+            )
+        };
+        let keys = |k: &[&str]| k.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            seen(&g),
+            (
+                2,
+                0,
+                true,
+                keys(&["a", "ann", "billing service", "bo", "c", "ledger"])
+            )
+        );
+        let g = g.for_tenant("acme");
+        assert_eq!(
+            seen(&g),
+            (
+                3,
+                1,
+                true,
+                keys(&["a", "ann", "b", "billing service", "bo", "c", "ledger"])
+            )
+        );
+        assert_eq!(g.notes_containing("ledger", 3), ["c.md"]);
+        assert_eq!(g.names_starting("billing", 3), ["billing service"]);
+        let g = g.for_tenant("other");
+        assert_eq!(seen(&g).1, 0);
     }
 
     #[test]
@@ -539,7 +1069,7 @@ mod tests {
                 edges: 1
             }
         );
-        let e = g.edges_at(&["billing service".into()], false).unwrap();
+        let e = g.edges_at(&["billing service".into()], false);
         assert_eq!(
             (
                 e[0].from.as_str(),

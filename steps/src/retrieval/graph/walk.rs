@@ -7,7 +7,6 @@
 
 use super::extract::key;
 use super::store::{GraphStore, StoredEdge};
-use crate::core::sqlite::DbError;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,9 +67,9 @@ pub struct Found {
 }
 
 /// A name as a node: with a note's names all together.
-pub fn node(g: &GraphStore, name: &str) -> Result<Node, DbError> {
+pub fn node(g: &GraphStore, name: &str) -> Node {
     let mut k = key(name);
-    let mut notes = g.notes_named(&k)?;
+    let mut notes = g.notes_named(&k);
     // Notes call people (and things) by their first name: "Marcus" is the
     // one name that starts with it, when only one does, and is shown by
     // that full name; a first name the notes also use alone keeps its own
@@ -79,56 +78,54 @@ pub fn node(g: &GraphStore, name: &str) -> Result<Node, DbError> {
     let mut also: Option<String> = None;
     let a_word = |w: &str| w.chars().next().is_some_and(char::is_alphabetic);
     if notes.is_empty() && !k.contains(' ') && a_word(&k) {
-        if let [full] = g.names_starting(&k, 2)?.as_slice() {
-            if g.knows(&k)? {
+        if let [full] = g.names_starting(&k, 2).as_slice() {
+            if g.knows(&k) {
                 also = Some(full.clone());
             } else {
                 k = full.clone();
-                notes = g.notes_named(&k)?;
+                notes = g.notes_named(&k);
             }
         }
     }
     let paths: Vec<String> = notes.iter().map(|(p, _)| p.clone()).collect();
-    let mut keys: BTreeSet<String> = g.names_of(&paths)?.into_iter().collect();
+    let mut keys: BTreeSet<String> = g.names_of(&paths).into_iter().collect();
     keys.insert(k.clone());
     if let Some(full) = &also {
-        let theirs: Vec<String> = g.notes_named(full)?.into_iter().map(|(p, _)| p).collect();
-        keys.extend(g.names_of(&theirs)?);
+        let theirs: Vec<String> = g.notes_named(full).into_iter().map(|(p, _)| p).collect();
+        keys.extend(g.names_of(&theirs));
         keys.insert(full.clone());
     }
     // …and "Marcus Oyelaran" is also the "Marcus" the notes speak of.
     if let Some((first, _)) = k.split_once(' ').filter(|(f, _)| a_word(f)) {
-        if g.knows(first)?
-            && g.notes_named(first)?.is_empty()
-            && g.names_starting(first, 2)? == [k.clone()]
+        if g.knows(first)
+            && g.notes_named(first).is_empty()
+            && g.names_starting(first, 2) == [k.clone()]
         {
             keys.insert(first.to_string());
         }
     }
-    let own = || -> Result<String, DbError> {
-        Ok(g.spelling(&k)?.unwrap_or_else(|| name.trim().to_string()))
-    };
+    let own = || g.spelling(&k).unwrap_or_else(|| name.trim().to_string());
     let shown = match (notes.first(), &also) {
         (Some((_, n)), _) => n.clone(),
         (None, Some(full)) => {
-            let full = match g.notes_named(full)?.first() {
+            let full = match g.notes_named(full).first() {
                 Some((_, n)) => n.clone(),
-                None => g.spelling(full)?.unwrap_or_else(|| full.clone()),
+                None => g.spelling(full).unwrap_or_else(|| full.clone()),
             };
             // "Helen" is Helen Achterberg; "Chargewell" is not its "REST API".
             if is_a_full_name(&full) {
                 full
             } else {
-                own()?
+                own()
             }
         }
-        (None, None) => own()?,
+        (None, None) => own(),
     };
-    Ok(Node {
+    Node {
         name: shown,
         keys: keys.into_iter().collect(),
         notes: paths,
-    })
+    }
 }
 
 /// A given name and a family name: two words, the second capitalised
@@ -152,27 +149,24 @@ struct Nodes<'g> {
 }
 
 impl Nodes<'_> {
-    fn get(&mut self, name: &str) -> Result<Node, DbError> {
+    fn get(&mut self, name: &str) -> Node {
         let k = key(name);
         if let Some(n) = self.known.get(&k) {
-            return Ok(n.clone());
+            return n.clone();
         }
-        let n = node(self.g, name)?;
+        let n = node(self.g, name);
         self.known.insert(k, n.clone());
-        Ok(n)
+        n
     }
 }
 
-pub fn run(g: &GraphStore, q: &Query<'_>) -> Result<Found, DbError> {
+pub fn run(g: &GraphStore, q: &Query<'_>) -> Found {
     let mut nodes = Nodes {
         g,
         known: Default::default(),
     };
-    let start = nodes.get(q.node)?;
-    let target = match q.to {
-        Some(t) => Some(node(g, t)?),
-        None => None,
-    };
+    let start = nodes.get(q.node);
+    let target = q.to.map(|t| node(g, t));
     let wanted = |e: &StoredEdge| q.relations.is_empty() || q.relations.contains(&e.rel);
     let mut seen_keys: BTreeSet<String> = start.keys.iter().cloned().collect();
     let mut reached: Vec<(String, usize)> = Vec::new();
@@ -194,18 +188,14 @@ pub fn run(g: &GraphStore, q: &Query<'_>) -> Result<Found, DbError> {
         }
         let mut next: Vec<(StoredEdge, String)> = Vec::new();
         if q.direction != Direction::In {
-            for e in g
-                .edges_at(&at.keys, true)?
-                .into_iter()
-                .filter(|e| wanted(e))
-            {
+            for e in g.edges_at(&at.keys, true).into_iter().filter(|e| wanted(e)) {
                 let other = e.to.clone();
                 next.push((e, other));
             }
         }
         if q.direction != Direction::Out {
             for e in g
-                .edges_at(&at.keys, false)?
+                .edges_at(&at.keys, false)
                 .into_iter()
                 .filter(|e| wanted(e))
             {
@@ -222,7 +212,7 @@ pub fn run(g: &GraphStore, q: &Query<'_>) -> Result<Found, DbError> {
                 break 'bfs;
             }
             edges.push((e.clone(), d + 1));
-            let other_node = nodes.get(&other)?;
+            let other_node = nodes.get(&other);
             if other_node.keys.iter().any(|k| seen_keys.contains(k)) {
                 continue;
             }
@@ -232,14 +222,14 @@ pub fn run(g: &GraphStore, q: &Query<'_>) -> Result<Found, DbError> {
             reached.push((other_node.name.clone(), d + 1));
             if let Some(t) = &target {
                 if other_node.keys.iter().any(|k| t.keys.contains(k)) {
-                    found_path = Some(chain(&came_by, &first_key, &start, &mut nodes)?);
+                    found_path = Some(chain(&came_by, &first_key, &start, &mut nodes));
                     break 'bfs;
                 }
             }
             queue.push_back((other_node, d + 1));
         }
     }
-    let known = !start.notes.is_empty() || !edges.is_empty() || g.spelling(&key(q.node))?.is_some();
+    let known = !start.notes.is_empty() || !edges.is_empty() || g.spelling(&key(q.node)).is_some();
     let chain = match &found_path {
         Some(path) => {
             let mut names = vec![start.name.clone()];
@@ -250,7 +240,7 @@ pub fn run(g: &GraphStore, q: &Query<'_>) -> Result<Found, DbError> {
                 } else {
                     &e.from
                 };
-                let n = nodes.get(other)?;
+                let n = nodes.get(other);
                 names.push(n.name.clone());
                 at = n.keys;
             }
@@ -258,7 +248,7 @@ pub fn run(g: &GraphStore, q: &Query<'_>) -> Result<Found, DbError> {
         }
         None => None,
     };
-    Ok(Found {
+    Found {
         node: start,
         known,
         edges,
@@ -266,7 +256,7 @@ pub fn run(g: &GraphStore, q: &Query<'_>) -> Result<Found, DbError> {
         path: found_path,
         chain,
         truncated,
-    })
+    }
 }
 
 /// The edges from the start to the node first reached as `k`.
@@ -275,25 +265,25 @@ fn chain(
     k: &str,
     start: &Node,
     nodes: &mut Nodes<'_>,
-) -> Result<Vec<StoredEdge>, DbError> {
+) -> Vec<StoredEdge> {
     let mut out = Vec::new();
     let mut cur = k.to_string();
     while let Some(e) = came_by.get(&cur) {
         out.push(e.clone());
         // The edge's other end, toward the start.
-        let back = if nodes.get(&e.to)?.keys.contains(&cur) {
+        let back = if nodes.get(&e.to).keys.contains(&cur) {
             &e.from
         } else {
             &e.to
         };
-        let n = nodes.get(back)?;
+        let n = nodes.get(back);
         if n.keys.iter().any(|x| start.keys.contains(x)) || out.len() > 64 {
             break;
         }
         cur = n.keys[0].clone();
     }
     out.reverse();
-    Ok(out)
+    out
 }
 
 #[cfg(test)]
@@ -333,8 +323,7 @@ mod tests {
                     to: None,
                     limit: 100,
                 },
-            )
-            .unwrap();
+            );
             f.reached
                 .into_iter()
                 .map(|(n, d)| format!("{n}@{d}"))
@@ -366,8 +355,7 @@ mod tests {
                 to: Some("postgres"),
                 limit: 100,
             },
-        )
-        .unwrap();
+        );
         let chain: Vec<String> = f
             .path
             .unwrap()

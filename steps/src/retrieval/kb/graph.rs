@@ -57,13 +57,10 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
             .ok_or_else(|| "stopped while the graph was being brought up to date".to_string())?;
         // What this tenant's questions see, not the whole graph.
         let synced = crate::retrieval::graph::store::SyncStats {
-            notes: g.note_count().map_err(|e| e.to_string())?,
+            notes: g.note_count(),
             ..synced
         };
-        let reading = match &question {
-            Some(q) => Some(ask::read(&g, q).map_err(|e| e.to_string())?),
-            None => None,
-        };
+        let reading = question.as_ref().map(|q| ask::read(&g, q));
         let node_from_question = node.is_none();
         let node = match (&node, &reading) {
             (Some(n), _) => n.clone(),
@@ -102,7 +99,6 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
         // when the statements do not connect the two.
         let stated: Vec<String> = if q.to.is_some() && relations.is_empty() {
             g.relations()
-                .map_err(|e| e.to_string())?
                 .into_iter()
                 .filter(|r| r != "links_to" && r != "tagged")
                 .collect()
@@ -130,7 +126,7 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
                     if tier.is_empty() {
                         continue;
                     }
-                    let typed = walk::run(&g, &Query { relations: tier, ..q }).map_err(|e| e.to_string())?;
+                    let typed = walk::run(&g, &Query { relations: tier, ..q });
                     if typed.path.is_some() {
                         found = Some(typed);
                         break;
@@ -138,16 +134,16 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
                 }
                 match found {
                     Some(f) => f,
-                    None => walk::run(&g, &q).map_err(|e| e.to_string())?,
+                    None => walk::run(&g, &q),
                 }
             }
-            _ => walk::run(&g, &q).map_err(|e| e.to_string())?,
+            _ => walk::run(&g, &q),
         };
         // A question naming several things, one of which has the edges it
         // asks about ("the INC-204 fix": `fix` is what is blocked).
         if f.edges.is_empty() && node_from_question && q.to.is_none() {
             for other in reading.iter().flat_map(|r| r.nodes.iter().skip(1)) {
-                let again = walk::run(&g, &Query { node: other, ..q }).map_err(|e| e.to_string())?;
+                let again = walk::run(&g, &Query { node: other, ..q });
                 if !again.edges.is_empty() {
                     f = again;
                     break;
@@ -158,7 +154,7 @@ pub(super) async fn graph_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value,
         let suggestions: Vec<String> = if f.known {
             Vec::new()
         } else {
-            let keys = g.all_keys().map_err(|e| e.to_string())?;
+            let keys = g.all_keys();
             let names: Vec<&str> = keys.iter().map(String::as_str).collect();
             crate::core::catalog::closest(&crate::retrieval::graph::extract::key(&node), names.iter().copied())
                 .into_iter()

@@ -1402,7 +1402,7 @@ fn sync_graph(
     files: &[(String, String)],
     texts: &std::collections::HashMap<&str, &str>,
     root: &crate::core::confined::Dir,
-) -> Result<(), crate::core::sqlite::DbError> {
+) -> Result<(), crate::retrieval::graph::store::GraphError> {
     let mut g = crate::retrieval::graph::store::GraphStore::open(Some(dir))?;
     let read = |p: &str| match texts.get(p) {
         Some(t) => Some(t.to_string()),
