@@ -65,7 +65,11 @@ pub fn key(name: &str) -> String {
         }
         words += 1;
         for c in word.chars() {
-            out.extend(c.to_lowercase());
+            if c.is_ascii() {
+                out.push(c.to_ascii_lowercase());
+            } else {
+                out.extend(c.to_lowercase());
+            }
         }
     }
     // A leading article goes when a word follows it ("The Band": "band").
