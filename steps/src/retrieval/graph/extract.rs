@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "35";
+pub const READER: &str = "36";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1085,8 +1085,37 @@ fn links(g: &mut NoteGraph, t: &str, n: u32) {
 fn split_list(v: &str) -> Vec<String> {
     let v = strip_parentheses(v);
     let v = v.trim().trim_end_matches('.');
-    v.split([',', ';'])
-        .flat_map(|part| part.split(" and "))
+    // Not inside a link's brackets: `[Payments and Billing](payments.md)`
+    // is one item.
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0usize, 0);
+    let b = v.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let cut = match b[i] {
+            b'[' => {
+                depth += 1;
+                0
+            }
+            b']' => {
+                depth = depth.saturating_sub(1);
+                0
+            }
+            b',' | b';' if depth == 0 => 1,
+            b' ' if depth == 0 && b[i..].starts_with(b" and ") => 5,
+            _ => 0,
+        };
+        if cut > 0 {
+            items.push(&v[start..i]);
+            start = i + cut;
+            i = start;
+        } else {
+            i += 1;
+        }
+    }
+    items.push(&v[start..]);
+    items
+        .into_iter()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .collect()
@@ -1330,8 +1359,6 @@ impl<'t> Verbs<'t> {
 
     /// The first relation verb at or after `from`.
     fn next_verb(&mut self, from: usize) -> Option<Verb> {
-        // One pattern for all the phrases, longest first, so that at one
-        // place the longest phrase wins ("is owned by" over "owned by").
         static VERBS: OnceLock<(Regex, HashMap<&'static str, usize>)> = OnceLock::new();
         let (verbs, index) = VERBS.get_or_init(|| {
             let all = verb_phrases();
@@ -1856,8 +1883,9 @@ fn link_targets(t: &str) -> Vec<String> {
     let wiki =
         WIKI.get_or_init(|| Regex::new(r"\[\[([^\]\[|#]+)(?:[#|][^\]]*)?\]\]").expect("valid"));
     let md = MD.get_or_init(|| Regex::new(r"\]\(([^)\s]+?\.md)(?:#[^)]*)?\)").expect("valid"));
-    // Most lines have no link: no pattern is run on them.
-    if !t.as_bytes().contains(&b'[') || (!t.contains("[[") && !t.contains("](")) {
+    // Most lines have no link: no pattern is run on them (each has a `]`,
+    // and a Markdown link cut from its `[` is still one).
+    if !t.as_bytes().contains(&b']') || (!t.contains("[[") && !t.contains("](")) {
         return Vec::new();
     }
     let mut found: Vec<(usize, String)> = wiki
@@ -2629,5 +2657,23 @@ mod tests {
             ]
         );
         assert_eq!(key("The Billing-Service"), "billing service");
+    }
+
+    #[test]
+    fn a_link_is_one_item_of_a_list_and_a_link_wrapped_over_two_lines_is_read() {
+        let text = "# Billing\n\nOwner: [Payments and Billing](payments.md)\nSee [the design\ndoc](design.md) for why.\nThe billing service depends on [Ledger and Audit](ledger.md), [[Auth]] and queues.\n";
+        assert_eq!(
+            edges("billing.md", text),
+            vec![
+                e("Billing", "links_to", "payments", 3, "link"),
+                e("payments", "owns", "Billing", 3, "property"),
+                e("Billing", "links_to", "design", 5, "link"),
+                e("Billing", "links_to", "ledger", 6, "link"),
+                e("Billing", "links_to", "Auth", 6, "link"),
+                e("Billing", "depends_on", "ledger", 6, "statement"),
+                e("Billing", "depends_on", "Auth", 6, "statement"),
+                e("Billing", "depends_on", "queues", 6, "statement"),
+            ]
+        );
     }
 }

@@ -13,10 +13,10 @@
 //! Little-endian: `MTFG`, the format's version, then sections, each a
 //! 64-bit byte length and its bytes: the reader's version (see
 //! [`extract::READER`]), the fingerprint of the notes it was built from,
-//! the pool, and the tables of [`Graph`]. It is written to a temporary
-//! file and renamed over the old one, so a reader sees one whole graph; a
-//! file that does not read as one (damaged, or of another version) is
-//! built again from the notes.
+//! the pool, and the tables of [`Graph`]; last, the CRC-32 of all that. It
+//! is written to a temporary file and renamed over the old one, so a
+//! reader sees one whole graph; a file that does not read as one (damaged,
+//! or of another version) is built again from the notes.
 
 use super::extract::{self, key};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -44,6 +44,8 @@ pub enum GraphError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("the graph of these notes is too large for one file (over 4 GiB of names and lines, or 4 billion rows)")]
+    TooLarge,
 }
 
 /// An edge as stored: as the note states it, with where.
@@ -94,10 +96,12 @@ const E_TEXT: usize = 8;
 struct Graph {
     /// The reader's version its edges were read with.
     reader: String,
-    /// The notes (paths and hashes) it was built from.
+    /// The fingerprint of the notes (paths and content hashes) it was
+    /// built from.
     files: String,
     pool: String,
-    /// Strings by id: paths, hashes, names as written, relations, lines.
+    /// Strings by id: paths, hashes, names as written, tenants, relations,
+    /// how each edge was found, lines.
     strs: Vec<Span>,
     /// Names as compared ([`key`]), by id, in sorted order: comparing two
     /// ids compares the names.
@@ -193,8 +197,12 @@ impl Graph {
     }
 
     /// The rows of a table sorted by note that are `note`'s.
-    fn of_note<const N: usize>(rows: &[[u32; N]], note: u32) -> std::ops::Range<usize> {
-        rows.partition_point(|r| r[0] < note)..rows.partition_point(|r| r[0] <= note)
+    fn of_note<const N: usize>(rows: &[[u32; N]], note: u32) -> &[[u32; N]] {
+        let (lo, hi) = (
+            rows.partition_point(|r| r[0] < note),
+            rows.partition_point(|r| r[0] <= note),
+        );
+        rows.get(lo..hi).unwrap_or(&[])
     }
 
     fn stored(&self, e: u32) -> Option<StoredEdge> {
@@ -239,12 +247,18 @@ impl Graph {
         rows(&mut out, &self.edges);
         rows(&mut out, &one_column(&self.by_from));
         rows(&mut out, &one_column(&self.by_to));
+        let check = crc32fast::hash(&out);
+        out.extend_from_slice(&check.to_le_bytes());
         out
     }
 
     /// The graph a file holds, or None when it holds none this build
     /// reads (damaged, or another version).
     fn from_bytes(b: &[u8]) -> Option<Graph> {
+        let (b, check) = b.split_last_chunk::<4>()?;
+        if crc32fast::hash(b) != u32::from_le_bytes(*check) {
+            return None;
+        }
         let mut at = b.strip_prefix(MAGIC)?;
         let version = u32::from_le_bytes(at.get(..4)?.try_into().ok()?);
         if version != VERSION {
@@ -283,6 +297,9 @@ impl Graph {
         let edges = rows::<9>(section()?)?;
         let by_from = rows::<1>(section()?)?.into_iter().map(|[v]| v).collect();
         let by_to = rows::<1>(section()?)?.into_iter().map(|[v]| v).collect();
+        if !at.is_empty() {
+            return None;
+        }
         let g = Graph {
             reader,
             files,
@@ -442,11 +459,11 @@ impl<'a> Builder<'a> {
             return;
         };
         let note = self.note(old.s(path), old.s(hash), old.s(name), old.s(tenant));
-        for r in &old.names[Graph::of_note(&old.names, id)] {
+        for r in Graph::of_note(&old.names, id) {
             let k = self.k(old.k(r[M_KEY]));
             self.names.push([note, k]);
         }
-        for r in &old.edges[Graph::of_note(&old.edges, id)] {
+        for r in Graph::of_note(&old.edges, id) {
             let row = [
                 note,
                 r[E_LINE],
@@ -462,7 +479,18 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn finish(mut self, reader: &str, files: String) -> Graph {
+    fn finish(mut self, reader: &str, files: String) -> Result<Graph, GraphError> {
+        // Offsets and ids are 32-bit.
+        let bytes: usize = self.strs.iter().chain(&self.keys).map(|s| s.len()).sum();
+        let rows = [
+            self.strs.len(),
+            self.keys.len(),
+            self.edges.len(),
+            self.names.len(),
+        ];
+        if bytes > u32::MAX as usize || rows.iter().any(|&n| n > u32::MAX as usize) {
+            return Err(GraphError::TooLarge);
+        }
         // Keys renumbered in sorted order.
         let mut order: Vec<u32> = (0..self.keys.len() as u32).collect();
         order.sort_unstable_by_key(|&i| self.keys[i as usize]);
@@ -478,8 +506,7 @@ impl<'a> Builder<'a> {
             r[E_TO_KEY] = new_id[r[E_TO_KEY] as usize];
         }
         self.names.sort_unstable();
-        let mut pool =
-            String::with_capacity(self.strs.iter().chain(&self.keys).map(|s| s.len()).sum());
+        let mut pool = String::with_capacity(bytes);
         let mut span = |s: &str| {
             let at = [pool.len() as u32, s.len() as u32];
             pool.push_str(s);
@@ -495,7 +522,7 @@ impl<'a> Builder<'a> {
         let names_by_key = perm(self.names.len(), &|m| self.names[m as usize][M_KEY]);
         let by_from = perm(self.edges.len(), &|e| self.edges[e as usize][E_FROM_KEY]);
         let by_to = perm(self.edges.len(), &|e| self.edges[e as usize][E_TO_KEY]);
-        Graph {
+        Ok(Graph {
             reader: reader.to_string(),
             files,
             pool,
@@ -507,7 +534,7 @@ impl<'a> Builder<'a> {
             edges: self.edges,
             by_from,
             by_to,
-        }
+        })
     }
 }
 
@@ -573,7 +600,7 @@ impl GraphStore {
                 .flat_map(|(p, h)| [p.as_bytes(), h.as_bytes()])
                 .collect::<Vec<_>>(),
         );
-        if old.files == fingerprint && !old.reader.is_empty() {
+        if old.files == fingerprint {
             return Ok(Some(SyncStats {
                 notes: files.len(),
                 read: 0,
@@ -645,7 +672,7 @@ impl GraphStore {
                 (None, None) => {}
             }
         }
-        let graph = b.finish(extract::READER, fingerprint);
+        let graph = b.finish(extract::READER, fingerprint)?;
         if let Some(d) = &self.dir {
             let path = d.join(FILE);
             crate::core::files::atomic_write(&path, &graph.to_bytes())
@@ -757,7 +784,7 @@ impl GraphStore {
                 continue;
             }
             out.extend(
-                g.names[Graph::of_note(&g.names, n as u32)]
+                Graph::of_note(&g.names, n as u32)
                     .iter()
                     .map(|r| g.k(r[M_KEY]).to_string()),
             );
@@ -808,13 +835,12 @@ impl GraphStore {
     /// review" in "billing review 2026 11 20"), at most `max`.
     pub fn notes_containing(&self, k: &str, max: usize) -> Vec<String> {
         let g = &self.graph;
-        let holds = |name: &str| {
-            !k.is_empty()
-                && name.match_indices(k).any(|(i, _)| {
-                    let end = i + k.len();
-                    (i == 0 || name.as_bytes()[i - 1] == b' ')
-                        && (end == name.len() || name.as_bytes()[end] == b' ')
-                })
+        let needle = format!(" {k} ");
+        let mut spaced = String::new();
+        let mut holds = |name: &str| {
+            spaced.clear();
+            spaced.extend([" ", name, " "]);
+            spaced.contains(&needle)
         };
         let mut out: Vec<String> = Vec::new();
         for r in &g.names {
@@ -904,15 +930,23 @@ mod tests {
         g.sync(&files, &read, &|| false).unwrap().unwrap();
         let bytes = std::fs::read(dir.path().join(FILE)).unwrap();
         assert_eq!(Graph::from_bytes(&bytes).as_ref(), Some(&g.graph));
-        // Cut anywhere or with any byte changed, a file reads as a whole
-        // graph or as none, never a panic.
+        // Cut anywhere or with any byte changed, a file reads as no graph.
         for cut in 0..bytes.len() {
             assert_eq!(Graph::from_bytes(&bytes[..cut]), None, "cut at {cut}");
         }
-        for at in 0..bytes.len() {
+        let body = &bytes[..bytes.len() - 4];
+        for at in 0..body.len() {
             for flip in [0x01, 0x80, 0xff] {
-                let mut damaged = bytes.clone();
+                let mut damaged = body.to_vec();
                 damaged[at] ^= flip;
+                // As damaged, it fails its check.
+                let plain = [damaged.as_slice(), &bytes[bytes.len() - 4..]].concat();
+                assert_eq!(Graph::from_bytes(&plain), None, "byte {at} ^ {flip}");
+                // Made to pass it (a file written to mislead), it reads as a
+                // graph whose numbers all point inside it, or as none; asked
+                // anything, it answers without a panic.
+                let check = crc32fast::hash(&damaged).to_le_bytes();
+                damaged.extend_from_slice(&check);
                 if let Some(d) = Graph::from_bytes(&damaged) {
                     let s = GraphStore {
                         graph: d,
@@ -930,6 +964,11 @@ mod tests {
                         s.notes_containing(k, 3);
                     }
                     s.names_of(&["a.md".into(), "c.md".into()]);
+                    let mut b = Builder::default();
+                    for id in 0..s.graph.notes.len() as u32 {
+                        b.kept(&s.graph, id);
+                    }
+                    b.finish("r", String::new()).unwrap();
                 }
             }
         }

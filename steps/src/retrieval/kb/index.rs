@@ -578,9 +578,9 @@ impl KbIndex {
 
         // The graph of the notes is brought up to date beside the index, on
         // a thread of its own, from the texts just read: it is built with
-        // the index rather than on the first question. Should it fail (the
-        // graph locked by another process), `kb.graph` brings it up to date
-        // itself and says why it cannot.
+        // the index rather than on the first question. Should it fail (its
+        // file cannot be written), `kb.graph` brings it up to date itself
+        // and says why it cannot.
         let hashes: Vec<(String, String)> = next
             .files
             .iter()
