@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// How long a connection waits for another process's write lock.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {

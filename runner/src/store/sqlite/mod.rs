@@ -159,8 +159,16 @@ impl SqliteStore {
     /// Opens (creating it and its folder when missing) the store at `path`,
     /// bringing its schema up to date.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_with(path, start_checkpointer)
+    }
+
+    /// [`SqliteStore::open`] with the WAL's checkpointer `start` makes.
+    fn open_with(
+        path: &Path,
+        start: impl FnOnce(&Path, &rusqlite::Connection) -> Option<write::Checkpointer>,
+    ) -> Result<SqliteStore, StoreError> {
         let write = sqlite::open(path, MIGRATIONS).map_err(|e| open_err(path, e))?;
-        let checkpoints = start_checkpointer(path, &write);
+        let checkpoints = start(path, &write);
         let writes = Writes::start(Sqlite {
             conn: write,
             checkpoints,
@@ -854,6 +862,36 @@ mod tests {
             .len();
         assert!(
             wal < 48 << 20,
+            "the WAL reached {wal} bytes: it never started over"
+        );
+    }
+
+    #[test]
+    fn the_wal_starts_over_under_steady_writes_with_its_checkpointer_starved() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("runs.db");
+        // A checkpointer that never gets to copy anything (as a thread the
+        // machine never runs): the writer's own copies must bound the WAL.
+        let s = SqliteStore::open_with(&path, |_, write| {
+            write::Checkpointer::start(write, |woken, _| while woken.recv().is_ok() {})
+        })
+        .unwrap();
+        s.create_run(new_run("wal-run", "w", "webhook", None))
+            .unwrap();
+        let payload = "x".repeat(1000);
+        for i in 0..50_000 {
+            let mut row = step(&format!("s{i}"), 1);
+            row.output = json!({"text": payload});
+            s.record_step("wal-run", row);
+        }
+        s.flush().unwrap();
+        assert_eq!(s.steps_of("wal-run").unwrap().len(), 50_000);
+        let wal = std::fs::metadata(d.path().join("runs.db-wal"))
+            .unwrap()
+            .len();
+        // The backstop's frames and one batch's.
+        assert!(
+            wal < 24 << 20,
             "the WAL reached {wal} bytes: it never started over"
         );
     }

@@ -12,6 +12,7 @@ use marktoflow_steps::core::sqlite::{self};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -119,13 +120,18 @@ pub(super) struct Sqlite {
 }
 
 /// How the writer and the checkpointer thread meet.
-pub(super) struct Checkpointer {
+pub(crate) struct Checkpointer {
     /// Wakes the checkpointer after a commit.
     wake: mpsc::SyncSender<()>,
     /// Held by the writer for each commit, and by the checkpointer while it
     /// ends a checkpoint that lets the WAL start over.
     gate: Arc<Mutex<()>>,
     thread: std::thread::JoinHandle<()>,
+    /// The WAL's frames after the writer's last commit (SQLite's WAL hook
+    /// on the writer's connection writes it; kept alive while it is set).
+    frames: Arc<AtomicI64>,
+    /// Frames at which the writer copies the WAL itself next.
+    backstop_at: i64,
 }
 
 /// How often the WAL is checkpointed at most while commits come.
@@ -134,6 +140,29 @@ pub(super) const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
 /// Frames (pages) in the WAL past which a checkpoint also makes it start
 /// over from its beginning (the size of SQLite's automatic checkpoints).
 pub(super) const RESTART_FRAMES: i64 = 1000;
+
+/// Frames in the WAL at which the writer copies them itself: the
+/// checkpointer is behind (a thread starved of CPU, a slow disk) and the
+/// WAL would otherwise grow with every commit, whatever the scheduling.
+pub(super) const BACKSTOP_FRAMES: i64 = 4 * RESTART_FRAMES;
+
+/// How long the writer's own copy waits for a copy under way or for
+/// readers of older pages: a WAL that readers still need is copied at the
+/// next backstop, never by holding commits up long.
+const BACKSTOP_WAIT: Duration = Duration::from_millis(250);
+
+/// SQLite's WAL hook: the frames in the WAL after a commit.
+unsafe extern "C" fn wal_frames(
+    frames_seen: *mut std::ffi::c_void,
+    _db: *mut rusqlite::ffi::sqlite3,
+    _name: *const std::ffi::c_char,
+    frames: std::ffi::c_int,
+) -> std::ffi::c_int {
+    // SAFETY: `frames_seen` is the `AtomicI64` of the `Checkpointer`, which
+    // outlives the hook (removed, or the connection closed, before it goes).
+    unsafe { (*(frames_seen as *const AtomicI64)).store(frames.into(), Ordering::Relaxed) };
+    rusqlite::ffi::SQLITE_OK
+}
 
 /// Checkpoints the WAL on a thread and connection of their own, so a commit
 /// never waits for pages to be copied into the database and synced (the
@@ -151,42 +180,92 @@ pub(super) const RESTART_FRAMES: i64 = 1000;
 /// WAL's beginning.
 pub(super) fn start_checkpointer(path: &Path, write: &Connection) -> Option<Checkpointer> {
     let conn = sqlite::connect(path).ok()?;
-    let (wake, woken) = mpsc::sync_channel::<()>(1);
-    let gate = Arc::new(Mutex::new(()));
-    let held = gate.clone();
-    let thread = std::thread::Builder::new()
-        .name("marktoflow-checkpoint".into())
-        .spawn(move || {
-            // The WAL's size in frames, as the checkpoint found it.
-            let passive = || {
-                conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(1))
-                    .unwrap_or(0)
-            };
-            // Ends with the writer (its sender gone).
-            while woken.recv().is_ok() {
-                let mut frames = passive();
-                if frames >= RESTART_FRAMES {
-                    // Copies what came during the last copy, beside the
-                    // commits, while that is much: commits wait only for
-                    // a short tail.
-                    for _ in 0..4 {
-                        let now = passive();
-                        let new = now - std::mem::replace(&mut frames, now);
-                        if new < RESTART_FRAMES / 8 {
-                            break;
-                        }
+    Checkpointer::start(write, move |woken, held| {
+        // The WAL's size in frames, as the checkpoint found it.
+        let passive = || {
+            conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(1))
+                .unwrap_or(0)
+        };
+        // Ends with the writer (its sender gone).
+        while woken.recv().is_ok() {
+            let mut frames = passive();
+            if frames >= RESTART_FRAMES {
+                // Copies what came during the last copy, beside the
+                // commits, while that is much: commits wait only for
+                // a short tail.
+                for _ in 0..4 {
+                    let now = passive();
+                    let new = now - std::mem::replace(&mut frames, now);
+                    if new < RESTART_FRAMES / 8 {
+                        break;
                     }
-                    let _no_commit = held.lock();
-                    passive();
                 }
-                // Commits meanwhile leave one wake-up: one checkpoint per
-                // interval, not one (and a sync) per commit.
-                std::thread::sleep(CHECKPOINT_EVERY);
+                let _no_commit = held.lock();
+                passive();
             }
+            // Commits meanwhile leave one wake-up: one checkpoint per
+            // interval, not one (and a sync) per commit.
+            std::thread::sleep(CHECKPOINT_EVERY);
+        }
+    })
+}
+
+impl Checkpointer {
+    /// `run` on a thread of its own, woken after commits and holding the
+    /// gate to hold commits back; the writer's automatic checkpoints off,
+    /// its WAL's size watched.
+    pub(super) fn start(
+        write: &Connection,
+        run: impl FnOnce(mpsc::Receiver<()>, Arc<Mutex<()>>) + Send + 'static,
+    ) -> Option<Checkpointer> {
+        let (wake, woken) = mpsc::sync_channel::<()>(1);
+        let gate = Arc::new(Mutex::new(()));
+        let held = gate.clone();
+        let thread = std::thread::Builder::new()
+            .name("marktoflow-checkpoint".into())
+            .spawn(move || run(woken, held))
+            .ok()?;
+        write.pragma_update(None, "wal_autocheckpoint", 0).ok()?;
+        // (After the pragma: SQLite's automatic checkpoints are a WAL hook
+        // of their own, which this one replaces.)
+        let frames = Arc::new(AtomicI64::new(0));
+        // SAFETY: the hook only stores into `frames`, which the returned
+        // Checkpointer keeps; `Sqlite::close` removes the hook before it
+        // drops it, and a `Sqlite` dropped whole closes its connection
+        // (declared first) before its checkpointer.
+        unsafe {
+            rusqlite::ffi::sqlite3_wal_hook(
+                write.handle(),
+                Some(wal_frames),
+                Arc::as_ptr(&frames) as *mut std::ffi::c_void,
+            );
+        }
+        Some(Checkpointer {
+            wake,
+            gate,
+            thread,
+            frames,
+            backstop_at: BACKSTOP_FRAMES,
         })
-        .ok()?;
-    write.pragma_update(None, "wal_autocheckpoint", 0).ok()?;
-    Some(Checkpointer { wake, gate, thread })
+    }
+}
+
+/// The writer's own copy of the WAL, when the checkpointer is behind:
+/// FULL waits (briefly) for a copy under way, copies every frame, and the
+/// next commit starts the WAL over. Whether every frame was copied.
+fn backstop(conn: &Connection) -> bool {
+    let _ = conn.busy_timeout(BACKSTOP_WAIT);
+    let copied = conn
+        .query_row("PRAGMA wal_checkpoint(FULL)", [], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })
+        .is_ok_and(|(busy, log, done)| busy == 0 && done >= log);
+    let _ = conn.busy_timeout(sqlite::BUSY_TIMEOUT);
+    copied
 }
 
 /// How long a write nobody waits for may stay queued: a commit here is
@@ -207,6 +286,11 @@ impl Commit for Sqlite {
         // large WAL would make it a no-op too (a starved machine's exit
         // left a run's dropped checkpoints on disk, in the WAL).
         if let Some(Checkpointer { wake, thread, .. }) = self.checkpoints.take() {
+            // SAFETY: removes the hook whose counter goes with the
+            // checkpointer.
+            unsafe {
+                rusqlite::ffi::sqlite3_wal_hook(self.conn.handle(), None, std::ptr::null_mut());
+            }
             drop(wake);
             let _ = thread.join();
         }
@@ -221,7 +305,19 @@ impl Commit for Sqlite {
         let held = self.checkpoints.as_ref().map(|c| c.gate.lock());
         let (done, failed) = commit_batch(&mut self.conn, batch);
         drop(held);
-        if let Some(c) = &self.checkpoints {
+        if let Some(c) = &mut self.checkpoints {
+            let frames = c.frames.load(Ordering::Relaxed);
+            if frames < BACKSTOP_FRAMES {
+                c.backstop_at = BACKSTOP_FRAMES;
+            } else if frames >= c.backstop_at {
+                // Copied whole, the WAL starts over at the next commit;
+                // held by readers, it is tried again as many frames on.
+                c.backstop_at = if backstop(&self.conn) {
+                    BACKSTOP_FRAMES
+                } else {
+                    frames + BACKSTOP_FRAMES
+                };
+            }
             // Full: a wake-up is already pending.
             let _ = c.wake.try_send(());
         }
