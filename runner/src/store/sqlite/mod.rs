@@ -838,28 +838,30 @@ mod tests {
         assert_eq!(s.count_runs(&RunFilter::default()).unwrap(), 300);
     }
 
-    #[test]
-    fn the_wal_starts_over_under_steady_writes() {
-        let d = tempfile::tempdir().unwrap();
-        let path = d.path().join("runs.db");
-        let s = SqliteStore::open(&path).unwrap();
+    /// Queues `steps` rows of about 1.4 kB each as fast as they can be
+    /// committed (the checkpointer never finds the WAL idle), and gives the
+    /// largest size the WAL file reached (it keeps it).
+    fn wal_after_steady_writes(s: &SqliteStore, dir: &Path, steps: usize) -> u64 {
         s.create_run(new_run("wal-run", "w", "webhook", None))
             .unwrap();
-        // About 140 MB of rows queued as fast as they can be committed: the
-        // checkpointer never finds the WAL idle.
         let payload = "x".repeat(1000);
-        for i in 0..100_000 {
+        for i in 0..steps {
             let mut row = step(&format!("s{i}"), 1);
             row.output = json!({"text": payload});
             s.record_step("wal-run", row);
         }
         s.flush().unwrap();
-        assert_eq!(s.steps_of("wal-run").unwrap().len(), 100_000);
-        // The WAL file keeps the largest size it reached (here about 25 MB:
-        // one interval and one copy's worth of commits).
-        let wal = std::fs::metadata(d.path().join("runs.db-wal"))
-            .unwrap()
-            .len();
+        assert_eq!(s.steps_of("wal-run").unwrap().len(), steps);
+        std::fs::metadata(dir.join("runs.db-wal")).unwrap().len()
+    }
+
+    #[test]
+    fn the_wal_starts_over_under_steady_writes() {
+        let d = tempfile::tempdir().unwrap();
+        let s = SqliteStore::open(&d.path().join("runs.db")).unwrap();
+        // About 140 MB of rows; the WAL keeps about 25 MB: one interval and
+        // one copy's worth of commits.
+        let wal = wal_after_steady_writes(&s, d.path(), 100_000);
         assert!(
             wal < 48 << 20,
             "the WAL reached {wal} bytes: it never started over"
@@ -869,26 +871,13 @@ mod tests {
     #[test]
     fn the_wal_starts_over_under_steady_writes_with_its_checkpointer_starved() {
         let d = tempfile::tempdir().unwrap();
-        let path = d.path().join("runs.db");
         // A checkpointer that never gets to copy anything (as a thread the
         // machine never runs): the writer's own copies must bound the WAL.
-        let s = SqliteStore::open_with(&path, |_, write| {
+        let s = SqliteStore::open_with(&d.path().join("runs.db"), |_, write| {
             write::Checkpointer::start(write, |woken, _| while woken.recv().is_ok() {})
         })
         .unwrap();
-        s.create_run(new_run("wal-run", "w", "webhook", None))
-            .unwrap();
-        let payload = "x".repeat(1000);
-        for i in 0..50_000 {
-            let mut row = step(&format!("s{i}"), 1);
-            row.output = json!({"text": payload});
-            s.record_step("wal-run", row);
-        }
-        s.flush().unwrap();
-        assert_eq!(s.steps_of("wal-run").unwrap().len(), 50_000);
-        let wal = std::fs::metadata(d.path().join("runs.db-wal"))
-            .unwrap()
-            .len();
+        let wal = wal_after_steady_writes(&s, d.path(), 50_000);
         // The backstop's frames and one batch's.
         assert!(
             wal < 24 << 20,

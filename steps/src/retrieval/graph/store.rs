@@ -74,6 +74,11 @@ pub struct SyncStats {
 /// A string of the pool: its offset and length.
 type Span = [u32; 2];
 
+/// The string `span` stands for, if it lies inside `pool`.
+fn spanned(pool: &str, [o, l]: Span) -> Option<&str> {
+    pool.get(o as usize..(o as usize).checked_add(l as usize)?)
+}
+
 // The columns of the tables' rows.
 const N_PATH: usize = 0;
 const N_HASH: usize = 1;
@@ -124,7 +129,7 @@ impl Graph {
     fn span<'g>(&'g self, table: &[Span], id: u32) -> &'g str {
         table
             .get(id as usize)
-            .and_then(|&[o, l]| self.pool.get(o as usize..o as usize + l as usize))
+            .and_then(|&span| spanned(&self.pool, span))
             .unwrap_or("")
     }
 
@@ -138,12 +143,8 @@ impl Graph {
 
     /// The first id of a name at or after `k`, as compared.
     fn first_key_from(&self, k: &str) -> u32 {
-        self.keys.partition_point(|&[o, l]| {
-            self.pool
-                .get(o as usize..o as usize + l as usize)
-                .unwrap_or("")
-                < k
-        }) as u32
+        self.keys
+            .partition_point(|&span| spanned(&self.pool, span).unwrap_or("") < k) as u32
     }
 
     /// The id of a name as compared.
@@ -285,6 +286,7 @@ impl Graph {
                     .collect(),
             )
         }
+        let column = |b: &[u8]| Some(rows::<1>(b)?.into_iter().map(|[v]| v).collect());
         let text = |b: &[u8]| String::from_utf8(b.to_vec()).ok();
         let reader = text(section()?)?;
         let files = text(section()?)?;
@@ -293,10 +295,10 @@ impl Graph {
         let keys = rows::<2>(section()?)?;
         let notes = rows::<4>(section()?)?;
         let names = rows::<2>(section()?)?;
-        let names_by_key = rows::<1>(section()?)?.into_iter().map(|[v]| v).collect();
+        let names_by_key = column(section()?)?;
         let edges = rows::<9>(section()?)?;
-        let by_from = rows::<1>(section()?)?.into_iter().map(|[v]| v).collect();
-        let by_to = rows::<1>(section()?)?.into_iter().map(|[v]| v).collect();
+        let by_from = column(section()?)?;
+        let by_to = column(section()?)?;
         if !at.is_empty() {
             return None;
         }
@@ -319,13 +321,7 @@ impl Graph {
     /// Whether every number points where it should: each string inside the
     /// pool, each id inside its table, the permutations each row once.
     fn is_whole(&self) -> bool {
-        let spans = |t: &[Span]| {
-            t.iter().all(|&[o, l]| {
-                (o as usize)
-                    .checked_add(l as usize)
-                    .is_some_and(|end| self.pool.get(o as usize..end).is_some())
-            })
-        };
+        let spans = |t: &[Span]| t.iter().all(|&span| spanned(&self.pool, span).is_some());
         let (s, k, n) = (
             self.strs.len() as u32,
             self.keys.len() as u32,
