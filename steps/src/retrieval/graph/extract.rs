@@ -1056,7 +1056,8 @@ fn keyed_about(
 }
 
 fn edge(from: &str, rel: &str, to: &str, line: u32, how: &'static str, text: &str) -> Edge {
-    let text: String = text.chars().take(240).collect();
+    let end = text.char_indices().nth(240).map_or(text.len(), |(i, _)| i);
+    let text = text[..end].to_string();
     Edge {
         from: from.trim().to_string(),
         rel: rel.to_string(),
@@ -1208,6 +1209,12 @@ const PRONOUNS: &[&str] = &[
 struct Paragraph {
     text: String,
     starts: Vec<(usize, u32)>,
+    /// The text after a space, as written and in ASCII lower case, for
+    /// the look for a verb: kept from one paragraph to the next (a note
+    /// has many, and most are a line or two).
+    padded: String,
+    lower: String,
+    verbs_at: Vec<usize>,
 }
 
 impl Paragraph {
@@ -1231,11 +1238,16 @@ impl Paragraph {
         // Most paragraphs state no relation: one look for a verb over the
         // whole paragraph before it is read sentence by sentence.
         if !self.text.is_empty() {
-            let padded = format!(" {}", self.text);
-            let lower = padded.to_ascii_lowercase();
-            let mut at = Vec::new();
+            let mut at = std::mem::take(&mut self.verbs_at);
+            at.clear();
+            self.padded.clear();
+            self.padded.push(' ');
+            self.padded.push_str(&self.text);
+            self.lower.clear();
+            self.lower.push_str(&self.padded);
+            self.lower.make_ascii_lowercase();
             let mut from = 0;
-            let mut verbs = Verbs::new(&padded, &lower);
+            let mut verbs = Verbs::new(&self.padded, &self.lower);
             while let Some((i, len, _, _, _)) = verbs.next(from) {
                 // `i` is the space before the verb: in the text, where the
                 // verb starts.
@@ -1245,8 +1257,10 @@ impl Paragraph {
             if !at.is_empty() {
                 statements(g, self, &at);
             }
+            self.verbs_at = at;
         }
-        *self = Paragraph::default();
+        self.text.clear();
+        self.starts.clear();
     }
 }
 
@@ -1433,10 +1447,18 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
         // A space before, so that a verb that opens the sentence is found
         // as " relies on "; ASCII lower case, so that offsets in `lower`
         // are offsets in `sentence` (the verbs are ASCII).
-        let sentence = format!(" {said}");
-        let sentence = sentence.as_str();
-        let lower = sentence.to_ascii_lowercase();
-        let mut verbs = Verbs::new(sentence, &lower);
+        // In the paragraph's padded copies (the same offsets), unless no
+        // space comes before it there ("**Owner.**Mia …").
+        let owned: (String, String);
+        let (sentence, lower) = if para.padded.as_bytes().get(at) == Some(&b' ') {
+            let span = at..at + 1 + said.len();
+            (&para.padded[span.clone()], &para.lower[span])
+        } else {
+            let padded = format!(" {said}");
+            owned = (padded.to_ascii_lowercase(), padded);
+            (owned.1.as_str(), owned.0.as_str())
+        };
+        let mut verbs = Verbs::new(sentence, lower);
         let Some(mut verb) = verbs.next(0) else {
             unread = Some(said);
             continue;
