@@ -1000,7 +1000,23 @@ fn key_line_any(t: &str) -> bool {
 fn key_line(t: &str) -> Option<(String, &str)> {
     let t = t.trim_start_matches(['-', '*', '+', ' ']);
     let (k, v) = t.split_once(':')?;
-    let k = strip_parentheses(k.trim().trim_matches('*').trim()).to_lowercase();
+    let k = strip_parentheses(k.trim().trim_matches('*').trim());
+    // Most lines with a colon are prose ("Goal check: …"): a key longer
+    // than any relation's name is none (lower case never has fewer
+    // characters), found without a copy.
+    static LONGEST: OnceLock<usize> = OnceLock::new();
+    let longest = *LONGEST.get_or_init(|| {
+        KEYED
+            .iter()
+            .flat_map(|(names, _, _)| names.iter())
+            .map(|n| n.chars().count())
+            .max()
+            .unwrap_or(0)
+    });
+    if k.chars().nth(longest).is_some() {
+        return None;
+    }
+    let k = k.to_lowercase();
     let v = v.trim().trim_start_matches('*').trim();
     let known = KEYED
         .iter()
@@ -1346,7 +1362,7 @@ impl<'t> Verbs<'t> {
         let flows = FLOWS.get_or_init(|| {
             // What flows is a few plain words: no punctuation, no link, and
             // not itself a preposition of the verb.
-            let gap = r"((?: (?:[a-z0-9'’\-/`_.]+)){1,8}?)";
+            let gap = r"(?: (?:[a-z0-9'’\-/`_.]+)){1,8}?";
             Regex::new(&format!(
                 r" (?:(?:{}){gap} from|(?:{}){gap} (?:to|into|through)) ",
                 PULLS.join("|"),
@@ -1359,13 +1375,17 @@ impl<'t> Verbs<'t> {
             Some((since, Some(f))) if since <= from && from <= f.0 => return Some(f),
             _ => {}
         }
-        let found = flows.captures_at(self.lower, from).and_then(|c| {
-            let m = c.get(0)?;
-            let gap = c.get(1).or(c.get(2)).map_or("", |g| g.as_str());
+        // What flows lies between the match's first word (the verb) and
+        // its last (the preposition: "from" after a verb that pulls), its
+        // words one space apart: read from the match, no groups asked of
+        // the pattern (which a search without them finds faster).
+        let found = flows.find_at(self.lower, from).map(|m| {
+            let words: Vec<&str> = m.as_str().trim().split(' ').collect();
+            let gap = &words[1..words.len() - 1];
             let plain = !gap
-                .split(' ')
-                .any(|w| matches!(w, "from" | "to" | "into" | "through" | "on" | "by"));
-            Some((m.start(), m.len(), c.get(1).is_some(), plain))
+                .iter()
+                .any(|w| matches!(*w, "from" | "to" | "into" | "through" | "on" | "by"));
+            (m.start(), m.len(), words.last() == Some(&"from"), plain)
         });
         self.flow = Some((from, found));
         found
