@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "36";
+pub const READER: &str = "37";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -577,7 +577,16 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
     properties(&mut g, &meta, src);
     // Statements are read by paragraph (prose wraps its lines); links and
     // `Key: value` lines by line.
-    let mut para = Paragraph::default();
+    let mut para = Paragraph {
+        // "I" in a note with an `author` is its author.
+        author: meta
+            .get("author")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_string),
+        ..Paragraph::default()
+    };
     let mut in_code = false;
     // A table's header cells, once its separator row is seen.
     let mut table: Option<Vec<String>> = None;
@@ -1231,6 +1240,8 @@ struct Paragraph {
     padded: String,
     lower: String,
     verbs_at: Vec<usize>,
+    /// Who "I" is: the note's author, when it names one.
+    author: Option<String>,
 }
 
 impl Paragraph {
@@ -1497,7 +1508,11 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
             // Notes are terse: "Relies on MySQL." is about the note.
             Some(g.name.clone())
         } else if coordinated {
-            leading_subject(said)
+            // "I run Claims Technology and report to …": the speaker.
+            leading_subject(said).or_else(|| {
+                let first = said.split_whitespace().next()?;
+                is_first_person(first).then(|| first.to_string())
+            })
         } else if verb.2.starts_with("consumer")
             || verb.2.ends_with("reports are")
             || verb.2.starts_with("direct reports")
@@ -1527,8 +1542,12 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
         let referent = last_subject.clone().unwrap_or_else(|| g.name.clone());
         let note_named = std::mem::take(&mut note_was_object);
         if is_first_person(&subject) {
-            // "We own …" in a team's note: the note.
-            subject = g.name.clone();
+            // "We own …" in a team's note: the note; "I report to …" in a
+            // note with an author: the author.
+            subject = match &para.author {
+                Some(a) if subject.eq_ignore_ascii_case("i") => a.clone(),
+                _ => g.name.clone(),
+            };
         } else if is_pronoun(&subject) {
             // "It", "she": the subject of the clause before in the same
             // sentence ("Olu is tech lead; he works under Grace"), else
@@ -1768,6 +1787,11 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
     for item in split_list(head) {
         let again = preposition.and_then(|p| item.strip_prefix(&format!("{p} ")));
         if phrase_after && again.is_none() {
+            break;
+        }
+        // "requires Cobalt Pay, for cards and wallets": what follows a
+        // phrase of its own ("for cards") belongs to that phrase.
+        if again.is_none() && !found.is_empty() && opens_a_phrase(&item) {
             break;
         }
         let item = again.unwrap_or(&item);
@@ -2020,13 +2044,72 @@ fn clean_name(s: &str) -> Option<String> {
         .strip_suffix("'s")
         .or_else(|| s.strip_suffix("’s"))
         .unwrap_or(s);
-    let s = wiki_target(s).unwrap_or_else(|| s.to_string());
+    let s = match wiki_target(s) {
+        // A link names what it names.
+        Some(target) => target,
+        None => {
+            // "Margaret I work with constantly": a pronoun starts what is
+            // said of the name.
+            let s = match s
+                .split(' ')
+                .skip(1)
+                .position(|w| w == "I" || matches!(w, "we" | "you" | "he" | "she" | "they"))
+            {
+                Some(at) => s.split(' ').take(at + 1).collect::<Vec<_>>().join(" "),
+                None => s.to_string(),
+            };
+            // Lower case, a thing's name is a few words ("object storage",
+            // "the tax rules service"); more ("one function per transform
+            // step") say what something is or does.
+            if s.split_whitespace().count() >= 4
+                && !s.chars().any(|c| c.is_uppercase() || c.is_ascii_digit())
+            {
+                return None;
+            }
+            s
+        }
+    };
     let words = s.split_whitespace().count();
     (words > 0
         && words <= LONGEST_NAME_WORDS
         && s.chars().any(char::is_alphanumeric)
         && looks_like_a_name(&s))
     .then_some(s)
+}
+
+/// Whether a list item opens a phrase of its own ("for cards and
+/// wallets"): a preposition starts it.
+fn opens_a_phrase(item: &str) -> bool {
+    let first = item.split_whitespace().next().unwrap_or("");
+    [
+        "for",
+        "with",
+        "to",
+        "from",
+        "in",
+        "on",
+        "at",
+        "by",
+        "of",
+        "into",
+        "via",
+        "through",
+        "under",
+        "over",
+        "after",
+        "before",
+        "during",
+        "since",
+        "until",
+        "behind",
+        "across",
+        "against",
+        "between",
+        "per",
+        "alongside",
+    ]
+    .iter()
+    .any(|p| first.eq_ignore_ascii_case(p))
 }
 
 /// "the team", "the database": a common noun, which in a note means what
@@ -2370,6 +2453,17 @@ fn head_name(after: &str) -> Option<String> {
             name = &name[..name.len() - adverb.len()];
         }
     }
+    // "FraudLens synchronously": an adverb after a name is no part of it
+    // (as a name of one word, `looks_like_a_name`, neither).
+    if let Some((rest, last)) = name.rsplit_once(' ') {
+        if last.len() > 6
+            && last.ends_with("ly")
+            && last.bytes().all(|b| b.is_ascii_lowercase())
+            && !rest.trim().is_empty()
+        {
+            name = rest.trim_end();
+        }
+    }
     clean_name(name)
 }
 
@@ -2656,6 +2750,51 @@ mod tests {
                 e("Payouts", "depends_on", "Ledger", 11, "property"),
                 e("Noor Haddad", "reports_to", "Tomasz Wilk", 14, "property"),
             ]
+        );
+    }
+
+    #[test]
+    fn i_is_the_author_and_what_is_said_of_a_name_is_no_part_of_it() {
+        let text = "---\nauthor: Daniel Reyes\n---\n# Org notes\n\nI run Claims Technology and report to Margaret Okafor, our CIO.\n\nPeers under Margaret I work with constantly:\n- Wendell Ames — Director of Policy Technology\n\nClaimDesk calls FraudLens synchronously at intake. It requires Cobalt Pay, our processor, for cards and wallets. Lightbox runs on AWS Lambda, one function per transform step. The tax rules service depends on the rates feed.\n";
+        let mut got = edges("people/org.md", text);
+        got.retain(|e| e.4 != "link");
+        assert_eq!(
+            got,
+            vec![
+                e(
+                    "Daniel Reyes",
+                    "reports_to",
+                    "Margaret Okafor",
+                    6,
+                    "statement"
+                ),
+                e("Wendell Ames", "reports_to", "Margaret", 9, "property"),
+                e("ClaimDesk", "depends_on", "FraudLens", 11, "statement"),
+                e("ClaimDesk", "depends_on", "Cobalt Pay", 11, "statement"),
+                e("Lightbox", "deployed_to", "AWS Lambda", 11, "statement"),
+                e(
+                    "tax rules service",
+                    "depends_on",
+                    "rates feed",
+                    11,
+                    "statement"
+                ),
+            ]
+        );
+        // Without an author, "I" is what the note is about.
+        let got = edges(
+            "people/org.md",
+            "# Org notes\n\nI report to Margaret Okafor.\n",
+        );
+        assert_eq!(
+            got,
+            vec![e(
+                "Org notes",
+                "reports_to",
+                "Margaret Okafor",
+                3,
+                "statement"
+            )]
         );
     }
 
