@@ -410,9 +410,13 @@ fn serve_embeds_in_the_background_and_resumes_after_a_kill() {
         assert!(metric(&s.addr, "marktoflow_background_total").is_some());
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
+    // The task starts at 0 of 0 and counts its chunks while it embeds: its
+    // total, once counted (read before, it could be the 0).
+    crate::support::wait_for("the embedding counts its chunks", || {
+        metric(&s.addr, "marktoflow_background_total").is_some_and(|n| n > 0.0)
+    });
     let total = metric(&s.addr, "marktoflow_background_total").unwrap();
-    // The console's list says so too, with the total once the task has
-    // counted its chunks (it starts at 0 of 0).
+    // The console's list says so too, with that total.
     let mut listed = serde_json::Value::Null;
     crate::support::wait_for("the console lists the embedding with its total", || {
         let w = crate::support::http(&s.addr, "GET", "/workflows", &[], b"").json();
