@@ -3,6 +3,12 @@
 //! written from nothing and read back; prints each.
 //!
 //!     cargo run --release -p marktoflow-steps --example graph_bench -- VAULT
+//!
+//! `GRAPH_BENCH_SCALING=1` (no vault) instead reads notes of odd shapes
+//! (one line of thousands of sentences, a paragraph of thousands of lines,
+//! a sentence of thousands of clauses, a line of thousands of links…) at
+//! two sizes, the second twice the first: a time ratio near 2 is a
+//! reading in linear time, near 4 a quadratic one.
 
 use marktoflow_steps::retrieval::graph::{extract, store::GraphStore};
 use std::collections::HashMap;
@@ -21,7 +27,84 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
     }
 }
 
+/// Notes of odd shapes, `n` parts each: name and text.
+fn odd_notes(n: usize) -> Vec<(&'static str, String)> {
+    let each = |f: &dyn Fn(usize) -> String, sep: &str| (0..n).map(f).collect::<Vec<_>>().join(sep);
+    vec![
+        (
+            "sentences on one line",
+            each(
+                &|i| format!("S{i} depends on S{}. It is owned by T{}.", i + 1, i % 50),
+                " ",
+            ),
+        ),
+        (
+            "lines of one paragraph",
+            each(&|i| format!("S{i} depends on S{}.", i + 1), "\n"),
+        ),
+        (
+            "clauses of one sentence",
+            format!("Alpha {}.", each(&|i| format!("depends on S{i}"), " and ")),
+        ),
+        (
+            "names of one list",
+            format!("Alpha depends on {}.", each(&|i| format!("S{i}"), ", ")),
+        ),
+        (
+            "links on one line",
+            format!("Alpha depends on {}.", each(&|i| format!("[[S{i}]]"), " ")),
+        ),
+        (
+            "items under a label",
+            format!("Dependencies:\n{}", each(&|i| format!("- [[S{i}]]"), "\n")),
+        ),
+        (
+            "rows of a table",
+            format!(
+                "| Service | Owner |\n|---|---|\n{}",
+                each(&|i| format!("| S{i} | T{} |", i % 50), "\n")
+            ),
+        ),
+        ("key lines", each(&|i| format!("Owner: T{i}"), "\n")),
+        ("headings", each(&|i| format!("## Depends on S{i}"), "\n\n")),
+        (
+            "a frontmatter list",
+            format!(
+                "---\ndepends_on: [{}]\n---\n",
+                each(&|i| format!("S{i}"), ", ")
+            ),
+        ),
+        ("one word, repeated", "owns ".repeat(n * 4)),
+    ]
+}
+
+/// Each odd shape read at `n` and `2n` parts: the seconds, and their ratio.
+fn scaling() {
+    let n = 20_000;
+    let time = |text: &str| {
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t = Instant::now();
+            std::hint::black_box(extract::note("odd.md", &format!("# Odd\n\n{text}\n")));
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        best
+    };
+    for ((what, small), (_, big)) in odd_notes(n).into_iter().zip(odd_notes(2 * n)) {
+        let (a, b) = (time(&small), time(&big));
+        println!(
+            "{what:<26} {:>7.1} KB {a:.4} s, {:>7.1} KB {b:.4} s, ratio {:.2}",
+            small.len() as f64 / 1e3,
+            big.len() as f64 / 1e3,
+            b / a.max(1e-9)
+        );
+    }
+}
+
 fn main() {
+    if std::env::var_os("GRAPH_BENCH_SCALING").is_some() {
+        return scaling();
+    }
     let vault = std::env::args().nth(1).expect("usage: graph_bench VAULT");
     let root = Path::new(&vault);
     let mut notes = Vec::new();

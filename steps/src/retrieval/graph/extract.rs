@@ -1254,11 +1254,10 @@ impl Paragraph {
     }
 
     fn line_at(&self, offset: usize) -> u32 {
-        self.starts
-            .iter()
-            .take_while(|(o, _)| *o <= offset)
-            .last()
-            .map_or(1, |(_, n)| *n)
+        // In order of offset: a search, not a walk (a paragraph may be
+        // thousands of lines, each asked for).
+        let i = self.starts.partition_point(|(o, _)| *o <= offset);
+        i.checked_sub(1).map_or(1, |i| self.starts[i].1)
     }
 
     fn flush(&mut self, g: &mut NoteGraph) {
@@ -1471,7 +1470,9 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
     let base = para.text.as_ptr() as usize;
     for said in sentences(&para.text) {
         let at = said.as_ptr() as usize - base;
-        if !verbs_at.iter().any(|&v| v >= at && v < at + said.len()) {
+        // `verbs_at` is in order: the first at or after the sentence's start.
+        let first = verbs_at.partition_point(|&v| v < at);
+        if verbs_at.get(first).is_none_or(|&v| v >= at + said.len()) {
             unread = Some(said);
             continue;
         }
@@ -1969,13 +1970,13 @@ fn link_targets(t: &str) -> Vec<String> {
         })
         .collect();
     found.sort_by_key(|(at, _)| *at);
-    let mut out: Vec<String> = Vec::new();
-    for (_, target) in found {
-        if !out.contains(&target) {
-            out.push(target);
-        }
-    }
-    out
+    // Each once, in order (a set: a line may hold thousands).
+    let mut seen = std::collections::HashSet::new();
+    found
+        .into_iter()
+        .map(|(_, target)| target)
+        .filter(|t| seen.insert(t.clone()))
+        .collect()
 }
 
 /// "We", "us", "our team": in a note, the note's own team or person.
