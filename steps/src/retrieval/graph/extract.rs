@@ -1487,8 +1487,9 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
             (&para.padded[span.clone()], &para.lower[span])
         } else {
             let padded = format!(" {said}");
-            owned = (padded.to_ascii_lowercase(), padded);
-            (owned.1.as_str(), owned.0.as_str())
+            let lower = padded.to_ascii_lowercase();
+            owned = (padded, lower);
+            (owned.0.as_str(), owned.1.as_str())
         };
         let mut verbs = Verbs::new(sentence, lower);
         let Some(mut verb) = verbs.next(0) else {
@@ -2056,7 +2057,13 @@ fn clean_name(s: &str) -> Option<String> {
                 .skip(1)
                 .position(|w| w == "I" || matches!(w, "we" | "you" | "he" | "she" | "they"))
             {
-                Some(at) => s.split(' ').take(at + 1).collect::<Vec<_>>().join(" "),
+                Some(at) => s
+                    .split(' ')
+                    .take(at + 1)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .trim_end_matches([',', ';', ':', '—', '–', '-', ' '])
+                    .to_string(),
                 None => s.to_string(),
             };
             // Lower case, a thing's name is a few words ("object storage",
@@ -2781,6 +2788,14 @@ mod tests {
                     "statement"
                 ),
             ]
+        );
+        let got = edges(
+            "people/org.md",
+            "# Org\n\nLine managers under Margaret, I think:\n- Wendell Ames\n",
+        );
+        assert_eq!(
+            got,
+            vec![e("Wendell Ames", "reports_to", "Margaret", 4, "property")]
         );
         // Without an author, "I" is what the note is about.
         let got = edges(
