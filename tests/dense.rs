@@ -410,12 +410,13 @@ fn serve_embeds_in_the_background_and_resumes_after_a_kill() {
         assert!(metric(&s.addr, "marktoflow_background_total").is_some());
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
-    // The task starts at 0 of 0 and counts its chunks while it embeds: its
-    // total, once counted (read before, it could be the 0).
-    crate::support::wait_for("the embedding counts its chunks", || {
-        metric(&s.addr, "marktoflow_background_total").is_some_and(|n| n > 0.0)
+    // The task shows 0 of 0 until it reports its first part, which may be
+    // after that part reached the journal: its total, once reported.
+    let mut total = 0.0;
+    crate::support::wait_for("the embedding reports its total", || {
+        total = metric(&s.addr, "marktoflow_background_total").unwrap_or(0.0);
+        total > 0.0
     });
-    let total = metric(&s.addr, "marktoflow_background_total").unwrap();
     // The console's list says so too, with that total.
     let mut listed = serde_json::Value::Null;
     crate::support::wait_for("the console lists the embedding with its total", || {
