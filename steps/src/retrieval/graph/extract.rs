@@ -2058,10 +2058,11 @@ fn clean_name(s: &str) -> Option<String> {
             // ("one function per report kind", "a meeting every
             // morning"), four words or more say what something is or does;
             // a name is a few nouns ("the site reliability engineering team").
-            let lower: Vec<String> = s.split_whitespace().map(str::to_lowercase).collect();
-            if lower.len() >= 4
+            // (Checked cheapest first: most names have a capital.)
+            if s.split_whitespace().nth(3).is_some()
                 && !s.chars().any(|c| c.is_uppercase() || c.is_ascii_digit())
-                && lower[1..].iter().any(|w| {
+                && s.split_whitespace().skip(1).any(|w| {
+                    let w = w.to_lowercase();
                     NOT_A_NAME_START.contains(&w.as_str()) || PREPOSITIONS.contains(&w.as_str())
                 })
             {
