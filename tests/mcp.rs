@@ -695,6 +695,7 @@ fn conhubs_tools_are_served_under_the_seeds_names_with_its_fields() {
         names,
         [
             "memory.analyze_query",
+            "graph.ask",
             "memory.search",
             "memory.store",
             "memory.robot_context",
@@ -702,7 +703,7 @@ fn conhubs_tools_are_served_under_the_seeds_names_with_its_fields() {
         ],
         "{tools:?}"
     );
-    let search_tool = &tools[1];
+    let search_tool = &tools[2];
     for field in [
         "query",
         "sources",

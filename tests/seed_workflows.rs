@@ -51,6 +51,7 @@ fn seed_workflows_validate_strict() {
         "workflows/atlas/retrieve.md",
         "workflows/atlas/versions.md",
         "workflows/atlas/topic.md",
+        "workflows/conhub/graph-ask.md",
         "workflows/conhub/memory-search.md",
         "workflows/conhub/robot-search.md",
         "workflows/conhub/robot-context.md",

@@ -228,6 +228,17 @@ fn serve_tenants(kb: &Path, extra: &[&str]) -> crate::support::Server {
     .unwrap()
 }
 
+/// A request with acme's token naming globex: refused, and nothing runs.
+fn acme_asking_for_globex(answer: (u16, Value)) {
+    assert_eq!(
+        answer,
+        (
+            403,
+            json!({"error": "`tenant_id`: the token grants tenant `acme`, not `globex`"})
+        )
+    );
+}
+
 fn post(addr: &str, path: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
     let auth = token.map(|t| format!("Bearer {t}"));
     let mut headers = vec![("Content-Type", "application/json")];
@@ -267,19 +278,12 @@ fn a_webhook_request_is_the_tenant_its_token_grants() {
     );
     assert_eq!(status, 200, "{out}");
     assert_eq!(tenant_notes(&out["outputs"]), ["tenants/acme.md"]);
-    let (status, out) = post(
+    acme_asking_for_globex(post(
         &s.addr,
         "/api/memory/search",
         Some("acme-secret"),
         &body(Some("globex")),
-    );
-    assert_eq!(
-        (status, out),
-        (
-            403,
-            json!({"error": "`tenant_id`: the token grants tenant `acme`, not `globex`"})
-        )
-    );
+    ));
     let (status, out) = post(
         &s.addr,
         "/api/memory/search",
@@ -288,6 +292,33 @@ fn a_webhook_request_is_the_tenant_its_token_grants() {
     );
     assert_eq!(status, 200, "{out}");
     assert_eq!(tenant_notes(&out["outputs"]), ["tenants/globex.md"]);
+    // The graph's answers too (`graph-ask.md`): each tenant its own owner,
+    // cited by its own note; naming another tenant is refused.
+    let ask = |tenant: Option<&str>| {
+        let mut b = json!({"question": "Who owns the ledger-sync service?", "knowledge_base": kb.display().to_string(), "reader": "none"});
+        if let Some(t) = tenant {
+            b["tenant_id"] = json!(t);
+        }
+        b
+    };
+    for (token, owner, cited) in [
+        ("acme-secret", "Wile Coyote", "tenants/acme.md:8"),
+        ("globex-secret", "Hank Scorpio", "tenants/globex.md:8"),
+    ] {
+        let (status, out) = post(&s.addr, "/api/graph/ask", Some(token), &ask(None));
+        assert_eq!(status, 200, "{out}");
+        assert_eq!(
+            (&out["outputs"]["names"], &out["outputs"]["citations"]),
+            (&json!([owner]), &json!([cited])),
+            "{out}"
+        );
+    }
+    acme_asking_for_globex(post(
+        &s.addr,
+        "/api/graph/ask",
+        Some("acme-secret"),
+        &ask(Some("globex")),
+    ));
     // No token, a wrong one, or the operator's (which is the run API's, not
     // a tenant's): nobody's request.
     for token in [None, Some("wrong"), Some("operator-secret")] {
@@ -388,6 +419,7 @@ fn mcp_calls_are_the_tenant_their_token_grants_over_http_and_stdio() {
     assert_eq!(
         names,
         [
+            "graph.ask",
             "memory.search",
             "memory.store",
             "memory.robot_context",
@@ -421,12 +453,26 @@ fn mcp_calls_are_the_tenant_their_token_grants_over_http_and_stdio() {
         "{}",
         globex[0]
     );
+    // The graph's answer is the caller's tenant's too.
+    let ask = json!({"do": "call", "name": "graph.ask", "arguments": {"question": "Who owns the ledger-sync service?", "knowledge_base": kb_arg, "reader": "none"}});
+    for (token, owner) in [
+        ("acme-secret", "Wile Coyote"),
+        ("globex-secret", "Hank Scorpio"),
+    ] {
+        let out = client(token, json!([ask]));
+        assert_eq!(
+            out[0]["result"]["structuredContent"]["names"],
+            json!([owner]),
+            "{}",
+            out[0]
+        );
+    }
     // The MCP token is the operator's: every tool, any tenant named.
     let op = client(
         "mcp-secret",
         json!([{"do": "list"}, search(Some("globex"))]),
     );
-    assert_eq!(op[0]["tools"].as_array().unwrap().len(), 5, "{}", op[0]);
+    assert_eq!(op[0]["tools"].as_array().unwrap().len(), 6, "{}", op[0]);
     assert_eq!(
         tenant_notes(&op[1]["result"]["structuredContent"]),
         ["tenants/globex.md"]
@@ -478,7 +524,7 @@ fn a_server_that_cannot_tell_tenants_apart_does_not_start() {
     assert_eq!(r.code, 2, "{r:?}");
     assert_eq!(
         r.stderr.trim(),
-        "error: workflows/conhub/memory-search.md: input `tenant_id` is its tenant; serving it on 0.0.0.0 needs `--tenant-token TENANT=VAR` (or a `token_env` on its webhook)"
+        "error: workflows/conhub/graph-ask.md: input `tenant_id` is its tenant; serving it on 0.0.0.0 needs `--tenant-token TENANT=VAR` (or a `token_env` on its webhook)"
     );
     let r = run(cmd(d.path()).args([
         "serve",
