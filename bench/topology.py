@@ -8,6 +8,16 @@ graph query's p50/p99, on a big vault.
     cargo build --release
     python3 bench/topology.py [--bin target/release/marktoflow] [--big DIR]
         [--base-bin OLD]   # a build whose `kb index` makes no graph
+        [--reader]         # also workflows/conhub/graph-ask.md: the graph,
+                           # else the local model reads the notes (the model
+                           # `answer.read` picks: MARKTOFLOW_LOCAL_MODEL, else
+                           # the larger one when installed)
+        [--keys questions12.jsonl,...] [--dump FILE]  # the model's readings
+                           # of the keys that are not held out
+
+`--reader` scores the workflow as the graph is scored (strictly: the names
+it gives must be exactly the key's, each cited): its answer is the graph's
+when the graph has one, else the model's span split into names, or none.
 
 Answer keys, one JSON object a line (`question`, `expect`: the names that
 answer it, `kind`: direct, transitive or path):
@@ -152,6 +162,18 @@ def norm(s):
     return " ".join(s.lower().replace("-", " ").replace("_", " ").split())
 
 
+def run_outputs(binary, wf, inputs):
+    """A workflow's outputs (and the whole result)."""
+    cmd = [binary, "run", wf, "--json", "--quiet", "--no-store"]
+    for k, v in inputs.items():
+        cmd += ["--input", f"{k}={v}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    out = json.loads(r.stdout)
+    if out.get("status") != "completed":
+        raise SystemExit(f"{wf}: {out.get('error')}")
+    return out["outputs"], out
+
+
 def run(binary, wf, inputs, env=None):
     cmd = [binary, "run", wf, "--json", "--quiet", "--no-store"]
     for k, v in inputs.items():
@@ -181,7 +203,15 @@ def graph_answer(g, kind):
     return [n["name"] for n in g["nodes"]]
 
 
-def score(binary, kb, questions, tmp):
+def reader_names(binary, kb, q):
+    """`workflows/conhub/graph-ask.md`: the graph, else the local model
+    reading the notes (direct questions only)."""
+    out, _ = run_outputs(binary, os.path.join(ROOT, "workflows", "conhub", "graph-ask.md"),
+                         {"question": q["question"], "knowledge_base": kb})
+    return out
+
+
+def score(binary, kb, questions, tmp, read=False):
     gwf = os.path.join(tmp, "graph.md")
     swf = os.path.join(tmp, "search.md")
     open(gwf, "w").write(GRAPH_WF)
@@ -197,6 +227,17 @@ def score(binary, kb, questions, tmp):
             ok = sorted(set(map(norm, got))) == sorted(set(map(norm, q["expect"])))
         cited = all(e.get("path") and e.get("line") for e in g["edges"])
         row = {"q": q, "graph": ok and cited, "got": got, "read": g.get("read")}
+        if read:
+            a = reader_names(binary, kb, q)
+            names = a["names"]
+            if q["kind"] == "path":
+                right = [norm(x) for x in names] == [norm(x) for x in q["expect"]]
+            else:
+                right = sorted(set(map(norm, names))) == sorted(set(map(norm, q["expect"])))
+            row["graph+reader"] = right and (not names or bool(a["citations"]))
+            row["source"] = a["source"]
+            row["names"] = names
+            row["reader"] = a.get("reader")
         for name, d in [("keyword", False)] + ([("hybrid", True)] if dense else []):
             s, _ = run(binary, swf, {"q": q["question"], "kb": kb, "dense": str(d).lower()})
             text = norm(" ".join(h.get("text", "") for h in s["hits"][:3]))
@@ -207,7 +248,7 @@ def score(binary, kb, questions, tmp):
 
 def report(rows, dense, show_misses=True):
     kinds = sorted({r["q"]["kind"] for r in rows})
-    methods = ["graph", "keyword"] + (["hybrid"] if dense else [])
+    methods = ["graph"] + (["graph+reader"] if "graph+reader" in rows[0] else []) + ["keyword"] + (["hybrid"] if dense else [])
     print(f"{'':12}" + "".join(f"{m:>12}" for m in methods))
     for k in kinds + ["all"]:
         sel = [r for r in rows if k == "all" or r["q"]["kind"] == k]
@@ -215,6 +256,10 @@ def report(rows, dense, show_misses=True):
     for r in rows:
         if show_misses and not r["graph"]:
             print(f"  graph wrong: {r['q']['question']!r}: {r['got']} (read {json.dumps(r['read'])})")
+        if show_misses and r.get("source") == "reader":
+            said = "gave" if r["names"] else "withheld"
+            print(f"  read by the model ({'right' if r['graph+reader'] else 'wrong'}): {r['q']['question']!r}: "
+                  f"{said} {r['reader'] and r['reader'].get('span')!r}")
 
 
 def big(binary, args, tmp):
@@ -303,6 +348,10 @@ def main():
     ap.add_argument("--only-big", action="store_true", help="the big vault's figures, no answer keys")
     ap.add_argument("--base-bin", help="a build whose kb index builds no graph, to measure what the graph adds")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--reader", action="store_true",
+                    help="also workflows/conhub/graph-ask.md: the graph, else the local model reads the notes")
+    ap.add_argument("--dump", help="write the model's readings of the keys that are not held out here (JSON lines)")
+    ap.add_argument("--keys", help="only these keys' files, comma-separated (questions12.jsonl,...)")
     args = ap.parse_args()
     binary = os.path.abspath(args.bin)
     with tempfile.TemporaryDirectory() as tmp:
@@ -324,15 +373,29 @@ def main():
                                  ("vault14", "questions14.jsonl", "written blind, held out, never tuned")]:
             if args.only_big:
                 break
+            if args.keys and key not in args.keys.split(","):
+                continue
             questions = [json.loads(l) for l in open(os.path.join(HERE, "topology", key))]
-            rows, dense = score(binary, os.path.join(HERE, "topology", vault), questions, tmp)
+            rows, dense = score(binary, os.path.join(HERE, "topology", vault), questions, tmp, read=args.reader)
             print(f"\ntopology questions, bench/topology/{key} ({what}, {len(rows)}), right answers:")
             # A held-out key's misses are not shown: read, they would be tuned on.
             report(rows, dense, show_misses="held out" not in what)
-            totals.append((key, sum(r["graph"] for r in rows), len(rows)))
-        right, asked = sum(t[1] for t in totals), sum(t[2] for t in totals)
-        if totals:
-            print(f"\ngraph, all keys: {right}/{asked} ({100 * right / asked:.0f}%)")
+            if args.dump and "held out" not in what:
+                with open(args.dump, "a") as f:
+                    for r in rows:
+                        if r.get("source") == "reader":
+                            f.write(json.dumps({"key": key, "question": r["q"]["question"], "expect": r["q"]["expect"],
+                                                "right": r["graph+reader"], "reader": r["reader"]}) + "\n")
+            totals.append((key, sum(r["graph"] for r in rows), len(rows),
+                           sum(r.get("graph+reader", False) for r in rows), "held out" in what))
+        for label, sel in [("all keys", totals), ("held-out keys", [t for t in totals if t[4]])]:
+            right, asked = sum(t[1] for t in sel), sum(t[2] for t in sel)
+            if sel:
+                line = f"\ngraph, {label}: {right}/{asked} ({100 * right / asked:.0f}%)"
+                if args.reader:
+                    both = sum(t[3] for t in sel)
+                    line += f"; graph, then the model reading: {both}/{asked} ({100 * both / asked:.0f}%)"
+                print(line)
         if not args.no_big:
             big(binary, args, tmp)
 
