@@ -388,6 +388,7 @@ fn the_seeds_robot_routes_and_tools_answer_under_their_names() {
     assert_eq!(
         names,
         [
+            "graph.ask",
             "memory.analyze_query",
             "memory.robot_context",
             "memory.robot_search",
