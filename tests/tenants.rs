@@ -197,6 +197,35 @@ fn the_graph_answers_from_the_tenants_edges_only() {
     );
 }
 
+#[test]
+fn evidence_reads_a_note_only_as_its_tenants_or_a_shared_one_whatever_hits_it_is_given() {
+    let d = tempdir();
+    let kb = knowledge_base(d.path());
+    // Hits naming every tenant's note, as a stale index or a caller might.
+    std::fs::write(
+        d.path().join("evidence.md"),
+        "---\nworkflow: {id: evidence}\ninputs:\n  kb: {type: string}\n  tenant: {type: string, default: ''}\n---\n```yaml\naction: kb.evidence\ninputs:\n  kb: '{{ inputs.kb }}'\n  tenant: '{{ inputs.tenant }}'\n  question: Who owns the ledger-sync service?\n  hits: [{path: tenants/acme.md}, {path: tenants/globex.md}, {path: tenants/unclear.md}, {path: docs/ownership.md}]\noutput_variable: ev\n```\n\n```yaml\naction: workflow.set_outputs\ninputs:\n  notes: \"{{ ev.evidence | map(attribute='path') | unique | list }}\"\n```\n",
+    )
+    .unwrap();
+    let read = |tenant: &str| {
+        let r = run(cmd(d.path())
+            .args(["run", "evidence.md", "--quiet", "--json"])
+            .args(["--input", &format!("kb={}", kb.display())])
+            .args(["--input", &format!("tenant={tenant}")]));
+        assert_eq!(r.code, 0, "{r:?}");
+        r.json()["outputs"]["notes"].clone()
+    };
+    assert_eq!(read(""), json!(["docs/ownership.md"]));
+    assert_eq!(
+        read("Acme"),
+        json!(["tenants/acme.md", "docs/ownership.md"])
+    );
+    assert_eq!(
+        read("globex"),
+        json!(["tenants/globex.md", "docs/ownership.md"])
+    );
+}
+
 /// `serve workflows/conhub` with two tenants' tokens and an operator's
 /// token for the run API.
 fn serve_tenants(kb: &Path, extra: &[&str]) -> crate::support::Server {

@@ -54,6 +54,13 @@ pub fn tenant_of(meta: &Map<String, Value>) -> String {
     }
 }
 
+/// Whether a note owned by `owner` (its [`tenant_of`]) may be seen by a
+/// request for `tenant` (a [`tenant_key`]): the shared notes and the
+/// tenant's own.
+pub fn sees(tenant: &str, owner: &str) -> bool {
+    owner.is_empty() || owner == tenant
+}
+
 /// The owner of a note whose `tenant_id` cannot be read: no tenant is named
 /// so (a tenant given by a request is trimmed text without control
 /// characters).

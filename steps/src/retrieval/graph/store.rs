@@ -685,8 +685,7 @@ impl GraphStore {
     }
 
     fn visible(&self, note: u32) -> bool {
-        let t = self.graph.note_tenant(note);
-        t.is_empty() || t == self.tenant
+        crate::retrieval::frontmatter::sees(&self.tenant, self.graph.note_tenant(note))
     }
 
     fn edge_visible(&self, e: u32) -> bool {

@@ -27,6 +27,7 @@ pub async fn evidence_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, Act
         max_items: count(a, "max_items")?,
         ..Default::default()
     };
+    let tenant = super::inputs::tenant(a)?;
     let kb = a.required_str("kb")?.to_string();
     let sb = &call.caps.sandbox;
     let root = sb
@@ -46,6 +47,13 @@ pub async fn evidence_method(call: &Call<'_>, a: &Args<'_>) -> Result<Value, Act
         let Some(text) = read_note(call, &root, path)? else {
             continue;
         };
+        // Whose the note is now, not when the search's index saw it: a
+        // note given to another tenant since is not read.
+        let (meta, _) = crate::retrieval::frontmatter::split(&text);
+        let owner = crate::retrieval::frontmatter::tenant_of(&meta);
+        if !crate::retrieval::frontmatter::sees(&tenant, &owner) {
+            continue;
+        }
         let title = h
             .get("title")
             .and_then(Value::as_str)

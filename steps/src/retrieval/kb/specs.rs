@@ -190,6 +190,7 @@ pub const SPECS: &[Spec] = &[
             input("min_score", NUMBER, "Drop items scored lower.").default("0"),
             input("dense", BOOLEAN_OR_STRING, "Score lines by meaning too: true, false or auto (when a model is configured).").default("auto"),
             MODEL_DIR,
+            TENANT,
         ])
         .returns("{question, found, count, text, notes, evidence: [{id, path, title, heading, heading_path, start_line, end_line, lines, kind, text, quote, score, units}]}")
         .traits(KB_TRAITS),
