@@ -167,23 +167,12 @@ def norm(s):
     return " ".join(s.lower().replace("-", " ").replace("_", " ").split())
 
 
-def run_outputs(binary, wf, inputs):
-    """A workflow's outputs (and the whole result)."""
+def run(binary, wf, inputs, env=None, timeout=600):
+    """A workflow's first step's output, and the whole result."""
     cmd = [binary, "run", wf, "--json", "--quiet", "--no-store"]
     for k, v in inputs.items():
         cmd += ["--input", f"{k}={v}"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    out = json.loads(r.stdout)
-    if out.get("status") != "completed":
-        raise SystemExit(f"{wf}: {out.get('error')}")
-    return out["outputs"], out
-
-
-def run(binary, wf, inputs, env=None):
-    cmd = [binary, "run", wf, "--json", "--quiet", "--no-store"]
-    for k, v in inputs.items():
-        cmd += ["--input", f"{k}={v}"]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     try:
         out = json.loads(r.stdout)
     except ValueError:
@@ -208,12 +197,19 @@ def graph_answer(g, kind):
     return [n["name"] for n in g["nodes"]]
 
 
+def matches(names, q):
+    """Exactly the key's names: a path's in order, else as a set."""
+    if q["kind"] == "path":
+        return [norm(x) for x in names] == [norm(x) for x in q["expect"]]
+    return sorted(set(map(norm, names))) == sorted(set(map(norm, q["expect"])))
+
+
 def reader_names(binary, kb, q):
     """`workflows/conhub/graph-ask.md`: the graph, else the local model
     reading the notes (direct questions only)."""
-    out, _ = run_outputs(binary, os.path.join(ROOT, "workflows", "conhub", "graph-ask.md"),
-                         {"question": q["question"], "knowledge_base": kb})
-    return out
+    _, out = run(binary, os.path.join(ROOT, "workflows", "conhub", "graph-ask.md"),
+                 {"question": q["question"], "knowledge_base": kb}, timeout=900)
+    return out["outputs"]
 
 
 def score(binary, kb, questions, tmp, read=False):
@@ -226,20 +222,13 @@ def score(binary, kb, questions, tmp, read=False):
     for q in questions:
         g, _ = run(binary, gwf, {"q": q["question"], "kb": kb})
         got = graph_answer(g, q["kind"])
-        if q["kind"] == "path":
-            ok = [norm(x) for x in got] == [norm(x) for x in q["expect"]]
-        else:
-            ok = sorted(set(map(norm, got))) == sorted(set(map(norm, q["expect"])))
+        ok = matches(got, q)
         cited = all(e.get("path") and e.get("line") for e in g["edges"])
         row = {"q": q, "graph": ok and cited, "got": got, "read": g.get("read")}
         if read:
             a = reader_names(binary, kb, q)
             names = a["names"]
-            if q["kind"] == "path":
-                right = [norm(x) for x in names] == [norm(x) for x in q["expect"]]
-            else:
-                right = sorted(set(map(norm, names))) == sorted(set(map(norm, q["expect"])))
-            row["graph+reader"] = right and (not names or bool(a["citations"]))
+            row["graph+reader"] = matches(names, q) and (not names or bool(a["citations"]))
             row["source"] = a["source"]
             row["names"] = names
             row["reader"] = a.get("reader")
