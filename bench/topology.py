@@ -18,6 +18,9 @@ graph query's p50/p99, on a big vault.
 `--reader` scores the workflow as the graph is scored (strictly: the names
 it gives must be exactly the key's, each cited): its answer is the graph's
 when the graph has one, else the model's span split into names, or none.
+The totals also count the wrong answers (names given that are not exactly
+the key's, what a user reads as the answer) apart from those left
+unanswered.
 
 Answer keys, one JSON object a line (`question`, `expect`: the names that
 answer it, `kind`: direct, transitive or path):
@@ -224,11 +227,14 @@ def score(binary, kb, questions, tmp, read=False):
         got = graph_answer(g, q["kind"])
         ok = matches(got, q)
         cited = all(e.get("path") and e.get("line") for e in g["edges"])
-        row = {"q": q, "graph": ok and cited, "got": got, "read": g.get("read")}
+        row = {"q": q, "graph": ok and cited, "got": got, "read": g.get("read"),
+               # Names given that are not the key's: what a user reads as an answer and is wrong.
+               "graph wrong": bool(got) and not (ok and cited)}
         if read:
             a = reader_names(binary, kb, q)
             names = a["names"]
             row["graph+reader"] = matches(names, q) and (not names or bool(a["citations"]))
+            row["graph+reader wrong"] = bool(names) and not row["graph+reader"]
             row["source"] = a["source"]
             row["names"] = names
             row["reader"] = a.get("reader")
@@ -382,14 +388,19 @@ def main():
                             f.write(json.dumps({"key": key, "question": r["q"]["question"], "expect": r["q"]["expect"],
                                                 "right": r["graph+reader"], "reader": r["reader"]}) + "\n")
             totals.append((key, sum(r["graph"] for r in rows), len(rows),
-                           sum(r.get("graph+reader", False) for r in rows), "held out" in what))
+                           sum(r.get("graph+reader", False) for r in rows), "held out" in what,
+                           sum(r["graph wrong"] for r in rows),
+                           sum(r.get("graph+reader wrong", False) for r in rows)))
         for label, sel in [("all keys", totals), ("held-out keys", [t for t in totals if t[4]])]:
             right, asked = sum(t[1] for t in sel), sum(t[2] for t in sel)
             if sel:
-                line = f"\ngraph, {label}: {right}/{asked} ({100 * right / asked:.0f}%)"
+                wrong = sum(t[5] for t in sel)
+                line = (f"\ngraph, {label}: {right}/{asked} ({100 * right / asked:.0f}%) right, "
+                        f"{wrong} wrong, {asked - right - wrong} unanswered")
                 if args.reader:
-                    both = sum(t[3] for t in sel)
-                    line += f"; graph, then the model reading: {both}/{asked} ({100 * both / asked:.0f}%)"
+                    both, bwrong = sum(t[3] for t in sel), sum(t[6] for t in sel)
+                    line += (f"; graph, then the model reading: {both}/{asked} ({100 * both / asked:.0f}%) right, "
+                             f"{bwrong} wrong, {asked - both - bwrong} unanswered")
                 print(line)
         if not args.no_big:
             big(binary, args, tmp)
