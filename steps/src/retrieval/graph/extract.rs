@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "37";
+pub const READER: &str = "38";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1800,6 +1800,11 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
             continue;
         }
         let item = again.unwrap_or(&item);
+        // "depends on a message queue": a thing spoken of as any is named
+        // by no name.
+        if indefinite(item) {
+            continue;
+        }
         // "Margit Sandoval, our CTO": what follows a name with a possessive
         // says who that is; it is no other name.
         // Without "and" ("Ruth Adeyemi, the CEO") the words after the comma
@@ -2408,7 +2413,25 @@ fn tail_name(before: &str) -> Option<String> {
         // object a common noun is no name.
         return Some(strip_article(&said).to_string());
     }
+    if indefinite(&said) {
+        return None;
+    }
     clean_name(&said)
+}
+
+/// Words in lower case after "a" or "an" ("A small service maintained by
+/// …", "depends on a message queue"): a thing described as any of its
+/// kind, which no name names. ("The billing service", "object storage"
+/// and "postgres" may be names.)
+fn indefinite(phrase: &str) -> bool {
+    let t = phrase.trim();
+    let Some((first, rest)) = t.split_once(' ') else {
+        return false;
+    };
+    let rest = rest.trim();
+    matches!(first, "a" | "an" | "A" | "An")
+        && !rest.is_empty()
+        && rest.chars().all(|c| c.is_lowercase() || c == ' ')
 }
 
 /// The names of a subject written as a list of two or more ("Ravi Mehta,
@@ -2851,6 +2874,22 @@ mod tests {
                     6,
                     "statement"
                 ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_thing_spoken_of_as_any_is_no_name() {
+        let text = "# Directory Sync\n\nA small service maintained by the Identity team. It depends on a message queue and on the HR Feed. Checkout depends on postgres and on the billing service. The warehouse depends on object storage.\n";
+        let mut got = edges("services/directory-sync.md", text);
+        got.retain(|e| e.4 == "statement");
+        assert_eq!(
+            got,
+            vec![
+                e("Directory Sync", "depends_on", "HR Feed", 3, "statement"),
+                e("Checkout", "depends_on", "postgres", 3, "statement"),
+                e("Checkout", "depends_on", "billing service", 3, "statement"),
+                e("warehouse", "depends_on", "object storage", 3, "statement"),
             ]
         );
     }
