@@ -203,13 +203,13 @@ fn every_example_and_bundled_workflow_has_tests_that_pass_with_no_key_and_no_net
     assert_eq!(r.code, 0, "{r:?}");
     let summary = r.stdout.lines().last().unwrap_or_default().to_string();
     assert!(
-        summary.starts_with("67 passed, 0 failed (67 cases in 40 files) in "),
+        summary.starts_with("68 passed, 0 failed (68 cases in 40 files) in "),
         "{}",
         r.stdout
     );
     let xml = std::fs::read_to_string(&report).unwrap();
     assert!(
-        xml.contains("<testsuites name=\"marktoflow test\" tests=\"67\" failures=\"0\">"),
+        xml.contains("<testsuites name=\"marktoflow test\" tests=\"68\" failures=\"0\">"),
         "{xml}"
     );
 }
