@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "38";
+pub const READER: &str = "39";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1832,7 +1832,7 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
             item.contains("[[") || item.contains("](")
         };
         let object = if linked {
-            link_targets(item).into_iter().next()
+            section_linked(item).or_else(|| link_targets(item).into_iter().next())
         } else if let Some(rest) = item
             .strip_prefix("its ")
             .or_else(|| item.strip_prefix("their "))
@@ -1986,6 +1986,18 @@ fn link_targets(t: &str) -> Vec<String> {
         .map(|(_, target)| target)
         .filter(|t| seen.insert(t.clone()))
         .collect()
+}
+
+/// The heading an item's first link points into (`[[Postgres
+/// clusters#pg-ledger|pg-ledger]]`: pg-ledger): the thing a statement is
+/// about is that section's, not the whole note's.
+fn section_linked(item: &str) -> Option<String> {
+    let inner = &item[item.find("[[")? + 2..];
+    let inner = &inner[..inner.find("]]")?];
+    let target = inner.split('|').next()?;
+    let (note, heading) = target.split_once('#')?;
+    let heading = heading.trim().trim_start_matches('^');
+    (!note.trim().is_empty() && !heading.is_empty()).then(|| heading.to_string())
 }
 
 /// "We", "us", "our team": in a note, the note's own team or person.
@@ -2890,6 +2902,21 @@ mod tests {
                 e("Checkout", "depends_on", "postgres", 3, "statement"),
                 e("Checkout", "depends_on", "billing service", 3, "statement"),
                 e("warehouse", "depends_on", "object storage", 3, "statement"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_link_into_a_section_names_the_sections_thing() {
+        let text = "# Ledger Core\n\nIt is built on [[Postgres clusters#pg-ledger|pg-ledger]] and calls [[Verity]]. It runs on [[Hosting#atlas-prod]].\n";
+        let mut got = edges("services/ledger-core.md", text);
+        got.retain(|e| e.4 == "statement");
+        assert_eq!(
+            got,
+            vec![
+                e("Ledger Core", "depends_on", "pg-ledger", 3, "statement"),
+                e("Ledger Core", "depends_on", "Verity", 3, "statement"),
+                e("Ledger Core", "deployed_to", "atlas-prod", 3, "statement"),
             ]
         );
     }
