@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "39";
+pub const READER: &str = "40";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1995,9 +1995,12 @@ fn section_linked(item: &str) -> Option<String> {
     let inner = &item[item.find("[[")? + 2..];
     let inner = &inner[..inner.find("]]")?];
     let target = inner.split('|').next()?;
-    let (note, heading) = target.split_once('#')?;
-    let heading = heading.trim().trim_start_matches('^');
-    (!note.trim().is_empty() && !heading.is_empty()).then(|| heading.to_string())
+    let (note, headings) = target.split_once('#')?;
+    // The deepest of nested headings (`[[Note#Part#pg-ledger]]`); a block's
+    // id (`#^a1b2c3`) names no thing.
+    let heading = headings.rsplit('#').next()?.trim();
+    (!note.trim().is_empty() && !heading.is_empty() && !heading.starts_with('^'))
+        .then(|| heading.to_string())
 }
 
 /// "We", "us", "our team": in a note, the note's own team or person.
@@ -2908,7 +2911,7 @@ mod tests {
 
     #[test]
     fn a_link_into_a_section_names_the_sections_thing() {
-        let text = "# Ledger Core\n\nIt is built on [[Postgres clusters#pg-ledger|pg-ledger]] and calls [[Verity]]. It runs on [[Hosting#atlas-prod]].\n";
+        let text = "# Ledger Core\n\nIt is built on [[Postgres clusters#pg-ledger|pg-ledger]] and calls [[Verity]]. It runs on [[Hosting#EU#atlas-prod]]. It uses [[Kafka#^f00d]].\n";
         let mut got = edges("services/ledger-core.md", text);
         got.retain(|e| e.4 == "statement");
         assert_eq!(
@@ -2917,6 +2920,7 @@ mod tests {
                 e("Ledger Core", "depends_on", "pg-ledger", 3, "statement"),
                 e("Ledger Core", "depends_on", "Verity", 3, "statement"),
                 e("Ledger Core", "deployed_to", "atlas-prod", 3, "statement"),
+                e("Ledger Core", "depends_on", "Kafka", 3, "statement"),
             ]
         );
     }
