@@ -157,13 +157,26 @@ pub(super) fn mcp(a: McpArgs) -> i32 {
             let (server, state, paths) = (server.clone(), state.clone(), a.paths.clone());
             // Until the process ends.
             tokio::spawn(async move {
+                let again = (server.clone(), state.clone(), paths.clone());
                 let reload = |_: &crate::serve::file_watch::ServedFiles, changed: Vec<String>| {
                     let (server, paths, state) = (server.clone(), paths.clone(), state.clone());
                     tokio::spawn(async move { reload(&server, &state, &paths, changed).await });
                 };
-                if let Err(e) =
-                    crate::serve::file_watch::watch(vec![files], std::future::pending(), reload)
-                        .await
+                // Once watching, load again: a file changed since the first
+                // load, before the watch began, is not missed.
+                let ready = move || {
+                    let (server, state, paths) = again;
+                    tokio::spawn(
+                        async move { self::reload(&server, &state, &paths, Vec::new()).await },
+                    );
+                };
+                if let Err(e) = crate::serve::file_watch::watch_then(
+                    vec![files],
+                    std::future::pending(),
+                    reload,
+                    ready,
+                )
+                .await
                 {
                     eprintln!("marktoflow: cannot watch the workflows: {e}");
                 }
@@ -199,6 +212,12 @@ async fn reload(server: &McpServer, state: &ServerState, paths: &[PathBuf], chan
             "agent steps have no LLM provider they can reach".to_string()
         })
     });
+    // Reloaded as the watch began: what changed is not known.
+    let changed = if changed.is_empty() {
+        "the workflows".to_string()
+    } else {
+        changed.join(", ")
+    };
     match loaded {
         Ok(tools) => {
             let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
@@ -210,15 +229,13 @@ async fn reload(server: &McpServer, state: &ServerState, paths: &[PathBuf], chan
                     broken: Vec::new(),
                 });
                 eprintln!(
-                    "marktoflow: {} changed: offering {}",
-                    changed.join(", "),
+                    "marktoflow: {changed} changed: offering {}",
                     names.join(", ")
                 );
             }
         }
         Err(e) => eprintln!(
-            "marktoflow: {} changed, still offering the last tools that loaded: {e}",
-            changed.join(", ")
+            "marktoflow: {changed} changed, still offering the last tools that loaded: {e}"
         ),
     }
 }
