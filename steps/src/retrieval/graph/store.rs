@@ -357,8 +357,9 @@ fn one_column(v: &[u32]) -> Vec<[u32; 1]> {
     v.iter().map(|&x| [x]).collect()
 }
 
-/// A note whose edges were just read, with its names as compared.
-struct ReadNote {
+/// A note whose edges were just read, with its names as compared: read
+/// at a sync, or ahead of one ([`ReadNote::read`]).
+pub struct ReadNote {
     path: String,
     hash: String,
     g: extract::NoteGraph,
@@ -368,6 +369,17 @@ struct ReadNote {
 }
 
 impl ReadNote {
+    /// Reads a note's edges ahead of the sync that will keep them
+    /// ([`GraphStore::sync_with`]): on a thread of the caller's, while the
+    /// other notes are still being read from the disk.
+    pub fn read(path: &str, hash: &str, text: &str) -> ReadNote {
+        ReadNote::new(
+            path.to_string(),
+            hash.to_string(),
+            extract::note(path, text),
+        )
+    }
+
     fn new(path: String, hash: String, g: extract::NoteGraph) -> ReadNote {
         let names = std::iter::once(&g.name)
             .chain(&g.aliases)
@@ -397,9 +409,11 @@ impl ReadNote {
 #[derive(Default)]
 struct Builder<'a> {
     strs: Vec<&'a str>,
-    str_ids: HashMap<&'a str, u32>,
+    // Hundreds of thousands of lookups, many of whole lines: a fast hash
+    // (seeded per process, as std's).
+    str_ids: foldhash::HashMap<&'a str, u32>,
     keys: Vec<&'a str>,
-    key_ids: HashMap<&'a str, u32>,
+    key_ids: foldhash::HashMap<&'a str, u32>,
     notes: Vec<[u32; 4]>,
     names: Vec<[u32; 2]>,
     edges: Vec<[u32; 9]>,
@@ -510,14 +524,19 @@ impl<'a> Builder<'a> {
         };
         let strs: Vec<Span> = self.strs.iter().map(|s| span(s)).collect();
         let keys: Vec<Span> = order.iter().map(|&i| span(self.keys[i as usize])).collect();
-        let perm = |len: usize, key_of: &dyn Fn(u32) -> u32| {
-            let mut p: Vec<u32> = (0..len as u32).collect();
-            p.sort_by_key(|&i| (key_of(i), i));
-            p
+        // Rows in the order of a key column, ties in row order: sorted as
+        // (key, row) pairs in one number.
+        let perm = |keys: Vec<u32>| {
+            let mut p: Vec<u64> = (0u64..)
+                .zip(keys)
+                .map(|(i, k)| (u64::from(k) << 32) | i)
+                .collect();
+            p.sort_unstable();
+            p.into_iter().map(|x| x as u32).collect::<Vec<u32>>()
         };
-        let names_by_key = perm(self.names.len(), &|m| self.names[m as usize][M_KEY]);
-        let by_from = perm(self.edges.len(), &|e| self.edges[e as usize][E_FROM_KEY]);
-        let by_to = perm(self.edges.len(), &|e| self.edges[e as usize][E_TO_KEY]);
+        let names_by_key = perm(self.names.iter().map(|r| r[M_KEY]).collect());
+        let by_from = perm(self.edges.iter().map(|r| r[E_FROM_KEY]).collect());
+        let by_to = perm(self.edges.iter().map(|r| r[E_TO_KEY]).collect());
         Ok(Graph {
             reader: reader.to_string(),
             files,
@@ -581,6 +600,33 @@ impl GraphStore {
         read: &(dyn Fn(&str) -> Option<String> + Sync),
         stop: &(dyn Fn() -> bool + Sync),
     ) -> Result<Option<SyncStats>, GraphError> {
+        self.sync_with(files, Vec::new(), read, stop)
+    }
+
+    /// Each note's content hash as the graph holds it, by path; none
+    /// when its edges were read by other rules than these (every note is
+    /// read again). A note held with the hash it has now need not be read
+    /// ahead.
+    pub fn held(&self) -> HashMap<&str, &str> {
+        if self.graph.reader != extract::READER {
+            return HashMap::new();
+        }
+        let g = &self.graph;
+        g.notes
+            .iter()
+            .map(|n| (g.s(n[N_PATH]), g.s(n[N_HASH])))
+            .collect()
+    }
+
+    /// [`GraphStore::sync`], with notes already read (`ahead`): one that
+    /// `files` lists with the hash it was read with is not read again.
+    pub fn sync_with(
+        &mut self,
+        files: &[(String, String)],
+        ahead: Vec<ReadNote>,
+        read: &(dyn Fn(&str) -> Option<String> + Sync),
+        stop: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Option<SyncStats>, GraphError> {
         // Edges read by other rules than these are read again.
         let empty = Graph::default();
         let old = if self.graph.reader == extract::READER {
@@ -616,6 +662,16 @@ impl GraphStore {
             .iter()
             .filter(|(p, h)| known.get(p.as_str()).map(|k| k.0) != Some(h.as_str()))
             .collect();
+        let mut ahead: HashMap<String, ReadNote> =
+            ahead.into_iter().map(|r| (r.path.clone(), r)).collect();
+        let mut read_now = Vec::with_capacity(changed.len());
+        let mut to_read = Vec::with_capacity(changed.len());
+        for c in changed {
+            match ahead.remove(&c.0) {
+                Some(r) if r.hash == c.1 => read_now.push(r),
+                _ => to_read.push(c),
+            }
+        }
         // Read on several threads (the notes are independent); a stop is
         // noticed between notes.
         let read_part = |part: &[&(String, String)]| -> Option<Vec<ReadNote>> {
@@ -633,9 +689,9 @@ impl GraphStore {
             Some(out)
         };
         let readers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4));
-        let per = changed.len().div_ceil(readers).max(1);
+        let per = to_read.len().div_ceil(readers).max(1);
         let parts: Vec<Option<Vec<ReadNote>>> = std::thread::scope(|s| {
-            let handles: Vec<_> = changed
+            let handles: Vec<_> = to_read
                 .chunks(per)
                 .map(|part| s.spawn(move || read_part(part)))
                 .collect();
@@ -644,7 +700,6 @@ impl GraphStore {
                 .map(|h| h.join().ok().flatten())
                 .collect()
         });
-        let mut read_now = Vec::with_capacity(changed.len());
         for part in parts {
             match part {
                 Some(p) => read_now.extend(p),
@@ -1007,6 +1062,40 @@ mod tests {
         std::fs::write(dir.path().join(FILE), g.graph.to_bytes()).unwrap();
         let mut g = GraphStore::open(Some(dir.path())).unwrap();
         assert_eq!(g.sync(&files, &read, &|| false).unwrap().unwrap().read, 3);
+    }
+
+    #[test]
+    fn notes_read_ahead_are_kept_unless_they_changed_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let (files, notes) = three_notes();
+        let asked = std::sync::Mutex::new(Vec::new());
+        let read = |p: &str| {
+            asked.lock().unwrap().push(p.to_string());
+            notes.get(p).cloned()
+        };
+        let mut whole = GraphStore::open(Some(dir.path())).unwrap();
+        let mut g = GraphStore::open(None).unwrap();
+        assert!(g.held().is_empty());
+        // a.md read ahead as it is; c.md read ahead from an older text.
+        let ahead = vec![
+            ReadNote::read("a.md", "1", &notes["a.md"]),
+            ReadNote::read("c.md", "0", "# Ledger\nLedger is run by Cy.\n"),
+        ];
+        let s = g
+            .sync_with(&files, ahead, &read, &|| false)
+            .unwrap()
+            .unwrap();
+        assert_eq!((s.notes, s.read), (3, 3));
+        let mut asked_for = asked.lock().unwrap().clone();
+        asked_for.sort();
+        assert_eq!(asked_for, ["b.md", "c.md"]);
+        // The same graph as one read whole.
+        whole.sync(&files, &read, &|| false).unwrap().unwrap();
+        assert_eq!(g.graph.to_bytes(), whole.graph.to_bytes());
+        // Held as read: nothing of it needs reading ahead again.
+        let held = g.held();
+        assert_eq!(held.len(), 3);
+        assert_eq!(held.get("c.md"), Some(&"1"));
     }
 
     #[test]

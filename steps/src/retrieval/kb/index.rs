@@ -13,6 +13,7 @@ use crate::core::cache::Caches;
 use crate::core::hash::hex_hash;
 use crate::core::walk::{Entry, WalkOptions};
 use crate::retrieval::frontmatter::tenant_of;
+use crate::retrieval::graph::store::{GraphError, GraphStore, ReadNote};
 use crate::retrieval::syntax::{DateRange, ParsedQuery};
 use chrono::NaiveDate;
 use serde_json::{json, Map, Value};
@@ -504,6 +505,9 @@ impl KbIndex {
             options,
             files: BTreeMap::new(),
         };
+        // The graph beside the index reads the notes' edges as the loop
+        // below reads the notes (one core), on the other core.
+        let ahead = self.dir.as_deref().map(GraphAhead::start);
         // Files whose content must be (re)indexed, with their text.
         let mut todo: Vec<(&Entry, String, bool)> = Vec::new();
         for file in &files {
@@ -552,6 +556,9 @@ impl KbIndex {
                 continue;
             }
             let existed = prev.is_some();
+            if let Some(a) = &ahead {
+                a.send(&file.rel_path, &hash, &text);
+            }
             next.files.insert(
                 file.rel_path.clone(),
                 FileEntry {
@@ -577,10 +584,10 @@ impl KbIndex {
         let first_build = self.reader.searcher().num_docs() == 0;
 
         // The graph of the notes is brought up to date beside the index, on
-        // a thread of its own, from the texts just read: it is built with
-        // the index rather than on the first question. Should it fail (its
-        // file cannot be written), `kb.graph` brings it up to date itself
-        // and says why it cannot.
+        // a thread of its own, from the edges read ahead and the texts just
+        // read: it is built with the index rather than on the first
+        // question. Should it fail (its file cannot be written), `kb.graph`
+        // brings it up to date itself and says why it cannot.
         let hashes: Vec<(String, String)> = next
             .files
             .iter()
@@ -590,11 +597,10 @@ impl KbIndex {
             .iter()
             .map(|(f, t, _)| (f.rel_path.as_str(), t.as_str()))
             .collect();
-        let graph_dir = self.dir.clone();
         let payload = std::thread::scope(|s| {
-            let graph = graph_dir.as_deref().map(|d| {
+            let graph = ahead.map(|a| {
                 let (hashes, texts, root) = (&hashes, &texts, &root_dir);
-                s.spawn(move || sync_graph(d, hashes, texts, root))
+                s.spawn(move || a.finish(hashes, texts, root))
             });
             let indexed = (|| -> Result<String, KbError> {
                 let threads = if todo.len() > 200 { 2 } else { 1 };
@@ -1394,23 +1400,70 @@ fn clear_dir(d: &Path) -> Result<(), KbError> {
     Ok(())
 }
 
-/// Brings the graph beside the index up to date with the notes the index
-/// now holds, reading the texts just read from memory and any other from
-/// the disk.
-fn sync_graph(
-    dir: &std::path::Path,
-    files: &[(String, String)],
-    texts: &std::collections::HashMap<&str, &str>,
-    root: &crate::core::confined::Dir,
-) -> Result<(), crate::retrieval::graph::store::GraphError> {
-    let mut g = crate::retrieval::graph::store::GraphStore::open(Some(dir))?;
-    let read = |p: &str| match texts.get(p) {
-        Some(t) => Some(t.to_string()),
-        None => root
-            .read_rel(p)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok()),
-    };
-    g.sync(files, &read, &|| false)?;
-    Ok(())
+/// The graph beside the index, reading the edges of the notes the index
+/// reads as they are read, on a thread of its own: reading the notes keeps
+/// one core busy, and most of the graph is read meanwhile rather than
+/// beside the index's own threads.
+struct GraphAhead {
+    dir: PathBuf,
+    notes: std::sync::mpsc::Sender<(String, String, String)>,
+    reader: std::thread::JoinHandle<Result<(GraphStore, Vec<ReadNote>), GraphError>>,
+}
+
+impl GraphAhead {
+    fn start(dir: &Path) -> GraphAhead {
+        let (notes, rx) = std::sync::mpsc::channel::<(String, String, String)>();
+        let dir = dir.to_path_buf();
+        let at = dir.clone();
+        let reader = std::thread::spawn(move || {
+            let g = GraphStore::open(Some(&at))?;
+            let mut read = Vec::new();
+            {
+                let held = g.held();
+                for (path, hash, text) in rx {
+                    if held.get(path.as_str()) != Some(&hash.as_str()) {
+                        read.push(ReadNote::read(&path, &hash, &text));
+                    }
+                }
+            }
+            Ok((g, read))
+        });
+        GraphAhead { dir, notes, reader }
+    }
+
+    /// A note just read, with its content hash.
+    fn send(&self, path: &str, hash: &str, text: &str) {
+        // A reader gone (it could not open the graph) is the sync's to
+        // report: it opens the graph again.
+        let _ = self
+            .notes
+            .send((path.to_string(), hash.to_string(), text.to_string()));
+    }
+
+    /// Brings the graph up to date with the notes the index now holds:
+    /// those read ahead, the texts just read from memory, any other from
+    /// the disk.
+    fn finish(
+        self,
+        files: &[(String, String)],
+        texts: &HashMap<&str, &str>,
+        root: &crate::core::confined::Dir,
+    ) -> Result<(), GraphError> {
+        let GraphAhead { dir, notes, reader } = self;
+        drop(notes);
+        // A reader that panicked read nothing that can be kept.
+        let (mut g, ahead) = match reader.join() {
+            Ok(r) => r?,
+            Err(_) => (GraphStore::open(Some(&dir))?, Vec::new()),
+        };
+        let read = |p: &str| match texts.get(p) {
+            Some(t) => Some(t.to_string()),
+            None => root
+                .read_rel(p)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok()),
+        };
+        g.sync_with(files, ahead, &read, &|| false)?;
+        Ok(())
+    }
 }
