@@ -86,6 +86,9 @@ answer it, `kind`: direct, transitive or path):
   what the questions are for (never the code, the rules or the other
   vaults), after the graph's rules and `graph-ask.md` as they stood at
   `fc0ee76`; held out, its first run is the measurement;
+- `questions17.jsonl` on `vault17` (a pharmaceutical R&D division's lab
+  informatics): written blind the same way on 2026-12-07 (nineteenth
+  session), after reader 40; held out;
 - `examples/knowledge-graph.test.md`'s questions on `examples/graph` are
   the ones the rules were written against (not scored here).
 
@@ -371,7 +374,8 @@ def main():
                                  ("vault15", "questions15.jsonl", "written blind, tuned once"),
                                  ("vault13", "questions13.jsonl", "written blind, held out, never tuned"),
                                  ("vault14", "questions14.jsonl", "written blind, held out, never tuned"),
-                                 ("vault16", "questions16.jsonl", "written blind, held out, never tuned")]:
+                                 ("vault16", "questions16.jsonl", "written blind, held out, never tuned"),
+                                 ("vault17", "questions17.jsonl", "written blind, held out, never tuned")]:
             if args.only_big:
                 break
             if args.keys and key not in args.keys.split(","):
