@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "40";
+pub const READER: &str = "41";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1600,7 +1600,11 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
             };
             // "X no longer depends on Y", "used to run on", "does not
             // own": a relation denied is no edge.
-            let found = if negated(&lower[..i]) {
+            let found = if negated(&lower[..i])
+                || ended(
+                    &lower[..i],
+                    &lower[start.min(lower.len())..end.max(start).min(lower.len())],
+                ) {
                 Vec::new()
             } else {
                 objects(
@@ -1628,9 +1632,24 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
 }
 
 /// Whether the words just before a verb deny it ("not", "never", "no
-/// longer", "used to", "doesn't").
+/// longer", "used to", "doesn't") or put it in the past ("formerly run
+/// by", "previously maintained by", "the former owner is").
 fn negated(before: &str) -> bool {
     let words: Vec<&str> = before.split_whitespace().rev().take(3).collect();
+    let bare = |w: &str| {
+        w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’')
+            .to_string()
+    };
+    if words
+        .first()
+        .is_some_and(|w| matches!(bare(w).as_str(), "former" | "previous" | "outgoing" | "ex"))
+        || words
+            .iter()
+            .take(2)
+            .any(|w| matches!(bare(w).as_str(), "formerly" | "previously" | "originally"))
+    {
+        return true;
+    }
     let last_two = words
         .iter()
         .take(2)
@@ -1645,6 +1664,18 @@ fn negated(before: &str) -> bool {
                 || w.ends_with("n't")
                 || w.ends_with("n’t")
         })
+}
+
+/// Whether a relation is said in the past and to have held until some
+/// time ("was owned by Ana until March"): it holds no more. (In the
+/// present, "is run by Ops until the handover", it still does.)
+fn ended(before: &str, after: &str) -> bool {
+    before
+        .split_whitespace()
+        .rev()
+        .take(3)
+        .any(|w| matches!(w, "was" | "were" | "had"))
+        && after.split_whitespace().any(|w| w == "until")
 }
 
 /// Where, in the text between two verbs, the first clause ends: at the
@@ -2907,6 +2938,26 @@ mod tests {
                 e("warehouse", "depends_on", "object storage", 3, "statement"),
             ]
         );
+    }
+
+    #[test]
+    fn a_relation_said_to_have_ended_is_no_edge() {
+        let text = "# Orbit\n\nOrbit was owned by Ana Silva until March. It was formerly run by Ops. It was previously maintained by Bo Chan.\n\nOrbit is operated by Gil Roy until the handover. It is looked after by Fay Ng.\n\nDana's former manager is Eli Park. Dana's manager is Cal Ruiz.\n";
+        let mut got = edges("systems/orbit.md", text);
+        got.retain(|e| e.4 == "statement");
+        assert_eq!(
+            got,
+            vec![
+                e("Gil Roy", "owns", "Orbit", 5, "statement"),
+                e("Fay Ng", "owns", "Orbit", 5, "statement"),
+                e("Dana", "reports_to", "Cal Ruiz", 7, "statement"),
+            ]
+        );
+        // "Former" puts only the role it qualifies in the past.
+        assert!(negated(" the former"));
+        assert!(!negated(" it replaced the former system and"));
+        assert!(ended(" it was owned", " ana until march"));
+        assert!(!ended(" it is owned", " ana until march"));
     }
 
     #[test]
