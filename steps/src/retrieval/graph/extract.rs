@@ -1636,18 +1636,15 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
 /// by", "previously maintained by", "the former owner is").
 fn negated(before: &str) -> bool {
     let words: Vec<&str> = before.split_whitespace().rev().take(3).collect();
-    let bare = |w: &str| {
-        w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’')
-            .to_string()
-    };
-    if words
-        .first()
-        .is_some_and(|w| matches!(bare(w).as_str(), "former" | "previous" | "outgoing" | "ex"))
-        || words
-            .iter()
-            .take(2)
-            .any(|w| matches!(bare(w).as_str(), "formerly" | "previously" | "originally"))
-    {
+    // Only the word right before the verb, as written: "Ledger (formerly
+    // Vault) is owned by", "As noted previously, Orbit depends on" state
+    // what holds now.
+    if words.first().is_some_and(|w| {
+        matches!(
+            *w,
+            "former" | "previous" | "outgoing" | "formerly" | "previously" | "originally"
+        )
+    }) {
         return true;
     }
     let last_two = words
@@ -2942,7 +2939,7 @@ mod tests {
 
     #[test]
     fn a_relation_said_to_have_ended_is_no_edge() {
-        let text = "# Orbit\n\nOrbit was owned by Ana Silva until March. It was formerly run by Ops. It was previously maintained by Bo Chan.\n\nOrbit is operated by Gil Roy until the handover. It is looked after by Fay Ng.\n\nDana's former manager is Eli Park. Dana's manager is Cal Ruiz.\n";
+        let text = "# Orbit\n\nOrbit was owned by Ana Silva until March. It was formerly run by Ops. It was previously maintained by Bo Chan. It was originally supplied by Nimbus. Its consumers were looked after by Tam until May. Orbit had been used by Relay until the rewrite.\n\nOrbit is operated by Gil Roy until the handover. It is looked after by Fay Ng.\n\nDana's former manager is Eli Park. Dana's outgoing manager is Kim Lee. Dana's manager is Cal Ruiz.\n\nLedger (formerly Vault) is owned by Ana Silva. As noted previously, Ledger depends on Redis.\n";
         let mut got = edges("systems/orbit.md", text);
         got.retain(|e| e.4 == "statement");
         assert_eq!(
@@ -2951,6 +2948,8 @@ mod tests {
                 e("Gil Roy", "owns", "Orbit", 5, "statement"),
                 e("Fay Ng", "owns", "Orbit", 5, "statement"),
                 e("Dana", "reports_to", "Cal Ruiz", 7, "statement"),
+                e("Ana Silva", "owns", "Ledger", 9, "statement"),
+                e("Ledger", "depends_on", "Redis", 9, "statement"),
             ]
         );
         // "Former" puts only the role it qualifies in the past.

@@ -1096,6 +1096,9 @@ mod tests {
         let held = g.held();
         assert_eq!(held.len(), 3);
         assert_eq!(held.get("c.md"), Some(&"1"));
+        // Read by other rules: every note is read again.
+        g.graph.reader = "an older reader".into();
+        assert!(g.held().is_empty());
     }
 
     #[test]

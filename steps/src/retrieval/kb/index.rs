@@ -509,7 +509,7 @@ impl KbIndex {
         // below reads the notes (one core), on the other core.
         let ahead = self.dir.as_deref().map(GraphAhead::start);
         // Files whose content must be (re)indexed, with their text.
-        let mut todo: Vec<(&Entry, String, bool)> = Vec::new();
+        let mut todo: Vec<(&Entry, Arc<String>, bool)> = Vec::new();
         for file in &files {
             // Between notes: a step timeout or a cancel stops indexing, and
             // the index stays as it was (nothing is committed).
@@ -556,6 +556,7 @@ impl KbIndex {
                 continue;
             }
             let existed = prev.is_some();
+            let text = Arc::new(text);
             if let Some(a) = &ahead {
                 a.send(&file.rel_path, &hash, &text);
             }
@@ -1400,27 +1401,37 @@ fn clear_dir(d: &Path) -> Result<(), KbError> {
     Ok(())
 }
 
+/// A note read by the index, for the graph: its path, content hash and
+/// text (shared, not copied).
+type NoteRead = (String, String, Arc<String>);
+
 /// The graph beside the index, reading the edges of the notes the index
 /// reads as they are read, on a thread of its own: reading the notes keeps
 /// one core busy, and most of the graph is read meanwhile rather than
 /// beside the index's own threads.
 struct GraphAhead {
     dir: PathBuf,
-    notes: std::sync::mpsc::Sender<(String, String, String)>,
-    reader: std::thread::JoinHandle<Result<(GraphStore, Vec<ReadNote>), GraphError>>,
+    notes: Option<std::sync::mpsc::Sender<NoteRead>>,
+    reader: Option<std::thread::JoinHandle<Result<(GraphStore, Vec<ReadNote>), GraphError>>>,
+    /// Set when the update ends without the graph (stopped, or failed):
+    /// the notes still waiting are not read.
+    abandoned: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl GraphAhead {
     fn start(dir: &Path) -> GraphAhead {
-        let (notes, rx) = std::sync::mpsc::channel::<(String, String, String)>();
-        let dir = dir.to_path_buf();
-        let at = dir.clone();
+        let (notes, rx) = std::sync::mpsc::channel::<NoteRead>();
+        let abandoned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (at, gone) = (dir.to_path_buf(), abandoned.clone());
         let reader = std::thread::spawn(move || {
             let g = GraphStore::open(Some(&at))?;
             let mut read = Vec::new();
             {
                 let held = g.held();
                 for (path, hash, text) in rx {
+                    if gone.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
                     if held.get(path.as_str()) != Some(&hash.as_str()) {
                         read.push(ReadNote::read(&path, &hash, &text));
                     }
@@ -1428,33 +1439,38 @@ impl GraphAhead {
             }
             Ok((g, read))
         });
-        GraphAhead { dir, notes, reader }
+        GraphAhead {
+            dir: dir.to_path_buf(),
+            notes: Some(notes),
+            reader: Some(reader),
+            abandoned,
+        }
     }
 
     /// A note just read, with its content hash.
-    fn send(&self, path: &str, hash: &str, text: &str) {
-        // A reader gone (it could not open the graph) is the sync's to
-        // report: it opens the graph again.
-        let _ = self
-            .notes
-            .send((path.to_string(), hash.to_string(), text.to_string()));
+    fn send(&self, path: &str, hash: &str, text: &Arc<String>) {
+        // A reader gone (it could not open the graph): `finish` returns
+        // why, and `kb.graph` says it.
+        if let Some(n) = &self.notes {
+            let _ = n.send((path.to_string(), hash.to_string(), text.clone()));
+        }
     }
 
     /// Brings the graph up to date with the notes the index now holds:
     /// those read ahead, the texts just read from memory, any other from
     /// the disk.
     fn finish(
-        self,
+        mut self,
         files: &[(String, String)],
         texts: &HashMap<&str, &str>,
         root: &crate::core::confined::Dir,
     ) -> Result<(), GraphError> {
-        let GraphAhead { dir, notes, reader } = self;
-        drop(notes);
+        drop(self.notes.take());
+        let joined = self.reader.take().map(|r| r.join());
         // A reader that panicked read nothing that can be kept.
-        let (mut g, ahead) = match reader.join() {
-            Ok(r) => r?,
-            Err(_) => (GraphStore::open(Some(&dir))?, Vec::new()),
+        let (mut g, ahead) = match joined {
+            Some(Ok(r)) => r?,
+            _ => (GraphStore::open(Some(&self.dir))?, Vec::new()),
         };
         let read = |p: &str| match texts.get(p) {
             Some(t) => Some(t.to_string()),
@@ -1465,5 +1481,18 @@ impl GraphAhead {
         };
         g.sync_with(files, ahead, &read, &|| false)?;
         Ok(())
+    }
+}
+
+impl Drop for GraphAhead {
+    /// An update that ends before `finish` (stopped, or failed) leaves no
+    /// reader behind.
+    fn drop(&mut self) {
+        self.abandoned
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        drop(self.notes.take());
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
     }
 }
