@@ -1405,6 +1405,10 @@ fn clear_dir(d: &Path) -> Result<(), KbError> {
 /// text (shared, not copied).
 type NoteRead = (String, String, Arc<String>);
 
+/// What the graph's reader gives back: the graph as it was, and the notes
+/// it read.
+type ReadAhead = Result<(GraphStore, Vec<ReadNote>), GraphError>;
+
 /// The graph beside the index, reading the edges of the notes the index
 /// reads as they are read, on a thread of its own: reading the notes keeps
 /// one core busy, and most of the graph is read meanwhile rather than
@@ -1412,7 +1416,7 @@ type NoteRead = (String, String, Arc<String>);
 struct GraphAhead {
     dir: PathBuf,
     notes: Option<std::sync::mpsc::Sender<NoteRead>>,
-    reader: Option<std::thread::JoinHandle<Result<(GraphStore, Vec<ReadNote>), GraphError>>>,
+    reader: Option<std::thread::JoinHandle<ReadAhead>>,
     /// Set when the update ends without the graph (stopped, or failed):
     /// the notes still waiting are not read.
     abandoned: Arc<std::sync::atomic::AtomicBool>,
