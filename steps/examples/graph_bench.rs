@@ -18,6 +18,10 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
 
+// As the binary allocates (runner/src/main.rs).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
     for e in std::fs::read_dir(dir).expect("read the folder") {
         let p = e.expect("a folder entry").path();
