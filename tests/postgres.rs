@@ -480,6 +480,12 @@ fn spawn(dir: &Path, args: &[&str]) -> Proc {
 /// Starts the binary with `args` and waits for the address it prints
 /// after `on http://` (a server, or a worker with `--port`).
 fn start_listening(dir: &Path, args: &[&str]) -> (Proc, String) {
+    start_listening_at(dir, &dir.join(".home"), args)
+}
+
+/// [`start_listening`] with its own per-user folder `home`, as on a host
+/// of its own.
+fn start_listening_at(dir: &Path, home: &Path, args: &[&str]) -> (Proc, String) {
     use std::io::BufRead;
     let mut c = Command::new(bin());
     c.current_dir(dir).args(args);
@@ -488,7 +494,7 @@ fn start_listening(dir: &Path, args: &[&str]) -> (Proc, String) {
         c.arg("--no-supervisor");
     }
     let mut child = c
-        .env("MARKTOFLOW_HOME", dir.join(".home"))
+        .env("MARKTOFLOW_HOME", home)
         .env("NO_COLOR", "1")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -1446,4 +1452,112 @@ fn a_workflows_daily_budget_counts_its_runs_on_the_shared_store() {
         serde_json::to_value(&steps[0].usage).unwrap(),
         json!({"input_tokens": 900, "output_tokens": 100, "calls": 1, "cost_usd": 0.0042, "model": "house-model"})
     );
+}
+
+/// ConHub on a cluster: the notes are one folder every host mounts, and
+/// each host keeps its own index and knowledge graph of them (its own
+/// per-user folder here). A memory stored by one process is searched and
+/// answered from the graph by a server on another host, whose index and
+/// graph were built before the memory existed.
+#[test]
+fn a_memory_stored_on_one_host_is_found_and_in_the_graph_on_another() {
+    let Some(pg) = Postgres::start() else { return };
+    let d = tempdir();
+    // Copies, so that no `.marktoflow/` above the repository's files is
+    // the state folder both hosts would share.
+    let (kb, wf) = (d.path().join("notes"), d.path().join("conhub"));
+    crate::support::copy_dir(&repo().join("examples/conhub"), &kb);
+    crate::support::copy_dir(&repo().join("workflows/conhub"), &wf);
+    let (kb_arg, wf_arg) = (kb.display().to_string(), wf.display().to_string());
+    let (_b, b) = start_listening_at(
+        d.path(),
+        &d.path().join("host-b"),
+        &[
+            "serve",
+            &wf_arg,
+            "--port",
+            "0",
+            "--store",
+            &pg.url,
+            "--allow-read",
+            &kb_arg,
+        ],
+    );
+    let ask = || {
+        let r = crate::support::post(
+            &b,
+            "/api/graph/ask",
+            json!({"question": "Who owns the Quill exporter?", "knowledge_base": kb_arg}),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()["outputs"].clone()
+    };
+    assert_eq!(ask()["found"], false);
+
+    let stored = crate::support::run(
+        Command::new(bin())
+            .current_dir(d.path())
+            .env("MARKTOFLOW_HOME", d.path().join("host-a"))
+            .env("NO_COLOR", "1")
+            .args(["run", &format!("{wf_arg}/memory-store.md"), "--json"])
+            .args(["--store", &pg.url, "--allow-write", &kb_arg])
+            .args(["--input", &format!("knowledge_base={kb_arg}")])
+            .args(["--input", "title=Quill exporter"])
+            .args(["--input", "today=2026-12-07"])
+            .args([
+                "--input",
+                "text=The Quill exporter is owned by Marta Ilves.",
+            ]),
+    );
+    assert_eq!(stored.code, 0, "{}", stored.stderr);
+    let note = stored.json()["outputs"]["source_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(note.starts_with("stored/2026-12-07-"), "{note}");
+
+    // Host B finds the new note when its index next looks at the folder
+    // (`refresh_interval_ms`, a second by default).
+    let mut answer = Value::Null;
+    crate::support::wait_for("host b's graph holds the stored memory", || {
+        answer = ask();
+        answer["found"] == true
+    });
+    let line = std::fs::read_to_string(kb.join(&note))
+        .unwrap()
+        .lines()
+        .position(|l| l.contains("owned by Marta Ilves"))
+        .unwrap()
+        + 1;
+    assert_eq!(
+        (&answer["answer"], &answer["citations"], &answer["source"]),
+        (
+            &json!("Marta Ilves"),
+            &json!([format!("{note}:{line}")]),
+            &json!("graph")
+        ),
+        "{answer}"
+    );
+    let r = crate::support::post(
+        &b,
+        "/api/memory/search",
+        json!({"query": "Quill exporter", "knowledge_base": kb_arg}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.json()["outputs"]["blocks"][0]["source_id"],
+        json!(note),
+        "{}",
+        r.body
+    );
+    // Each host built its own index and graph; nothing of them is in
+    // PostgreSQL.
+    for host in ["host-a", "host-b"] {
+        let graphs: Vec<_> = std::fs::read_dir(d.path().join(host).join("kb"))
+            .unwrap()
+            .filter_map(|e| Some(e.ok()?.path().join("index/graph.bin")))
+            .filter(|p| p.is_file())
+            .collect();
+        assert_eq!(graphs.len(), 1, "{host}: {graphs:?}");
+    }
 }
