@@ -139,6 +139,39 @@ fn human_output_is_readable_yaml_on_stdout() {
 }
 
 #[test]
+fn the_allocator_takes_address_space_64_mib_at_a_time() {
+    // runner/src/main.rs sets mimalloc's option by its number; mimalloc
+    // prints its options by name, so a renumbered option fails here.
+    let d = tempdir();
+    let r = run(cmd(d.path())
+        .arg("--version")
+        .env_remove("MIMALLOC_ARENA_RESERVE")
+        .env("MIMALLOC_VERBOSE", "1"));
+    assert_eq!(r.code, 0, "{r:?}");
+    let options: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("option 'arena_reserve'"))
+        .collect();
+    assert_eq!(
+        options,
+        ["option 'arena_reserve': 65536 KiB"],
+        "{}",
+        r.stderr
+    );
+    // A default: the variable mimalloc reads still wins.
+    let r = run(cmd(d.path())
+        .arg("--version")
+        .env("MIMALLOC_ARENA_RESERVE", "128m")
+        .env("MIMALLOC_VERBOSE", "1"));
+    assert!(
+        r.stderr.contains("option 'arena_reserve': 131072 KiB"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
 fn a_reader_that_stops_early_is_no_panic() {
     // `run … --json | head -c 1`: stdout is closed before the result is
     // written; the run is over, so it exits as it ended, without a panic.

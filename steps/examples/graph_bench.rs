@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
 
-// As the binary allocates (runner/src/main.rs).
+// The binary's allocator (runner/src/main.rs; not its arenas' size).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
