@@ -89,6 +89,9 @@ answer it, `kind`: direct, transitive or path):
 - `questions17.jsonl` on `vault17` (a pharmaceutical R&D division's lab
   informatics): written blind the same way on 2026-12-07 (nineteenth
   session), after reader 40; held out;
+- `questions18.jsonl` on `vault18` (a national weather service's
+  forecasting data platform): written blind the same way on 2026-12-08
+  (twentieth session), after reader 41; held out;
 - `examples/knowledge-graph.test.md`'s questions on `examples/graph` are
   the ones the rules were written against (not scored here).
 
@@ -375,7 +378,8 @@ def main():
                                  ("vault13", "questions13.jsonl", "written blind, held out, never tuned"),
                                  ("vault14", "questions14.jsonl", "written blind, held out, never tuned"),
                                  ("vault16", "questions16.jsonl", "written blind, held out, never tuned"),
-                                 ("vault17", "questions17.jsonl", "written blind, held out, never tuned")]:
+                                 ("vault17", "questions17.jsonl", "written blind, held out, never tuned"),
+                                 ("vault18", "questions18.jsonl", "written blind, held out, never tuned")]:
             if args.only_big:
                 break
             if args.keys and key not in args.keys.split(","):
