@@ -53,23 +53,27 @@ pub struct NoteGraph {
 /// How names are compared: case, `-`/`_` and runs of spaces do not count
 /// (`Billing-Service` is `billing service`), nor does a leading article.
 pub fn key(name: &str) -> String {
-    // One pass: called for every end of every edge.
+    // One pass over the characters, no splitting: called for every end of
+    // every edge, and most names are ASCII.
     let mut out = String::with_capacity(name.len());
     let mut words = 0;
-    for word in name.split(|c: char| c.is_whitespace() || c == '-' || c == '_') {
-        if word.is_empty() {
+    let mut in_word = false;
+    for c in name.chars() {
+        if c.is_whitespace() || c == '-' || c == '_' {
+            in_word = false;
             continue;
         }
-        if words > 0 {
-            out.push(' ');
-        }
-        words += 1;
-        for c in word.chars() {
-            if c.is_ascii() {
-                out.push(c.to_ascii_lowercase());
-            } else {
-                out.extend(c.to_lowercase());
+        if !in_word {
+            if words > 0 {
+                out.push(' ');
             }
+            words += 1;
+            in_word = true;
+        }
+        if c.is_ascii() {
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.extend(c.to_lowercase());
         }
     }
     // A leading article goes when a word follows it ("The Band": "band").
@@ -697,7 +701,8 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
         table = None;
         header = None;
         // "Owner: [[Tomasz]] · Status: planning": fields on one line.
-        let fields: Vec<&str> = if t.contains(['·', '•']) {
+        // Most lines are ASCII, which has neither (checked a word at a time).
+        let fields: Vec<&str> = if !t.is_ascii() && (t.contains('·') || t.contains('•')) {
             t.split(" · ").flat_map(|f| f.split(" • ")).collect()
         } else {
             Vec::new()
@@ -755,6 +760,30 @@ struct Listed {
 /// A label ("Dependencies:", "## Owners", "It depends on:") as the relation
 /// its list gives, about the note.
 fn list_label(g: &NoteGraph, label: &str) -> Option<Listed> {
+    thread_local! {
+        // Labels that name no relation ("Log", "Notes", "Action items"):
+        // most of them, the same few in note after note. Whether a label
+        // names one depends on its words alone (the note only names the
+        // subject of one that does).
+        static NO_RELATION: std::cell::RefCell<HashSet<String>> = Default::default();
+    }
+    if NO_RELATION.with_borrow(|known| known.contains(label)) {
+        return None;
+    }
+    let listed = read_label(g, label);
+    if listed.is_none() {
+        NO_RELATION.with_borrow_mut(|known| {
+            // Bounded: a folder of notes with a heading each of its own.
+            if known.len() >= 4096 {
+                known.clear();
+            }
+            known.insert(label.to_string());
+        });
+    }
+    listed
+}
+
+fn read_label(g: &NoteGraph, label: &str) -> Option<Listed> {
     // A line that ends with a colon introduces what follows; a heading
     // only names it.
     let colon = label.trim_end().trim_end_matches('*').ends_with(':');
@@ -919,6 +948,19 @@ fn strip_parentheses(text: &str) -> std::borrow::Cow<'_, str> {
         prev = c;
     }
     std::borrow::Cow::Owned(out.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// Where `needle` first starts in `text`, as `str::find` says, by the
+/// plain search: on the few words of a clause, setting up `str::find`'s
+/// searcher costs more than the search.
+fn find_short(text: &str, needle: &str) -> Option<usize> {
+    let (t, n) = (text.as_bytes(), needle.as_bytes());
+    let Some((&first, rest)) = n.split_first() else {
+        return Some(0);
+    };
+    // A match of whole UTF-8 starts at a character: the same offsets.
+    (0..(t.len() + 1).saturating_sub(n.len()))
+        .find(|&i| t[i] == first && t[i + 1..i + n.len()] == *rest)
 }
 
 /// The cells of a table row, trimmed, bold marks off.
@@ -1459,6 +1501,7 @@ impl<'t> Verbs<'t> {
 /// The statements of a paragraph; `verbs_at`: where in its text the
 /// relation verbs start (a sentence with none is not read).
 fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
+    let note_key = key(&g.name);
     let mut last_subject: Option<String> = None;
     // A sentence without a relation verb, whose subject a pronoun in a
     // later one may mean: read only when one does.
@@ -1500,7 +1543,7 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
         // "and" ("Nadia runs the Apps team and reports to …"), the
         // sentence's own subject.
         let before = &sentence[..verb.0];
-        let coordinated = before.trim_end().to_lowercase().ends_with(" and");
+        let coordinated = ends_with_ignoring_case(before.trim_end(), " and");
         let named = if before.trim().is_empty()
             || before
                 .rsplit([';', ':'])
@@ -1564,11 +1607,11 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
                     .and_then(leading_subject)
                     .filter(|s| !is_pronoun(s))
             }) {
-                last_subject = Some(as_the_note(&g.name, s));
+                last_subject = Some(as_the_note(&g.name, &note_key, s));
             }
             subject = last_subject.clone().unwrap_or_else(|| g.name.clone());
         } else {
-            subject = as_the_note(&g.name, subject);
+            subject = as_the_note(&g.name, &note_key, subject);
             last_subject = Some(subject.clone());
             unread = None;
         }
@@ -1591,6 +1634,7 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
                 referent: &referent,
                 note_named,
                 note: &note_name,
+                note_key: &note_key,
                 phrase,
                 rel,
                 forward,
@@ -1613,7 +1657,7 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
                     &sentence[start.min(sentence.len())..end.max(start).min(sentence.len())],
                 )
             };
-            note_was_object |= found.iter().any(|o| key(o) == key(&note_name));
+            note_was_object |= found.iter().any(|o| key(o) == note_key);
             match next {
                 Some((v, _, relative)) => {
                     if relative {
@@ -1705,16 +1749,15 @@ fn clause_start(between: &str) -> Option<(usize, bool)> {
 /// A note speaks of what it is about by part of its name: a person by
 /// their first name ("Ines reports to …" in "Ines Duarte"), a thing with
 /// its kind after it ("the raw-events topic" in "raw-events").
-fn as_the_note(note: &str, subject: String) -> String {
-    let own = key(note);
+fn as_the_note(note: &str, own: &str, subject: String) -> String {
     let said = key(&subject);
     // Its first name, or the first words of its name ("Season 4" in
     // "Season 4 Launch").
     let opens = |long: &str, short: &str| {
         long.len() > short.len() && long.starts_with(short) && long.as_bytes()[short.len()] == b' '
     };
-    let first_name = opens(&own, &said) && !said.is_empty();
-    let with_kind = opens(&said, &own) && said.split(' ').count() == own.split(' ').count() + 1;
+    let first_name = opens(own, &said) && !said.is_empty();
+    let with_kind = opens(&said, own) && said.split(' ').count() == own.split(' ').count() + 1;
     // The note's own name as written in its text: as the note shows it.
     if first_name || with_kind || said == own {
         note.to_string()
@@ -1732,6 +1775,8 @@ struct Clause<'a> {
     note_named: bool,
     /// What the note is about, whom "her", "him" or "them" mean.
     note: &'a str,
+    /// Its key.
+    note_key: &'a str,
     phrase: &'a str,
     rel: &'a str,
     forward: bool,
@@ -1749,14 +1794,14 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
     let lower = after.to_ascii_lowercase();
     let (after, also) = match [", as does ", ", as do ", " as does ", " as do "]
         .iter()
-        .find_map(|m| lower.find(m).map(|i| (i, m.len())))
+        .find_map(|m| find_short(&lower, m).map(|i| (i, m.len())))
     {
         Some((i, len)) => (&after[..i], split_list(&after[i + len..])),
         None => (after, Vec::new()),
     };
     let head_end = [" — ", " – ", ": ", "; "]
         .iter()
-        .filter_map(|sep| after.find(sep))
+        .filter_map(|sep| find_short(after, sep))
         .min()
         .unwrap_or(after.len());
     let mut head = &after[..head_end];
@@ -1783,7 +1828,7 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
     // "Co-owns X with Y": Y is a subject too; whatever "with" brings, it
     // is not an object.
     let mut also = also;
-    if let Some(i) = head.to_ascii_lowercase().find(" with ") {
+    if let Some(i) = find_short(&head.to_ascii_lowercase(), " with ") {
         if c.rel == "owns" && c.forward && c.phrase.starts_with("co-") {
             also.extend(
                 link_targets(&head[i..])
@@ -1813,7 +1858,7 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
     let head_lower = head.to_ascii_lowercase();
     let conjoined = [" and ", " or ", " & "]
         .iter()
-        .any(|c| head_lower.contains(c));
+        .any(|c| find_short(&head_lower, c).is_some());
     for item in split_list(head) {
         let again = preposition.and_then(|p| item.strip_prefix(&format!("{p} ")));
         if phrase_after && again.is_none() {
@@ -1857,7 +1902,7 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
         let linked = if flowing {
             strip_article(item).starts_with('[')
         } else {
-            item.contains("[[") || item.contains("](")
+            find_short(item, "[[").is_some() || find_short(item, "](").is_some()
         };
         let object = if linked {
             section_linked(item).or_else(|| link_targets(item).into_iter().next())
@@ -1882,13 +1927,13 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
                 {
                     Some(c.referent.to_string())
                 }
-                Some(o) if is_pronoun(&o) => Some(if key(c.subject) != key(c.note) {
+                Some(o) if is_pronoun(&o) => Some(if key(c.subject) != c.note_key {
                     c.note.to_string()
                 } else {
                     c.referent.to_string()
                 }),
                 // "calls IDNorth's REST API": IDNorth.
-                Some(o) => Some(as_the_note(c.note, possessor(&o).unwrap_or(o))),
+                Some(o) => Some(as_the_note(c.note, c.note_key, possessor(&o).unwrap_or(o))),
                 None => None,
             }
         };
@@ -1896,9 +1941,9 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
     }
     // "X is her manager": the object is in the verb.
     if found.is_empty()
-        && [" her ", " his ", " their ", " its "]
-            .iter()
-            .any(|p| format!(" {} ", c.phrase).contains(p))
+        && c.phrase
+            .split(' ')
+            .any(|w| matches!(w, "her" | "his" | "their" | "its"))
     {
         found.push(c.referent.to_string());
     }
@@ -2031,13 +2076,25 @@ fn section_linked(item: &str) -> Option<String> {
         .then(|| heading.to_string())
 }
 
+/// Whether `text` ends with `tail` (ASCII), in any case. The word lists
+/// compared this way, and with `eq_ignore_ascii_case`, have no "k": the
+/// only letter outside ASCII that lowers into it is the Kelvin sign, so
+/// this is what `to_lowercase` then a comparison would say, without the
+/// copy.
+fn ends_with_ignoring_case(text: &str, tail: &str) -> bool {
+    let (t, n) = (text.as_bytes(), tail.as_bytes());
+    t.len() >= n.len() && t[t.len() - n.len()..].eq_ignore_ascii_case(n)
+}
+
+const FIRST_PERSON: &[&str] = &["we", "us", "our team", "i"];
+
 /// "We", "us", "our team": in a note, the note's own team or person.
 fn is_first_person(s: &str) -> bool {
-    matches!(s.to_lowercase().as_str(), "we" | "us" | "our team" | "i")
+    FIRST_PERSON.iter().any(|w| s.eq_ignore_ascii_case(w))
 }
 
 fn is_pronoun(s: &str) -> bool {
-    PRONOUNS.contains(&s.to_lowercase().as_str())
+    PRONOUNS.iter().any(|p| s.eq_ignore_ascii_case(p))
 }
 
 /// A line's sentences (ends at `.`, `!` or `?` before a space or the end).
@@ -2111,7 +2168,7 @@ fn clean_name(s: &str) -> Option<String> {
                 && !s.chars().any(|c| c.is_uppercase() || c.is_ascii_digit())
                 && s.split_whitespace().skip(1).any(|w| {
                     let w = w.to_lowercase();
-                    NOT_A_NAME_START.contains(&w.as_str()) || PREPOSITIONS.contains(&w.as_str())
+                    is_not_a_name_start(&w) || PREPOSITIONS.contains(&w.as_str())
                 })
             {
                 return None;
@@ -2187,6 +2244,8 @@ fn opens_a_phrase(item: &str) -> bool {
     PREPOSITIONS.contains(&first)
 }
 
+const COMMON_NOUN_DETERMINERS: &[&str] = &["the", "a", "an", "this", "our"];
+
 /// "the team", "the database": a common noun, which in a note means what
 /// the note is about rather than a thing of that name.
 fn generic_noun(s: &str) -> bool {
@@ -2194,10 +2253,10 @@ fn generic_noun(s: &str) -> bool {
     let (Some(article), Some(noun), None) = (words.next(), words.next(), words.next()) else {
         return false;
     };
-    matches!(
-        article.to_lowercase().as_str(),
-        "the" | "a" | "an" | "this" | "our"
-    ) && noun.chars().all(|c| c.is_ascii_lowercase())
+    COMMON_NOUN_DETERMINERS
+        .iter()
+        .any(|a| article.eq_ignore_ascii_case(a))
+        && noun.chars().all(|c| c.is_ascii_lowercase())
 }
 
 /// A ticket's or issue's key: `CLIN-482`, `ONL-7`.
@@ -2353,15 +2412,16 @@ const NOT_A_NAME_START: &[&str] = &[
 /// closed class or an adverb ("Personally"), and a phrase in lower case
 /// (not a proper name) has no article inside ("get a risk score back").
 fn looks_like_a_name(s: &str) -> bool {
-    let words = || {
-        s.split_whitespace()
-            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\''))
-    };
-    let Some(first) = words().next().map(str::to_lowercase) else {
+    let mut words = s
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\''));
+    let Some(first) = words.next().map(str::to_lowercase) else {
         return false;
     };
-    let count = words().count();
-    if NOT_A_NAME_START.contains(&first.as_str()) {
+    // The words after the first: counted, then looked through.
+    let rest = words;
+    let count = 1 + rest.clone().count();
+    if is_not_a_name_start(&first) {
         return false;
     }
     if count == 1 && is_an_adverb(&first) && !s.contains(['[', '-']) {
@@ -2381,9 +2441,17 @@ fn looks_like_a_name(s: &str) -> bool {
     // (No letter but the Kelvin sign lowers to ASCII, and these words
     // have no "k": compared without case, as lowered.)
     proper
-        || !words()
-            .skip(1)
+        || !rest
+            .clone()
             .any(|w| ["a", "an", "the"].iter().any(|a| w.eq_ignore_ascii_case(a)))
+}
+
+/// Whether a word (in lower case) is in [`NOT_A_NAME_START`]: a set, as
+/// it is asked of every word that may start a name.
+fn is_not_a_name_start(lower_word: &str) -> bool {
+    static SET: OnceLock<foldhash::HashSet<&'static str>> = OnceLock::new();
+    SET.get_or_init(|| NOT_A_NAME_START.iter().copied().collect())
+        .contains(lower_word)
 }
 
 /// An adverb in -ly ("synchronously", "personally"); shorter words in
@@ -2391,6 +2459,29 @@ fn looks_like_a_name(s: &str) -> bool {
 fn is_an_adverb(lower_word: &str) -> bool {
     lower_word.len() > 6 && lower_word.ends_with("ly")
 }
+
+/// Words after a subject, before its verb, that are no part of it ("It
+/// also relies on", "Both teams are").
+const AFTER_A_SUBJECT: &[&str] = &[
+    "also",
+    "now",
+    "still",
+    "currently",
+    "then",
+    "too",
+    "directly",
+    "only",
+    "is",
+    "are",
+    "was",
+    "were",
+    "itself",
+    "themselves",
+    "himself",
+    "herself",
+    "both",
+    "all",
+];
 
 /// The name just before a verb: the end of the clause before it.
 fn tail_name(before: &str) -> Option<String> {
@@ -2419,33 +2510,15 @@ fn tail_name(before: &str) -> Option<String> {
         .collect();
     // "It also relies on": the adverb is not the subject.
     while words.len() > 1
-        && [
-            "also",
-            "now",
-            "still",
-            "currently",
-            "then",
-            "too",
-            "directly",
-            "only",
-            "is",
-            "are",
-            "was",
-            "were",
-            "itself",
-            "themselves",
-            "himself",
-            "herself",
-            "both",
-            "all",
-        ]
-        .contains(&words[words.len() - 1].to_lowercase().as_str())
+        && AFTER_A_SUBJECT
+            .iter()
+            .any(|a| words[words.len() - 1].eq_ignore_ascii_case(a))
     {
         words.pop();
     }
     let from = words
         .iter()
-        .rposition(|w| STOP_BEFORE.contains(&w.to_lowercase().as_str()))
+        .rposition(|w| STOP_BEFORE.iter().any(|s| w.eq_ignore_ascii_case(s)))
         .map_or(0, |i| i + 1);
     let said = words[from..].join(" ");
     if is_pronoun(&said) || is_first_person(&said) {
@@ -2973,6 +3046,83 @@ mod tests {
                 e("Ledger Core", "depends_on", "Kafka", 3, "statement"),
             ]
         );
+    }
+
+    #[test]
+    fn the_word_lists_compared_without_case_have_no_k() {
+        // `eq_ignore_ascii_case` says what `to_lowercase` then `==` would
+        // for these lists only while none has a "k" (the Kelvin sign
+        // lowers to one).
+        for list in [
+            PRONOUNS,
+            STOP_BEFORE,
+            AFTER_A_SUBJECT,
+            FIRST_PERSON,
+            COMMON_NOUN_DETERMINERS,
+            &[" and"],
+        ] {
+            for w in list {
+                assert!(w.is_ascii() && !w.contains('k'), "{w}");
+                assert_eq!(*w, w.to_lowercase(), "{w}");
+            }
+        }
+        assert!(is_pronoun("This Service") && !is_pronoun("\u{212A}"));
+        assert!(ends_with_ignoring_case("Nadia runs Apps AND", " and"));
+        assert!(!ends_with_ignoring_case("and", " and"));
+    }
+
+    #[test]
+    fn the_short_search_finds_what_str_find_finds() {
+        let texts = [
+            "",
+            "a",
+            "Payments, as does Ledger",
+            "runs on kube — and on İzmir; the rest: ok",
+            "ÉÉ — – ; : [[x]](y) with  with",
+            " and  or  & ",
+        ];
+        let needles = [
+            "",
+            " — ",
+            " – ",
+            ": ",
+            "; ",
+            " with ",
+            "[[",
+            "](",
+            ", as does ",
+            " and ",
+            " & ",
+            "É",
+            "ÉÉ — – ; : [[x]](y) with  with!",
+        ];
+        for t in texts {
+            for n in needles {
+                assert_eq!(find_short(t, n), t.find(n), "{t:?} {n:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_label_is_read_the_same_in_every_note() {
+        // The labels that name no relation are remembered between notes;
+        // one that names one is read for each note, about that note.
+        for _ in 0..2 {
+            for who in ["Billing", "Ledger"] {
+                let text =
+                    format!("# {who}\n\n## Log\n\n- Stripe\n\n## Dependencies\n\n- Postgres\n");
+                assert_eq!(
+                    edges(&format!("{who}.md"), &text),
+                    vec![(
+                        who.to_string(),
+                        "depends_on".to_string(),
+                        "Postgres".to_string(),
+                        9,
+                        "property"
+                    )],
+                );
+            }
+        }
     }
 
     #[test]
