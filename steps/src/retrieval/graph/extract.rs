@@ -771,9 +771,11 @@ fn list_label(g: &NoteGraph, label: &str) -> Option<Listed> {
         return None;
     }
     let listed = read_label(g, label);
-    if listed.is_none() {
+    // Bounded: a few short labels are what repeats (a long line that ends
+    // with a colon is prose, not kept), and a folder of notes with a
+    // heading each of its own empties the set now and then.
+    if listed.is_none() && label.len() <= 80 {
         NO_RELATION.with_borrow_mut(|known| {
-            // Bounded: a folder of notes with a heading each of its own.
             if known.len() >= 4096 {
                 known.clear();
             }
