@@ -7,7 +7,8 @@
 //! then L2 normalisation, so a dot product is the cosine similarity. Vectors are cached by chunk hash and model id
 //! ([`cache`]); search is an exact flat scan ([`topk`]).
 
-mod bert;
+// Public for `steps/examples/relation_features.rs` (bench/relations.py).
+pub mod bert;
 pub mod cache;
 pub mod journal;
 mod minilm;
