@@ -8,6 +8,7 @@ others better than the rules of `steps/src/retrieval/graph/extract.rs`?
     cargo build --release -p marktoflow-steps --example relation_features --example graph_bench
     pip install numpy
     python3 bench/relations.py [--bin target/release/marktoflow] [--tau 0.2]
+    python3 bench/relations.py --rules-only   # the rules alone, all seven writers
 
 The training text is `bench/relations/writer{1,2,3}.jsonl`: 390 snippets of
 team, system and operations notes (wiki lines, meeting notes, status
@@ -55,8 +56,8 @@ import tempfile
 
 try:
     import numpy as np
-except ImportError:
-    raise SystemExit("bench/relations.py needs numpy: pip install numpy")
+except ImportError:  # --rules-only does without it
+    np = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -65,6 +66,9 @@ import topology as T  # noqa: E402
 RELS = ["owns", "depends_on", "reports_to", "deployed_to", "blocked_by", "supplied_by", "part_of", "leads"]
 CLASSES = ["none"] + [r + d for r in RELS for d in (">", "<")]
 WRITERS = ["writer1", "writer2", "writer3"]
+ALL_WRITERS = [f"writer{i}" for i in range(1, 8)]
+READ = ["writer1", "writer4"]
+MEASURED = ["writer2", "writer3", "writer5", "writer6", "writer7"]
 HELD = {"questions8.jsonl", "questions9.jsonl", "questions13.jsonl", "questions14.jsonl",
         "questions16.jsonl", "questions17.jsonl", "questions18.jsonl"}
 KEYS = [("vault", "questions.jsonl")] + [(f"vault{i}", f"questions{i}.jsonl") for i in range(2, 19)]
@@ -150,13 +154,18 @@ def dump(graph_bench, folder, out):
     return [line.rstrip("\n").split("\t") for line in open(out)]
 
 
-def rules_on_writers(graph_bench, snippets, tmp):
-    for w in WRITERS:
+def rules_on_writers(graph_bench, snippets, tmp, writers=WRITERS, by_relation=None):
+    """Each excerpt a note of its own ("# Snippet 001" above it, unless it
+    opens with a heading or frontmatter of its own); the rules' edges
+    against the writer's facts, per writer; with `by_relation` (a
+    Counter), counted per relation too."""
+    for w in writers:
         folder = os.path.join(tmp, w)
         os.makedirs(folder)
         for i, s in enumerate(snippets[w]):
+            head = "" if s["text"].startswith(("# ", "---")) else f"# Snippet {i:03d}\n\n"
             with open(f"{folder}/s{i:03d}.md", "w") as f:
-                f.write(f"# Snippet {i:03d}\n\n{s['text']}\n")
+                f.write(f"{head}{s['text']}\n")
         edges = collections.defaultdict(set)
         for p in dump(graph_bench, folder, folder + ".tsv"):
             if len(p) >= 5 and p[2] in RELS:
@@ -165,11 +174,34 @@ def rules_on_writers(graph_bench, snippets, tmp):
         for i, s in enumerate(snippets[w]):
             gold = {(T.norm(f["subject"]), f["rel"], T.norm(f["object"])) for f in s.get("facts", [])}
             # Edges about the note itself ("Snippet 001") are the note's, not the text's.
-            got = {e for e in edges[i] if not e[0].startswith("snippet") and not e[2].startswith("snippet")}
+            own = ("snippet", f"s{i:03d}")
+            got = {e for e in edges[i] if not e[0].startswith(own) and not e[2].startswith(own)}
             tp += len(got & gold)
             said += len(got)
             facts += len(gold)
+            if by_relation is not None:
+                for e in gold:
+                    by_relation[e[1], "facts"] += 1
+                    by_relation[e[1], "right"] += e in got
+                for e in got:
+                    by_relation[e[1], "edges"] += 1
         print(f"  {w}: {facts} facts, {said} edges, precision {tp / max(said, 1):.2f}, recall {tp / max(facts, 1):.2f}")
+
+
+def rules_only(graph_bench):
+    """The rules on all seven writers: those whose misses were read while
+    the rules were changed (1 and 4) apart from those only measured."""
+    tmp = tempfile.mkdtemp(prefix="relations-")
+    snippets = {w: [json.loads(line) for line in open(f"{HERE}/relations/{w}.jsonl") if line.strip()]
+                for w in ALL_WRITERS}
+    for title, group in (("read while the rules were changed", READ), ("only measured", MEASURED)):
+        print(f"The rules on the writers {title}:")
+        c = collections.Counter()
+        rules_on_writers(graph_bench, snippets, tmp, group, c)
+        for r in RELS + ["all"]:
+            n = {k: sum(c[x, k] for x in RELS) if r == "all" else c[r, k] for k in ("facts", "edges", "right")}
+            print(f"    {r:12s} {n['facts']:4d} facts, {n['edges']:4d} edges, precision "
+                  f"{n['right'] / max(n['edges'], 1):.2f}, recall {n['right'] / max(n['facts'], 1):.2f}")
 
 
 MENTION = re.compile(r"\b(?:[A-Z][\w&'’.]*[\w&]|[A-Z])(?:[ -](?:[A-Z0-9][\w&'’.]*[\w&]|of|and|&|[A-Z0-9]))*\b"
@@ -259,9 +291,15 @@ def main():
     ap.add_argument("--examples", default="target/release/examples")
     ap.add_argument("--model", default=os.path.expanduser("~/.local/share/marktoflow/models/all-minilm-l6-v2"))
     ap.add_argument("--tau", type=float, default=0.2)
+    ap.add_argument("--rules-only", action="store_true",
+                    help="only the rules, on all seven writers (needs only the graph_bench example)")
     a = ap.parse_args()
     tool = os.path.join(a.examples, "relation_features")
     graph_bench = os.path.join(a.examples, "graph_bench")
+    if a.rules_only:
+        return rules_only(graph_bench)
+    if np is None:
+        raise SystemExit("bench/relations.py needs numpy: pip install numpy")
     snippets = {w: [json.loads(line) for line in open(f"{HERE}/relations/{w}.jsonl") if line.strip()] for w in WRITERS}
     pairs = {w: [p for s in snippets[w] for p in snippet_pairs(s)] for w in WRITERS}
     tmp = tempfile.mkdtemp(prefix="relations-")
