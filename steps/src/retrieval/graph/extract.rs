@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 
 /// The version of these rules: a graph read by others is read again.
 /// Change it with any change to what a note's edges are.
-pub const READER: &str = "41";
+pub const READER: &str = "42";
 
 /// One edge as a note states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +106,22 @@ const KEYED: &[(&[&str], &str, bool)] = &[
             "squad",
             "owning team",
             "dri",
+            "owner team",
+            "team owner",
+            "service owner",
+            "code owner",
+            "code owners",
+            "codeowners",
+            "technical owner",
+            "business owner",
+            "system owner",
+            "application owner",
+            "app owner",
+            "asset owner",
+            "data owner",
+            "data steward",
+            "custodian",
+            "responsible team",
         ],
         "owns",
         false,
@@ -127,6 +143,19 @@ const KEYED: &[(&[&str], &str, bool)] = &[
             "data sources",
             "ingest",
             "ingests",
+            "depends",
+            "upstream services",
+            "upstream dependencies",
+            "service dependencies",
+            "external dependencies",
+            "consumes",
+            "relies on",
+            "data source",
+            "backend",
+            "backends",
+            "built on",
+            "imports",
+            "queries",
         ],
         "depends_on",
         true,
@@ -142,11 +171,54 @@ const KEYED: &[(&[&str], &str, bool)] = &[
             "feeds into",
             "clients",
             "subscribers",
+            "consumed by",
+            "downstreams",
+            "downstream services",
+            "downstream consumers",
+            "downstream dependencies",
+            "depended on by",
+            "required by",
+            "reverse dependencies",
+            "callers",
+            "called by",
+            "read by",
+            "imported by",
         ],
         "depends_on",
         false,
     ),
-    (&["project", "projects", "part of"], "part_of", true),
+    (
+        &[
+            "project",
+            "projects",
+            "part of",
+            "parent",
+            "parent system",
+            "parent project",
+            "parent epic",
+            "parent team",
+            "parent organization",
+            "parent company",
+            "belongs to",
+            "member of",
+            "component of",
+            "subcomponent of",
+            "domain",
+            "programme",
+            "program",
+            "initiative",
+            "epic",
+            "umbrella",
+            "portfolio",
+            "product line",
+            "suite",
+            "family",
+            "division",
+            "department",
+        ],
+        "part_of",
+        true,
+    ),
     (&["attendees", "participants"], "attended", false),
     (&["repo", "repository", "repos"], "in_repo", true),
     (
@@ -158,6 +230,12 @@ const KEYED: &[(&[&str], &str, bool)] = &[
             "supervised by",
             "managed by",
             "boss",
+            "reporting to",
+            "reports into",
+            "direct manager",
+            "people manager",
+            "superior",
+            "manager name",
         ],
         "reports_to",
         true,
@@ -170,6 +248,10 @@ const KEYED: &[(&[&str], &str, bool)] = &[
             "his team",
             "her team",
             "my team",
+            "direct report",
+            "subordinates",
+            "line reports",
+            "supervises",
         ],
         "reports_to",
         false,
@@ -181,6 +263,15 @@ const KEYED: &[(&[&str], &str, bool)] = &[
             "blocker",
             "blocked on",
             "waiting on",
+            "is blocked by",
+            "blocking issues",
+            "waiting for",
+            "pending on",
+            "prerequisites",
+            "prerequisite",
+            "impediments",
+            "impediment",
+            "held up by",
         ],
         "blocked_by",
         true,
@@ -205,6 +296,19 @@ const KEYED: &[(&[&str], &str, bool)] = &[
             "region",
             "datacenter",
             "data centre",
+            "deployed in",
+            "running on",
+            "k8s cluster",
+            "kubernetes cluster",
+            "regions",
+            "availability zone",
+            "data center",
+            "server",
+            "servers",
+            "namespace",
+            "cloud",
+            "deployment target",
+            "infrastructure",
         ],
         "deployed_to",
         true,
@@ -218,6 +322,25 @@ const KEYED: &[(&[&str], &str, bool)] = &[
             "tech lead",
             "led by",
             "head",
+            "team leader",
+            "technical lead",
+            "engineering lead",
+            "eng lead",
+            "leader",
+            "headed by",
+            "head of",
+            "project leader",
+            "lead engineer",
+            "lead developer",
+            "squad lead",
+            "chapter lead",
+            "engineering manager",
+            "project manager",
+            "program manager",
+            "programme manager",
+            "chair",
+            "chaired by",
+            "director",
         ],
         "leads",
         false,
@@ -230,11 +353,43 @@ const KEYED: &[(&[&str], &str, bool)] = &[
             "supplied by",
             "provider",
             "provided by",
+            "vendor name",
+            "suppliers",
+            "service provider",
+            "manufacturer",
+            "made by",
+            "publisher",
+            "distributor",
+            "reseller",
+            "licensor",
+            "purchased from",
+            "procured from",
+            "sourced from",
+            "saas vendor",
+            "third party vendor",
         ],
         "supplied_by",
         true,
     ),
 ];
+
+/// The relation a key of [`KEYED`] names, and whether the note is its
+/// subject: looked up in a map (the lists are long, and keys many).
+fn keyed_relation(k: &str) -> Option<(&'static str, bool)> {
+    static MAP: OnceLock<HashMap<&'static str, (&'static str, bool)>> = OnceLock::new();
+    MAP.get_or_init(|| {
+        let mut map = HashMap::new();
+        for (names, rel, subject) in KEYED {
+            for n in *names {
+                // The first list that names a key is the one read.
+                map.entry(*n).or_insert((*rel, *subject));
+            }
+        }
+        map
+    })
+    .get(k)
+    .copied()
+}
 
 /// Verb phrases of the statements read in the text: the phrase, the
 /// relation, and whether the sentence's subject is the edge's subject
@@ -394,6 +549,296 @@ const STATEMENTS: &[(&str, &str, bool)] = &[
     ("supplied by", "supplied_by", true),
     ("is provided by", "supplied_by", true),
     ("provided by", "supplied_by", true),
+    // Written by a writer who never saw our notes, keys or rules: the
+    // common ways of saying each relation (bench/relations/lexicon.json).
+    ("is the owner of", "owns", true),
+    ("are the owner of", "owns", true),
+    ("is the owner for", "owns", true),
+    ("are the owner for", "owns", true),
+    ("is owner of", "owns", true),
+    ("are owner of", "owns", true),
+    ("owns and maintains", "owns", true),
+    ("is accountable for", "owns", true),
+    ("are accountable for", "owns", true),
+    ("has ownership of", "owns", true),
+    ("takes ownership of", "owns", true),
+    ("has responsibility for", "owns", true),
+    ("is the maintainer of", "owns", true),
+    ("are the maintainer of", "owns", true),
+    ("is the service owner for", "owns", true),
+    ("are the service owner for", "owns", true),
+    ("is the service owner of", "owns", true),
+    ("are the service owner of", "owns", true),
+    ("is the product owner for", "owns", true),
+    ("are the product owner for", "owns", true),
+    ("is the product owner of", "owns", true),
+    ("are the product owner of", "owns", true),
+    ("is the technical owner of", "owns", true),
+    ("are the technical owner of", "owns", true),
+    ("is the data owner for", "owns", true),
+    ("are the data owner for", "owns", true),
+    ("is the data owner of", "owns", true),
+    ("are the data owner of", "owns", true),
+    ("is the custodian of", "owns", true),
+    ("are the custodian of", "owns", true),
+    ("are the steward of", "owns", true),
+    ("are the dri for", "owns", true),
+    ("takes care of", "owns", true),
+    ("is owned and maintained by", "owns", false),
+    ("are owned and maintained by", "owns", false),
+    ("are the responsibility of", "owns", false),
+    ("is under the ownership of", "owns", false),
+    ("are under the ownership of", "owns", false),
+    ("are built on", "depends_on", true),
+    ("are built on top of", "depends_on", true),
+    ("is dependent on", "depends_on", true),
+    ("are dependent on", "depends_on", true),
+    ("has a dependency on", "depends_on", true),
+    ("has a hard dependency on", "depends_on", true),
+    ("is a consumer of", "depends_on", true),
+    ("are a consumer of", "depends_on", true),
+    ("is a client of", "depends_on", true),
+    ("are a client of", "depends_on", true),
+    ("is downstream of", "depends_on", true),
+    ("are downstream of", "depends_on", true),
+    ("makes calls to", "depends_on", true),
+    ("sends requests to", "depends_on", true),
+    ("reads data from", "depends_on", true),
+    ("writes data to", "depends_on", true),
+    ("is upstream of", "depends_on", false),
+    ("are upstream of", "depends_on", false),
+    ("is a dependency of", "depends_on", false),
+    ("are a dependency of", "depends_on", false),
+    ("is a dependency for", "depends_on", false),
+    ("are a dependency for", "depends_on", false),
+    ("are managed by", "reports_to", true),
+    ("reports directly into", "reports_to", true),
+    ("is a direct report of", "reports_to", true),
+    ("are a direct report of", "reports_to", true),
+    ("is a direct report to", "reports_to", true),
+    ("are a direct report to", "reports_to", true),
+    ("is the direct report of", "reports_to", true),
+    ("are the direct report of", "reports_to", true),
+    ("is managed directly by", "reports_to", true),
+    ("are managed directly by", "reports_to", true),
+    ("is the line manager of", "reports_to", false),
+    ("are the line manager of", "reports_to", false),
+    ("is the line manager for", "reports_to", false),
+    ("are the line manager for", "reports_to", false),
+    ("is the direct manager of", "reports_to", false),
+    ("are the direct manager of", "reports_to", false),
+    ("is the people manager of", "reports_to", false),
+    ("are the people manager of", "reports_to", false),
+    ("is the people manager for", "reports_to", false),
+    ("are the people manager for", "reports_to", false),
+    ("is the boss of", "reports_to", false),
+    ("are the boss of", "reports_to", false),
+    ("is the lead of", "leads", true),
+    ("are the lead of", "leads", true),
+    ("are the lead for", "leads", true),
+    ("is the lead on", "leads", true),
+    ("are the lead on", "leads", true),
+    ("is the head of", "leads", true),
+    ("are the head of", "leads", true),
+    ("is the leader of", "leads", true),
+    ("are the leader of", "leads", true),
+    ("is the team lead of", "leads", true),
+    ("are the team lead of", "leads", true),
+    ("is the team lead for", "leads", true),
+    ("are the team lead for", "leads", true),
+    ("is the tech lead of", "leads", true),
+    ("are the tech lead of", "leads", true),
+    ("are the tech lead for", "leads", true),
+    ("is the tech lead on", "leads", true),
+    ("are the tech lead on", "leads", true),
+    ("is the engineering manager of", "leads", true),
+    ("are the engineering manager of", "leads", true),
+    ("is the engineering manager for", "leads", true),
+    ("are the engineering manager for", "leads", true),
+    ("is the project lead for", "leads", true),
+    ("are the project lead for", "leads", true),
+    ("is the project lead on", "leads", true),
+    ("are the project lead on", "leads", true),
+    ("is the project manager for", "leads", true),
+    ("are the project manager for", "leads", true),
+    ("is the project manager on", "leads", true),
+    ("are the project manager on", "leads", true),
+    ("is the program manager for", "leads", true),
+    ("are the program manager for", "leads", true),
+    ("is the programme manager for", "leads", true),
+    ("are the programme manager for", "leads", true),
+    ("is the director of", "leads", true),
+    ("are the director of", "leads", true),
+    ("is the chair of", "leads", true),
+    ("are the chair of", "leads", true),
+    ("is in charge of", "leads", true),
+    ("are in charge of", "leads", true),
+    ("are deployed on", "deployed_to", true),
+    ("are deployed in", "deployed_to", true),
+    ("is deployed into", "deployed_to", true),
+    ("are deployed into", "deployed_to", true),
+    ("are hosted on", "deployed_to", true),
+    ("are hosted in", "deployed_to", true),
+    ("are hosted at", "deployed_to", true),
+    ("is hosted with", "deployed_to", true),
+    ("are hosted with", "deployed_to", true),
+    ("is installed on", "deployed_to", true),
+    ("are installed on", "deployed_to", true),
+    ("is provisioned in", "deployed_to", true),
+    ("are provisioned in", "deployed_to", true),
+    ("is provisioned on", "deployed_to", true),
+    ("are provisioned on", "deployed_to", true),
+    ("is served from", "deployed_to", true),
+    ("are served from", "deployed_to", true),
+    ("is scheduled on", "deployed_to", true),
+    ("are scheduled on", "deployed_to", true),
+    ("is running on", "deployed_to", true),
+    ("are running on", "deployed_to", true),
+    ("is running in", "deployed_to", true),
+    ("are running in", "deployed_to", true),
+    ("is self-hosted on", "deployed_to", true),
+    ("are self-hosted on", "deployed_to", true),
+    ("are blocked on", "blocked_by", true),
+    ("are waiting on", "blocked_by", true),
+    ("are waiting for", "blocked_by", true),
+    ("is blocked pending", "blocked_by", true),
+    ("are blocked pending", "blocked_by", true),
+    ("is on hold pending", "blocked_by", true),
+    ("are on hold pending", "blocked_by", true),
+    ("is pending", "blocked_by", true),
+    ("are pending", "blocked_by", true),
+    ("is gated on", "blocked_by", true),
+    ("are gated on", "blocked_by", true),
+    ("is gated behind", "blocked_by", true),
+    ("are gated behind", "blocked_by", true),
+    ("is stuck on", "blocked_by", true),
+    ("are stuck on", "blocked_by", true),
+    ("is stuck behind", "blocked_by", true),
+    ("are stuck behind", "blocked_by", true),
+    ("is stuck waiting on", "blocked_by", true),
+    ("are stuck waiting on", "blocked_by", true),
+    ("is stalled on", "blocked_by", true),
+    ("are stalled on", "blocked_by", true),
+    ("is blocked behind", "blocked_by", true),
+    ("are blocked behind", "blocked_by", true),
+    ("is blocked until", "blocked_by", true),
+    ("are blocked until", "blocked_by", true),
+    ("are on hold until", "blocked_by", true),
+    ("cannot proceed until", "blocked_by", true),
+    ("can only start after", "blocked_by", true),
+    ("is a blocker for", "blocked_by", false),
+    ("are a blocker for", "blocked_by", false),
+    ("is blocking", "blocked_by", false),
+    ("are blocking", "blocked_by", false),
+    ("is a prerequisite for", "blocked_by", false),
+    ("are a prerequisite for", "blocked_by", false),
+    ("is a prereq for", "blocked_by", false),
+    ("are a prereq for", "blocked_by", false),
+    ("is licensed from", "supplied_by", true),
+    ("are licensed from", "supplied_by", true),
+    ("is bought from", "supplied_by", true),
+    ("are bought from", "supplied_by", true),
+    ("is purchased from", "supplied_by", true),
+    ("are purchased from", "supplied_by", true),
+    ("is sourced from", "supplied_by", true),
+    ("are sourced from", "supplied_by", true),
+    ("is procured from", "supplied_by", true),
+    ("are procured from", "supplied_by", true),
+    ("is leased from", "supplied_by", true),
+    ("are leased from", "supplied_by", true),
+    ("is rented from", "supplied_by", true),
+    ("are rented from", "supplied_by", true),
+    ("is obtained from", "supplied_by", true),
+    ("are obtained from", "supplied_by", true),
+    ("is licensed through", "supplied_by", true),
+    ("are licensed through", "supplied_by", true),
+    ("is bought through", "supplied_by", true),
+    ("are bought through", "supplied_by", true),
+    ("is purchased through", "supplied_by", true),
+    ("are purchased through", "supplied_by", true),
+    ("is procured through", "supplied_by", true),
+    ("are procured through", "supplied_by", true),
+    ("is contracted through", "supplied_by", true),
+    ("are contracted through", "supplied_by", true),
+    ("is outsourced to", "supplied_by", true),
+    ("are outsourced to", "supplied_by", true),
+    ("is a product of", "supplied_by", true),
+    ("are a product of", "supplied_by", true),
+    ("is an offering from", "supplied_by", true),
+    ("are an offering from", "supplied_by", true),
+    ("is a service from", "supplied_by", true),
+    ("are a service from", "supplied_by", true),
+    ("is the vendor of", "supplied_by", false),
+    ("are the vendor of", "supplied_by", false),
+    ("is the vendor for", "supplied_by", false),
+    ("are the vendor for", "supplied_by", false),
+    ("is the supplier of", "supplied_by", false),
+    ("are the supplier of", "supplied_by", false),
+    ("is the supplier for", "supplied_by", false),
+    ("are the supplier for", "supplied_by", false),
+    ("is the provider of", "supplied_by", false),
+    ("are the provider of", "supplied_by", false),
+    ("is the manufacturer of", "supplied_by", false),
+    ("are the manufacturer of", "supplied_by", false),
+    ("is the reseller for", "supplied_by", false),
+    ("are the reseller for", "supplied_by", false),
+    ("is part of", "part_of", true),
+    ("are part of", "part_of", true),
+    ("is a part of", "part_of", true),
+    ("are a part of", "part_of", true),
+    ("forms part of", "part_of", true),
+    ("is a member of", "part_of", true),
+    ("are a member of", "part_of", true),
+    ("is a component of", "part_of", true),
+    ("are a component of", "part_of", true),
+    ("is a subsystem of", "part_of", true),
+    ("are a subsystem of", "part_of", true),
+    ("is a module of", "part_of", true),
+    ("are a module of", "part_of", true),
+    ("is a subteam of", "part_of", true),
+    ("are a subteam of", "part_of", true),
+    ("is a sub-team of", "part_of", true),
+    ("are a sub-team of", "part_of", true),
+    ("is a team in", "part_of", true),
+    ("are a team in", "part_of", true),
+    ("is a team within", "part_of", true),
+    ("are a team within", "part_of", true),
+    ("is a team under", "part_of", true),
+    ("are a team under", "part_of", true),
+    ("is a group within", "part_of", true),
+    ("are a group within", "part_of", true),
+    ("is a division of", "part_of", true),
+    ("are a division of", "part_of", true),
+    ("is a subsidiary of", "part_of", true),
+    ("are a subsidiary of", "part_of", true),
+    ("is a workstream of", "part_of", true),
+    ("are a workstream of", "part_of", true),
+    ("is a workstream within", "part_of", true),
+    ("are a workstream within", "part_of", true),
+    ("is a project within", "part_of", true),
+    ("are a project within", "part_of", true),
+    ("is a child of", "part_of", true),
+    ("are a child of", "part_of", true),
+    ("is a subtask of", "part_of", true),
+    ("are a subtask of", "part_of", true),
+    ("is nested under", "part_of", true),
+    ("are nested under", "part_of", true),
+    ("is nested within", "part_of", true),
+    ("are nested within", "part_of", true),
+    ("is contained in", "part_of", true),
+    ("are contained in", "part_of", true),
+    ("is contained within", "part_of", true),
+    ("are contained within", "part_of", true),
+    ("is under the umbrella of", "part_of", true),
+    ("are under the umbrella of", "part_of", true),
+    ("is made up of", "part_of", false),
+    ("are made up of", "part_of", false),
+    ("is comprised of", "part_of", false),
+    ("are comprised of", "part_of", false),
+    ("is composed of", "part_of", false),
+    ("are composed of", "part_of", false),
+    ("is the parent of", "part_of", false),
+    ("are the parent of", "part_of", false),
 ];
 
 /// The relations of a topology, which the tables above read: what a chain
@@ -475,6 +920,182 @@ const TENSED: &[(&str, &str, &str, &str, bool)] = &[
     ),
     ("supplies", "supplied", "supplying", "supplied_by", false),
     ("blocks", "blocked", "blocking", "blocked_by", false),
+    // The same writer's verbs (bench/relations/lexicon.json).
+    ("co-owns", "co-owned", "co-owning", "owns", true),
+    ("stewards", "stewarded", "stewarding", "owns", true),
+    ("curates", "curated", "curating", "owns", true),
+    ("writes to", "written to", "writing to", "depends_on", true),
+    ("invokes", "invoked", "invoking", "depends_on", true),
+    (
+        "connects to",
+        "connected to",
+        "connecting to",
+        "depends_on",
+        true,
+    ),
+    (
+        "publishes to",
+        "published to",
+        "publishing to",
+        "depends_on",
+        true,
+    ),
+    (
+        "authenticates against",
+        "authenticated against",
+        "authenticating against",
+        "depends_on",
+        true,
+    ),
+    (
+        "depends upon",
+        "depended upon",
+        "depending upon",
+        "depends_on",
+        true,
+    ),
+    ("feeds", "fed", "feeding", "depends_on", false),
+    (
+        "feeds into",
+        "fed into",
+        "feeding into",
+        "depends_on",
+        false,
+    ),
+    (
+        "underpins",
+        "underpinned",
+        "underpinning",
+        "depends_on",
+        false,
+    ),
+    (
+        "reports into",
+        "reported into",
+        "reporting into",
+        "reports_to",
+        true,
+    ),
+    (
+        "answers to",
+        "answered to",
+        "answering to",
+        "reports_to",
+        true,
+    ),
+    (
+        "rolls up to",
+        "rolled up to",
+        "rolling up to",
+        "reports_to",
+        true,
+    ),
+    (
+        "reports up to",
+        "reported up to",
+        "reporting up to",
+        "reports_to",
+        true,
+    ),
+    (
+        "line manages",
+        "line managed",
+        "line managing",
+        "reports_to",
+        false,
+    ),
+    (
+        "supervises",
+        "supervised",
+        "supervising",
+        "reports_to",
+        false,
+    ),
+    ("heads", "headed", "heading", "leads", true),
+    ("heads up", "headed up", "heading up", "leads", true),
+    ("co-leads", "co-led", "co-leading", "leads", true),
+    ("oversees", "overseen", "overseeing", "leads", true),
+    ("spearheads", "spearheaded", "spearheading", "leads", true),
+    ("runs on", "run on", "running on", "deployed_to", true),
+    ("runs in", "run in", "running in", "deployed_to", true),
+    (
+        "deploys to",
+        "deployed to",
+        "deploying to",
+        "deployed_to",
+        true,
+    ),
+    ("lives on", "lived on", "living on", "deployed_to", true),
+    (
+        "resides on",
+        "resided on",
+        "residing on",
+        "deployed_to",
+        true,
+    ),
+    (
+        "resides in",
+        "resided in",
+        "residing in",
+        "deployed_to",
+        true,
+    ),
+    (
+        "executes on",
+        "executed on",
+        "executing on",
+        "deployed_to",
+        true,
+    ),
+    ("waits on", "waited on", "waiting on", "blocked_by", true),
+    ("waits for", "waited for", "waiting for", "blocked_by", true),
+    ("awaits", "awaited", "awaiting", "blocked_by", true),
+    ("holds up", "held up", "holding up", "blocked_by", false),
+    ("belongs to", "belonged to", "belonging to", "part_of", true),
+    (
+        "sits within",
+        "sat within",
+        "sitting within",
+        "part_of",
+        true,
+    ),
+    ("sits under", "sat under", "sitting under", "part_of", true),
+    (
+        "falls under",
+        "fallen under",
+        "falling under",
+        "part_of",
+        true,
+    ),
+    (
+        "falls within",
+        "fallen within",
+        "falling within",
+        "part_of",
+        true,
+    ),
+    (
+        "rolls up into",
+        "rolled up into",
+        "rolling up into",
+        "part_of",
+        true,
+    ),
+    ("comprises", "comprised", "comprising", "part_of", false),
+    (
+        "encompasses",
+        "encompassed",
+        "encompassing",
+        "part_of",
+        false,
+    ),
+    (
+        "consists of",
+        "consisted of",
+        "consisting of",
+        "part_of",
+        false,
+    ),
 ];
 
 /// A verb's plain form ("calls": "call", "relies on": "rely on",
@@ -508,8 +1129,9 @@ fn verb_phrases() -> &'static [(String, &'static str, bool)] {
             .map(|(p, rel, forward)| (p.to_string(), *rel, *forward))
             .collect();
         for (present, participle, ing, rel, forward) in TENSED {
-            // "lead" is also the noun ("the tech lead Jonas"): not read plain.
-            let plain = if *present == "leads" {
+            // "lead" and "head" are also nouns ("the tech lead Jonas", "the
+            // head of Payments"): not read plain.
+            let plain = if matches!(*present, "leads" | "heads") {
                 present.to_string()
             } else {
                 plain(present)
@@ -676,10 +1298,7 @@ pub fn note(rel_path: &str, source: &str) -> NoteGraph {
                 // about the note (`| Owner | [[Platform]] |`), unless the
                 // header names a relation (`| Service | Owner |`).
                 let k = strip_parentheses(first).to_lowercase();
-                if KEYED
-                    .iter()
-                    .any(|(names, _, _)| names.contains(&k.as_str()))
-                {
+                if keyed_relation(&k).is_some() {
                     keyed(&mut g, &k, &split_list(v), n, "property", t);
                 } else if let Some(c) = cols.get(1).filter(|_| !first.is_empty()) {
                     keyed_about(&mut g, first, c, &split_list(v), n, "property", t);
@@ -802,15 +1421,14 @@ fn read_label(g: &NoteGraph, label: &str) -> Option<Listed> {
     // consumers", "Upstream dependencies", "Hard dependencies").
     let words: Vec<&str> = spoken.split_whitespace().collect();
     let tails = (0..words.len().min(3)).map(|i| words[i..].join(" "));
-    if let Some((_, rel, subject)) = tails.filter(|t| !t.is_empty()).find_map(|t| {
-        KEYED
-            .iter()
-            .find(|(names, _, _)| names.contains(&t.as_str()))
-    }) {
+    if let Some((rel, subject)) = tails
+        .filter(|t| !t.is_empty())
+        .find_map(|t| keyed_relation(&t))
+    {
         return Some(Listed {
             subject: g.name.clone(),
             rel,
-            forward: *subject,
+            forward: subject,
         });
     }
     // "Line managers under Tomasz:", "Reporting to Grace:": each item
@@ -1021,10 +1639,7 @@ fn properties(g: &mut NoteGraph, meta: &Map<String, Value>, src: &str) {
             continue;
         }
         let spoken = k.replace(['_', '-'], " ").to_lowercase();
-        if KEYED
-            .iter()
-            .any(|(names, _, _)| names.contains(&spoken.as_str()))
-        {
+        if keyed_relation(&spoken).is_some() {
             keyed(g, &spoken, &values, line, "property", &text);
         } else if !values.is_empty() && values.iter().all(|v| wiki_target(v).is_some()) {
             // Any property made of links: the key is the relation.
@@ -1070,9 +1685,7 @@ fn key_line(t: &str) -> Option<(String, &str)> {
     }
     let k = k.to_lowercase();
     let v = v.trim().trim_start_matches('*').trim();
-    let known = KEYED
-        .iter()
-        .any(|(names, _, _)| names.contains(&k.as_str()));
+    let known = keyed_relation(&k).is_some();
     (known && !v.is_empty()).then_some((k, v))
 }
 
@@ -1091,7 +1704,7 @@ fn keyed_about(
     how: &'static str,
     text: &str,
 ) {
-    let Some((_, rel, subject)) = KEYED.iter().find(|(names, _, _)| names.contains(&k)) else {
+    let Some((rel, subject)) = keyed_relation(k) else {
         return;
     };
     // A table row about `[[Relay Engine]]` is about Relay Engine.
@@ -1114,7 +1727,7 @@ fn keyed_about(
         {
             continue;
         }
-        let e = if *subject {
+        let e = if subject {
             edge(about, rel, &target, line, how, text)
         } else {
             edge(&target, rel, about, line, how, text)
@@ -1217,6 +1830,11 @@ fn stop_after() -> &'static Regex {
 }
 
 const STOP_AFTER: &[&str] = &[
+    // A name holds no verb: "the Policy Systems team and Grace Liu is the owner".
+    " is ",
+    " are ",
+    " was ",
+    " were ",
     " for ",
     " to ",
     " in ",
@@ -1359,6 +1977,13 @@ const PULLS: &[&str] = &[
     "collects",
     "collect",
     "collecting",
+    "consumes",
+    "consume",
+    "consuming",
+    "importing",
+    "syncs",
+    "syncing",
+    "downloading",
 ];
 /// Verbs of data flowing out: what flows, then "to", "into" or "through".
 const WRITES: &[&str] = &[
@@ -1374,6 +1999,23 @@ const WRITES: &[&str] = &[
     "publishes",
     "publish",
     "publishing",
+    "exporting",
+    "uploading",
+    "emits",
+    "emit",
+    "emitting",
+];
+/// Verbs of data kept somewhere: what is kept, then "in", "into" or "to".
+const STORES: &[&str] = &[
+    "stores",
+    "storing",
+    "saves",
+    "save",
+    "saving",
+    "persists",
+    "persist",
+    "persisting",
+    "archiving",
 ];
 
 /// A verb found: its offset (the space before it), its length there, the
@@ -1417,9 +2059,10 @@ impl<'t> Verbs<'t> {
             // not itself a preposition of the verb.
             let gap = r"(?: (?:[a-z0-9'’\-/`_.]+)){1,8}?";
             Regex::new(&format!(
-                r" (?:(?:{}){gap} from|(?:{}){gap} (?:to|into|through)) ",
+                r" (?:(?:{}){gap} from|(?:{}){gap} (?:to|into|through)|(?:{}){gap} (?:in|into|to)) ",
                 PULLS.join("|"),
-                WRITES.join("|")
+                WRITES.join("|"),
+                STORES.join("|")
             ))
             .expect("valid pattern")
         });
@@ -1453,7 +2096,10 @@ impl<'t> Verbs<'t> {
             phrases.sort_by_key(|p| std::cmp::Reverse(p.len()));
             let alternation: Vec<String> = phrases.iter().map(|p| regex::escape(p)).collect();
             let re =
-                Regex::new(&format!(" (?:{}) ", alternation.join("|"))).expect("valid pattern");
+                // A space before; after, a space or the sentence's end ("…,
+                // which Tariq leads."), read by the caller.
+                Regex::new(&format!(" (?:{})(?: |[.,;:!?]|$)", alternation.join("|")))
+                    .expect("valid pattern");
             // The first of equal phrases, as a search through them finds.
             let mut index = HashMap::new();
             for (i, (p, _, _)) in all.iter().enumerate() {
@@ -1462,16 +2108,18 @@ impl<'t> Verbs<'t> {
             (re, index)
         });
         let phrase = verbs.find_at(self.lower, from);
-        // A verb of data flowing counts when it comes first and what flows
-        // is plain words.
+        // A verb of data flowing counts when it comes first (at the same
+        // word, "consumes data from X" says more than "consumes") and what
+        // flows is plain words.
         if let Some((start, len, pulls, plain)) = self.flow_at(from) {
-            if plain && phrase.is_none_or(|m| start < m.start()) {
+            if plain && phrase.is_none_or(|m| start <= m.start()) {
                 let name = if pulls { "pulls from" } else { "writes to" };
                 return Some((start, len - 2, name, "depends_on", true));
             }
         }
         let m = phrase?;
-        let said = &self.lower[m.start() + 1..m.end() - 1];
+        let tail = usize::from(m.as_str().ends_with([' ', '.', ',', ';', ':', '!', '?']));
+        let said = &self.lower[m.start() + 1..m.end() - tail];
         let (p, rel, forward) = &verb_phrases()[*index.get(said)?];
         Some((m.start(), said.len(), p.as_str(), *rel, *forward))
     }
@@ -1492,7 +2140,12 @@ impl<'t> Verbs<'t> {
                 .chars()
                 .last()
                 .is_none_or(|c| matches!(c, '.' | '!' | '?' | ':' | ';' | '—' | '–' | '-' | '|'));
-            if !capital || opens {
+            // "a page of its own": after a possessive, "own" is no verb.
+            let possessed = found.2 == "own"
+                && self.lower[..i].rsplit(' ').next().is_some_and(|w| {
+                    matches!(w, "its" | "their" | "his" | "her" | "my" | "our" | "your")
+                });
+            if (!capital || opens) && !possessed {
                 return Some(found);
             }
             from = i + 1;
@@ -1511,8 +2164,20 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
     // Whether the sentence before named the note as an object ("Daniel
     // reports to Marcus" in Marcus's note), for "her" and "him".
     let mut note_was_object = false;
+    // What "it" last meant in the paragraph: the next "it" means the same.
+    let mut last_it: Option<String> = None;
+    // Whether the subject spoken of last may be "it": not people (who
+    // report to or lead), not several at once.
+    let mut subject_may_be_it = true;
     let base = para.text.as_ptr() as usize;
-    for said in sentences(&para.text) {
+    // A semicolon joins clauses that each say their own thing ("A owns
+    // B; B reads from C"): each is read as a sentence.
+    for said in sentences(&para.text)
+        .into_iter()
+        .flat_map(|s| s.split("; "))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         let at = said.as_ptr() as usize - base;
         // `verbs_at` is in order: the first at or after the sentence's start.
         let first = verbs_at.partition_point(|&v| v < at);
@@ -1573,6 +2238,9 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
             } else {
                 Some("it".to_string())
             }
+        } else if let Some(key) = ticket_label(before) {
+            // "OPS-4412: offline mode, blocked by OPS-4398": the ticket.
+            Some(key)
         } else {
             tail_name(before)
         };
@@ -1612,6 +2280,14 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
                 last_subject = Some(as_the_note(&g.name, &note_key, s));
             }
             subject = last_subject.clone().unwrap_or_else(|| g.name.clone());
+            if said
+                .split_whitespace()
+                .next()
+                .is_some_and(|w| w.eq_ignore_ascii_case("it"))
+                || before.trim().eq_ignore_ascii_case("it")
+            {
+                last_it = Some(subject.clone());
+            }
         } else {
             subject = as_the_note(&g.name, &note_key, subject);
             last_subject = Some(subject.clone());
@@ -1621,17 +2297,42 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
         // A and depends on B" is two statements about X; after ", who" or
         // ", which" the clause is about the last object ("led by Nadia,
         // who reports to …").
+        let mut antecedent: Option<String> = None;
         loop {
             let (i, len, phrase, rel, forward) = verb;
             let start = i + len + 2;
+            // The next verb: in a clause about the same subject, or about
+            // the last object (", which …"), or about a name of its own
+            // ("A owns B, and C depends on D").
             let next = verbs.next(start).and_then(|v| {
-                clause_start(&lower[start..v.0]).map(|(cut, rel)| (v, start + cut, rel))
+                let between = start.min(v.0)..v.0;
+                match clause_start(&lower[between.clone()]) {
+                    Some((cut, relative)) => Some((v, start + cut, relative, None)),
+                    None => new_subject(&sentence[between]).map(|(cut, named, fronted)| {
+                        (v, start + cut, false, Some((named, fronted)))
+                    }),
+                }
             });
-            let end = next.map_or(sentence.len(), |(_, cut, _)| cut);
+            let end = next.as_ref().map_or(sentence.len(), |(_, cut, _, _)| *cut);
             // `i` is the verb's leading space, one past the padding.
             let n = para.line_at(at + i);
             let note_name = g.name.clone();
+            // "it" among the objects: what "it" meant before in the
+            // paragraph, else what the sentence before spoke of, else what
+            // the note is about (never the clause's own subject).
+            let it_means = last_it
+                .clone()
+                .filter(|x| key(x) != key(&subject))
+                .unwrap_or_else(|| {
+                    let spoken_of = key(&referent) != key(&subject) && subject_may_be_it;
+                    if spoken_of || key(&subject) == note_key {
+                        referent.clone()
+                    } else {
+                        g.name.clone()
+                    }
+                });
             let said_of = Clause {
+                it_means: &it_means,
                 subject: &subject,
                 referent: &referent,
                 note_named,
@@ -1659,10 +2360,38 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
                     &sentence[start.min(sentence.len())..end.max(start).min(sentence.len())],
                 )
             };
+            // ", which Tariq leads.": the object came before.
+            if let Some(o) = antecedent.take().filter(|_| {
+                found.is_empty()
+                    && sentence[start.min(sentence.len())..end.max(start).min(sentence.len())]
+                        .trim_matches(|c: char| !c.is_alphanumeric())
+                        .is_empty()
+                    && !negated(&lower[..i])
+            }) {
+                g.edges.push(if forward {
+                    edge(&subject, rel, &o, n, "statement", said)
+                } else {
+                    edge(&o, rel, &subject, n, "statement", said)
+                });
+            }
             note_was_object |= found.iter().any(|o| key(o) == note_key);
+            subject_may_be_it =
+                !(rel == "reports_to" || rel == "leads" && forward) && fellows.is_empty();
+            if found.contains(&it_means)
+                && lower[start.min(lower.len())..end.max(start).min(lower.len())]
+                    .split(|c: char| !c.is_ascii_alphanumeric())
+                    .any(|w| w == "it")
+            {
+                last_it = Some(it_means.clone());
+            }
             match next {
-                Some((v, _, relative)) => {
-                    if relative {
+                Some((v, _, relative, named)) => {
+                    if let Some((named, fronted)) = named {
+                        antecedent = found.last().cloned().filter(|_| fronted);
+                        subject = as_the_note(&g.name, &note_key, named);
+                        last_subject = Some(subject.clone());
+                        fellows.clear();
+                    } else if relative {
                         match found.last() {
                             Some(o) => subject = o.clone(),
                             None => break,
@@ -1678,8 +2407,9 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
 }
 
 /// Whether the words just before a verb deny it ("not", "never", "no
-/// longer", "used to", "doesn't") or put it in the past ("formerly run
-/// by", "previously maintained by", "the former owner is").
+/// longer", "used to", "doesn't"), put it in the past ("formerly run
+/// by", "previously maintained by", "the former owner is") or in the
+/// future or the maybe ("will move to", "could use", "plans to call").
 fn negated(before: &str) -> bool {
     let words: Vec<&str> = before.split_whitespace().rev().take(3).collect();
     // Only the word right before the verb, as written: "Ledger (formerly
@@ -1700,7 +2430,25 @@ fn negated(before: &str) -> bool {
         .copied()
         .collect::<Vec<_>>()
         .join(" ");
-    last_two == "used to"
+    // Not yet, or only maybe: a modal verb or "to" right before it ("will
+    // move to", "could use", "plans to call", "Hugo to pull from"); "has
+    // to" and "needs to" say what holds.
+    let planned = match words.as_slice() {
+        [w, ..]
+            if matches!(
+                *w,
+                "will" | "would" | "could" | "should" | "might" | "may" | "shall"
+            ) =>
+        {
+            true
+        }
+        [w, ..] if w.ends_with("'ll") || w.ends_with("’ll") => true,
+        ["to", before, ..] => !matches!(*before, "has" | "have" | "had" | "need" | "needs" | "got"),
+        ["to"] => true,
+        _ => false,
+    };
+    planned
+        || last_two == "used to"
         || words.iter().any(|w| {
             let w = w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’');
             matches!(w, "not" | "never" | "longer" | "no")
@@ -1742,10 +2490,40 @@ fn clause_start(between: &str) -> Option<(usize, bool)> {
         .filter(|w| !w.is_empty())
         .collect();
     let relative = words.first().is_some_and(|w| matches!(*w, "who" | "which"));
+    // ", whose SMS gateway is bought from": a clause about the name before.
+    if words.first() == Some(&"whose") && (2..=4).contains(&words.len()) {
+        return Some((cut, true));
+    }
     words
         .iter()
         .all(|w| SMALL.contains(w))
         .then_some((cut, relative))
+}
+
+/// Where, in the text between two verbs, a clause with a subject of its
+/// own starts ("…, and C depends on", "…; C depends on", "… but C
+/// uses"), and that subject: a name, not a pronoun.
+fn new_subject(between: &str) -> Option<(usize, String, bool)> {
+    let cut = [";", ",", " and ", " but ", " while ", " whereas "]
+        .iter()
+        .filter_map(|sep| between.rfind(sep).map(|i| (i, i + sep.len())))
+        .max()?;
+    let mut segment = between[cut.1..].trim();
+    // ", which Tariq leads": the name before is the verb's object.
+    let fronted = ["which ", "whom ", "that "]
+        .iter()
+        .any(|w| segment.len() > w.len() && segment[..w.len()].eq_ignore_ascii_case(w));
+    for joined in ["and ", "but ", "while ", "whereas "] {
+        if let Some(rest) = segment.strip_prefix(joined) {
+            segment = rest;
+        }
+    }
+    if segment.is_empty() || segment.split_whitespace().count() > LONGEST_NAME_WORDS {
+        return None;
+    }
+    let named = tail_name(segment)?;
+    (!is_pronoun(&named) && !is_first_person(&named) && !generic_noun(&named))
+        .then_some((cut.0, named, fronted))
 }
 
 /// A note speaks of what it is about by part of its name: a person by
@@ -1770,6 +2548,8 @@ fn as_the_note(note: &str, own: &str, subject: String) -> String {
 
 /// A clause being read: its subject, its verb, where it is.
 struct Clause<'a> {
+    /// Whom "it" among the objects means.
+    it_means: &'a str,
     subject: &'a str,
     /// Whom "it" among the objects means: the subject before.
     referent: &'a str,
@@ -1895,6 +2675,15 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
         if !found.is_empty() && determiners.iter().any(|p| lower_item.starts_with(p)) {
             continue;
         }
+        // "Victor Huang, head of Customer Systems": who the name before is,
+        // and what that says (he leads it); no other object.
+        if let (Some(last), Some((rel, what))) = (found.last(), role_of(item)) {
+            if let Some(what) = head_name(what) {
+                g.edges
+                    .push(edge(last, rel, &what, c.line, "statement", c.sentence));
+            }
+            continue;
+        }
         phrase_after = ends_in_a_phrase(item);
         // A link in the item is its name ("[[Keystone IdP|Keystone]] for
         // the service accounts").
@@ -1929,6 +2718,7 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
                 {
                     Some(c.referent.to_string())
                 }
+                Some(o) if o == "it" => Some(c.it_means.to_string()),
                 Some(o) if is_pronoun(&o) => Some(if key(c.subject) != c.note_key {
                     c.note.to_string()
                 } else {
@@ -1978,6 +2768,28 @@ fn objects(g: &mut NoteGraph, c: &Clause<'_>, after: &str) -> Vec<String> {
     found
 }
 
+/// A role and what it is held in ("head of Payments", "the owner of
+/// Ledger"): the relation its holder has with it, and what follows "of".
+fn role_of(item: &str) -> Option<(&'static str, &str)> {
+    const ROLES: &[(&str, &str)] = &[
+        ("head of ", "leads"),
+        ("director of ", "leads"),
+        ("lead of ", "leads"),
+        ("leader of ", "leads"),
+        ("manager of ", "leads"),
+        ("vp of ", "leads"),
+        ("chief of ", "leads"),
+        ("owner of ", "owns"),
+        ("maintainer of ", "owns"),
+    ];
+    let item = strip_article(item.trim());
+    ROLES.iter().find_map(|(role, rel)| {
+        let n = role.len();
+        (item.len() > n && item.is_char_boundary(n) && item[..n].eq_ignore_ascii_case(role))
+            .then(|| (*rel, &item[n..]))
+    })
+}
+
 /// "Three people", "2 services": a number of things, not a name.
 fn is_a_count(s: &str) -> bool {
     let mut words = s.split_whitespace();
@@ -2015,7 +2827,10 @@ fn possessor(name: &str) -> Option<String> {
 /// An object pronoun ("her", "them"), alone or before a phrase of its
 /// own ("it since the reorg"), which [`clean_name`] refuses.
 fn pronoun_of(item: &str) -> Option<String> {
-    let lower = format!("{} ", item.trim().to_ascii_lowercase());
+    let lower = format!(
+        "{} ",
+        without_what_follows(item.trim()).to_ascii_lowercase()
+    );
     let (w, rest) = lower.split_once(' ')?;
     let w = w.trim_end_matches(['.', ',']);
     let alone = rest.trim().is_empty()
@@ -2259,6 +3074,14 @@ fn generic_noun(s: &str) -> bool {
         .iter()
         .any(|a| article.eq_ignore_ascii_case(a))
         && noun.chars().all(|c| c.is_ascii_lowercase())
+}
+
+/// The ticket a sentence opens with as its label ("OPS-4412: …",
+/// "**GAME-303:** …"): what the sentence is about.
+fn ticket_label(before: &str) -> Option<String> {
+    let (first, rest) = before.trim_start().split_once(' ')?;
+    let label = first.trim_matches('*').strip_suffix(':')?;
+    (is_identifier(label) && !rest.trim().is_empty()).then(|| label.to_string())
 }
 
 /// A ticket's or issue's key: `CLIN-482`, `ONL-7`.
@@ -2582,12 +3405,56 @@ fn subject_list(before: &str) -> Vec<String> {
 /// The name that starts what follows a verb, without an adverb after it
 /// ("the Apps team too").
 fn head_name(after: &str) -> Option<String> {
-    let mut end = after.len();
+    // "… and Grace Liu is the owner": a clause's subject, no object
+    // ("until INFRA-88 is done" still names INFRA-88).
+    let lower = after.to_ascii_lowercase();
+    let stop = stop_after().find(&lower);
+    if let Some(m) = stop.filter(|m| matches!(m.as_str(), " is " | " are " | " was " | " were ")) {
+        let state = lower[m.end()..]
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .next()
+            .unwrap_or("");
+        if !matches!(
+            state,
+            "done"
+                | "merged"
+                | "fixed"
+                | "resolved"
+                | "closed"
+                | "complete"
+                | "completed"
+                | "finished"
+                | "live"
+                | "ready"
+                | "shipped"
+                | "released"
+                | "approved"
+                | "signed"
+                | "in"
+                | "out"
+                | "back"
+                | "available"
+        ) {
+            return None;
+        }
+    }
+    clean_name(before_what_follows(after, &lower, stop.map(|m| m.start())))
+}
+
+/// A name or pronoun as written after a verb, without the words that
+/// follow it and are no part of it ("Ledger directly", "it now", "X
+/// once Y lands").
+fn without_what_follows(after: &str) -> &str {
     // ASCII only: offsets in `lower` are offsets in `after`.
     let lower = after.to_ascii_lowercase();
-    if let Some(m) = stop_after().find(&lower) {
-        end = m.start();
-    }
+    let stop = stop_after().find(&lower).map(|m| m.start());
+    before_what_follows(after, &lower, stop)
+}
+
+/// [`without_what_follows`], given `after` in ASCII lower case and where
+/// the first of [`STOP_AFTER`] starts in it.
+fn before_what_follows<'a>(after: &'a str, lower: &str, stop: Option<usize>) -> &'a str {
+    let end = stop.unwrap_or(after.len());
     let mut name = after[..end].trim_end();
     for adverb in [
         " directly",
@@ -2643,7 +3510,7 @@ fn head_name(after: &str) -> Option<String> {
             name = rest.trim_end();
         }
     }
-    clean_name(name)
+    name
 }
 
 /// The subject a sentence without a relation verb starts with ("The
@@ -3032,6 +3899,116 @@ mod tests {
         assert!(!negated(" it replaced the former system and"));
         assert!(ended(" it was owned", " ana until march"));
         assert!(!ended(" it is owned", " ana until march"));
+    }
+
+    #[test]
+    fn clauses_plans_roles_and_the_common_ways_of_saying_each_relation() {
+        // Each clause its own subject ("; RosterPro reads", ", and Billing
+        // depends on", ", which Tariq Aziz leads", ", whose … is licensed
+        // from"); plans are no edges ("could use", "to pull", "will
+        // move"); a ticket that labels a line is its subject; "head of"
+        // after a name says what that one leads; a verb of data flowing
+        // over the verb it starts with; "its own" is no verb; "… and Grace
+        // Liu is the owner" is no object; "it" means what it meant before.
+        let mut got = edges("ops.md", "# Ops notes\n\nCrew Scheduling owns RosterPro; RosterPro reads pairing data from pg-crew-01.\nLedger API is owned by Ana Silva, and Billing depends on Kafka Main.\nYard Management belongs to Warehouse Systems, which Tariq Aziz leads.\nShipment Tracking calls Notify Service, whose SMS gateway is licensed from Twilio.\nSearch could use OpenSearch next year. Hugo Lambert to pull reports from SailPoint. Card Issuing will move to Marqeta.\nOPS-4412: offline mode for the crew app, blocked by OPS-4398.\nAngela Brooks reports to Victor Huang, head of Customer Systems.\nRoute Optimizer consumes data from Telematics Gateway. Mortgage Origination stores documents in DocVault.\nKeymaster has no page of its own yet.\nPolicy Admin belongs to the Policy Systems team and Grace Liu is the owner.\nWater Billing is provided by Tyler Technologies; Utilities IT looks after it now. Hannah Berg maintains it too.\nGrid Analytics is part of Grid Modernization. Robert Nakamura heads Grid Modernization.\n");
+        got.retain(|e| e.4 == "statement");
+        assert_eq!(
+            got,
+            vec![
+                e("Crew Scheduling", "owns", "RosterPro", 3, "statement"),
+                e("RosterPro", "depends_on", "pg-crew-01", 3, "statement"),
+                e("Ana Silva", "owns", "Ledger API", 4, "statement"),
+                e("Billing", "depends_on", "Kafka Main", 4, "statement"),
+                e(
+                    "Yard Management",
+                    "part_of",
+                    "Warehouse Systems",
+                    5,
+                    "statement"
+                ),
+                e("Tariq Aziz", "leads", "Warehouse Systems", 5, "statement"),
+                e(
+                    "Shipment Tracking",
+                    "depends_on",
+                    "Notify Service",
+                    6,
+                    "statement"
+                ),
+                e("Notify Service", "supplied_by", "Twilio", 6, "statement"),
+                e("OPS-4412", "blocked_by", "OPS-4398", 8, "statement"),
+                e("Victor Huang", "leads", "Customer Systems", 9, "statement"),
+                e(
+                    "Angela Brooks",
+                    "reports_to",
+                    "Victor Huang",
+                    9,
+                    "statement"
+                ),
+                e(
+                    "Route Optimizer",
+                    "depends_on",
+                    "Telematics Gateway",
+                    10,
+                    "statement"
+                ),
+                e(
+                    "Mortgage Origination",
+                    "depends_on",
+                    "DocVault",
+                    10,
+                    "statement"
+                ),
+                e(
+                    "Policy Admin",
+                    "part_of",
+                    "Policy Systems team",
+                    12,
+                    "statement"
+                ),
+                e(
+                    "Water Billing",
+                    "supplied_by",
+                    "Tyler Technologies",
+                    13,
+                    "statement"
+                ),
+                e("Utilities IT", "owns", "Water Billing", 13, "statement"),
+                e("Hannah Berg", "owns", "Water Billing", 13, "statement"),
+                e(
+                    "Grid Analytics",
+                    "part_of",
+                    "Grid Modernization",
+                    14,
+                    "statement"
+                ),
+                e(
+                    "Robert Nakamura",
+                    "leads",
+                    "Grid Modernization",
+                    14,
+                    "statement"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_key_names_the_relation_of_the_first_list_that_holds_it() {
+        for (names, rel, subject) in KEYED {
+            for n in *names {
+                let first = KEYED.iter().find(|(ns, _, _)| ns.contains(n)).unwrap();
+                assert_eq!(keyed_relation(n), Some((first.1, first.2)), "{n}");
+                if first.1 == *rel {
+                    assert_eq!(keyed_relation(n), Some((*rel, *subject)));
+                }
+            }
+        }
+        assert_eq!(keyed_relation("no such key"), None);
+        // Not yet, or only maybe, is not now; "has to" is.
+        assert!(negated(" search could"));
+        assert!(negated(" hugo lambert to"));
+        assert!(negated(" it'll"));
+        assert!(!negated(" billing has to"));
     }
 
     #[test]
