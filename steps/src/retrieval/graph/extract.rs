@@ -2510,9 +2510,12 @@ fn new_subject(between: &str) -> Option<(usize, String, bool)> {
         .max()?;
     let mut segment = between[cut.1..].trim();
     // ", which Tariq leads": the name before is the verb's object.
-    let fronted = ["which ", "whom ", "that "]
-        .iter()
-        .any(|w| segment.len() > w.len() && segment[..w.len()].eq_ignore_ascii_case(w));
+    let fronted = ["which ", "whom ", "that "].iter().any(|w| {
+        segment.len() > w.len()
+            && segment
+                .get(..w.len())
+                .is_some_and(|h| h.eq_ignore_ascii_case(w))
+    });
     for joined in ["and ", "but ", "while ", "whereas "] {
         if let Some(rest) = segment.strip_prefix(joined) {
             segment = rest;
@@ -4115,6 +4118,10 @@ mod tests {
             "---\ntitle: [a\n---\n[[ ]] [[|]] [x](.md) ]( owns  depends on  , and",
             " owns ",
             "depends on",
+            // Clauses, roles and labels read at offsets found in a copy.
+            "Ana owns Ledger, whé Ünal leads. Ana owns Ledger, which Ünal leads.",
+            "Ana owns Ledger, and Çağrı depends on Ödeme; é uses ß. OPS-1: é, blocked by Ü-2.",
+            "Bo reports to Víctor, head of Über, and to İ, the head of İİ. It is part of it.",
         ] {
             let _ = note("n.md", text);
         }
