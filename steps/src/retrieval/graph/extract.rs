@@ -2151,8 +2151,8 @@ fn statements(g: &mut NoteGraph, para: &Paragraph, verbs_at: &[usize]) {
     let mut note_was_object = false;
     // What "it" last meant in the paragraph: the next "it" means the same.
     let mut last_it: Option<String> = None;
-    // Whether the subject spoken of last may be "it": not people (who
-    // report to or lead), not several at once.
+    // Whether the subject spoken of last may be "it": not one who owns,
+    // leads or reports, not several at once.
     let mut subject_may_be_it = true;
     let base = para.text.as_ptr() as usize;
     // A semicolon joins clauses that each say their own thing ("A owns
